@@ -1,0 +1,1 @@
+//! cudal1-supervisor (skeleton)
