@@ -1,0 +1,181 @@
+//! Pairing candidates with the tasks of a suite, from a directory or a JSONL file.
+//!
+//! Directory layout, mirroring the suite: `DIR/level1/12_Name.py` (one candidate) or
+//! `DIR/level1/12_Name/*.py` (several); without level folders `DIR/12_Name.py` or
+//! `DIR/12_Name/*.py`. JSONL: one object per line, `{"task": "level1/12_Name", "code": "..."}`;
+//! `task` may also be the file stem (`12_Name`) or the bare name (`Name`) when that is unique, and
+//! an optional `id` names the candidate.
+
+use crate::{Candidate, Task, TaskError};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone)]
+pub enum CandidateSource {
+    Dir(PathBuf),
+    Jsonl(PathBuf),
+}
+
+impl CandidateSource {
+    pub fn from_path(path: &Path) -> CandidateSource {
+        if path.extension().is_some_and(|e| e == "jsonl") {
+            CandidateSource::Jsonl(path.to_owned())
+        } else {
+            CandidateSource::Dir(path.to_owned())
+        }
+    }
+}
+
+/// A candidate and the index of its task in the suite.
+#[derive(Debug, Clone)]
+pub struct MatchedCandidate {
+    pub task: usize,
+    pub candidate: Candidate,
+    /// From a first line `# cudal1: expect=<verdict> [faster]`, used by tests and benchmarks.
+    pub expect: Option<Expectation>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Expectation {
+    pub verdict: String,
+    pub faster: bool,
+}
+
+/// Reads `# cudal1: expect=correct faster` from the first lines of a program.
+pub fn expectation(source: &str) -> Option<Expectation> {
+    source.lines().take(3).find_map(|line| {
+        let rest = line.trim().strip_prefix('#')?.trim().strip_prefix("cudal1:")?;
+        let mut words = rest.split_whitespace();
+        let verdict = words.next()?.strip_prefix("expect=")?.to_owned();
+        let faster = words.any(|w| w == "faster");
+        Some(Expectation { verdict, faster })
+    })
+}
+
+/// Finds the candidates for `tasks`. Candidates that match no task, and rows that cannot be
+/// read, come back as problems; they never stop the batch.
+pub fn match_candidates(
+    tasks: &[Task],
+    source: &CandidateSource,
+) -> Result<(Vec<MatchedCandidate>, Vec<TaskError>), TaskError> {
+    match source {
+        CandidateSource::Dir(dir) => from_dir(tasks, dir),
+        CandidateSource::Jsonl(file) => from_jsonl(tasks, file),
+    }
+}
+
+fn matched(task: usize, candidate: Candidate) -> MatchedCandidate {
+    let expect = expectation(&candidate.source);
+    MatchedCandidate { task, candidate, expect }
+}
+
+fn from_dir(tasks: &[Task], dir: &Path) -> Result<(Vec<MatchedCandidate>, Vec<TaskError>), TaskError> {
+    if !dir.is_dir() {
+        return Err(TaskError::Candidates {
+            path: dir.to_owned(),
+            reason: "not a directory (give a directory laid out like the suite, or a .jsonl file)".into(),
+        });
+    }
+    let mut found = Vec::new();
+    let mut problems = Vec::new();
+    for (index, task) in tasks.iter().enumerate() {
+        let mut bases = vec![dir.join(&task.name.stem)];
+        if let Some(level) = task.name.level {
+            bases.insert(0, dir.join(format!("level{level}")).join(&task.name.stem));
+        }
+        for base in bases {
+            let single = base.with_extension("py");
+            if single.is_file() {
+                push_file(&mut found, &mut problems, index, &single);
+            }
+            if base.is_dir() {
+                let mut files: Vec<PathBuf> = std::fs::read_dir(&base)
+                    .map_err(|source| TaskError::Read { path: base.clone(), source })?
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|e| e == "py"))
+                    .collect();
+                files.sort();
+                for f in files {
+                    push_file(&mut found, &mut problems, index, &f);
+                }
+            }
+        }
+    }
+    Ok((found, problems))
+}
+
+fn push_file(found: &mut Vec<MatchedCandidate>, problems: &mut Vec<TaskError>, task: usize, file: &Path) {
+    match Candidate::load(file) {
+        Ok(c) => found.push(matched(task, c)),
+        Err(e) => problems.push(e),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct Row {
+    task: String,
+    code: String,
+    #[serde(default)]
+    id: Option<String>,
+}
+
+fn from_jsonl(tasks: &[Task], file: &Path) -> Result<(Vec<MatchedCandidate>, Vec<TaskError>), TaskError> {
+    let text = std::fs::read_to_string(file).map_err(|source| TaskError::Read { path: file.to_owned(), source })?;
+    let mut found = Vec::new();
+    let mut problems = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = format!("{}:{}", file.display(), n + 1);
+        let problem = |reason: String| TaskError::Candidates { path: PathBuf::from(&at), reason };
+        let row: Row = match serde_json::from_str(line) {
+            Ok(r) => r,
+            Err(e) => {
+                problems.push(problem(format!("not a JSON object with `task` and `code`: {e}")));
+                continue;
+            }
+        };
+        match find_task(tasks, &row.task) {
+            Ok(index) => {
+                let label = row.id.map_or(at.clone(), |id| format!("{at} ({id})"));
+                found.push(matched(index, Candidate::from_source(label, row.code)));
+            }
+            Err(reason) => problems.push(problem(reason)),
+        }
+    }
+    Ok((found, problems))
+}
+
+/// Finds a task by key (`level1/12_Name`), stem (`12_Name`) or name (`Name`), in that order.
+fn find_task(tasks: &[Task], wanted: &str) -> Result<usize, String> {
+    let wanted = wanted.trim_end_matches(".py");
+    let tries: [&dyn Fn(&Task) -> bool; 3] = [
+        &|t| t.key() == wanted || t.path.ends_with(format!("{wanted}.py")),
+        &|t| t.name.stem == wanted,
+        &|t| t.name.name == wanted,
+    ];
+    for matches in tries {
+        let hits: Vec<usize> = tasks.iter().enumerate().filter(|(_, t)| matches(t)).map(|(i, _)| i).collect();
+        match hits.len() {
+            0 => continue,
+            1 => return Ok(hits[0]),
+            _ => return Err(format!("task `{wanted}` is ambiguous; name it as `levelN/ID_Name`")),
+        }
+    }
+    Err(format!("no task `{wanted}` in the suite"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_expectations() {
+        assert_eq!(
+            expectation("# cudal1: expect=correct faster\nimport torch"),
+            Some(Expectation { verdict: "correct".into(), faster: true })
+        );
+        assert_eq!(expectation("#cudal1: expect=exploit").unwrap().verdict, "exploit");
+        assert_eq!(expectation("import torch\n"), None);
+    }
+}
