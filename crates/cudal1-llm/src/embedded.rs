@@ -1,0 +1,3 @@
+//! placeholder
+pub struct EmbeddedConfig;
+pub struct EmbeddedModel;

@@ -1,0 +1,1 @@
+//! cudal1-search (in progress)
