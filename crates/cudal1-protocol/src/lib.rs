@@ -1,1 +1,327 @@
-//! cudal1-protocol (skeleton)
+//! The messages of the runner protocol (docs/protocol.md), version [`PROTOCOL_VERSION`].
+//!
+//! Requests are built as typed structs and serialised with their `op`; replies are parsed into the
+//! matching reply types. The envelope (`id`, `ok`, `error`) is handled by [`parse_reply`]. This
+//! crate only describes messages; starting and talking to processes is `cudal1-supervisor`'s job.
+
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use std::path::PathBuf;
+
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// A request: its `op` name and fields.
+pub trait Request: Serialize {
+    const OP: &'static str;
+    type Reply: DeserializeOwned;
+
+    /// The request as a JSON object with its `op` (the supervisor adds the `id`).
+    fn to_json(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).expect("requests are plain data");
+        if let serde_json::Value::Object(map) = &mut v {
+            map.insert("op".into(), Self::OP.into());
+        }
+        v
+    }
+}
+
+/// Why a runner could not do what was asked.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct RunnerError {
+    pub kind: ErrorKind,
+    pub message: String,
+    #[serde(default)]
+    pub traceback: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    BadRequest,
+    LoadError,
+    MissingSymbol,
+    CompileError,
+    RuntimeError,
+    CudaError,
+    Oom,
+    BadInputs,
+    Internal,
+    #[serde(other)]
+    Unknown,
+}
+
+/// Splits a reply into its payload or the runner's error.
+pub fn parse_reply<T: DeserializeOwned>(reply: serde_json::Value) -> Result<Result<T, RunnerError>, String> {
+    let ok = reply.get("ok").and_then(|v| v.as_bool()).ok_or("reply has no boolean `ok`")?;
+    if ok {
+        serde_json::from_value(reply).map(Ok).map_err(|e| format!("malformed reply: {e}"))
+    } else {
+        let err = reply.get("error").cloned().ok_or("failed reply has no `error`")?;
+        serde_json::from_value(err).map(Err).map_err(|e| format!("malformed error: {e}"))
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Hello {}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct HelloReply {
+    pub protocol: u32,
+    pub python: String,
+    pub torch: String,
+    pub cuda: Option<String>,
+    #[serde(default)]
+    pub devices: Vec<DeviceInfo>,
+    pub driver: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct DeviceInfo {
+    pub index: u32,
+    pub name: String,
+    pub capability: String,
+    pub memory_bytes: u64,
+    pub l2_bytes: u64,
+}
+
+impl Request for Hello {
+    const OP: &'static str = "hello";
+    type Reply = HelloReply;
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Load {
+    pub reference: PathBuf,
+    pub candidate: Option<PathBuf>,
+    pub device: String,
+    pub init_seed: u64,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct LoadReply {
+    pub inputs: Vec<ValueSpec>,
+    pub init_inputs: Vec<ValueSpec>,
+    pub parameters: u64,
+    pub load_ms: f64,
+}
+
+/// What one value of `get_inputs()` or `get_init_inputs()` is.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ValueSpec {
+    Tensor { shape: Vec<u64>, dtype: String },
+    Int { value: i64 },
+    Float { value: f64 },
+    Bool { value: bool },
+    #[serde(other)]
+    Other,
+}
+
+impl ValueSpec {
+    /// `float32[16, 1024]`, `int 3`.
+    pub fn describe(&self) -> String {
+        match self {
+            ValueSpec::Tensor { shape, dtype } => {
+                let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
+                format!("{dtype}[{}]", dims.join(", "))
+            }
+            ValueSpec::Int { value } => format!("int {value}"),
+            ValueSpec::Float { value } => format!("float {value}"),
+            ValueSpec::Bool { value } => format!("bool {value}"),
+            ValueSpec::Other => "other".into(),
+        }
+    }
+}
+
+impl Request for Load {
+    const OP: &'static str = "load";
+    type Reply = LoadReply;
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Outputs {
+    pub seeds: Vec<u64>,
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct OutputsReply {
+    pub results: Vec<SeedResult>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct SeedResult {
+    pub seed: u64,
+    pub path: PathBuf,
+    pub ms: f64,
+    #[serde(default)]
+    pub findings: Vec<Finding>,
+}
+
+/// Something a runner noticed about a candidate's behaviour (see the protocol for the kinds).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct Finding {
+    pub kind: String,
+    #[serde(default)]
+    pub detail: String,
+}
+
+impl Request for Outputs {
+    const OP: &'static str = "outputs";
+    type Reply = OutputsReply;
+}
+
+/// `expected` is `outputs` made by the reference role.
+#[derive(Debug, Clone, Serialize)]
+pub struct Expected {
+    pub seeds: Vec<u64>,
+    pub dir: PathBuf,
+}
+
+impl Request for Expected {
+    const OP: &'static str = "expected";
+    type Reply = OutputsReply;
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Compare {
+    pub expected: PathBuf,
+    pub actual: PathBuf,
+    pub atol: f64,
+    pub rtol: f64,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct CompareReply {
+    #[serde(default)]
+    pub outputs: Vec<OutputComparison>,
+    pub count_expected: usize,
+    pub count_actual: usize,
+    #[serde(default)]
+    pub load_error: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct OutputComparison {
+    pub index: usize,
+    pub expected_shape: Vec<u64>,
+    pub actual_shape: Vec<u64>,
+    pub expected_dtype: String,
+    pub actual_dtype: String,
+    pub numel: u64,
+    pub max_abs: Option<f64>,
+    pub max_rel: Option<f64>,
+    pub mismatches: u64,
+    pub nonfinite_mismatches: u64,
+    #[serde(default)]
+    pub expected_nonfinite: u64,
+}
+
+impl Request for Compare {
+    const OP: &'static str = "compare";
+    type Reply = CompareReply;
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Time {
+    pub calls: u32,
+    pub seed_base: u64,
+    pub flush_l2: bool,
+    pub check: Vec<u32>,
+    pub dir: PathBuf,
+    pub warmup: bool,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct TimeReply {
+    #[serde(default)]
+    pub ms: Vec<f64>,
+    #[serde(default)]
+    pub host_ms: Vec<f64>,
+    #[serde(default)]
+    pub checked: Vec<CheckedCall>,
+    pub wall_ms: f64,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct CheckedCall {
+    pub seed: u64,
+    pub path: PathBuf,
+}
+
+impl Request for Time {
+    const OP: &'static str = "time";
+    type Reply = TimeReply;
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CompileRequest {
+    pub candidate: PathBuf,
+    pub reference: PathBuf,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct CompileReply {
+    #[serde(default)]
+    pub built: Vec<String>,
+    pub compile_ms: f64,
+    #[serde(default)]
+    pub log: String,
+}
+
+impl Request for CompileRequest {
+    const OP: &'static str = "compile";
+    type Reply = CompileReply;
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Shutdown {}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct ShutdownReply {}
+
+impl Request for Shutdown {
+    const OP: &'static str = "shutdown";
+    type Reply = ShutdownReply;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_carry_their_op() {
+        let v = Time { calls: 3, seed_base: 9, flush_l2: true, check: vec![1], dir: "/d".into(), warmup: false }.to_json();
+        assert_eq!(v["op"], "time");
+        assert_eq!(v["calls"], 3);
+        assert_eq!(v["check"][0], 1);
+    }
+
+    #[test]
+    fn parses_ok_and_error_replies() {
+        let ok: Result<HelloReply, _> = parse_reply(serde_json::json!({
+            "id": 1, "ok": true, "protocol": 1, "python": "3.11", "torch": "2.11", "cuda": null,
+            "devices": [], "driver": null
+        }))
+        .unwrap();
+        assert_eq!(ok.unwrap().protocol, 1);
+        let err: Result<HelloReply, _> = parse_reply(serde_json::json!({
+            "id": 1, "ok": false, "error": {"kind": "cuda_error", "message": "illegal address"}
+        }))
+        .unwrap();
+        assert_eq!(err.unwrap_err().kind, ErrorKind::CudaError);
+        let unknown: Result<HelloReply, _> = parse_reply(serde_json::json!({
+            "ok": false, "error": {"kind": "brand_new", "message": "x"}
+        }))
+        .unwrap();
+        assert_eq!(unknown.unwrap_err().kind, ErrorKind::Unknown);
+        assert!(parse_reply::<HelloReply>(serde_json::json!({"id": 1})).is_err());
+    }
+
+    #[test]
+    fn value_specs_describe_themselves() {
+        let s: ValueSpec = serde_json::from_value(serde_json::json!({"kind": "tensor", "shape": [2, 3], "dtype": "float32"})).unwrap();
+        assert_eq!(s.describe(), "float32[2, 3]");
+        let s: ValueSpec = serde_json::from_value(serde_json::json!({"kind": "int", "value": 4})).unwrap();
+        assert_eq!(s.describe(), "int 4");
+    }
+}
