@@ -1,0 +1,113 @@
+"""Compare a candidate's saved outputs with the reference's, in float64 (reference role only).
+
+Files are read with ``torch.load(weights_only=True)``, which refuses pickled code, so a hostile
+file is reported rather than executed. Statistics are computed in chunks to bound memory.
+"""
+
+import sys
+
+import torch
+
+from .errors import INTERNAL, RunnerError
+from .inputs import dtype_name
+
+_CHUNK = 1 << 22  # elements per float64 chunk: 32 MiB per operand
+
+
+def read_outputs(path: str) -> list:
+    """The ``outputs`` list of a file written by ``outputs.save``; raises ValueError if malformed."""
+    data = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(data, dict) or "outputs" not in data:
+        raise ValueError("not a cudal1 outputs file (no 'outputs' entry)")
+    outputs = data["outputs"]
+    if not isinstance(outputs, (list, tuple)):
+        raise ValueError(f"'outputs' is {type(outputs).__name__}, not a list")
+    for index, t in enumerate(outputs):
+        if type(t) is not torch.Tensor:
+            raise ValueError(f"outputs[{index}] is {type(t).__name__}, not a tensor")
+        if t.layout != torch.strided:
+            raise ValueError(f"outputs[{index}] has layout {t.layout}")
+    return list(outputs)
+
+
+def compare_files(expected_path: str, actual_path: str, atol: float, rtol: float) -> dict:
+    try:
+        expected = read_outputs(expected_path)
+    except Exception as exc:
+        # The expected file is ours; failing to read it is not the candidate's fault.
+        raise RunnerError(INTERNAL, f"expected outputs {expected_path} unreadable: {type(exc).__name__}: {exc}") from exc
+    try:
+        actual = read_outputs(actual_path)
+    except Exception as exc:
+        return {
+            "outputs": [],
+            "count_expected": len(expected),
+            "count_actual": 0,
+            "load_error": f"{type(exc).__name__}: {exc}",
+        }
+    return {
+        "outputs": [compare_tensors(i, e, a, atol, rtol) for i, (e, a) in enumerate(zip(expected, actual))],
+        "count_expected": len(expected),
+        "count_actual": len(actual),
+        "load_error": None,
+    }
+
+
+def compare_tensors(index: int, expected: torch.Tensor, actual: torch.Tensor, atol: float, rtol: float) -> dict:
+    report = {
+        "index": index,
+        "expected_shape": list(expected.shape),
+        "actual_shape": list(actual.shape),
+        "expected_dtype": dtype_name(expected.dtype),
+        "actual_dtype": dtype_name(actual.dtype),
+        "numel": 0,
+        "max_abs": None,
+        "max_rel": None,
+        "mismatches": 0,
+        "nonfinite_mismatches": 0,
+        "expected_nonfinite": 0,
+    }
+    if expected.shape != actual.shape:
+        return report
+    wide = torch.complex128 if (expected.is_complex() or actual.is_complex()) else torch.float64
+    e_all = expected.reshape(-1)
+    a_all = actual.reshape(-1)
+    numel = e_all.numel()
+    # Maxima over an empty set of non-negative errors are 0: nothing finite disagreed.
+    max_abs = max_rel = 0.0
+    mismatches = nonfinite = expected_nonfinite = 0
+    for start in range(0, numel, _CHUNK):
+        e = e_all[start:start + _CHUNK].to(wide)
+        a = a_all[start:start + _CHUNK].to(wide)
+        e_finite, a_finite = torch.isfinite(e), torch.isfinite(a)
+        both = e_finite & a_finite
+        expected_nonfinite += int((~e_finite).sum())
+        nonfinite += int((~both & ~_same_nonfinite(e, a)).sum())
+        e_b, a_b = e[both], a[both]
+        if e_b.numel():
+            err = (a_b - e_b).abs()
+            scale = e_b.abs()
+            mismatches += int((err > atol + rtol * scale).sum())
+            max_abs = max(max_abs, float(err.max()))
+            max_rel = max(max_rel, float((err / (scale + 1e-12)).max()))
+    report.update(
+        numel=numel,
+        max_abs=_clamp(max_abs),
+        max_rel=_clamp(max_rel),
+        mismatches=mismatches,
+        nonfinite_mismatches=nonfinite,
+        expected_nonfinite=expected_nonfinite,
+    )
+    return report
+
+
+def _same_nonfinite(e: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+    """Both NaN, or the same infinity (for complex: the same value, or both containing NaN)."""
+    if e.is_complex():
+        return (torch.isnan(e) & torch.isnan(a)) | (e == a)
+    return (torch.isnan(e) & torch.isnan(a)) | (torch.isinf(e) & (e == a))
+
+
+def _clamp(x: float) -> float:
+    # The difference of two huge finite float64 values can overflow; JSON has no infinity.
+    return min(x, sys.float_info.max)

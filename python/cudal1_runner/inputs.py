@@ -1,0 +1,161 @@
+"""Inputs from the reference program, immune to edits made after the snapshot.
+
+The reference module's globals are copied before the candidate is imported. ``get_inputs`` and
+``get_init_inputs`` (and the module's other plain functions, which they may call) are rebuilt on
+each call from the saved code objects over a fresh dict of the copied globals. A candidate that
+rewrites ``N = 4096`` to ``N = 4``, replaces ``get_inputs``, patches its ``__code__`` or appends to
+a module-level list therefore changes nothing here.
+"""
+
+import copy
+import hashlib
+import types
+
+import torch
+
+from .errors import BAD_INPUTS, RunnerError
+
+_SCALARS = (bool, int, float)
+
+
+class _SavedFunction:
+    """What is needed to rebuild a module-level function over other globals."""
+
+    def __init__(self, fn: types.FunctionType) -> None:
+        self.code = fn.__code__
+        self.name = fn.__name__
+        self.defaults = _copy_value(fn.__defaults__)
+        self.kwdefaults = _copy_value(fn.__kwdefaults__)
+        self.closure = fn.__closure__
+
+    def rebuild(self, globals_: dict) -> types.FunctionType:
+        fn = types.FunctionType(self.code, globals_, self.name, self.defaults, self.closure)
+        fn.__kwdefaults__ = copy.copy(self.kwdefaults)
+        return fn
+
+
+def _copy_value(value):
+    # Modules, classes and functions deep-copy to themselves; anything that refuses is shared.
+    try:
+        return copy.deepcopy(value)
+    except Exception:
+        return value
+
+
+class InputSource:
+    """The reference's ``get_inputs``/``get_init_inputs`` over a snapshot of its globals."""
+
+    def __init__(self, module) -> None:
+        namespace = vars(module)
+        self._values = {}
+        self._functions = {}
+        for key, value in namespace.items():
+            if isinstance(value, types.FunctionType) and value.__globals__ is namespace:
+                self._functions[key] = _SavedFunction(value)
+            else:
+                self._values[key] = _copy_value(value)
+
+    def _fresh(self) -> dict:
+        globals_ = dict(self._values)
+        for key, saved in self._functions.items():
+            globals_[key] = saved.rebuild(globals_)
+        return globals_
+
+    def get_inputs(self) -> list:
+        return _checked(self._fresh()["get_inputs"](), "get_inputs")
+
+    def get_init_inputs(self) -> list:
+        return _checked(self._fresh()["get_init_inputs"](), "get_init_inputs")
+
+
+def _checked(values, where: str) -> list:
+    if not isinstance(values, (list, tuple)):
+        raise RunnerError(BAD_INPUTS, f"{where}() returned {type(values).__name__}, not a list")
+    for index, value in enumerate(values):
+        _check_value(value, f"{where}()[{index}]")
+    return list(values)
+
+
+def _check_value(value, where: str) -> None:
+    if isinstance(value, (torch.Tensor,) + _SCALARS):
+        return
+    if isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _check_value(item, f"{where}[{index}]")
+        return
+    raise RunnerError(
+        BAD_INPUTS,
+        f"{where} is {type(value).__name__}; expected a tensor, a number, a bool or a list of those",
+    )
+
+
+def spec(value) -> dict:
+    """The protocol's description of one input. Lists get ``{"kind": "list", "items": [...]}``."""
+    if isinstance(value, torch.Tensor):
+        return {"kind": "tensor", "shape": list(value.shape), "dtype": dtype_name(value.dtype)}
+    if isinstance(value, bool):
+        return {"kind": "bool", "value": value}
+    if isinstance(value, int):
+        return {"kind": "int", "value": value}
+    if isinstance(value, float):
+        return {"kind": "float", "value": value}
+    return {"kind": "list", "items": [spec(v) for v in value]}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def to_device(values, device: torch.device):
+    if isinstance(values, torch.Tensor):
+        return values.to(device)
+    if isinstance(values, tuple):
+        return tuple(to_device(v, device) for v in values)
+    if isinstance(values, list):
+        return [to_device(v, device) for v in values]
+    return values
+
+
+def tensors(values):
+    """Every tensor in a (nested) input list, depth first."""
+    if isinstance(values, torch.Tensor):
+        yield values
+    elif isinstance(values, (list, tuple)):
+        for v in values:
+            yield from tensors(v)
+
+
+def snapshot(values):
+    """Clones of the inputs (structure included) to detect mutation by the model."""
+    if isinstance(values, torch.Tensor):
+        return values.clone()
+    if isinstance(values, tuple):
+        return tuple(snapshot(v) for v in values)
+    if isinstance(values, list):
+        return [snapshot(v) for v in values]
+    return values
+
+
+def digest(values) -> str:
+    """SHA-256 of the inputs' dtypes, shapes and contents: equal in both roles for one seed."""
+    h = hashlib.sha256()
+    _feed(h, values)
+    return h.hexdigest()
+
+
+def _feed(h, value) -> None:
+    if isinstance(value, torch.Tensor):
+        h.update(f"T{dtype_name(value.dtype)}{list(value.shape)}".encode())
+        try:
+            t = value.detach().to("cpu").resolve_conj().resolve_neg().contiguous()
+            if t.numel():
+                h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+        except Exception:  # exotic layouts (sparse, quantized): shape and dtype must do
+            h.update(b"?")
+    elif isinstance(value, (list, tuple)):
+        h.update(f"L{len(value)}[".encode())
+        for v in value:
+            _feed(h, v)
+        h.update(b"]")
+    else:
+        h.update(f"S{type(value).__name__}:{value!r};".encode())

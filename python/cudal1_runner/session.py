@@ -1,0 +1,248 @@
+"""One runner process's state and its operations.
+
+``Session`` holds what ``load`` produced (the device, the model, the reference's input source)
+and answers each request with a reply dict. Exceptions from task or candidate code become error
+replies; the session keeps serving afterwards.
+"""
+
+import json
+import os
+import time
+
+import torch
+
+from . import compile as compiling
+from . import environment, precision
+from . import inputs as inputs_mod
+from . import outputs as outputs_mod
+from . import requests as req
+from . import timing
+from .compare import compare_files
+from .errors import BAD_REQUEST, INTERNAL, LOAD_ERROR, RUNTIME_ERROR, RunnerError, classify, with_context
+from .loading import load_module, require
+from .seeding import seed_all
+
+_OPS = {
+    "reference": {"hello", "shutdown", "load", "outputs", "expected", "compare", "time"},
+    "candidate": {"hello", "shutdown", "load", "outputs", "time"},
+    "compile": {"hello", "shutdown", "compile"},
+}
+
+
+class Session:
+    def __init__(self, role: str) -> None:
+        self.role = role
+        self.device = None
+        self.model = None
+        self.source = None
+        self._flushers = {}
+
+    @property
+    def inspects(self) -> bool:
+        """Only the untrusted candidate's outputs are inspected for findings."""
+        return self.role == "candidate"
+
+    def serve(self, line: bytes):
+        """Answer one request line; returns (reply, stop)."""
+        try:
+            request = json.loads(line)
+        except ValueError as exc:
+            return _error(None, RunnerError(BAD_REQUEST, f"request is not JSON: {exc}")), False
+        if not isinstance(request, dict):
+            return _error(None, RunnerError(BAD_REQUEST, "request is not a JSON object")), False
+        rid = request.get("id")
+        op = request.get("op")
+        if not isinstance(op, str):
+            return _error(rid, RunnerError(BAD_REQUEST, "request has no string `op`")), False
+        if op not in _OPS[self.role]:
+            return _error(rid, RunnerError(BAD_REQUEST, f"op `{op}` is not served by the {self.role} role")), False
+        try:
+            fields = getattr(self, "_op_" + op)(request)
+        except RunnerError as err:
+            return _error(rid, err), False
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            return _error(rid, classify(exc, INTERNAL)), False
+        return {"id": rid, "ok": True, **fields}, op == "shutdown"
+
+    # --- ops -------------------------------------------------------------------------------
+
+    def _op_hello(self, request: dict) -> dict:
+        return environment.hello()
+
+    def _op_shutdown(self, request: dict) -> dict:
+        return {}
+
+    def _op_load(self, request: dict) -> dict:
+        started = time.perf_counter_ns()
+        reference = req.abs_path(request, "reference")
+        candidate = req.abs_path(request, "candidate", None)
+        device = _device(req.field(request, "device", str))
+        init_seed = req.seed(req.field(request, "init_seed", int), "init_seed")
+        allow_tf32 = bool(req.field(request, "precision", dict, {}).get("allow_tf32", False))
+        if reference is None:
+            raise RunnerError(BAD_REQUEST, "`reference` is required")
+        if self.role == "candidate" and candidate is None:
+            raise RunnerError(BAD_REQUEST, "the candidate role needs `candidate`")
+        self.model = self.source = None
+
+        precision.apply(allow_tf32)
+        ref = load_module(reference, "reference")
+        require(ref, ["get_inputs", "get_init_inputs"] + (["Model"] if self.role == "reference" else []), "reference")
+        source = inputs_mod.InputSource(ref)
+        if self.role == "candidate":
+            cand = load_module(candidate, "candidate")
+            require(cand, ["ModelNew"], "candidate")
+            cls, label = vars(cand)["ModelNew"], "ModelNew"
+        else:
+            cls, label = vars(ref)["Model"], "Model"
+        # Undo precision flags that the imported code may have flipped.
+        precision.apply(allow_tf32)
+
+        with torch.no_grad():
+            init = _phase(lambda: _seeded(init_seed, source.get_init_inputs), "reference get_init_inputs()", LOAD_ERROR)
+            model = _phase(lambda: _construct(cls, init, init_seed, device), f"constructing {label}", LOAD_ERROR)
+            precision.apply(allow_tf32)
+            probe = _phase(lambda: _seeded(0, source.get_inputs), "reference get_inputs()", LOAD_ERROR)
+        parameters = _phase(lambda: sum(int(p.numel()) for p in model.parameters()), f"{label}.parameters()", LOAD_ERROR)
+
+        self.device, self.model, self.source = device, model, source
+        return {
+            "inputs": [inputs_mod.spec(v) for v in probe],
+            "init_inputs": [inputs_mod.spec(v) for v in init],
+            "parameters": parameters,
+            "load_ms": (time.perf_counter_ns() - started) / 1e6,
+        }
+
+    def _op_outputs(self, request: dict) -> dict:
+        self._require_loaded()
+        seeds = req.seeds(request)
+        out_dir = req.abs_path(request, "dir")
+        results = []
+        with torch.no_grad():
+            for seed in seeds:
+                try:
+                    results.append(self._one_output(seed, out_dir))
+                except BaseException as exc:
+                    if isinstance(exc, KeyboardInterrupt):
+                        raise
+                    raise with_context(classify(exc, RUNTIME_ERROR), f"seed {seed}") from None
+        return {"results": results}
+
+    _op_expected = _op_outputs
+
+    def _one_output(self, seed: int, out_dir: str) -> dict:
+        seed_all(seed)
+        raw = self.source.get_inputs()
+        # Fingerprint before the call: the model may edit its inputs.
+        input_digest = inputs_mod.digest(raw)
+        args = inputs_mod.to_device(raw, self.device)
+        clones = inputs_mod.snapshot(args) if self.inspects else None
+        self._sync()
+        t0 = time.perf_counter_ns()
+        out = self.model(*args)
+        self._sync()
+        ms = (time.perf_counter_ns() - t0) / 1e6
+        flat = outputs_mod.leaves(out)
+        findings = []
+        if self.inspects:
+            findings += outputs_mod.output_findings(flat, args, self.device)
+            findings += outputs_mod.mutation_findings(args, clones)
+        saved, more = outputs_mod.to_host(flat, strict=not self.inspects)
+        path = os.path.join(out_dir, f"seed-{seed}.pt")
+        outputs_mod.save(path, saved)
+        return {"seed": seed, "path": path, "ms": ms, "findings": findings + more, "input_digest": input_digest}
+
+    def _op_compare(self, request: dict) -> dict:
+        expected = req.abs_path(request, "expected")
+        actual = req.abs_path(request, "actual")
+        atol = req.number(request, "atol")
+        rtol = req.number(request, "rtol")
+        return compare_files(expected, actual, atol, rtol)
+
+    def _op_time(self, request: dict) -> dict:
+        self._require_loaded()
+        calls = req.field(request, "calls", int)
+        if calls < 0:
+            raise RunnerError(BAD_REQUEST, "`calls` must not be negative")
+        seed_base = req.seed(req.field(request, "seed_base", int), "seed_base")
+        req.seed(seed_base + max(calls - 1, 0), "seed_base + calls")
+        flush_l2 = req.field(request, "flush_l2", bool, True)
+        warmup = req.field(request, "warmup", bool, False)
+        check = req.field(request, "check", list, [])
+        for i in check:
+            if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < calls:
+                raise RunnerError(BAD_REQUEST, f"`check` index {i!r} is not in [0, {calls})")
+        out_dir = req.abs_path(request, "dir", None)
+        if check and not warmup and out_dir is None:
+            raise RunnerError(BAD_REQUEST, "`check` needs `dir`")
+        with torch.no_grad():
+            return timing.run(self, calls, seed_base, flush_l2, check, out_dir, warmup)
+
+    def _op_compile(self, request: dict) -> dict:
+        candidate = req.abs_path(request, "candidate")
+        reference = req.abs_path(request, "reference", None)
+        return compiling.run(candidate, reference)
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _require_loaded(self) -> None:
+        if self.model is None:
+            raise RunnerError(BAD_REQUEST, "no program loaded: send `load` first")
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+
+    def l2_flusher(self):
+        key = str(self.device)
+        if key not in self._flushers:
+            self._flushers[key] = timing.L2Flusher(self.device)
+        return self._flushers[key]
+
+
+def _error(rid, err: RunnerError) -> dict:
+    return {"id": rid, "ok": False, "error": err.to_reply()}
+
+
+def _device(name: str) -> torch.device:
+    try:
+        device = torch.device(name)
+    except Exception as exc:
+        raise RunnerError(BAD_REQUEST, f"bad device {name!r}: {exc}") from exc
+    if device.type == "cpu":
+        return device
+    if device.type != "cuda":
+        raise RunnerError(BAD_REQUEST, f"device type {device.type!r} is not supported")
+    if not torch.cuda.is_available():
+        raise RunnerError(BAD_REQUEST, f"device {name!r} requested but CUDA is not available")
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index >= torch.cuda.device_count():
+        raise RunnerError(BAD_REQUEST, f"device {name!r} does not exist ({torch.cuda.device_count()} visible)")
+    # Synchronisation and events act on the current device: make it the requested one.
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index)
+
+
+def _seeded(seed: int, fn):
+    seed_all(seed)
+    return fn()
+
+
+def _construct(cls, init: list, init_seed: int, device: torch.device):
+    seed_all(init_seed)
+    model = cls(*init).to(device).eval()
+    if device.type == "cuda":
+        torch.cuda.synchronize()  # surface asynchronous faults of construction here
+    return model
+
+
+def _phase(fn, what: str, default_kind: str):
+    try:
+        return fn()
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        err = classify(exc, default_kind)
+        raise with_context(err, what) from None

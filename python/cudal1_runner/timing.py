@@ -1,0 +1,97 @@
+"""The ``time`` op: fresh inputs per call, L2 flush, device-wide synchronisation, two clocks.
+
+Everything that is not the model call (input generation, transfer, flush) happens before the
+clocks start. The clocks stop only after ``torch.cuda.synchronize()``, so work queued on any
+stream of the device is counted. Outputs of ``check`` calls are copied to the host and saved
+after the clocks stop; no other call moves data to the host inside the loop.
+"""
+
+import os
+import time
+
+import torch
+
+from . import inputs as inputs_mod
+from . import outputs as outputs_mod
+from .errors import RUNTIME_ERROR, classify, with_context
+from .seeding import seed_all
+
+_FALLBACK_L2_BYTES = 50 * 1024 * 1024
+
+
+class L2Flusher:
+    """A persistent buffer of twice the L2 size; writing it evicts the model's data from L2."""
+
+    def __init__(self, device: torch.device) -> None:
+        try:
+            l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
+        except Exception:
+            l2 = 0
+        size = 2 * (l2 if l2 > 0 else _FALLBACK_L2_BYTES)
+        self._buffer = torch.empty(size // 4, dtype=torch.int32, device=device)
+        self._count = 0
+
+    def flush(self) -> None:
+        # A different value each time so no layer can skip the write as redundant.
+        self._count = (self._count + 1) & 0x7FFFFFFF
+        self._buffer.fill_(self._count)
+
+
+def run(session, calls: int, seed_base: int, flush_l2: bool, check: list, out_dir: str, warmup: bool) -> dict:
+    started = time.perf_counter_ns()
+    device = session.device
+    gpu = device.type == "cuda"
+    flusher = session.l2_flusher() if (gpu and flush_l2) else None
+    check_set = set(check) if not warmup else set()
+    if gpu:
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
+    host_ns = []
+    checked = []
+    model = session.model
+    for i in range(calls):
+        seed = seed_base + i
+        try:
+            seed_all(seed)
+            args = inputs_mod.to_device(session.source.get_inputs(), device)
+            if flusher is not None:
+                flusher.flush()
+            if gpu:
+                torch.cuda.synchronize()
+                starts[i].record()
+                t0 = time.perf_counter_ns()
+                out = model(*args)
+                torch.cuda.synchronize()
+                ends[i].record()
+                t1 = time.perf_counter_ns()
+            else:
+                t0 = time.perf_counter_ns()
+                out = model(*args)
+                t1 = time.perf_counter_ns()
+            host_ns.append(t1 - t0)
+            if i in check_set:
+                checked.append(_save_check(session, out, args, seed, out_dir))
+            del out, args
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            raise with_context(classify(exc, RUNTIME_ERROR), f"seed {seed}") from None
+    if gpu:
+        torch.cuda.synchronize()
+        ms = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    host_ms = [ns / 1e6 for ns in host_ns]
+    if not gpu:
+        ms = list(host_ms)
+    wall_ms = (time.perf_counter_ns() - started) / 1e6
+    if warmup:
+        return {"ms": [], "host_ms": [], "checked": [], "wall_ms": wall_ms}
+    return {"ms": ms, "host_ms": host_ms, "checked": checked, "wall_ms": wall_ms}
+
+
+def _save_check(session, out, args, seed: int, out_dir: str) -> dict:
+    flat = outputs_mod.leaves(out)
+    found = outputs_mod.output_findings(flat, args, session.device) if session.inspects else []
+    saved, more = outputs_mod.to_host(flat, strict=not session.inspects)
+    path = os.path.join(out_dir, f"time-{seed}.pt")
+    outputs_mod.save(path, saved)
+    return {"seed": seed, "path": path, "findings": found + more}
