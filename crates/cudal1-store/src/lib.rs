@@ -1,1 +1,164 @@
-//! cudal1-store (skeleton)
+//! The cudal1 store: [`Store`] keeps evaluations and batches in one SQLite file (default
+//! `cudal1.db`). It is the only crate that writes SQL.
+//!
+//! The file runs in WAL mode with a busy timeout, so several processes can open it at once;
+//! the schema is created and migrated through `PRAGMA user_version`, and a file that is not a
+//! cudal1 store is refused with an error naming its path. Evaluations are keyed by
+//! [`EvalKey`] (task, candidate and settings hashes): recording the same key again replaces the
+//! row, so a finished evaluation doubles as a cache entry.
+//!
+//! ```
+//! use cudal1_store::{EvalKey, NewBatch, Store};
+//!
+//! let store = Store::open_in_memory()?;
+//! store.create_batch(&NewBatch {
+//!     id: "b1".into(),
+//!     settings: serde_json::json!({"atol": 1e-4}),
+//!     suite_path: "tasks".into(),
+//!     candidates_path: "solutions".into(),
+//! })?;
+//! let key = EvalKey { task_hash: "t".into(), candidate_hash: "c".into(), settings_hash: "s".into() };
+//! assert!(store.find_evaluation(&key)?.is_none());
+//! # Ok::<(), cudal1_store::StoreError>(())
+//! ```
+
+mod batch;
+mod connection;
+mod error;
+mod evaluation;
+mod json;
+mod retry;
+mod schema;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use rusqlite::Connection;
+
+pub use batch::{NewBatch, StoredBatch};
+pub use error::StoreError;
+pub use evaluation::{EvalKey, NewEvaluation, StoredEvaluation};
+
+/// The default database file name.
+pub const DEFAULT_FILE_NAME: &str = "cudal1.db";
+
+/// A handle on one store file. Cheap to share between threads (`Send + Sync`); each process
+/// opens its own handle.
+#[derive(Debug)]
+pub struct Store {
+    // A mutex rather than a pool: statements are short and SQLite has one writer anyway.
+    conn: Mutex<Connection>,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens the store at `path`, creating the file and schema if needed and migrating an older
+    /// schema. Fails with an error naming `path` when its directory is missing, the file is not
+    /// an SQLite database or belongs to another application, or its schema is newer than this
+    /// build.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let conn = retry::on_busy(Duration::from_millis(error::BUSY_TIMEOUT_MS), || {
+            let mut conn = connection::open_file(path)?;
+            schema::migrate(&mut conn, path)?;
+            Ok(conn)
+        })?;
+        Ok(Store {
+            conn: Mutex::new(conn),
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// A private store in memory, gone when dropped.
+    pub fn open_in_memory() -> Result<Store, StoreError> {
+        let path = PathBuf::from(":memory:");
+        let mut conn = connection::open_memory(&path)?;
+        schema::migrate(&mut conn, &path)?;
+        Ok(Store {
+            conn: Mutex::new(conn),
+            path,
+        })
+    }
+
+    /// The file this store was opened from (`:memory:` for an in-memory store).
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The evaluation recorded under `key`, if any.
+    pub fn find_evaluation(&self, key: &EvalKey) -> Result<Option<StoredEvaluation>, StoreError> {
+        evaluation::find(&self.conn(), &self.path, key)
+    }
+
+    /// Records `e`, replacing every field of an earlier evaluation with the same key; returns
+    /// the row id, which stays the same on replacement. NaN in a number field is refused.
+    pub fn insert_evaluation(&self, e: &NewEvaluation) -> Result<i64, StoreError> {
+        evaluation::upsert(&self.conn(), &self.path, e)
+    }
+
+    /// Evaluations last recorded with this `batch_id`, oldest row first.
+    pub fn evaluations_for_batch(
+        &self,
+        batch_id: &str,
+    ) -> Result<Vec<StoredEvaluation>, StoreError> {
+        evaluation::for_batch(&self.conn(), &self.path, batch_id)
+    }
+
+    /// The `limit` most recently recorded evaluations, newest first.
+    pub fn recent_evaluations(&self, limit: usize) -> Result<Vec<StoredEvaluation>, StoreError> {
+        evaluation::recent(&self.conn(), &self.path, limit)
+    }
+
+    /// Records a new batch; an existing id is an error ([`StoreError::BatchExists`]).
+    pub fn create_batch(&self, b: &NewBatch) -> Result<(), StoreError> {
+        batch::create(&self.conn(), &self.path, b)
+    }
+
+    /// Stores the batch's summary and finish time ([`StoreError::UnknownBatch`] if absent).
+    pub fn finish_batch(
+        &self,
+        batch_id: &str,
+        summary_json: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        batch::finish(&self.conn(), &self.path, batch_id, summary_json)
+    }
+
+    /// The batch with this id, if any.
+    pub fn find_batch(&self, batch_id: &str) -> Result<Option<StoredBatch>, StoreError> {
+        batch::find(&self.conn(), &self.path, batch_id)
+    }
+
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock cannot leave SQLite inconsistent (an open transaction
+        // rolls back), so a poisoned lock is still usable.
+        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_can_be_shared_between_threads() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Store>();
+    }
+
+    #[test]
+    fn in_memory_stores_are_private() {
+        let a = Store::open_in_memory().unwrap();
+        let b = Store::open_in_memory().unwrap();
+        a.create_batch(&NewBatch {
+            id: "x".into(),
+            settings: serde_json::json!(null),
+            suite_path: String::new(),
+            candidates_path: String::new(),
+        })
+        .unwrap();
+        assert!(a.find_batch("x").unwrap().is_some());
+        assert!(b.find_batch("x").unwrap().is_none());
+        assert_eq!(a.path(), Path::new(":memory:"));
+    }
+}

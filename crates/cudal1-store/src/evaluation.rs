@@ -1,0 +1,437 @@
+//! Evaluation records: one row per (task, candidate, settings) key, replaced on re-evaluation.
+
+use std::path::Path;
+
+use rusqlite::{named_params, Connection, OptionalExtension, Row};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{query_error, StoreError};
+use crate::json;
+
+/// What makes two evaluations the same: content hashes of the task, the candidate and the
+/// settings that can change a verdict.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct EvalKey {
+    pub task_hash: String,
+    pub candidate_hash: String,
+    pub settings_hash: String,
+}
+
+/// An evaluation to record.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NewEvaluation {
+    pub key: EvalKey,
+    pub batch_id: Option<String>,
+    pub task_name: String,
+    pub task_path: String,
+    pub candidate_label: String,
+    pub verdict: String,
+    pub reason: String,
+    pub speedup_median: Option<f64>,
+    pub speedup_ci_low: Option<f64>,
+    pub speedup_ci_high: Option<f64>,
+    pub ref_ms: Option<f64>,
+    pub candidate_ms: Option<f64>,
+    /// `"cpu"` or `"cuda:0"`.
+    pub device: String,
+    /// GPU name, driver, torch, CUDA and Python versions.
+    pub environment: serde_json::Value,
+    /// Tolerances, budgets and seeds used.
+    pub settings: serde_json::Value,
+    /// Raw per-call timings, comparison statistics, findings.
+    pub measurements: serde_json::Value,
+    pub duration_ms: f64,
+}
+
+/// A recorded evaluation: its row id and time of recording, and every field of [`NewEvaluation`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoredEvaluation {
+    pub id: i64,
+    /// RFC 3339, UTC, millisecond precision (`2026-11-21T10:04:05.123Z`).
+    pub created_at: String,
+    pub key: EvalKey,
+    pub batch_id: Option<String>,
+    pub task_name: String,
+    pub task_path: String,
+    pub candidate_label: String,
+    pub verdict: String,
+    pub reason: String,
+    pub speedup_median: Option<f64>,
+    pub speedup_ci_low: Option<f64>,
+    pub speedup_ci_high: Option<f64>,
+    pub ref_ms: Option<f64>,
+    pub candidate_ms: Option<f64>,
+    pub device: String,
+    pub environment: serde_json::Value,
+    pub settings: serde_json::Value,
+    pub measurements: serde_json::Value,
+    pub duration_ms: f64,
+}
+
+impl StoredEvaluation {
+    /// The recorded fields without the row id and timestamp, e.g. to record them again.
+    #[must_use]
+    pub fn to_new(&self) -> NewEvaluation {
+        NewEvaluation {
+            key: self.key.clone(),
+            batch_id: self.batch_id.clone(),
+            task_name: self.task_name.clone(),
+            task_path: self.task_path.clone(),
+            candidate_label: self.candidate_label.clone(),
+            verdict: self.verdict.clone(),
+            reason: self.reason.clone(),
+            speedup_median: self.speedup_median,
+            speedup_ci_low: self.speedup_ci_low,
+            speedup_ci_high: self.speedup_ci_high,
+            ref_ms: self.ref_ms,
+            candidate_ms: self.candidate_ms,
+            device: self.device.clone(),
+            environment: self.environment.clone(),
+            settings: self.settings.clone(),
+            measurements: self.measurements.clone(),
+            duration_ms: self.duration_ms,
+        }
+    }
+}
+
+const SELECT: &str = "SELECT id, created_at, task_hash, candidate_hash, settings_hash, batch_id,
+    task_name, task_path, candidate_label, verdict, reason, speedup_median, speedup_ci_low,
+    speedup_ci_high, ref_ms, candidate_ms, device, environment, settings, measurements, duration_ms
+    FROM evaluations";
+
+pub(crate) fn find(
+    conn: &Connection,
+    path: &Path,
+    key: &EvalKey,
+) -> Result<Option<StoredEvaluation>, StoreError> {
+    let err = |e| query_error(path, "find_evaluation", e);
+    let raw = conn
+        .prepare_cached(&format!(
+            "{SELECT} WHERE task_hash = ?1 AND candidate_hash = ?2 AND settings_hash = ?3"
+        ))
+        .map_err(err)?
+        .query_row(
+            [&key.task_hash, &key.candidate_hash, &key.settings_hash],
+            RawEvaluation::from_row,
+        )
+        .optional()
+        .map_err(err)?;
+    raw.map(|r| r.decode(path)).transpose()
+}
+
+/// Inserts, or replaces every field of the row with the same key (keeping its id).
+pub(crate) fn upsert(conn: &Connection, path: &Path, e: &NewEvaluation) -> Result<i64, StoreError> {
+    check_numbers(e)?;
+    let err = |source| query_error(path, "insert_evaluation", source);
+    let sql = "INSERT INTO evaluations (created_at, recorded_seq, task_hash, candidate_hash, settings_hash,
+            batch_id, task_name, task_path, candidate_label, verdict, reason, speedup_median,
+            speedup_ci_low, speedup_ci_high, ref_ms, candidate_ms, device, environment, settings,
+            measurements, duration_ms)
+        VALUES (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+            (SELECT ifnull(max(recorded_seq), 0) + 1 FROM evaluations), :task_hash, :candidate_hash, :settings_hash,
+            :batch_id, :task_name, :task_path, :candidate_label, :verdict, :reason, :speedup_median,
+            :speedup_ci_low, :speedup_ci_high, :ref_ms, :candidate_ms, :device, :environment,
+            :settings, :measurements, :duration_ms)
+        ON CONFLICT (task_hash, candidate_hash, settings_hash) DO UPDATE SET
+            created_at = excluded.created_at, recorded_seq = excluded.recorded_seq,
+            batch_id = excluded.batch_id,
+            task_name = excluded.task_name, task_path = excluded.task_path,
+            candidate_label = excluded.candidate_label, verdict = excluded.verdict,
+            reason = excluded.reason, speedup_median = excluded.speedup_median,
+            speedup_ci_low = excluded.speedup_ci_low, speedup_ci_high = excluded.speedup_ci_high,
+            ref_ms = excluded.ref_ms, candidate_ms = excluded.candidate_ms,
+            device = excluded.device, environment = excluded.environment,
+            settings = excluded.settings, measurements = excluded.measurements,
+            duration_ms = excluded.duration_ms
+        RETURNING id";
+    conn.prepare_cached(sql)
+        .map_err(err)?
+        .query_row(
+            named_params! {
+                ":task_hash": e.key.task_hash,
+                ":candidate_hash": e.key.candidate_hash,
+                ":settings_hash": e.key.settings_hash,
+                ":batch_id": e.batch_id,
+                ":task_name": e.task_name,
+                ":task_path": e.task_path,
+                ":candidate_label": e.candidate_label,
+                ":verdict": e.verdict,
+                ":reason": e.reason,
+                ":speedup_median": e.speedup_median,
+                ":speedup_ci_low": e.speedup_ci_low,
+                ":speedup_ci_high": e.speedup_ci_high,
+                ":ref_ms": e.ref_ms,
+                ":candidate_ms": e.candidate_ms,
+                ":device": e.device,
+                ":environment": json::encode(&e.environment),
+                ":settings": json::encode(&e.settings),
+                ":measurements": json::encode(&e.measurements),
+                ":duration_ms": e.duration_ms,
+            },
+            |row| row.get(0),
+        )
+        .map_err(err)
+}
+
+/// Evaluations recorded under `batch_id`, in the order they were first recorded.
+pub(crate) fn for_batch(
+    conn: &Connection,
+    path: &Path,
+    batch_id: &str,
+) -> Result<Vec<StoredEvaluation>, StoreError> {
+    let err = |e| query_error(path, "evaluations_for_batch", e);
+    let mut stmt = conn
+        .prepare_cached(&format!("{SELECT} WHERE batch_id = ?1 ORDER BY id"))
+        .map_err(err)?;
+    let raws = stmt
+        .query_map([batch_id], RawEvaluation::from_row)
+        .map_err(err)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(err)?;
+    raws.into_iter().map(|r| r.decode(path)).collect()
+}
+
+/// The `limit` most recently recorded (or replaced) evaluations, newest first.
+pub(crate) fn recent(
+    conn: &Connection,
+    path: &Path,
+    limit: usize,
+) -> Result<Vec<StoredEvaluation>, StoreError> {
+    let err = |e| query_error(path, "recent_evaluations", e);
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut stmt = conn
+        .prepare_cached(&format!("{SELECT} ORDER BY recorded_seq DESC LIMIT ?1"))
+        .map_err(err)?;
+    let raws = stmt
+        .query_map([limit], RawEvaluation::from_row)
+        .map_err(err)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(err)?;
+    raws.into_iter().map(|r| r.decode(path)).collect()
+}
+
+/// SQLite stores NaN as NULL, which would come back as `None` or break `NOT NULL`: refuse it.
+fn check_numbers(e: &NewEvaluation) -> Result<(), StoreError> {
+    let fields = [
+        ("speedup_median", e.speedup_median),
+        ("speedup_ci_low", e.speedup_ci_low),
+        ("speedup_ci_high", e.speedup_ci_high),
+        ("ref_ms", e.ref_ms),
+        ("candidate_ms", e.candidate_ms),
+        ("duration_ms", Some(e.duration_ms)),
+    ];
+    match fields.into_iter().find(|(_, v)| v.is_some_and(f64::is_nan)) {
+        Some((field, _)) => Err(StoreError::NotANumber {
+            task_name: e.task_name.clone(),
+            field,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// A row as SQLite returns it; JSON columns are decoded afterwards so that a corrupt column
+/// gets an error that names it.
+struct RawEvaluation {
+    id: i64,
+    created_at: String,
+    key: EvalKey,
+    batch_id: Option<String>,
+    task_name: String,
+    task_path: String,
+    candidate_label: String,
+    verdict: String,
+    reason: String,
+    speedup_median: Option<f64>,
+    speedup_ci_low: Option<f64>,
+    speedup_ci_high: Option<f64>,
+    ref_ms: Option<f64>,
+    candidate_ms: Option<f64>,
+    device: String,
+    environment: String,
+    settings: String,
+    measurements: String,
+    duration_ms: f64,
+}
+
+impl RawEvaluation {
+    fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: row.get(0)?,
+            created_at: row.get(1)?,
+            key: EvalKey {
+                task_hash: row.get(2)?,
+                candidate_hash: row.get(3)?,
+                settings_hash: row.get(4)?,
+            },
+            batch_id: row.get(5)?,
+            task_name: row.get(6)?,
+            task_path: row.get(7)?,
+            candidate_label: row.get(8)?,
+            verdict: row.get(9)?,
+            reason: row.get(10)?,
+            speedup_median: row.get(11)?,
+            speedup_ci_low: row.get(12)?,
+            speedup_ci_high: row.get(13)?,
+            ref_ms: row.get(14)?,
+            candidate_ms: row.get(15)?,
+            device: row.get(16)?,
+            environment: row.get(17)?,
+            settings: row.get(18)?,
+            measurements: row.get(19)?,
+            duration_ms: row.get(20)?,
+        })
+    }
+
+    fn decode(self, path: &Path) -> Result<StoredEvaluation, StoreError> {
+        let row = self.id.to_string();
+        let column = |column, text: &str| json::decode(text, path, "evaluations", &row, column);
+        Ok(StoredEvaluation {
+            environment: column("environment", &self.environment)?,
+            settings: column("settings", &self.settings)?,
+            measurements: column("measurements", &self.measurements)?,
+            id: self.id,
+            created_at: self.created_at,
+            key: self.key,
+            batch_id: self.batch_id,
+            task_name: self.task_name,
+            task_path: self.task_path,
+            candidate_label: self.candidate_label,
+            verdict: self.verdict,
+            reason: self.reason,
+            speedup_median: self.speedup_median,
+            speedup_ci_low: self.speedup_ci_low,
+            speedup_ci_high: self.speedup_ci_high,
+            ref_ms: self.ref_ms,
+            candidate_ms: self.candidate_ms,
+            device: self.device,
+            duration_ms: self.duration_ms,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema;
+
+    fn conn() -> Connection {
+        let mut conn = Connection::open_in_memory().unwrap();
+        schema::migrate(&mut conn, Path::new(":memory:")).unwrap();
+        conn
+    }
+
+    fn sample(task: &str) -> NewEvaluation {
+        NewEvaluation {
+            key: EvalKey {
+                task_hash: task.into(),
+                candidate_hash: "c".into(),
+                settings_hash: "s".into(),
+            },
+            batch_id: None,
+            task_name: task.into(),
+            task_path: format!("/tasks/{task}.py"),
+            candidate_label: "cand".into(),
+            verdict: "correct".into(),
+            reason: String::new(),
+            speedup_median: Some(1.5),
+            speedup_ci_low: None,
+            speedup_ci_high: None,
+            ref_ms: None,
+            candidate_ms: None,
+            device: "cpu".into(),
+            environment: serde_json::json!({}),
+            settings: serde_json::json!({}),
+            measurements: serde_json::json!([]),
+            duration_ms: 1.0,
+        }
+    }
+
+    #[test]
+    fn nan_is_refused_naming_the_field() {
+        let mut e = sample("t");
+        e.ref_ms = Some(f64::NAN);
+        let err = upsert(&conn(), Path::new(":memory:"), &e).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StoreError::NotANumber {
+                    field: "ref_ms",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        e.ref_ms = None;
+        e.duration_ms = f64::NAN;
+        let err = upsert(&conn(), Path::new(":memory:"), &e).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StoreError::NotANumber {
+                    field: "duration_ms",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn infinities_round_trip() {
+        let conn = conn();
+        let mut e = sample("t");
+        e.speedup_ci_high = Some(f64::INFINITY);
+        e.speedup_ci_low = Some(f64::NEG_INFINITY);
+        upsert(&conn, Path::new(":memory:"), &e).unwrap();
+        let got = find(&conn, Path::new(":memory:"), &e.key).unwrap().unwrap();
+        assert_eq!(got.speedup_ci_high, Some(f64::INFINITY));
+        assert_eq!(got.speedup_ci_low, Some(f64::NEG_INFINITY));
+    }
+
+    #[test]
+    fn corrupt_json_names_the_row_and_column() {
+        let conn = conn();
+        let id = upsert(&conn, Path::new(":memory:"), &sample("t")).unwrap();
+        conn.execute(
+            "UPDATE evaluations SET settings = '{not json' WHERE id = ?1",
+            [id],
+        )
+        .unwrap();
+        let err = find(&conn, Path::new("s.db"), &sample("t").key).unwrap_err();
+        assert!(
+            matches!(&err, StoreError::CorruptJson { column: "settings", row, .. } if *row == id.to_string()),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("`s.db`"), "{err}");
+    }
+
+    #[test]
+    fn created_at_is_rfc3339_utc() {
+        let conn = conn();
+        upsert(&conn, Path::new(":memory:"), &sample("t")).unwrap();
+        let got = find(&conn, Path::new(":memory:"), &sample("t").key)
+            .unwrap()
+            .unwrap();
+        let c = got.created_at.as_bytes();
+        assert_eq!(c.len(), 24, "{}", got.created_at);
+        assert_eq!(
+            (c[4], c[7], c[10], c[13], c[16], c[19], c[23]),
+            (b'-', b'-', b'T', b':', b':', b'.', b'Z')
+        );
+        assert!(got.created_at.starts_with("20"), "{}", got.created_at);
+    }
+
+    #[test]
+    fn to_new_returns_the_recorded_fields() {
+        let conn = conn();
+        let e = sample("t");
+        upsert(&conn, Path::new(":memory:"), &e).unwrap();
+        assert_eq!(
+            find(&conn, Path::new(":memory:"), &e.key)
+                .unwrap()
+                .unwrap()
+                .to_new(),
+            e
+        );
+    }
+}

@@ -1,0 +1,230 @@
+//! The schema and its migrations, versioned through `PRAGMA user_version`.
+//!
+//! Migration `i` (0-based) takes the schema from version `i` to `i + 1`. Append new migrations
+//! (programs and rounds for the optimize loop, ...); never edit one that has shipped.
+
+use std::path::Path;
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::error::{open_error, query_error, StoreError};
+
+/// Marks a file as a cudal1 store ("cuL1"), so that another application's database is refused.
+pub(crate) const APPLICATION_ID: i32 = 0x6375_4c31;
+
+const MIGRATIONS: &[&str] = &[
+    // 0 -> 1: evaluations and batches.
+    "
+    CREATE TABLE batches (
+        id              TEXT PRIMARY KEY NOT NULL,
+        created_at      TEXT NOT NULL,
+        finished_at     TEXT,
+        settings        TEXT NOT NULL,
+        suite_path      TEXT NOT NULL,
+        candidates_path TEXT NOT NULL,
+        summary         TEXT
+    );
+    CREATE TABLE evaluations (
+        id              INTEGER PRIMARY KEY,
+        created_at      TEXT NOT NULL,
+        -- Bumped on every insert or replacement: orders most-recent-first where created_at
+        -- (millisecond resolution) ties.
+        recorded_seq    INTEGER NOT NULL,
+        task_hash       TEXT NOT NULL,
+        candidate_hash  TEXT NOT NULL,
+        settings_hash   TEXT NOT NULL,
+        -- A free label, not a foreign key: an evaluation may be recorded before its batch.
+        batch_id        TEXT,
+        task_name       TEXT NOT NULL,
+        task_path       TEXT NOT NULL,
+        candidate_label TEXT NOT NULL,
+        verdict         TEXT NOT NULL,
+        reason          TEXT NOT NULL,
+        speedup_median  REAL,
+        speedup_ci_low  REAL,
+        speedup_ci_high REAL,
+        ref_ms          REAL,
+        candidate_ms    REAL,
+        device          TEXT NOT NULL,
+        environment     TEXT NOT NULL,
+        settings        TEXT NOT NULL,
+        measurements    TEXT NOT NULL,
+        duration_ms     REAL NOT NULL
+    );
+    CREATE UNIQUE INDEX evaluations_key ON evaluations (task_hash, candidate_hash, settings_hash);
+    CREATE INDEX evaluations_batch ON evaluations (batch_id);
+    CREATE INDEX evaluations_recorded ON evaluations (recorded_seq);
+    ",
+];
+
+/// The schema version this build writes.
+pub(crate) fn current_version() -> i64 {
+    i64::try_from(MIGRATIONS.len()).expect("migration count fits in i64")
+}
+
+/// Brings the database to [`current_version`], refusing files that are newer or not ours.
+pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    // Fast path without a write lock: an up-to-date store opened by many processes at once.
+    let (version, app_id) = read_header(conn, path)?;
+    if version == current_version() && app_id == APPLICATION_ID {
+        return Ok(());
+    }
+    // IMMEDIATE takes the write lock up front, so two processes opening a fresh file cannot both
+    // migrate it; the header is read again under the lock.
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| open_error(path, "begin the migration", e))?;
+    let (version, app_id) = read_header(&tx, path)?;
+    check_ownership(&tx, path, version, app_id)?;
+    if version > current_version() {
+        return Err(StoreError::SchemaTooNew {
+            path: path.to_path_buf(),
+            found: version,
+            supported: current_version(),
+        });
+    }
+    for (from, sql) in (0_i64..)
+        .zip(MIGRATIONS)
+        .skip(usize::try_from(version).unwrap_or(0))
+    {
+        tracing::info!(path = %path.display(), from, to = from + 1, "migrating store schema");
+        tx.execute_batch(sql)
+            .map_err(|source| StoreError::Migrate {
+                path: path.to_path_buf(),
+                from,
+                to: from + 1,
+                source,
+            })?;
+    }
+    tx.execute_batch(&format!(
+        "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {};",
+        current_version()
+    ))
+    .map_err(|e| query_error(path, "migrate", e))?;
+    tx.commit().map_err(|e| query_error(path, "migrate", e))
+}
+
+fn read_header(conn: &Connection, path: &Path) -> Result<(i64, i32), StoreError> {
+    let version = conn
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .map_err(|e| open_error(path, "read the schema version", e))?;
+    let app_id = conn
+        .query_row("PRAGMA application_id", [], |row| row.get(0))
+        .map_err(|e| open_error(path, "read the application id", e))?;
+    Ok((version, app_id))
+}
+
+/// A file is ours if it carries our application id, or is empty (a fresh or zero-byte file).
+fn check_ownership(
+    conn: &Connection,
+    path: &Path,
+    version: i64,
+    app_id: i32,
+) -> Result<(), StoreError> {
+    if app_id == APPLICATION_ID {
+        return Ok(());
+    }
+    let objects: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))
+        .map_err(|e| open_error(path, "inspect the schema", e))?;
+    if app_id == 0 && version == 0 && objects == 0 {
+        return Ok(());
+    }
+    Err(StoreError::ForeignDatabase {
+        path: path.to_path_buf(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memory() -> Connection {
+        Connection::open_in_memory().unwrap()
+    }
+
+    fn header(conn: &Connection) -> (i64, i32) {
+        read_header(conn, Path::new(":memory:")).unwrap()
+    }
+
+    #[test]
+    fn migrating_an_empty_database_sets_version_and_id() {
+        let mut conn = memory();
+        assert_eq!(header(&conn), (0, 0));
+        migrate(&mut conn, Path::new(":memory:")).unwrap();
+        assert_eq!(header(&conn), (current_version(), APPLICATION_ID));
+        let tables: Vec<String> = conn
+            .prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(tables, ["batches", "evaluations"]);
+    }
+
+    #[test]
+    fn migrating_twice_is_a_no_op() {
+        let mut conn = memory();
+        migrate(&mut conn, Path::new(":memory:")).unwrap();
+        conn.execute_batch("INSERT INTO batches VALUES ('b', 'now', NULL, '{}', 's', 'c', NULL)")
+            .unwrap();
+        migrate(&mut conn, Path::new(":memory:")).unwrap();
+        let n: i64 = conn
+            .query_row("SELECT count(*) FROM batches", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 1);
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused() {
+        let mut conn = memory();
+        migrate(&mut conn, Path::new(":memory:")).unwrap();
+        conn.execute_batch(&format!("PRAGMA user_version = {}", current_version() + 1))
+            .unwrap();
+        let e = migrate(&mut conn, Path::new("x.db")).unwrap_err();
+        assert!(
+            matches!(e, StoreError::SchemaTooNew { found, supported, .. } if found == current_version() + 1 && supported == current_version()),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn another_applications_database_is_refused() {
+        let mut conn = memory();
+        conn.execute_batch("CREATE TABLE notes (body TEXT)")
+            .unwrap();
+        let e = migrate(&mut conn, Path::new("notes.db")).unwrap_err();
+        assert!(matches!(e, StoreError::ForeignDatabase { .. }), "{e:?}");
+
+        let mut conn = memory();
+        conn.execute_batch("PRAGMA application_id = 42").unwrap();
+        let e = migrate(&mut conn, Path::new("other.db")).unwrap_err();
+        assert!(matches!(e, StoreError::ForeignDatabase { .. }), "{e:?}");
+    }
+
+    #[test]
+    fn a_failed_migration_rolls_back() {
+        let mut conn = memory();
+        // A clashing table makes migration 0 -> 1 fail part-way, after "batches" was created.
+        // It also marks the file as foreign, so pretend it is ours to reach the migration step.
+        conn.execute_batch(&format!(
+            "PRAGMA application_id = {APPLICATION_ID}; CREATE TABLE evaluations (x)"
+        ))
+        .unwrap();
+        let e = migrate(&mut conn, Path::new("x.db")).unwrap_err();
+        assert!(
+            matches!(e, StoreError::Migrate { from: 0, to: 1, .. }),
+            "{e:?}"
+        );
+        let batches: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE name = 'batches'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(batches, 0);
+        assert_eq!(header(&conn).0, 0);
+    }
+}
