@@ -1,1 +1,33 @@
-//! cudal1-search (in progress)
+//! The LLM-facing half of cudal1's contrastive search. The main type is
+//! [`Prompts`], which renders the first-round prompt (the reference alone)
+//! and the contrastive prompt (the reference plus earlier variants with their
+//! measured speedups) from minijinja templates that ship in the crate and can
+//! be overridden from a directory. Around it: [`extract_program`] finds the
+//! candidate in a reply, [`normalized_hash`] de-duplicates candidates,
+//! [`ExemplarSampler`] picks which earlier variants a prompt shows (CUDA-L1's
+//! bucketed softmax), and [`group_normalized_rewards`] turns a group's
+//! speedups into GRPO rewards.
+//!
+//! ```
+//! use cudal1_search::{extract_program, Exemplar, Prompts};
+//! let prompts = Prompts::builtin();
+//! let reference = "class Model(nn.Module):\n    def forward(self, x):\n        return x + 1\n";
+//! let shown = [Exemplar { code: "class ModelNew(nn.Module): ...".into(), speedup: 1.3, verdict: "correct".into() }];
+//! let prompt = prompts.contrastive(reference, &shown)?;
+//! assert!(prompt.contains("speedup 1.30x"));
+//! let reply = "Analysis ...\n```python\nclass ModelNew(nn.Module):\n    pass\n```\n";
+//! assert_eq!(extract_program(reply)?, "class ModelNew(nn.Module):\n    pass\n");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod extract;
+mod normalize;
+mod prompts;
+mod reward;
+mod sampler;
+
+pub use extract::{extract_program, ExtractError};
+pub use normalize::{normalize, normalized_hash};
+pub use prompts::{Exemplar, PromptError, Prompts, TEMPLATE_NAMES};
+pub use reward::group_normalized_rewards;
+pub use sampler::{Bucket, ExemplarSampler, SamplerError, ScoredVariant};

@@ -1,0 +1,210 @@
+//! [`Prompts`]: the first-round and contrastive prompts, rendered from
+//! minijinja templates that ship in the crate and can be overridden by a user.
+
+use std::path::{Path, PathBuf};
+
+use minijinja::value::{Serde, Value};
+use minijinja::{context, syntax::SyntaxConfig, Environment, UndefinedBehavior};
+use serde::Serialize;
+
+/// File names of the templates; a user directory may override any of them.
+pub const TEMPLATE_NAMES: [&str; 3] = [FIRST, CONTRASTIVE, RULES];
+const FIRST: &str = "first.j2";
+const CONTRASTIVE: &str = "contrastive.j2";
+/// The rules both prompts state, included by each.
+const RULES: &str = "rules.j2";
+
+const BUILTIN: [(&str, &str); 3] = [
+    (FIRST, include_str!("../templates/first.j2")),
+    (CONTRASTIVE, include_str!("../templates/contrastive.j2")),
+    (RULES, include_str!("../templates/rules.j2")),
+];
+
+/// An earlier variant shown in a contrastive prompt, with what it measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Exemplar {
+    pub code: String,
+    /// Reference time divided by the variant's time.
+    pub speedup: f64,
+    /// The evaluator's verdict in words, e.g. `correct` or `correct, slower than the reference`.
+    pub verdict: String,
+}
+
+/// What a template sees for one exemplar.
+#[derive(Serialize)]
+struct ExemplarView<'a> {
+    code: &'a str,
+    speedup: f64,
+    speedup_text: String,
+    verdict: &'a str,
+}
+
+impl<'a> From<&'a Exemplar> for ExemplarView<'a> {
+    fn from(e: &'a Exemplar) -> Self {
+        let speedup_text = if e.speedup.is_finite() { format!("{:.2}x", e.speedup) } else { "n/a".to_owned() };
+        Self { code: e.code.trim_end(), speedup: e.speedup, speedup_text, verdict: &e.verdict }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PromptError {
+    #[error("template `{name}` ({origin}) is invalid")]
+    Template {
+        name: String,
+        origin: String,
+        #[source]
+        source: minijinja::Error,
+    },
+    #[error("cannot read prompt templates from `{}`", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{}` holds none of the prompt templates ({})", dir.display(), TEMPLATE_NAMES.join(", "))]
+    NoTemplates { dir: PathBuf },
+    #[error("a contrastive prompt needs at least one exemplar; use the first-round prompt instead")]
+    NoExemplars,
+}
+
+/// The prompt templates, ready to render.
+#[derive(Debug)]
+pub struct Prompts {
+    env: Environment<'static>,
+    /// Where each template came from, for error messages.
+    origins: Vec<(&'static str, String)>,
+}
+
+impl Prompts {
+    /// The templates shipped in the crate.
+    pub fn builtin() -> Self {
+        let sources = BUILTIN.iter().map(|(n, s)| (*n, (*s).to_owned(), "built in".to_owned())).collect();
+        Self::build(sources).expect("the built-in templates are valid (tested)")
+    }
+
+    /// The templates in `dir` (any of `first.j2`, `contrastive.j2`, `rules.j2`),
+    /// with built-in ones for those it lacks. Every template is test-rendered
+    /// here, so a mistake shows now with its file name, not mid-search.
+    pub fn from_dir(dir: impl AsRef<Path>) -> Result<Self, PromptError> {
+        let dir = dir.as_ref();
+        std::fs::read_dir(dir).map_err(|source| PromptError::Io { path: dir.to_owned(), source })?;
+        let mut sources = Vec::new();
+        let mut found = 0;
+        for (name, builtin) in BUILTIN {
+            let path = dir.join(name);
+            match std::fs::read_to_string(&path) {
+                Ok(text) => {
+                    found += 1;
+                    sources.push((name, text, format!("`{}`", path.display())));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    sources.push((name, builtin.to_owned(), "built in".to_owned()));
+                }
+                Err(source) => return Err(PromptError::Io { path, source }),
+            }
+        }
+        if found == 0 {
+            return Err(PromptError::NoTemplates { dir: dir.to_owned() });
+        }
+        Self::build(sources)
+    }
+
+    fn build(sources: Vec<(&'static str, String, String)>) -> Result<Self, PromptError> {
+        let mut env = Environment::new();
+        // A misspelt variable must fail loudly rather than vanish from the prompt.
+        env.set_undefined_behavior(UndefinedBehavior::Strict);
+        env.set_syntax(SyntaxConfig::builder().trim_blocks(true).lstrip_blocks(true).build().expect("valid syntax"));
+        let mut origins = Vec::new();
+        for (name, text, origin) in sources {
+            env.add_template_owned(name, text)
+                .map_err(|source| PromptError::Template { name: name.to_owned(), origin: origin.clone(), source })?;
+            origins.push((name, origin));
+        }
+        let prompts = Self { env, origins };
+        prompts.first("class Model: pass")?;
+        let probe = Exemplar { code: "class ModelNew: pass".to_owned(), speedup: 1.0, verdict: "correct".to_owned() };
+        prompts.contrastive("class Model: pass", &[probe])?;
+        Ok(prompts)
+    }
+
+    fn render(&self, name: &'static str, ctx: Value) -> Result<String, PromptError> {
+        let origin = || self.origins.iter().find(|(n, _)| *n == name).map_or_else(String::new, |(_, o)| o.clone());
+        let template = self
+            .env
+            .get_template(name)
+            .map_err(|source| PromptError::Template { name: name.to_owned(), origin: origin(), source })?;
+        template.render(ctx).map_err(|source| PromptError::Template { name: name.to_owned(), origin: origin(), source })
+    }
+
+    /// The first-round prompt: the reference program alone.
+    pub fn first(&self, reference: &str) -> Result<String, PromptError> {
+        self.render(FIRST, context! { reference => reference.trim_end() })
+    }
+
+    /// The contrastive prompt: the reference and earlier variants with their
+    /// measured speedups, in the order given.
+    pub fn contrastive(&self, reference: &str, exemplars: &[Exemplar]) -> Result<String, PromptError> {
+        if exemplars.is_empty() {
+            return Err(PromptError::NoExemplars);
+        }
+        let views: Vec<ExemplarView<'_>> = exemplars.iter().map(ExemplarView::from).collect();
+        self.render(CONTRASTIVE, context! { reference => reference.trim_end(), exemplars => Value::from(Serde(&views)) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const REFERENCE: &str = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n";
+
+    fn exemplar(code: &str, speedup: f64, verdict: &str) -> Exemplar {
+        Exemplar { code: code.to_owned(), speedup, verdict: verdict.to_owned() }
+    }
+
+    #[test]
+    fn first_prompt_holds_the_reference_and_the_rules() {
+        let p = Prompts::builtin().first(REFERENCE).unwrap();
+        assert!(p.contains("```python\nimport torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n```"), "{p}");
+        assert!(p.contains("class ModelNew(nn.Module)"));
+        assert!(p.contains("load_inline"));
+        assert!(p.contains("ONE ```python"));
+        assert!(p.contains("plain PyTorch.\n\nStart with a short plan"), "rules and the closing paragraph stay apart");
+        assert!(!p.contains("{{") && !p.contains("{%"));
+    }
+
+    #[test]
+    fn contrastive_prompt_lists_variants_with_speedups_in_order() {
+        let ex = [exemplar("class ModelNew: slow = 1\n", 0.8, "correct, slower"), exemplar("class ModelNew: fast = 1", 2.345, "correct")];
+        let p = Prompts::builtin().contrastive(REFERENCE, &ex).unwrap();
+        let v1 = p.find("### Variant 1: speedup 0.80x (correct, slower)").expect(&p);
+        let v2 = p.find("### Variant 2: speedup 2.35x (correct)").expect(&p);
+        assert!(v1 < v2);
+        assert!(p.contains("```python\nclass ModelNew: slow = 1\n```"));
+        assert!(p[v2..].contains("class ModelNew: fast = 1"));
+        for needle in ["Performance analysis", "Algorithm design", "ONE ```python", "cache", "TF32", "get_inputs"] {
+            assert!(p.contains(needle), "missing {needle}");
+        }
+        // Parts come in the asked order.
+        assert!(p.find("1. Performance analysis").unwrap() < p.find("2. Algorithm design").unwrap());
+        assert!(p.find("2. Algorithm design").unwrap() < p.find("3. Code").unwrap());
+    }
+
+    #[test]
+    fn non_finite_speedups_are_shown_as_na() {
+        let p = Prompts::builtin().contrastive(REFERENCE, &[exemplar("x", f64::NAN, "timed out")]).unwrap();
+        assert!(p.contains("speedup n/a (timed out)"));
+    }
+
+    #[test]
+    fn contrastive_without_exemplars_is_refused() {
+        assert!(matches!(Prompts::builtin().contrastive(REFERENCE, &[]), Err(PromptError::NoExemplars)));
+    }
+
+    #[test]
+    fn reference_text_is_not_interpreted_as_a_template() {
+        let tricky = "x = '{{ not_a_var }}'  # {% if %}";
+        let p = Prompts::builtin().first(tricky).unwrap();
+        assert!(p.contains(tricky));
+    }
+}

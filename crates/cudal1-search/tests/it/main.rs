@@ -1,0 +1,5 @@
+//! Integration tests for cudal1-search: templates from a real directory, and
+//! one contrastive round from sampled variants to an extracted, hashed program.
+
+mod round;
+mod templates;
