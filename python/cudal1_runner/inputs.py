@@ -1,14 +1,17 @@
 """Inputs from the reference program, immune to edits made after the snapshot.
 
-The reference module's globals are copied before the candidate is imported. ``get_inputs`` and
+The reference module's globals are saved before the candidate is imported. ``get_inputs`` and
 ``get_init_inputs`` (and the module's other plain functions, which they may call) are rebuilt on
-each call from the saved code objects over a fresh dict of the copied globals. A candidate that
-rewrites ``N = 4096`` to ``N = 4``, replaces ``get_inputs``, patches its ``__code__`` or appends to
-a module-level list therefore changes nothing here.
+each call from the saved code objects over a fresh dict of fresh copies of the saved globals. A
+candidate that rewrites ``N = 4096`` to ``N = 4``, replaces ``get_inputs``, patches its
+``__code__``, appends to a module-level list or edits dicts it finds through ``gc`` therefore
+changes nothing here. Code in the same process can still reach anything (ctypes, patching torch
+itself); ``digest`` lets the Rust side compare the inputs both roles actually used.
 """
 
 import copy
 import hashlib
+import pickle
 import types
 
 import torch
@@ -21,17 +24,49 @@ _SCALARS = (bool, int, float)
 class _SavedFunction:
     """What is needed to rebuild a module-level function over other globals."""
 
+    __slots__ = ("_parts",)
+
     def __init__(self, fn: types.FunctionType) -> None:
-        self.code = fn.__code__
-        self.name = fn.__name__
-        self.defaults = _copy_value(fn.__defaults__)
-        self.kwdefaults = _copy_value(fn.__kwdefaults__)
-        self.closure = fn.__closure__
+        # A tuple, so the saved code cannot be swapped by assignment.
+        self._parts = (fn.__code__, fn.__name__, _Frozen(fn.__defaults__), _Frozen(fn.__kwdefaults__), fn.__closure__)
 
     def rebuild(self, globals_: dict) -> types.FunctionType:
-        fn = types.FunctionType(self.code, globals_, self.name, self.defaults, self.closure)
-        fn.__kwdefaults__ = copy.copy(self.kwdefaults)
+        code, name, defaults, kwdefaults, closure = self._parts
+        fn = types.FunctionType(code, globals_, name, defaults.thaw(), closure)
+        fn.__kwdefaults__ = kwdefaults.thaw()
         return fn
+
+
+# Immutable, or shared on purpose (modules, classes, functions are identities, not data).
+_AS_IS = (type(None), bool, int, float, complex, str, bytes, type, types.ModuleType,
+          types.FunctionType, types.BuiltinFunctionType, torch.dtype, torch.device)
+
+
+class _Frozen:
+    """One global's value, kept as pickled bytes so no live object of it can be edited.
+
+    Each ``thaw`` makes a fresh copy. Values that cannot be pickled fall back to a deep copy
+    (or, failing that, to the shared object itself).
+    """
+
+    __slots__ = ("_parts",)
+
+    def __init__(self, value, shared: bool = False) -> None:
+        if shared or isinstance(value, _AS_IS):
+            self._parts = ("as_is", value)
+            return
+        try:
+            self._parts = ("pickled", pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        except Exception:
+            self._parts = ("copied", _copy_value(value))
+
+    def thaw(self):
+        how, payload = self._parts
+        if how == "pickled":
+            return pickle.loads(payload)
+        if how == "copied":
+            return _copy_value(payload)
+        return payload
 
 
 def _copy_value(value):
@@ -47,17 +82,21 @@ class InputSource:
 
     def __init__(self, module) -> None:
         namespace = vars(module)
-        self._values = {}
-        self._functions = {}
+        values, functions = [], []
         for key, value in namespace.items():
             if isinstance(value, types.FunctionType) and value.__globals__ is namespace:
-                self._functions[key] = _SavedFunction(value)
+                functions.append((key, _SavedFunction(value)))
             else:
-                self._values[key] = _copy_value(value)
+                # Module attributes such as __builtins__ and __spec__ are the interpreter's, not data.
+                dunder = key.startswith("__") and key.endswith("__")
+                values.append((key, _Frozen(value, shared=dunder)))
+        # Tuples rather than dicts: there is no mapping of the globals left to edit.
+        self._values = tuple(values)
+        self._functions = tuple(functions)
 
     def _fresh(self) -> dict:
-        globals_ = dict(self._values)
-        for key, saved in self._functions.items():
+        globals_ = {key: frozen.thaw() for key, frozen in self._values}
+        for key, saved in self._functions:
             globals_[key] = saved.rebuild(globals_)
         return globals_
 
@@ -66,7 +105,6 @@ class InputSource:
 
     def get_init_inputs(self) -> list:
         return _checked(self._fresh()["get_init_inputs"](), "get_init_inputs")
-
 
 def _checked(values, where: str) -> list:
     if not isinstance(values, (list, tuple)):
