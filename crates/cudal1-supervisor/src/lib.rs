@@ -1,1 +1,50 @@
-//! cudal1-supervisor (skeleton)
+//! Spawns and supervises untrusted worker processes and talks to them over line-delimited
+//! JSON. The main type is [`Worker`]: [`Worker::spawn`] starts a [`WorkerSpec`] as the
+//! leader of its own session and process group, optionally inside a [`Sandbox`] (a new
+//! network namespace, Landlock, rlimits, a cgroup, no capabilities);
+//! [`Worker::request`] sends one JSON object and waits, with a timeout, for the reply with
+//! the same id; [`Worker::terminate`] signals the group (SIGTERM, grace, SIGKILL) and
+//! reports an [`Outcome`], `Leaked` when something outlived the leader. Modelled on how
+//! nextest supervises test processes.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use cudal1_supervisor::{Sandbox, Worker, WorkerSpec};
+//!
+//! let mut worker = Worker::spawn(WorkerSpec {
+//!     label: "runner".into(),
+//!     program: "/usr/bin/python3".into(),
+//!     args: vec!["-m".into(), "cudal1_runner".into(), "--role".into(), "candidate".into()],
+//!     cwd: "/tmp".into(),
+//!     env: vec![("PYTHONPATH".into(), "/opt/cudal1/python".into())],
+//!     sandbox: Sandbox { enabled: true, write_paths: vec!["/tmp/scratch".into()], ..Sandbox::default() },
+//! })?;
+//! let hello = worker.request(serde_json::json!({"op": "hello"}), Duration::from_secs(30))?;
+//! println!("{hello}");
+//! let outcome = worker.terminate(Duration::from_secs(2));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! The host process must ignore SIGPIPE (Rust binaries do by default): a worker that closes
+//! its stdin would otherwise kill the supervisor on the next write.
+
+mod cgroup;
+mod child_setup;
+mod error;
+mod landlock_rules;
+mod launch;
+mod outcome;
+mod pipes;
+mod procfs;
+mod spawner;
+mod spec;
+mod support;
+mod watchdog;
+mod worker;
+
+pub use cgroup::CgroupVersion;
+pub use error::{SpawnError, WorkerError};
+pub use outcome::{signal_name, LimitHit, Outcome};
+pub use spec::{Sandbox, SpawnOptions, WorkerSpec, DEFAULT_LINE_LIMIT, DEFAULT_STDERR_TAIL};
+pub use support::{sandbox_support, MemoryLimitMechanism, ProcessLimitMechanism, SandboxSupport};
+pub use worker::Worker;

@@ -1,0 +1,155 @@
+//! What the forked child does before exec. Everything here runs between fork and exec in a
+//! copy of a multi-threaded process, so it only makes raw system calls on data prepared by
+//! the parent: no allocation, no locks, no formatting.
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+/// How the child loses the network.
+#[derive(Debug)]
+pub(crate) enum NetIsolation {
+    /// Keep the network.
+    Keep,
+    /// `unshare(CLONE_NEWNET)`: needs CAP_SYS_ADMIN.
+    Plain,
+    /// `unshare(CLONE_NEWUSER | CLONE_NEWNET)` with the current ids mapped to themselves:
+    /// works unprivileged where user namespaces are allowed.
+    WithUserNamespace { uid_map: Vec<u8>, gid_map: Vec<u8> },
+}
+
+impl NetIsolation {
+    pub(crate) fn with_user_namespace() -> Self {
+        // SAFETY: getuid/getgid cannot fail.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        NetIsolation::WithUserNamespace {
+            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+        }
+    }
+}
+
+/// The confinement steps, in the order they must run (each later step removes rights an
+/// earlier one needs).
+#[derive(Debug)]
+pub(crate) struct SandboxSteps {
+    /// `cgroup.procs` files to write "0" (= this process) to.
+    pub cgroup_procs: Vec<CString>,
+    pub rlimits: Vec<(libc::__rlimit_resource_t, u64, u64)>,
+    pub net: NetIsolation,
+    /// Empty the capability sets and the bounding set, so that root's rlimits, cgroup
+    /// membership and namespaces cannot be undone from inside.
+    pub drop_capabilities: bool,
+    /// A Landlock ruleset built by the parent; applied last.
+    pub landlock: Option<OwnedFd>,
+}
+
+#[derive(Debug)]
+pub(crate) struct ChildSetup {
+    pub parent_pid: libc::pid_t,
+    pub sandbox: Option<SandboxSteps>,
+}
+
+fn check(ret: libc::c_long) -> io::Result<()> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+const PROC_SETGROUPS: &CStr = c"/proc/self/setgroups";
+const PROC_UID_MAP: &CStr = c"/proc/self/uid_map";
+const PROC_GID_MAP: &CStr = c"/proc/self/gid_map";
+
+/// open + one write + close.
+unsafe fn write_file(path: &CStr, data: &[u8]) -> io::Result<()> {
+    let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let written = libc::write(fd, data.as_ptr().cast(), data.len());
+    let result = if written == data.len() as isize { Ok(()) } else { Err(io::Error::last_os_error()) };
+    libc::close(fd);
+    result
+}
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+unsafe fn drop_capabilities() -> io::Result<()> {
+    for cap in 0..64 {
+        if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) == -1 {
+            // EINVAL: past the last capability this kernel knows.
+            if io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+                break;
+            }
+            return Err(io::Error::last_os_error());
+        }
+    }
+    // Ambient capabilities appeared in 4.3; EINVAL before that means there are none.
+    libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+    let header = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
+    let data = [CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
+    check(libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr()))
+}
+
+impl ChildSetup {
+    /// Runs in the child after fork, before exec.
+    ///
+    /// # Safety
+    /// Only between fork and exec: it changes process-wide state of the calling process.
+    pub(crate) unsafe fn apply(&self) -> io::Result<()> {
+        // Own session and process group: we signal the group; no controlling terminal.
+        check(libc::setsid().into())?;
+        // Die with the supervisor. The spawning thread lives as long as the process, so
+        // "parent" here means the supervisor process. Re-check in case it already died.
+        check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0).into())?;
+        if libc::getppid() != self.parent_pid {
+            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        }
+        // Descriptors leaked by whoever started the supervisor must not reach the worker.
+        // Close-on-exec rather than close: std reports exec failure through one of them.
+        libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
+
+        let Some(steps) = &self.sandbox else { return Ok(()) };
+        for procs in &steps.cgroup_procs {
+            write_file(procs, b"0")?;
+        }
+        for &(resource, soft, hard) in &steps.rlimits {
+            let limit = libc::rlimit { rlim_cur: soft, rlim_max: hard };
+            check(libc::setrlimit(resource, &limit).into())?;
+        }
+        match &steps.net {
+            NetIsolation::Keep => {}
+            NetIsolation::Plain => check(libc::unshare(libc::CLONE_NEWNET).into())?,
+            NetIsolation::WithUserNamespace { uid_map, gid_map } => {
+                check(libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET).into())?;
+                write_file(PROC_SETGROUPS, b"deny")?;
+                write_file(PROC_UID_MAP, uid_map)?;
+                write_file(PROC_GID_MAP, gid_map)?;
+            }
+        }
+        if steps.drop_capabilities {
+            drop_capabilities()?;
+        }
+        if let Some(ruleset) = &steps.landlock {
+            check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0).into())?;
+            check(libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32))?;
+        }
+        Ok(())
+    }
+}

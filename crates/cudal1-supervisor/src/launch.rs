@@ -1,0 +1,174 @@
+//! Turning a `WorkerSpec` into a running, confined process with its reader, waiter and
+//! watchdog threads. Everything that can fail here fails before or right after the fork,
+//! and leaves nothing running.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::Arc;
+
+use crossbeam_channel::{bounded, Receiver};
+
+use crate::cgroup::WorkerCgroup;
+use crate::child_setup::{ChildSetup, NetIsolation, SandboxSteps};
+use crate::error::SpawnError;
+use crate::pipes::{self, StderrTail, StdoutEvent};
+use crate::procfs;
+use crate::spec::{SpawnOptions, WorkerSpec};
+use crate::support::sandbox_support;
+use crate::watchdog::{self, RssWatchdog};
+use crate::{landlock_rules, spawner};
+
+/// Lines waiting to be read: small, so a worker spamming stdout between requests blocks
+/// on its pipe instead of filling our memory.
+const LINE_QUEUE: usize = 4;
+
+/// A started worker's parts.
+pub(crate) struct Launched {
+    pub pid: u32,
+    pub stdin: File,
+    pub lines: Receiver<StdoutEvent>,
+    pub exits: Receiver<io::Result<ExitStatus>>,
+    pub stderr: Arc<StderrTail>,
+    pub pipe_inodes: Vec<u64>,
+    pub cgroup: Option<WorkerCgroup>,
+    pub watchdog: Option<RssWatchdog>,
+}
+
+/// The child-side plan and the parent-side resources for one sandboxed spawn.
+struct Confinement {
+    steps: SandboxSteps,
+    cgroup: Option<WorkerCgroup>,
+    watchdog_limit: Option<u64>,
+}
+
+fn confine(spec: &WorkerSpec) -> Result<Confinement, SpawnError> {
+    let support = sandbox_support();
+    let sb = &spec.sandbox;
+    let cgroup = WorkerCgroup::create(&support.cgroups, sb.memory_bytes, sb.max_processes).map_err(|e| {
+        SpawnError::Cgroup { label: spec.label.clone(), path: e.path, source: e.source }
+    })?;
+    // No core dumps of crashing candidates.
+    let mut rlimits = vec![(libc::RLIMIT_CORE, 0, 0)];
+    if let Some(secs) = sb.cpu_seconds {
+        // SIGXCPU at the soft limit says clearly what happened; SIGKILL a second later.
+        rlimits.push((libc::RLIMIT_CPU, secs, secs.saturating_add(1)));
+    }
+    if let (Some(n), None, false) = (sb.max_processes, &support.cgroups.pids, support.root) {
+        rlimits.push((libc::RLIMIT_NPROC, n, n));
+    }
+    let net = match (sb.network, support.network_namespace, support.network_needs_user_namespace) {
+        (false, true, false) => NetIsolation::Plain,
+        (false, true, true) => NetIsolation::with_user_namespace(),
+        _ => NetIsolation::Keep,
+    };
+    let landlock = match support.landlock {
+        Some(_) => landlock_rules::build(sb, &spec.program).map_err(|e| SpawnError::Landlock {
+            label: spec.label.clone(),
+            detail: e.detail,
+            source: e.source,
+        })?,
+        None => None,
+    };
+    let watchdog_limit = sb.memory_bytes.filter(|_| support.cgroups.memory.is_none());
+    let steps = SandboxSteps {
+        cgroup_procs: cgroup.as_ref().map(|c| c.procs_files().to_vec()).unwrap_or_default(),
+        rlimits,
+        net,
+        drop_capabilities: support.root,
+        landlock,
+    };
+    Ok(Confinement { steps, cgroup, watchdog_limit })
+}
+
+fn thread_error(label: &str, pid: u32) -> impl FnOnce(io::Error) -> SpawnError + '_ {
+    move |source| {
+        // SAFETY: kill has no memory-safety preconditions; the group is ours.
+        unsafe { libc::kill(-(pid as libc::pid_t), libc::SIGKILL) };
+        SpawnError::Thread { label: label.to_string(), source }
+    }
+}
+
+pub(crate) fn launch(spec: &WorkerSpec, options: &SpawnOptions) -> Result<Launched, SpawnError> {
+    if !spec.program.is_absolute() {
+        return Err(SpawnError::InvalidSpec {
+            label: spec.label.clone(),
+            detail: format!("program `{}` must be an absolute path (the environment has no PATH)", spec.program.display()),
+        });
+    }
+    let confinement = if spec.sandbox.enabled { Some(confine(spec)?) } else { None };
+    let (steps, cgroup, watchdog_limit) = match confinement {
+        Some(c) => (Some(c.steps), c.cgroup, c.watchdog_limit),
+        None => (None, None, None),
+    };
+    let setup = ChildSetup { parent_pid: std::process::id() as libc::pid_t, sandbox: steps };
+
+    let mut command = Command::new(&spec.program);
+    command
+        .args(&spec.args)
+        .current_dir(&spec.cwd)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: `apply` only makes async-signal-safe system calls on prepared data.
+    unsafe { command.pre_exec(move || setup.apply()) };
+    let mut child = spawner::spawn(command).map_err(|source| SpawnError::Spawn {
+        label: spec.label.clone(),
+        program: spec.program.clone(),
+        source,
+    })?;
+    let pid = child.id();
+    let label = &spec.label;
+
+    let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take()) else {
+        unreachable!("all three streams were piped");
+    };
+    let stdin = File::from(OwnedFd::from(stdin));
+    set_nonblocking(&stdin).map_err(thread_error(label, pid))?;
+    let pipe_inodes = [procfs::inode_of(stdout.as_fd()), procfs::inode_of(stderr.as_fd())]
+        .into_iter()
+        .flatten()
+        .collect();
+
+    let (exit_tx, exits) = bounded(1);
+    let waiter = std::thread::Builder::new().name(format!("cudal1-wait-{pid}")).spawn(move || {
+        let _ = exit_tx.send(child.wait());
+    });
+    if let Err(e) = waiter {
+        // The closure, and with it the Child, is gone: reap by pid.
+        let err = thread_error(label, pid)(e);
+        let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid as i32), None);
+        return Err(err);
+    }
+    let (line_tx, lines) = bounded(LINE_QUEUE);
+    pipes::spawn_stdout_reader(format!("cudal1-stdout-{pid}"), stdout, options.line_limit, line_tx)
+        .map_err(thread_error(label, pid))?;
+    let tail = StderrTail::new(options.stderr_tail_bytes);
+    pipes::spawn_stderr_reader(format!("cudal1-stderr-{pid}"), stderr, tail.clone()).map_err(thread_error(label, pid))?;
+    let watchdog = match watchdog_limit {
+        Some(limit) => Some(
+            RssWatchdog::start(format!("cudal1-rss-{pid}"), pid as i32, limit, watchdog::INTERVAL)
+                .map_err(thread_error(label, pid))?,
+        ),
+        None => None,
+    };
+    tracing::debug!(label, pid, sandboxed = spec.sandbox.enabled, "worker started");
+    Ok(Launched { pid, stdin, lines, exits, stderr: tail, pipe_inodes, cgroup, watchdog })
+}
+
+fn set_nonblocking(file: &File) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl on a descriptor we own, with integer arguments only.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags == -1 || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) == -1 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}

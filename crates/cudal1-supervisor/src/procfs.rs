@@ -1,0 +1,150 @@
+//! Reading `/proc`: who is in a process group, who holds a pipe, how much memory they use.
+//! Used for leak detection and the RSS watchdog; cheap enough to run on demand.
+
+use std::fs;
+use std::path::Path;
+
+/// The fields of `/proc/<pid>/stat` that we use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stat {
+    pub state: char,
+    pub pgrp: i32,
+}
+
+/// Parses `/proc/<pid>/stat`. The command name sits in parentheses and may itself contain
+/// spaces and parentheses, so fields are counted from the last `)`.
+pub(crate) fn parse_stat(text: &str) -> Option<Stat> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let _ppid = fields.next()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some(Stat { state, pgrp })
+}
+
+pub(crate) fn stat(pid: u32) -> Option<Stat> {
+    parse_stat(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// True when `pid` exists and is not a zombie (a zombie holds nothing and cannot be killed).
+pub(crate) fn is_running(pid: u32) -> bool {
+    stat(pid).is_some_and(|s| s.state != 'Z' && s.state != 'X')
+}
+
+fn all_pids() -> Vec<u32> {
+    let Ok(dir) = fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect()
+}
+
+/// Live (non-zombie) members of process group `pgid`.
+pub(crate) fn group_members(pgid: i32) -> Vec<u32> {
+    all_pids()
+        .into_iter()
+        .filter(|&pid| stat(pid).is_some_and(|s| s.pgrp == pgid && s.state != 'Z' && s.state != 'X'))
+        .collect()
+}
+
+/// Processes other than `exclude` with an open descriptor on a pipe with one of `inodes`:
+/// the ones keeping a worker's stdout/stderr open after it died, even if they left its
+/// process group.
+pub(crate) fn pipe_holders(inodes: &[u64], exclude: u32) -> Vec<u32> {
+    let wanted: Vec<String> = inodes.iter().map(|i| format!("pipe:[{i}]")).collect();
+    let mut holders = Vec::new();
+    for pid in all_pids() {
+        if pid == exclude || !is_running(pid) {
+            continue;
+        }
+        if holds_any(&format!("/proc/{pid}/fd"), &wanted) {
+            holders.push(pid);
+        }
+    }
+    holders
+}
+
+fn holds_any(fd_dir: &str, wanted: &[String]) -> bool {
+    let Ok(dir) = fs::read_dir(fd_dir) else { return false };
+    dir.filter_map(Result::ok).any(|e| {
+        fs::read_link(e.path())
+            .ok()
+            .and_then(|t| t.to_str().map(str::to_owned))
+            .is_some_and(|t| wanted.iter().any(|w| *w == t))
+    })
+}
+
+/// Resident memory of `pid` in bytes (0 if it is gone).
+pub(crate) fn rss_bytes(pid: u32) -> u64 {
+    let Ok(text) = fs::read_to_string(format!("/proc/{pid}/statm")) else { return 0 };
+    let pages: u64 = text.split_whitespace().nth(1).and_then(|f| f.parse().ok()).unwrap_or(0);
+    pages * page_size()
+}
+
+fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(size).unwrap_or(4096)
+}
+
+/// Inode of the file behind a descriptor (for pipes: the pipe's identity in `/proc/*/fd`).
+pub(crate) fn inode_of(fd: std::os::fd::BorrowedFd<'_>) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    nix::sys::stat::fstat(fd.as_raw_fd()).ok().map(|s| s.st_ino)
+}
+
+/// Parses one `key value` line out of a cgroup `*.events` or `memory.oom_control` file.
+pub(crate) fn keyed_value(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let mut parts = line.split_whitespace();
+        (parts.next()? == key).then(|| parts.next()?.parse().ok()).flatten()
+    })
+}
+
+pub(crate) fn read_keyed(path: &Path, key: &str) -> Option<u64> {
+    keyed_value(&fs::read_to_string(path).ok()?, key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn stat_survives_hostile_command_names() {
+        let s = parse_stat("42 (a) b (c) S 1 777 777 0 -1").unwrap();
+        assert_eq!(s, Stat { state: 'S', pgrp: 777 });
+        assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn our_own_process_is_found_in_its_group() {
+        let me = std::process::id();
+        let pgrp = stat(me).unwrap().pgrp;
+        assert!(group_members(pgrp).contains(&me));
+        assert!(is_running(me));
+        assert!(rss_bytes(me) > 0);
+    }
+
+    #[test]
+    fn a_pipe_is_found_in_the_process_that_holds_it() {
+        let (reader, _writer) = std::io::pipe().unwrap();
+        let inode = inode_of(reader.as_fd()).unwrap();
+        let child = std::process::Command::new("/bin/cat")
+            .stdin(std::process::Stdio::from(reader))
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let holders = pipe_holders(&[inode], std::process::id());
+        // Our own copy was moved into the child, so only the child holds it.
+        assert_eq!(holders, vec![child.id()]);
+        drop(_writer);
+        let status = { let mut c = child; c.wait().unwrap() };
+        assert!(status.success());
+    }
+
+    #[test]
+    fn keyed_values_parse() {
+        let text = "low 0\nhigh 0\nmax 3\noom 1\noom_kill 2\n";
+        assert_eq!(keyed_value(text, "oom_kill"), Some(2));
+        assert_eq!(keyed_value(text, "max"), Some(3));
+        assert_eq!(keyed_value(text, "nope"), None);
+    }
+}

@@ -1,0 +1,508 @@
+//! `Worker`: one supervised process group and the request/reply conversation with it.
+//!
+//! Each worker is a small state machine: running → leader exited (seen by the waiter
+//! thread) → finished (group checked for leaks, killed, cgroup removed). Every path that
+//! gives up on a worker ends in `finish`, so the final `Outcome` is computed in one place.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::process::ExitStatus;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{never, select, Receiver, RecvTimeoutError, TryRecvError};
+use serde_json::Value;
+
+use crate::cgroup::WorkerCgroup;
+use crate::error::{SpawnError, WorkerError};
+use crate::launch::{launch, Launched};
+use crate::outcome::{LimitHit, Outcome};
+use crate::pipes::{StderrTail, StdoutEvent};
+use crate::procfs;
+use crate::spec::{Sandbox, SpawnOptions, WorkerSpec};
+use crate::watchdog::RssWatchdog;
+
+/// How long to wait for the leader to be reaped after SIGKILL before giving up on it
+/// (a process in uninterruptible sleep, e.g. inside a GPU driver call).
+const KILL_WAIT: Duration = Duration::from_secs(10);
+/// How long `Drop` waits for the leader after SIGKILL.
+const DROP_WAIT: Duration = Duration::from_secs(2);
+
+/// A supervised worker process (the leader of its own session and process group) that
+/// answers line-delimited JSON requests. Dropping it kills the whole group.
+pub struct Worker {
+    label: String,
+    pid: u32,
+    options: SpawnOptions,
+    sandbox: Sandbox,
+    stdin: Option<File>,
+    lines: Receiver<StdoutEvent>,
+    stdout_open: bool,
+    exits: Receiver<io::Result<ExitStatus>>,
+    /// How the leader ended, once the waiter thread has told us.
+    leader: Option<Outcome>,
+    /// The final outcome, once the group is gone and cleaned up.
+    finished: Option<Outcome>,
+    stderr: Arc<StderrTail>,
+    pipe_inodes: Vec<u64>,
+    cgroup: Option<WorkerCgroup>,
+    watchdog: Option<RssWatchdog>,
+    limit_hit: Option<LimitHit>,
+    next_id: u64,
+}
+
+enum WriteFail {
+    TimedOut,
+    Closed,
+    Io(io::Error),
+}
+
+impl Worker {
+    /// Starts a worker with the default `SpawnOptions`.
+    pub fn spawn(spec: WorkerSpec) -> Result<Worker, SpawnError> {
+        Self::spawn_with_options(spec, SpawnOptions::default())
+    }
+
+    pub fn spawn_with_options(spec: WorkerSpec, options: SpawnOptions) -> Result<Worker, SpawnError> {
+        let Launched { pid, stdin, lines, exits, stderr, pipe_inodes, cgroup, watchdog } = launch(&spec, &options)?;
+        Ok(Worker {
+            label: spec.label,
+            pid,
+            options,
+            sandbox: spec.sandbox,
+            stdin: Some(stdin),
+            lines,
+            stdout_open: true,
+            exits,
+            leader: None,
+            finished: None,
+            stderr,
+            pipe_inodes,
+            cgroup,
+            watchdog,
+            limit_hit: None,
+            next_id: 1,
+        })
+    }
+
+    /// The leader's pid, which is also its process group and session id.
+    #[must_use]
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    #[must_use]
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// The last ~64 KiB (`SpawnOptions::stderr_tail_bytes`) of stderr, lossily decoded.
+    #[must_use]
+    pub fn stderr_tail(&self) -> String {
+        self.stderr.text()
+    }
+
+    /// The sandbox limit the worker ran into, known once it has ended.
+    #[must_use]
+    pub fn limit_hit(&self) -> Option<LimitHit> {
+        self.limit_hit
+    }
+
+    /// Whether the leader is still running.
+    pub fn is_alive(&mut self) -> bool {
+        if self.finished.is_some() || self.leader.is_some() {
+            return false;
+        }
+        match self.exits.try_recv() {
+            Ok(status) => {
+                self.leader = Some(outcome_of(status));
+                false
+            }
+            Err(TryRecvError::Empty) => true,
+            Err(TryRecvError::Disconnected) => {
+                self.leader = Some(Outcome::Exited(-1));
+                false
+            }
+        }
+    }
+
+    /// Adds a fresh `"id"` to the request object, writes it as one line and waits up to
+    /// `timeout` for the reply line with that id. Any other line is a protocol error. On
+    /// timeout, protocol error or an overlong line the whole group is terminated.
+    pub fn request(&mut self, request: Value, timeout: Duration) -> Result<Value, WorkerError> {
+        if let Some(outcome) = self.finished.clone() {
+            return Err(self.exited_error(outcome));
+        }
+        let Value::Object(mut map) = request else {
+            return Err(WorkerError::BadRequest { label: self.label.clone(), detail: "a request must be a JSON object".into() });
+        };
+        let id = self.next_id;
+        self.next_id += 1;
+        map.insert("id".into(), Value::from(id));
+        let mut line = serde_json::to_vec(&Value::Object(map))
+            .map_err(|e| WorkerError::BadRequest { label: self.label.clone(), detail: e.to_string() })?;
+        line.push(b'\n');
+
+        let deadline = Instant::now() + timeout;
+        match self.write_line(&line, deadline) {
+            // A closed stdin means the worker is exiting; the waiter says how.
+            Ok(()) | Err(WriteFail::Closed) => {}
+            Err(WriteFail::TimedOut) => return Err(self.time_out(timeout)),
+            Err(WriteFail::Io(source)) => return Err(WorkerError::Io { label: self.label.clone(), source }),
+        }
+        self.await_reply(id, deadline, timeout)
+    }
+
+    fn await_reply(&mut self, id: u64, deadline: Instant, timeout: Duration) -> Result<Value, WorkerError> {
+        loop {
+            if self.leader.is_some() {
+                return self.exited_during(id);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(self.time_out(timeout));
+            }
+            let lines = if self.stdout_open { self.lines.clone() } else { never() };
+            select! {
+                recv(lines) -> event => match event {
+                    Ok(StdoutEvent::Line(bytes)) => {
+                        return match match_reply(&bytes, id) {
+                            Ok(reply) => Ok(reply),
+                            Err(detail) => Err(self.protocol_error(detail)),
+                        };
+                    }
+                    Ok(StdoutEvent::TooLong) => return Err(self.line_too_long()),
+                    Ok(StdoutEvent::Failed(e)) => {
+                        tracing::warn!(label = %self.label, error = %e, "reading the worker's stdout failed");
+                        self.stdout_open = false;
+                    }
+                    Ok(StdoutEvent::Eof) | Err(_) => self.stdout_open = false,
+                },
+                recv(self.exits) -> status => {
+                    self.leader = Some(status.map_or(Outcome::Exited(-1), outcome_of));
+                }
+                default(deadline - now) => return Err(self.time_out(timeout)),
+            }
+        }
+    }
+
+    /// The leader died during a request; its reply may still be in the pipe.
+    fn exited_during(&mut self, id: u64) -> Result<Value, WorkerError> {
+        let until = Instant::now() + self.options.leak_grace;
+        let mut reply = None;
+        while self.stdout_open {
+            match self.lines.recv_deadline(until) {
+                Ok(StdoutEvent::Line(bytes)) => {
+                    if reply.is_none() {
+                        reply = match_reply(&bytes, id).ok();
+                    }
+                }
+                Ok(StdoutEvent::TooLong) => {}
+                Ok(StdoutEvent::Eof | StdoutEvent::Failed(_)) | Err(RecvTimeoutError::Disconnected) => {
+                    self.stdout_open = false;
+                }
+                Err(RecvTimeoutError::Timeout) => break,
+            }
+        }
+        let outcome = self.finish(self.options.leak_grace);
+        match reply {
+            Some(reply) => Ok(reply),
+            None => Err(self.exited_error(outcome)),
+        }
+    }
+
+    /// Waits up to `timeout` for the leader to exit on its own (after a `shutdown`
+    /// request, say); then checks for leaks. `None` if it is still running.
+    pub fn wait(&mut self, timeout: Duration) -> Option<Outcome> {
+        if let Some(outcome) = &self.finished {
+            return Some(outcome.clone());
+        }
+        if self.leader.is_none() {
+            match self.exits.recv_timeout(timeout) {
+                Ok(status) => self.leader = Some(outcome_of(status)),
+                Err(RecvTimeoutError::Timeout) => return None,
+                Err(RecvTimeoutError::Disconnected) => self.leader = Some(Outcome::Exited(-1)),
+            }
+        }
+        Some(self.finish(self.options.leak_grace))
+    }
+
+    /// Signals the group (SIGTERM), waits up to `grace`, SIGKILLs what is left, reaps the
+    /// leader and reports how it ended, including leaks.
+    pub fn terminate(mut self, grace: Duration) -> Outcome {
+        self.shut_down(grace)
+    }
+
+    fn shut_down(&mut self, grace: Duration) -> Outcome {
+        if let Some(outcome) = &self.finished {
+            return outcome.clone();
+        }
+        // Records an exit that already happened: then there is nothing to signal.
+        let _ = self.is_alive();
+        if self.leader.is_some() {
+            return self.finish(self.options.leak_grace);
+        }
+        let start = Instant::now();
+        self.signal_all(libc::SIGTERM);
+        match self.exits.recv_timeout(grace) {
+            Ok(status) => {
+                self.leader = Some(outcome_of(status));
+                // The rest of the group got SIGTERM too: it has the rest of the grace.
+                let window = grace.saturating_sub(start.elapsed()).max(self.options.leak_grace);
+                self.finish(window)
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                self.leader = Some(Outcome::Exited(-1));
+                self.finish(self.options.leak_grace)
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                self.signal_all(libc::SIGKILL);
+                match self.exits.recv_timeout(KILL_WAIT) {
+                    Ok(status) => {
+                        self.leader = Some(outcome_of(status));
+                        self.finish(self.options.leak_grace)
+                    }
+                    Err(_) => {
+                        tracing::error!(label = %self.label, pid = self.pid, "the worker survived SIGKILL; giving up on reaping it");
+                        self.leader = Some(Outcome::TimedOut);
+                        self.finish(self.options.leak_grace)
+                    }
+                }
+            }
+        }
+    }
+
+    /// After the leader has ended: waits up to `window` for the rest of the group to go
+    /// and the pipes to close, kills whatever did not, records limits, removes the cgroup.
+    fn finish(&mut self, window: Duration) -> Outcome {
+        if let Some(outcome) = &self.finished {
+            return outcome.clone();
+        }
+        let leader = self.leader.clone().unwrap_or(Outcome::Exited(-1));
+        let unreaped = leader == Outcome::TimedOut;
+        let until = Instant::now() + window;
+        let (survivors, pipes_open) = loop {
+            self.drain_stdout();
+            let survivors = self.survivors();
+            let pipes_open = self.stdout_open || !self.stderr.is_closed();
+            if (survivors.is_empty() && !pipes_open) || Instant::now() >= until {
+                break (survivors, pipes_open);
+            }
+            if survivors.is_empty() && !self.stdout_open {
+                // Only stderr is still open: wait for its reader rather than poll.
+                self.stderr.wait_closed(until);
+                continue;
+            }
+            std::thread::sleep(Duration::from_millis(2).min(until.saturating_duration_since(Instant::now())));
+        };
+        let mut outcome = leader;
+        if !survivors.is_empty() || pipes_open || unreaped {
+            let mut all = survivors;
+            if pipes_open {
+                for holder in procfs::pipe_holders(&self.pipe_inodes, std::process::id()) {
+                    if !all.contains(&holder) {
+                        all.push(holder);
+                    }
+                }
+            }
+            if unreaped && !all.contains(&self.pid) {
+                all.push(self.pid);
+            }
+            self.signal_all(libc::SIGKILL);
+            for &pid in &all {
+                // SAFETY: kill has no memory-safety preconditions; these hold our pipes
+                // or sit in our group.
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            }
+            all.sort_unstable();
+            tracing::debug!(label = %self.label, survivors = ?all, "worker leaked processes");
+            outcome = Outcome::Leaked { leader: Box::new(outcome), survivors: all };
+        }
+        self.limit_hit = self.limit_hit.or_else(|| self.observed_limit(&outcome));
+        if let Some(watchdog) = &mut self.watchdog {
+            watchdog.stop();
+        }
+        if let Some(cgroup) = &mut self.cgroup {
+            cgroup.remove();
+        }
+        self.stdin = None;
+        self.finished = Some(outcome.clone());
+        outcome
+    }
+
+    fn observed_limit(&self, outcome: &Outcome) -> Option<LimitHit> {
+        let sb = &self.sandbox;
+        let memory = self.watchdog.as_ref().is_some_and(RssWatchdog::fired)
+            || self.cgroup.as_ref().is_some_and(|c| c.oom_kills() > 0);
+        if let (true, Some(limit_bytes)) = (memory, sb.memory_bytes) {
+            return Some(LimitHit::Memory { limit_bytes });
+        }
+        if let (Some(libc::SIGXCPU), Some(limit_seconds)) = (outcome.leader_signal(), sb.cpu_seconds) {
+            return Some(LimitHit::Cpu { limit_seconds });
+        }
+        if let (true, Some(limit)) = (self.cgroup.as_ref().is_some_and(|c| c.pids_max_hits() > 0), sb.max_processes) {
+            return Some(LimitHit::Processes { limit });
+        }
+        None
+    }
+
+    /// Live members of the group or the cgroup (the leader is reaped by now).
+    fn survivors(&self) -> Vec<u32> {
+        let mut pids = procfs::group_members(self.pid as i32);
+        if let Some(cgroup) = &self.cgroup {
+            for pid in cgroup.members() {
+                if !pids.contains(&pid) {
+                    pids.push(pid);
+                }
+            }
+        }
+        pids
+    }
+
+    fn drain_stdout(&mut self) {
+        while self.stdout_open {
+            match self.lines.try_recv() {
+                Ok(StdoutEvent::Eof | StdoutEvent::Failed(_)) | Err(TryRecvError::Disconnected) => {
+                    self.stdout_open = false;
+                }
+                Ok(_) => {}
+                Err(TryRecvError::Empty) => break,
+            }
+        }
+    }
+
+    /// The process group, plus cgroup members that left it.
+    fn signal_all(&self, signal: i32) {
+        // SAFETY: kill has no memory-safety preconditions. Once the leader is reaped and
+        // the group is empty its id could be reused, so only signal while it is ours.
+        if self.leader.is_none() || !procfs::group_members(self.pid as i32).is_empty() {
+            unsafe { libc::kill(-(self.pid as libc::pid_t), signal) };
+        }
+        if let Some(cgroup) = &self.cgroup {
+            if signal == libc::SIGKILL {
+                cgroup.kill_all();
+            } else {
+                cgroup.signal(signal);
+            }
+        }
+    }
+
+    fn write_line(&mut self, line: &[u8], deadline: Instant) -> Result<(), WriteFail> {
+        let Some(stdin) = &mut self.stdin else { return Err(WriteFail::Closed) };
+        let mut written = 0;
+        while written < line.len() {
+            match stdin.write(&line[written..]) {
+                Ok(n) => written += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() || !wait_writable(stdin, left) {
+                        return Err(WriteFail::TimedOut);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+                    self.stdin = None;
+                    return Err(WriteFail::Closed);
+                }
+                Err(e) => return Err(WriteFail::Io(e)),
+            }
+        }
+        Ok(())
+    }
+
+    fn time_out(&mut self, after: Duration) -> WorkerError {
+        let how = self.shut_down(self.options.kill_grace);
+        tracing::debug!(label = %self.label, outcome = %how, "timed-out worker terminated");
+        self.finished = Some(Outcome::TimedOut);
+        WorkerError::Timeout { label: self.label.clone(), after, stderr_tail: self.stderr.text() }
+    }
+
+    fn protocol_error(&mut self, detail: String) -> WorkerError {
+        self.shut_down(self.options.kill_grace);
+        WorkerError::Protocol { label: self.label.clone(), detail, stderr_tail: self.stderr.text() }
+    }
+
+    fn line_too_long(&mut self) -> WorkerError {
+        self.shut_down(self.options.kill_grace);
+        WorkerError::LineTooLong { label: self.label.clone(), limit: self.options.line_limit }
+    }
+
+    fn exited_error(&self, outcome: Outcome) -> WorkerError {
+        WorkerError::Exited {
+            label: self.label.clone(),
+            outcome,
+            limit: self.limit_hit,
+            stderr_tail: self.stderr.text(),
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if self.finished.is_some() {
+            return;
+        }
+        self.signal_all(libc::SIGKILL);
+        if self.leader.is_none() && self.exits.recv_timeout(DROP_WAIT).is_err() {
+            tracing::warn!(label = %self.label, pid = self.pid, "dropped worker not reaped after SIGKILL");
+        }
+        // Whatever of the group is left (the cgroup's own Drop covers its members).
+        if !procfs::group_members(self.pid as i32).is_empty() {
+            // SAFETY: as in signal_all; the group still has members, so the id is ours.
+            unsafe { libc::kill(-(self.pid as libc::pid_t), libc::SIGKILL) };
+        }
+    }
+}
+
+fn outcome_of(status: io::Result<ExitStatus>) -> Outcome {
+    match status {
+        Ok(status) => Outcome::from_status(status),
+        Err(e) => {
+            tracing::error!(error = %e, "waiting for a worker failed");
+            Outcome::Exited(-1)
+        }
+    }
+}
+
+/// Waits until `file` can take more bytes; false on timeout. A closed read end shows up as
+/// writable (POLLERR), and the next write then reports EPIPE.
+fn wait_writable(file: &File, timeout: Duration) -> bool {
+    let mut fds = libc::pollfd { fd: file.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
+    let ms = i32::try_from(timeout.as_millis().max(1)).unwrap_or(i32::MAX);
+    // SAFETY: one valid pollfd for the duration of the call.
+    let ready = unsafe { libc::poll(&mut fds, 1, ms) };
+    ready != 0
+}
+
+/// The reply for request `id`, or why the line is not one.
+pub(crate) fn match_reply(line: &[u8], id: u64) -> Result<Value, String> {
+    let preview = || {
+        let text = String::from_utf8_lossy(&line[..line.len().min(200)]).into_owned();
+        if line.len() > 200 { format!("{text}…") } else { text }
+    };
+    let value: Value = serde_json::from_slice(line).map_err(|e| format!("stdout line is not JSON ({e}): `{}`", preview()))?;
+    let Some(object) = value.as_object() else {
+        return Err(format!("stdout line is not a JSON object: `{}`", preview()));
+    };
+    match object.get("id") {
+        Some(got) if got.as_u64() == Some(id) => Ok(value),
+        Some(got) => Err(format!("reply id {got} does not match request id {id}")),
+        None => Err(format!("reply without an id: `{}`", preview())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_are_matched_by_id() {
+        assert_eq!(match_reply(br#"{"id": 3, "ok": true}"#, 3).unwrap()["ok"], Value::Bool(true));
+        assert!(match_reply(br#"{"id": 4}"#, 3).unwrap_err().contains("does not match"));
+        assert!(match_reply(br#"{"ok": true}"#, 3).unwrap_err().contains("without an id"));
+        assert!(match_reply(b"[1, 2]", 3).unwrap_err().contains("not a JSON object"));
+        assert!(match_reply(b"hello", 3).unwrap_err().contains("not JSON"));
+        assert!(match_reply(br#"{"id": "3"}"#, 3).is_err());
+    }
+}

@@ -1,0 +1,222 @@
+//! Each escape a sandboxed worker might try, and that it fails (and works without the
+//! sandbox, so the test would notice a broken probe). Where this machine lacks the
+//! mechanism, the test says so and skips.
+
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+
+use cudal1_supervisor::{
+    sandbox_support, LimitHit, MemoryLimitMechanism, Outcome, ProcessLimitMechanism, Sandbox, Worker, WorkerError,
+};
+use serde_json::{json, Value};
+
+use crate::common::{base_env, fixtures, options, skip, spec, REPLY};
+
+fn probe(sandbox: Sandbox) -> Worker {
+    Worker::spawn_with_options(spec("probe.py", sandbox), options()).unwrap()
+}
+
+fn ask(worker: &mut Worker, request: Value) -> Value {
+    match worker.request(request, REPLY) {
+        Ok(reply) => reply,
+        Err(e) => panic!("{e}\nstderr:\n{}", worker.stderr_tail()),
+    }
+}
+
+fn confined() -> Sandbox {
+    Sandbox { enabled: true, ..Sandbox::default() }
+}
+
+#[test]
+fn support_is_reported() {
+    // Not an assertion about this machine: a record in the test log of what ran for real.
+    eprintln!("sandbox support: {:#?}", sandbox_support());
+}
+
+#[test]
+fn the_environment_is_only_what_was_given() {
+    for sandbox in [Sandbox::disabled(), confined()] {
+        let mut worker = probe(sandbox.clone());
+        let reply = ask(&mut worker, json!({"op": "env"}));
+        let env: BTreeMap<String, String> = serde_json::from_value(reply["env"].clone()).unwrap();
+        let given: BTreeMap<String, String> = base_env()
+            .into_iter()
+            .map(|(k, v)| (k.into_string().unwrap(), v.into_string().unwrap()))
+            .collect();
+        assert_eq!(env, given, "sandbox enabled: {}", sandbox.enabled);
+    }
+}
+
+#[test]
+fn no_network_inside_the_sandbox() {
+    let support = sandbox_support();
+    if !support.network_namespace && support.landlock.is_none_or(|abi| abi < 4) {
+        return skip("no_network_inside_the_sandbox", "neither network namespaces nor Landlock ABI >= 4");
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+
+    let mut open = probe(Sandbox::disabled());
+    let reply = ask(&mut open, json!({"op": "connect", "port": port}));
+    assert_eq!(reply["ok"], true, "without the sandbox the connection must work: {reply}");
+
+    let mut closed = probe(confined());
+    let reply = ask(&mut closed, json!({"op": "connect", "port": port}));
+    assert_eq!(reply["ok"], false, "the sandbox let a TCP connection through: {reply}");
+
+    // `network: true` keeps it.
+    let mut allowed = probe(Sandbox { network: true, ..confined() });
+    let reply = ask(&mut allowed, json!({"op": "connect", "port": port}));
+    assert_eq!(reply["ok"], true, "network: true must keep the network: {reply}");
+}
+
+fn require_landlock(test: &str) -> bool {
+    if sandbox_support().landlock.is_none() {
+        skip(test, "Landlock is not available");
+        return false;
+    }
+    true
+}
+
+#[test]
+fn writes_only_inside_write_paths() {
+    if !require_landlock("writes_only_inside_write_paths") {
+        return;
+    }
+    let scratch = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let mut worker = probe(Sandbox { write_paths: vec![scratch.path().into()], ..confined() });
+
+    let inside = scratch.path().join("ok.txt");
+    let reply = ask(&mut worker, json!({"op": "write", "path": inside}));
+    assert_eq!(reply["ok"], true, "{reply}");
+    assert_eq!(std::fs::read_to_string(&inside).unwrap(), "written from the sandbox");
+
+    let outside = elsewhere.path().join("escape.txt");
+    let reply = ask(&mut worker, json!({"op": "write", "path": outside}));
+    assert_eq!(reply["ok"], false, "{reply}");
+    assert!(reply["error"].as_str().unwrap().contains("PermissionError"), "{reply}");
+    assert!(!outside.exists());
+
+    // The fixtures directory is readable but not writable.
+    let reply = ask(&mut worker, json!({"op": "write", "path": fixtures().join("planted.py")}));
+    assert_eq!(reply["ok"], false, "{reply}");
+}
+
+#[test]
+fn reads_are_limited_when_read_paths_are_given() {
+    if !require_landlock("reads_are_limited_when_read_paths_are_given") {
+        return;
+    }
+    let secret_dir = tempfile::tempdir().unwrap();
+    let secret = secret_dir.path().join("expected_output.txt");
+    std::fs::write(&secret, "the reference answer").unwrap();
+    let allowed_dir = tempfile::tempdir().unwrap();
+    let allowed = allowed_dir.path().join("input.txt");
+    std::fs::write(&allowed, "an input").unwrap();
+
+    // Without read_paths, reads are not limited (only writes are).
+    let mut open = probe(confined());
+    assert_eq!(ask(&mut open, json!({"op": "read", "path": secret}))["value"], "the reference answer");
+
+    let mut limited = probe(Sandbox { read_paths: vec![fixtures(), allowed_dir.path().into()], ..confined() });
+    let reply = ask(&mut limited, json!({"op": "read", "path": secret}));
+    assert_eq!(reply["ok"], false, "read outside read_paths: {reply}");
+    assert!(reply["error"].as_str().unwrap().contains("PermissionError"), "{reply}");
+    assert_eq!(ask(&mut limited, json!({"op": "read", "path": allowed}))["value"], "an input");
+    // System files stay readable.
+    assert_eq!(ask(&mut limited, json!({"op": "read", "path": "/etc/hostname"}))["ok"], Path::new("/etc/hostname").exists());
+}
+
+#[test]
+fn process_count_is_bounded() {
+    let support = sandbox_support();
+    if support.process_limit == ProcessLimitMechanism::Unenforced {
+        return skip("process_count_is_bounded", "running as root without a pids cgroup: nothing can bound processes");
+    }
+    let limit = 8;
+    let mut worker = probe(Sandbox { max_processes: Some(limit), ..confined() });
+    let reply = ask(&mut worker, json!({"op": "fork", "target": 64}));
+    let forked = reply["forked"].as_u64().unwrap();
+    assert!(forked < limit, "forked {forked} children under a limit of {limit}: {reply}");
+    assert!(reply["error"].is_string(), "{reply}");
+    ask(&mut worker, json!({"op": "shutdown"}));
+    assert_eq!(worker.wait(REPLY), Some(Outcome::Exited(0)));
+    if let ProcessLimitMechanism::Cgroup(_) = support.process_limit {
+        assert_eq!(worker.limit_hit(), Some(LimitHit::Processes { limit }));
+    }
+    // Without the sandbox the same request forks them all.
+    let mut free = probe(Sandbox::disabled());
+    assert_eq!(ask(&mut free, json!({"op": "fork", "target": 64}))["forked"], 64);
+}
+
+#[test]
+fn a_memory_hog_is_killed() {
+    let limit = 256 << 20;
+    eprintln!("memory limit through {:?}", sandbox_support().memory_limit);
+    let mut worker = probe(Sandbox { memory_bytes: Some(limit), ..confined() });
+    match worker.request(json!({"op": "hog", "max_mib": 2048}), REPLY) {
+        Err(WorkerError::Exited { outcome, limit: hit, .. }) => {
+            assert_eq!(outcome.leader_signal(), Some(libc::SIGKILL), "{outcome}");
+            assert_eq!(hit, Some(LimitHit::Memory { limit_bytes: limit }));
+        }
+        other => panic!("expected the hog to be killed, got {other:?}"),
+    }
+    if sandbox_support().memory_limit == MemoryLimitMechanism::RssWatchdog {
+        eprintln!("note: enforced by the RSS watchdog, not a cgroup");
+    }
+}
+
+#[test]
+fn a_cpu_spinner_is_killed() {
+    let mut worker = probe(Sandbox { cpu_seconds: Some(1), ..confined() });
+    match worker.request(json!({"op": "spin"}), REPLY) {
+        Err(WorkerError::Exited { outcome, limit, .. }) => {
+            assert_eq!(outcome, Outcome::Signaled { signal: libc::SIGXCPU, name: "SIGXCPU".into() });
+            assert_eq!(limit, Some(LimitHit::Cpu { limit_seconds: 1 }));
+        }
+        other => panic!("expected SIGXCPU, got {other:?}"),
+    }
+}
+
+#[test]
+fn capabilities_are_dropped() {
+    if !sandbox_support().root {
+        return skip("capabilities_are_dropped", "not root: there are no capabilities to drop");
+    }
+    let mut worker = probe(confined());
+    let caps = ask(&mut worker, json!({"op": "caps"}))["caps"].clone();
+    for key in ["CapEff", "CapPrm", "CapBnd", "CapAmb", "CapInh"] {
+        assert_eq!(caps[key].as_str().map(|v| v.trim_start_matches('0')), Some(""), "{key}: {caps}");
+    }
+    let mut trusted = probe(Sandbox::disabled());
+    let caps = ask(&mut trusted, json!({"op": "caps"}))["caps"].clone();
+    assert_ne!(caps["CapEff"].as_str().unwrap().trim_start_matches('0'), "", "{caps}");
+}
+
+#[test]
+fn no_signals_leave_the_sandbox() {
+    if sandbox_support().landlock.is_none_or(|abi| abi < 6) {
+        return skip("no_signals_leave_the_sandbox", "Landlock ABI < 6 has no signal scoping");
+    }
+    let me = std::process::id();
+    let mut worker = probe(confined());
+    let reply = ask(&mut worker, json!({"op": "kill", "pid": me}));
+    assert_eq!(reply["ok"], false, "the sandbox could signal the supervisor: {reply}");
+    let mut trusted = probe(Sandbox::disabled());
+    assert_eq!(ask(&mut trusted, json!({"op": "kill", "pid": me}))["ok"], true);
+}
+
+#[test]
+fn a_missing_write_path_fails_the_spawn() {
+    if !require_landlock("a_missing_write_path_fails_the_spawn") {
+        return;
+    }
+    let missing = PathBuf::from("/nonexistent/cudal1-scratch");
+    let result = Worker::spawn(spec("probe.py", Sandbox { write_paths: vec![missing], ..confined() }));
+    match result {
+        Err(e) => assert!(e.to_string().contains("Landlock"), "{e}"),
+        Ok(_) => panic!("spawned with a missing write path"),
+    }
+}
