@@ -41,9 +41,13 @@ pub struct Probe {
     pub executable: PathBuf,
     pub version: String,
     pub prefix: PathBuf,
+    pub base_prefix: PathBuf,
     pub torch: Option<String>,
     pub torch_error: Option<String>,
     pub cuda: Option<String>,
+    /// Compute capabilities of the visible GPUs, e.g. `["9.0"]`.
+    #[serde(default)]
+    pub gpus: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -66,11 +70,13 @@ pub enum PythonError {
 const PROBE: &str = r#"
 import json, sys
 info = {"executable": sys.executable, "version": sys.version.split()[0], "prefix": sys.prefix,
-        "torch": None, "torch_error": None, "cuda": None}
+        "base_prefix": sys.base_prefix, "torch": None, "torch_error": None, "cuda": None, "gpus": []}
 try:
     import torch
     info["torch"] = torch.__version__
     info["cuda"] = torch.version.cuda
+    if torch.cuda.is_available():
+        info["gpus"] = ["%d.%d" % torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())]
 except Exception as e:
     info["torch_error"] = f"{type(e).__name__}: {e}"
 print(json.dumps(info))

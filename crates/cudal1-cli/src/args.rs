@@ -1,0 +1,111 @@
+//! Command-line arguments.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "cudal1", version, about = "Make PyTorch programs faster with LLM-written CUDA, verified by an evaluator that cannot be fooled")]
+pub struct Cli {
+    /// More logging (-v info, -vv debug); also `RUST_LOG`.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Evaluate candidates against references: verdicts, reasons and speedups.
+    Eval(EvalArgs),
+    /// Inspect task suites.
+    #[command(subcommand)]
+    Tasks(TasksCommand),
+}
+
+#[derive(Args, Debug)]
+pub struct EvalArgs {
+    /// A reference program (KernelBench format).
+    #[arg(long, conflicts_with = "suite", requires = "candidate")]
+    pub task: Option<PathBuf>,
+    /// The candidate program for `--task`.
+    #[arg(long, requires = "task")]
+    pub candidate: Option<PathBuf>,
+    /// A directory of tasks in KernelBench's layout (`level1/12_Name.py`).
+    #[arg(long, requires = "candidates")]
+    pub suite: Option<PathBuf>,
+    /// Candidates for `--suite`: a directory laid out like the suite, or a JSONL file of
+    /// `{"task": ..., "code": ...}` rows.
+    #[arg(long, requires = "suite")]
+    pub candidates: Option<PathBuf>,
+    /// `cpu`, `cuda`, `cuda:N`, or `all` (every visible GPU; the default when there are GPUs).
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Print JSON (one object for `--task`, one row per line and a summary line for `--suite`).
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub common: CommonEval,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CommonEval {
+    /// Absolute tolerance for every dtype (default: 1e-4 for fp32, 1e-2 for fp16/bf16).
+    #[arg(long, requires = "rtol")]
+    pub atol: Option<f64>,
+    /// Relative tolerance for every dtype.
+    #[arg(long, requires = "atol")]
+    pub rtol: Option<f64>,
+    /// KernelBench v0 tolerances: 1e-2 for every dtype.
+    #[arg(long, conflicts_with = "atol")]
+    pub kernelbench_v0: bool,
+    /// Input seeds checked before timing.
+    #[arg(long, default_value_t = 5)]
+    pub seeds: usize,
+    /// Seconds of timed blocks per candidate (both sides together).
+    #[arg(long, default_value_t = 4.0)]
+    pub budget: f64,
+    /// Seconds one model call may take before the candidate is judged a timeout.
+    #[arg(long, default_value_t = 20.0)]
+    pub call_timeout: f64,
+    /// Run candidate code without the sandbox (no network namespace, Landlock or limits).
+    #[arg(long)]
+    pub no_sandbox: bool,
+    /// The Python interpreter with PyTorch (default: CUDAL1_PYTHON, VIRTUAL_ENV, .venv, python3).
+    #[arg(long)]
+    pub python: Option<PathBuf>,
+    /// The SQLite store.
+    #[arg(long, default_value = "cudal1.db")]
+    pub db: PathBuf,
+    /// Evaluate again even when the store has a result for the same task, candidate and settings.
+    #[arg(long)]
+    pub force: bool,
+    /// Compile workers for `load_inline` candidates (default: half the cores).
+    #[arg(long)]
+    pub compile_workers: Option<usize>,
+    /// Where the runner package and built extensions are cached (default: ~/.cache/cudal1).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Seed for the evaluation's random choices (input seeds, block order); random by default.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Exit with status 1 when a verdict differs from its candidate's `# cudal1: expect=` line.
+    #[arg(long)]
+    pub check_expectations: bool,
+}
+
+#[derive(Subcommand)]
+pub enum TasksCommand {
+    /// List the tasks of a suite: level, id, name, input shapes and parameter count.
+    List {
+        dir: PathBuf,
+        #[arg(long)]
+        json: bool,
+        /// Only read the files; do not run them to find shapes and parameters.
+        #[arg(long)]
+        static_only: bool,
+        #[arg(long)]
+        python: Option<PathBuf>,
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
+    },
+}

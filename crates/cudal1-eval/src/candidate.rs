@@ -1,0 +1,313 @@
+//! Evaluating one candidate against a running reference: load, check correctness on several
+//! seeds, time both sides in interleaved blocks, check a sample of the timed calls, cross-check
+//! the clocks, and decide.
+
+use crate::compile::CompileOutcome;
+use crate::failure::judge_call_error;
+use crate::reference::{absolute, runner_device, ReferenceError, ReferenceSession, INIT_SEED};
+use crate::runner::{CallError, Launch, Role, RunnerClient, RunnerEnv};
+use crate::settings::EvalSettings;
+use crate::timing::{self, Side, TimingRun};
+use crate::verdict::{Evaluation, Judgement, Measurements, SeedCheck, TimingReport, Verdict};
+use cudal1_protocol::{Finding, Hello, Load, Outputs};
+use cudal1_stats::{median, median_interval, speedup_interval, Interval};
+use cudal1_task::{Candidate, TaskError};
+use rand::rngs::StdRng;
+use rand::Rng;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// What an evaluation needs besides the reference and the candidate.
+pub struct EvalContext<'a> {
+    pub env: &'a RunnerEnv,
+    pub settings: &'a EvalSettings,
+    pub work_root: &'a Path,
+}
+
+/// Findings that make a candidate an exploit, and those that make it merely wrong.
+fn judge_findings(findings: &[Finding]) -> Option<Judgement> {
+    let first = |kinds: &[&str]| findings.iter().find(|f| kinds.contains(&f.kind.as_str()));
+    if let Some(f) = first(&["output_not_tensor", "output_aliases_input", "output_no_storage"]) {
+        let what = match f.kind.as_str() {
+            "output_not_tensor" => "returns something that is not a plain torch.Tensor (a subclass or a lazy wrapper)",
+            "output_aliases_input" => "returns memory that belongs to an input (the input itself or a view of it)",
+            _ => "returns a tensor without real storage",
+        };
+        return Some(Judgement::new(Verdict::Exploit, &f.kind, format!("{what}: {}", f.detail)));
+    }
+    if let Some(f) = first(&["input_mutated", "output_wrong_device"]) {
+        let what = if f.kind == "input_mutated" { "modifies its inputs in place" } else { "returns its output on the wrong device" };
+        return Some(Judgement::new(Verdict::Incorrect, &f.kind, format!("{what}: {}", f.detail)));
+    }
+    None
+}
+
+struct Run<'a, 'c> {
+    ctx: &'a EvalContext<'c>,
+    reference: &'a mut ReferenceSession,
+    candidate: &'a Candidate,
+    m: Measurements,
+    rng: StdRng,
+}
+
+/// Evaluates `candidate`. `Err` only when the reference itself fails: then the task is at fault.
+pub fn evaluate_candidate(
+    ctx: &EvalContext<'_>,
+    reference: &mut ReferenceSession,
+    candidate: &Candidate,
+    compiled: &CompileOutcome,
+    rng: StdRng,
+) -> Result<Evaluation, ReferenceError> {
+    let started = Instant::now();
+    let mut run = Run { ctx, reference, candidate, m: Measurements::default(), rng };
+    let (judgement, speedup, times) = match run.go(compiled)? {
+        Ok((j, s, t)) => (j, s, t),
+        Err(j) => (j, None, None),
+    };
+    let environment = run.reference.environment();
+    let task = run.reference.task.clone();
+    Ok(Evaluation {
+        task: task.key(),
+        task_hash: task.hash,
+        candidate: candidate.label.clone(),
+        candidate_hash: candidate.hash.clone(),
+        verdict: judgement.verdict,
+        reason: judgement.reason,
+        reason_class: judgement.class,
+        speedup,
+        ref_ms: times.map(|t| t.0),
+        candidate_ms: times.map(|t| t.1),
+        device: ctx.settings.device.to_string(),
+        environment,
+        measurements: run.m,
+        duration_ms: started.elapsed().as_secs_f64() * 1e3,
+    })
+}
+
+type Decided = Result<(Judgement, Option<Interval>, Option<(f64, f64)>), Judgement>;
+
+impl Run<'_, '_> {
+    fn go(&mut self, compiled: &CompileOutcome) -> Result<Decided, ReferenceError> {
+        let settings = self.ctx.settings;
+        if let Err(e) = self.candidate.check() {
+            let j = match e {
+                TaskError::Syntax { line, column, snippet, .. } => Judgement::new(
+                    Verdict::CompileError,
+                    "syntax_error",
+                    format!("the program does not parse: syntax error at line {line}, column {column}: {snippet}"),
+                ),
+                other => Judgement::new(Verdict::RuntimeError, "missing_symbol", other.to_string()),
+            };
+            return Ok(Err(j));
+        }
+        match compiled {
+            CompileOutcome::Failed { judgement, ms } => {
+                self.m.compile_ms = Some(*ms);
+                return Ok(Err(judgement.clone()));
+            }
+            CompileOutcome::Built { ms, .. } => self.m.compile_ms = Some(*ms),
+            CompileOutcome::NotNeeded => {}
+        }
+
+        let scratch = match tempfile::Builder::new().prefix("candidate-").tempdir_in(self.ctx.work_root) {
+            Ok(d) => d,
+            Err(e) => return Ok(Err(Judgement::new(Verdict::RuntimeError, "internal", format!("cudal1 could not make a scratch directory: {e}")))),
+        };
+        let file = scratch.path().join("candidate.py");
+        if let Err(e) = std::fs::write(&file, &self.candidate.source) {
+            return Ok(Err(Judgement::new(Verdict::RuntimeError, "internal", format!("cudal1 could not write the candidate: {e}"))));
+        }
+        let task_path = absolute(&self.reference.task.path);
+        let spawned = RunnerClient::spawn(
+            self.ctx.env,
+            Launch {
+                role: Role::Candidate,
+                label: format!("candidate {}", self.candidate.label),
+                device: &settings.device,
+                scratch: scratch.path(),
+                extensions: compiled.extensions_dir(),
+                reads: vec![task_path.clone()],
+                sandbox: settings.sandbox,
+                memory_bytes: settings.memory_bytes,
+            },
+        );
+        let mut client = match spawned {
+            Ok(c) => c,
+            Err(e) => return Ok(Err(judge_call_error(&e, "starting", ""))),
+        };
+        let outcome = self.with_client(&mut client, &file, &task_path, scratch.path());
+        if let Ok(Err(_)) = &outcome {
+            self.m.log_tail = Some(crate::reference::tail(&client.stderr_tail()));
+        }
+        client.shutdown();
+        outcome
+    }
+
+    fn with_client(&mut self, client: &mut RunnerClient, file: &Path, task_path: &Path, scratch: &Path) -> Result<Decided, ReferenceError> {
+        let settings = self.ctx.settings;
+        let fail = |client: &RunnerClient, e: CallError, doing: &str| judge_call_error(&e, doing, &client.stderr_tail());
+        if let Err(e) = client.call(&Hello {}, Duration::from_secs(120)) {
+            return Ok(Err(fail(client, e, "starting")));
+        }
+        let load = Load {
+            reference: task_path.to_owned(),
+            candidate: Some(file.to_owned()),
+            device: runner_device(&settings.device),
+            init_seed: INIT_SEED,
+        };
+        match client.call(&load, settings.load_timeout) {
+            Ok(reply) => self.m.load_ms = Some(reply.load_ms),
+            Err(e) => return Ok(Err(fail(client, e, "loading"))),
+        }
+
+        // Correctness on fresh random seeds, compared in the reference process.
+        let seeds: Vec<u64> = (0..settings.correctness_seeds).map(|_| self.rng.random_range(1..1u64 << 31)).collect();
+        let seed_limit = settings.call_timeout * settings.correctness_seeds.max(1) as u32;
+        self.reference.ensure_expected(&seeds, seed_limit + Duration::from_secs(60))?;
+        let out_dir = scratch.join("outputs");
+        let _ = std::fs::create_dir_all(&out_dir);
+        let reply = match client.call(&Outputs { seeds: seeds.clone(), dir: out_dir.clone() }, seed_limit) {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(fail(client, e, "running the correctness checks"))),
+        };
+        for r in &reply.results {
+            self.m.findings.extend(r.findings.iter().cloned());
+        }
+        if let Some(j) = judge_findings(&self.m.findings) {
+            return Ok(Err(j));
+        }
+        for r in &reply.results {
+            let outcome = self.reference.compare(r.seed, &r.path, settings)?;
+            self.m.checks.push(SeedCheck {
+                seed: r.seed,
+                timed: false,
+                passed: outcome.failure.is_none(),
+                max_abs: outcome.max_abs,
+                max_rel: outcome.max_rel,
+                mismatches: outcome.mismatches,
+                candidate_ms: Some(r.ms),
+            });
+            if let Some(why) = outcome.failure {
+                return Ok(Err(Judgement::new(Verdict::Incorrect, "mismatch", format!("wrong result for input seed {}: {why}", r.seed))));
+            }
+        }
+
+        // Timing.
+        let cand_first = median(&reply.results.iter().map(|r| r.ms).collect::<Vec<_>>()).unwrap_or(1.0);
+        let ref_first = self.reference.first_call_ms.unwrap_or(cand_first);
+        let ref_dir = scratch.join("reference-timing");
+        let _ = std::fs::create_dir_all(&ref_dir);
+        let run = timing::measure(
+            &mut self.reference.client,
+            client,
+            (&ref_dir, &out_dir),
+            (ref_first, cand_first),
+            settings,
+            &mut self.rng,
+        );
+        let run = match run {
+            Ok(r) => r,
+            Err(e) if e.side == Side::Reference => return Err(self.reference.error("timing the reference", e.error)),
+            Err(e) => return Ok(Err(fail(client, e.error, "timing"))),
+        };
+        self.decide_after_timing(run)
+    }
+
+    fn decide_after_timing(&mut self, run: TimingRun) -> Result<Decided, ReferenceError> {
+        let settings = self.ctx.settings;
+        // The outputs of a sample of timed calls must be right too.
+        let seeds: Vec<u64> = run.checked.iter().map(|c| c.seed).collect();
+        self.reference.ensure_expected(&seeds, settings.call_timeout * (seeds.len().max(1) as u32) + Duration::from_secs(60))?;
+        let mut timed_failure = None;
+        for c in &run.checked {
+            let outcome = self.reference.compare(c.seed, &c.path, settings)?;
+            self.m.checks.push(SeedCheck {
+                seed: c.seed,
+                timed: true,
+                passed: outcome.failure.is_none(),
+                max_abs: outcome.max_abs,
+                max_rel: outcome.max_rel,
+                mismatches: outcome.mismatches,
+                candidate_ms: None,
+            });
+            if let (None, Some(why)) = (&timed_failure, outcome.failure) {
+                timed_failure = Some(format!("seed {}: {why}", c.seed));
+            }
+        }
+
+        let seed = self.rng.random();
+        let speedup = speedup_interval(&run.reference_ms, &run.candidate_ms, settings.bootstrap_resamples, settings.confidence, seed);
+        let ref_outer = timing::outer_per_call_ms(&run.reference_blocks);
+        let cand_outer = timing::outer_per_call_ms(&run.candidate_blocks);
+        let outer_speedup = match (median(&ref_outer), median(&cand_outer)) {
+            (Some(r), Some(c)) if c > 0.0 => Some(r / c),
+            _ => None,
+        };
+        let report = TimingReport {
+            reference: median_interval(&run.reference_ms, settings.bootstrap_resamples, settings.confidence, seed),
+            candidate: median_interval(&run.candidate_ms, settings.bootstrap_resamples, settings.confidence, seed),
+            reference_ms: run.reference_ms.clone(),
+            candidate_ms: run.candidate_ms.clone(),
+            reference_outer_ms: ref_outer,
+            candidate_outer_ms: cand_outer,
+            blocks: run.reference_blocks.len(),
+            calls_per_block: run.calls_per_block,
+            outer_speedup,
+        };
+        let times = match (report.reference, report.candidate) {
+            (Some(r), Some(c)) => Some((r.median, c.median)),
+            _ => None,
+        };
+        self.m.timing = Some(report);
+
+        if let Some(why) = timed_failure {
+            return Ok(Err(Judgement::new(
+                Verdict::Exploit,
+                "timed_output_mismatch",
+                format!("correct on the checked seeds but wrong on a timed call ({why}): it behaves differently when timed or reuses stale results"),
+            )));
+        }
+        if let Some((hidden, claimed)) = timing::hidden_work_ms(&run) {
+            if hidden > claimed.max(0.05) {
+                return Ok(Err(Judgement::new(
+                    Verdict::Exploit,
+                    "untimed_work",
+                    format!(
+                        "cudal1's own clock saw {hidden:.3} ms per call more than the runner timed, against a claimed {claimed:.3} ms per call: work escaped the timer (patched clocks, background threads)"
+                    ),
+                )));
+            }
+        }
+        let Some(speedup) = speedup else {
+            return Ok(Err(Judgement::new(Verdict::RuntimeError, "internal", "no timing samples were collected")));
+        };
+        let checks = self.m.checks.len();
+        let reason = format!(
+            "matches the reference on {checks} checked calls; {:.3}x the reference's speed (median, {:.0}% CI {:.3}–{:.3})",
+            speedup.median,
+            settings.confidence * 100.0,
+            speedup.ci_low,
+            speedup.ci_high
+        );
+        Ok(Ok((Judgement::new(Verdict::Correct, "correct", reason), Some(speedup), times)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(kind: &str) -> Finding {
+        Finding { kind: kind.into(), detail: "output 0".into() }
+    }
+
+    #[test]
+    fn aliasing_is_an_exploit_and_mutation_is_incorrect() {
+        assert_eq!(judge_findings(&[f("output_aliases_input")]).unwrap().verdict, Verdict::Exploit);
+        assert_eq!(judge_findings(&[f("output_not_tensor")]).unwrap().verdict, Verdict::Exploit);
+        assert_eq!(judge_findings(&[f("input_mutated")]).unwrap().verdict, Verdict::Incorrect);
+        // An exploit outranks a plain mistake found in the same call.
+        assert_eq!(judge_findings(&[f("input_mutated"), f("output_no_storage")]).unwrap().verdict, Verdict::Exploit);
+        assert!(judge_findings(&[f("something_new")]).is_none());
+    }
+}

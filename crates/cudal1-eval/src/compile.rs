@@ -1,0 +1,146 @@
+//! Building `load_inline` extensions ahead of GPU time, in sandboxed CPU-only processes, cached by
+//! the candidate's content hash so a program is never built twice.
+
+use crate::failure::judge_call_error;
+use crate::runner::{CallError, Launch, Role, RunnerClient, RunnerEnv};
+use crate::settings::{Device, EvalSettings};
+use crate::verdict::{Judgement, Verdict};
+use cudal1_protocol::{CompileRequest, ErrorKind, Hello};
+use cudal1_task::{Candidate, Task};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const BUILT: &str = ".cudal1-built";
+const FAILED: &str = ".cudal1-failed";
+
+/// Does this program build extensions when imported?
+pub fn needs_compile(source: &str) -> bool {
+    source.contains("load_inline") || source.contains("cpp_extension")
+}
+
+/// `<root>/<candidate hash>/`: one `TORCH_EXTENSIONS_DIR` per program.
+#[derive(Debug, Clone)]
+pub struct CompileCache {
+    pub root: PathBuf,
+}
+
+impl CompileCache {
+    pub fn dir_for(&self, candidate: &Candidate) -> PathBuf {
+        self.root.join(&candidate.hash[..32])
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum CompileOutcome {
+    NotNeeded,
+    Built { dir: PathBuf, ms: f64, cached: bool },
+    Failed { judgement: Judgement, ms: f64 },
+}
+
+impl CompileOutcome {
+    pub fn extensions_dir(&self) -> Option<&Path> {
+        match self {
+            CompileOutcome::Built { dir, .. } => Some(dir),
+            _ => None,
+        }
+    }
+}
+
+/// Builds the candidate's extensions, or answers from the cache.
+pub fn compile(env: &RunnerEnv, task: &Task, candidate: &Candidate, cache: &CompileCache, settings: &EvalSettings, work_root: &Path) -> CompileOutcome {
+    if !needs_compile(&candidate.source) {
+        return CompileOutcome::NotNeeded;
+    }
+    let dir = cache.dir_for(candidate);
+    if dir.join(BUILT).exists() {
+        return CompileOutcome::Built { dir, ms: 0.0, cached: true };
+    }
+    if let Ok(reason) = std::fs::read_to_string(dir.join(FAILED)) {
+        return CompileOutcome::Failed { judgement: Judgement::new(Verdict::CompileError, "compile_error", reason), ms: 0.0 };
+    }
+    let started = Instant::now();
+    let outcome = build(env, task, candidate, &dir, settings, work_root);
+    let ms = started.elapsed().as_secs_f64() * 1e3;
+    match outcome {
+        Ok(()) => {
+            let _ = std::fs::write(dir.join(BUILT), "");
+            CompileOutcome::Built { dir, ms, cached: false }
+        }
+        Err(judgement) => {
+            // Only a real build failure is final; a crash or a timeout may be the machine's fault.
+            if judgement.class == "compile_error" {
+                let _ = std::fs::write(dir.join(FAILED), &judgement.reason);
+            }
+            CompileOutcome::Failed { judgement, ms }
+        }
+    }
+}
+
+fn build(env: &RunnerEnv, task: &Task, candidate: &Candidate, ext_dir: &Path, settings: &EvalSettings, work_root: &Path) -> Result<(), Judgement> {
+    let internal = |e: std::io::Error| Judgement::new(Verdict::RuntimeError, "internal", format!("cudal1 could not prepare the build: {e}"));
+    std::fs::create_dir_all(ext_dir).map_err(internal)?;
+    let scratch = tempfile::Builder::new().prefix("compile-").tempdir_in(work_root).map_err(internal)?;
+    let file = scratch.path().join("candidate.py");
+    std::fs::write(&file, &candidate.source).map_err(internal)?;
+    let task_path = crate::reference::absolute(&task.path);
+    let mut client = RunnerClient::spawn(
+        env,
+        Launch {
+            role: Role::Compile,
+            label: format!("compile {}", candidate.label),
+            device: &Device::Cpu,
+            scratch: scratch.path(),
+            extensions: Some(ext_dir),
+            reads: vec![task_path.clone()],
+            sandbox: settings.sandbox,
+            memory_bytes: settings.memory_bytes,
+        },
+    )
+    .map_err(|e| judge_call_error(&e, "starting the compiler", ""))?;
+    let result = client
+        .call(&Hello {}, Duration::from_secs(120))
+        .and_then(|_| client.call(&CompileRequest { candidate: file, reference: task_path }, settings.compile_timeout));
+    let outcome = match result {
+        Ok(_) => Ok(()),
+        Err(CallError::Runner(e)) if e.kind == ErrorKind::CompileError => {
+            Err(Judgement::new(Verdict::CompileError, "compile_error", format!("the extension does not build:\n{}", trim_log(&e.message))))
+        }
+        Err(e) => {
+            let mut j = judge_call_error(&e, "compiling", &client.stderr_tail());
+            if j.verdict == Verdict::Timeout {
+                j = Judgement::new(Verdict::CompileError, "compile_timeout", j.reason);
+            }
+            Err(j)
+        }
+    };
+    client.shutdown();
+    outcome
+}
+
+/// Compiler output is long; the errors are near the end.
+fn trim_log(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+    let errors: Vec<&str> = lines.iter().copied().filter(|l| l.contains("error")).take(12).collect();
+    if errors.is_empty() {
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    } else {
+        errors.join("\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_extension_builders() {
+        assert!(needs_compile("from torch.utils.cpp_extension import load_inline"));
+        assert!(!needs_compile("import torch\nclass ModelNew: pass"));
+    }
+
+    #[test]
+    fn trims_logs_to_error_lines() {
+        let log = "building\n[1/2] c++ ...\nfoo.cpp:3:1: error: expected ';'\nninja: build stopped\n";
+        assert_eq!(trim_log(log), "foo.cpp:3:1: error: expected ';'");
+    }
+}

@@ -1,0 +1,172 @@
+//! The trusted side of an evaluation: one reference runner per task and device, reused across
+//! that task's candidates. It makes expected outputs (kept in a directory no candidate can read),
+//! compares candidate outputs with them and times the reference.
+
+use crate::correctness::{distinct_tolerances, judge, SeedOutcome};
+use crate::runner::{CallError, Launch, Role, RunnerClient, RunnerEnv};
+use crate::settings::{Device, EvalSettings};
+use crate::verdict::Environment;
+use cudal1_protocol::{Compare, DeviceInfo, Expected, Hello, HelloReply, Load, LoadReply};
+use cudal1_task::Task;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// KernelBench builds both models after seeding with the same value; any fixed value will do.
+pub const INIT_SEED: u64 = 42;
+
+/// The reference program could not be run: the task is at fault, not a candidate.
+#[derive(Debug, thiserror::Error)]
+#[error("the reference `{task}` failed while {doing}: {source}\n{stderr}")]
+pub struct ReferenceError {
+    pub task: String,
+    pub doing: &'static str,
+    #[source]
+    pub source: CallError,
+    pub stderr: String,
+}
+
+pub struct ReferenceSession {
+    pub task: Task,
+    pub device: Device,
+    pub client: RunnerClient,
+    pub hello: HelloReply,
+    pub load: LoadReply,
+    /// Private: expected outputs live here, outside every candidate's readable paths.
+    dir: tempfile::TempDir,
+    expected: HashMap<u64, PathBuf>,
+    /// Eager time of the reference's correctness calls, a first estimate of its speed.
+    pub first_call_ms: Option<f64>,
+}
+
+impl ReferenceSession {
+    pub fn start(env: &RunnerEnv, task: &Task, settings: &EvalSettings, work_root: &Path) -> Result<ReferenceSession, ReferenceError> {
+        let dir = tempfile::Builder::new().prefix("reference-").tempdir_in(work_root).map_err(|e| ReferenceError {
+            task: task.key(),
+            doing: "creating its work directory",
+            source: CallError::Protocol(e.to_string()),
+            stderr: String::new(),
+        })?;
+        let fail = |doing, source: CallError, client: Option<&RunnerClient>| ReferenceError {
+            task: task.key(),
+            doing,
+            source,
+            stderr: client.map(|c| tail(&c.stderr_tail())).unwrap_or_default(),
+        };
+        let mut client = RunnerClient::spawn(
+            env,
+            Launch {
+                role: Role::Reference,
+                label: format!("reference {}", task.key()),
+                device: &settings.device,
+                scratch: dir.path(),
+                extensions: None,
+                reads: vec![],
+                sandbox: false,
+                memory_bytes: None,
+            },
+        )
+        .map_err(|e| fail("starting", e, None))?;
+        let hello = client.call(&Hello {}, Duration::from_secs(120)).map_err(|e| fail("starting", e, Some(&client)))?;
+        let load = client
+            .call(
+                &Load {
+                    reference: absolute(&task.path),
+                    candidate: None,
+                    device: runner_device(&settings.device),
+                    init_seed: INIT_SEED,
+                },
+                settings.load_timeout,
+            )
+            .map_err(|e| fail("loading", e, Some(&client)))?;
+        Ok(ReferenceSession {
+            task: task.clone(),
+            device: settings.device.clone(),
+            client,
+            hello,
+            load,
+            dir,
+            expected: HashMap::new(),
+            first_call_ms: None,
+        })
+    }
+
+    pub fn environment(&self) -> Environment {
+        let gpu: Option<&DeviceInfo> = if self.device.is_cuda() { self.hello.devices.first() } else { None };
+        Environment {
+            python: self.hello.python.clone(),
+            torch: self.hello.torch.clone(),
+            cuda: self.hello.cuda.clone(),
+            gpu: gpu.map(|d| d.name.clone()),
+            driver: self.hello.driver.clone(),
+        }
+    }
+
+    /// Makes expected outputs for the seeds that have none yet.
+    pub fn ensure_expected(&mut self, seeds: &[u64], timeout: Duration) -> Result<(), ReferenceError> {
+        let missing: Vec<u64> = seeds.iter().copied().filter(|s| !self.expected.contains_key(s)).collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let reply = self
+            .client
+            .call(&Expected { seeds: missing, dir: self.dir.path().to_owned() }, timeout)
+            .map_err(|e| self.error("computing expected outputs", e))?;
+        for r in reply.results {
+            if self.first_call_ms.is_none() {
+                self.first_call_ms = Some(r.ms);
+            }
+            self.expected.insert(r.seed, r.path);
+        }
+        Ok(())
+    }
+
+    /// Compares a candidate's output file for `seed` with the expected one.
+    pub fn compare(&mut self, seed: u64, actual: &Path, settings: &EvalSettings) -> Result<SeedOutcome, ReferenceError> {
+        let expected = self.expected.get(&seed).cloned().expect("ensure_expected runs before compare");
+        let timeout = Duration::from_secs(120);
+        let (atol, rtol) = settings.tolerance.for_dtype("float32");
+        let first = self
+            .client
+            .call(&Compare { expected: expected.clone(), actual: actual.to_owned(), atol, rtol }, timeout)
+            .map_err(|e| self.error("comparing outputs", e))?;
+        let mut replies = vec![((atol, rtol), first)];
+        for (atol, rtol) in distinct_tolerances(&replies[0].1, &settings.tolerance) {
+            if replies.iter().all(|(t, _)| *t != (atol, rtol)) {
+                let r = self
+                    .client
+                    .call(&Compare { expected: expected.clone(), actual: actual.to_owned(), atol, rtol }, timeout)
+                    .map_err(|e| self.error("comparing outputs", e))?;
+                replies.push(((atol, rtol), r));
+            }
+        }
+        Ok(judge(&replies, &settings.tolerance))
+    }
+
+    pub fn error(&self, doing: &'static str, source: CallError) -> ReferenceError {
+        ReferenceError { task: self.task.key(), doing, source, stderr: tail(&self.client.stderr_tail()) }
+    }
+
+    pub fn shutdown(self) {
+        self.client.shutdown();
+    }
+}
+
+/// Inside a runner the chosen GPU is the only visible one.
+pub fn runner_device(device: &Device) -> String {
+    match device {
+        Device::Cpu => "cpu".into(),
+        Device::Cuda(_) => "cuda:0".into(),
+    }
+}
+
+pub fn absolute(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
+}
+
+/// The last lines of a log, enough to explain a failure.
+pub fn tail(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    let start = lines.len().saturating_sub(25);
+    lines[start..].join("\n")
+}

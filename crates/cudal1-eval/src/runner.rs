@@ -1,0 +1,154 @@
+//! Starting runner processes (trusted or sandboxed) and calling them with typed requests.
+
+use crate::settings::Device;
+use cudal1_protocol::{parse_reply, Request, RunnerError};
+use cudal1_supervisor::{Sandbox, SpawnError, Worker, WorkerError, WorkerSpec};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What every runner process needs: the interpreter and the installed runner package.
+#[derive(Debug, Clone)]
+pub struct RunnerEnv {
+    pub python: PathBuf,
+    /// Directories the interpreter reads from (its prefix and base prefix).
+    pub python_dirs: Vec<PathBuf>,
+    /// The directory to put on `PYTHONPATH` (holds `cudal1_runner/`).
+    pub package_root: PathBuf,
+    /// `TORCH_CUDA_ARCH_LIST` for extension builds, e.g. `9.0`; compile workers see no GPU, so
+    /// they must be told, and the candidate process must see the same value for the build to be reused.
+    pub cuda_arch: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Reference,
+    Candidate,
+    Compile,
+}
+
+impl Role {
+    fn as_str(self) -> &'static str {
+        match self {
+            Role::Reference => "reference",
+            Role::Candidate => "candidate",
+            Role::Compile => "compile",
+        }
+    }
+}
+
+/// One process to start.
+#[derive(Debug, Clone)]
+pub struct Launch<'a> {
+    pub role: Role,
+    pub label: String,
+    pub device: &'a Device,
+    /// Its working directory, `HOME` and `TMPDIR`; the only place a sandboxed runner may write
+    /// besides `extensions`.
+    pub scratch: &'a Path,
+    pub extensions: Option<&'a Path>,
+    /// Files it must read besides the system, Python and the runner (the task, the candidate).
+    pub reads: Vec<PathBuf>,
+    pub sandbox: bool,
+    pub memory_bytes: Option<u64>,
+}
+
+/// Why a call did not produce a reply.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("{}", .0.message)]
+    Runner(RunnerError),
+    #[error(transparent)]
+    Worker(#[from] WorkerError),
+    #[error("could not start the runner: {0}")]
+    Spawn(#[from] SpawnError),
+    #[error("the runner broke the protocol: {0}")]
+    Protocol(String),
+}
+
+/// A running runner process.
+pub struct RunnerClient {
+    worker: Worker,
+}
+
+impl RunnerClient {
+    pub fn spawn(env: &RunnerEnv, launch: Launch<'_>) -> Result<RunnerClient, CallError> {
+        let mut vars: Vec<(OsString, OsString)> = Vec::new();
+        let mut set = |k: &str, v: &dyn AsRef<std::ffi::OsStr>| vars.push((k.into(), v.as_ref().to_owned()));
+        // The environment is built from scratch: nothing of the user's leaks into candidate code
+        // except what toolchains need to be found.
+        for key in ["PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "LANG", "TERM"] {
+            if let Some(v) = std::env::var_os(key) {
+                set(key, &v);
+            }
+        }
+        set("HOME", &launch.scratch);
+        set("TMPDIR", &launch.scratch);
+        set("PYTHONPATH", &env.package_root);
+        set("PYTHONDONTWRITEBYTECODE", &"1");
+        set("PYTHONUNBUFFERED", &"1");
+        set("PYTHONHASHSEED", &"0");
+        set("PYTHONNOUSERSITE", &"1");
+        let visible = match (launch.role, launch.device) {
+            (Role::Compile, _) | (_, Device::Cpu) => String::new(),
+            (_, Device::Cuda(n)) => n.to_string(),
+        };
+        set("CUDA_VISIBLE_DEVICES", &visible);
+        if let Some(arch) = &env.cuda_arch {
+            set("TORCH_CUDA_ARCH_LIST", arch);
+        }
+        if let Some(ext) = launch.extensions {
+            set("TORCH_EXTENSIONS_DIR", &ext);
+        }
+        if launch.role == Role::Compile {
+            let jobs = std::thread::available_parallelism().map_or(2, |n| n.get()).min(8);
+            set("MAX_JOBS", &jobs.to_string());
+        }
+        let mut write_paths = vec![launch.scratch.to_owned()];
+        let mut read_paths = vec![launch.scratch.to_owned(), env.package_root.clone()];
+        read_paths.extend(env.python_dirs.iter().cloned());
+        read_paths.extend(launch.reads.iter().cloned());
+        if let Some(ext) = launch.extensions {
+            write_paths.push(ext.to_owned());
+            read_paths.push(ext.to_owned());
+        }
+        let sandbox = Sandbox {
+            enabled: launch.sandbox,
+            network: !launch.sandbox,
+            write_paths,
+            read_paths: if launch.sandbox { read_paths } else { Vec::new() },
+            cpu_seconds: None,
+            memory_bytes: if launch.sandbox { launch.memory_bytes } else { None },
+            max_processes: if launch.sandbox { Some(4096) } else { None },
+        };
+        let spec = WorkerSpec {
+            label: launch.label,
+            program: env.python.clone(),
+            args: vec!["-m".into(), "cudal1_runner".into(), "--role".into(), launch.role.as_str().into()],
+            cwd: launch.scratch.to_owned(),
+            env: vars,
+            sandbox,
+        };
+        Ok(RunnerClient { worker: Worker::spawn(spec)? })
+    }
+
+    /// Sends one request and waits for its reply.
+    pub fn call<R: Request>(&mut self, request: &R, timeout: Duration) -> Result<R::Reply, CallError> {
+        let reply = self.worker.request(request.to_json(), timeout)?;
+        match parse_reply::<R::Reply>(reply) {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(e)) => Err(CallError::Runner(e)),
+            Err(detail) => Err(CallError::Protocol(detail)),
+        }
+    }
+
+    pub fn stderr_tail(&self) -> String {
+        self.worker.stderr_tail()
+    }
+
+    /// Asks the runner to exit, then makes sure its whole process group is gone.
+    pub fn shutdown(mut self) {
+        let _ = self.call(&cudal1_protocol::Shutdown {}, Duration::from_secs(5));
+        self.worker.terminate(Duration::from_secs(2));
+    }
+}

@@ -1,0 +1,181 @@
+//! How an evaluation is run: device, tolerances, seeds, budgets and time limits.
+
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Where PyTorch code runs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Device {
+    Cpu,
+    Cuda(u32),
+}
+
+impl Device {
+    /// `cpu`, `cuda` (= `cuda:0`) or `cuda:N`.
+    pub fn parse(text: &str) -> Result<Device, String> {
+        match text {
+            "cpu" => Ok(Device::Cpu),
+            "cuda" => Ok(Device::Cuda(0)),
+            _ => text
+                .strip_prefix("cuda:")
+                .and_then(|n| n.parse().ok())
+                .map(Device::Cuda)
+                .ok_or_else(|| format!("unknown device `{text}`: use `cpu`, `cuda` or `cuda:N`")),
+        }
+    }
+
+    pub fn is_cuda(&self) -> bool {
+        matches!(self, Device::Cuda(_))
+    }
+}
+
+impl std::fmt::Display for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Device::Cpu => write!(f, "cpu"),
+            Device::Cuda(n) => write!(f, "cuda:{n}"),
+        }
+    }
+}
+
+/// Tolerances: per output dtype by default, or fixed by the user.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum Tolerance {
+    /// fp32 (and wider) 1e-4, fp16/bf16 1e-2: each output's dtype picks its row.
+    PerDtype,
+    /// KernelBench v0: 1e-2 for every dtype.
+    KernelBenchV0,
+    /// `--atol/--rtol`.
+    Fixed { atol: f64, rtol: f64 },
+}
+
+impl Tolerance {
+    /// (atol, rtol) for an output of this dtype (as torch names it, e.g. `float16`).
+    pub fn for_dtype(&self, dtype: &str) -> (f64, f64) {
+        match self {
+            Tolerance::Fixed { atol, rtol } => (*atol, *rtol),
+            Tolerance::KernelBenchV0 => (1e-2, 1e-2),
+            Tolerance::PerDtype => match dtype {
+                "float16" | "bfloat16" | "half" => (1e-2, 1e-2),
+                "float8_e4m3fn" | "float8_e5m2" => (1e-1, 1e-1),
+                _ => (1e-4, 1e-4),
+            },
+        }
+    }
+}
+
+/// Everything that decides an evaluation's result; hashed into the store key so that results made
+/// under other settings are never reused.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EvalSettings {
+    pub device: Device,
+    pub tolerance: Tolerance,
+    /// Seeds of `get_inputs()` checked before timing.
+    pub correctness_seeds: usize,
+    /// Wall time spent in timed blocks, both sides together.
+    #[serde(with = "millis")]
+    pub timing_budget: Duration,
+    #[serde(with = "millis")]
+    pub warmup: Duration,
+    /// Aim for blocks of about this long, so the order of blocks can be randomised often.
+    #[serde(with = "millis")]
+    pub block_target: Duration,
+    pub min_blocks: usize,
+    /// Timed calls whose outputs are checked, per candidate.
+    pub timed_checks: usize,
+    pub flush_l2: bool,
+    pub bootstrap_resamples: usize,
+    pub confidence: f64,
+    /// Loading a program (imports, construction, moving weights); compiling is limited separately.
+    #[serde(with = "millis")]
+    pub load_timeout: Duration,
+    #[serde(with = "millis")]
+    pub compile_timeout: Duration,
+    /// One call of the model, before timing starts; timed blocks get a limit scaled from it.
+    #[serde(with = "millis")]
+    pub call_timeout: Duration,
+    pub sandbox: bool,
+    /// Host memory limit of a candidate process.
+    pub memory_bytes: Option<u64>,
+}
+
+impl Default for EvalSettings {
+    fn default() -> Self {
+        EvalSettings {
+            device: Device::Cpu,
+            tolerance: Tolerance::PerDtype,
+            correctness_seeds: 5,
+            timing_budget: Duration::from_secs(4),
+            warmup: Duration::from_millis(300),
+            block_target: Duration::from_millis(100),
+            min_blocks: 5,
+            timed_checks: 3,
+            flush_l2: true,
+            bootstrap_resamples: 2000,
+            confidence: 0.95,
+            load_timeout: Duration::from_secs(300),
+            compile_timeout: Duration::from_secs(900),
+            call_timeout: Duration::from_secs(20),
+            sandbox: true,
+            memory_bytes: Some(32 << 30),
+        }
+    }
+}
+
+impl EvalSettings {
+    /// The settings that change a result (not the device index or time limits), as a hash.
+    pub fn key_hash(&self) -> String {
+        let mut v = serde_json::to_value(self).expect("settings are plain data");
+        if let serde_json::Value::Object(m) = &mut v {
+            for k in ["load_timeout", "compile_timeout", "call_timeout", "memory_bytes"] {
+                m.remove(k);
+            }
+            m.insert("device".into(), if self.device.is_cuda() { "cuda" } else { "cpu" }.into());
+        }
+        cudal1_task::content_hash(&v.to_string())
+    }
+}
+
+mod millis {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis() as u64)
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_millis)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_devices() {
+        assert_eq!(Device::parse("cpu").unwrap(), Device::Cpu);
+        assert_eq!(Device::parse("cuda").unwrap(), Device::Cuda(0));
+        assert_eq!(Device::parse("cuda:3").unwrap(), Device::Cuda(3));
+        assert!(Device::parse("gpu").unwrap_err().contains("cuda:N"));
+    }
+
+    #[test]
+    fn tolerance_follows_dtype() {
+        let t = Tolerance::PerDtype;
+        assert_eq!(t.for_dtype("float32"), (1e-4, 1e-4));
+        assert_eq!(t.for_dtype("bfloat16"), (1e-2, 1e-2));
+        assert_eq!(Tolerance::KernelBenchV0.for_dtype("float32"), (1e-2, 1e-2));
+        assert_eq!(Tolerance::Fixed { atol: 1.0, rtol: 0.0 }.for_dtype("float16"), (1.0, 0.0));
+    }
+
+    #[test]
+    fn key_ignores_time_limits_but_not_tolerance() {
+        let a = EvalSettings::default();
+        let mut b = a.clone();
+        b.call_timeout = Duration::from_secs(99);
+        assert_eq!(a.key_hash(), b.key_hash());
+        b.tolerance = Tolerance::KernelBenchV0;
+        assert_ne!(a.key_hash(), b.key_hash());
+    }
+}

@@ -1,0 +1,195 @@
+//! The timing protocol: warm-up, then blocks of calls on each side in random order until the
+//! time budget is spent, each block's wall time also taken by cudal1's own clock.
+
+use crate::runner::{CallError, RunnerClient};
+use crate::settings::EvalSettings;
+use cudal1_protocol::{CheckedCall, Time, TimeReply};
+use rand::seq::SliceRandom;
+use rand::Rng;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Reference,
+    Candidate,
+}
+
+/// The raw result of a timing run.
+#[derive(Debug, Clone, Default)]
+pub struct TimingRun {
+    pub reference_ms: Vec<f64>,
+    pub candidate_ms: Vec<f64>,
+    /// Per block: cudal1's wall clock for the whole request, and the runner's timed sum of it.
+    pub reference_blocks: Vec<BlockClock>,
+    pub candidate_blocks: Vec<BlockClock>,
+    pub calls_per_block: u32,
+    /// Candidate calls whose outputs were saved for checking.
+    pub checked: Vec<CheckedCall>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct BlockClock {
+    pub outer_ms: f64,
+    pub timed_ms: f64,
+    pub calls: u32,
+    /// A block that also saved outputs: its outer time includes that work.
+    pub saved_outputs: bool,
+}
+
+/// A failure on one side while timing.
+#[derive(Debug)]
+pub struct TimingError {
+    pub side: Side,
+    pub error: CallError,
+}
+
+struct Sides<'a> {
+    reference: &'a mut RunnerClient,
+    candidate: &'a mut RunnerClient,
+    reference_dir: &'a Path,
+    candidate_dir: &'a Path,
+}
+
+impl Sides<'_> {
+    fn time(&mut self, side: Side, req: &Time, timeout: Duration) -> Result<(TimeReply, f64), TimingError> {
+        let (client, dir) = match side {
+            Side::Reference => (&mut *self.reference, self.reference_dir),
+            Side::Candidate => (&mut *self.candidate, self.candidate_dir),
+        };
+        let req = Time { dir: dir.to_owned(), ..req.clone() };
+        let start = Instant::now();
+        let reply = client.call(&req, timeout).map_err(|error| TimingError { side, error })?;
+        Ok((reply, start.elapsed().as_secs_f64() * 1e3))
+    }
+}
+
+/// Runs the whole protocol. `estimate_ms` is each side's first-call time, used to size blocks and
+/// time limits.
+pub fn measure(
+    reference: &mut RunnerClient,
+    candidate: &mut RunnerClient,
+    dirs: (&Path, &Path),
+    estimate_ms: (f64, f64),
+    settings: &EvalSettings,
+    rng: &mut impl Rng,
+) -> Result<TimingRun, TimingError> {
+    let mut sides = Sides { reference, candidate, reference_dir: dirs.0, candidate_dir: dirs.1 };
+    let slowest = estimate_ms.0.max(estimate_ms.1).max(1e-3);
+    let limit = |calls: u32| settings.call_timeout + Duration::from_secs_f64(calls as f64 * slowest * 20.0 / 1e3);
+    let block = |calls: u32, seed_base: u64, check: Vec<u32>, warmup: bool| Time {
+        calls,
+        seed_base,
+        flush_l2: settings.flush_l2,
+        check,
+        dir: Default::default(),
+        warmup,
+    };
+
+    // Warm-up: both sides, then re-estimate from a warm block so block sizes fit the real speed.
+    let warm_calls = ((settings.warmup.as_secs_f64() * 1e3 / slowest) as u32).clamp(2, 2000);
+    for side in [Side::Reference, Side::Candidate] {
+        sides.time(side, &block(warm_calls, fresh_seed(rng), vec![], true), limit(warm_calls))?;
+    }
+    let calls = ((settings.block_target.as_secs_f64() * 1e3 / slowest) as u32).clamp(1, 1000);
+
+    let mut run = TimingRun { calls_per_block: calls, ..TimingRun::default() };
+    // Blocks that save a candidate output for checking are spread at random over the run.
+    let planned_blocks = settings.min_blocks.max(1);
+    let mut check_blocks: Vec<usize> = (0..settings.timed_checks).map(|_| rng.random_range(0..planned_blocks)).collect();
+    check_blocks.sort_unstable();
+
+    let started = Instant::now();
+    let mut blocks = 0usize;
+    while blocks < settings.min_blocks || (started.elapsed() < settings.timing_budget && blocks < 10_000) {
+        let mut order = [Side::Reference, Side::Candidate];
+        order.shuffle(rng);
+        for side in order {
+            let checks: Vec<u32> = if side == Side::Candidate {
+                check_blocks.iter().filter(|b| **b == blocks).map(|_| rng.random_range(0..calls)).collect()
+            } else {
+                vec![]
+            };
+            let saved_outputs = !checks.is_empty();
+            let (reply, outer_ms) = sides.time(side, &block(calls, fresh_seed(rng), checks, false), limit(calls))?;
+            let clock = BlockClock { outer_ms, timed_ms: reply.host_ms.iter().sum(), calls, saved_outputs };
+            match side {
+                Side::Reference => {
+                    run.reference_ms.extend(&reply.ms);
+                    run.reference_blocks.push(clock);
+                }
+                Side::Candidate => {
+                    run.candidate_ms.extend(&reply.ms);
+                    run.candidate_blocks.push(clock);
+                    run.checked.extend(reply.checked);
+                }
+            }
+        }
+        blocks += 1;
+    }
+    Ok(run)
+}
+
+/// Seeds for timed calls are drawn at random so that no program can know them in advance.
+fn fresh_seed(rng: &mut impl Rng) -> u64 {
+    rng.random_range(1u64 << 32..1u64 << 48)
+}
+
+/// Per-call time that cudal1's clock saw but the runner did not time, median over blocks.
+pub fn untimed_per_call_ms(blocks: &[BlockClock]) -> Option<f64> {
+    let per_call: Vec<f64> = blocks
+        .iter()
+        .filter(|b| !b.saved_outputs && b.calls > 0)
+        .map(|b| (b.outer_ms - b.timed_ms) / f64::from(b.calls))
+        .collect();
+    cudal1_stats::median(&per_call)
+}
+
+/// Per-call time by cudal1's clock, one value per block.
+pub fn outer_per_call_ms(blocks: &[BlockClock]) -> Vec<f64> {
+    blocks.iter().filter(|b| !b.saved_outputs && b.calls > 0).map(|b| b.outer_ms / f64::from(b.calls)).collect()
+}
+
+/// The outside clock's cross-check. The untimed work per call (fresh inputs, L2 flush,
+/// synchronisation, the protocol) is the same runner code on both sides, so a candidate whose
+/// untimed share is far larger than the reference's did work where the runner's clock did not
+/// see it (a patched timer, work handed to a thread) — or its own clock lies.
+pub fn hidden_work_ms(run: &TimingRun) -> Option<(f64, f64)> {
+    let reference = untimed_per_call_ms(&run.reference_blocks)?;
+    let candidate = untimed_per_call_ms(&run.candidate_blocks)?;
+    let claimed = cudal1_stats::median(&run.candidate_ms)?;
+    Some((candidate - reference, claimed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block(outer: f64, timed: f64, calls: u32) -> BlockClock {
+        BlockClock { outer_ms: outer, timed_ms: timed, calls, saved_outputs: false }
+    }
+
+    #[test]
+    fn hidden_work_is_the_difference_in_untimed_time() {
+        let run = TimingRun {
+            reference_ms: vec![1.0; 10],
+            candidate_ms: vec![0.01; 10],
+            reference_blocks: vec![block(15.0, 10.0, 10); 3],
+            // The candidate claims 0.1 ms per block of 10 calls but the block took 14.6 ms.
+            candidate_blocks: vec![block(14.6, 0.1, 10); 3],
+            calls_per_block: 10,
+            checked: vec![],
+        };
+        let (hidden, claimed) = hidden_work_ms(&run).unwrap();
+        assert!((hidden - 0.95).abs() < 1e-9, "{hidden}");
+        assert_eq!(claimed, 0.01);
+    }
+
+    #[test]
+    fn blocks_that_saved_outputs_are_left_out() {
+        let mut b = vec![block(10.0, 5.0, 5)];
+        b.push(BlockClock { saved_outputs: true, ..block(1000.0, 5.0, 5) });
+        assert_eq!(untimed_per_call_ms(&b), Some(1.0));
+        assert_eq!(outer_per_call_ms(&b), vec![2.0]);
+    }
+}

@@ -1,0 +1,134 @@
+//! The result of evaluating one candidate: one verdict, always with a readable reason.
+
+use cudal1_protocol::Finding;
+use cudal1_stats::Interval;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Correct,
+    Incorrect,
+    CompileError,
+    RuntimeError,
+    Timeout,
+    Exploit,
+}
+
+impl Verdict {
+    pub const ALL: [Verdict; 6] = [
+        Verdict::Correct,
+        Verdict::Incorrect,
+        Verdict::CompileError,
+        Verdict::RuntimeError,
+        Verdict::Timeout,
+        Verdict::Exploit,
+    ];
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Verdict::Correct => "correct",
+            Verdict::Incorrect => "incorrect",
+            Verdict::CompileError => "compile_error",
+            Verdict::RuntimeError => "runtime_error",
+            Verdict::Timeout => "timeout",
+            Verdict::Exploit => "exploit",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Verdict> {
+        Verdict::ALL.into_iter().find(|v| v.as_str() == text)
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A verdict with its reason and a short machine-readable class of the reason
+/// (e.g. `output_aliases_input`, `timed_output_mismatch`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Judgement {
+    pub verdict: Verdict,
+    pub reason: String,
+    pub class: String,
+}
+
+impl Judgement {
+    pub fn new(verdict: Verdict, class: &str, reason: impl Into<String>) -> Judgement {
+        Judgement { verdict, reason: reason.into(), class: class.to_owned() }
+    }
+}
+
+/// The facts of the runtime, for the store and the report.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Environment {
+    pub python: String,
+    pub torch: String,
+    pub cuda: Option<String>,
+    pub gpu: Option<String>,
+    pub driver: Option<String>,
+}
+
+/// Correctness of one seed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeedCheck {
+    pub seed: u64,
+    /// During timing (a checked timed call) or before it.
+    pub timed: bool,
+    pub passed: bool,
+    pub max_abs: Option<f64>,
+    pub max_rel: Option<f64>,
+    pub mismatches: u64,
+    /// The call's own time; timed calls report theirs in the timing data instead.
+    pub candidate_ms: Option<f64>,
+}
+
+/// Raw timing data and its statistics.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimingReport {
+    pub reference_ms: Vec<f64>,
+    pub candidate_ms: Vec<f64>,
+    /// The median per-call time of each block as seen by cudal1's own clock (block wall / calls).
+    pub reference_outer_ms: Vec<f64>,
+    pub candidate_outer_ms: Vec<f64>,
+    pub blocks: usize,
+    pub calls_per_block: u32,
+    /// Speedup by the outer clock, which includes the same per-call overhead on both sides.
+    pub outer_speedup: Option<f64>,
+    pub reference: Option<Interval>,
+    pub candidate: Option<Interval>,
+}
+
+/// Everything measured while evaluating a candidate.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Measurements {
+    pub compile_ms: Option<f64>,
+    pub load_ms: Option<f64>,
+    pub checks: Vec<SeedCheck>,
+    pub findings: Vec<Finding>,
+    pub timing: Option<TimingReport>,
+    /// Tail of the candidate's stderr when it failed.
+    pub log_tail: Option<String>,
+}
+
+/// One evaluated candidate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evaluation {
+    pub task: String,
+    pub task_hash: String,
+    pub candidate: String,
+    pub candidate_hash: String,
+    pub verdict: Verdict,
+    pub reason: String,
+    pub reason_class: String,
+    pub speedup: Option<Interval>,
+    pub ref_ms: Option<f64>,
+    pub candidate_ms: Option<f64>,
+    pub device: String,
+    pub environment: Environment,
+    pub measurements: Measurements,
+    pub duration_ms: f64,
+}

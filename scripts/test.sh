@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Runs every test: the Rust workspace (unit and integration tests, which drive the real Python
+# runner on the CPU) and the runner's own pytest suite. Sets up first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export CUDAL1_PYTHON="$PWD/.venv/bin/python"
+echo "test: cargo test"
+cargo test --workspace --release 2>&1
+echo "test: pytest python/tests"
+.venv/bin/python -m pytest python/tests -q -p no:cacheprovider 2>&1
