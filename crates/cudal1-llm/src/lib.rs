@@ -26,6 +26,7 @@ mod openai;
 mod retry;
 mod usage;
 mod wire;
+mod worker;
 
 pub use chat::{ChatRequest, Completion, Message, Role};
 pub use embedded::{EmbeddedConfig, EmbeddedModel};
