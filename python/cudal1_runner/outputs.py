@@ -124,6 +124,8 @@ def _same_tensor(now, before: torch.Tensor) -> bool:
 def to_host(flat: list, strict: bool):
     """CPU tensors to save, and findings for leaves that could not be materialised.
 
+    A leaf that cannot be copied is saved as an empty tensor, so ``compare`` sees a shape mismatch.
+
     ``strict`` (the trusted reference) raises instead of substituting an empty placeholder.
     """
     saved, found = [], []
@@ -134,7 +136,9 @@ def to_host(flat: list, strict: bool):
             if strict:
                 raise RunnerError(RUNTIME_ERROR, f"output {index} cannot be saved: {exc}") from exc
             saved.append(torch.empty(0))
-            found.append(_finding(NO_STORAGE, f"output {index} could not be copied to the host: {exc}"))
+            # Non-tensors and storage-less tensors are already reported by output_findings.
+            if isinstance(out, torch.Tensor) and _storage_range(out) is not None:
+                found.append(_finding(NO_STORAGE, f"output {index} could not be copied to the host: {exc}"))
     return saved, found
 
 

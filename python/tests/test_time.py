@@ -1,0 +1,71 @@
+"""The `time` op on the CPU: samples, checked outputs, and their comparison."""
+
+import torch
+
+from conftest import SAME_CANDIDATE, load
+
+
+def test_time_returns_samples_and_checked_outputs_that_compare_equal(start_runner, write, reference, tmp_path):
+    candidate = write("same.py", SAME_CANDIDATE)
+    cand = start_runner("candidate")
+    load(cand, reference, candidate)
+    reply = cand.ok("time", calls=6, seed_base=100000, flush_l2=True, check=[1, 4], dir=str(tmp_path / "cand"), warmup=False)
+    assert len(reply["ms"]) == 6 and all(x > 0 for x in reply["ms"])
+    assert reply["host_ms"] == reply["ms"]  # the CPU has one clock
+    assert reply["wall_ms"] >= sum(reply["ms"])
+    assert [c["seed"] for c in reply["checked"]] == [100001, 100004]
+    ref = start_runner("reference")
+    load(ref, reference)
+    expected = ref.ok("expected", seeds=[100001, 100004], dir=str(tmp_path / "ref"))["results"]
+    for check, exp in zip(reply["checked"], expected):
+        assert check["path"].endswith(f"time-{check['seed']}.pt")
+        assert check["findings"] == []
+        cmp = ref.ok("compare", expected=exp["path"], actual=check["path"], atol=1e-5, rtol=1e-5)
+        assert cmp["load_error"] is None
+        (out,) = cmp["outputs"]
+        assert out["numel"] == 32 and out["mismatches"] == 0 and out["max_abs"] == 0.0
+    # Different calls saw different inputs.
+    a = torch.load(reply["checked"][0]["path"], weights_only=True)["outputs"][0]
+    b = torch.load(reply["checked"][1]["path"], weights_only=True)["outputs"][0]
+    assert not torch.equal(a, b)
+
+
+def test_warmup_reports_nothing_and_writes_nothing(start_runner, reference, tmp_path):
+    ref = start_runner("reference")
+    load(ref, reference)
+    out_dir = tmp_path / "warm"
+    reply = ref.ok("time", calls=3, seed_base=7, check=[0], dir=str(out_dir), warmup=True)
+    assert reply["ms"] == [] and reply["host_ms"] == [] and reply["checked"] == []
+    assert not out_dir.exists()
+
+
+def test_a_model_that_caches_on_the_input_pointer_is_caught_by_checks(start_runner, write, reference, tmp_path):
+    # Fresh inputs each call: a result cached from the first call is wrong for the next one.
+    candidate = write(
+        "cache.py",
+        SAME_CANDIDATE.replace(
+            "return torch.relu(self.lin(x)) * self.scale",
+            "if not hasattr(self, 'memo'):\n"
+            "                self.memo = torch.relu(self.lin(x)) * self.scale\n"
+            "            return self.memo.clone()",
+        ),
+    )
+    cand = start_runner("candidate")
+    load(cand, reference, candidate)
+    checked = cand.ok("time", calls=3, seed_base=40, check=[2], dir=str(tmp_path / "c"))["checked"]
+    ref = start_runner("reference")
+    load(ref, reference)
+    (exp,) = ref.ok("expected", seeds=[42], dir=str(tmp_path / "r"))["results"]
+    cmp = ref.ok("compare", expected=exp["path"], actual=checked[0]["path"], atol=1e-5, rtol=1e-5)
+    assert cmp["outputs"][0]["mismatches"] > 0
+
+
+def test_time_check_calls_report_output_findings(start_runner, write, reference, tmp_path):
+    candidate = write(
+        "alias.py",
+        SAME_CANDIDATE.replace("return torch.relu(self.lin(x)) * self.scale", "return x"),
+    )
+    cand = start_runner("candidate")
+    load(cand, reference, candidate)
+    checked = cand.ok("time", calls=2, seed_base=1, check=[0], dir=str(tmp_path))["checked"]
+    assert [f["kind"] for f in checked[0]["findings"]] == ["output_aliases_input"]
