@@ -1,6 +1,8 @@
 //! A content hash that ignores comments and layout noise, so that the same
 //! program sampled twice is evaluated once.
 
+use std::fmt::Write as _;
+
 use sha2::{Digest, Sha256};
 
 /// sha256 (hex) of `code` with Python comments removed, trailing whitespace
@@ -10,7 +12,11 @@ use sha2::{Digest, Sha256};
 pub fn normalized_hash(code: &str) -> String {
     let normalized = normalize(code);
     let digest = Sha256::digest(normalized.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    let mut hex = String::with_capacity(64);
+    for b in digest {
+        let _ = write!(hex, "{b:02x}");
+    }
+    hex
 }
 
 /// The text [`normalized_hash`] hashes.

@@ -9,6 +9,9 @@
 /// (CUDA-L1 uses `clip = 1.5`), so one lucky outlier cannot dominate the
 /// update. A group whose raw rewards are all equal carries no signal and
 /// gets zeros.
+///
+/// # Panics
+/// If `clip` is not a finite positive number (a caller's bug, not data).
 pub fn group_normalized_rewards(speedups: &[Option<f64>], clip: f64) -> Vec<f64> {
     assert!(clip.is_finite() && clip > 0.0, "clip must be finite and > 0, got {clip}");
     let raw: Vec<f64> = speedups
