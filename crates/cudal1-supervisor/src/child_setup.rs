@@ -42,6 +42,11 @@ pub(crate) struct SandboxSteps {
     pub drop_capabilities: bool,
     /// A Landlock ruleset built by the parent; applied last.
     pub landlock: Option<OwnedFd>,
+    /// Rights on the child's own `/proc/self/task`, added by the child itself (only it
+    /// knows its pid). CUDA initialisation fails with error 304 unless it can write there
+    /// (thread names through `/proc/self/task/<tid>/comm`); a process can only touch
+    /// itself through these files. Zero: no such rule.
+    pub own_task_access: u64,
 }
 
 #[derive(Debug)]
@@ -90,6 +95,33 @@ struct CapData {
 
 const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
 
+const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
+const PROC_SELF_TASK: &CStr = c"/proc/self/task";
+
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+unsafe fn allow_own_tasks(ruleset: libc::c_int, access: u64) -> io::Result<()> {
+    let dir = libc::open(PROC_SELF_TASK.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC);
+    if dir < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let attr = PathBeneathAttr { allowed_access: access, parent_fd: dir };
+    let added = libc::syscall(
+        libc::SYS_landlock_add_rule,
+        ruleset,
+        LANDLOCK_RULE_PATH_BENEATH,
+        &raw const attr,
+        0u32,
+    );
+    let result = check(added);
+    libc::close(dir);
+    result
+}
+
 unsafe fn drop_capabilities() -> io::Result<()> {
     for cap in 0..64 {
         if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) == -1 {
@@ -104,7 +136,7 @@ unsafe fn drop_capabilities() -> io::Result<()> {
     libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
     let header = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
     let data = [CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
-    check(libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr()))
+    check(libc::syscall(libc::SYS_capset, &raw const header, data.as_ptr()))
 }
 
 impl ChildSetup {
@@ -147,6 +179,9 @@ impl ChildSetup {
             drop_capabilities()?;
         }
         if let Some(ruleset) = &steps.landlock {
+            if steps.own_task_access != 0 {
+                allow_own_tasks(ruleset.as_raw_fd(), steps.own_task_access)?;
+            }
             check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0).into())?;
             check(libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32))?;
         }

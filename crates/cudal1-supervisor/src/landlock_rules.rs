@@ -91,6 +91,16 @@ fn allow(
     ruleset.add_rule(PathBeneath::new(fd, access)).map_err(err(format!("rule for `{}`", path.display())))
 }
 
+/// The rights the child grants itself on its own `/proc/self/task` (see
+/// `SandboxSteps::own_task_access`), limited to what a kernel of this `abi` handles.
+pub(crate) fn own_task_access(abi: i32) -> u64 {
+    let mut access = AccessFs::ReadFile | AccessFs::ReadDir | AccessFs::WriteFile;
+    if abi >= 3 {
+        access |= AccessFs::Truncate;
+    }
+    access.bits()
+}
+
 /// Builds the ruleset; `None` when the kernel has no Landlock at all.
 pub(crate) fn build(sandbox: &Sandbox, program: &Path) -> Result<Option<OwnedFd>, RulesError> {
     let all = AccessFs::from_all(TARGET_ABI);
@@ -149,6 +159,13 @@ mod tests {
         let prefixes = interpreter_prefixes(&venv.join("python"));
         let real = std::fs::canonicalize(tmp.path()).unwrap();
         assert_eq!(prefixes, vec![tmp.path().join("venv"), real.join("base")]);
+    }
+
+    #[test]
+    fn own_task_rights_follow_the_abi() {
+        // Bits from the kernel's uapi: WRITE_FILE 1<<1, READ_FILE 1<<2, READ_DIR 1<<3, TRUNCATE 1<<14.
+        assert_eq!(own_task_access(2), 0b1110);
+        assert_eq!(own_task_access(7), 0b1110 | 1 << 14);
     }
 
     #[test]

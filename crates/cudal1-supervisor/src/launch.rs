@@ -78,6 +78,10 @@ fn confine(spec: &WorkerSpec) -> Result<Confinement, SpawnError> {
         rlimits,
         net,
         drop_capabilities: support.root,
+        own_task_access: match (&landlock, support.landlock) {
+            (Some(_), Some(abi)) => landlock_rules::own_task_access(abi),
+            _ => 0,
+        },
         landlock,
     };
     Ok(Confinement { steps, cgroup, watchdog_limit })

@@ -67,7 +67,7 @@ fn holds_any(fd_dir: &str, wanted: &[String]) -> bool {
         fs::read_link(e.path())
             .ok()
             .and_then(|t| t.to_str().map(str::to_owned))
-            .is_some_and(|t| wanted.iter().any(|w| *w == t))
+            .is_some_and(|t| wanted.contains(&t))
     })
 }
 

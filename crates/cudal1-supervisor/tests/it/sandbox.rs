@@ -220,3 +220,50 @@ fn a_missing_write_path_fails_the_spawn() {
         Ok(_) => panic!("spawned with a missing write path"),
     }
 }
+
+/// Only where a GPU is: CUDA and a `load_inline` build must work inside a realistic
+/// candidate sandbox (no network, writes only to scratch, limits on).
+#[test]
+fn cuda_runs_inside_the_sandbox() {
+    if !Path::new("/dev/nvidiactl").exists() {
+        return skip("cuda_runs_inside_the_sandbox", "no NVIDIA GPU on this machine");
+    }
+    let scratch = tempfile::tempdir().unwrap();
+    let mut env = base_env();
+    for (key, value) in [
+        ("TMPDIR", scratch.path().to_path_buf()),
+        ("HOME", scratch.path().to_path_buf()),
+        ("TORCH_EXTENSIONS_DIR", scratch.path().join("extensions")),
+        ("TRITON_CACHE_DIR", scratch.path().join("triton")),
+    ] {
+        env.push((key.into(), value.into()));
+    }
+    env.push(("TORCH_CUDA_ARCH_LIST".into(), "9.0".into()));
+    for key in ["PATH", "CUDA_HOME", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"] {
+        if let Some(value) = std::env::var_os(key) {
+            env.push((key.into(), value));
+        }
+    }
+    let limits = Sandbox {
+        write_paths: vec![scratch.path().into()],
+        memory_bytes: Some(16 << 30),
+        max_processes: Some(512),
+        cpu_seconds: Some(600),
+        ..confined()
+    };
+    for (sandbox, inline) in [(limits.clone(), true), (Sandbox { read_paths: vec![fixtures()], ..limits }, false)] {
+        let mut s = spec("probe.py", sandbox.clone());
+        s.env = env.clone();
+        let mut worker = Worker::spawn_with_options(s, options()).unwrap();
+        let reply = match worker.request(json!({"op": "cuda", "inline": inline}), std::time::Duration::from_secs(400)) {
+            Ok(reply) => reply,
+            Err(e) => panic!("{e}\nstderr:\n{}", worker.stderr_tail()),
+        };
+        eprintln!("cuda in sandbox (read_paths {:?}): {reply}", sandbox.read_paths);
+        assert_eq!(reply["ok"], true, "{reply}\nstderr:\n{}", worker.stderr_tail());
+        assert_eq!(reply["value"]["finite"], true);
+        if inline {
+            assert_eq!(reply["value"]["inline_sum"], 1000.0);
+        }
+    }
+}
