@@ -1,0 +1,185 @@
+"""GPU behaviour; skipped where CUDA is not available (the CPU CI), run on a GPU machine."""
+
+import pytest
+import torch
+
+from conftest import REFERENCE, SAME_CANDIDATE, load
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+def _saved(path):
+    return torch.load(path, weights_only=True)["outputs"]
+
+
+def test_hello_lists_the_devices(start_runner):
+    reply = start_runner("reference").ok("hello")
+    assert reply["cuda"] == torch.version.cuda
+    assert len(reply["devices"]) == torch.cuda.device_count()
+    first = reply["devices"][0]
+    props = torch.cuda.get_device_properties(0)
+    assert first["name"] == props.name and first["capability"] == f"{props.major}.{props.minor}"
+    assert first["memory_bytes"] == props.total_memory and first["l2_bytes"] > 0
+    assert isinstance(reply["driver"], str) and reply["driver"][0].isdigit()
+
+
+def test_gpu_outputs_match_across_roles_and_time_runs(start_runner, write, reference, tmp_path):
+    candidate = write("same.py", SAME_CANDIDATE)
+    ref, cand = start_runner("reference"), start_runner("candidate")
+    load(ref, reference, device="cuda:0")
+    load(cand, reference, candidate, device="cuda:0")
+    want = ref.ok("expected", seeds=[1, 2], dir=str(tmp_path / "r"))["results"]
+    got = cand.ok("outputs", seeds=[1, 2], dir=str(tmp_path / "c"))["results"]
+    for g, w in zip(got, want):
+        assert g["findings"] == [] and g["input_digest"] == w["input_digest"]
+        assert torch.equal(_saved(g["path"])[0], _saved(w["path"])[0])
+        assert _saved(g["path"])[0].device.type == "cpu"
+    reply = cand.ok("time", calls=20, seed_base=500, flush_l2=True, check=[19], dir=str(tmp_path / "c"))
+    assert len(reply["ms"]) == 20 and all(m > 0 for m in reply["ms"])
+    assert all(h > 0 for h in reply["host_ms"])
+    (exp,) = ref.ok("expected", seeds=[519], dir=str(tmp_path / "r"))["results"]
+    cmp = ref.ok("compare", expected=exp["path"], actual=reply["checked"][0]["path"], atol=0, rtol=0)
+    assert cmp["outputs"][0]["mismatches"] == 0
+
+
+def test_output_left_on_the_host_is_reported(start_runner, write, reference, tmp_path):
+    candidate = write("host.py", SAME_CANDIDATE.replace("return torch.relu(self.lin(x)) * self.scale", "return (x * 2).cpu()"))
+    cand = start_runner("candidate")
+    load(cand, reference, candidate, device="cuda:0")
+    result = cand.ok("outputs", seeds=[1], dir=str(tmp_path))["results"][0]
+    assert [f["kind"] for f in result["findings"]] == ["output_wrong_device"]
+
+
+HEAVY = """
+    import torch
+
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            y = x
+            for _ in range(20):
+                y = y @ x
+            return y[:1, :1].clone()
+
+    def get_inputs():
+        return [torch.randn(2048, 2048) / 2048 ** 0.5]
+
+    def get_init_inputs():
+        return []
+"""
+
+# The same work queued on a side stream, returning before it finishes.
+SIDE_STREAM = """
+    import torch
+
+    class ModelNew(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.side = torch.cuda.Stream()
+
+        def forward(self, x):
+            out = torch.zeros(1, 1, device=x.device)
+            self.side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(self.side):
+                y = x
+                for _ in range(20):
+                    y = y @ x
+                out.copy_(y[:1, :1])
+            return out
+"""
+
+
+def test_side_stream_work_is_inside_the_clock(start_runner, write, tmp_path):
+    reference = write("heavy.py", HEAVY)
+    candidate = write("side.py", SIDE_STREAM)
+    ref, cand = start_runner("reference"), start_runner("candidate")
+    load(ref, reference, device="cuda:0")
+    load(cand, reference, candidate, device="cuda:0")
+    ref.ok("time", calls=3, seed_base=0, warmup=True)
+    cand.ok("time", calls=3, seed_base=0, warmup=True)
+    r = sorted(ref.ok("time", calls=15, seed_base=10)["ms"])[7]
+    c = sorted(cand.ok("time", calls=15, seed_base=10)["ms"])[7]
+    assert c > 0.5 * r, (r, c)
+
+
+def test_oom_is_reported_as_oom(start_runner, write, reference, tmp_path):
+    candidate = write(
+        "oom.py",
+        SAME_CANDIDATE.replace(
+            "return torch.relu(self.lin(x)) * self.scale",
+            "return torch.empty(1 << 50, dtype=torch.uint8, device=x.device)",
+        ),
+    )
+    cand = start_runner("candidate")
+    load(cand, reference, candidate, device="cuda:0")
+    assert cand.error("outputs", seeds=[1], dir=str(tmp_path))["kind"] == "oom"
+    assert cand.ok("hello")["protocol"] == 1
+
+
+CUDA_CANDIDATE = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+CUDA_SRC = r"""
+#include <torch/extension.h>
+__global__ void scale_kernel(const float* x, float* y, float s, long n) {
+    long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] * s;
+}
+__global__ void wild_kernel(float* y) {
+    float* p = (float*)0x10;
+    p[threadIdx.x] = y[0];
+}
+torch::Tensor scale(torch::Tensor x, double s) {
+    auto y = torch::empty_like(x);
+    long n = x.numel();
+    scale_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), (float)s, n);
+    return y;
+}
+torch::Tensor wild(torch::Tensor x) {
+    wild_kernel<<<1, 32>>>(x.data_ptr<float>());
+    return x.clone();
+}
+"""
+CPP_SRC = "torch::Tensor scale(torch::Tensor x, double s);\\ntorch::Tensor wild(torch::Tensor x);"
+
+ext = load_inline(name="cudal1_test_scale", cpp_sources=[CPP_SRC], cuda_sources=[CUDA_SRC],
+                  functions=["scale", "wild"], verbose=False)
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.s = scale
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):
+        if MODE == "wild":
+            return ext.wild(x.contiguous())
+        return ext.scale(torch.relu(self.lin(x)).contiguous(), self.s)
+
+MODE = "good"
+'''
+
+
+def test_cuda_extension_builds_in_the_compile_role_and_runs_on_the_gpu(start_runner, write, reference, tmp_path):
+    env = {"TORCH_EXTENSIONS_DIR": str(tmp_path / "ext"), "TORCH_CUDA_ARCH_LIST": "9.0"}
+    good = write("cuda_good.py", CUDA_CANDIDATE)
+    compiler = start_runner("compile", env)
+    built = compiler.ok("compile", candidate=good, reference=reference)
+    assert built["built"] == ["cudal1_test_scale"], built["log"]
+
+    ref, cand = start_runner("reference"), start_runner("candidate", env)
+    load(ref, reference, device="cuda:0")
+    load(cand, reference, good, device="cuda:0")
+    (want,) = ref.ok("expected", seeds=[4], dir=str(tmp_path / "r"))["results"]
+    (got,) = cand.ok("outputs", seeds=[4], dir=str(tmp_path / "c"))["results"]
+    cmp = ref.ok("compare", expected=want["path"], actual=got["path"], atol=1e-5, rtol=1e-5)
+    assert cmp["outputs"][0]["mismatches"] == 0 and cmp["outputs"][0]["numel"] == 32
+
+    # Same sources, same extension name: the build is reused; this one faults on the device.
+    wild = write("cuda_wild.py", CUDA_CANDIDATE.replace('MODE = "good"', 'MODE = "wild"'))
+    faulty = start_runner("candidate", env)
+    load(faulty, reference, wild, device="cuda:0")
+    err = faulty.error("outputs", seeds=[1], dir=str(tmp_path / "w"))
+    assert err["kind"] == "cuda_error", err
+    assert faulty.ok("hello")["protocol"] == 1
