@@ -216,6 +216,12 @@ impl Run<'_, '_> {
     fn decide_after_timing(&mut self, run: TimingRun) -> Result<Decided, ReferenceError> {
         let settings = self.ctx.settings;
         // The outputs of a sample of timed calls must be right too.
+        for c in &run.checked {
+            self.m.findings.extend(c.findings.iter().cloned());
+        }
+        if let Some(j) = judge_findings(&self.m.findings) {
+            return Ok(Err(j));
+        }
         let seeds: Vec<u64> = run.checked.iter().map(|c| c.seed).collect();
         self.reference.ensure_expected(&seeds, settings.call_timeout * (seeds.len().max(1) as u32) + Duration::from_secs(60))?;
         let mut timed_failure = None;

@@ -37,7 +37,7 @@ pub fn judge_call_error(err: &CallError, doing: &str, stderr: &str) -> Judgement
         CallError::Worker(WorkerError::Exited { outcome, .. }) => Judgement::new(
             Verdict::RuntimeError,
             "crash",
-            with_log(format!("its process died while {doing} ({outcome:?})")),
+            with_log(format!("its process died while {doing} ({outcome})")),
         ),
         CallError::Worker(WorkerError::LineTooLong { .. }) | CallError::Worker(WorkerError::Protocol { .. }) | CallError::Protocol(_) => {
             Judgement::new(

@@ -246,6 +246,8 @@ pub struct TimeReply {
 pub struct CheckedCall {
     pub seed: u64,
     pub path: PathBuf,
+    #[serde(default)]
+    pub findings: Vec<Finding>,
 }
 
 impl Request for Time {
