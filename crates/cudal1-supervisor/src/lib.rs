@@ -25,6 +25,17 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! Notes for callers:
+//! - The environment is exactly `env`. Pass `PATH` if the worker runs tools (ninja, nvcc),
+//!   and point `TMPDIR`, `HOME`, `TORCH_EXTENSIONS_DIR` and `TRITON_CACHE_DIR` into a write
+//!   path: Landlock denies writes anywhere else.
+//! - Per-worker cgroups are children of the supervisor's own cgroup. cgroup v2 gives no
+//!   controllers to children of a cgroup that has processes, so the supervisor moves itself
+//!   into a leaf `cudal1-supervisor-<pid>` when it is alone in its cgroup (the empty leaf
+//!   stays behind at exit). Otherwise memory limits fall back to an RSS watchdog and
+//!   process limits to `RLIMIT_NPROC`, which root ignores; [`sandbox_support`] says which.
+//!   Start the supervisor in a cgroup of its own to get cgroup limits.
+//!
 //! The host process must ignore SIGPIPE (Rust binaries do by default): a worker that closes
 //! its stdin would otherwise kill the supervisor on the next write.
 

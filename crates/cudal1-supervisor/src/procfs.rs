@@ -44,9 +44,10 @@ pub(crate) fn group_members(pgid: i32) -> Vec<u32> {
         .collect()
 }
 
-/// Processes other than `exclude` with an open descriptor on a pipe with one of `inodes`:
-/// the ones keeping a worker's stdout/stderr open after it died, even if they left its
-/// process group.
+/// Processes other than `exclude` that hold a pipe with one of `inodes` open for writing:
+/// the ones keeping a worker's stdout/stderr from reaching EOF after it died, even if they
+/// left its process group. Read ends do not count: a child we fork for another worker holds
+/// copies of our read ends until it execs, and must not be mistaken for a leak.
 pub(crate) fn pipe_holders(inodes: &[u64], exclude: u32) -> Vec<u32> {
     let wanted: Vec<String> = inodes.iter().map(|i| format!("pipe:[{i}]")).collect();
     let mut holders = Vec::new();
@@ -54,21 +55,27 @@ pub(crate) fn pipe_holders(inodes: &[u64], exclude: u32) -> Vec<u32> {
         if pid == exclude || !is_running(pid) {
             continue;
         }
-        if holds_any(&format!("/proc/{pid}/fd"), &wanted) {
+        if writes_any(pid, &wanted) {
             holders.push(pid);
         }
     }
     holders
 }
 
-fn holds_any(fd_dir: &str, wanted: &[String]) -> bool {
-    let Ok(dir) = fs::read_dir(fd_dir) else { return false };
+fn writes_any(pid: u32, wanted: &[String]) -> bool {
+    let Ok(dir) = fs::read_dir(format!("/proc/{pid}/fd")) else { return false };
     dir.filter_map(Result::ok).any(|e| {
-        fs::read_link(e.path())
-            .ok()
-            .and_then(|t| t.to_str().map(str::to_owned))
-            .is_some_and(|t| wanted.contains(&t))
+        let target = fs::read_link(e.path()).ok().and_then(|t| t.to_str().map(str::to_owned));
+        target.is_some_and(|t| wanted.contains(&t))
+            && fd_flags(pid, &e.file_name().to_string_lossy()).is_some_and(|f| f & libc::O_ACCMODE != libc::O_RDONLY)
     })
+}
+
+/// The `flags:` of `/proc/<pid>/fdinfo/<fd>` (octal in the file).
+fn fd_flags(pid: u32, fd: &str) -> Option<i32> {
+    let text = fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).ok()?;
+    let field = text.lines().find_map(|l| l.strip_prefix("flags:"))?;
+    i32::from_str_radix(field.trim(), 8).ok()
 }
 
 /// Resident memory of `pid` in bytes (0 if it is gone).
@@ -124,20 +131,26 @@ mod tests {
     }
 
     #[test]
-    fn a_pipe_is_found_in_the_process_that_holds_it() {
-        let (reader, _writer) = std::io::pipe().unwrap();
+    fn a_pipe_writer_is_found_and_a_reader_is_not() {
+        let (reader, writer) = std::io::pipe().unwrap();
         let inode = inode_of(reader.as_fd()).unwrap();
-        let child = std::process::Command::new("/bin/cat")
+        // `sleep` holds the write end as its stdout; `cat` holds the read end as its stdin.
+        let mut holder = std::process::Command::new("/bin/sleep")
+            .arg("1000")
+            .stdout(std::process::Stdio::from(writer))
+            .spawn()
+            .unwrap();
+        let mut reading = std::process::Command::new("/bin/cat")
             .stdin(std::process::Stdio::from(reader))
             .stdout(std::process::Stdio::null())
             .spawn()
             .unwrap();
         let holders = pipe_holders(&[inode], std::process::id());
-        // Our own copy was moved into the child, so only the child holds it.
-        assert_eq!(holders, vec![child.id()]);
-        drop(_writer);
-        let status = { let mut c = child; c.wait().unwrap() };
-        assert!(status.success());
+        assert_eq!(holders, vec![holder.id()]);
+        holder.kill().unwrap();
+        holder.wait().unwrap();
+        // With the writer gone, cat sees EOF and exits on its own.
+        assert!(reading.wait().unwrap().success());
     }
 
     #[test]

@@ -127,9 +127,10 @@ enum NetProbe {
 
 /// Forks a child that tries each way of getting a new network namespace.
 fn probe_netns() -> NetProbe {
-    let (uid_map, gid_map) = match crate::child_setup::NetIsolation::with_user_namespace() {
-        crate::child_setup::NetIsolation::WithUserNamespace { uid_map, gid_map } => (uid_map, gid_map),
-        _ => unreachable!("with_user_namespace builds that variant"),
+    let crate::child_setup::NetIsolation::WithUserNamespace { uid_map, gid_map } =
+        crate::child_setup::NetIsolation::with_user_namespace()
+    else {
+        unreachable!("with_user_namespace builds that variant");
     };
     // SAFETY: the child only makes raw system calls on data prepared here, then _exits.
     match unsafe { nix::unistd::fork() } {

@@ -60,10 +60,19 @@ enum WriteFail {
 
 impl Worker {
     /// Starts a worker with the default `SpawnOptions`.
+    ///
+    /// # Errors
+    /// `SpawnError` when the spec is invalid, the sandbox cannot be built (a missing write
+    /// path, a cgroup that cannot be made) or the process cannot be started; nothing of the
+    /// worker is left running then.
     pub fn spawn(spec: WorkerSpec) -> Result<Worker, SpawnError> {
         Self::spawn_with_options(spec, SpawnOptions::default())
     }
 
+    /// Starts a worker with explicit supervision options.
+    ///
+    /// # Errors
+    /// As [`Worker::spawn`].
     pub fn spawn_with_options(spec: WorkerSpec, options: SpawnOptions) -> Result<Worker, SpawnError> {
         let Launched { pid, stdin, lines, exits, stderr, pipe_inodes, cgroup, watchdog } = launch(&spec, &options)?;
         Ok(Worker {
@@ -130,6 +139,11 @@ impl Worker {
     /// Adds a fresh `"id"` to the request object, writes it as one line and waits up to
     /// `timeout` for the reply line with that id. Any other line is a protocol error. On
     /// timeout, protocol error or an overlong line the whole group is terminated.
+    ///
+    /// # Errors
+    /// `Timeout`, `Exited` (with how it died and the stderr tail), `Protocol`,
+    /// `LineTooLong`: the worker is dead afterwards. `BadRequest` (not an object) and `Io`
+    /// (writing to its stdin failed oddly) leave it as it was.
     pub fn request(&mut self, request: Value, timeout: Duration) -> Result<Value, WorkerError> {
         if let Some(outcome) = self.finished.clone() {
             return Err(self.exited_error(outcome));
@@ -495,6 +509,12 @@ pub(crate) fn match_reply(line: &[u8], id: u64) -> Result<Value, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_worker_can_move_between_threads() {
+        fn send_and_sync<T: Send + Sync>() {}
+        send_and_sync::<Worker>();
+    }
 
     #[test]
     fn replies_are_matched_by_id() {

@@ -104,8 +104,15 @@ fn leaked_grandchild(result: Result<Value, WorkerError>, worker: &mut Worker) {
 
 fn flooded(result: Result<Value, WorkerError>, worker: &mut Worker) {
     assert_eq!(result.unwrap()["ok"], true);
-    let tail = worker.stderr_tail();
-    assert!(tail.ends_with("END-OF-FLOOD\n"), "{}", &tail[tail.len().saturating_sub(100)..]);
+    // stdout and stderr are separate pipes: the reply can overtake the last stderr bytes,
+    // so wait (bounded) for the marker to reach the tail.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut tail = worker.stderr_tail();
+    while !tail.ends_with("END-OF-FLOOD\n") {
+        assert!(Instant::now() < deadline, "{}", &tail[tail.len().saturating_sub(100)..]);
+        std::thread::yield_now();
+        tail = worker.stderr_tail();
+    }
     let (note, body) = tail.split_once('\n').unwrap();
     assert!(note.starts_with("[… ") && note.contains("earlier bytes of stderr dropped"), "{note}");
     assert_eq!(body.len(), DEFAULT_STDERR_TAIL);
