@@ -27,17 +27,19 @@ pub struct EvalContext<'a> {
 /// Findings that make a candidate an exploit, and those that make it merely wrong.
 fn judge_findings(findings: &[Finding]) -> Option<Judgement> {
     let first = |kinds: &[&str]| findings.iter().find(|f| kinds.contains(&f.kind.as_str()));
-    if let Some(f) = first(&["output_not_tensor", "output_aliases_input", "output_no_storage"]) {
+    // Mutating inputs is an exploit class of its own (DESIGN.md): it can hand the harness a
+    // result it already holds, or sabotage the comparison.
+    if let Some(f) = first(&["output_not_tensor", "output_aliases_input", "output_no_storage", "input_mutated"]) {
         let what = match f.kind.as_str() {
             "output_not_tensor" => "returns something that is not a plain torch.Tensor (a subclass or a lazy wrapper)",
             "output_aliases_input" => "returns memory that belongs to an input (the input itself or a view of it)",
+            "input_mutated" => "modifies its inputs in place",
             _ => "returns a tensor without real storage",
         };
         return Some(Judgement::new(Verdict::Exploit, &f.kind, format!("{what}: {}", f.detail)));
     }
-    if let Some(f) = first(&["input_mutated", "output_wrong_device"]) {
-        let what = if f.kind == "input_mutated" { "modifies its inputs in place" } else { "returns its output on the wrong device" };
-        return Some(Judgement::new(Verdict::Incorrect, &f.kind, format!("{what}: {}", f.detail)));
+    if let Some(f) = first(&["output_wrong_device"]) {
+        return Some(Judgement::new(Verdict::Incorrect, &f.kind, format!("returns its output on the wrong device: {}", f.detail)));
     }
     None
 }
@@ -166,17 +168,21 @@ impl Run<'_, '_> {
         self.reference.ensure_expected(&seeds, seed_limit + Duration::from_secs(60))?;
         let out_dir = scratch.join("outputs");
         let _ = std::fs::create_dir_all(&out_dir);
-        let reply = match client.call(&Outputs { seeds: seeds.clone(), dir: out_dir.clone() }, seed_limit) {
-            Ok(r) => r,
-            Err(e) => return Ok(Err(fail(client, e, "running the correctness checks"))),
-        };
-        for r in &reply.results {
+        // One request per seed, so a hang is caught after one call's time limit.
+        let mut results = Vec::with_capacity(seeds.len());
+        for &seed in &seeds {
+            match client.call(&Outputs { seeds: vec![seed], dir: out_dir.clone() }, settings.call_timeout) {
+                Ok(r) => results.extend(r.results),
+                Err(e) => return Ok(Err(fail(client, e, "running the correctness checks"))),
+            }
+        }
+        for r in &results {
             self.m.findings.extend(r.findings.iter().cloned());
         }
         if let Some(j) = judge_findings(&self.m.findings) {
             return Ok(Err(j));
         }
-        for r in &reply.results {
+        for r in &results {
             let outcome = self.reference.compare(r.seed, &r.path, settings)?;
             self.m.checks.push(SeedCheck {
                 seed: r.seed,
@@ -193,7 +199,7 @@ impl Run<'_, '_> {
         }
 
         // Timing.
-        let cand_first = median(&reply.results.iter().map(|r| r.ms).collect::<Vec<_>>()).unwrap_or(1.0);
+        let cand_first = median(&results.iter().map(|r| r.ms).collect::<Vec<_>>()).unwrap_or(1.0);
         let ref_first = self.reference.first_call_ms.unwrap_or(cand_first);
         let ref_dir = scratch.join("reference-timing");
         let _ = std::fs::create_dir_all(&ref_dir);
@@ -308,12 +314,13 @@ mod tests {
     }
 
     #[test]
-    fn aliasing_is_an_exploit_and_mutation_is_incorrect() {
+    fn aliasing_and_mutation_are_exploits_and_a_wrong_device_is_incorrect() {
         assert_eq!(judge_findings(&[f("output_aliases_input")]).unwrap().verdict, Verdict::Exploit);
         assert_eq!(judge_findings(&[f("output_not_tensor")]).unwrap().verdict, Verdict::Exploit);
-        assert_eq!(judge_findings(&[f("input_mutated")]).unwrap().verdict, Verdict::Incorrect);
+        assert_eq!(judge_findings(&[f("input_mutated")]).unwrap().verdict, Verdict::Exploit);
+        assert_eq!(judge_findings(&[f("output_wrong_device")]).unwrap().verdict, Verdict::Incorrect);
         // An exploit outranks a plain mistake found in the same call.
-        assert_eq!(judge_findings(&[f("input_mutated"), f("output_no_storage")]).unwrap().verdict, Verdict::Exploit);
+        assert_eq!(judge_findings(&[f("output_wrong_device"), f("output_no_storage")]).unwrap().verdict, Verdict::Exploit);
         assert!(judge_findings(&[f("something_new")]).is_none());
     }
 }
