@@ -80,7 +80,7 @@ class Session:
         candidate = req.abs_path(request, "candidate", None)
         device = _device(req.field(request, "device", str))
         init_seed = req.seed(req.field(request, "init_seed", int), "init_seed")
-        allow_tf32 = bool(req.field(request, "precision", dict, {}).get("allow_tf32", False))
+        allow_tf32 = bool((req.field(request, "precision", (dict, type(None)), None) or {}).get("allow_tf32", False))
         if reference is None:
             raise RunnerError(BAD_REQUEST, "`reference` is required")
         if self.role == "candidate" and candidate is None:

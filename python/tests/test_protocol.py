@@ -52,6 +52,9 @@ def test_ops_before_load_and_bad_fields_are_bad_requests(start_runner, reference
     assert runner.error("load", reference="relative.py", device="cpu", init_seed=1)["kind"] == "bad_request"
     assert runner.error("load", reference=reference, device="tpu", init_seed=1)["kind"] == "bad_request"
     assert runner.error("load", reference=reference, device="cpu", init_seed="x")["kind"] == "bad_request"
+    assert runner.error("load", reference=reference, device="cpu", init_seed=1, precision=[])["kind"] == "bad_request"
+    runner.ok("load", reference=reference, device="cpu", init_seed=1, precision=None)
+    runner.ok("load", reference=reference, device="cpu", init_seed=1, precision={"allow_tf32": False})
     load(runner, reference)
     assert runner.error("outputs", seeds=[-1], dir=str(tmp_path))["kind"] == "bad_request"
     assert runner.error("outputs", seeds=[1], dir="rel/dir")["kind"] == "bad_request"
