@@ -119,7 +119,7 @@ def task_key(path: Path) -> str:
     return f"{path.parent.name}/{path.stem}"
 
 
-def discover(suites: list[str], only: str | None) -> list[dict]:
+def discover(suites: list[str], only: list[str] | None, cuda_tasks: bool = False) -> list[dict]:
     jobs = []
     roots = []
     if "corpus" in suites:
@@ -133,9 +133,11 @@ def discover(suites: list[str], only: str | None) -> list[dict]:
         )
         for task in tasks:
             key = task_key(task)
-            if only and only not in f"{suite}:{key}":
+            if only and not any(o in f"{suite}:{key}" for o in only):
                 continue
             cands = sorted((cand_dir / task.parent.name / task.stem).glob("*.py"))
+            if cuda_tasks and not any(uses_cuda(c.read_text()) for c in cands):
+                continue
             jobs.append({"suite": suite, "task": str(task), "key": key, "candidates": [str(c) for c in cands]})
     return jobs
 
@@ -472,7 +474,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--suite", choices=["all", "corpus", "cpu"], default="all")
-    ap.add_argument("--only", help="check only tasks whose `suite:levelN/stem` contains this text")
+    ap.add_argument("--only", action="append",
+                    help="check only tasks whose `suite:levelN/stem` contains this text (repeatable)")
+    ap.add_argument("--cuda-tasks", action="store_true", help="only tasks that have a CUDA candidate")
     ap.add_argument("--full", action="store_true", help="full task sizes even on the CPU (slow)")
     ap.add_argument("--time", action="store_true", help="with --device cuda, time reference and correct candidates")
     ap.add_argument("--reps", type=int, default=10)
@@ -489,7 +493,7 @@ def main() -> int:
         return 0
 
     suites = ["corpus", "cpu"] if args.suite == "all" else [args.suite]
-    jobs = discover(suites, args.only)
+    jobs = discover(suites, args.only, args.cuda_tasks)
     if not jobs:
         print("no tasks matched", file=sys.stderr)
         return 1
