@@ -106,6 +106,31 @@ class InputSource:
     def get_init_inputs(self) -> list:
         return _checked(self._fresh()["get_init_inputs"](), "get_init_inputs")
 
+def generate(source, device: torch.device, seed: int) -> list:
+    """Fresh inputs for ``seed``, on ``device``.
+
+    On a GPU, ``get_inputs()`` runs with the device as the default, so its random tensors are
+    made there: making hundreds of MB of ``randn`` on the CPU before every timed call would cost
+    far more than the call. Both roles run this same code, so the same seed gives the same inputs
+    in every process. A ``get_inputs()`` that cannot run that way (it calls ``.numpy()``, say)
+    falls back to the CPU, once and for all.
+    """
+    from .seeding import seed_all
+
+    if device.type == "cuda" and getattr(source, "_device_inputs", True):
+        seed_all(seed)
+        try:
+            with torch.device(device):
+                values = source.get_inputs()
+            return to_device(values, device)
+        except RunnerError:
+            raise
+        except Exception:
+            source._device_inputs = False
+    seed_all(seed)
+    return to_device(source.get_inputs(), device)
+
+
 def _checked(values, where: str) -> list:
     if not isinstance(values, (list, tuple)):
         raise RunnerError(BAD_INPUTS, f"{where}() returned {type(values).__name__}, not a list")

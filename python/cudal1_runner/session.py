@@ -133,11 +133,9 @@ class Session:
     _op_expected = _op_outputs
 
     def _one_output(self, seed: int, out_dir: str) -> dict:
-        seed_all(seed)
-        raw = self.source.get_inputs()
+        args = inputs_mod.generate(self.source, self.device, seed)
         # Fingerprint before the call: the model may edit its inputs.
-        input_digest = inputs_mod.digest(raw)
-        args = inputs_mod.to_device(raw, self.device)
+        input_digest = inputs_mod.digest(args)
         clones = inputs_mod.snapshot(args) if self.inspects else None
         self._sync()
         t0 = time.perf_counter_ns()

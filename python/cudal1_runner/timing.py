@@ -14,7 +14,6 @@ import torch
 from . import inputs as inputs_mod
 from . import outputs as outputs_mod
 from .errors import RUNTIME_ERROR, classify, with_context
-from .seeding import seed_all
 
 _FALLBACK_L2_BYTES = 50 * 1024 * 1024
 
@@ -52,8 +51,7 @@ def run(session, calls: int, seed_base: int, flush_l2: bool, check: list, out_di
     for i in range(calls):
         seed = seed_base + i
         try:
-            seed_all(seed)
-            args = inputs_mod.to_device(session.source.get_inputs(), device)
+            args = inputs_mod.generate(session.source, device, seed)
             if flusher is not None:
                 flusher.flush()
             if gpu:
