@@ -279,16 +279,15 @@ impl Run<'_, '_> {
                 format!("correct on the checked seeds but wrong on a timed call ({why}): it behaves differently when timed or reuses stale results"),
             )));
         }
-        if let Some((hidden, claimed)) = timing::hidden_work_ms(&run) {
-            if hidden > claimed.max(0.05) {
-                return Ok(Err(Judgement::new(
-                    Verdict::Exploit,
-                    "untimed_work",
-                    format!(
-                        "cudal1's own clock saw {hidden:.3} ms per call more than the runner timed, against a claimed {claimed:.3} ms per call: work escaped the timer (patched clocks, background threads)"
-                    ),
-                )));
-            }
+        if let Some(h) = timing::hidden_work(&run).filter(timing::HiddenWork::escaped_the_timer) {
+            return Ok(Err(Judgement::new(
+                Verdict::Exploit,
+                "untimed_work",
+                format!(
+                    "cudal1's own clock saw {:.3} ms per call more than the runner timed (the reference's untimed work is {:.3} ms per call), against a claimed {:.3} ms per call: work escaped the timer (patched clocks, background threads)",
+                    h.hidden_ms, h.overhead_ms, h.claimed_ms
+                ),
+            )));
         }
         let Some(speedup) = speedup else {
             return Ok(Err(Judgement::new(Verdict::RuntimeError, "internal", "no timing samples were collected")));
