@@ -2,7 +2,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-# Mean cross-entropy of logits against integer class targets.
+# Per-sample cross-entropy of logits against integer class targets (reduction="none": a scalar
+# mean is a weak check, since a wrong-axis bug gives a statistically identical mean at 1e-4).
 # Estimate on an H100: logits 268M floats (1.07 GB); log_softmax reads them twice and writes them
 # once, the loss gathers one value per row: ~3.2 GB at ~3 TB/s -> ~1.1 ms.
 
@@ -11,13 +12,13 @@ CLASSES = 16384
 
 
 class Model(nn.Module):
-    """loss = mean_i (logsumexp(logits[i]) - logits[i, target[i]])."""
+    """loss[i] = logsumexp(logits[i]) - logits[i, target[i]]."""
 
     def __init__(self):
         super().__init__()
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(logits, targets)
+        return F.cross_entropy(logits, targets, reduction="none")
 
 
 def get_inputs():

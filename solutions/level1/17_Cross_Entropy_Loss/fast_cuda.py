@@ -2,10 +2,9 @@
 # Fused cross-entropy: one 256-thread block per row reads the logits once (float4 when aligned),
 # keeping an online (max, sum of exp) pair per thread that is rescaled when a larger value
 # arrives; the pairs merge across the block with warp shuffles and shared memory, and thread 0
-# writes logsumexp - logit[target] (and whether the target counts: F.cross_entropy ignores
-# target -100). The mean over counted rows is two tiny torch reductions. One read of the 1.07 GB
-# logits instead of log_softmax's reads and its 1.07 GB output, ~3x less traffic. Accurate
-# expf/logf; rounding-level differences only.
+# writes logsumexp - logit[target] (0 for target -100, which F.cross_entropy ignores). One read of
+# the 1.07 GB logits instead of log_softmax's reads and its 1.07 GB output, ~3x less traffic.
+# Accurate expf/logf; rounding-level differences only.
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
@@ -122,5 +121,5 @@ class ModelNew(nn.Module):
         super().__init__()
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        loss, counted = _ext.ce_rows(logits, targets, -100)
-        return loss.sum() / counted.sum()
+        loss, _counted = _ext.ce_rows(logits, targets, -100)
+        return loss

@@ -1,8 +1,9 @@
 # cudal1: expect=incorrect
-# Bug: normalises over the batch dimension (log_softmax along dim 0) instead of over the classes,
-# then picks the target entries: a plausible axis mix-up that still returns a scalar.
+# Bug: passes the raw logits to nll_loss, forgetting the log_softmax, so each loss is just
+# -logits[i, target[i]] instead of logsumexp(logits[i]) - logits[i, target[i]].
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 
 class ModelNew(nn.Module):
@@ -10,5 +11,4 @@ class ModelNew(nn.Module):
         super().__init__()
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        logp = torch.log_softmax(logits, dim=0)
-        return -logp.gather(1, targets.unsqueeze(1)).mean()
+        return F.nll_loss(logits, targets, reduction="none")
