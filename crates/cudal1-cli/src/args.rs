@@ -74,7 +74,7 @@ pub struct CommonEval {
     #[arg(long)]
     pub python: Option<PathBuf>,
     /// The SQLite store.
-    #[arg(long, default_value = "cudal1.db")]
+    #[arg(long, env = "CUDAL1_DB", default_value = "cudal1.db")]
     pub db: PathBuf,
     /// Evaluate again even when the store has a result for the same task, candidate and settings.
     #[arg(long)]

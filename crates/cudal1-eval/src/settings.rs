@@ -95,6 +95,8 @@ pub struct EvalSettings {
     #[serde(with = "millis")]
     pub call_timeout: Duration,
     pub sandbox: bool,
+    /// Speedups above this are measured a second time, and the lower result stands.
+    pub remeasure_above: f64,
     /// Host memory limit of a candidate process.
     pub memory_bytes: Option<u64>,
 }
@@ -117,6 +119,7 @@ impl Default for EvalSettings {
             compile_timeout: Duration::from_secs(900),
             call_timeout: Duration::from_secs(20),
             sandbox: true,
+            remeasure_above: 3.0,
             memory_bytes: Some(32 << 30),
         }
     }

@@ -100,6 +100,15 @@ pub struct TimingReport {
     pub outer_speedup: Option<f64>,
     pub reference: Option<Interval>,
     pub candidate: Option<Interval>,
+    /// Why the timing was repeated (a suspicious clock, a large speedup), and the first result.
+    #[serde(default)]
+    pub remeasured: Option<Remeasure>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Remeasure {
+    pub why: String,
+    pub first_speedup: Option<f64>,
 }
 
 /// Everything measured while evaluating a candidate.

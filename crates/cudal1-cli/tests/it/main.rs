@@ -1,0 +1,183 @@
+//! The `cudal1` binary end to end on the CPU: real tasks and candidates, the real Python runner,
+//! a real SQLite file.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// The binary with a persistent extension cache (C++ builds are slow) and the given store.
+fn cudal1(db: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cudal1"));
+    cmd.current_dir(repo())
+        .env("CUDAL1_CACHE_DIR", Path::new(env!("CARGO_TARGET_TMPDIR")).join("cudal1-cache"))
+        .env("CUDAL1_DB", db);
+    cmd
+}
+
+fn run(mut cmd: Command) -> Output {
+    let out = cmd.output().expect("cudal1 runs");
+    if !out.status.success() {
+        eprintln!("stderr:\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+    out
+}
+
+fn json_lines(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).expect("JSON line")).collect()
+}
+
+const FAST_TIMING: [&str; 6] = ["--device", "cpu", "--budget", "0.3", "--call-timeout", "5"];
+
+#[test]
+fn every_verdict_on_the_cpu_suite_matches_its_expectation() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = cudal1(&dir.path().join("s.db"));
+    cmd.args(["eval", "--suite", "tests/suite-cpu/tasks", "--candidates", "tests/suite-cpu/candidates", "--json", "--check-expectations"])
+        .args(FAST_TIMING);
+    let out = run(cmd);
+    let lines = json_lines(&out);
+    let (summary, rows) = lines.split_last().unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    for r in rows {
+        let expected = r["expect"]["verdict"].as_str().unwrap_or_else(|| panic!("{} has no expectation", r["candidate"]));
+        assert_eq!(r["verdict"], expected, "{}: {}", r["candidate"], r["reason"]);
+        assert!(!r["reason"].as_str().unwrap().is_empty());
+        if r["verdict"] == "correct" {
+            let s = &r["speedup"];
+            assert!(s["ci_low"].as_f64().unwrap() <= s["median"].as_f64().unwrap());
+            assert!(s["median"].as_f64().unwrap() <= s["ci_high"].as_f64().unwrap());
+        }
+        seen.insert(r["verdict"].as_str().unwrap().to_owned());
+    }
+    let all: Vec<&str> = vec!["compile_error", "correct", "exploit", "incorrect", "runtime_error", "timeout"];
+    assert_eq!(seen.iter().map(String::as_str).collect::<Vec<_>>(), all);
+    assert_eq!(summary["summary"]["expectation_mismatches"], 0);
+    assert_eq!(summary["summary"]["candidates"]["tasks"].as_u64().unwrap() as usize, rows.len());
+    assert!(out.status.success());
+}
+
+fn small_suite(root: &Path) -> (PathBuf, PathBuf) {
+    let tasks = root.join("tasks/level1");
+    let cands = root.join("cands/level1/1_Diagonal_Matmul");
+    std::fs::create_dir_all(&tasks).unwrap();
+    std::fs::create_dir_all(&cands).unwrap();
+    let src = repo().join("tests/suite-cpu");
+    std::fs::copy(src.join("tasks/level1/1_Diagonal_Matmul.py"), tasks.join("1_Diagonal_Matmul.py")).unwrap();
+    for c in ["fast.py", "wrong_axis.py", "inplace_returns_input.py", "tensor_subclass.py"] {
+        std::fs::copy(src.join("candidates/level1/1_Diagonal_Matmul").join(c), cands.join(c)).unwrap();
+    }
+    (root.join("tasks"), root.join("cands"))
+}
+
+fn stored_rows(db: &Path) -> i64 {
+    let Ok(conn) = rusqlite::Connection::open(db) else { return 0 };
+    conn.query_row("SELECT count(*) FROM evaluations", [], |r| r.get(0)).unwrap_or(0)
+}
+
+#[test]
+fn a_crashed_batch_resumes_without_redoing_finished_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tasks, cands) = small_suite(dir.path());
+    let db = dir.path().join("r.db");
+    let batch = |json: bool| {
+        let mut cmd = cudal1(&db);
+        cmd.arg("eval").arg("--suite").arg(&tasks).arg("--candidates").arg(&cands).args(FAST_TIMING);
+        if json {
+            cmd.arg("--json");
+        }
+        cmd
+    };
+    // Kill the first run as soon as one result is saved.
+    let mut child = batch(false).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while stored_rows(&db) < 1 {
+        assert!(Instant::now() < deadline, "no result was saved in time");
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    child.wait().unwrap();
+    let saved = stored_rows(&db);
+    assert!(saved >= 1);
+
+    let out = run(batch(true));
+    let lines = json_lines(&out);
+    let rows = &lines[..lines.len() - 1];
+    assert_eq!(rows.len(), 4);
+    let reused = rows.iter().filter(|r| r["reused"] == true).count() as i64;
+    assert_eq!(reused, saved, "exactly the saved results are reused");
+    assert_eq!(stored_rows(&db), 4);
+
+    // --force evaluates everything again.
+    let mut cmd = batch(true);
+    cmd.arg("--force");
+    let lines = json_lines(&run(cmd));
+    assert!(lines[..4].iter().all(|r| r["reused"] == false));
+}
+
+#[test]
+fn single_eval_prints_the_promised_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = cudal1(&dir.path().join("one.db"));
+    cmd.args([
+        "eval",
+        "--task",
+        "tests/suite-cpu/tasks/level1/1_Diagonal_Matmul.py",
+        "--candidate",
+        "tests/suite-cpu/candidates/level1/1_Diagonal_Matmul/fast.py",
+        "--json",
+    ])
+    .args(FAST_TIMING);
+    let out = run(cmd);
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["verdict"], "correct", "{}", v["reason"]);
+    for k in ["median", "ci_low", "ci_high"] {
+        assert!(v["speedup"][k].as_f64().unwrap() > 0.0, "{k}");
+    }
+    assert!(v["ref_ms"].as_f64().unwrap() > 0.0 && v["candidate_ms"].as_f64().unwrap() > 0.0);
+    // The broadcast (O(NM)) beats the dense diagonal product (O(N^2 M)) even on a CPU.
+    assert!(v["speedup"]["median"].as_f64().unwrap() > 1.5, "{}", v["speedup"]);
+    assert_eq!(v["environment"]["gpu"], Value::Null);
+}
+
+#[test]
+fn bad_input_is_a_clear_error_with_exit_code_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = cudal1(&dir.path().join("e.db"));
+    cmd.args(["eval", "--task", "no/such/task.py", "--candidate", "x.py"]);
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("error: cannot read `no/such/task.py`"), "{err}");
+
+    let mut cmd = cudal1(&dir.path().join("e.db"));
+    cmd.args(["eval", "--suite", "tests/suite-cpu/tasks", "--candidates", "no/such/dir"]);
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a directory"));
+}
+
+#[test]
+fn tasks_list_shows_shapes_and_parameter_counts() {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cudal1"));
+    cmd.current_dir(repo()).args(["tasks", "list", "tests/suite-cpu/tasks", "--json"]);
+    let out = run(cmd);
+    let rows = json_lines(&out);
+    assert_eq!(rows.len(), 8);
+    let linear = rows.iter().find(|r| r["key"] == "level2/1_Linear_ReLU").unwrap();
+    assert_eq!(linear["level"], 2);
+    assert_eq!(linear["id"], 1);
+    assert!(linear["parameters"].as_u64().unwrap() > 0);
+    let inputs = linear["inputs"].as_array().unwrap();
+    assert!(inputs[0].as_str().unwrap().starts_with("float32["), "{inputs:?}");
+    let diag = rows.iter().find(|r| r["key"] == "level1/1_Diagonal_Matmul").unwrap();
+    assert_eq!(diag["parameters"], 0);
+}
