@@ -126,12 +126,17 @@ impl Batch<'_> {
             };
             let result = reference.and_then(|i| {
                 let job_rng = StdRng::from_rng(&mut rng);
-                evaluate_candidate(&ctx, &mut references[i].1, &job.candidate, &compiled, job_rng).inspect_err(|_| {
+                let result = evaluate_candidate(&ctx, &mut references[i].1, &job.candidate, &compiled, job_rng);
+                match &result {
+                    Ok(_) => references[i].1.clear_expected(),
                     // A reference that failed once is not trusted again.
-                    if let Some((_, r)) = references.remove(i) {
-                        r.shutdown();
+                    Err(_) => {
+                        if let Some((_, r)) = references.remove(i) {
+                            r.shutdown();
+                        }
                     }
-                })
+                }
+                result
             });
             let event = match result {
                 Ok(evaluation) => BatchEvent::Finished { id: job.id, evaluation: Box::new(evaluation) },

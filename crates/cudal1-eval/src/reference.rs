@@ -143,6 +143,14 @@ impl ReferenceSession {
         Ok(judge(&replies, &settings.tolerance))
     }
 
+    /// Deletes every expected output. Seeds are fresh for each candidate, so nothing is reused,
+    /// and large outputs (hundreds of MB each) would otherwise fill the disk over a batch.
+    pub fn clear_expected(&mut self) {
+        for (_, path) in self.expected.drain() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
     pub fn error(&self, doing: &'static str, source: CallError) -> ReferenceError {
         ReferenceError { task: self.task.key(), doing, source, stderr: tail(&self.client.stderr_tail()) }
     }
