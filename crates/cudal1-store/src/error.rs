@@ -104,6 +104,20 @@ pub enum StoreError {
 
     #[error("batch `{batch_id}` does not exist in the store `{}`; create it with create_batch first", .path.display())]
     UnknownBatch { path: PathBuf, batch_id: String },
+
+    #[error("optimize run `{run_id}` does not exist in the store `{}`; begin it with begin_run first", .path.display())]
+    UnknownRun { path: PathBuf, run_id: String },
+
+    #[error(
+        "sample {index} of round {round} of optimize run `{run_id}` is already recorded in the store `{}`",
+        .path.display()
+    )]
+    SampleExists {
+        path: PathBuf,
+        run_id: String,
+        round: u32,
+        index: u32,
+    },
 }
 
 /// How long a writer waits for another process's lock before giving up.

@@ -5,7 +5,9 @@
 //! the schema is created and migrated through `PRAGMA user_version`, and a file that is not a
 //! cudal1 store is refused with an error naming its path. Evaluations are keyed by
 //! [`EvalKey`] (task, candidate and settings hashes): recording the same key again replaces the
-//! row, so a finished evaluation doubles as a cache entry.
+//! row, so a finished evaluation doubles as a cache entry. For `cudal1 optimize` it also keeps a
+//! program database per task ([`StoredProgram`], keyed by [`ProgramKey`]) and the runs, rounds
+//! and LLM samples that let an interrupted search resume.
 //!
 //! ```
 //! use cudal1_store::{EvalKey, NewBatch, Store};
@@ -27,8 +29,10 @@ mod connection;
 mod error;
 mod evaluation;
 mod json;
+mod program;
 mod retry;
 mod schema;
+mod search;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -39,6 +43,8 @@ use rusqlite::Connection;
 pub use batch::{NewBatch, StoredBatch};
 pub use error::StoreError;
 pub use evaluation::{EvalKey, NewEvaluation, StoredEvaluation};
+pub use program::{NewProgram, ProgramKey, StoredProgram};
+pub use search::{NewRound, NewRun, NewSample, StoredRound, StoredRun, StoredSample};
 
 /// The default database file name.
 pub const DEFAULT_FILE_NAME: &str = "cudal1.db";
@@ -127,6 +133,66 @@ impl Store {
     /// The batch with this id, if any.
     pub fn find_batch(&self, batch_id: &str) -> Result<Option<StoredBatch>, StoreError> {
         batch::find(&self.conn(), &self.path, batch_id)
+    }
+
+    /// The program recorded under `key`, if any.
+    pub fn find_program(&self, key: &ProgramKey) -> Result<Option<StoredProgram>, StoreError> {
+        program::find(&self.conn(), &self.path, key)
+    }
+
+    /// The program with this row id, if any.
+    pub fn program(&self, id: i64) -> Result<Option<StoredProgram>, StoreError> {
+        program::by_id(&self.conn(), &self.path, id)
+    }
+
+    /// Records `p` unless its key is already recorded; returns the id stored under the key
+    /// (the first program recorded under a key is kept, so a program is evaluated once).
+    pub fn insert_program(&self, p: &NewProgram) -> Result<i64, StoreError> {
+        program::insert(&self.conn(), &self.path, p)
+    }
+
+    /// Every program of a task evaluated under one settings hash, oldest first.
+    pub fn programs_for_task(
+        &self,
+        task_hash: &str,
+        settings_hash: &str,
+    ) -> Result<Vec<StoredProgram>, StoreError> {
+        program::for_task(&self.conn(), &self.path, task_hash, settings_hash)
+    }
+
+    /// Records an optimize run unless its id exists; returns the run as stored.
+    pub fn begin_run(&self, r: &NewRun) -> Result<StoredRun, StoreError> {
+        search::begin_run(&self.conn(), &self.path, r)
+    }
+
+    /// The optimize run with this id, if any.
+    pub fn find_run(&self, run_id: &str) -> Result<Option<StoredRun>, StoreError> {
+        search::find_run(&self.conn(), &self.path, run_id)
+    }
+
+    /// Stores why the run stopped and when ([`StoreError::UnknownRun`] if absent).
+    pub fn finish_run(&self, run_id: &str, stop_reason: &str) -> Result<(), StoreError> {
+        search::finish_run(&self.conn(), &self.path, run_id, stop_reason)
+    }
+
+    /// Records a finished round (replacing the same round's earlier totals).
+    pub fn finish_round(&self, r: &NewRound) -> Result<(), StoreError> {
+        search::finish_round(&self.conn(), &self.path, r)
+    }
+
+    /// The finished rounds of a run, first round first.
+    pub fn rounds_for_run(&self, run_id: &str) -> Result<Vec<StoredRound>, StoreError> {
+        search::rounds(&self.conn(), &self.path, run_id)
+    }
+
+    /// Records one LLM sample ([`StoreError::SampleExists`] if its slot is taken).
+    pub fn insert_sample(&self, s: &NewSample) -> Result<i64, StoreError> {
+        search::insert_sample(&self.conn(), &self.path, s)
+    }
+
+    /// Every sample of a run, by round and index.
+    pub fn samples_for_run(&self, run_id: &str) -> Result<Vec<StoredSample>, StoreError> {
+        search::samples(&self.conn(), &self.path, run_id)
     }
 
     fn conn(&self) -> MutexGuard<'_, Connection> {

@@ -55,6 +55,78 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX evaluations_batch ON evaluations (batch_id);
     CREATE INDEX evaluations_recorded ON evaluations (recorded_seq);
     ",
+    // 1 -> 2: the optimize loop's program database, runs, rounds and samples.
+    "
+    CREATE TABLE programs (
+        id              INTEGER PRIMARY KEY,
+        created_at      TEXT NOT NULL,
+        task_hash       TEXT NOT NULL,
+        -- normalized_hash of the code: comments and layout do not make a new program.
+        code_hash       TEXT NOT NULL,
+        settings_hash   TEXT NOT NULL,
+        code            TEXT NOT NULL,
+        run_id          TEXT NOT NULL,
+        round           INTEGER NOT NULL,
+        -- JSON array of the program ids shown as exemplars when this one was written.
+        parent_ids      TEXT NOT NULL,
+        verdict         TEXT NOT NULL,
+        reason          TEXT NOT NULL,
+        reason_class    TEXT NOT NULL,
+        speedup_median  REAL,
+        speedup_ci_low  REAL,
+        speedup_ci_high REAL,
+        evaluation      TEXT NOT NULL
+    );
+    CREATE UNIQUE INDEX programs_key ON programs (task_hash, code_hash, settings_hash);
+    CREATE TABLE optimize_runs (
+        id              TEXT PRIMARY KEY NOT NULL,
+        created_at      TEXT NOT NULL,
+        finished_at     TEXT,
+        stop_reason     TEXT,
+        task_hash       TEXT NOT NULL,
+        task_name       TEXT NOT NULL,
+        task_path       TEXT NOT NULL,
+        settings_hash   TEXT NOT NULL,
+        settings        TEXT NOT NULL,
+        config          TEXT NOT NULL
+    );
+    CREATE TABLE optimize_rounds (
+        run_id            TEXT NOT NULL,
+        round             INTEGER NOT NULL,
+        finished_at       TEXT NOT NULL,
+        samples           INTEGER NOT NULL,
+        valid             INTEGER NOT NULL,
+        correct           INTEGER NOT NULL,
+        new_programs      INTEGER NOT NULL,
+        best_program_id   INTEGER,
+        best_speedup      REAL,
+        prompt_tokens     INTEGER NOT NULL,
+        completion_tokens INTEGER NOT NULL,
+        cost_usd          REAL NOT NULL,
+        wall_ms           REAL NOT NULL,
+        PRIMARY KEY (run_id, round)
+    );
+    CREATE TABLE optimize_samples (
+        id                INTEGER PRIMARY KEY,
+        created_at        TEXT NOT NULL,
+        run_id            TEXT NOT NULL,
+        round             INTEGER NOT NULL,
+        idx               INTEGER NOT NULL,
+        prompt_kind       TEXT NOT NULL,
+        exemplar_ids      TEXT NOT NULL,
+        model             TEXT,
+        reply             TEXT,
+        finish_reason     TEXT,
+        prompt_tokens     INTEGER NOT NULL,
+        completion_tokens INTEGER NOT NULL,
+        cost_usd          REAL NOT NULL,
+        latency_ms        REAL,
+        outcome           TEXT NOT NULL,
+        reason            TEXT,
+        code_hash         TEXT
+    );
+    CREATE UNIQUE INDEX optimize_samples_slot ON optimize_samples (run_id, round, idx);
+    ",
 ];
 
 /// The schema version this build writes.
@@ -160,7 +232,17 @@ mod tests {
             .unwrap()
             .collect::<Result<_, _>>()
             .unwrap();
-        assert_eq!(tables, ["batches", "evaluations"]);
+        assert_eq!(
+            tables,
+            [
+                "batches",
+                "evaluations",
+                "optimize_rounds",
+                "optimize_runs",
+                "optimize_samples",
+                "programs"
+            ]
+        );
     }
 
     #[test]
@@ -174,6 +256,29 @@ mod tests {
             .query_row("SELECT count(*) FROM batches", [], |r| r.get(0))
             .unwrap();
         assert_eq!(n, 1);
+    }
+
+    #[test]
+    fn a_version_1_store_gains_the_optimize_tables_and_keeps_its_rows() {
+        let mut conn = memory();
+        conn.execute_batch(MIGRATIONS[0]).unwrap();
+        conn.execute_batch(&format!(
+            "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = 1;
+             INSERT INTO batches VALUES ('kept', 'now', NULL, '{{}}', 's', 'c', NULL);"
+        ))
+        .unwrap();
+        migrate(&mut conn, Path::new(":memory:")).unwrap();
+        assert_eq!(header(&conn).0, current_version());
+        let kept: i64 = conn
+            .query_row("SELECT count(*) FROM batches WHERE id = 'kept'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(kept, 1);
+        let programs: i64 = conn
+            .query_row("SELECT count(*) FROM programs", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(programs, 0);
     }
 
     #[test]

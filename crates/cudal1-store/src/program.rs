@@ -1,0 +1,356 @@
+//! The program database of the optimize loop: one row per distinct program of a task, keyed by
+//! its normalised-source hash and the evaluation settings, with the verdict it got.
+
+use std::path::Path;
+
+use rusqlite::{named_params, Connection, OptionalExtension, Row};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{query_error, StoreError};
+use crate::json;
+
+/// What makes two programs the same: the task, the program's normalised-source hash, and the
+/// settings it was evaluated under (a CPU speedup says nothing about a GPU one).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ProgramKey {
+    pub task_hash: String,
+    pub code_hash: String,
+    pub settings_hash: String,
+}
+
+/// An evaluated program to record.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NewProgram {
+    pub key: ProgramKey,
+    /// The program as the LLM wrote it (not normalised).
+    pub code: String,
+    /// The run and round that first produced it.
+    pub run_id: String,
+    pub round: u32,
+    /// The exemplars (program ids) shown in the prompt that produced it: its lineage.
+    pub parent_ids: Vec<i64>,
+    pub verdict: String,
+    pub reason: String,
+    pub reason_class: String,
+    pub speedup_median: Option<f64>,
+    pub speedup_ci_low: Option<f64>,
+    pub speedup_ci_high: Option<f64>,
+    /// The whole evaluation, as the evaluator reported it.
+    pub evaluation: serde_json::Value,
+}
+
+/// A recorded program: its row id and time of recording, and every field of [`NewProgram`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoredProgram {
+    pub id: i64,
+    /// RFC 3339, UTC, millisecond precision.
+    pub created_at: String,
+    pub key: ProgramKey,
+    pub code: String,
+    pub run_id: String,
+    pub round: u32,
+    pub parent_ids: Vec<i64>,
+    pub verdict: String,
+    pub reason: String,
+    pub reason_class: String,
+    pub speedup_median: Option<f64>,
+    pub speedup_ci_low: Option<f64>,
+    pub speedup_ci_high: Option<f64>,
+    pub evaluation: serde_json::Value,
+}
+
+const SELECT: &str = "SELECT id, created_at, task_hash, code_hash, settings_hash, code, run_id,
+    round, parent_ids, verdict, reason, reason_class, speedup_median, speedup_ci_low,
+    speedup_ci_high, evaluation FROM programs";
+
+/// Inserts `p` unless a program with the same key exists; either way returns the id of the
+/// program stored under that key (the first one recorded wins: a program is evaluated once).
+pub(crate) fn insert(conn: &Connection, path: &Path, p: &NewProgram) -> Result<i64, StoreError> {
+    for (field, value) in [
+        ("speedup_median", p.speedup_median),
+        ("speedup_ci_low", p.speedup_ci_low),
+        ("speedup_ci_high", p.speedup_ci_high),
+    ] {
+        if value.is_some_and(f64::is_nan) {
+            return Err(StoreError::NotANumber {
+                task_name: p.key.task_hash.clone(),
+                field,
+            });
+        }
+    }
+    let err = |source| query_error(path, "insert_program", source);
+    let parents = serde_json::Value::from(p.parent_ids.clone());
+    conn.prepare_cached(
+        "INSERT INTO programs (created_at, task_hash, code_hash, settings_hash, code, run_id,
+            round, parent_ids, verdict, reason, reason_class, speedup_median, speedup_ci_low,
+            speedup_ci_high, evaluation)
+        VALUES (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), :task_hash, :code_hash, :settings_hash,
+            :code, :run_id, :round, :parent_ids, :verdict, :reason, :reason_class,
+            :speedup_median, :speedup_ci_low, :speedup_ci_high, :evaluation)
+        ON CONFLICT (task_hash, code_hash, settings_hash) DO NOTHING",
+    )
+    .map_err(err)?
+    .execute(named_params! {
+        ":task_hash": p.key.task_hash,
+        ":code_hash": p.key.code_hash,
+        ":settings_hash": p.key.settings_hash,
+        ":code": p.code,
+        ":run_id": p.run_id,
+        ":round": p.round,
+        ":parent_ids": json::encode(&parents),
+        ":verdict": p.verdict,
+        ":reason": p.reason,
+        ":reason_class": p.reason_class,
+        ":speedup_median": p.speedup_median,
+        ":speedup_ci_low": p.speedup_ci_low,
+        ":speedup_ci_high": p.speedup_ci_high,
+        ":evaluation": json::encode(&p.evaluation),
+    })
+    .map_err(err)?;
+    conn.prepare_cached(
+        "SELECT id FROM programs WHERE task_hash = ?1 AND code_hash = ?2 AND settings_hash = ?3",
+    )
+    .map_err(err)?
+    .query_row(
+        [&p.key.task_hash, &p.key.code_hash, &p.key.settings_hash],
+        |r| r.get(0),
+    )
+    .map_err(err)
+}
+
+pub(crate) fn find(
+    conn: &Connection,
+    path: &Path,
+    key: &ProgramKey,
+) -> Result<Option<StoredProgram>, StoreError> {
+    let err = |e| query_error(path, "find_program", e);
+    let raw = conn
+        .prepare_cached(&format!(
+            "{SELECT} WHERE task_hash = ?1 AND code_hash = ?2 AND settings_hash = ?3"
+        ))
+        .map_err(err)?
+        .query_row(
+            [&key.task_hash, &key.code_hash, &key.settings_hash],
+            RawProgram::from_row,
+        )
+        .optional()
+        .map_err(err)?;
+    raw.map(|r| r.decode(path)).transpose()
+}
+
+pub(crate) fn by_id(
+    conn: &Connection,
+    path: &Path,
+    id: i64,
+) -> Result<Option<StoredProgram>, StoreError> {
+    let err = |e| query_error(path, "program", e);
+    let raw = conn
+        .prepare_cached(&format!("{SELECT} WHERE id = ?1"))
+        .map_err(err)?
+        .query_row([id], RawProgram::from_row)
+        .optional()
+        .map_err(err)?;
+    raw.map(|r| r.decode(path)).transpose()
+}
+
+/// Every program of a task evaluated under one settings hash, oldest first.
+pub(crate) fn for_task(
+    conn: &Connection,
+    path: &Path,
+    task_hash: &str,
+    settings_hash: &str,
+) -> Result<Vec<StoredProgram>, StoreError> {
+    let err = |e| query_error(path, "programs_for_task", e);
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "{SELECT} WHERE task_hash = ?1 AND settings_hash = ?2 ORDER BY id"
+        ))
+        .map_err(err)?;
+    let raws = stmt
+        .query_map([task_hash, settings_hash], RawProgram::from_row)
+        .map_err(err)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(err)?;
+    raws.into_iter().map(|r| r.decode(path)).collect()
+}
+
+/// A row as SQLite returns it; JSON columns are decoded afterwards so errors can name them.
+struct RawProgram {
+    id: i64,
+    created_at: String,
+    key: ProgramKey,
+    code: String,
+    run_id: String,
+    round: u32,
+    parent_ids: String,
+    verdict: String,
+    reason: String,
+    reason_class: String,
+    speedup_median: Option<f64>,
+    speedup_ci_low: Option<f64>,
+    speedup_ci_high: Option<f64>,
+    evaluation: String,
+}
+
+impl RawProgram {
+    fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: row.get(0)?,
+            created_at: row.get(1)?,
+            key: ProgramKey {
+                task_hash: row.get(2)?,
+                code_hash: row.get(3)?,
+                settings_hash: row.get(4)?,
+            },
+            code: row.get(5)?,
+            run_id: row.get(6)?,
+            round: row.get(7)?,
+            parent_ids: row.get(8)?,
+            verdict: row.get(9)?,
+            reason: row.get(10)?,
+            reason_class: row.get(11)?,
+            speedup_median: row.get(12)?,
+            speedup_ci_low: row.get(13)?,
+            speedup_ci_high: row.get(14)?,
+            evaluation: row.get(15)?,
+        })
+    }
+
+    fn decode(self, path: &Path) -> Result<StoredProgram, StoreError> {
+        let row = self.id.to_string();
+        let parents = json::decode(&self.parent_ids, path, "programs", &row, "parent_ids")?;
+        let parent_ids =
+            serde_json::from_value(parents).map_err(|source| StoreError::CorruptJson {
+                path: path.to_path_buf(),
+                table: "programs",
+                row: row.clone(),
+                column: "parent_ids",
+                source,
+            })?;
+        Ok(StoredProgram {
+            evaluation: json::decode(&self.evaluation, path, "programs", &row, "evaluation")?,
+            parent_ids,
+            id: self.id,
+            created_at: self.created_at,
+            key: self.key,
+            code: self.code,
+            run_id: self.run_id,
+            round: self.round,
+            verdict: self.verdict,
+            reason: self.reason,
+            reason_class: self.reason_class,
+            speedup_median: self.speedup_median,
+            speedup_ci_low: self.speedup_ci_low,
+            speedup_ci_high: self.speedup_ci_high,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema;
+
+    fn conn() -> Connection {
+        let mut conn = Connection::open_in_memory().unwrap();
+        schema::migrate(&mut conn, Path::new(":memory:")).unwrap();
+        conn
+    }
+
+    fn program(code_hash: &str, speedup: Option<f64>) -> NewProgram {
+        NewProgram {
+            key: ProgramKey {
+                task_hash: "t".into(),
+                code_hash: code_hash.into(),
+                settings_hash: "s".into(),
+            },
+            code: format!("class ModelNew: pass  # {code_hash}\n"),
+            run_id: "run".into(),
+            round: 2,
+            parent_ids: vec![7, 3],
+            verdict: "correct".into(),
+            reason: "matches".into(),
+            reason_class: "ok".into(),
+            speedup_median: speedup,
+            speedup_ci_low: speedup.map(|s| s - 0.1),
+            speedup_ci_high: speedup.map(|s| s + 0.1),
+            evaluation: serde_json::json!({"verdict": "correct"}),
+        }
+    }
+
+    #[test]
+    fn the_first_program_under_a_key_wins() {
+        let conn = conn();
+        let p = Path::new(":memory:");
+        let first = insert(&conn, p, &program("a", Some(2.0))).unwrap();
+        let mut again = program("a", Some(9.0));
+        again.verdict = "incorrect".into();
+        assert_eq!(insert(&conn, p, &again).unwrap(), first);
+        let got = find(&conn, p, &again.key).unwrap().unwrap();
+        assert_eq!(got.id, first);
+        assert_eq!(got.speedup_median, Some(2.0));
+        assert_eq!(got.verdict, "correct");
+        assert_eq!(got.parent_ids, vec![7, 3]);
+    }
+
+    #[test]
+    fn programs_of_a_task_are_listed_per_settings_oldest_first() {
+        let conn = conn();
+        let p = Path::new(":memory:");
+        let a = insert(&conn, p, &program("a", Some(1.0))).unwrap();
+        let mut other_settings = program("b", None);
+        other_settings.key.settings_hash = "gpu".into();
+        insert(&conn, p, &other_settings).unwrap();
+        let c = insert(&conn, p, &program("c", None)).unwrap();
+        let ids: Vec<i64> = for_task(&conn, p, "t", "s")
+            .unwrap()
+            .iter()
+            .map(|x| x.id)
+            .collect();
+        assert_eq!(ids, vec![a, c]);
+        assert_eq!(by_id(&conn, p, c).unwrap().unwrap().speedup_median, None);
+        assert!(by_id(&conn, p, 999).unwrap().is_none());
+    }
+
+    #[test]
+    fn nan_speedups_are_refused() {
+        let err = insert(
+            &conn(),
+            Path::new(":memory:"),
+            &program("a", Some(f64::NAN)),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StoreError::NotANumber {
+                    field: "speedup_median",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn corrupt_parent_ids_name_the_column() {
+        let conn = conn();
+        let id = insert(&conn, Path::new(":memory:"), &program("a", None)).unwrap();
+        conn.execute(
+            "UPDATE programs SET parent_ids = '{\"x\": 1}' WHERE id = ?1",
+            [id],
+        )
+        .unwrap();
+        let err = by_id(&conn, Path::new("p.db"), id).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StoreError::CorruptJson {
+                    column: "parent_ids",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+}
