@@ -1,0 +1,128 @@
+//! [`OptimizeConfig`]: how many rounds and samples, how prompts pick exemplars, and when to stop.
+
+use std::time::Duration;
+
+use cudal1_llm::Prices;
+use serde::{Deserialize, Serialize};
+
+use crate::OptimizeError;
+
+/// The loop's options. [`OptimizeConfig::new`] gives the defaults the CLI documents.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OptimizeConfig {
+    /// Rounds in all, counting rounds finished by earlier invocations of the same run.
+    pub rounds: u32,
+    /// LLM samples per round.
+    pub samples: u32,
+    /// Exemplars shown by the contrastive prompt (CUDA-L1: 2).
+    pub exemplars: usize,
+    /// Width of the sampler's speedup buckets.
+    pub bucket_width: f64,
+    /// Softmax temperature over bucket means: low favours the best bucket, high is uniform.
+    pub exemplar_temperature: f64,
+    /// Stop after this many finished rounds in a row without a better program.
+    pub patience: Option<u32>,
+    /// Wall time of this invocation.
+    #[serde(with = "opt_secs")]
+    pub max_wall: Option<Duration>,
+    /// Prompt plus completion tokens of the whole run (all invocations).
+    pub max_total_tokens: Option<u64>,
+    /// Estimated cost of the whole run (all invocations), from `prices`.
+    pub max_cost_usd: Option<f64>,
+    #[serde(skip)]
+    pub prices: Prices,
+    /// Sampling settings of every request.
+    pub temperature: f32,
+    pub top_p: f32,
+    pub max_tokens: u32,
+    /// LLM requests in flight at once.
+    pub concurrency: usize,
+    /// Seeds the exemplar draws and the requests' sampling seeds.
+    pub seed: u64,
+}
+
+impl OptimizeConfig {
+    pub fn new(rounds: u32, samples: u32) -> Self {
+        Self {
+            rounds,
+            samples,
+            exemplars: 2,
+            bucket_width: 0.25,
+            exemplar_temperature: 1.0,
+            patience: None,
+            max_wall: None,
+            max_total_tokens: None,
+            max_cost_usd: None,
+            prices: Prices::default(),
+            temperature: 1.0,
+            top_p: 1.0,
+            max_tokens: 8192,
+            concurrency: 8,
+            seed: 0,
+        }
+    }
+
+    /// Why these options cannot work, if they cannot.
+    pub fn check(&self) -> Result<(), OptimizeError> {
+        let bad = |reason: String| Err(OptimizeError::Config { reason });
+        if self.rounds == 0 || self.samples == 0 {
+            return bad(format!("rounds and samples must be at least 1 (got {} and {})", self.rounds, self.samples));
+        }
+        if self.exemplars == 0 {
+            return bad("exemplars must be at least 1".to_owned());
+        }
+        if self.concurrency == 0 {
+            return bad("concurrency must be at least 1".to_owned());
+        }
+        if self.patience == Some(0) {
+            return bad("patience must be at least 1 round".to_owned());
+        }
+        if self.max_cost_usd.is_some_and(|c| !(c.is_finite() && c >= 0.0)) {
+            return bad("the cost budget must be a finite number of dollars".to_owned());
+        }
+        if let Err(e) = cudal1_search::ExemplarSampler::new(self.bucket_width, self.exemplar_temperature) {
+            return bad(e.to_string());
+        }
+        Ok(())
+    }
+}
+
+mod opt_secs {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_f64(d.as_secs_f64()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        Ok(Option::<f64>::deserialize(d)?.filter(|s| s.is_finite() && *s >= 0.0).map(Duration::from_secs_f64))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_bad_values_are_named() {
+        OptimizeConfig::new(3, 4).check().unwrap();
+        let reason = |c: OptimizeConfig| c.check().unwrap_err().to_string();
+        assert!(reason(OptimizeConfig::new(0, 4)).contains("rounds and samples"));
+        assert!(reason(OptimizeConfig { patience: Some(0), ..OptimizeConfig::new(1, 1) }).contains("patience"));
+        assert!(reason(OptimizeConfig { bucket_width: 0.0, ..OptimizeConfig::new(1, 1) }).contains("bucket width"));
+        assert!(reason(OptimizeConfig { max_cost_usd: Some(f64::NAN), ..OptimizeConfig::new(1, 1) }).contains("cost"));
+    }
+
+    #[test]
+    fn round_trips_through_json_with_wall_time_in_seconds() {
+        let c = OptimizeConfig { max_wall: Some(Duration::from_millis(1500)), ..OptimizeConfig::new(2, 3) };
+        let v = serde_json::to_value(&c).unwrap();
+        assert_eq!(v["max_wall"], 1.5);
+        let back: OptimizeConfig = serde_json::from_value(v).unwrap();
+        assert_eq!(back, c);
+    }
+}

@@ -1,0 +1,53 @@
+//! What the loop reports while it runs. The library prints nothing: the caller gets every
+//! [`Event`] through a callback and decides what people see (progress bars, JSON, logs).
+
+use cudal1_eval::Verdict;
+use cudal1_store::NewRound;
+
+use crate::plan::PromptKind;
+use crate::stop::StopReason;
+use crate::tally::Outcome;
+
+#[derive(Debug, Clone)]
+pub enum Event {
+    RunStarted {
+        run_id: String,
+        task: String,
+        /// Rounds finished by earlier invocations.
+        finished_rounds: u32,
+        /// Samples recorded by earlier invocations.
+        recorded_samples: usize,
+        /// Programs left unevaluated by an earlier invocation, evaluated first.
+        pending_evaluations: usize,
+    },
+    RoundStarted {
+        round: u32,
+        /// Requests this invocation sends in this round.
+        requests: u32,
+        /// Samples of this round recorded by an earlier invocation.
+        already_recorded: u32,
+        kind: PromptKind,
+    },
+    SampleRecorded {
+        round: u32,
+        index: u32,
+        outcome: Outcome,
+        reason: Option<String>,
+        tokens: u64,
+        /// The program was sent for evaluation (not a duplicate of a known one).
+        queued: bool,
+        /// The program is one the database already holds.
+        known_program: Option<i64>,
+    },
+    ProgramEvaluated {
+        round: u32,
+        program_id: i64,
+        verdict: Verdict,
+        speedup: Option<f64>,
+        reason: String,
+    },
+    /// The reference failed while judging one program; the next starts a fresh reference.
+    ReferenceFailed { error: String },
+    RoundFinished { totals: NewRound },
+    Stopped { reason: StopReason },
+}

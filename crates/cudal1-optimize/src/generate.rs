@@ -1,0 +1,193 @@
+//! The generator pool: threads that send a round's requests to the LLM, at most `workers` at a
+//! time, and hand each reply (or failure) to the loop as soon as it arrives, so that evaluation
+//! starts while other samples are still being written.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::Scope;
+use std::time::Instant;
+
+use crossbeam_channel::{unbounded, Receiver};
+use cudal1_llm::{ChatRequest, Completion, Llm, LlmError};
+
+use crate::plan::Planned;
+
+/// Whether new requests may start: closed by Ctrl-C, by the loop (a budget is spent, the LLM
+/// failed for good) or by the wall-time deadline. Requests already sent finish.
+#[derive(Debug)]
+pub struct Gate<'a> {
+    cancel: &'a AtomicBool,
+    halt: AtomicBool,
+    deadline: Option<Instant>,
+}
+
+impl<'a> Gate<'a> {
+    pub fn new(cancel: &'a AtomicBool, deadline: Option<Instant>) -> Self {
+        Self { cancel, halt: AtomicBool::new(false), deadline }
+    }
+
+    pub fn open(&self) -> bool {
+        !self.cancel.load(Ordering::SeqCst)
+            && !self.halt.load(Ordering::SeqCst)
+            && self.deadline.is_none_or(|d| Instant::now() < d)
+    }
+
+    pub fn close(&self) {
+        self.halt.store(true, Ordering::SeqCst);
+    }
+
+    pub fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::SeqCst)
+    }
+}
+
+/// Sampling settings shared by every request.
+#[derive(Debug, Clone, Copy)]
+pub struct Sampling {
+    pub temperature: f32,
+    pub top_p: f32,
+    pub max_tokens: u32,
+}
+
+/// What became of one planned request.
+#[derive(Debug)]
+pub enum Generated {
+    Reply { planned: Planned, result: Result<Completion, LlmError> },
+    /// Not sent: the gate was closed when its turn came.
+    NotSent { planned: Planned },
+}
+
+/// Starts `workers` threads on `jobs`; the receiver ends once every job is answered or skipped.
+pub fn spawn<'scope, 'env>(
+    scope: &'scope Scope<'scope, 'env>,
+    llm: &'env dyn Llm,
+    gate: &'env Gate<'env>,
+    sampling: Sampling,
+    jobs: Vec<Planned>,
+    workers: usize,
+) -> Receiver<Generated> {
+    let (job_tx, job_rx) = unbounded::<Planned>();
+    let workers = workers.clamp(1, jobs.len().max(1));
+    for job in jobs {
+        job_tx.send(job).expect("the receiver is alive");
+    }
+    drop(job_tx);
+    let (tx, rx) = unbounded();
+    for _ in 0..workers {
+        let (jobs, tx) = (job_rx.clone(), tx.clone());
+        scope.spawn(move || {
+            for planned in jobs {
+                if !gate.open() {
+                    let _ = tx.send(Generated::NotSent { planned });
+                    continue;
+                }
+                let request = ChatRequest::user(planned.prompt.clone())
+                    .with_temperature(sampling.temperature)
+                    .with_top_p(sampling.top_p)
+                    .with_max_tokens(sampling.max_tokens)
+                    .with_seed(planned.seed);
+                tracing::debug!(round = planned.round, index = planned.index, "sending LLM request");
+                let result = llm.complete(&request);
+                if tx.send(Generated::Reply { planned, result }).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    rx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::PromptKind;
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    /// Answers with the prompt it was given, and records the seeds. The unit under test is
+    /// the pool's bookkeeping, not a client.
+    struct Echo {
+        seeds: Mutex<Vec<Option<u64>>>,
+        gate_after: Option<(usize, &'static AtomicBool)>,
+    }
+
+    impl Llm for Echo {
+        fn complete(&self, req: &ChatRequest) -> Result<Completion, LlmError> {
+            let mut seeds = self.seeds.lock().unwrap();
+            seeds.push(req.seed);
+            if let Some((n, flag)) = self.gate_after {
+                if seeds.len() >= n {
+                    flag.store(true, Ordering::SeqCst);
+                }
+            }
+            Ok(Completion {
+                text: req.messages[0].content.clone(),
+                prompt_tokens: 1,
+                completion_tokens: 1,
+                model: "echo".into(),
+                finish_reason: None,
+                latency: Duration::ZERO,
+            })
+        }
+        fn describe(&self) -> String {
+            "echo".into()
+        }
+    }
+
+    fn jobs(n: u32) -> Vec<Planned> {
+        (0..n)
+            .map(|i| Planned {
+                round: 1,
+                index: i,
+                kind: PromptKind::First,
+                exemplar_ids: vec![],
+                prompt: format!("p{i}"),
+                seed: u64::from(i) + 100,
+            })
+            .collect()
+    }
+
+    const SAMPLING: Sampling = Sampling { temperature: 1.0, top_p: 1.0, max_tokens: 16 };
+
+    #[test]
+    fn every_job_is_answered_once_with_its_own_seed() {
+        let llm = Echo { seeds: Mutex::new(vec![]), gate_after: None };
+        let cancel = AtomicBool::new(false);
+        let gate = Gate::new(&cancel, None);
+        let mut got: Vec<(u32, String)> = std::thread::scope(|s| {
+            spawn(s, &llm, &gate, SAMPLING, jobs(7), 3)
+                .iter()
+                .map(|g| match g {
+                    Generated::Reply { planned, result } => (planned.index, result.unwrap().text),
+                    Generated::NotSent { .. } => panic!("the gate is open"),
+                })
+                .collect()
+        });
+        got.sort();
+        assert_eq!(got, (0..7).map(|i| (i, format!("p{i}"))).collect::<Vec<_>>());
+        let mut seeds = llm.seeds.into_inner().unwrap();
+        seeds.sort();
+        assert_eq!(seeds, (100..107).map(Some).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_closed_gate_stops_new_requests_but_reports_every_job() {
+        static CANCEL: AtomicBool = AtomicBool::new(false);
+        let llm = Echo { seeds: Mutex::new(vec![]), gate_after: Some((2, &CANCEL)) };
+        let gate = Gate::new(&CANCEL, None);
+        let events: Vec<Generated> = std::thread::scope(|s| spawn(s, &llm, &gate, SAMPLING, jobs(6), 1).iter().collect());
+        assert_eq!(events.len(), 6);
+        let sent = events.iter().filter(|g| matches!(g, Generated::Reply { .. })).count();
+        assert_eq!(sent, 2);
+        assert!(gate.cancelled());
+    }
+
+    #[test]
+    fn a_past_deadline_or_a_halt_closes_the_gate() {
+        let cancel = AtomicBool::new(false);
+        assert!(!Gate::new(&cancel, Some(Instant::now())).open());
+        let gate = Gate::new(&cancel, None);
+        assert!(gate.open());
+        gate.close();
+        assert!(!gate.open() && !gate.cancelled());
+    }
+}

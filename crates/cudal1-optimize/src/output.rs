@@ -1,0 +1,239 @@
+//! What a run leaves in its output directory: `best.py` (the best correct program),
+//! `best.json` (its evaluation and lineage) and `report.md` (rounds, the lineage, failures).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use crate::summary::RunSummary;
+use crate::OptimizeError;
+
+/// The files written; `best` is `None` when the run has no correct program.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutputFiles {
+    pub best: Option<(PathBuf, PathBuf)>,
+    pub report: PathBuf,
+}
+
+/// Writes the outputs into `dir` (created if needed). Without a correct program, `best.py` and
+/// `best.json` left by an earlier invocation are removed, so the directory never shows a best
+/// program the report does not.
+pub fn write_outputs(dir: &Path, s: &RunSummary) -> Result<OutputFiles, OptimizeError> {
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| OptimizeError::Output { path, source }
+    };
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let (py, js, md) = (dir.join("best.py"), dir.join("best.json"), dir.join("report.md"));
+    let best = match &s.best {
+        Some(b) => {
+            std::fs::write(&py, &b.code).map_err(io(&py))?;
+            let record = json!({
+                "run_id": s.run_id,
+                "task": s.task,
+                "task_path": s.task_path,
+                "program_id": b.program_id,
+                "round": b.round,
+                "speedup": {"median": b.speedup, "ci_low": b.speedup_ci_low, "ci_high": b.speedup_ci_high},
+                "evaluation": b.evaluation,
+                "lineage": b.lineage,
+            });
+            let text = serde_json::to_string_pretty(&record).expect("JSON values serialise");
+            std::fs::write(&js, text + "\n").map_err(io(&js))?;
+            Some((py, js))
+        }
+        None => {
+            for stale in [&py, &js] {
+                match std::fs::remove_file(stale) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(stale)(e)),
+                    _ => {}
+                }
+            }
+            None
+        }
+    };
+    std::fs::write(&md, render_report(s)).map_err(io(&md))?;
+    Ok(OutputFiles { best, report: md })
+}
+
+fn speedup(x: Option<f64>) -> String {
+    x.map_or_else(|| "-".to_owned(), |v| format!("{v:.2}x"))
+}
+
+/// The report as Markdown.
+pub fn render_report(s: &RunSummary) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# cudal1 optimize: {}\n", s.task);
+    let _ = writeln!(out, "- task: `{}`", s.task_path);
+    let _ = writeln!(out, "- run: `{}`, LLM: {}", s.run_id, s.llm);
+    let _ = writeln!(out, "- stopped: {}", s.stop_text);
+    let t = &s.totals;
+    let _ = writeln!(
+        out,
+        "- samples: {} ({} with a program, {} correct; {} distinct programs), tokens: {} prompt + {} completion, cost ${:.4}",
+        t.samples, t.valid, t.correct, t.programs, t.prompt_tokens, t.completion_tokens, t.cost_usd
+    );
+    match &s.best {
+        Some(b) => {
+            let ci = match (b.speedup_ci_low, b.speedup_ci_high) {
+                (Some(lo), Some(hi)) => format!(" (95% CI {lo:.2}x to {hi:.2}x)"),
+                _ => String::new(),
+            };
+            let _ = writeln!(out, "- best: program #{} from round {}, speedup {:.2}x{ci}, in `best.py`", b.program_id, b.round, b.speedup);
+        }
+        None => {
+            let _ = writeln!(out, "- best: no correct program yet, so there is no `best.py`");
+        }
+    }
+
+    let _ = writeln!(out, "\n## Rounds\n");
+    let _ = writeln!(out, "| round | samples | valid | correct | new programs | best speedup so far | tokens | cost |");
+    let _ = writeln!(out, "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for r in &s.rounds {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | ${:.4} |",
+            r.round,
+            r.samples,
+            r.valid,
+            r.correct,
+            r.new_programs,
+            speedup(r.best_speedup),
+            r.prompt_tokens + r.completion_tokens,
+            r.cost_usd
+        );
+    }
+    if s.rounds.is_empty() {
+        let _ = writeln!(out, "\nNo round has finished yet.");
+    }
+
+    if let Some(b) = &s.best {
+        let _ = writeln!(out, "\n## Lineage of the best\n");
+        let _ = writeln!(out, "Each program lists the exemplars its prompt showed, indented below it.\n");
+        for n in &b.lineage {
+            let origin = if n.parents.is_empty() { "written from the reference alone".to_owned() } else {
+                let ids: Vec<String> = n.parents.iter().map(|p| format!("#{p}")).collect();
+                format!("shown {}", ids.join(", "))
+            };
+            let _ = writeln!(
+                out,
+                "{}- #{}: round {} of run `{}`, {} {}, {origin}",
+                "  ".repeat(n.depth as usize),
+                n.id,
+                n.round,
+                n.run_id,
+                n.verdict,
+                speedup(n.speedup)
+            );
+        }
+    }
+
+    let failed: Vec<_> = s.samples.iter().filter(|l| l.program_id.is_none()).collect();
+    if !failed.is_empty() {
+        let _ = writeln!(out, "\n## Samples without a verdict\n");
+        let _ = writeln!(out, "| round | sample | outcome | reason |");
+        let _ = writeln!(out, "| ---: | ---: | --- | --- |");
+        for l in failed {
+            let reason = l.reason.as_deref().unwrap_or("evaluation pending").lines().next().unwrap_or("").replace('|', "\\|");
+            let _ = writeln!(out, "| {} | {} | {} | {} |", l.round, l.index, l.outcome, reason);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lineage::LineageNode;
+    use crate::stop::StopReason;
+    use crate::summary::{BestProgram, Invocation, SampleLine, Totals};
+    use cudal1_store::NewRound;
+
+    fn summary(best: bool) -> RunSummary {
+        let round = |n: u32, best: Option<f64>| NewRound {
+            run_id: "r1".into(),
+            round: n,
+            samples: 3,
+            valid: 2,
+            correct: 1,
+            new_programs: 2,
+            best_program_id: best.map(|_| 5),
+            best_speedup: best,
+            prompt_tokens: 100,
+            completion_tokens: 50,
+            cost_usd: 0.0,
+            wall_ms: 10.0,
+        };
+        let node = |id, depth, parents: Vec<i64>| LineageNode {
+            id,
+            depth,
+            round: 2 - depth,
+            run_id: "r1".into(),
+            verdict: "correct".into(),
+            speedup: Some(3.0 - f64::from(depth)),
+            parents,
+        };
+        RunSummary {
+            run_id: "r1".into(),
+            task: "level1/1_X".into(),
+            task_path: "/t/level1/1_X.py".into(),
+            llm: "test llm".into(),
+            stop: StopReason::Rounds { rounds: 2 },
+            stop_text: "finished all 2 round(s)".into(),
+            rounds: vec![round(1, None), round(2, best.then_some(3.0))],
+            best: best.then(|| BestProgram {
+                program_id: 5,
+                round: 2,
+                speedup: 3.0,
+                speedup_ci_low: Some(2.8),
+                speedup_ci_high: Some(3.3),
+                code: "class ModelNew: pass\n".into(),
+                evaluation: json!({"verdict": "correct"}),
+                lineage: vec![node(5, 0, vec![2]), node(2, 1, vec![])],
+            }),
+            totals: Totals { samples: 6, valid: 4, correct: 1, programs: 4, prompt_tokens: 200, completion_tokens: 100, cost_usd: 0.0 },
+            invocation: Invocation::default(),
+            samples: vec![SampleLine {
+                round: 1,
+                index: 2,
+                prompt_kind: "first".into(),
+                exemplar_ids: vec![],
+                outcome: "no_code".into(),
+                reason: Some("no code block: the reply has | no block".into()),
+                program_id: None,
+                verdict: None,
+                speedup: None,
+                prompt_tokens: 1,
+                completion_tokens: 1,
+            }],
+        }
+    }
+
+    #[test]
+    fn the_report_has_the_rounds_the_lineage_and_the_failures() {
+        let md = render_report(&summary(true));
+        assert!(md.contains("| 1 | 3 | 2 | 1 | 2 | - | 150 | $0.0000 |"), "{md}");
+        assert!(md.contains("| 2 | 3 | 2 | 1 | 2 | 3.00x | 150 | $0.0000 |"), "{md}");
+        assert!(md.contains("- best: program #5 from round 2, speedup 3.00x (95% CI 2.80x to 3.30x)"), "{md}");
+        assert!(md.contains("- #5: round 2 of run `r1`, correct 3.00x, shown #2\n  - #2: round 1 of run `r1`, correct 2.00x, written from the reference alone"), "{md}");
+        assert!(md.contains("| 1 | 2 | no_code | no code block: the reply has \\| no block |"), "{md}");
+    }
+
+    #[test]
+    fn outputs_are_written_and_stale_ones_removed_without_a_best() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = write_outputs(dir.path(), &summary(true)).unwrap();
+        let (py, js) = files.best.unwrap();
+        assert_eq!(std::fs::read_to_string(py).unwrap(), "class ModelNew: pass\n");
+        let record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(js).unwrap()).unwrap();
+        assert_eq!(record["speedup"]["median"], 3.0);
+        assert_eq!(record["lineage"][1]["id"], 2);
+        assert_eq!(record["evaluation"]["verdict"], "correct");
+
+        let files = write_outputs(dir.path(), &summary(false)).unwrap();
+        assert!(files.best.is_none());
+        assert!(!dir.path().join("best.py").exists() && !dir.path().join("best.json").exists());
+        assert!(std::fs::read_to_string(files.report).unwrap().contains("no correct program yet"));
+    }
+}

@@ -1,0 +1,515 @@
+//! [`Optimizer::run`]: rounds of samples for one task. Each round plans its prompts, lets the
+//! generator pool send them, records every reply as it arrives, sends each new program to the
+//! evaluator at once, and finishes when every sample is recorded and every evaluation is back.
+//! Everything is written to the store as it happens, so a crash or Ctrl-C resumes from there.
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use crossbeam_channel::{never, select, Receiver, Sender};
+use cudal1_eval::Verdict;
+use cudal1_llm::{Completion, Llm, LlmError};
+use cudal1_search::{extract_program, normalized_hash, ExemplarSampler, Prompts};
+use cudal1_store::{NewProgram, NewRound, NewRun, NewSample, ProgramKey, Store, StoredProgram, StoredSample};
+use cudal1_task::{content_hash, Candidate, Task};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+
+use crate::evaluate::{self, EvalDone, EvalEnv, EvalJob};
+use crate::generate::{self, Gate, Generated, Sampling};
+use crate::plan::{plan_round, sample_seed, PlanInput, Planned};
+use crate::stop::{self, Budget, Spend, StopReason};
+use crate::summary::{self, Invocation, RunSummary};
+use crate::tally::{index_programs, round_totals, Outcome, ProgramIndex};
+use crate::{Event, OptimizeConfig, OptimizeError};
+
+/// Everything a run needs. One optimizer can run several tasks in turn.
+pub struct Optimizer<'a> {
+    pub llm: &'a dyn Llm,
+    pub prompts: &'a Prompts,
+    pub store: &'a Store,
+    pub eval: EvalEnv<'a>,
+    pub config: &'a OptimizeConfig,
+    /// Set once (Ctrl-C): no new requests, evaluations under way finish, the round resumes later.
+    pub cancel: &'a AtomicBool,
+}
+
+/// The run id: the same task, evaluation settings and output label continue the same run.
+pub fn run_id(task_hash: &str, settings_hash: &str, label: &str) -> String {
+    content_hash(&format!("{task_hash}|{settings_hash}|{label}"))[..16].to_owned()
+}
+
+/// A program sent to the evaluator and what its record needs when it comes back.
+struct InFlight {
+    code: String,
+    round: u32,
+    parents: Vec<i64>,
+}
+
+/// The state of one run while it is under way.
+struct Loop<'o, 'a> {
+    opt: &'o Optimizer<'a>,
+    task: &'o Task,
+    run_id: String,
+    settings_hash: String,
+    samples: Vec<StoredSample>,
+    programs: ProgramIndex,
+    in_flight: HashMap<String, InFlight>,
+    outstanding: usize,
+    spend: Spend,
+    budget: Budget,
+    invocation: Invocation,
+    /// Why the round under way must end early, once what is in flight is back.
+    stop_in_round: Option<StopReason>,
+    fatal: Option<OptimizeError>,
+}
+
+impl Optimizer<'_> {
+    /// Runs (or resumes) the optimisation of `task`; `label` names the run among others of the
+    /// same task and settings (the CLI passes the output directory).
+    pub fn run(&self, task: &Task, label: &str, on_event: &mut dyn FnMut(Event)) -> Result<RunSummary, OptimizeError> {
+        self.config.check()?;
+        let started = Instant::now();
+        let settings_hash = self.eval.settings.key_hash();
+        let run_id = run_id(&task.hash, &settings_hash, label);
+        let store_err = |source| OptimizeError::Store { task: task.key(), source };
+        self.store
+            .begin_run(&NewRun {
+                id: run_id.clone(),
+                task_hash: task.hash.clone(),
+                task_name: task.key(),
+                task_path: task.path.display().to_string(),
+                settings_hash: settings_hash.clone(),
+                settings: serde_json::to_value(self.eval.settings).unwrap_or_default(),
+                config: serde_json::to_value(self.config).unwrap_or_default(),
+            })
+            .map_err(store_err)?;
+        let samples = self.store.samples_for_run(&run_id).map_err(store_err)?;
+        let programs = index_programs(self.store.programs_for_task(&task.hash, &settings_hash).map_err(store_err)?);
+        let spend = Spend {
+            tokens: samples.iter().map(|s| s.sample.prompt_tokens + s.sample.completion_tokens).sum(),
+            cost_usd: samples.iter().map(|s| s.sample.cost_usd).sum(),
+        };
+        let mut state = Loop {
+            opt: self,
+            task,
+            run_id,
+            settings_hash,
+            samples,
+            programs,
+            in_flight: HashMap::new(),
+            outstanding: 0,
+            spend,
+            budget: Budget::new(self.config, started),
+            invocation: Invocation::default(),
+            stop_in_round: None,
+            fatal: None,
+        };
+        let mut rounds: Vec<NewRound> =
+            self.store.rounds_for_run(&state.run_id).map_err(store_err)?.into_iter().map(|r| r.round).collect();
+        let gate = Gate::new(self.cancel, state.budget.deadline.map(|(d, _)| d));
+        let stop = std::thread::scope(|scope| {
+            let (eval_tx, eval_rx) = evaluate::spawn(scope, self.eval, task, self.cancel, self.config.seed);
+            let result = state.go(scope, &gate, &eval_tx, &eval_rx, &mut rounds, on_event);
+            // The pool ends once its queue is closed; generators finish what they sent.
+            gate.close();
+            drop(eval_tx);
+            result
+        })?;
+        on_event(Event::Stopped { reason: stop.clone() });
+        self.store.finish_run(&state.run_id, &stop.describe()).map_err(store_err)?;
+        let parts = summary::parts(rounds, &state.samples, &state.programs);
+        Ok(RunSummary {
+            run_id: state.run_id,
+            task: task.key(),
+            task_path: task.path.display().to_string(),
+            llm: self.llm.describe(),
+            stop_text: stop.describe(),
+            stop,
+            rounds: parts.rounds,
+            best: parts.best,
+            totals: parts.totals,
+            invocation: state.invocation,
+            samples: parts.samples,
+        })
+    }
+}
+
+impl<'o, 'a> Loop<'o, 'a> {
+    fn store_err(&self, source: cudal1_store::StoreError) -> OptimizeError {
+        OptimizeError::Store { task: self.task.key(), source }
+    }
+
+    fn go<'scope, 'env>(
+        &mut self,
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        gate: &'env Gate<'env>,
+        eval_tx: &Sender<EvalJob>,
+        eval_rx: &Receiver<EvalDone>,
+        rounds: &mut Vec<NewRound>,
+        on_event: &mut dyn FnMut(Event),
+    ) -> Result<StopReason, OptimizeError>
+    where
+        'a: 'env,
+    {
+        let config = self.opt.config;
+        let pending = self.resubmit_pending(eval_tx);
+        on_event(Event::RunStarted {
+            run_id: self.run_id.clone(),
+            task: self.task.key(),
+            finished_rounds: u32::try_from(rounds.len()).unwrap_or(u32::MAX),
+            recorded_samples: self.samples.len(),
+            pending_evaluations: pending,
+        });
+        // Programs an earlier invocation left unevaluated come first.
+        self.wait_for_evaluations(eval_rx, gate, on_event)?;
+        if gate.cancelled() {
+            return Ok(StopReason::Interrupted);
+        }
+        let sampler = ExemplarSampler::new(config.bucket_width, config.exemplar_temperature)
+            .map_err(|e| OptimizeError::Config { reason: e.to_string() })?;
+        loop {
+            let finished = u32::try_from(rounds.len()).unwrap_or(u32::MAX);
+            let bests: Vec<Option<f64>> = rounds.iter().map(|r| r.best_speedup).collect();
+            if let Some(stop) = stop::before_round(config, finished, &bests, &self.budget, self.spend, Instant::now()) {
+                return Ok(stop);
+            }
+            let round = finished + 1;
+            let round_started = Instant::now();
+            let recorded: Vec<u32> =
+                self.samples.iter().filter(|s| s.sample.round == round).map(|s| s.sample.index).collect();
+            let next = recorded.iter().max().map_or(0, |m| m + 1);
+            let missing = config.samples.saturating_sub(u32::try_from(recorded.len()).unwrap_or(u32::MAX));
+            let indices: Vec<u32> = (next..next + missing).collect();
+            let planned = self.plan(round, &indices, &sampler)?;
+            on_event(Event::RoundStarted {
+                round,
+                requests: missing,
+                already_recorded: u32::try_from(recorded.len()).unwrap_or(u32::MAX),
+                kind: planned.first().map_or(crate::PromptKind::First, |p| p.kind),
+            });
+            let sampling = Sampling { temperature: config.temperature, top_p: config.top_p, max_tokens: config.max_tokens };
+            let replies = generate::spawn(scope, self.opt.llm, gate, sampling, planned, config.concurrency);
+            self.drain_round(eval_tx, replies, eval_rx, gate, on_event)?;
+
+            if gate.cancelled() {
+                return Ok(StopReason::Interrupted);
+            }
+            let complete = self.samples.iter().filter(|s| s.sample.round == round).count() >= config.samples as usize;
+            let stop = if complete {
+                self.stop_in_round.take()
+            } else {
+                // Requests were left unsent: a budget closed the gate, or the deadline passed.
+                Some(
+                    self.stop_in_round
+                        .take()
+                        .or_else(|| self.budget.exceeded(self.spend, Instant::now()))
+                        .unwrap_or(StopReason::Interrupted),
+                )
+            };
+            let round_has_samples = self.samples.iter().any(|s| s.sample.round == round);
+            if stop.as_ref().is_none_or(StopReason::finishes_round) && round_has_samples {
+                let wall_ms = round_started.elapsed().as_secs_f64() * 1e3;
+                let totals = round_totals(&self.run_id, round, &self.samples, &self.programs, wall_ms);
+                self.opt.store.finish_round(&totals).map_err(|e| self.store_err(e))?;
+                on_event(Event::RoundFinished { totals: totals.clone() });
+                rounds.push(totals);
+            }
+            if let Some(stop) = stop {
+                return Ok(stop);
+            }
+        }
+    }
+
+    fn plan(&self, round: u32, indices: &[u32], sampler: &ExemplarSampler) -> Result<Vec<Planned>, OptimizeError> {
+        let config = self.opt.config;
+        let mut programs: Vec<&StoredProgram> = self.programs.values().collect();
+        programs.sort_by_key(|p| p.id);
+        let input = PlanInput {
+            round,
+            reference: &self.task.source,
+            prompts: self.opt.prompts,
+            programs: &programs,
+            sampler,
+            exemplars: config.exemplars,
+            seed: config.seed ^ seed_of(&self.run_id),
+        };
+        let mut rng = StdRng::seed_from_u64(sample_seed(input.seed, round, u32::MAX));
+        plan_round(&input, indices, &mut rng).map_err(|source| OptimizeError::Prompt { task: self.task.key(), source })
+    }
+
+    /// Records replies as they come and evaluates new programs as they come, until every
+    /// request of the round is answered and every evaluation is back.
+    fn drain_round(
+        &mut self,
+        eval_tx: &Sender<EvalJob>,
+        replies: Receiver<Generated>,
+        eval_rx: &Receiver<EvalDone>,
+        gate: &Gate<'_>,
+        on_event: &mut dyn FnMut(Event),
+    ) -> Result<(), OptimizeError> {
+        let closed = never();
+        let mut replies_open = true;
+        while replies_open || self.outstanding > 0 {
+            let replies_rx = if replies_open { &replies } else { &closed };
+            select! {
+                recv(replies_rx) -> msg => match msg {
+                    Ok(Generated::Reply { planned, result }) => {
+                        self.invocation.requests += 1;
+                        self.on_reply(planned, result, eval_tx, gate, on_event)?;
+                    }
+                    Ok(Generated::NotSent { planned }) => {
+                        tracing::debug!(round = planned.round, index = planned.index, "request not sent: the gate is closed");
+                    }
+                    Err(_) => replies_open = false,
+                },
+                recv(eval_rx) -> msg => match msg {
+                    Ok(done) => self.on_evaluated(done, gate, on_event)?,
+                    Err(_) => return Err(OptimizeError::EvaluatorStopped { task: self.task.key(), outstanding: self.outstanding }),
+                },
+            }
+            if let Some(e) = self.fatal.take() {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for the evaluations under way (no new requests).
+    fn wait_for_evaluations(&mut self, eval_rx: &Receiver<EvalDone>, gate: &Gate<'_>, on_event: &mut dyn FnMut(Event)) -> Result<(), OptimizeError> {
+        while self.outstanding > 0 {
+            match eval_rx.recv() {
+                Ok(done) => self.on_evaluated(done, gate, on_event)?,
+                Err(_) => return Err(OptimizeError::EvaluatorStopped { task: self.task.key(), outstanding: self.outstanding }),
+            }
+            if let Some(e) = self.fatal.take() {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn on_reply(
+        &mut self,
+        planned: Planned,
+        result: Result<Completion, LlmError>,
+        eval_tx: &Sender<EvalJob>,
+        gate: &Gate<'_>,
+        on_event: &mut dyn FnMut(Event),
+    ) -> Result<(), OptimizeError> {
+        let mut sample = NewSample {
+            run_id: self.run_id.clone(),
+            round: planned.round,
+            index: planned.index,
+            prompt_kind: planned.kind.as_str().to_owned(),
+            exemplar_ids: planned.exemplar_ids.clone(),
+            model: None,
+            reply: None,
+            finish_reason: None,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            cost_usd: 0.0,
+            latency_ms: None,
+            outcome: Outcome::LlmError.as_str().to_owned(),
+            reason: None,
+            code_hash: None,
+        };
+        let mut code = None;
+        match result {
+            Err(LlmError::BudgetExhausted { spent_usd, cap_usd }) => {
+                gate.close();
+                let message = format!("spent ${spent_usd:.4} of a ${cap_usd:.4} cap");
+                self.stop_in_round.get_or_insert(StopReason::LlmBudget { message });
+                return Ok(());
+            }
+            Err(e) if e.is_fatal() => {
+                gate.close();
+                self.fatal = Some(OptimizeError::Llm { task: self.task.key(), llm: self.opt.llm.describe(), source: e });
+                return Ok(());
+            }
+            Err(e) => {
+                tracing::warn!(round = planned.round, index = planned.index, error = %e, "LLM request failed");
+                sample.reason = Some(error_chain(&e));
+            }
+            Ok(c) => {
+                let cost = self.opt.config.prices.cost(c.prompt_tokens, c.completion_tokens);
+                self.spend.tokens += c.prompt_tokens + c.completion_tokens;
+                self.spend.cost_usd += cost;
+                sample.model = Some(c.model);
+                sample.finish_reason = c.finish_reason;
+                sample.prompt_tokens = c.prompt_tokens;
+                sample.completion_tokens = c.completion_tokens;
+                sample.cost_usd = cost;
+                sample.latency_ms = Some(c.latency.as_secs_f64() * 1e3);
+                match extract_program(&c.text) {
+                    Ok(program) => {
+                        sample.outcome = Outcome::Program.as_str().to_owned();
+                        sample.code_hash = Some(normalized_hash(&program));
+                        code = Some(program);
+                    }
+                    Err(e) => {
+                        sample.outcome = Outcome::NoCode.as_str().to_owned();
+                        sample.reason = Some(e.to_string());
+                    }
+                }
+                sample.reply = Some(c.text);
+                if let Some(stop) = self.budget.exceeded(self.spend, Instant::now()) {
+                    gate.close();
+                    self.stop_in_round.get_or_insert(stop);
+                }
+            }
+        }
+        let id = self.opt.store.insert_sample(&sample).map_err(|e| self.store_err(e))?;
+        let tokens = sample.prompt_tokens + sample.completion_tokens;
+        let outcome = match sample.outcome.as_str() {
+            "program" => Outcome::Program,
+            "no_code" => Outcome::NoCode,
+            _ => Outcome::LlmError,
+        };
+        let (reason, code_hash) = (sample.reason.clone(), sample.code_hash.clone());
+        self.samples.push(StoredSample { id, created_at: String::new(), sample });
+        let (queued, known_program) = match (code, code_hash) {
+            (Some(code), Some(hash)) => self.submit(eval_tx, hash, code, planned.round, planned.exemplar_ids, planned.index),
+            _ => (false, None),
+        };
+        on_event(Event::SampleRecorded { round: planned.round, index: planned.index, outcome, reason, tokens, queued, known_program });
+        Ok(())
+    }
+
+    /// Sends a program to the evaluator unless the database holds it or it is under way;
+    /// returns (sent, the known program's id).
+    fn submit(&mut self, eval_tx: &Sender<EvalJob>, hash: String, code: String, round: u32, parents: Vec<i64>, index: u32) -> (bool, Option<i64>) {
+        if let Some(p) = self.programs.get(&hash) {
+            return (false, Some(p.id));
+        }
+        if self.in_flight.contains_key(&hash) {
+            return (false, None);
+        }
+        let label = format!("{} round {round} sample {index}", self.task.key());
+        let candidate = Candidate::from_source(label, code.clone());
+        if eval_tx.send(EvalJob { code_hash: hash.clone(), candidate }).is_err() {
+            return (false, None);
+        }
+        self.in_flight.insert(hash, InFlight { code, round, parents });
+        self.outstanding += 1;
+        (true, None)
+    }
+
+    /// Samples of this run whose program has no verdict yet (an earlier invocation stopped
+    /// before it was evaluated) go to the evaluator again; returns how many.
+    fn resubmit_pending(&mut self, eval_tx: &Sender<EvalJob>) -> usize {
+        let pending: Vec<(String, String, u32, Vec<i64>, u32)> = self
+            .samples
+            .iter()
+            .filter_map(|s| {
+                let hash = s.sample.code_hash.clone()?;
+                if self.programs.contains_key(&hash) {
+                    return None;
+                }
+                let code = extract_program(s.sample.reply.as_deref()?).ok()?;
+                Some((hash, code, s.sample.round, s.sample.exemplar_ids.clone(), s.sample.index))
+            })
+            .collect();
+        let before = self.outstanding;
+        for (hash, code, round, parents, index) in pending {
+            self.submit(eval_tx, hash, code, round, parents, index);
+        }
+        self.outstanding - before
+    }
+
+    fn on_evaluated(&mut self, done: EvalDone, gate: &Gate<'_>, on_event: &mut dyn FnMut(Event)) -> Result<(), OptimizeError> {
+        self.outstanding = self.outstanding.saturating_sub(1);
+        match done {
+            EvalDone::Finished { code_hash, evaluation } => {
+                let Some(flight) = self.in_flight.remove(&code_hash) else { return Ok(()) };
+                let e = &*evaluation;
+                let key = ProgramKey { task_hash: self.task.hash.clone(), code_hash: code_hash.clone(), settings_hash: self.settings_hash.clone() };
+                let program = NewProgram {
+                    key: key.clone(),
+                    code: flight.code,
+                    run_id: self.run_id.clone(),
+                    round: flight.round,
+                    parent_ids: flight.parents,
+                    verdict: e.verdict.as_str().to_owned(),
+                    reason: e.reason.clone(),
+                    reason_class: e.reason_class.clone(),
+                    speedup_median: e.speedup.map(|s| s.median).filter(|x| !x.is_nan()),
+                    speedup_ci_low: e.speedup.map(|s| s.ci_low).filter(|x| !x.is_nan()),
+                    speedup_ci_high: e.speedup.map(|s| s.ci_high).filter(|x| !x.is_nan()),
+                    evaluation: serde_json::to_value(e).unwrap_or_default(),
+                };
+                let store = self.opt.store;
+                store.insert_program(&program).map_err(|e| self.store_err(e))?;
+                let stored = store.find_program(&key).map_err(|e| self.store_err(e))?;
+                self.invocation.evaluations += 1;
+                if let Some(stored) = stored {
+                    on_event(Event::ProgramEvaluated {
+                        round: stored.round,
+                        program_id: stored.id,
+                        verdict: Verdict::parse(&stored.verdict).unwrap_or(e.verdict),
+                        speedup: stored.speedup_median,
+                        reason: stored.reason.clone(),
+                    });
+                    self.programs.insert(code_hash, stored);
+                }
+            }
+            EvalDone::ReferenceFailed { code_hash, error, at_start } => {
+                self.in_flight.remove(&code_hash);
+                if at_start {
+                    gate.close();
+                    self.fatal.get_or_insert(OptimizeError::Reference { task: self.task.key(), message: error });
+                } else {
+                    tracing::warn!(task = %self.task.key(), %error, "the reference failed while judging a program");
+                    on_event(Event::ReferenceFailed { error });
+                }
+            }
+            EvalDone::Skipped { code_hash } => {
+                self.in_flight.remove(&code_hash);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A 64-bit number from a run id, so runs of different tasks draw different samples.
+fn seed_of(run_id: &str) -> u64 {
+    run_id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// The error and its causes on one line, e.g. "did not answer within 3s: timed out".
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_are_stable_and_depend_on_every_part() {
+        let a = run_id("t", "s", "/out");
+        assert_eq!(a.len(), 16);
+        assert_eq!(a, run_id("t", "s", "/out"));
+        assert_ne!(a, run_id("t2", "s", "/out"));
+        assert_ne!(a, run_id("t", "s2", "/out"));
+        assert_ne!(a, run_id("t", "s", "/out2"));
+    }
+
+    #[test]
+    fn error_chains_show_their_causes() {
+        let e = LlmError::Timeout {
+            url: "http://x".into(),
+            timeout: std::time::Duration::from_secs(3),
+            source: "timed out reading the body".into(),
+        };
+        assert_eq!(error_chain(&e), "`http://x` did not answer within 3s: timed out reading the body");
+    }
+}
