@@ -94,6 +94,12 @@ impl RunnerClient {
             (_, Device::Cuda(n)) => n.to_string(),
         };
         set("CUDA_VISIBLE_DEVICES", &visible);
+        if *launch.device == Device::Cpu {
+            // One intra-op thread on the CPU: a thread pool on oversubscribed cores (a CI machine,
+            // the other runner) stalls for milliseconds at random, which swamps the measurement.
+            set("OMP_NUM_THREADS", &"1");
+            set("MKL_NUM_THREADS", &"1");
+        }
         if let Some(arch) = &env.cuda_arch {
             set("TORCH_CUDA_ARCH_LIST", arch);
         }
