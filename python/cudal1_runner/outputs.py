@@ -18,6 +18,7 @@ ALIASES_INPUT = "output_aliases_input"
 INPUT_MUTATED = "input_mutated"
 NO_STORAGE = "output_no_storage"
 WRONG_DEVICE = "output_wrong_device"
+NOT_READY = "output_not_ready"
 
 _NUMBERS = (bool, int, float, complex)
 
@@ -88,6 +89,38 @@ def output_findings(flat: list, inputs: list, device: torch.device) -> list:
             if input_device == out_device and r[0] < ir[1] and ir[0] < r[1]:
                 found.append(_finding(ALIASES_INPUT, f"output {index} shares storage with input {input_index}"))
     return found
+
+
+def early_copies(output) -> list:
+    """Copies of the output's tensors made on the current stream as soon as the call returns.
+
+    They are ordered after everything the candidate queued on the caller's stream, and after
+    nothing else: a copy that differs from the output after the device is synchronised shows that
+    the output was still being written by work on another stream (or thread) that the call did
+    not wait for. A caller using the output on its own stream would read it half-written.
+    """
+    copies = []
+    for out in leaves(output):
+        try:
+            with _plain_view():
+                copies.append(out.detach().clone() if isinstance(out, torch.Tensor) else None)
+        except Exception:
+            copies.append(None)
+    return copies
+
+
+def readiness_findings(early: list, flat: list) -> list:
+    for index, (copy, out) in enumerate(zip(early, flat)):
+        if copy is None or not isinstance(out, torch.Tensor):
+            continue
+        try:
+            with _plain_view():
+                same = _same_tensor(out.detach(), copy)
+        except Exception:
+            continue
+        if not same:
+            return [_finding(NOT_READY, f"output {index} was still being written when the call returned (work on another stream or thread that the call did not wait for)")]
+    return []
 
 
 def mutation_findings(inputs, clones) -> list:

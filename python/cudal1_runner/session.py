@@ -12,7 +12,7 @@ import time
 import torch
 
 from . import compile as compiling
-from . import environment, precision
+from . import environment, precision, seeding
 from . import inputs as inputs_mod
 from . import outputs as outputs_mod
 from . import requests as req
@@ -20,6 +20,7 @@ from . import timing
 from .compare import compare_files
 from .errors import BAD_REQUEST, INTERNAL, LOAD_ERROR, RUNTIME_ERROR, RunnerError, classify, with_context
 from .loading import load_module, require
+from .guard import Guard
 from .seeding import seed_all
 
 _OPS = {
@@ -35,7 +36,10 @@ class Session:
         self.device = None
         self.model = None
         self.source = None
+        self.feeder = None
         self._flushers = {}
+        # Made before any task or candidate code runs: its baseline is the untouched runtime.
+        self.guard = Guard() if role == "candidate" else None
 
     @property
     def inspects(self) -> bool:
@@ -44,6 +48,15 @@ class Session:
 
     def serve(self, line: bytes):
         """Answer one request line; returns (reply, stop)."""
+        if self.guard is not None:
+            self.guard.idle.request_started()
+        try:
+            return self._serve(line)
+        finally:
+            if self.guard is not None:
+                self.guard.idle.request_done()
+
+    def _serve(self, line: bytes):
         try:
             request = json.loads(line)
         except ValueError as exc:
@@ -85,14 +98,19 @@ class Session:
             raise RunnerError(BAD_REQUEST, "`reference` is required")
         if self.role == "candidate" and candidate is None:
             raise RunnerError(BAD_REQUEST, "the candidate role needs `candidate`")
-        self.model = self.source = None
+        self.model = self.source = self.feeder = None
+        guard = self.guard
 
         precision.apply(allow_tf32)
         ref = load_module(reference, "reference")
         require(ref, ["get_inputs", "get_init_inputs"] + (["Model"] if self.role == "reference" else []), "reference")
         source = inputs_mod.InputSource(ref)
         if self.role == "candidate":
+            guard.reference_loaded(ref, reference)
+            precision.apply(allow_tf32)
+            guard.precision_set()
             cand = load_module(candidate, "candidate")
+            guard.check_precision("when the candidate was imported")
             require(cand, ["ModelNew"], "candidate")
             cls, label = vars(cand)["ModelNew"], "ModelNew"
         else:
@@ -103,11 +121,16 @@ class Session:
         with torch.no_grad():
             init = _phase(lambda: _seeded(init_seed, source.get_init_inputs), "reference get_init_inputs()", LOAD_ERROR)
             model = _phase(lambda: _construct(cls, init, init_seed, device), f"constructing {label}", LOAD_ERROR)
+            if guard is not None:
+                guard.check_precision("while ModelNew was constructed")
             precision.apply(allow_tf32)
             probe = _phase(lambda: _seeded(0, source.get_inputs), "reference get_inputs()", LOAD_ERROR)
         parameters = _phase(lambda: sum(int(p.numel()) for p in model.parameters()), f"{label}.parameters()", LOAD_ERROR)
+        if guard is not None:
+            guard.constructed(model)
 
         self.device, self.model, self.source = device, model, source
+        self.feeder = inputs_mod.Feeder(source, device)
         return {
             "inputs": [inputs_mod.spec(v) for v in probe],
             "init_inputs": [inputs_mod.spec(v) for v in init],
@@ -133,20 +156,25 @@ class Session:
     _op_expected = _op_outputs
 
     def _one_output(self, seed: int, out_dir: str) -> dict:
-        args = inputs_mod.generate(self.source, self.device, seed)
+        args = self.feeder.next(seed)
         # Fingerprint before the call: the model may edit its inputs.
         input_digest = inputs_mod.digest(args)
         clones = inputs_mod.snapshot(args) if self.inspects else None
+        seeding.reseed_for_call(seed)
         self._sync()
-        t0 = time.perf_counter_ns()
+        t0 = timing.clock_ns()
         out = self.model(*args)
+        early = outputs_mod.early_copies(out) if self.inspects and self.device.type == "cuda" else None
         self._sync()
-        ms = (time.perf_counter_ns() - t0) / 1e6
+        ms = (timing.clock_ns() - t0) / 1e6
         flat = outputs_mod.leaves(out)
         findings = []
         if self.inspects:
             findings += outputs_mod.output_findings(flat, args, self.device)
             findings += outputs_mod.mutation_findings(args, clones)
+            if early is not None:
+                findings += outputs_mod.readiness_findings(early, flat)
+            findings += self.guard.findings()
         saved, more = outputs_mod.to_host(flat, strict=not self.inspects)
         path = os.path.join(out_dir, f"seed-{seed}.pt")
         outputs_mod.save(path, saved)
@@ -191,7 +219,7 @@ class Session:
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
-            torch.cuda.synchronize()
+            timing.device_sync()
 
     def l2_flusher(self):
         key = str(self.device)

@@ -4,6 +4,12 @@ Everything that is not the model call (input generation, transfer, flush) happen
 clocks start. The clocks stop only after ``torch.cuda.synchronize()``, so work queued on any
 stream of the device is counted. Outputs of ``check`` calls are copied to the host and saved
 after the clocks stop; no other call moves data to the host inside the loop.
+
+Call ``i`` uses the seed ``mix(seed_base, i)``, so no call's inputs can be foreseen from another's,
+and the generators are reseeded before the call so that they do not reveal the input seed. The
+clocks and the synchronisation are bound when this module is imported, before any task or
+candidate code runs, so patching ``time.perf_counter_ns`` or ``torch.cuda.synchronize`` cannot
+change a measurement (the candidate role reports the attempt; see ``tamper``).
 """
 
 import os
@@ -11,11 +17,26 @@ import time
 
 import torch
 
-from . import inputs as inputs_mod
 from . import outputs as outputs_mod
 from .errors import RUNTIME_ERROR, classify, with_context
+from .seeding import mix, reseed_for_call
 
 _FALLBACK_L2_BYTES = 50 * 1024 * 1024
+
+clock_ns = time.perf_counter_ns
+_cuda_synchronize = getattr(torch._C, "_cuda_synchronize", None)
+_cuda_ready = torch.cuda.is_initialized
+_Event = torch.cuda.Event
+_record = torch.cuda.Event.record
+_elapsed = torch.cuda.Event.elapsed_time
+
+
+def device_sync() -> None:
+    """Wait for all work on every stream of the current device."""
+    if _cuda_synchronize is None or not _cuda_ready():
+        torch.cuda.synchronize()  # initialises CUDA first
+    else:
+        _cuda_synchronize()
 
 
 class L2Flusher:
@@ -37,35 +58,38 @@ class L2Flusher:
 
 
 def run(session, calls: int, seed_base: int, flush_l2: bool, check: list, out_dir: str, warmup: bool) -> dict:
-    started = time.perf_counter_ns()
+    started = clock_ns()
     device = session.device
     gpu = device.type == "cuda"
     flusher = session.l2_flusher() if (gpu and flush_l2) else None
     check_set = set(check) if not warmup else set()
     if gpu:
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
+        stream = torch.cuda.current_stream()
+        starts = [_Event(enable_timing=True) for _ in range(calls)]
+        ends = [_Event(enable_timing=True) for _ in range(calls)]
     host_ns = []
     checked = []
     model = session.model
+    feeder = session.feeder
     for i in range(calls):
-        seed = seed_base + i
+        seed = mix(seed_base, i)
         try:
-            args = inputs_mod.generate(session.source, device, seed)
+            args = feeder.next(seed)
+            reseed_for_call(seed)
             if flusher is not None:
                 flusher.flush()
             if gpu:
-                torch.cuda.synchronize()
-                starts[i].record()
-                t0 = time.perf_counter_ns()
+                device_sync()
+                _record(starts[i], stream)
+                t0 = clock_ns()
                 out = model(*args)
-                torch.cuda.synchronize()
-                ends[i].record()
-                t1 = time.perf_counter_ns()
+                device_sync()
+                _record(ends[i], stream)
+                t1 = clock_ns()
             else:
-                t0 = time.perf_counter_ns()
+                t0 = clock_ns()
                 out = model(*args)
-                t1 = time.perf_counter_ns()
+                t1 = clock_ns()
             host_ns.append(t1 - t0)
             if i in check_set:
                 checked.append(_save_check(session, out, args, seed, out_dir))
@@ -75,20 +99,24 @@ def run(session, calls: int, seed_base: int, flush_l2: bool, check: list, out_di
                 raise
             raise with_context(classify(exc, RUNTIME_ERROR), f"seed {seed}") from None
     if gpu:
-        torch.cuda.synchronize()
-        ms = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+        device_sync()
+        ms = [_elapsed(s, e) for s, e in zip(starts, ends)]
     host_ms = [ns / 1e6 for ns in host_ns]
     if not gpu:
         ms = list(host_ms)
-    wall_ms = (time.perf_counter_ns() - started) / 1e6
+    # Untrusted code ran: what the guard saw during the block (the Rust side reads `findings`).
+    findings = session.guard.findings() if session.inspects else []
+    wall_ms = (clock_ns() - started) / 1e6
     if warmup:
-        return {"ms": [], "host_ms": [], "checked": [], "wall_ms": wall_ms}
-    return {"ms": ms, "host_ms": host_ms, "checked": checked, "wall_ms": wall_ms}
+        return {"ms": [], "host_ms": [], "checked": [], "wall_ms": wall_ms, "findings": findings}
+    return {"ms": ms, "host_ms": host_ms, "checked": checked, "wall_ms": wall_ms, "findings": findings}
 
 
 def _save_check(session, out, args, seed: int, out_dir: str) -> dict:
     flat = outputs_mod.leaves(out)
     found = outputs_mod.output_findings(flat, args, session.device) if session.inspects else []
+    if session.inspects:
+        found += session.guard.findings()
     saved, more = outputs_mod.to_host(flat, strict=not session.inspects)
     path = os.path.join(out_dir, f"time-{seed}.pt")
     outputs_mod.save(path, saved)

@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 
 PYTHON_DIR = Path(__file__).resolve().parent.parent
+# Pure helpers of the runner (seed mixing, frame origins) are also tested in-process.
+if str(PYTHON_DIR) not in sys.path:
+    sys.path.insert(0, str(PYTHON_DIR))
 REPLY_TIMEOUT_S = 300
 
 

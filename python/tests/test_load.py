@@ -160,8 +160,12 @@ def test_a_candidate_editing_the_reference_module_still_gets_the_right_inputs(st
     want = ref.ok("outputs", seeds=seeds, dir=str(tmp_path / "r"))["results"]
     for g, w in zip(got, want):
         assert g["input_digest"] == w["input_digest"]
-        assert g["findings"] == []
         assert torch.equal(_saved(g["path"])[0], _saved(w["path"])[0])
+    # The attempt itself is reported, once: the edit of the module and the scan through gc.
+    assert sorted(f["kind"] for f in got[0]["findings"]) == ["gc_scan", "tampered_reference"]
+    assert got[1]["findings"] == []
+    detail = next(f["detail"] for f in got[0]["findings"] if f["kind"] == "tampered_reference")
+    assert "get_inputs" in detail and "SIZES" in detail
 
 
 def test_syntax_error_is_a_load_error(start_runner, write, reference):

@@ -4,6 +4,8 @@ import torch
 
 from conftest import SAME_CANDIDATE, load
 
+from cudal1_runner.seeding import mix
+
 
 def test_time_returns_samples_and_checked_outputs_that_compare_equal(start_runner, write, reference, tmp_path):
     candidate = write("same.py", SAME_CANDIDATE)
@@ -13,10 +15,13 @@ def test_time_returns_samples_and_checked_outputs_that_compare_equal(start_runne
     assert len(reply["ms"]) == 6 and all(x > 0 for x in reply["ms"])
     assert reply["host_ms"] == reply["ms"]  # the CPU has one clock
     assert reply["wall_ms"] >= sum(reply["ms"])
-    assert [c["seed"] for c in reply["checked"]] == [100001, 100004]
+    # Call i draws from seed mix(seed_base, i), reported so the reference can make the same inputs.
+    seeds = [mix(100000, 1), mix(100000, 4)]
+    assert [c["seed"] for c in reply["checked"]] == seeds
+    assert reply["findings"] == []
     ref = start_runner("reference")
     load(ref, reference)
-    expected = ref.ok("expected", seeds=[100001, 100004], dir=str(tmp_path / "ref"))["results"]
+    expected = ref.ok("expected", seeds=seeds, dir=str(tmp_path / "ref"))["results"]
     for check, exp in zip(reply["checked"], expected):
         assert check["path"].endswith(f"time-{check['seed']}.pt")
         assert check["findings"] == []
@@ -55,7 +60,7 @@ def test_a_model_that_caches_on_the_input_pointer_is_caught_by_checks(start_runn
     checked = cand.ok("time", calls=3, seed_base=40, check=[2], dir=str(tmp_path / "c"))["checked"]
     ref = start_runner("reference")
     load(ref, reference)
-    (exp,) = ref.ok("expected", seeds=[42], dir=str(tmp_path / "r"))["results"]
+    (exp,) = ref.ok("expected", seeds=[mix(40, 2)], dir=str(tmp_path / "r"))["results"]
     cmp = ref.ok("compare", expected=exp["path"], actual=checked[0]["path"], atol=1e-5, rtol=1e-5)
     assert cmp["outputs"][0]["mismatches"] > 0
 

@@ -1,0 +1,138 @@
+"""Has anything the runner or a timer relies on been replaced since the runner started?
+
+Before any task or candidate code runs, the runner records the identity of every attribute of
+the modules and classes that timing, synchronisation, comparison and output checks go through
+(``time``, ``torch``, ``torch.cuda``, ``torch.Tensor``, ``nn.Module``, ``builtins``, the runner's
+own modules, the thread-start wrappers). ``check`` reports each group in which an attribute now
+refers to something else, as a finding ``tampered_<group>``. The runner binds its clocks at
+import, so a patched timer changes no measurement; the finding is there because trying is
+itself the exploit.
+
+PyTorch patches a few of its own functions lazily (``torch._dynamo`` wraps ``torch.manual_seed``
+and ``nn.Module.__init__``); a replacement that is a Python function defined in an installed
+library is accepted as the new original.
+"""
+
+import _thread
+import builtins
+import gc
+import sys
+import threading
+import time
+import types
+
+import torch
+import torch.nn.functional
+
+_MISSING = object()
+
+# Attribute names that decide the group of a torch-level entry.
+_COMPARISONS = frozenset({"allclose", "isclose", "equal", "eq", "ne", "testing"})
+_SYNC = frozenset({"synchronize", "current_stream", "default_stream", "Stream", "stream", "set_stream", "_cuda_synchronize", "_cuda_getCurrentStream"})
+
+
+def _group_for(owner: str, name: str) -> str:
+    if owner == "time":
+        return "timer"
+    if owner in ("torch.testing",) or (owner == "torch" and name in _COMPARISONS):
+        return "allclose"
+    if owner == "torch.cuda.Event" or (owner == "torch.cuda" and name == "Event"):
+        return "event"
+    if owner in ("torch.cuda.Stream",) or (owner in ("torch.cuda", "torch._C") and name in _SYNC):
+        return "synchronize"
+    if owner == "torch.Tensor":
+        return "tensor"
+    if owner == "torch.nn.Module":
+        return "module"
+    if owner in ("builtins", "gc"):
+        return "builtins"
+    if owner == "threads":
+        return "threads"
+    if owner.startswith("cudal1_runner"):
+        return "runner"
+    return "torch"
+
+
+class Baseline:
+    """Identities recorded at construction; ``check`` compares against them."""
+
+    def __init__(self, extra=()) -> None:
+        self._entries = []  # (owner label, namespace dict, name, recorded object)
+        self._classes = []  # (label, class namespace, names at the start): an added name shadows a base's
+        watched = [
+            ("time", time),
+            ("builtins", builtins),
+            ("gc", gc),
+            ("torch", torch),
+            ("torch.nn.functional", torch.nn.functional),
+            ("torch.testing", torch.testing),
+            ("torch.Tensor", torch.Tensor),
+            ("torch.nn.Module", torch.nn.Module),
+        ]
+        cuda = getattr(torch, "cuda", None)
+        if cuda is not None:
+            watched += [("torch.cuda", cuda), ("torch.cuda.Event", cuda.Event), ("torch.cuda.Stream", cuda.Stream)]
+        for label, owner in watched:
+            self._record_namespace(label, owner)
+        for name in ("_cuda_synchronize", "_cuda_getCurrentStream"):
+            if hasattr(torch._C, name):
+                self._entries.append(("torch._C", vars(torch._C), name, getattr(torch._C, name)))
+        for name, module in sorted(sys.modules.items()):
+            if (name == "cudal1_runner" or name.startswith("cudal1_runner.")) and module is not None:
+                self._record_namespace(name, module, classes_too=True)
+        for label, namespace, name in extra:
+            self._entries.append((label, namespace, name, namespace.get(name, _MISSING)))
+
+    def _record_namespace(self, label: str, owner, classes_too: bool = False) -> None:
+        namespace = vars(owner)
+        if isinstance(owner, type):
+            self._classes.append((label, namespace, frozenset(namespace)))
+        for name, value in list(namespace.items()):
+            if name.startswith("__") and name.endswith("__") and not isinstance(owner, type):
+                continue  # module dunders (__spec__, __loader__) are the import system's
+            if isinstance(owner, types.ModuleType) and not callable(value):
+                continue  # plain data (flags, version strings) may change legitimately
+            self._entries.append((label, namespace, name, value))
+            if classes_too and isinstance(value, type) and getattr(value, "__module__", "") == getattr(owner, "__name__", None):
+                self._record_namespace(f"{label}.{name}", value)
+
+    def check(self) -> list:
+        """One finding per group with a replaced, added-over or deleted attribute."""
+        changed = {}
+        for index, (label, namespace, name, recorded) in enumerate(self._entries):
+            now = namespace.get(name, _MISSING)
+            if now is recorded:
+                continue
+            if _library_function(now):
+                # Accept and remember: PyTorch's own lazy wrappers.
+                self._entries[index] = (label, namespace, name, now)
+                continue
+            changed.setdefault(_group_for(label, name), []).append(f"{label}.{name}")
+        for label, namespace, names in self._classes:
+            if len(namespace) != len(names) or not names.issuperset(namespace):
+                for name in set(namespace) - names:
+                    if _plain_data(namespace[name]):
+                        continue  # a marker attribute (torch._dynamo adds one to nn.Module)
+                    changed.setdefault(_group_for(label, name), []).append(f"{label}.{name}")
+        return [
+            {"kind": f"tampered_{group}", "detail": f"replaced since the runner started: {', '.join(sorted(names)[:8])}"}
+            for group, names in sorted(changed.items())
+        ]
+
+
+def _library_function(value) -> bool:
+    code = getattr(value, "__code__", None)
+    if not isinstance(value, types.FunctionType) or code is None:
+        return False
+    filename = code.co_filename
+    return ("site-packages" in filename or "dist-packages" in filename) and not filename.startswith("<")
+
+
+def _plain_data(value) -> bool:
+    kind = type(value)
+    return not callable(value) and not any(hasattr(kind, m) for m in ("__get__", "__set__", "__delete__"))
+
+
+def thread_entries() -> list:
+    """Extra entries for the thread-start wrappers installed by ``threads``."""
+    return [("threads", vars(_thread), "start_new_thread"), ("threads", vars(threading), "_start_new_thread")]
