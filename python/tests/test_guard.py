@@ -1,0 +1,246 @@
+"""The candidate role's guard: each trick is reported as a finding by a real runner process,
+and honest code that looks similar is not."""
+
+import pytest
+
+from conftest import REFERENCE, load
+
+# A candidate whose class body is right; PRELUDE runs at import, BODY at the top of forward.
+TEMPLATE = """
+import torch
+import torch.nn as nn
+{prelude}
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+        self.lin = nn.Linear(8, 8)
+{init}
+
+    def forward(self, x):
+{body}
+        return torch.relu(self.lin(x)) * self.scale
+"""
+
+
+def _indent(text, spaces):
+    lines = text.strip("\n").splitlines() or ["pass"]
+    return "\n".join(" " * spaces + line for line in lines)
+
+
+def _program(prelude="", init="", body="pass"):
+    return TEMPLATE.format(prelude=prelude, init=_indent(init, 8) if init else "", body=_indent(body, 8))
+
+
+def _findings(start_runner, write, tmp_path, name, seeds=(1, 2, 3), **parts):
+    reference = write("ref.py", REFERENCE)
+    path = tmp_path / f"{name}.py"
+    path.write_text(_program(**parts))
+    runner = start_runner("candidate")
+    load(runner, reference, str(path))
+    found = []
+    for seed in seeds:
+        (result,) = runner.ok("outputs", seeds=[seed], dir=str(tmp_path / name))["results"]
+        found += result["findings"]
+    return found
+
+
+def _kinds(found):
+    return sorted({f["kind"] for f in found})
+
+
+# (name, program parts, expected finding kinds)
+TRICKS = [
+    ("timer_at_import", {"prelude": "import time\ntime.perf_counter_ns = lambda: 0"}, ["tampered_timer"]),
+    (
+        "timer_hidden",
+        {"prelude": "import importlib\nsetattr(importlib.import_module('ti' + 'me'), 'perf_' + 'counter', lambda: 0.0)"},
+        ["tampered_timer"],
+    ),
+    ("allclose", {"prelude": "torch.allclose = lambda *a, **k: True"}, ["tampered_allclose"]),
+    ("event_method", {"prelude": "torch.cuda.Event.elapsed_time = lambda self, end: 0.001"}, ["tampered_event"]),
+    ("synchronize", {"prelude": "torch.cuda.synchronize = lambda *a, **k: None"}, ["tampered_synchronize"]),
+    ("tensor_method", {"prelude": "torch.Tensor.clone = lambda self, **k: self"}, ["tampered_tensor"]),
+    (
+        "tf32_hidden_at_import",
+        {"prelude": "exec(bytes.fromhex('746f7263682e6261636b656e64732e637564612e6d61746d756c2e616c6c6f775f7466333220' '3d2054727565').decode())"},
+        ["tampered_tf32"],
+    ),
+    ("tf32_in_forward", {"body": "torch.set_float32_matmul_precision('medium')"}, ["tampered_tf32"]),
+    ("gc_scan", {"body": "import gc\n_ = [o for o in gc.get_objects() if isinstance(o, torch.Tensor)]"}, ["gc_scan"]),
+    ("gc_scan_exec", {"body": "exec('import gc; gc.get_referrers(x)')"}, ["gc_scan"]),
+    ("frame_getframe", {"body": "import sys\n_ = sys._getframe(1).f_locals"}, ["frame_inspection"]),
+    ("frame_inspect_stack", {"body": "import inspect\n_ = [f.function for f in inspect.stack()]"}, ["frame_inspection"]),
+    (
+        "frame_traceback",
+        {"body": "try:\n    raise ValueError\nexcept ValueError as e:\n    _ = e.__traceback__.tb_frame.f_back"},
+        ["frame_inspection"],
+    ),
+    (
+        "thread_left_running",
+        {"prelude": "import threading, time", "body": "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()"},
+        ["background_thread"],
+    ),
+    (
+        "raw_thread_left_running",
+        {"prelude": "import _thread, time", "body": "_thread.start_new_thread(time.sleep, (30,))"},
+        ["background_thread"],
+    ),
+    ("forward_swapped", {"body": "self.forward = lambda x: x * 0"}, ["model_patched"]),
+    (
+        "call_assigned_at_import",
+        {"prelude": "def _fast(self, *args):\n    return self.forward(*args)"},
+        ["model_patched"],
+    ),
+    (
+        "reference_constant",
+        {"prelude": "import sys\nfor m in list(sys.modules.values()):\n    if getattr(m, '__name__', '').startswith('_cudal1_reference'):\n        m.N = 2"},
+        ["tampered_reference"],
+    ),
+]
+
+
+@pytest.mark.parametrize("name,parts,kinds", TRICKS, ids=[t[0] for t in TRICKS])
+def test_each_trick_is_reported(start_runner, write, tmp_path, name, parts, kinds):
+    if name == "call_assigned_at_import":
+        # The assignment follows the class body.
+        src = _program(**parts) + "\nModelNew.__call__ = _fast\n"
+        reference = write("ref.py", REFERENCE)
+        path = tmp_path / "c.py"
+        path.write_text(src)
+        runner = start_runner("candidate")
+        load(runner, reference, str(path))
+        found = runner.ok("outputs", seeds=[1], dir=str(tmp_path / "o"))["results"][0]["findings"]
+    else:
+        found = _findings(start_runner, write, tmp_path, name, **parts)
+    assert _kinds(found) == kinds, found
+    assert all(f["detail"] for f in found)
+
+
+def test_a_finding_is_reported_once_per_process(start_runner, write, tmp_path):
+    found = _findings(start_runner, write, tmp_path, "twice", seeds=(1, 2, 3, 4), body="import gc\ngc.get_objects()")
+    assert [f["kind"] for f in found] == ["gc_scan"]
+
+
+HONEST = [
+    # Library code that reads frames or starts threads on the candidate's behalf.
+    ("typing_and_namedtuple", {"prelude": "import typing, collections, enum\nT = typing.TypeVar('T')\nP = collections.namedtuple('P', 'a b')\nclass C(enum.Enum):\n    A = 1"}),
+    ("logging_a_warning", {"prelude": "import logging\nlogging.basicConfig()", "body": "logging.getLogger('cand').warning('computing')"}),
+    ("joined_thread", {"prelude": "import threading", "body": "t = threading.Thread(target=lambda: None)\nt.start()\nt.join()"}),
+    ("thread_pool_shut_down", {"prelude": "from concurrent.futures import ThreadPoolExecutor", "body": "with ThreadPoolExecutor(2) as ex:\n    list(ex.map(abs, [1, -2]))"}),
+    ("tf32_explicitly_off", {"prelude": "torch.backends.cuda.matmul.allow_tf32 = False\ntorch.backends.cudnn.allow_tf32 = False"}),
+    ("weights_prepared_at_construction", {"init": "self.register_buffer('wt', self.lin.weight.detach().t().contiguous())"}),
+    ("own_get_inputs_and_constants", {"prelude": "N = 2\ndef get_inputs():\n    return [torch.randn(1, N)]"}),
+]
+
+
+@pytest.mark.parametrize("name,parts", HONEST, ids=[h[0] for h in HONEST])
+def test_honest_look_alikes_get_no_findings(start_runner, write, tmp_path, name, parts):
+    assert _findings(start_runner, write, tmp_path, name, **parts) == []
+
+
+def test_generators_during_a_call_do_not_reveal_the_input_seed(start_runner, write, tmp_path):
+    # The candidate writes what it can learn from the generators into a file in its directory.
+    log = tmp_path / "seeds.txt"
+    body = f"open({str(log)!r}, 'a').write(str(torch.initial_seed()) + '\\n')"
+    _findings(start_runner, write, tmp_path, "peek", seeds=(11, 12), body=body)
+    seen = [int(s) for s in log.read_text().split()]
+    assert len(seen) == 2 and 11 not in seen and 12 not in seen and seen[0] != seen[1]
+
+
+def test_inputs_alternate_between_reused_and_fresh_buffers(start_runner, write, tmp_path):
+    log = tmp_path / "ptrs.txt"
+    body = f"open({str(log)!r}, 'a').write(f'{{x.data_ptr()}} {{id(x)}} {{float(x.sum())}}\\n')"
+    _findings(start_runner, write, tmp_path, "ptrs", seeds=(1, 2, 3, 4), body=body)
+    rows = [line.split() for line in log.read_text().splitlines()]
+    ptr = [r[0] for r in rows]
+    ident = [r[1] for r in rows]
+    sums = [r[2] for r in rows]
+    # Call 2 gets call 1's tensor (same object, same address) with new values ...
+    assert ptr[1] == ptr[0] and ident[1] == ident[0] and sums[1] != sums[0]
+    # ... call 3 a new one made while call 2's was alive, so at another address; call 4 reuses it.
+    assert ptr[2] != ptr[1] and ptr[3] == ptr[2] and len(set(sums)) == 4
+
+
+# --- in-process units --------------------------------------------------------------------------
+
+
+def test_idle_meter_reports_cpu_burnt_between_requests():
+    from cudal1_runner.idle import IdleMeter
+
+    meter = IdleMeter(floor_s=0.05, share=0.25)
+    meter.request_done()
+    meter.request_started()  # no time between: nothing
+    assert meter.findings() == []
+    meter.request_done()
+    x = 0
+    import time
+
+    end = time.perf_counter() + 0.2
+    while time.perf_counter() < end:  # burn CPU "between requests"
+        x += 1
+    meter.request_started()
+    (found,) = meter.findings()
+    assert found["kind"] == "busy_while_idle" and meter.cpu_s > 0.1
+    assert meter.findings() == []  # once
+
+
+def test_idle_meter_ignores_sleeping():
+    import time
+
+    from cudal1_runner.idle import IdleMeter
+
+    meter = IdleMeter(floor_s=0.05, share=0.25)
+    meter.request_done()
+    time.sleep(0.2)
+    meter.request_started()
+    assert meter.findings() == [] and meter.wall_s >= 0.2
+
+
+def test_frame_origins(tmp_path):
+    import logging
+    import sysconfig
+
+    from cudal1_runner.origin import Origins
+
+    task = tmp_path / "task.py"
+    o = Origins([str(task)])
+    stdlib = sysconfig.get_paths()["stdlib"]
+    assert o.kind(str(task)) == "library"
+    assert o.kind(logging.__file__) == "stdlib"
+    assert o.kind(__import__("torch").__file__) == "library"
+    assert o.kind(str(tmp_path / "candidate.py")) == "untrusted"
+    assert o.kind("<string>") == "untrusted" and o.kind("<frozen importlib._bootstrap>") == "stdlib"
+    assert o.kind(f"{stdlib}/inspect.py") == "stdlib"
+
+
+def test_an_output_still_being_written_differs_from_its_early_copy():
+    import torch
+
+    from cudal1_runner.outputs import early_copies, readiness_findings
+
+    out = torch.zeros(4)
+    early = early_copies(out)
+    assert readiness_findings(early, [out]) == []
+    out += 1  # "the side stream finished after the call returned"
+    (found,) = readiness_findings(early, [out])
+    assert found["kind"] == "output_not_ready"
+    nan = torch.full((2,), float("nan"))
+    assert readiness_findings(early_copies(nan), [nan]) == []
+
+
+def test_precision_changes_are_listed():
+    import torch
+
+    from cudal1_runner import precision
+
+    precision.apply(False)
+    before = precision.state()
+    try:
+        torch.set_float32_matmul_precision("medium")
+        changed = precision.changes(before, precision.state())
+        assert any("get_float32_matmul_precision" in c and "'medium'" in c for c in changed), changed
+    finally:
+        precision.apply(False)
+    assert precision.changes(before, precision.state()) == []
