@@ -20,6 +20,9 @@ pub enum Command {
     /// Inspect task suites.
     #[command(subcommand)]
     Tasks(TasksCommand),
+    /// Make a program faster: rounds of LLM samples, each evaluated as it arrives; the best
+    /// correct program, its record and a report go to `--out`. Rerunning resumes.
+    Optimize(Box<crate::cmd_optimize::OptimizeArgs>),
 }
 
 #[derive(Args, Debug)]

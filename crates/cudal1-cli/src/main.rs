@@ -2,6 +2,7 @@
 
 mod args;
 mod cmd_eval;
+mod cmd_optimize;
 mod cmd_tasks;
 mod record;
 mod report;
@@ -16,6 +17,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         args::Command::Eval(a) => cmd_eval::run(a),
         args::Command::Tasks(a) => cmd_tasks::run(a),
+        args::Command::Optimize(a) => cmd_optimize::run(*a),
     };
     match result {
         Ok(code) => code,

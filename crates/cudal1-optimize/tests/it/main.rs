@@ -1,0 +1,234 @@
+//! The optimize loop with real parts: a chat-completions server on 127.0.0.1, a SQLite file,
+//! and (where a program is evaluated) the real Python runner on the CPU. Stop rules, resuming an
+//! interrupted round, and resuming a crash that left a program unevaluated.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cudal1_eval::{CompileCache, Device, EvalSettings, RunnerEnv};
+use cudal1_llm::{OpenAiClient, OpenAiConfig, RetryPolicy};
+use cudal1_optimize::{run_id, EvalEnv, Event, OptimizeConfig, Optimizer, RunSummary, StopReason};
+use cudal1_search::{normalized_hash, Prompts};
+use cudal1_store::{NewSample, Store};
+use cudal1_task::Task;
+use serde_json::json;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+fn task() -> Task {
+    Task::load(&repo().join("tests/suite-cpu/tasks/level1/1_Diagonal_Matmul.py")).unwrap()
+}
+
+/// A server that answers every request with `status` and `text`, counts requests, and sets
+/// `close` (the loop's Ctrl-C flag) when it sees request number `close_at`, before answering it.
+struct Server {
+    url: String,
+    seen: Arc<Mutex<Vec<String>>>,
+    server: Arc<tiny_http::Server>,
+}
+
+impl Server {
+    fn start(status: u16, text: &'static str, close: Option<(usize, Arc<AtomicBool>)>) -> Self {
+        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
+        let url = format!("http://127.0.0.1:{}/v1", server.server_addr().to_ip().unwrap().port());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (srv, log) = (Arc::clone(&server), Arc::clone(&seen));
+        std::thread::spawn(move || {
+            while let Ok(mut req) = srv.recv() {
+                let mut body = String::new();
+                req.as_reader().read_to_string(&mut body).unwrap();
+                let n = {
+                    let mut log = log.lock().unwrap();
+                    log.push(body);
+                    log.len()
+                };
+                if let Some((at, flag)) = &close {
+                    if n >= *at {
+                        flag.store(true, Ordering::SeqCst);
+                    }
+                }
+                let reply = json!({
+                    "choices": [{"message": {"content": text}, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 100, "completion_tokens": 50}
+                });
+                let _ = req.respond(tiny_http::Response::from_string(reply.to_string()).with_status_code(status));
+            }
+        });
+        Self { url, seen, server }
+    }
+
+    fn requests(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.server.unblock();
+    }
+}
+
+fn client(url: &str) -> OpenAiClient {
+    let mut c = OpenAiConfig::new(url, "m");
+    c.max_concurrent = 1;
+    c.retry = RetryPolicy { max_retries: 0, ..RetryPolicy::default() };
+    OpenAiClient::new(c).unwrap()
+}
+
+fn settings() -> EvalSettings {
+    EvalSettings {
+        timing_budget: Duration::from_millis(300),
+        call_timeout: Duration::from_secs(5),
+        ..EvalSettings::default()
+    }
+}
+
+/// The interpreter the tests use (`CUDAL1_TEST_PYTHON`, else the repository's `.venv`) with the
+/// runner package installed under `cache`.
+fn runner_env(cache: &Path) -> RunnerEnv {
+    let flag = std::env::var_os("CUDAL1_TEST_PYTHON").map(PathBuf::from).or_else(|| Some(repo().join(".venv/bin/python")).filter(|p| p.exists()));
+    let interp = cudal1_python::find_interpreter(&cudal1_python::PythonRequest { flag, start_dir: Some(repo()) }).unwrap();
+    let package = cudal1_python::RunnerPackage::install(cache).unwrap();
+    RunnerEnv {
+        python: interp.path.clone(),
+        python_dirs: vec![interp.probe.prefix.clone(), interp.probe.base_prefix.clone()],
+        package_root: package.root,
+        cuda_arch: None,
+    }
+}
+
+/// Runs the loop once and returns its summary and events.
+fn run(llm: &OpenAiClient, store: &Store, config: &OptimizeConfig, cancel: &AtomicBool, env: &RunnerEnv, scratch: &Path) -> (RunSummary, Vec<Event>) {
+    let settings = settings();
+    let prompts = Prompts::builtin();
+    let cache = CompileCache { root: scratch.join("extensions") };
+    let optimizer = Optimizer {
+        llm,
+        prompts: &prompts,
+        store,
+        eval: EvalEnv { env, devices: &[Device::Cpu], settings: &settings, cache: &cache, work_root: scratch, compile_workers: 1 },
+        config,
+        cancel,
+    };
+    let mut events = Vec::new();
+    let summary = optimizer.run(&task(), "it", &mut |e| events.push(e)).unwrap();
+    (summary, events)
+}
+
+/// An environment that is never used: these loops evaluate nothing.
+fn unused_env() -> RunnerEnv {
+    RunnerEnv { python: "/nonexistent/python".into(), python_dirs: vec![], package_root: "/nonexistent".into(), cuda_arch: None }
+}
+
+const NO_CODE: &str = "Use a broadcast instead of a diagonal matrix.";
+
+#[test]
+fn an_interrupted_round_resumes_with_only_the_missing_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.db")).unwrap();
+    let config = OptimizeConfig { concurrency: 1, ..OptimizeConfig::new(1, 4) };
+    let cancel = Arc::new(AtomicBool::new(false));
+    let server = Server::start(200, NO_CODE, Some((2, Arc::clone(&cancel))));
+    let (first, _) = run(&client(&server.url), &store, &config, &cancel, &unused_env(), dir.path());
+    assert_eq!(first.stop, StopReason::Interrupted);
+    assert!(first.rounds.is_empty(), "an interrupted round is not finished");
+    assert_eq!(first.samples.len(), 2);
+    assert_eq!(server.requests(), 2);
+
+    let server = Server::start(200, NO_CODE, None);
+    let (second, events) = run(&client(&server.url), &store, &config, &AtomicBool::new(false), &unused_env(), dir.path());
+    assert!(events.iter().any(|e| matches!(e, Event::RoundStarted { round: 1, requests: 2, already_recorded: 2, .. })), "{events:?}");
+    assert_eq!(server.requests(), 2);
+    assert_eq!(second.stop, StopReason::Rounds { rounds: 1 });
+    assert_eq!(second.rounds.len(), 1);
+    assert_eq!(second.rounds[0].samples, 4);
+    assert_eq!(second.samples.iter().map(|s| s.index).collect::<Vec<_>>(), vec![0, 1, 2, 3]);
+    assert!(second.samples.iter().all(|s| s.outcome == "no_code" && s.reason.as_deref().is_some_and(|r| r.starts_with("no code block"))));
+}
+
+#[test]
+fn a_token_budget_ends_the_round_early_and_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.db")).unwrap();
+    let config = OptimizeConfig { concurrency: 1, max_total_tokens: Some(300), ..OptimizeConfig::new(3, 5) };
+    let server = Server::start(200, NO_CODE, None);
+    let (s, _) = run(&client(&server.url), &store, &config, &AtomicBool::new(false), &unused_env(), dir.path());
+    // 150 tokens a reply: the budget is spent after two; a third may already be on its way.
+    let StopReason::TokenBudget { spent, limit: 300 } = s.stop else { panic!("{:?}", s.stop) };
+    assert!(spent == 300 || spent == 450, "{spent}");
+    assert_eq!(s.rounds.len(), 1, "the round ended early and counts as finished");
+    assert!((2..=3).contains(&s.rounds[0].samples), "{:?}", s.rounds);
+    assert_eq!(server.requests(), s.samples.len());
+
+    // Rerunning spends nothing: the budget covers the whole run.
+    let (again, _) = run(&client(&server.url), &store, &config, &AtomicBool::new(false), &unused_env(), dir.path());
+    assert!(matches!(again.stop, StopReason::TokenBudget { .. }));
+    assert_eq!(again.invocation.requests, 0);
+}
+
+#[test]
+fn patience_stops_a_run_that_finds_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.db")).unwrap();
+    let config = OptimizeConfig { patience: Some(2), ..OptimizeConfig::new(5, 1) };
+    let server = Server::start(200, NO_CODE, None);
+    let (s, _) = run(&client(&server.url), &store, &config, &AtomicBool::new(false), &unused_env(), dir.path());
+    assert_eq!(s.stop, StopReason::NoImprovement { rounds: 2 });
+    assert_eq!(s.rounds.len(), 2);
+    assert_eq!(server.requests(), 2);
+}
+
+#[test]
+fn a_round_of_failed_requests_stops_the_run_with_the_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.db")).unwrap();
+    let config = OptimizeConfig::new(3, 2);
+    let server = Server::start(503, "overloaded", None);
+    let (s, _) = run(&client(&server.url), &store, &config, &AtomicBool::new(false), &unused_env(), dir.path());
+    let StopReason::LlmUnavailable { round: 1, error } = &s.stop else { panic!("{:?}", s.stop) };
+    assert!(error.contains("HTTP 503"), "{error}");
+    assert_eq!(s.rounds.len(), 1);
+    assert!(s.samples.iter().all(|x| x.outcome == "llm_error"));
+}
+
+#[test]
+fn a_program_a_crash_left_unevaluated_is_evaluated_on_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.db")).unwrap();
+    let env = runner_env(&dir.path().join("cache"));
+    let fast = std::fs::read_to_string(repo().join("tests/suite-cpu/candidates/level1/1_Diagonal_Matmul/fast.py")).unwrap();
+    // What an invocation killed after recording a reply, before its evaluation, leaves behind.
+    let task = task();
+    store
+        .insert_sample(&NewSample {
+            run_id: run_id(&task.hash, &settings().key_hash(), "it"),
+            round: 1,
+            index: 0,
+            prompt_kind: "first".into(),
+            exemplar_ids: vec![],
+            model: Some("m".into()),
+            reply: Some(format!("```python\n{fast}```\n")),
+            finish_reason: Some("stop".into()),
+            prompt_tokens: 100,
+            completion_tokens: 50,
+            cost_usd: 0.0,
+            latency_ms: Some(1.0),
+            outcome: "program".into(),
+            reason: None,
+            code_hash: Some(normalized_hash(&fast)),
+        })
+        .unwrap();
+    let server = Server::start(200, NO_CODE, None);
+    let (s, events) = run(&client(&server.url), &store, &OptimizeConfig::new(1, 1), &AtomicBool::new(false), &env, dir.path());
+    assert!(events.iter().any(|e| matches!(e, Event::RunStarted { pending_evaluations: 1, recorded_samples: 1, .. })), "{events:?}");
+    assert_eq!(server.requests(), 0, "the round already had its sample");
+    assert_eq!((s.invocation.requests, s.invocation.evaluations), (0, 1));
+    let best = s.best.expect("the fast program is correct");
+    assert!(best.speedup > 1.0, "{}", best.speedup);
+    assert_eq!(best.code, fast);
+    assert_eq!(s.rounds[0].correct, 1);
+}
