@@ -30,7 +30,8 @@ impl CandidateSource {
 pub struct MatchedCandidate {
     pub task: usize,
     pub candidate: Candidate,
-    /// From a first line `# cudal1: expect=<verdict> [faster]`, used by tests and benchmarks.
+    /// From a first line `# cudal1: expect=<verdict> [faster] [class=<reason_class>]`, used by
+    /// tests and benchmarks.
     pub expect: Option<Expectation>,
 }
 
@@ -38,16 +39,26 @@ pub struct MatchedCandidate {
 pub struct Expectation {
     pub verdict: String,
     pub faster: bool,
+    /// The verdict's expected `reason_class` (e.g. `stale_result`), when the line names one.
+    pub class: Option<String>,
 }
 
-/// Reads `# cudal1: expect=correct faster` from the first lines of a program.
+/// Reads `# cudal1: expect=exploit class=stale_result` (or `expect=correct faster`) from the
+/// first lines of a program. The words after `expect=` may come in any order.
 pub fn expectation(source: &str) -> Option<Expectation> {
     source.lines().take(3).find_map(|line| {
         let rest = line.trim().strip_prefix('#')?.trim().strip_prefix("cudal1:")?;
         let mut words = rest.split_whitespace();
         let verdict = words.next()?.strip_prefix("expect=")?.to_owned();
-        let faster = words.any(|w| w == "faster");
-        Some(Expectation { verdict, faster })
+        let (mut faster, mut class) = (false, None);
+        for w in words {
+            if w == "faster" {
+                faster = true;
+            } else if let Some(c) = w.strip_prefix("class=") {
+                class = Some(c.to_owned());
+            }
+        }
+        Some(Expectation { verdict, faster, class })
     })
 }
 
@@ -173,8 +184,15 @@ mod tests {
     fn reads_expectations() {
         assert_eq!(
             expectation("# cudal1: expect=correct faster\nimport torch"),
-            Some(Expectation { verdict: "correct".into(), faster: true })
+            Some(Expectation { verdict: "correct".into(), faster: true, class: None })
         );
+        assert_eq!(
+            expectation("# cudal1: expect=exploit class=stale_result\n"),
+            Some(Expectation { verdict: "exploit".into(), faster: false, class: Some("stale_result".into()) })
+        );
+        let both = expectation("# cudal1: expect=correct class=correct faster").unwrap();
+        assert!(both.faster);
+        assert_eq!(both.class.as_deref(), Some("correct"));
         assert_eq!(expectation("#cudal1: expect=exploit").unwrap().verdict, "exploit");
         assert_eq!(expectation("import torch\n"), None);
     }

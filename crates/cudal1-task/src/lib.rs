@@ -15,11 +15,13 @@
 mod candidates;
 mod hash;
 mod layout;
+mod screen;
 mod syntax;
 
 pub use candidates::{expectation, match_candidates, CandidateSource, Expectation, MatchedCandidate};
 pub use hash::content_hash;
 pub use layout::{load_suite, parse_file_name, Suite, TaskName};
+pub use screen::{screen, ScreenFinding, Screening};
 pub use syntax::{find_definitions, Definitions, SyntaxProblem};
 
 use std::path::{Path, PathBuf};
