@@ -1,20 +1,22 @@
-//! Evaluating one candidate against a running reference: load, check correctness on several
-//! seeds, time both sides in interleaved blocks, check a sample of the timed calls, cross-check
-//! the clocks, and decide.
+//! Evaluating one candidate against a running reference: screen its source, load, check
+//! correctness on several seeds, time both sides in interleaved blocks, check a sample of the
+//! timed calls, cross-check the clocks and the bandwidth floor, and decide.
 
+use crate::bandwidth::{self, Floor, FloorCheck};
 use crate::compile::CompileOutcome;
 use crate::failure::judge_call_error;
+use crate::findings::judge_findings;
 use crate::reference::{absolute, runner_device, ReferenceError, ReferenceSession, INIT_SEED};
 use crate::runner::{CallError, Launch, Role, RunnerClient, RunnerEnv};
 use crate::settings::EvalSettings;
 use crate::timing::{self, Side, TimingRun};
-use crate::verdict::{Evaluation, Judgement, Measurements, Remeasure, SeedCheck, TimingReport, Verdict};
-use cudal1_protocol::{Finding, Hello, Load, Outputs};
+use crate::verdict::{Evaluation, Judgement, Measurements, Remeasure, SeedCheck, TimingReport, Verdict, Warning};
+use cudal1_protocol::{Hello, Load, Outputs, SeedResult};
 use cudal1_stats::{median, median_interval, speedup_interval, Interval};
 use cudal1_task::{Candidate, TaskError};
 use rand::rngs::StdRng;
 use rand::Rng;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// What an evaluation needs besides the reference and the candidate.
@@ -24,32 +26,15 @@ pub struct EvalContext<'a> {
     pub work_root: &'a Path,
 }
 
-/// Findings that make a candidate an exploit, and those that make it merely wrong.
-fn judge_findings(findings: &[Finding]) -> Option<Judgement> {
-    let first = |kinds: &[&str]| findings.iter().find(|f| kinds.contains(&f.kind.as_str()));
-    // Mutating inputs is an exploit class of its own (DESIGN.md): it can hand the harness a
-    // result it already holds, or sabotage the comparison.
-    if let Some(f) = first(&["output_not_tensor", "output_aliases_input", "output_no_storage", "input_mutated"]) {
-        let what = match f.kind.as_str() {
-            "output_not_tensor" => "returns something that is not a plain torch.Tensor (a subclass or a lazy wrapper)",
-            "output_aliases_input" => "returns memory that belongs to an input (the input itself or a view of it)",
-            "input_mutated" => "modifies its inputs in place",
-            _ => "returns a tensor without real storage",
-        };
-        return Some(Judgement::new(Verdict::Exploit, &f.kind, format!("{what}: {}", f.detail)));
-    }
-    if let Some(f) = first(&["output_wrong_device"]) {
-        return Some(Judgement::new(Verdict::Incorrect, &f.kind, format!("returns its output on the wrong device: {}", f.detail)));
-    }
-    None
-}
-
 struct Run<'a, 'c> {
     ctx: &'a EvalContext<'c>,
     reference: &'a mut ReferenceSession,
     candidate: &'a Candidate,
     m: Measurements,
     rng: StdRng,
+    warnings: Vec<Warning>,
+    /// The first correctness seed's saved output, for its size.
+    first_output: Option<PathBuf>,
 }
 
 /// Evaluates `candidate`. `Err` only when the reference itself fails: then the task is at fault.
@@ -61,7 +46,7 @@ pub fn evaluate_candidate(
     rng: StdRng,
 ) -> Result<Evaluation, ReferenceError> {
     let started = Instant::now();
-    let mut run = Run { ctx, reference, candidate, m: Measurements::default(), rng };
+    let mut run = Run { ctx, reference, candidate, m: Measurements::default(), rng, warnings: Vec::new(), first_output: None };
     let (judgement, speedup, times) = match run.go(compiled)? {
         Ok((j, s, t)) => (j, s, t),
         Err(j) => (j, None, None),
@@ -83,6 +68,7 @@ pub fn evaluate_candidate(
         environment,
         measurements: run.m,
         duration_ms: started.elapsed().as_secs_f64() * 1e3,
+        warnings: run.warnings,
     })
 }
 
@@ -101,6 +87,12 @@ impl Run<'_, '_> {
                 other => Judgement::new(Verdict::RuntimeError, "missing_symbol", other.to_string()),
             };
             return Ok(Err(j));
+        }
+        // A cheap first filter; what hides from it is caught by the runner at run time.
+        let screening = cudal1_task::screen(&self.candidate.source);
+        self.warnings.extend(screening.warnings().map(|f| Warning { class: f.class.clone(), message: format!("line {}: {}", f.line, f.message) }));
+        if let Some(f) = screening.decisive() {
+            return Ok(Err(Judgement::new(Verdict::Exploit, &f.class, format!("static screening, line {}: {}", f.line, f.message))));
         }
         match compiled {
             CompileOutcome::Failed { judgement, ms } => {
@@ -182,7 +174,7 @@ impl Run<'_, '_> {
         if let Some(j) = judge_findings(&self.m.findings) {
             return Ok(Err(j));
         }
-        for r in &results {
+        for (i, r) in results.iter().enumerate() {
             let outcome = self.reference.compare(r.seed, &r.path, settings)?;
             self.m.checks.push(SeedCheck {
                 seed: r.seed,
@@ -194,9 +186,18 @@ impl Run<'_, '_> {
                 candidate_ms: Some(r.ms),
             });
             if let Some(why) = outcome.failure {
+                if let Some(earlier) = self.stale_match(r, &results[..i])? {
+                    return Ok(Err(Judgement::new(
+                        Verdict::Exploit,
+                        "stale_result",
+                        format!("for input seed {} it returned the result of an earlier call (input seed {earlier}): results are cached across calls (keyed on an address, a shape, an id or a counter) or read from stale buffers", r.seed),
+                    )));
+                }
                 return Ok(Err(Judgement::new(Verdict::Incorrect, "mismatch", format!("wrong result for input seed {}: {why}", r.seed))));
             }
         }
+
+        self.first_output = results.first().map(|r| r.path.clone());
 
         // Timing.
         let cand_first = median(&results.iter().map(|r| r.ms).collect::<Vec<_>>()).unwrap_or(1.0);
@@ -230,9 +231,48 @@ impl Run<'_, '_> {
         self.decide_after_timing(kept, hidden_twice, Some(Remeasure { why, first_speedup }))
     }
 
+    /// The earlier seed whose expected output a wrong output matches, if any.
+    fn stale_match(&mut self, wrong: &SeedResult, earlier: &[SeedResult]) -> Result<Option<u64>, ReferenceError> {
+        for e in earlier.iter().rev() {
+            if self.reference.compare(e.seed, &wrong.path, self.ctx.settings)?.failure.is_none() {
+                return Ok(Some(e.seed));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The bandwidth floor, where the device's bandwidth is known: an exploit below the time to
+    /// write the outputs, a warning below the time to move all inputs and outputs.
+    fn floor_check(&mut self, candidate_ms: f64) -> Option<Judgement> {
+        let settings = self.ctx.settings;
+        let gbps = settings.bandwidth_gbps.or_else(|| {
+            let gpu = self.reference.environment().gpu.filter(|_| settings.device.is_cuda())?;
+            bandwidth::device_gbps(&gpu)
+        })?;
+        // The candidate passed the checks, so its saved outputs have the reference's shapes and dtypes.
+        let output_bytes = self.first_output.as_ref().and_then(|p| std::fs::metadata(p).ok()).map_or(0, |m| bandwidth::saved_output_bytes(m.len()));
+        let floor = Floor { input_bytes: bandwidth::input_bytes(&self.reference.load.inputs), output_bytes, gbps };
+        match floor.check(candidate_ms) {
+            FloorCheck::Fine => None,
+            FloorCheck::BelowTraffic { floor_ms } => {
+                self.warnings.push(Warning {
+                    class: "below_bandwidth_floor".into(),
+                    message: format!("{candidate_ms:.4} ms per call is less than the {floor_ms:.4} ms that reading all inputs and writing the outputs takes at {gbps:.0} GB/s: the output does not depend on all inputs (a degenerate task?)"),
+                });
+                None
+            }
+            FloorCheck::BelowOutputWrite { floor_ms } => Some(Judgement::new(
+                Verdict::Exploit,
+                "below_bandwidth_floor",
+                format!("{candidate_ms:.4} ms per call is less than the {floor_ms:.4} ms that writing its {output_bytes} output bytes takes at {gbps:.0} GB/s: the timed calls did not compute their outputs"),
+            )),
+        }
+    }
+
     fn decide_after_timing(&mut self, run: TimingRun, hidden_twice: bool, remeasured: Option<Remeasure>) -> Result<Decided, ReferenceError> {
         let settings = self.ctx.settings;
-        // The outputs of a sample of timed calls must be right too.
+        // What the guard saw while timing, and the outputs of a sample of timed calls.
+        self.m.findings.extend(run.findings.iter().cloned());
         for c in &run.checked {
             self.m.findings.extend(c.findings.iter().cloned());
         }
@@ -304,6 +344,9 @@ impl Run<'_, '_> {
         let Some(speedup) = speedup else {
             return Ok(Err(Judgement::new(Verdict::RuntimeError, "internal", "no timing samples were collected")));
         };
+        if let Some(j) = times.and_then(|(_, c)| self.floor_check(c)) {
+            return Ok(Err(j));
+        }
         let checks = self.m.checks.len();
         let reason = format!(
             "matches the reference on {checks} checked calls; {:.3}x the reference's speed (median, {:.0}% CI {:.3}–{:.3})",
@@ -333,10 +376,6 @@ fn remeasure_reason(run: &TimingRun, settings: &EvalSettings) -> Option<String> 
 mod tests {
     use super::*;
 
-    fn f(kind: &str) -> Finding {
-        Finding { kind: kind.into(), detail: "output 0".into() }
-    }
-
     fn run_with(reference_ms: f64, candidate_ms: f64) -> TimingRun {
         TimingRun { reference_ms: vec![reference_ms; 5], candidate_ms: vec![candidate_ms; 5], ..TimingRun::default() }
     }
@@ -347,16 +386,5 @@ mod tests {
         assert_eq!(quick_speedup(&run_with(4.0, 1.0)), Some(4.0));
         assert!(remeasure_reason(&run_with(4.0, 1.0), &settings).unwrap().contains("above 3.0x"));
         assert!(remeasure_reason(&run_with(2.0, 1.0), &settings).is_none());
-    }
-
-    #[test]
-    fn aliasing_and_mutation_are_exploits_and_a_wrong_device_is_incorrect() {
-        assert_eq!(judge_findings(&[f("output_aliases_input")]).unwrap().verdict, Verdict::Exploit);
-        assert_eq!(judge_findings(&[f("output_not_tensor")]).unwrap().verdict, Verdict::Exploit);
-        assert_eq!(judge_findings(&[f("input_mutated")]).unwrap().verdict, Verdict::Exploit);
-        assert_eq!(judge_findings(&[f("output_wrong_device")]).unwrap().verdict, Verdict::Incorrect);
-        // An exploit outranks a plain mistake found in the same call.
-        assert_eq!(judge_findings(&[f("output_wrong_device"), f("output_no_storage")]).unwrap().verdict, Verdict::Exploit);
-        assert!(judge_findings(&[f("something_new")]).is_none());
     }
 }

@@ -8,11 +8,13 @@
 //! whose [`Verdict`] carries a readable reason; a crash, hang or hostile program is a verdict,
 //! never an error of the evaluator. Only a failing reference is an error ([`ReferenceError`]).
 
+pub mod bandwidth;
 pub mod batch;
 pub mod candidate;
 pub mod compile;
 pub mod correctness;
 mod failure;
+pub mod findings;
 pub mod reference;
 pub mod runner;
 pub mod settings;
@@ -24,4 +26,4 @@ pub use compile::{CompileCache, CompileOutcome};
 pub use reference::{ReferenceError, ReferenceSession};
 pub use runner::RunnerEnv;
 pub use settings::{Device, EvalSettings, Tolerance};
-pub use verdict::{Environment, Evaluation, Judgement, Measurements, Verdict};
+pub use verdict::{Environment, Evaluation, Judgement, Measurements, Verdict, Warning};

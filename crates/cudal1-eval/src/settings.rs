@@ -99,6 +99,10 @@ pub struct EvalSettings {
     pub remeasure_above: f64,
     /// Host memory limit of a candidate process.
     pub memory_bytes: Option<u64>,
+    /// Peak memory bandwidth in GB/s for the bandwidth floor; by default the GPU's, from its
+    /// name (see `bandwidth`), and none on the CPU. Left out of the key when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bandwidth_gbps: Option<f64>,
 }
 
 impl Default for EvalSettings {
@@ -121,6 +125,7 @@ impl Default for EvalSettings {
             sandbox: true,
             remeasure_above: 3.0,
             memory_bytes: Some(32 << 30),
+            bandwidth_gbps: None,
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::runner::{CallError, RunnerClient};
 use crate::settings::EvalSettings;
-use cudal1_protocol::{CheckedCall, Time, TimeReply};
+use cudal1_protocol::{CheckedCall, Finding, Request, Time, TimeReply};
 use rand::seq::SliceRandom;
 use rand::Rng;
 use std::path::Path;
@@ -26,6 +26,27 @@ pub struct TimingRun {
     pub calls_per_block: u32,
     /// Candidate calls whose outputs were saved for checking.
     pub checked: Vec<CheckedCall>,
+    /// What the candidate runner's guard saw during the blocks (warm-up included).
+    pub findings: Vec<Finding>,
+}
+
+/// `time` whose reply is read with the guard's `findings`, a field the runner adds to every
+/// `time` reply of the candidate role (docs/exploits.md).
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(transparent)]
+struct GuardedTime(Time);
+
+#[derive(Debug, Clone, serde::Deserialize)]
+struct GuardedTimeReply {
+    #[serde(flatten)]
+    reply: TimeReply,
+    #[serde(default)]
+    findings: Vec<Finding>,
+}
+
+impl Request for GuardedTime {
+    const OP: &'static str = "time";
+    type Reply = GuardedTimeReply;
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -52,15 +73,19 @@ struct Sides<'a> {
 }
 
 impl Sides<'_> {
-    fn time(&mut self, side: Side, req: &Time, timeout: Duration) -> Result<(TimeReply, f64), TimingError> {
+    fn time(&mut self, side: Side, req: &Time, timeout: Duration, findings: &mut Vec<Finding>) -> Result<(TimeReply, f64), TimingError> {
         let (client, dir) = match side {
             Side::Reference => (&mut *self.reference, self.reference_dir),
             Side::Candidate => (&mut *self.candidate, self.candidate_dir),
         };
-        let req = Time { dir: dir.to_owned(), ..req.clone() };
+        let req = GuardedTime(Time { dir: dir.to_owned(), ..req.clone() });
         let start = Instant::now();
         let reply = client.call(&req, timeout).map_err(|error| TimingError { side, error })?;
-        Ok((reply, start.elapsed().as_secs_f64() * 1e3))
+        let outer_ms = start.elapsed().as_secs_f64() * 1e3;
+        if side == Side::Candidate {
+            findings.extend(reply.findings);
+        }
+        Ok((reply.reply, outer_ms))
     }
 }
 
@@ -91,10 +116,11 @@ pub fn measure(
     // first-call estimate can be dominated by one-off start-up (cuBLAS handles, autotuning).
     let mut warm_calls = ((settings.warmup.as_secs_f64() * 1e3 / slowest) as u32).clamp(2, 2000);
     let warm_started = Instant::now();
+    let mut findings = Vec::new();
     let per_call_wall = loop {
         let mut wall = 0.0f64;
         for side in [Side::Reference, Side::Candidate] {
-            let (_, outer_ms) = sides.time(side, &block(warm_calls, fresh_seed(rng), vec![], true), limit(warm_calls))?;
+            let (_, outer_ms) = sides.time(side, &block(warm_calls, fresh_seed(rng), vec![], true), limit(warm_calls), &mut findings)?;
             wall = wall.max(outer_ms / f64::from(warm_calls));
         }
         if warm_started.elapsed() >= settings.warmup {
@@ -104,7 +130,7 @@ pub fn measure(
     };
     let calls = ((settings.block_target.as_secs_f64() * 1e3 / per_call_wall) as u32).clamp(1, 1000);
 
-    let mut run = TimingRun { calls_per_block: calls, ..TimingRun::default() };
+    let mut run = TimingRun { calls_per_block: calls, findings, ..TimingRun::default() };
     // Blocks that save a candidate output for checking are spread at random over the run.
     let planned_blocks = settings.min_blocks.max(1);
     let mut check_blocks: Vec<usize> = (0..settings.timed_checks).map(|_| rng.random_range(0..planned_blocks)).collect();
@@ -122,7 +148,7 @@ pub fn measure(
                 vec![]
             };
             let saved_outputs = !checks.is_empty();
-            let (reply, outer_ms) = sides.time(side, &block(calls, fresh_seed(rng), checks, false), limit(calls))?;
+            let (reply, outer_ms) = sides.time(side, &block(calls, fresh_seed(rng), checks, false), limit(calls), &mut run.findings)?;
             let clock = BlockClock { outer_ms, timed_ms: reply.host_ms.iter().sum(), calls, saved_outputs };
             match side {
                 Side::Reference => {
@@ -141,7 +167,8 @@ pub fn measure(
     Ok(run)
 }
 
-/// Seeds for timed calls are drawn at random so that no program can know them in advance.
+/// Seeds for timed calls are drawn at random so that no program can know them in advance (the
+/// runner derives each call's seed from it with a hash, see docs/exploits.md).
 fn fresh_seed(rng: &mut impl Rng) -> u64 {
     rng.random_range(1u64 << 32..1u64 << 48)
 }
@@ -209,6 +236,7 @@ mod tests {
             candidate_blocks: vec![block(14.6, 0.1, 10); 3],
             calls_per_block: 10,
             checked: vec![],
+            findings: vec![],
         };
         let h = hidden_work(&run).unwrap();
         assert!((h.hidden_ms - 0.95).abs() < 1e-9, "{h:?}");
@@ -229,6 +257,20 @@ mod tests {
         // work is large against it.
         let h = HiddenWork { hidden_ms: 300.0, claimed_ms: 0.001, overhead_ms: 270.0 };
         assert!(h.escaped_the_timer());
+    }
+
+    #[test]
+    fn guarded_replies_carry_the_findings_and_old_replies_parse_too() {
+        let v = serde_json::json!({"id": 3, "ok": true, "ms": [0.5], "host_ms": [0.5], "checked": [], "wall_ms": 2.0,
+            "findings": [{"kind": "gc_scan", "detail": "at line 3"}]});
+        let r: GuardedTimeReply = cudal1_protocol::parse_reply(v).unwrap().unwrap();
+        assert_eq!(r.reply.ms, [0.5]);
+        assert_eq!(r.findings[0].kind, "gc_scan");
+        let v = serde_json::json!({"id": 3, "ok": true, "ms": [], "host_ms": [], "checked": [], "wall_ms": 2.0});
+        let r: GuardedTimeReply = cudal1_protocol::parse_reply(v).unwrap().unwrap();
+        assert!(r.findings.is_empty());
+        let req = GuardedTime(Time { calls: 2, seed_base: 5, flush_l2: true, check: vec![], dir: "/d".into(), warmup: false }).to_json();
+        assert_eq!((req["op"].as_str(), req["calls"].as_u64()), (Some("time"), Some(2)));
     }
 
     #[test]

@@ -62,6 +62,15 @@ impl Judgement {
     }
 }
 
+/// Something worth a reader's attention that did not decide the verdict: a static-screening
+/// warning (a thread, a side stream, code that hides from the screen), or a time close to what
+/// the device's memory bandwidth allows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Warning {
+    pub class: String,
+    pub message: String,
+}
+
 /// The facts of the runtime, for the store and the report.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Environment {
@@ -140,4 +149,7 @@ pub struct Evaluation {
     pub environment: Environment,
     pub measurements: Measurements,
     pub duration_ms: f64,
+    /// Not part of the verdict; absent in evaluations stored before warnings existed.
+    #[serde(default)]
+    pub warnings: Vec<Warning>,
 }
