@@ -13,14 +13,14 @@ pub enum OptimizeError {
     Store {
         task: String,
         #[source]
-        source: cudal1_store::StoreError,
+        source: Box<cudal1_store::StoreError>,
     },
 
     #[error("cannot render the prompt for `{task}`")]
     Prompt {
         task: String,
         #[source]
-        source: cudal1_search::PromptError,
+        source: Box<cudal1_search::PromptError>,
     },
 
     /// The LLM failed in a way more requests cannot fix (authentication, a wrong URL or model).
@@ -29,7 +29,7 @@ pub enum OptimizeError {
         task: String,
         llm: String,
         #[source]
-        source: cudal1_llm::LlmError,
+        source: Box<cudal1_llm::LlmError>,
     },
 
     /// The task's reference program could not be run, so no candidate can be judged.

@@ -54,7 +54,7 @@ mod tests {
 
     #[test]
     fn ancestors_come_once_each_nearest_first() {
-        let mut ps = vec![
+        let mut ps = [
             program(1, "a", 1, "correct", Some(1.1)),
             program(2, "b", 1, "correct", Some(1.5)),
             program(3, "c", 2, "correct", Some(2.0)),

@@ -73,7 +73,7 @@ impl Optimizer<'_> {
         let started = Instant::now();
         let settings_hash = self.eval.settings.key_hash();
         let run_id = run_id(&task.hash, &settings_hash, label);
-        let store_err = |source| OptimizeError::Store { task: task.key(), source };
+        let store_err = |source| OptimizeError::Store { task: task.key(), source: Box::new(source) };
         self.store
             .begin_run(&NewRun {
                 id: run_id.clone(),
@@ -138,7 +138,7 @@ impl Optimizer<'_> {
 
 impl<'o, 'a> Loop<'o, 'a> {
     fn store_err(&self, source: cudal1_store::StoreError) -> OptimizeError {
-        OptimizeError::Store { task: self.task.key(), source }
+        OptimizeError::Store { task: self.task.key(), source: Box::new(source) }
     }
 
     fn go<'scope, 'env>(
@@ -247,7 +247,7 @@ impl<'o, 'a> Loop<'o, 'a> {
             seed: config.seed ^ seed_of(&self.run_id),
         };
         let mut rng = StdRng::seed_from_u64(sample_seed(input.seed, round, u32::MAX));
-        plan_round(&input, indices, &mut rng).map_err(|source| OptimizeError::Prompt { task: self.task.key(), source })
+        plan_round(&input, indices, &mut rng).map_err(|source| OptimizeError::Prompt { task: self.task.key(), source: Box::new(source) })
     }
 
     /// Records replies as they come and evaluates new programs as they come, until every
@@ -336,7 +336,7 @@ impl<'o, 'a> Loop<'o, 'a> {
             }
             Err(e) if e.is_fatal() => {
                 gate.close();
-                self.fatal = Some(OptimizeError::Llm { task: self.task.key(), llm: self.opt.llm.describe(), source: e });
+                self.fatal = Some(OptimizeError::Llm { task: self.task.key(), llm: self.opt.llm.describe(), source: Box::new(e) });
                 return Ok(());
             }
             Err(e) => {

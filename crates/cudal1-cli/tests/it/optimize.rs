@@ -261,3 +261,37 @@ fn one_round_of_the_embedded_model_finishes_with_its_reply_recorded() {
     assert!(out_dir.join("report.md").is_file());
     assert_eq!(out_dir.join("best.py").is_file(), s["best"].is_object());
 }
+
+#[test]
+fn a_suite_directory_optimises_every_task_into_its_own_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite/level1");
+    std::fs::create_dir_all(&suite).unwrap();
+    for name in ["1_Diagonal_Matmul.py", "2_Swish.py"] {
+        std::fs::copy(repo().join("tests/suite-cpu/tasks/level1").join(name), suite.join(name)).unwrap();
+    }
+    // Every reply is prose: nothing to evaluate, each task still finishes its round.
+    let server = Scripted::start(vec![], vec![]);
+    let out_dir = dir.path().join("out");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cudal1"));
+    cmd.current_dir(repo())
+        .env("CUDAL1_CACHE_DIR", Path::new(env!("CARGO_TARGET_TMPDIR")).join("cudal1-cache"))
+        .env("CUDAL1_DB", dir.path().join("s.db"))
+        .arg("optimize")
+        .arg(dir.path().join("suite"))
+        .args(["--llm-url", &server.url, "--model", "m", "--rounds", "1", "--samples", "1", "--device", "cpu", "--json", "--out"])
+        .arg(&out_dir);
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let tasks: Vec<&str> = lines.iter().map(|l| l["task"].as_str().unwrap()).collect();
+    assert_eq!(tasks, ["level1/1_Diagonal_Matmul", "level1/2_Swish"]);
+    for (line, task) in lines.iter().zip(&tasks) {
+        let dir = out_dir.join(task);
+        assert_eq!(line["out_dir"], dir.display().to_string());
+        assert_eq!(line["samples"][0]["outcome"], "no_code");
+        assert!(dir.join("report.md").is_file() && !dir.join("best.py").exists());
+    }
+    assert_ne!(lines[0]["run_id"], lines[1]["run_id"]);
+    assert_eq!(server.finish().len(), 2);
+}
