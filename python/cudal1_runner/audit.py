@@ -7,13 +7,21 @@ through ``gc`` (``get_objects``, ``get_referrers``) or through frames (``sys._ge
 each of these, and an audit hook cannot be removed once added, so code that hides the call behind
 ``getattr`` or ``exec`` is still seen. Only calls made by untrusted code count (see ``origin``):
 PyTorch reads frames for its own purposes.
+
+Expected outputs live in a directory the sandbox does not let a candidate read, but looking for
+them is the exploit whether or not the sandbox is there: a candidate that lists directories
+around its own (its parent, the temporary directories) or opens saved tensors outside its own
+directory is reported as ``file_access``. The event fires before the system call, so a listing
+that the sandbox refuses is seen too.
 """
 
+import os
 import sys
 import threading
 
 GC_SCAN = "gc_scan"
 FRAME_INSPECTION = "frame_inspection"
+FILE_ACCESS = "file_access"
 
 _EVENTS = {
     "gc.get_objects": GC_SCAN,
@@ -24,14 +32,22 @@ _EVENTS = {
     "sys.settrace": FRAME_INSPECTION,
     "sys.setprofile": FRAME_INSPECTION,
     "object.__getattr__": FRAME_INSPECTION,
+    "open": FILE_ACCESS,
+    "os.listdir": FILE_ACCESS,
+    "os.scandir": FILE_ACCESS,
+    "glob.glob": FILE_ACCESS,
 }
+_TENSOR_FILES = (".pt", ".pth", ".npy", ".npz", ".safetensors", ".bin", ".pkl")
+_SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
 # ``object.__getattr__`` is raised for many attributes; only these hand out frames.
 _FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"})
 
 
 class Auditor:
-    def __init__(self, origins) -> None:
+    def __init__(self, origins, home: str = None) -> None:
         self._origins = origins
+        # The candidate's own directory (the runner's working directory) is its to use.
+        self._home = os.path.realpath(home or os.getcwd())
         self._local = threading.local()
         self._seen = set()
         self._pending = []
@@ -50,6 +66,8 @@ class Auditor:
             return
         if event == "object.__getattr__" and (len(args) < 2 or args[1] not in _FRAME_ATTRS):
             return
+        if kind == FILE_ACCESS and not self._suspicious_path(event, args):
+            return
         local = self._local
         if getattr(local, "busy", False):
             return  # our own sys._getframe below
@@ -63,6 +81,26 @@ class Auditor:
         finally:
             local.busy = False
 
+    def _suspicious_path(self, event: str, args) -> bool:
+        try:
+            target = args[0] if args else "."
+            if isinstance(target, int):
+                return False  # an already open descriptor
+            if event == "glob.glob":
+                target = os.path.dirname(str(target)) or "."
+            path = os.path.realpath(os.fsdecode(target) if target is not None else ".")
+        except Exception:
+            return False
+        home = self._home
+        if path == home or path.startswith(home + os.sep):
+            return False
+        if home.startswith(path.rstrip(os.sep) + os.sep) or path == os.path.dirname(home):
+            return True  # an ancestor of its own directory: the work root holds the reference's
+        parent = os.path.dirname(home)
+        if path.startswith(parent + os.sep) or any(path == t or path.startswith(t + os.sep) for t in _SHARED_TEMP):
+            return True
+        return event == "open" and path.endswith(_TENSOR_FILES)
+
     def _record(self, kind: str, event: str, frame) -> None:
         key = (kind, event)
         if key in self._seen:
@@ -71,5 +109,9 @@ class Auditor:
         while frame is not None and self._origins.kind(frame.f_code.co_filename) == "stdlib":
             frame = frame.f_back
         where = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
-        what = "scanned the garbage collector's objects" if kind == GC_SCAN else "inspected interpreter frames"
+        what = {
+            GC_SCAN: "scanned the garbage collector's objects",
+            FRAME_INSPECTION: "inspected interpreter frames",
+            FILE_ACCESS: "looked for files outside its own directory",
+        }[kind]
         self._pending.append({"kind": kind, "detail": f"candidate code {what} ({event} at {where})"})

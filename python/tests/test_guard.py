@@ -87,6 +87,21 @@ TRICKS = [
         {"prelude": "import _thread, time", "body": "_thread.start_new_thread(time.sleep, (30,))"},
         ["background_thread"],
     ),
+    (
+        "lists_the_work_root",
+        {"prelude": "import os", "body": "try:\n    os.listdir(os.path.dirname(os.getcwd()))\nexcept OSError:\n    pass"},
+        ["file_access"],
+    ),
+    (
+        "globs_for_outputs",
+        {"prelude": "import glob", "body": "_ = glob.glob('/tmp/*/reference-*/seed-*.pt')"},
+        ["file_access"],
+    ),
+    (
+        "opens_a_saved_tensor",
+        {"body": "try:\n    open('/nonexistent/expected/seed-1.pt', 'rb')\nexcept OSError:\n    pass"},
+        ["file_access"],
+    ),
     ("forward_swapped", {"body": "self.forward = lambda x: x * 0"}, ["model_patched"]),
     (
         "call_assigned_at_import",
@@ -132,6 +147,7 @@ HONEST = [
     ("tf32_explicitly_off", {"prelude": "torch.backends.cuda.matmul.allow_tf32 = False\ntorch.backends.cudnn.allow_tf32 = False"}),
     ("weights_prepared_at_construction", {"init": "self.register_buffer('wt', self.lin.weight.detach().t().contiguous())"}),
     ("own_get_inputs_and_constants", {"prelude": "N = 2\ndef get_inputs():\n    return [torch.randn(1, N)]"}),
+    ("files_in_its_own_directory", {"prelude": "import os", "body": "torch.save(x, 'mine.pt')\n_ = torch.load('mine.pt')\n_ = os.listdir('.')"}),
 ]
 
 
