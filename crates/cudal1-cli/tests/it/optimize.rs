@@ -295,3 +295,29 @@ fn a_suite_directory_optimises_every_task_into_its_own_directory() {
     assert_ne!(lines[0]["run_id"], lines[1]["run_id"]);
     assert_eq!(server.finish().len(), 2);
 }
+
+#[test]
+fn setup_mistakes_are_clear_errors_with_exit_code_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cudal1"));
+        cmd.current_dir(repo())
+            .env("CUDAL1_CACHE_DIR", Path::new(env!("CARGO_TARGET_TMPDIR")).join("cudal1-cache"))
+            .env("CUDAL1_DB", dir.path().join("e.db"))
+            .args(["optimize", TASK, "--device", "cpu", "--out"])
+            .arg(dir.path().join("out"))
+            .args(extra);
+        cmd.output().unwrap()
+    };
+    let models = dir.path().join("models");
+    std::fs::create_dir(&models).unwrap();
+    let out = run(&["--gguf-dir", models.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("error: starting the embedded model"), "{err}");
+    assert!(err.contains("holds 0 .gguf files") && err.contains("hint: pass `--llm-url URL --model NAME`"), "{err}");
+
+    let out = run(&["--llm-url", "http://127.0.0.1:9/v1", "--model", "m", "--force"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`--force` and `--check-expectations` are options of `cudal1 eval`"));
+}

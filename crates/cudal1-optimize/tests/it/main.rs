@@ -232,3 +232,30 @@ fn a_program_a_crash_left_unevaluated_is_evaluated_on_resume() {
     assert_eq!(best.code, fast);
     assert_eq!(s.rounds[0].correct, 1);
 }
+
+#[test]
+fn a_rejected_key_stops_the_run_with_an_error_and_records_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.db")).unwrap();
+    let server = Server::start(401, "bad key", None);
+    let llm = client(&server.url);
+    let (settings, prompts, env) = (settings(), Prompts::builtin(), unused_env());
+    let cache = CompileCache { root: dir.path().join("extensions") };
+    let config = OptimizeConfig::new(2, 3);
+    let cancel = AtomicBool::new(false);
+    let optimizer = Optimizer {
+        llm: &llm,
+        prompts: &prompts,
+        store: &store,
+        eval: EvalEnv { env: &env, devices: &[Device::Cpu], settings: &settings, cache: &cache, work_root: dir.path(), compile_workers: 1 },
+        config: &config,
+        cancel: &cancel,
+    };
+    let err = optimizer.run(&task(), "it", &mut |_| {}).unwrap_err();
+    assert!(matches!(err, cudal1_optimize::OptimizeError::Llm { .. }), "{err:?}");
+    let cause = std::error::Error::source(&err).unwrap().to_string();
+    assert!(cause.contains("HTTP 401"), "{cause}");
+    let run = run_id(&task().hash, &settings.key_hash(), "it");
+    assert!(store.samples_for_run(&run).unwrap().is_empty());
+    assert!(store.rounds_for_run(&run).unwrap().is_empty());
+}

@@ -7,6 +7,8 @@ use cudal1_store::{EvalKey, NewBatch, NewEvaluation, Store, StoreError};
 use serde_json::json;
 use tempfile::TempDir;
 
+mod programs;
+
 fn key(task: &str, candidate: &str) -> EvalKey {
     EvalKey {
         task_hash: format!("task-{task}"),
