@@ -321,12 +321,15 @@ impl Progress {
                 }
                 self.refresh();
             }
-            Event::SampleRecorded { round, index, outcome, reason, queued, .. } => {
+            Event::SampleRecorded { round, index, outcome, reason, queued, known_program, .. } => {
                 if let Some(bar) = &self.bar {
                     bar.inc(1);
                 }
                 if queued {
                     self.evaluating += 1;
+                }
+                if let Some(id) = known_program {
+                    self.say(format!("  round {round} sample {index}: program #{id} again (evaluated before, not again)"));
                 }
                 if outcome != Outcome::Program {
                     let reason = reason.unwrap_or_default();

@@ -74,6 +74,12 @@ impl OptimizeConfig {
         if self.concurrency == 0 {
             return bad("concurrency must be at least 1".to_owned());
         }
+        if self.max_tokens == 0 {
+            return bad("max_tokens must be at least 1".to_owned());
+        }
+        if !(self.temperature.is_finite() && self.temperature >= 0.0) || !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return bad(format!("temperature must be >= 0 and top_p in (0, 1] (got {} and {})", self.temperature, self.top_p));
+        }
         if self.patience == Some(0) {
             return bad("patience must be at least 1 round".to_owned());
         }
@@ -115,6 +121,8 @@ mod tests {
         assert!(reason(OptimizeConfig { patience: Some(0), ..OptimizeConfig::new(1, 1) }).contains("patience"));
         assert!(reason(OptimizeConfig { bucket_width: 0.0, ..OptimizeConfig::new(1, 1) }).contains("bucket width"));
         assert!(reason(OptimizeConfig { max_cost_usd: Some(f64::NAN), ..OptimizeConfig::new(1, 1) }).contains("cost"));
+        assert!(reason(OptimizeConfig { max_tokens: 0, ..OptimizeConfig::new(1, 1) }).contains("max_tokens"));
+        assert!(reason(OptimizeConfig { top_p: 0.0, ..OptimizeConfig::new(1, 1) }).contains("top_p"));
     }
 
     #[test]
