@@ -77,7 +77,8 @@ impl OptimizeConfig {
         if self.max_tokens == 0 {
             return bad("max_tokens must be at least 1".to_owned());
         }
-        if !(self.temperature.is_finite() && self.temperature >= 0.0) || !(self.top_p > 0.0 && self.top_p <= 1.0) {
+        let sampling_ok = self.temperature.is_finite() && self.temperature >= 0.0 && self.top_p > 0.0 && self.top_p <= 1.0;
+        if !sampling_ok {
             return bad(format!("temperature must be >= 0 and top_p in (0, 1] (got {} and {})", self.temperature, self.top_p));
         }
         if self.patience == Some(0) {
