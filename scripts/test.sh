@@ -7,5 +7,8 @@ bash scripts/setup.sh
 export CUDAL1_PYTHON="$PWD/.venv/bin/python"
 echo "test: cargo test"
 cargo test --workspace --release 2>&1
-echo "test: pytest (runner and embedded-model worker)"
-.venv/bin/python -m pytest python/tests python/cudal1_llm_worker/tests -q -p no:cacheprovider 2>&1
+# Two runs: each folder has its own conftest.py, and one pytest process would import only one.
+echo "test: pytest python/tests (the runner)"
+.venv/bin/python -m pytest python/tests -q -p no:cacheprovider 2>&1
+echo "test: pytest python/cudal1_llm_worker/tests (the embedded-model worker)"
+.venv/bin/python -m pytest python/cudal1_llm_worker/tests -q -p no:cacheprovider 2>&1
