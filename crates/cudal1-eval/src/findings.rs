@@ -20,6 +20,7 @@ fn exploit_reading(kind: &str) -> Option<&'static str> {
         "busy_while_idle" => "keeps the CPU busy between its calls, while the reference is being timed",
         "gc_scan" => "scans the garbage collector's objects (looking for expected outputs or the harness's state)",
         "frame_inspection" => "reads the harness's stack frames (to tell checked, warm-up and timed calls apart)",
+        "file_access" => "looks for files outside its own directory (the harness's expected outputs)",
         "model_patched" => "replaces the model's `__call__` or `forward` after it was built",
         "tampered_tf32" => "changes the precision settings (TF32 or reduced-precision matmuls)",
         "tampered_reference" => "edits the reference module it shares a process with (problem sizes, get_inputs)",
@@ -70,7 +71,7 @@ mod tests {
 
     #[test]
     fn guard_findings_keep_their_kind_as_the_class() {
-        for kind in ["gc_scan", "frame_inspection", "background_thread", "model_patched", "tampered_timer", "tampered_tf32", "output_not_ready", "busy_while_idle"] {
+        for kind in ["gc_scan", "frame_inspection", "file_access", "background_thread", "model_patched", "tampered_timer", "tampered_tf32", "output_not_ready", "busy_while_idle"] {
             let j = judge_findings(&[f("output_wrong_device"), f(kind)]).unwrap();
             assert_eq!((j.verdict, j.class.as_str()), (Verdict::Exploit, kind));
             assert!(j.reason.ends_with(": output 0"), "{}", j.reason);

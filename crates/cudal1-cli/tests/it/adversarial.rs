@@ -1,0 +1,102 @@
+//! The adversarial corpus end to end on the CPU: every trick gets the verdict and the reason class
+//! its first line promises, and every honest look-alike is `correct`.
+
+use super::{cudal1, json_lines, repo, run};
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// Every class the CPU corpus must keep covering; removing the last candidate of one fails here.
+const CLASSES: [&str; 25] = [
+    "background_thread",
+    "busy_while_idle",
+    "correct",
+    "file_access",
+    "frame_inspection",
+    "gc_scan",
+    "input_mutated",
+    "mismatch",
+    "model_patched",
+    "output_aliases_input",
+    "output_not_tensor",
+    "stale_result",
+    "static_frame_inspection",
+    "static_gc_scan",
+    "static_model_patched",
+    "static_monkey_patch",
+    "static_tf32",
+    "tampered_allclose",
+    "tampered_event",
+    "tampered_reference",
+    "tampered_synchronize",
+    "tampered_tf32",
+    "tampered_timer",
+    "tampered_torch",
+    "timed_output_mismatch",
+];
+
+fn candidate_files(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            found.extend(candidate_files(&path));
+        } else if path.extension().is_some_and(|e| e == "py") {
+            found.push(path.display().to_string());
+        }
+    }
+    found
+}
+
+#[test]
+fn every_adversarial_candidate_gets_its_verdict_and_reason_class() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = cudal1(&dir.path().join("adv.db"));
+    cmd.args(["eval", "--suite", "tests/adversarial/tasks", "--candidates", "tests/adversarial/candidates", "--json"])
+        .args(["--device", "cpu", "--budget", "0.5", "--call-timeout", "10"]);
+    let out = run(cmd);
+    let lines = json_lines(&out);
+    let (summary, rows) = lines.split_last().unwrap();
+    // Every file of the corpus was evaluated (none skipped for a missing task).
+    assert_eq!(rows.len(), candidate_files(&repo().join("tests/adversarial/candidates")).len(), "{summary}");
+
+    let mut wrong = Vec::new();
+    let mut classes = BTreeSet::new();
+    for r in rows {
+        let expect = &r["expect"];
+        let (verdict, class) = (expect["verdict"].as_str(), expect["class"].as_str());
+        assert!(verdict.is_some() && class.is_some(), "{} has no `# cudal1: expect=... class=...` line", r["candidate"]);
+        if r["verdict"].as_str() != verdict || r["reason_class"].as_str() != class {
+            wrong.push(format!(
+                "{}: got {} / {}, expected {} / {}: {}",
+                r["candidate"], r["verdict"], r["reason_class"], verdict.unwrap(), class.unwrap(), r["reason"]
+            ));
+        }
+        assert!(!r["reason"].as_str().unwrap().is_empty());
+        classes.insert(r["reason_class"].as_str().unwrap().to_owned());
+    }
+    assert!(wrong.is_empty(), "{} candidate(s) got another verdict:\n{}", wrong.len(), wrong.join("\n"));
+    let missing: Vec<&str> = CLASSES.iter().copied().filter(|c| !classes.contains(*c)).collect();
+    assert!(missing.is_empty(), "no candidate covers {missing:?}");
+
+    // The static screen's warnings reach the evaluation without deciding it.
+    let joined = rows.iter().find(|r| r["candidate"].as_str().unwrap().ends_with("honest_joined_threads.py")).unwrap();
+    assert_eq!(joined["verdict"], "correct");
+    assert!(joined["warnings"].as_array().unwrap().iter().any(|w| w["class"] == "threads"), "{}", joined["warnings"]);
+}
+
+#[test]
+fn every_corpus_file_states_its_trick() {
+    for root in ["tests/adversarial/candidates", "tests/adversarial/cuda/candidates"] {
+        for file in candidate_files(&repo().join(root)) {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let mut lines = text.lines();
+            let first = lines.next().unwrap_or("");
+            let expect = cudal1_task::expectation(&text).unwrap_or_else(|| panic!("{file}: no expectation line"));
+            assert!(first.starts_with("# cudal1: expect="), "{file}");
+            assert!(expect.class.is_some(), "{file}: the expectation names no class");
+            // The second line says what the trick is (or why the look-alike is honest).
+            let second = lines.next().unwrap_or("");
+            assert!(second.starts_with("# Trick") || second.starts_with("# Look-alike"), "{file}: {second}");
+        }
+    }
+}
