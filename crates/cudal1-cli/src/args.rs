@@ -111,4 +111,35 @@ pub enum TasksCommand {
         #[arg(long)]
         cache_dir: Option<PathBuf>,
     },
+    /// Find degenerate tasks: outputs constant across seeds, near zero, independent of the inputs
+    /// or of the weights, or passed by a null candidate (zeros, ones, an input echoed back).
+    /// Exit status 1 when a task is flagged or cannot be checked.
+    Check {
+        dir: PathBuf,
+        /// One JSON object per task (`task`, `flags`, `parameters`, `unjudged`, `error`).
+        #[arg(long)]
+        json: bool,
+        /// `cpu`, `cuda` or `cuda:N` (default: the first GPU when there is one, else the CPU).
+        #[arg(long)]
+        device: Option<String>,
+        /// Input seeds compared per task.
+        #[arg(long, default_value_t = 3)]
+        seeds: usize,
+        /// KernelBench v0 tolerances (1e-2 for every dtype) instead of the per-dtype defaults.
+        #[arg(long)]
+        kernelbench_v0: bool,
+        /// Only these tasks (`level1/12_Name`, repeatable).
+        #[arg(long)]
+        only: Vec<String>,
+        /// Run the probes without the sandbox.
+        #[arg(long)]
+        no_sandbox: bool,
+        /// Seconds one model call may take.
+        #[arg(long, default_value_t = 120.0)]
+        call_timeout: f64,
+        #[arg(long)]
+        python: Option<PathBuf>,
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
+    },
 }

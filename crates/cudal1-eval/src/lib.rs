@@ -13,6 +13,7 @@ pub mod batch;
 pub mod candidate;
 pub mod compile;
 pub mod correctness;
+pub mod degenerate;
 mod failure;
 pub mod findings;
 pub mod reference;

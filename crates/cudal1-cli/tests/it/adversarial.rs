@@ -100,3 +100,40 @@ fn every_corpus_file_states_its_trick() {
         }
     }
 }
+
+/// `# cudal1: degenerate=a,b` (or `none`) from a task's first line.
+fn expected_flags(path: &Path) -> BTreeSet<String> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let list = text.lines().next().and_then(|l| l.strip_prefix("# cudal1: degenerate=")).unwrap_or_else(|| panic!("{}: no degenerate= line", path.display()));
+    list.split(',').map(str::trim).filter(|f| *f != "none").map(str::to_owned).collect()
+}
+
+#[test]
+fn tasks_check_flags_each_degenerate_task_with_its_reasons_and_passes_healthy_ones() {
+    let mut cmd = cudal1(&std::env::temp_dir().join("unused.db"));
+    cmd.args(["tasks", "check", "tests/adversarial/degenerate", "--device", "cpu", "--json"]);
+    let out = cmd.output().unwrap();
+    let rows = json_lines(&out);
+    let dir = repo().join("tests/adversarial/degenerate/level1");
+    assert_eq!(rows.len(), std::fs::read_dir(&dir).unwrap().count(), "{}", String::from_utf8_lossy(&out.stderr));
+    for r in &rows {
+        let key = r["task"].as_str().unwrap();
+        assert!(r.get("error").is_none_or(|e| e.is_null()), "{key}: {}", r["error"]);
+        let file = dir.join(format!("{}.py", key.trim_start_matches("level1/")));
+        let got: BTreeSet<String> = r["flags"].as_array().unwrap().iter().map(|f| f["kind"].as_str().unwrap().to_owned()).collect();
+        assert_eq!(got, expected_flags(&file), "{key}: {}", r["flags"]);
+        assert!(r["flags"].as_array().unwrap().iter().all(|f| !f["reason"].as_str().unwrap().is_empty()));
+        assert_eq!(r["unjudged"].as_array().unwrap().len(), 0, "{key}: {}", r["unjudged"]);
+    }
+    // A flagged task is remembered for the exit status.
+    assert_eq!(out.status.code(), Some(1));
+
+    // The adversarial corpus's own tasks are healthy.
+    let mut cmd = cudal1(&std::env::temp_dir().join("unused.db"));
+    cmd.args(["tasks", "check", "tests/adversarial/tasks", "--device", "cpu", "--json"]);
+    let out = run(cmd);
+    assert!(out.status.success());
+    for r in json_lines(&out) {
+        assert_eq!(r["flags"].as_array().unwrap().len(), 0, "{r}");
+    }
+}
