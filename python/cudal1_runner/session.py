@@ -172,9 +172,10 @@ class Session:
         if self.inspects:
             findings += outputs_mod.output_findings(flat, args, self.device)
             findings += outputs_mod.mutation_findings(args, clones)
+            # The guard's findings name causes (a thread left running); readiness, a symptom.
+            findings += self.guard.findings()
             if early is not None:
                 findings += outputs_mod.readiness_findings(early, flat)
-            findings += self.guard.findings()
         saved, more = outputs_mod.to_host(flat, strict=not self.inspects)
         path = os.path.join(out_dir, f"seed-{seed}.pt")
         outputs_mod.save(path, saved)

@@ -12,7 +12,7 @@ class ModelNew(nn.Module):
         self.scale = scale
 
     def forward(self, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
-        out = torch.empty(A.shape[0], B.shape[1], dtype=A.dtype)
+        out = torch.empty(A.shape[0], B.shape[1], dtype=A.dtype, device=A.device)
         half = A.shape[0] // 2
 
         def part(lo, hi):
