@@ -5,6 +5,8 @@ import torch
 
 from conftest import REFERENCE, SAME_CANDIDATE, load
 
+from cudal1_runner.seeding import mix
+
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
@@ -37,7 +39,7 @@ def test_gpu_outputs_match_across_roles_and_time_runs(start_runner, write, refer
     reply = cand.ok("time", calls=20, seed_base=500, flush_l2=True, check=[19], dir=str(tmp_path / "c"))
     assert len(reply["ms"]) == 20 and all(m > 0 for m in reply["ms"])
     assert all(h > 0 for h in reply["host_ms"])
-    (exp,) = ref.ok("expected", seeds=[519], dir=str(tmp_path / "r"))["results"]
+    (exp,) = ref.ok("expected", seeds=[mix(500, 19)], dir=str(tmp_path / "r"))["results"]
     cmp = ref.ok("compare", expected=exp["path"], actual=reply["checked"][0]["path"], atol=0, rtol=0)
     assert cmp["outputs"][0]["mismatches"] == 0
 
@@ -99,6 +101,22 @@ def test_side_stream_work_is_inside_the_clock(start_runner, write, tmp_path):
     r = sorted(ref.ok("time", calls=15, seed_base=10)["ms"])[7]
     c = sorted(cand.ok("time", calls=15, seed_base=10)["ms"])[7]
     assert c > 0.5 * r, (r, c)
+
+
+# The side-stream candidate, joined to the caller's stream before returning: honest.
+JOINED = SIDE_STREAM.replace("            return out", "            torch.cuda.current_stream().wait_stream(self.side)\n            return out")
+
+
+def test_an_output_still_written_by_a_side_stream_is_reported(start_runner, write, tmp_path):
+    reference = write("heavy.py", HEAVY)
+    found = {}
+    for name, source in (("side", SIDE_STREAM), ("joined", JOINED)):
+        cand = start_runner("candidate")
+        load(cand, reference, write(f"{name}.py", source), device="cuda:0")
+        results = cand.ok("outputs", seeds=[1, 2], dir=str(tmp_path / name))["results"]
+        found[name] = [f["kind"] for r in results for f in r["findings"]]
+    assert found["side"] == ["output_not_ready"], found
+    assert found["joined"] == [], found
 
 
 def test_oom_is_reported_as_oom(start_runner, write, reference, tmp_path):
