@@ -119,7 +119,7 @@ fn check(dir: PathBuf, o: CheckOptions) -> Result<ExitCode> {
     if o.seeds < 2 {
         bail!("`--seeds` must be at least 2: outputs of different seeds are compared");
     }
-    if !(o.call_timeout > 0.0) {
+    if o.call_timeout.is_nan() || o.call_timeout <= 0.0 {
         bail!("`--call-timeout` must be a positive number of seconds");
     }
     let suite = load_suite(&dir)?;
