@@ -137,17 +137,21 @@ pub fn check_task(env: &RunnerEnv, task: &Task, settings: &EvalSettings, work_ro
             let mut run_mode = |mode: &str, compare: &mut dyn FnMut(&Path, &Path) -> Result<bool, CheckError>| -> Result<Result<bool, String>, CheckError> {
                 std::fs::write(probe_dir.join("probe-mode"), mode).map_err(|e| fail("writing the probe", CallError::Protocol(e.to_string())))?;
                 let out_dir = probe_dir.join(format!("out-{mode}"));
-                let reply = match probe.call(&Outputs { seeds: seeds.to_vec(), dir: out_dir }, limit) {
-                    Ok(r) => r,
-                    // A probe that cannot run on this task (an echo of the wrong kind) judges nothing.
-                    Err(CallError::Runner(e)) => return Ok(Err(e.message.lines().next().unwrap_or("").to_owned())),
-                    Err(e) => return Err(fail(&format!("running the probe ({mode})"), e)),
-                };
-                let mut all = true;
-                for (r, e) in reply.results.iter().zip(&expected) {
-                    all &= compare(e, &r.path)?;
+                // Seed by seed, stopping at the first mismatch: a healthy task fails every null
+                // candidate on its first seed.
+                for (&seed, e) in seeds.iter().zip(&expected) {
+                    let reply = match probe.call(&Outputs { seeds: vec![seed], dir: out_dir.clone() }, limit) {
+                        Ok(r) => r,
+                        // A probe that cannot run on this task (an echo of the wrong kind) judges nothing.
+                        Err(CallError::Runner(e)) => return Ok(Err(e.message.lines().next().unwrap_or("").to_owned())),
+                        Err(e) => return Err(fail(&format!("running the probe ({mode})"), e)),
+                    };
+                    let Some(r) = reply.results.first() else { return Ok(Ok(false)) };
+                    if !compare(e, &r.path)? {
+                        return Ok(Ok(false));
+                    }
                 }
-                Ok(Ok(all))
+                Ok(Ok(true))
             };
             // The probe must reproduce the reference before its other answers mean anything.
             match run_mode("model", &mut compare)? {
