@@ -81,10 +81,3 @@ class Origins:
                 continue
             return kind == "untrusted"
         return False
-
-    def stack_has_untrusted(self, frame) -> bool:
-        while frame is not None:
-            if self.kind(frame.f_code.co_filename) == "untrusted":
-                return True
-            frame = frame.f_back
-        return False
