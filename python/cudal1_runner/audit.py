@@ -43,6 +43,22 @@ _SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
 _FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"})
 
 
+def _code_roots() -> tuple:
+    """Where importable code lives: the interpreter's trees, ``sys.path`` and the extension cache.
+
+    Read at each check, since ``sys.path`` may grow; the candidate's working directory is not on it.
+    """
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.environ.get("TORCH_EXTENSIONS_DIR", "")}
+    roots.update(p for p in sys.path if p)
+    out = []
+    for root in roots:
+        if root and os.path.isabs(root):
+            real = os.path.realpath(root).rstrip(os.sep)
+            if real and real not in _SHARED_TEMP and real != os.sep:
+                out.append(real)
+    return tuple(out)
+
+
 class Auditor:
     def __init__(self, origins, home: str = None) -> None:
         self._origins = origins
@@ -94,6 +110,8 @@ class Auditor:
         home = self._home
         if path == home or path.startswith(home + os.sep):
             return False
+        if any(path == root or path.startswith(root + os.sep) for root in _code_roots()):
+            return False  # importing code (a venv or the extension cache may well sit under /tmp)
         if home.startswith(path.rstrip(os.sep) + os.sep) or path == os.path.dirname(home):
             return True  # an ancestor of its own directory: the work root holds the reference's
         parent = os.path.dirname(home)
