@@ -135,4 +135,11 @@ def _plain_data(value) -> bool:
 
 def thread_entries() -> list:
     """Extra entries for the thread-start wrappers installed by ``threads``."""
-    return [("threads", vars(_thread), "start_new_thread"), ("threads", vars(threading), "_start_new_thread")]
+    entries = []
+    for name in ("start_new_thread", "start_new", "start_joinable_thread"):
+        if hasattr(_thread, name):
+            entries.append(("threads", vars(_thread), name))
+    for name in ("_start_new_thread", "_start_joinable_thread"):
+        if hasattr(threading, name):
+            entries.append(("threads", vars(threading), name))
+    return entries

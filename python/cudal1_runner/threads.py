@@ -2,8 +2,9 @@
 
 Work done in a background thread escapes the timer, and a thread that keeps running between
 requests can slow the reference down while it is being timed. Every thread start goes through
-``_thread.start_new_thread`` (``threading`` included); the runner wraps it before candidate code
-is imported and tracks the threads that untrusted code started. A thread the candidate joins
+``_thread.start_new_thread`` (``start_joinable_thread`` from Python 3.13; ``threading`` included);
+the runner wraps them before candidate code is imported and tracks the threads that untrusted
+code started. A thread the candidate joins
 before returning is fine; one still alive after the call is reported. The wrappers are checked
 by ``tamper`` so that restoring the originals is itself seen.
 """
@@ -13,6 +14,8 @@ import sys
 import threading
 
 BACKGROUND_THREAD = "background_thread"
+# The functions of ``_thread`` that start a thread, by Python version.
+STARTERS = ("start_new_thread", "start_joinable_thread")
 
 
 class ThreadWatch:
@@ -20,17 +23,28 @@ class ThreadWatch:
         self._origins = origins
         self._lock = threading.Lock()
         self._alive = {}  # ident -> where it was started
-        self._original = _thread.start_new_thread
-        self.wrapper = None
 
     def install(self) -> None:
-        original = self._original
+        for name in STARTERS:
+            original = getattr(_thread, name, None)
+            if original is None:
+                continue
+            wrapper = self._wrap(original)
+            setattr(_thread, name, wrapper)
+            # threading keeps its own references, taken at its import.
+            for alias in (f"_{name}", "_start_new_thread" if name == "start_new_thread" else None):
+                if alias and hasattr(threading, alias):
+                    setattr(threading, alias, wrapper)
+        if hasattr(_thread, "start_new"):
+            _thread.start_new = _thread.start_new_thread
+
+    def _wrap(self, original):
         watch = self
 
-        def start_new_thread(function, args, kwargs=None):
+        def start(function, *args, **kwargs):
             where = watch._untrusted_caller()
             if where is None:
-                return original(function, args, kwargs or {})
+                return original(function, *args, **kwargs)
 
             def run(*a, **k):
                 ident = _thread.get_ident()
@@ -42,13 +56,9 @@ class ThreadWatch:
                     with watch._lock:
                         watch._alive.pop(ident, None)
 
-            return original(run, args, kwargs or {})
+            return original(run, *args, **kwargs)
 
-        self.wrapper = start_new_thread
-        _thread.start_new_thread = start_new_thread
-        _thread.start_new = start_new_thread
-        # threading keeps its own reference, taken at its import.
-        threading._start_new_thread = start_new_thread
+        return start
 
     def _untrusted_caller(self):
         try:

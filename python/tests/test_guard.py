@@ -102,6 +102,11 @@ TRICKS = [
         {"body": "try:\n    open('/nonexistent/expected/seed-1.pt', 'rb')\nexcept OSError:\n    pass"},
         ["file_access"],
     ),
+    (
+        "thread_start_restored",
+        {"prelude": "import _thread\n_w = _thread.start_new_thread\n_thread.start_new_thread = [c.cell_contents for c in _w.__closure__ if getattr(c.cell_contents, '__name__', '') == 'start_new_thread'][0]"},
+        ["tampered_threads"],
+    ),
     ("forward_swapped", {"body": "self.forward = lambda x: x * 0"}, ["model_patched"]),
     (
         "call_assigned_at_import",
