@@ -46,6 +46,10 @@ pub struct EvalArgs {
     /// Print JSON (one object for `--task`, one row per line and a summary line for `--suite`).
     #[arg(long)]
     pub json: bool,
+    /// Start the next candidates' processes while one is timed (default: on GPUs only, where the
+    /// interpreter's start-up takes no core from the timed processes).
+    #[arg(long, value_name = "BOOL")]
+    pub prefetch: Option<bool>,
     #[command(flatten)]
     pub common: CommonEval,
 }

@@ -148,6 +148,7 @@ fn suite_batch(a: &EvalArgs, suite_dir: &Path, cands: &Path) -> Result<ExitCode>
         compile_workers: workers,
         seed: random_seed(a.common.seed),
         cancel: &cancel,
+        prefetch: a.prefetch,
     };
     let mut failures: Vec<String> = Vec::new();
     let mut skipped = 0usize;

@@ -2,7 +2,7 @@
 //! evaluates (one timing job per GPU at a time), and every step is reported as an event to the
 //! caller's thread, which owns all output (progress, the store).
 
-use crate::candidate::{evaluate_candidate, EvalContext};
+use crate::candidate::{evaluate_candidate, evaluate_in, CandidateProcess, EvalContext};
 use crate::compile::{compile, needs_compile, CompileCache, CompileOutcome};
 use crate::reference::{ReferenceError, ReferenceSession};
 use crate::runner::RunnerEnv;
@@ -48,10 +48,17 @@ pub struct Batch<'a> {
     pub seed: u64,
     /// Set once to drain: running evaluations finish, nothing new starts.
     pub cancel: &'a AtomicBool,
+    /// Start the next candidates' processes while the current one is timed; `None`: on GPUs
+    /// only, since on the CPU the start-up would take a core from the timed processes.
+    pub prefetch: Option<bool>,
 }
 
 /// How many reference processes a device worker keeps alive (they hold weights on the GPU).
 const REFERENCES_PER_DEVICE: usize = 3;
+
+/// How many candidate processes a device worker starts ahead: two, so that a candidate that fails
+/// at once still finds the next one's interpreter ready.
+const PREFETCH_DEPTH: usize = 2;
 
 impl Batch<'_> {
     pub fn run(&self, jobs: Vec<BatchJob>, mut on_event: impl FnMut(BatchEvent)) {
@@ -106,10 +113,29 @@ impl Batch<'_> {
         let ctx = EvalContext { env: self.env, settings: &settings, work_root: self.work_root };
         let mut references: VecDeque<(usize, ReferenceSession)> = VecDeque::new();
         let mut rng = StdRng::seed_from_u64(seed);
-        for (job, compiled) in ready {
+        let mut ahead: VecDeque<(BatchJob, CompileOutcome, Option<CandidateProcess>)> = VecDeque::new();
+        loop {
+            let (job, compiled, process) = match ahead.pop_front() {
+                Some(n) => n,
+                None => match ready.recv() {
+                    Ok((job, compiled)) => (job, compiled, None),
+                    Err(_) => break,
+                },
+            };
             if self.cancel.load(Ordering::SeqCst) {
+                if let Some(p) = process {
+                    p.discard();
+                }
                 let _ = events.send(BatchEvent::Skipped { id: job.id });
                 continue;
+            }
+            while self.prefetch.unwrap_or(device.is_cuda()) && ahead.len() < PREFETCH_DEPTH {
+                let Ok((job, compiled)) = ready.try_recv() else { break };
+                let process = match &compiled {
+                    CompileOutcome::Failed { .. } => None,
+                    _ => CandidateProcess::start(&ctx, &self.tasks[job.task].path, &job.candidate, &compiled).ok(),
+                };
+                ahead.push_back((job, compiled, process));
             }
             let _ = events.send(BatchEvent::Started { id: job.id, device: device.clone() });
             let reference = match references.iter().position(|(t, _)| *t == job.task) {
@@ -124,20 +150,28 @@ impl Batch<'_> {
                     references.len() - 1
                 }),
             };
-            let result = reference.and_then(|i| {
-                let job_rng = StdRng::from_rng(&mut rng);
-                let result = evaluate_candidate(&ctx, &mut references[i].1, &job.candidate, &compiled, job_rng);
-                match &result {
-                    Ok(_) => references[i].1.clear_expected(),
-                    // A reference that failed once is not trusted again.
-                    Err(_) => {
-                        if let Some((_, r)) = references.remove(i) {
-                            r.shutdown();
+            let result = match reference {
+                Ok(i) => {
+                    let job_rng = StdRng::from_rng(&mut rng);
+                    let result = evaluate_in(&ctx, &mut references[i].1, &job.candidate, &compiled, process, job_rng);
+                    match &result {
+                        Ok(_) => references[i].1.clear_expected(),
+                        // A reference that failed once is not trusted again.
+                        Err(_) => {
+                            if let Some((_, r)) = references.remove(i) {
+                                r.shutdown();
+                            }
                         }
                     }
+                    result
                 }
-                result
-            });
+                Err(e) => {
+                    if let Some(p) = process {
+                        p.discard();
+                    }
+                    Err(e)
+                }
+            };
             let event = match result {
                 Ok(evaluation) => BatchEvent::Finished { id: job.id, evaluation: Box::new(evaluation) },
                 Err(e) => BatchEvent::ReferenceFailed { id: job.id, error: e.to_string() },

@@ -45,9 +45,21 @@ pub fn evaluate_candidate(
     compiled: &CompileOutcome,
     rng: StdRng,
 ) -> Result<Evaluation, ReferenceError> {
+    evaluate_in(ctx, reference, candidate, compiled, None, rng)
+}
+
+/// [`evaluate_candidate`] in a process started ahead with [`CandidateProcess::start`], if any.
+pub fn evaluate_in(
+    ctx: &EvalContext<'_>,
+    reference: &mut ReferenceSession,
+    candidate: &Candidate,
+    compiled: &CompileOutcome,
+    process: Option<CandidateProcess>,
+    rng: StdRng,
+) -> Result<Evaluation, ReferenceError> {
     let started = Instant::now();
     let mut run = Run { ctx, reference, candidate, m: Measurements::default(), rng, warnings: Vec::new(), first_output: None };
-    let (judgement, speedup, times) = match run.go(compiled)? {
+    let (judgement, speedup, times) = match run.go(compiled, process)? {
         Ok((j, s, t)) => (j, s, t),
         Err(j) => (j, None, None),
     };
@@ -72,11 +84,48 @@ pub fn evaluate_candidate(
     })
 }
 
+/// A candidate's runner process with its scratch directory and program file. It can be started
+/// ahead of its evaluation, so that the interpreter's start-up overlaps the previous candidate's
+/// timing: nothing of the candidate runs before `load`, and the process touches no GPU before.
+pub struct CandidateProcess {
+    scratch: tempfile::TempDir,
+    file: PathBuf,
+    client: RunnerClient,
+}
+
+impl CandidateProcess {
+    /// Starts the process for `candidate` against the task at `task_path`, whose extensions (if
+    /// any) `compiled` built; the judgement when it cannot be started.
+    pub fn start(ctx: &EvalContext<'_>, task_path: &Path, candidate: &Candidate, compiled: &CompileOutcome) -> Result<CandidateProcess, Judgement> {
+        let internal = |what: &str, e: std::io::Error| Judgement::new(Verdict::RuntimeError, "internal", format!("cudal1 could not {what}: {e}"));
+        let scratch = tempfile::Builder::new().prefix("candidate-").tempdir_in(ctx.work_root).map_err(|e| internal("make a scratch directory", e))?;
+        let file = scratch.path().join("candidate.py");
+        std::fs::write(&file, &candidate.source).map_err(|e| internal("write the candidate", e))?;
+        let settings = ctx.settings;
+        let launch = Launch {
+            role: Role::Candidate,
+            label: format!("candidate {}", candidate.label),
+            device: &settings.device,
+            scratch: scratch.path(),
+            extensions: compiled.extensions_dir(),
+            reads: vec![absolute(task_path)],
+            sandbox: settings.sandbox,
+            memory_bytes: settings.memory_bytes,
+        };
+        let client = RunnerClient::spawn(ctx.env, launch).map_err(|e| judge_call_error(&e, "starting", ""))?;
+        Ok(CandidateProcess { scratch, file, client })
+    }
+
+    /// Ends a process that will not be evaluated.
+    pub fn discard(self) {
+        self.client.shutdown();
+    }
+}
+
 type Decided = Result<(Judgement, Option<Interval>, Option<(f64, f64)>), Judgement>;
 
 impl Run<'_, '_> {
-    fn go(&mut self, compiled: &CompileOutcome) -> Result<Decided, ReferenceError> {
-        let settings = self.ctx.settings;
+    fn go(&mut self, compiled: &CompileOutcome, process: Option<CandidateProcess>) -> Result<Decided, ReferenceError> {
         if let Err(e) = self.candidate.check() {
             let j = match e {
                 TaskError::Syntax { line, column, snippet, .. } => Judgement::new(
@@ -103,49 +152,37 @@ impl Run<'_, '_> {
             CompileOutcome::NotNeeded => {}
         }
 
-        let scratch = match tempfile::Builder::new().prefix("candidate-").tempdir_in(self.ctx.work_root) {
-            Ok(d) => d,
-            Err(e) => return Ok(Err(Judgement::new(Verdict::RuntimeError, "internal", format!("cudal1 could not make a scratch directory: {e}")))),
-        };
-        let file = scratch.path().join("candidate.py");
-        if let Err(e) = std::fs::write(&file, &self.candidate.source) {
-            return Ok(Err(Judgement::new(Verdict::RuntimeError, "internal", format!("cudal1 could not write the candidate: {e}"))));
-        }
-        let task_path = absolute(&self.reference.task.path);
-        let spawned = RunnerClient::spawn(
-            self.ctx.env,
-            Launch {
-                role: Role::Candidate,
-                label: format!("candidate {}", self.candidate.label),
-                device: &settings.device,
-                scratch: scratch.path(),
-                extensions: compiled.extensions_dir(),
-                reads: vec![task_path.clone()],
-                sandbox: settings.sandbox,
-                memory_bytes: settings.memory_bytes,
+        let mut process = match process {
+            Some(p) => p,
+            None => match CandidateProcess::start(self.ctx, &self.reference.task.path, self.candidate, compiled) {
+                Ok(p) => p,
+                Err(j) => return Ok(Err(j)),
             },
-        );
-        let mut client = match spawned {
-            Ok(c) => c,
-            Err(e) => return Ok(Err(judge_call_error(&e, "starting", ""))),
         };
-        let outcome = self.with_client(&mut client, &file, &task_path, scratch.path());
+        let task_path = absolute(&self.reference.task.path);
+        let outcome = self.with_client(&mut process, &task_path);
         if let Ok(Err(_)) = &outcome {
-            self.m.log_tail = Some(crate::reference::tail(&client.stderr_tail()));
+            self.m.log_tail = Some(crate::reference::tail(&process.client.stderr_tail()));
         }
-        client.shutdown();
+        process.client.shutdown();
         outcome
     }
 
-    fn with_client(&mut self, client: &mut RunnerClient, file: &Path, task_path: &Path, scratch: &Path) -> Result<Decided, ReferenceError> {
+    fn with_client(&mut self, process: &mut CandidateProcess, task_path: &Path) -> Result<Decided, ReferenceError> {
         let settings = self.ctx.settings;
         let fail = |client: &RunnerClient, e: CallError, doing: &str| judge_call_error(&e, doing, &client.stderr_tail());
+        let (file, scratch) = (process.file.clone(), process.scratch.path().to_owned());
+        let scratch = scratch.as_path();
+        let client = &mut process.client;
+        let phase = Instant::now();
         if let Err(e) = client.call(&Hello {}, Duration::from_secs(120)) {
             return Ok(Err(fail(client, e, "starting")));
         }
+        self.m.phase("start", phase.elapsed());
+        let phase = Instant::now();
         let load = Load {
             reference: task_path.to_owned(),
-            candidate: Some(file.to_owned()),
+            candidate: Some(file),
             device: runner_device(&settings.device),
             init_seed: INIT_SEED,
         };
@@ -153,6 +190,8 @@ impl Run<'_, '_> {
             Ok(reply) => self.m.load_ms = Some(reply.load_ms),
             Err(e) => return Ok(Err(fail(client, e, "loading"))),
         }
+        self.m.phase("load", phase.elapsed());
+        let phase = Instant::now();
 
         // Correctness on fresh random seeds, compared in the reference process.
         let seeds: Vec<u64> = (0..settings.correctness_seeds).map(|_| self.rng.random_range(1..1u64 << 31)).collect();
@@ -199,6 +238,9 @@ impl Run<'_, '_> {
 
         self.first_output = results.first().map(|r| r.path.clone());
 
+        self.m.phase("correctness", phase.elapsed());
+        let phase = Instant::now();
+
         // Timing.
         let cand_first = median(&results.iter().map(|r| r.ms).collect::<Vec<_>>()).unwrap_or(1.0);
         let ref_first = self.reference.first_call_ms.unwrap_or(cand_first);
@@ -218,6 +260,7 @@ impl Run<'_, '_> {
         // A suspicious clock or a large speedup is measured again: an exploit verdict needs the
         // outer clock to disagree both times, and of two speedups the lower one stands.
         let Some(why) = remeasure_reason(&first, settings) else {
+            self.m.phase("timing", phase.elapsed());
             return self.decide_after_timing(first, false, None);
         };
         let second = match measure(self, client)? {
@@ -228,6 +271,7 @@ impl Run<'_, '_> {
         let first_speedup = quick_speedup(&first);
         let (mut kept, other) = if first_speedup.unwrap_or(f64::MAX) < quick_speedup(&second).unwrap_or(f64::MAX) { (first, second) } else { (second, first) };
         kept.checked.extend(other.checked);
+        self.m.phase("timing", phase.elapsed());
         self.decide_after_timing(kept, hidden_twice, Some(Remeasure { why, first_speedup }))
     }
 

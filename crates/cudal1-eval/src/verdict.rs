@@ -3,6 +3,7 @@
 use cudal1_protocol::Finding;
 use cudal1_stats::Interval;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -130,6 +131,15 @@ pub struct Measurements {
     pub timing: Option<TimingReport>,
     /// Tail of the candidate's stderr when it failed.
     pub log_tail: Option<String>,
+    /// Wall time of each step of the evaluation (start, load, correctness, timing), in ms.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub phases_ms: BTreeMap<String, f64>,
+}
+
+impl Measurements {
+    pub fn phase(&mut self, name: &str, took: std::time::Duration) {
+        self.phases_ms.insert(name.to_owned(), took.as_secs_f64() * 1e3);
+    }
 }
 
 /// One evaluated candidate.

@@ -36,11 +36,14 @@ fn json_lines(out: &Output) -> Vec<Value> {
 
 const FAST_TIMING: [&str; 6] = ["--device", "cpu", "--budget", "0.3", "--call-timeout", "5"];
 
+/// With `--prefetch true` the next candidates' processes are started while one is timed (the
+/// default on GPUs): crashes, hangs and build failures beside them change nothing.
 #[test]
 fn every_verdict_on_the_cpu_suite_matches_its_expectation() {
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = cudal1(&dir.path().join("s.db"));
     cmd.args(["eval", "--suite", "tests/suite-cpu/tasks", "--candidates", "tests/suite-cpu/candidates", "--json", "--check-expectations"])
+        .args(["--prefetch", "true"])
         .args(FAST_TIMING);
     let out = run(cmd);
     let lines = json_lines(&out);
@@ -51,6 +54,10 @@ fn every_verdict_on_the_cpu_suite_matches_its_expectation() {
         assert_eq!(r["verdict"], expected, "{}: {}", r["candidate"], r["reason"]);
         assert!(!r["reason"].as_str().unwrap().is_empty());
         if r["verdict"] == "correct" {
+            let phases = r["measurements"]["phases_ms"].as_object().unwrap();
+            let names: Vec<&str> = phases.keys().map(String::as_str).collect();
+            assert_eq!(names, ["correctness", "load", "start", "timing"], "{}", r["candidate"]);
+            assert!(phases["timing"].as_f64().unwrap() > 0.0);
             let s = &r["speedup"];
             assert!(s["ci_low"].as_f64().unwrap() <= s["median"].as_f64().unwrap());
             assert!(s["median"].as_f64().unwrap() <= s["ci_high"].as_f64().unwrap());
