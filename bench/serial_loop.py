@@ -3,8 +3,10 @@ candidate in turn, imports it (building its load_inline extensions), checks it o
 times it the way KernelBench's harness does (CUDA events on the current stream, the same inputs
 for every trial, no L2 flush, no device-wide synchronisation before the end event).
 
-usage: python serial_loop.py SUITE_DIR CANDIDATES_DIR [--trials 100] [--json OUT]
+usage: python serial_loop.py SUITE_DIR CANDIDATES_DIR [--trials 100] [--json OUT] [--shard K/N]
 Candidates are laid out like cudal1's: CANDIDATES/levelN/<task stem>.py or .../<task stem>/*.py.
+--shard K/N takes every N-th candidate from the K-th (0-based): a loop too long for one sitting
+runs as N processes one after another, and its wall time is the sum of theirs.
 """
 
 import argparse
@@ -53,7 +55,9 @@ def main():
     ap.add_argument("candidates")
     ap.add_argument("--trials", type=int, default=100)
     ap.add_argument("--json")
+    ap.add_argument("--shard", default="0/1")
     args = ap.parse_args()
+    shard, shards = (int(x) for x in args.shard.split("/"))
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dev = torch.device("cuda")
@@ -61,6 +65,8 @@ def main():
     wall0 = time.perf_counter()
     timed_ms = 0.0
     for n, (task_path, cand_path) in enumerate(pairs(args.suite, args.candidates)):
+        if n % shards != shard:
+            continue
         t0 = time.perf_counter()
         row = {"task": task_path, "candidate": cand_path}
         try:
@@ -104,6 +110,8 @@ def main():
         "wall_s": wall,
         "candidates_per_minute": len(rows) / wall * 60,
         "timed_share": timed_ms / 1e3 / wall,
+        "timed_s": timed_ms / 1e3,
+        "shard": args.shard,
     }
     print(json.dumps({"summary": summary}), flush=True)
     if args.json:
