@@ -186,7 +186,8 @@ class Session:
         actual = req.abs_path(request, "actual")
         atol = req.number(request, "atol")
         rtol = req.number(request, "rtol")
-        return compare_files(expected, actual, atol, rtol)
+        device = self.device if self.device is not None and self.device.type == "cuda" else None
+        return compare_files(expected, actual, atol, rtol, device)
 
     def _op_time(self, request: dict) -> dict:
         self._require_loaded()

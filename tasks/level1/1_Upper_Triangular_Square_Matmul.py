@@ -19,8 +19,10 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    A = torch.randn(N, N)
-    B = torch.randn(N, N)
+    # Non-negative entries: with signed ones many sums cancel to near zero, where any other
+    # summation order (a blocked product, another GEMM kernel) misses the fp32 tolerance of 1e-4.
+    A = torch.rand(N, N)
+    B = torch.rand(N, N)
     return [A, B]
 
 
