@@ -4,10 +4,12 @@ import torch.nn as nn
 # Index of the largest softmax probability along dim 1 of a 3-D tensor of scores. Scores are
 # multiples of 0.01 (quantised logits), so equal scores give exactly equal probabilities and
 # ties go to the first index.
-# Estimate on an H100: 402M floats (1.6 GB); a softmax over a non-innermost dimension reads the
-# input about three times and writes it once, argmax reads it again: ~8 GB at ~3 TB/s -> ~2.7 ms.
+# 201M floats (0.8 GB); a softmax over a non-innermost dimension reads the input about three
+# times and writes it once, argmax reads it again. Measured: 15.3 ms per call on an H200 with
+# BATCH = 32 (2026-11-21, docs/bench/2026-11-21-gpu-session2), far above the ~2.7 ms estimate,
+# so BATCH was halved to stay under 15 ms on an H100.
 
-BATCH = 32
+BATCH = 16
 CLASSES = 8192
 COLS = 1536
 
