@@ -1,14 +1,22 @@
-//! Embeds the Python runner package (python/cudal1_runner/*.py) in the binary, so that an installed
-//! `cudal1` never depends on where the source tree is.
+//! Embeds the Python packages cudal1 ships (python/cudal1_runner and python/cudal1_llm_worker,
+//! their *.py files) in the binary, so that an installed `cudal1` never depends on where the
+//! source tree is.
 
 use std::fmt::Write;
 use std::path::Path;
 
 fn main() {
+    for (package, listing) in [("cudal1_runner", "runner_files.rs"), ("cudal1_llm_worker", "llm_worker_files.rs")] {
+        embed(package, listing);
+    }
+}
+
+/// Writes `OUT_DIR/<listing>`: a `&[(file name, contents)]` expression over the package's files.
+fn embed(package: &str, listing: &str) {
     let manifest = std::env::var("CARGO_MANIFEST_DIR").unwrap();
-    let package = Path::new(&manifest).join("../../python/cudal1_runner").canonicalize().unwrap();
-    println!("cargo:rerun-if-changed={}", package.display());
-    let mut files: Vec<_> = std::fs::read_dir(&package)
+    let dir = Path::new(&manifest).join("../../python").join(package).canonicalize().unwrap();
+    println!("cargo:rerun-if-changed={}", dir.display());
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "py"))
@@ -21,6 +29,6 @@ fn main() {
         writeln!(out, "    ({name:?}, include_str!({:?})),", f.display().to_string()).unwrap();
     }
     out.push(']');
-    let dest = Path::new(&std::env::var("OUT_DIR").unwrap()).join("runner_files.rs");
+    let dest = Path::new(&std::env::var("OUT_DIR").unwrap()).join(listing);
     std::fs::write(dest, out).unwrap();
 }

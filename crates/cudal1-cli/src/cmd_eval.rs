@@ -13,8 +13,6 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
 
 const FAST_P: [f64; 3] = [1.0, 1.5, 2.0];
 
@@ -70,21 +68,6 @@ fn exit_code(check: bool, rows: &[(&Evaluation, Option<&Expectation>)]) -> ExitC
     }
 }
 
-/// Ctrl-C once drains (running evaluations finish), twice stops at once.
-fn install_interrupt() -> Arc<AtomicBool> {
-    let cancel = Arc::new(AtomicBool::new(false));
-    let presses = Arc::new(AtomicUsize::new(0));
-    let flag = cancel.clone();
-    let _ = ctrlc::set_handler(move || {
-        if presses.fetch_add(1, Ordering::SeqCst) == 0 {
-            flag.store(true, Ordering::SeqCst);
-            eprintln!("\ninterrupted: finishing the evaluations under way (their results are saved); press Ctrl-C again to stop now");
-        } else {
-            std::process::exit(130);
-        }
-    });
-    cancel
-}
 
 fn suite_batch(a: &EvalArgs, suite_dir: &Path, cands: &Path) -> Result<ExitCode> {
     let suite = load_suite(suite_dir)?;
@@ -134,7 +117,7 @@ fn suite_batch(a: &EvalArgs, suite_dir: &Path, cands: &Path) -> Result<ExitCode>
     if !results.is_empty() {
         progress.println(format!("resuming: {} of {} candidates already evaluated", results.len(), matched.len()));
     }
-    let cancel = install_interrupt();
+    let cancel = setup::install_interrupt("the evaluations under way");
     let work = setup::work_root()?;
     let compile_cache = CompileCache { root: cache.join("extensions") };
     let workers = a.common.compile_workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)));

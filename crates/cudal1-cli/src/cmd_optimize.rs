@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use cudal1_eval::{CompileCache, Evaluation};
 use cudal1_llm::{EmbeddedConfig, EmbeddedModel, Llm, OpenAiClient, OpenAiConfig, Prices};
-use cudal1_optimize::{write_outputs, EvalEnv, Event, LlmWorkerPackage, OptimizeConfig, Optimizer, Outcome, RunSummary, StopReason};
+use cudal1_optimize::{write_outputs, EvalEnv, Event, OptimizeConfig, Optimizer, Outcome, RunSummary, StopReason};
 use cudal1_python::Interpreter;
 use cudal1_search::Prompts;
 use cudal1_store::Store;
@@ -15,8 +15,6 @@ use cudal1_task::{load_suite, Task};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Args, Debug)]
@@ -150,7 +148,7 @@ pub fn run(a: OptimizeArgs) -> Result<ExitCode> {
     config.check()?;
     tracing::info!(llm = %llm.describe(), "optimizing with");
 
-    let cancel = install_interrupt();
+    let cancel = setup::install_interrupt("the requests and evaluations under way");
     let work = setup::work_root()?;
     let compile_cache = CompileCache { root: cache.join("extensions") };
     let compile_workers =
@@ -228,8 +226,8 @@ fn build_llm(a: &OptimizeArgs, interp: &Interpreter, cache: &Path) -> Result<(Bo
         let client = OpenAiClient::new(c)?;
         return Ok((Box::new(client), LlmDefaults { max_tokens: 8192, concurrency: 8 }));
     }
-    let package = LlmWorkerPackage::install(cache).with_context(|| format!("installing the embedded model's worker under `{}`", cache.display()))?;
-    let mut c = EmbeddedConfig::new(interp.path.clone(), package.root);
+    let worker_root = cudal1_python::LLM_WORKER.install(cache).with_context(|| format!("installing the embedded model's worker under `{}`", cache.display()))?;
+    let mut c = EmbeddedConfig::new(interp.path.clone(), worker_root);
     c.device = a.llm_device.clone();
     c.threads = a.llm_threads;
     c.model_dir = a.gguf_dir.clone();
@@ -245,22 +243,6 @@ fn build_llm(a: &OptimizeArgs, interp: &Interpreter, cache: &Path) -> Result<(Bo
     Ok((Box::new(model), LlmDefaults { max_tokens: 2048, concurrency: 1 }))
 }
 
-/// Ctrl-C once: no new requests, evaluations under way finish and are saved, the round resumes
-/// on the next invocation; twice: stop at once.
-fn install_interrupt() -> Arc<AtomicBool> {
-    let cancel = Arc::new(AtomicBool::new(false));
-    let presses = Arc::new(AtomicUsize::new(0));
-    let flag = cancel.clone();
-    let _ = ctrlc::set_handler(move || {
-        if presses.fetch_add(1, Ordering::SeqCst) == 0 {
-            flag.store(true, Ordering::SeqCst);
-            eprintln!("\ninterrupted: finishing the requests and evaluations under way (they are saved); press Ctrl-C again to stop now");
-        } else {
-            std::process::exit(130);
-        }
-    });
-    cancel
-}
 
 fn speedup_text(x: Option<f64>) -> String {
     x.map_or_else(|| "-".to_owned(), |v| format!("{v:.2}x"))

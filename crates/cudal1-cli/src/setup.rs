@@ -3,8 +3,10 @@
 use crate::args::CommonEval;
 use anyhow::{bail, Context, Result};
 use cudal1_eval::{Device, EvalSettings, RunnerEnv, Tolerance};
-use cudal1_python::{find_interpreter, Interpreter, PythonRequest, RunnerPackage};
+use cudal1_python::{find_interpreter, Interpreter, PythonRequest, RUNNER};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 pub fn init_logging(verbose: u8) {
@@ -35,7 +37,7 @@ pub fn cache_dir(flag: Option<&Path>) -> PathBuf {
 pub fn runner_env(python: Option<&Path>, cache: &Path) -> Result<(RunnerEnv, Interpreter)> {
     let interp = find_interpreter(&PythonRequest { flag: python.map(Path::to_owned), start_dir: None })?;
     tracing::info!(python = %interp.path.display(), source = %interp.source, torch = ?interp.probe.torch, "using Python");
-    let package = RunnerPackage::install(cache).with_context(|| format!("installing the runner package under `{}`", cache.display()))?;
+    let package_root = RUNNER.install(cache).with_context(|| format!("installing the runner package under `{}`", cache.display()))?;
     let mut python_dirs = vec![interp.probe.prefix.clone(), interp.probe.base_prefix.clone()];
     if let Ok(real) = std::fs::canonicalize(&interp.path) {
         if let Some(dir) = real.parent().and_then(Path::parent) {
@@ -45,7 +47,7 @@ pub fn runner_env(python: Option<&Path>, cache: &Path) -> Result<(RunnerEnv, Int
     let env = RunnerEnv {
         python: interp.path.clone(),
         python_dirs,
-        package_root: package.root,
+        package_root,
         cuda_arch: interp.probe.gpus.first().cloned(),
     };
     Ok((env, interp))
@@ -120,4 +122,21 @@ fn shm_with_room(dir: &Path) -> Option<PathBuf> {
     let free = st.f_bavail as u64 * st.f_frsize as u64;
     let writable = unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0;
     (writable && free >= SCRATCH_ROOM).then(|| dir.to_owned())
+}
+
+/// Ctrl-C once sets the returned flag, so that the caller drains (`under_way`, e.g. "the
+/// evaluations under way", finish and are saved); twice stops at once.
+pub fn install_interrupt(under_way: &'static str) -> Arc<AtomicBool> {
+    let cancel = Arc::new(AtomicBool::new(false));
+    let presses = Arc::new(AtomicUsize::new(0));
+    let flag = cancel.clone();
+    let _ = ctrlc::set_handler(move || {
+        if presses.fetch_add(1, Ordering::SeqCst) == 0 {
+            flag.store(true, Ordering::SeqCst);
+            eprintln!("\ninterrupted: finishing {under_way} (they are saved); press Ctrl-C again to stop now");
+        } else {
+            std::process::exit(130);
+        }
+    });
+    cancel
 }

@@ -29,7 +29,6 @@ mod run;
 mod stop;
 mod summary;
 mod tally;
-mod worker_package;
 
 pub use config::OptimizeConfig;
 pub use error::OptimizeError;
@@ -42,4 +41,3 @@ pub use run::{run_id, Optimizer};
 pub use stop::StopReason;
 pub use summary::{BestProgram, Invocation, RunSummary, SampleLine, Totals};
 pub use tally::Outcome;
-pub use worker_package::LlmWorkerPackage;

@@ -1,13 +1,15 @@
-//! Finding the Python interpreter that runs PyTorch code, and installing the runner package.
+//! Finding the Python interpreter that runs PyTorch code, and installing the Python packages
+//! cudal1 ships.
 //!
 //! The main type is [`Interpreter`]: found from a typed [`PythonRequest`] (a flag, the
 //! `CUDAL1_PYTHON` variable, an active virtual environment, a `.venv` in the working directory or
 //! above it, then `python3` on `PATH`), probed once with a script embedded in this crate that
-//! answers typed JSON. [`RunnerPackage`] writes the embedded runner (python/cudal1_runner) into a
-//! cache directory keyed by its content hash and gives the `PYTHONPATH` to use.
+//! answers typed JSON. [`EmbeddedPackage::install`] writes an embedded package ([`RUNNER`],
+//! python/cudal1_runner, or [`LLM_WORKER`], python/cudal1_llm_worker) into a cache directory
+//! keyed by its content hash and gives the `PYTHONPATH` to use.
 
+mod embedded;
 mod find;
-mod runner;
 
 pub use find::{find_interpreter, Interpreter, Probe, PythonError, PythonRequest, Source};
-pub use runner::RunnerPackage;
+pub use embedded::{EmbeddedPackage, LLM_WORKER, RUNNER};

@@ -92,11 +92,11 @@ fn settings() -> EvalSettings {
 fn runner_env(cache: &Path) -> RunnerEnv {
     let flag = std::env::var_os("CUDAL1_TEST_PYTHON").map(PathBuf::from).or_else(|| Some(repo().join(".venv/bin/python")).filter(|p| p.exists()));
     let interp = cudal1_python::find_interpreter(&cudal1_python::PythonRequest { flag, start_dir: Some(repo()) }).unwrap();
-    let package = cudal1_python::RunnerPackage::install(cache).unwrap();
+    let package_root = cudal1_python::RUNNER.install(cache).unwrap();
     RunnerEnv {
         python: interp.path.clone(),
         python_dirs: vec![interp.probe.prefix.clone(), interp.probe.base_prefix.clone()],
-        package_root: package.root,
+        package_root,
         cuda_arch: None,
     }
 }
