@@ -2,11 +2,12 @@
 
 use std::path::Path;
 
-use rusqlite::{named_params, Connection, OptionalExtension, Row};
+use rusqlite::{named_params, Connection, Row};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{query_error, StoreError};
 use crate::json;
+use crate::rows::{self, RawRow};
 
 /// What makes two evaluations the same: content hashes of the task, the candidate and the
 /// settings that can change a verdict.
@@ -104,19 +105,8 @@ pub(crate) fn find(
     path: &Path,
     key: &EvalKey,
 ) -> Result<Option<StoredEvaluation>, StoreError> {
-    let err = |e| query_error(path, "find_evaluation", e);
-    let raw = conn
-        .prepare_cached(&format!(
-            "{SELECT} WHERE task_hash = ?1 AND candidate_hash = ?2 AND settings_hash = ?3"
-        ))
-        .map_err(err)?
-        .query_row(
-            [&key.task_hash, &key.candidate_hash, &key.settings_hash],
-            RawEvaluation::from_row,
-        )
-        .optional()
-        .map_err(err)?;
-    raw.map(|r| r.decode(path)).transpose()
+    let sql = format!("{SELECT} WHERE task_hash = ?1 AND candidate_hash = ?2 AND settings_hash = ?3");
+    rows::one::<RawEvaluation>(conn, path, "find_evaluation", &sql, [&key.task_hash, &key.candidate_hash, &key.settings_hash])
 }
 
 /// Inserts, or replaces every field of the row with the same key (keeping its id).
@@ -179,16 +169,8 @@ pub(crate) fn for_batch(
     path: &Path,
     batch_id: &str,
 ) -> Result<Vec<StoredEvaluation>, StoreError> {
-    let err = |e| query_error(path, "evaluations_for_batch", e);
-    let mut stmt = conn
-        .prepare_cached(&format!("{SELECT} WHERE batch_id = ?1 ORDER BY id"))
-        .map_err(err)?;
-    let raws = stmt
-        .query_map([batch_id], RawEvaluation::from_row)
-        .map_err(err)?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(err)?;
-    raws.into_iter().map(|r| r.decode(path)).collect()
+    let sql = format!("{SELECT} WHERE batch_id = ?1 ORDER BY id");
+    rows::all::<RawEvaluation>(conn, path, "evaluations_for_batch", &sql, [batch_id])
 }
 
 /// The `limit` most recently recorded (or replaced) evaluations, newest first.
@@ -197,17 +179,9 @@ pub(crate) fn recent(
     path: &Path,
     limit: usize,
 ) -> Result<Vec<StoredEvaluation>, StoreError> {
-    let err = |e| query_error(path, "recent_evaluations", e);
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let mut stmt = conn
-        .prepare_cached(&format!("{SELECT} ORDER BY recorded_seq DESC LIMIT ?1"))
-        .map_err(err)?;
-    let raws = stmt
-        .query_map([limit], RawEvaluation::from_row)
-        .map_err(err)?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(err)?;
-    raws.into_iter().map(|r| r.decode(path)).collect()
+    let sql = format!("{SELECT} ORDER BY recorded_seq DESC LIMIT ?1");
+    rows::all::<RawEvaluation>(conn, path, "recent_evaluations", &sql, [limit])
 }
 
 /// SQLite stores NaN as NULL, which would come back as `None` or break `NOT NULL`: refuse it.
@@ -253,7 +227,9 @@ struct RawEvaluation {
     duration_ms: f64,
 }
 
-impl RawEvaluation {
+impl RawRow for RawEvaluation {
+    type Decoded = StoredEvaluation;
+
     fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
         Ok(Self {
             id: row.get(0)?,

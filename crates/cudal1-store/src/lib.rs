@@ -31,6 +31,7 @@ mod evaluation;
 mod json;
 mod program;
 mod retry;
+mod rows;
 mod schema;
 mod search;
 

@@ -3,11 +3,12 @@
 
 use std::path::Path;
 
-use rusqlite::{named_params, Connection, OptionalExtension, Row};
+use rusqlite::{named_params, Connection, Row};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{query_error, StoreError};
 use crate::json;
+use crate::rows::{self, RawRow};
 
 /// What makes two programs the same: the task, the program's normalised-source hash, and the
 /// settings it was evaluated under (a CPU speedup says nothing about a GPU one).
@@ -123,19 +124,8 @@ pub(crate) fn find(
     path: &Path,
     key: &ProgramKey,
 ) -> Result<Option<StoredProgram>, StoreError> {
-    let err = |e| query_error(path, "find_program", e);
-    let raw = conn
-        .prepare_cached(&format!(
-            "{SELECT} WHERE task_hash = ?1 AND code_hash = ?2 AND settings_hash = ?3"
-        ))
-        .map_err(err)?
-        .query_row(
-            [&key.task_hash, &key.code_hash, &key.settings_hash],
-            RawProgram::from_row,
-        )
-        .optional()
-        .map_err(err)?;
-    raw.map(|r| r.decode(path)).transpose()
+    let sql = format!("{SELECT} WHERE task_hash = ?1 AND code_hash = ?2 AND settings_hash = ?3");
+    rows::one::<RawProgram>(conn, path, "find_program", &sql, [&key.task_hash, &key.code_hash, &key.settings_hash])
 }
 
 pub(crate) fn by_id(
@@ -143,14 +133,7 @@ pub(crate) fn by_id(
     path: &Path,
     id: i64,
 ) -> Result<Option<StoredProgram>, StoreError> {
-    let err = |e| query_error(path, "program", e);
-    let raw = conn
-        .prepare_cached(&format!("{SELECT} WHERE id = ?1"))
-        .map_err(err)?
-        .query_row([id], RawProgram::from_row)
-        .optional()
-        .map_err(err)?;
-    raw.map(|r| r.decode(path)).transpose()
+    rows::one::<RawProgram>(conn, path, "program", &format!("{SELECT} WHERE id = ?1"), [id])
 }
 
 /// Every program of a task evaluated under one settings hash, oldest first.
@@ -160,18 +143,8 @@ pub(crate) fn for_task(
     task_hash: &str,
     settings_hash: &str,
 ) -> Result<Vec<StoredProgram>, StoreError> {
-    let err = |e| query_error(path, "programs_for_task", e);
-    let mut stmt = conn
-        .prepare_cached(&format!(
-            "{SELECT} WHERE task_hash = ?1 AND settings_hash = ?2 ORDER BY id"
-        ))
-        .map_err(err)?;
-    let raws = stmt
-        .query_map([task_hash, settings_hash], RawProgram::from_row)
-        .map_err(err)?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(err)?;
-    raws.into_iter().map(|r| r.decode(path)).collect()
+    let sql = format!("{SELECT} WHERE task_hash = ?1 AND settings_hash = ?2 ORDER BY id");
+    rows::all::<RawProgram>(conn, path, "programs_for_task", &sql, [task_hash, settings_hash])
 }
 
 /// A row as SQLite returns it; JSON columns are decoded afterwards so errors can name them.
@@ -192,7 +165,9 @@ struct RawProgram {
     evaluation: String,
 }
 
-impl RawProgram {
+impl RawRow for RawProgram {
+    type Decoded = StoredProgram;
+
     fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
         Ok(Self {
             id: row.get(0)?,

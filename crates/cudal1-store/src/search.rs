@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{query_error, StoreError};
 use crate::json;
+use crate::rows::{self, RawRow};
 
 /// A run to record; the store writes its `created_at`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -365,21 +366,11 @@ pub(crate) fn samples(
     path: &Path,
     run_id: &str,
 ) -> Result<Vec<StoredSample>, StoreError> {
-    let err = |e| query_error(path, "samples_for_run", e);
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT id, created_at, run_id, round, idx, prompt_kind, exemplar_ids, model, reply,
-                finish_reason, prompt_tokens, completion_tokens, cost_usd, latency_ms, outcome,
-                reason, code_hash
-             FROM optimize_samples WHERE run_id = ?1 ORDER BY round, idx",
-        )
-        .map_err(err)?;
-    let raws = stmt
-        .query_map([run_id], RawSample::from_row)
-        .map_err(err)?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(err)?;
-    raws.into_iter().map(|r| r.decode(path)).collect()
+    let sql = "SELECT id, created_at, run_id, round, idx, prompt_kind, exemplar_ids, model, reply,
+            finish_reason, prompt_tokens, completion_tokens, cost_usd, latency_ms, outcome,
+            reason, code_hash
+         FROM optimize_samples WHERE run_id = ?1 ORDER BY round, idx";
+    rows::all::<RawSample>(conn, path, "samples_for_run", sql, [run_id])
 }
 
 struct RawSample {
@@ -389,7 +380,9 @@ struct RawSample {
     sample: NewSample,
 }
 
-impl RawSample {
+impl RawRow for RawSample {
+    type Decoded = StoredSample;
+
     fn from_row(r: &Row<'_>) -> rusqlite::Result<Self> {
         Ok(Self {
             id: r.get(0)?,
