@@ -214,3 +214,23 @@ def test_get_inputs_turning_bad_at_run_time_is_bad_inputs(start_runner, write, t
     load(runner, reference)
     err = runner.error("outputs", seeds=[5], dir=str(tmp_path))
     assert err["kind"] == "bad_inputs" and "seed 5" in err["message"]
+
+
+def test_device_key_tells_apart_contents_orders_and_lengths():
+    # The key used for GPU inputs, run here on CPU tensors (integer wrap-around is the same).
+    from cudal1_runner.inputs import device_key
+
+    def key(t):
+        return device_key(t.contiguous().reshape(-1).view(torch.uint8))
+
+    x = torch.randn(1000)
+    assert key(x) == key(x.clone())
+    assert key(x) != key(x + 1e-7 * x.abs().max())
+    swapped = x.clone()
+    swapped[[3, 700]] = swapped[[700, 3]]
+    assert key(x) != key(swapped)  # a plain sum would miss a permutation
+    assert key(torch.zeros(5)) != key(torch.zeros(6))  # zeros of another length
+    odd = torch.arange(7, dtype=torch.uint8)  # not a whole number of 32-bit words
+    assert key(odd) != key(torch.cat([odd, odd.new_zeros(1)]))
+    big = torch.randint(-2**31, 2**31 - 1, (3 << 20,), dtype=torch.int32)  # overflowing products
+    assert key(big) == key(big.clone())
