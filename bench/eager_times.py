@@ -65,6 +65,9 @@ def main():
     ap.add_argument("--device", default="cuda")
     args = ap.parse_args()
     device = torch.device(args.device)
+    # As the evaluator runs every program: full fp32, no TF32 (PyTorch's default allows it in cuDNN).
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     rows = []
     for path in sorted(glob.glob(os.path.join(args.suite, "level*", "*.py"))):

@@ -12,6 +12,7 @@ candidate code runs, so patching ``time.perf_counter_ns`` or ``torch.cuda.synchr
 change a measurement (the candidate role reports the attempt; see ``tamper``).
 """
 
+import gc
 import os
 import time
 
@@ -71,33 +72,40 @@ def run(session, calls: int, seed_base: int, flush_l2: bool, check: list, out_di
     checked = []
     model = session.model
     feeder = session.feeder
-    for i in range(calls):
-        seed = mix(seed_base, i)
-        try:
-            args = feeder.next(seed)
-            reseed_for_call(seed)
-            if flusher is not None:
-                flusher.flush()
-            if gpu:
-                device_sync()
-                _record(starts[i], stream)
-                t0 = clock_ns()
-                out = model(*args)
-                device_sync()
-                _record(ends[i], stream)
-                t1 = clock_ns()
-            else:
-                t0 = clock_ns()
-                out = model(*args)
-                t1 = clock_ns()
-            host_ns.append(t1 - t0)
-            if i in check_set:
-                checked.append(_save_check(session, out, args, seed, out_dir))
-            del out, args
-        except BaseException as exc:
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            raise with_context(classify(exc, RUNTIME_ERROR), f"seed {seed}") from None
+    # No collector pauses inside the clocks (as timeit does); the collector is back after the block.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for i in range(calls):
+            seed = mix(seed_base, i)
+            try:
+                args = feeder.next(seed)
+                reseed_for_call(seed)
+                if flusher is not None:
+                    flusher.flush()
+                if gpu:
+                    device_sync()
+                    _record(starts[i], stream)
+                    t0 = clock_ns()
+                    out = model(*args)
+                    device_sync()
+                    _record(ends[i], stream)
+                    t1 = clock_ns()
+                else:
+                    t0 = clock_ns()
+                    out = model(*args)
+                    t1 = clock_ns()
+                host_ns.append(t1 - t0)
+                if i in check_set:
+                    checked.append(_save_check(session, out, args, seed, out_dir))
+                del out, args
+            except BaseException as exc:
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                raise with_context(classify(exc, RUNTIME_ERROR), f"seed {seed}") from None
+    finally:
+        if collecting:
+            gc.enable()
     if gpu:
         device_sync()
         ms = [_elapsed(s, e) for s, e in zip(starts, ends)]

@@ -74,3 +74,35 @@ def test_time_check_calls_report_output_findings(start_runner, write, reference,
     load(cand, reference, candidate)
     checked = cand.ok("time", calls=2, seed_base=1, check=[0], dir=str(tmp_path))["checked"]
     assert [f["kind"] for f in checked[0]["findings"]] == ["output_aliases_input"]
+
+
+GC_PROBE = """
+    import gc
+    import torch
+    import torch.nn as nn
+
+    class ModelNew(nn.Module):
+        def __init__(self, scale):
+            super().__init__()
+
+        def forward(self, x):
+            # 1.0 where the cyclic garbage collector is on during the call, else 0.0.
+            return torch.full((x.shape[0], 8), float(gc.isenabled()))
+
+    def get_inputs():
+        return [torch.randn(4, 8)]
+
+    def get_init_inputs():
+        return [2.0]
+"""
+
+
+def test_the_collector_is_off_inside_timed_blocks_and_back_on_after(start_runner, write, reference, tmp_path):
+    cand = start_runner("candidate")
+    load(cand, reference, write("gc_probe.py", GC_PROBE))
+    reply = cand.ok("time", calls=3, seed_base=5, check=[2], dir=str(tmp_path / "t"), warmup=False)
+    (timed,) = torch.load(reply["checked"][0]["path"], weights_only=True)["outputs"]
+    assert torch.all(timed == 0.0)
+    (later,) = cand.ok("outputs", seeds=[1], dir=str(tmp_path / "o"))["results"]
+    (untimed,) = torch.load(later["path"], weights_only=True)["outputs"]
+    assert torch.all(untimed == 1.0)

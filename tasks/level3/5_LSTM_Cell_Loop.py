@@ -5,9 +5,11 @@ import torch.nn as nn
 # layer's hidden state at every step.
 # Estimate on an H100: ~1 GFLOP of small matrix products per step is trivial; the cost is
 # 2 layers * 128 steps of several small kernels each (~1000 launches, ~5 us each) -> ~5-8 ms.
+# Measured with SEQ = 128 on an H100 (2026-11-21, docs/bench/2026-11-21-gpu-session3): 16.2 ms
+# by the evaluator (13.8 ms without its L2 flushes and synchronisations), so SEQ is now 96.
 
 BATCH = 64
-SEQ = 128
+SEQ = 96
 INPUT = 512
 HIDDEN = 1024
 

@@ -1,10 +1,10 @@
 # cudal1: expect=correct faster
-# Trial: the current fast.py with cuDNN autotuning switched on (benchmark mode).
+# Trial (diagnostic): the reference's own convolutions and batch norms, with the ReLUs and the
+# residual add done in place. If this is as slow as the folded variants, the convolution with
+# folded weights is not what costs time.
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
-torch.backends.cudnn.benchmark = True
 
 
 def _randomise(bn: nn.BatchNorm2d) -> None:
@@ -13,11 +13,6 @@ def _randomise(bn: nn.BatchNorm2d) -> None:
         bn.bias.uniform_(-0.3, 0.3)
         bn.running_mean.uniform_(-0.2, 0.2)
         bn.running_var.uniform_(0.5, 1.5)
-
-
-def _folded(conv: nn.Conv2d, bn: nn.BatchNorm2d):
-    scale = bn.weight * torch.rsqrt(bn.running_var + bn.eps)
-    return conv.weight * scale.view(-1, 1, 1, 1), bn.bias - bn.running_mean * scale
 
 
 class ModelNew(nn.Module):
@@ -31,8 +26,6 @@ class ModelNew(nn.Module):
         _randomise(self.bn2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        w1, b1 = _folded(self.conv1, self.bn1)
-        w2, b2 = _folded(self.conv2, self.bn2)
-        out = F.conv2d(x, w1, b1, padding=1).relu_()
-        out = F.conv2d(out, w2, b2, padding=1)
+        out = self.bn1(self.conv1(x)).relu_()
+        out = self.bn2(self.conv2(out))
         return out.add_(x).relu_()
