@@ -4,14 +4,14 @@ import torch.nn as nn
 # Index of the largest softmax probability along dim 1 of a 3-D tensor of scores. Scores are
 # multiples of 0.01 (quantised logits), so equal scores give exactly equal probabilities and
 # ties go to the first index.
-# 126M floats (0.5 GB; 201M with BATCH = 16); a softmax over a non-innermost dimension reads the input about three
-# times and writes it once, argmax reads it again. Measured: 15.3 ms per call on an H200 with
-# BATCH = 32 (2026-11-21, docs/bench/2026-11-21-gpu-session2), far above the ~2.7 ms estimate,
-# so BATCH was halved; with BATCH = 16 an H100 still took 15.2 ms (docs/bench/2026-11-21-gpu-session3),
-# so BATCH is now 10.
+# 101M floats (0.4 GB); a softmax over a non-innermost dimension reads the input about three
+# times and writes it once, argmax reads it again. Measured on an H100 (2026-11-21,
+# docs/bench/2026-11-21-gpu-session3) with CLASSES = 8192: 15.2 ms with BATCH = 16 and 15.0 ms
+# with BATCH = 10. The eager kernels' time follows the reduced dimension, not the batch, so
+# CLASSES is halved instead.
 
-BATCH = 10
-CLASSES = 8192
+BATCH = 16
+CLASSES = 4096
 COLS = 1536
 
 

@@ -1,10 +1,13 @@
 # cudal1: expect=correct faster
 # The two convolutions stay in cuDNN with their own weights (fp32, TF32 off). Each inference-mode
 # batch norm and what follows it becomes one in-place CUDA kernel over the 51 MB activation:
-# relu(y * s[c] + t[c]) after the first convolution, relu(y * s[c] + t[c] + x) after the second,
-# with s = g / sqrt(v + eps) and t = beta - mean * s recomputed from the parameters every call.
+# relu(y * s[c] + t[c]) after the first convolution, relu(y * s[c] + t[c] + x) after the second.
 # Eager PyTorch makes five passes (batch norm, ReLU, batch norm, add, ReLU: ~0.56 GB of traffic);
-# this makes two (~0.26 GB). float4 accesses; the same fp32 operations up to FMA contraction.
+# this makes two (~0.26 GB). s = g / sqrt(v + eps) and t = beta - mean * s are kept between calls
+# and recomputed whenever a batch-norm tensor changes (PyTorch's version counters): computed
+# every call, their six tiny kernels cost as much host time as the fusion saved (measured on an
+# H100, docs/bench/2026-11-21-gpu-session3). float4 accesses; the same fp32 operations up to FMA
+# contraction.
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -109,6 +112,22 @@ def _affine(bn: nn.BatchNorm2d):
     return scale, bn.bias - bn.running_mean * scale
 
 
+class _AffineCache:
+    """A batch norm's (scale, shift), recomputed when any of its tensors is replaced or edited."""
+
+    def __init__(self) -> None:
+        self._key = None
+        self._value = None
+
+    def get(self, bn: nn.BatchNorm2d):
+        tensors = (bn.weight, bn.bias, bn.running_mean, bn.running_var)
+        key = tuple((t.data_ptr(), t._version) for t in tensors) + (bn.eps,)
+        if key != self._key:
+            self._value = _affine(bn)
+            self._key = key
+        return self._value
+
+
 class ModelNew(nn.Module):
     def __init__(self, channels: int):
         super().__init__()
@@ -118,10 +137,12 @@ class ModelNew(nn.Module):
         self.bn2 = nn.BatchNorm2d(channels)
         _randomise(self.bn1)
         _randomise(self.bn2)
+        self._affine1 = _AffineCache()
+        self._affine2 = _AffineCache()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        s1, t1 = _affine(self.bn1)
-        s2, t2 = _affine(self.bn2)
+        s1, t1 = self._affine1.get(self.bn1)
+        s2, t2 = self._affine2.get(self.bn2)
         none = x.new_empty(0)
         out = _ext.affine_relu_(self.conv1(x).contiguous(), s1, t1, none)
         return _ext.affine_relu_(self.conv2(out).contiguous(), s2, t2, x.contiguous())
