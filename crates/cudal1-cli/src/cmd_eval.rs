@@ -68,7 +68,6 @@ fn exit_code(check: bool, rows: &[(&Evaluation, Option<&Expectation>)]) -> ExitC
     }
 }
 
-
 fn suite_batch(a: &EvalArgs, suite_dir: &Path, cands: &Path) -> Result<ExitCode> {
     let suite = load_suite(suite_dir)?;
     for p in &suite.problems {

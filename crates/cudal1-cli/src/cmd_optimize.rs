@@ -243,7 +243,6 @@ fn build_llm(a: &OptimizeArgs, interp: &Interpreter, cache: &Path) -> Result<(Bo
     Ok((Box::new(model), LlmDefaults { max_tokens: 2048, concurrency: 1 }))
 }
 
-
 fn speedup_text(x: Option<f64>) -> String {
     x.map_or_else(|| "-".to_owned(), |v| format!("{v:.2}x"))
 }

@@ -95,11 +95,10 @@ pub fn settings(common: &CommonEval, device: Device) -> Result<EvalSettings> {
     })
 }
 
-/// A private directory for this run's scratch files, removed at the end.
-/// Scratch for one invocation. Runners hand outputs to each other through files here, several
-/// GB per candidate on tasks with ~1 GB outputs, so a memory-backed `/dev/shm` with room is
-/// preferred: on a disk-backed temp directory those files took most of an evaluation's time.
-/// `CUDAL1_WORK_DIR` chooses the place.
+/// A private directory for this invocation's scratch files, removed at the end. Runners hand
+/// outputs to each other through files here, several GB per candidate on tasks with ~1 GB
+/// outputs, so a memory-backed `/dev/shm` with room is preferred: on a disk-backed temp directory
+/// those files took most of an evaluation's time. `CUDAL1_WORK_DIR` chooses the place.
 pub fn work_root() -> Result<tempfile::TempDir> {
     let base = std::env::var_os("CUDAL1_WORK_DIR").map(PathBuf::from).or_else(|| shm_with_room(Path::new("/dev/shm")));
     let builder = tempfile::Builder::new().prefix("cudal1-").to_owned();

@@ -171,9 +171,8 @@ impl Run<'_, '_> {
     fn with_client(&mut self, process: &mut CandidateProcess, task_path: &Path) -> Result<Decided, ReferenceError> {
         let settings = self.ctx.settings;
         let fail = |client: &RunnerClient, e: CallError, doing: &str| judge_call_error(&e, doing, &client.stderr_tail());
-        let (file, scratch) = (process.file.clone(), process.scratch.path().to_owned());
-        let scratch = scratch.as_path();
-        let client = &mut process.client;
+        let CandidateProcess { scratch, file, client } = process;
+        let scratch = scratch.path();
         let phase = Instant::now();
         if let Err(e) = client.call(&Hello {}, Duration::from_secs(120)) {
             return Ok(Err(fail(client, e, "starting")));
@@ -182,7 +181,7 @@ impl Run<'_, '_> {
         let phase = Instant::now();
         let load = Load {
             reference: task_path.to_owned(),
-            candidate: Some(file),
+            candidate: Some(file.clone()),
             device: runner_device(&settings.device),
             init_seed: INIT_SEED,
         };
