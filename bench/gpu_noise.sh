@@ -4,6 +4,7 @@
 # fresh cudal1 process, one after another, nothing else on the machine.
 # MODE=batch instead runs the three as one `--suite` batch per run (neighbouring candidates'
 # start-up then overlaps the timing, as in a real batch).
+# ONLY=1_Gelu_1M limits single mode to the tasks whose file names contain it.
 # On the GPU machine, from the repository root:  bash bench/gpu_noise.sh .carry/cudal1
 set -u
 B=$(realpath "${1:-.carry/cudal1}")
@@ -22,7 +23,7 @@ for i in $(seq "$RUNS"); do
     /usr/bin/time -f "run $i: %e s" "$B" eval --suite $D/tasks --candidates $D/candidates --device cuda \
       --json --force --db "$O/noise.db" ${CUDAL1_ARGS:-} >> "$O/noise.jsonl"
   else
-    for task in $D/tasks/level1/*.py; do
+    for task in $D/tasks/level1/*${ONLY:-}*.py; do
       /usr/bin/time -f "run $i $(basename "$task"): %e s" "$B" eval --task "$task" \
         --candidate "$D/candidates/level1/$(basename "$task")" --device cuda --json --force --db "$O/noise.db" \
         ${CUDAL1_ARGS:-} | tr -d '\n' >> "$O/noise.jsonl"

@@ -203,10 +203,13 @@ class Session:
             if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < calls:
                 raise RunnerError(BAD_REQUEST, f"`check` index {i!r} is not in [0, {calls})")
         out_dir = req.abs_path(request, "dir", None)
+        cpu = req.field(request, "cpu", (int, type(None)), None)
+        if cpu is not None and cpu < 0:
+            raise RunnerError(BAD_REQUEST, "`cpu` must be a core number")
         if check and not warmup and out_dir is None:
             raise RunnerError(BAD_REQUEST, "`check` needs `dir`")
         with torch.no_grad():
-            return timing.run(self, calls, seed_base, flush_l2, check, out_dir, warmup)
+            return timing.run(self, calls, seed_base, flush_l2, check, out_dir, warmup, cpu)
 
     def _op_compile(self, request: dict) -> dict:
         candidate = req.abs_path(request, "candidate")

@@ -19,6 +19,7 @@ import time
 import torch
 
 from . import outputs as outputs_mod
+from .pinning import Pin
 from .errors import RUNTIME_ERROR, classify, with_context
 from .seeding import mix, reseed_for_call
 
@@ -58,7 +59,7 @@ class L2Flusher:
         self._buffer.fill_(self._count)
 
 
-def run(session, calls: int, seed_base: int, flush_l2: bool, check: list, out_dir: str, warmup: bool) -> dict:
+def run(session, calls: int, seed_base: int, flush_l2: bool, check: list, out_dir: str, warmup: bool, cpu=None) -> dict:
     started = clock_ns()
     device = session.device
     gpu = device.type == "cuda"
@@ -75,34 +76,37 @@ def run(session, calls: int, seed_base: int, flush_l2: bool, check: list, out_di
     # No collector pauses inside the clocks (as timeit does); the collector is back after the block.
     collecting = gc.isenabled()
     gc.disable()
+    pin = Pin(cpu)
     try:
-        for i in range(calls):
-            seed = mix(seed_base, i)
-            try:
-                args = feeder.next(seed)
-                reseed_for_call(seed)
-                if flusher is not None:
-                    flusher.flush()
-                if gpu:
-                    device_sync()
-                    _record(starts[i], stream)
-                    t0 = clock_ns()
-                    out = model(*args)
-                    device_sync()
-                    _record(ends[i], stream)
-                    t1 = clock_ns()
-                else:
-                    t0 = clock_ns()
-                    out = model(*args)
-                    t1 = clock_ns()
-                host_ns.append(t1 - t0)
-                if i in check_set:
-                    checked.append(_save_check(session, out, args, seed, out_dir))
-                del out, args
-            except BaseException as exc:
-                if isinstance(exc, KeyboardInterrupt):
-                    raise
-                raise with_context(classify(exc, RUNTIME_ERROR), f"seed {seed}") from None
+        with pin:
+            for i in range(calls):
+                seed = mix(seed_base, i)
+                try:
+                    args = feeder.next(seed)
+                    reseed_for_call(seed)
+                    if flusher is not None:
+                        flusher.flush()
+                    if gpu:
+                        device_sync()
+                        _record(starts[i], stream)
+                        t0 = clock_ns()
+                        out = model(*args)
+                        device_sync()
+                        _record(ends[i], stream)
+                        t1 = clock_ns()
+                    else:
+                        t0 = clock_ns()
+                        out = model(*args)
+                        t1 = clock_ns()
+                    host_ns.append(t1 - t0)
+                    pin.keep()
+                    if i in check_set:
+                        checked.append(_save_check(session, out, args, seed, out_dir))
+                    del out, args
+                except BaseException as exc:
+                    if isinstance(exc, KeyboardInterrupt):
+                        raise
+                    raise with_context(classify(exc, RUNTIME_ERROR), f"seed {seed}") from None
     finally:
         if collecting:
             gc.enable()
@@ -113,7 +117,7 @@ def run(session, calls: int, seed_base: int, flush_l2: bool, check: list, out_di
     if not gpu:
         ms = list(host_ms)
     # Untrusted code ran: what the guard saw during the block (the Rust side reads `findings`).
-    findings = session.guard.findings() if session.inspects else []
+    findings = session.guard.findings() + pin.findings() if session.inspects else []
     wall_ms = (clock_ns() - started) / 1e6
     if warmup:
         return {"ms": [], "host_ms": [], "checked": [], "wall_ms": wall_ms, "findings": findings}

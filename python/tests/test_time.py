@@ -1,5 +1,8 @@
 """The `time` op on the CPU: samples, checked outputs, and their comparison."""
 
+import os
+
+import pytest
 import torch
 
 from conftest import SAME_CANDIDATE, load
@@ -106,3 +109,68 @@ def test_the_collector_is_off_inside_timed_blocks_and_back_on_after(start_runner
     (later,) = cand.ok("outputs", seeds=[1], dir=str(tmp_path / "o"))["results"]
     (untimed,) = torch.load(later["path"], weights_only=True)["outputs"]
     assert torch.all(untimed == 1.0)
+
+
+CORE_PROBE = """
+    import os
+    import torch
+    import torch.nn as nn
+
+    class ModelNew(nn.Module):
+        def __init__(self, scale):
+            super().__init__()
+
+        def forward(self, x):
+            # The core the calling thread is pinned to, or -1 where it may run on several.
+            cores = os.sched_getaffinity(0)
+            return torch.full((x.shape[0], 8), float(min(cores)) if len(cores) == 1 else -1.0)
+
+    def get_inputs():
+        return [torch.randn(4, 8)]
+
+    def get_init_inputs():
+        return [2.0]
+"""
+
+
+def test_a_block_with_a_core_runs_every_call_on_it_and_gives_the_cores_back(start_runner, write, reference, tmp_path):
+    allowed = os.sched_getaffinity(0)
+    core = max(allowed)
+    cand = start_runner("candidate")
+    load(cand, reference, write("core_probe.py", CORE_PROBE))
+    reply = cand.ok("time", calls=3, seed_base=5, check=[0, 2], dir=str(tmp_path / "t"), cpu=core)
+    for check in reply["checked"]:
+        (timed,) = torch.load(check["path"], weights_only=True)["outputs"]
+        assert torch.all(timed == float(core))
+    assert reply["findings"] == []
+    if len(allowed) > 1:
+        (later,) = cand.ok("outputs", seeds=[1], dir=str(tmp_path / "o"))["results"]
+        (untimed,) = torch.load(later["path"], weights_only=True)["outputs"]
+        assert torch.all(untimed == -1.0)
+
+
+def test_a_candidate_that_moves_the_timed_thread_is_reported_and_put_back(start_runner, write, reference, tmp_path):
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        pytest.skip("needs two cores")
+    core, other = allowed[-1], allowed[0]
+    mover = CORE_PROBE.replace(
+        "cores = os.sched_getaffinity(0)",
+        f"cores = os.sched_getaffinity(0)\n            os.sched_setaffinity(0, {{{other}}})",
+    )
+    cand = start_runner("candidate")
+    load(cand, reference, write("mover.py", mover))
+    reply = cand.ok("time", calls=3, seed_base=5, check=[1, 2], dir=str(tmp_path / "t"), cpu=core)
+    assert [f["kind"] for f in reply["findings"]] == ["affinity_changed"]
+    assert f"core {core}" in reply["findings"][0]["detail"]
+    # Each call starts back on the core although the one before moved the thread away.
+    for check in reply["checked"]:
+        (timed,) = torch.load(check["path"], weights_only=True)["outputs"]
+        assert torch.all(timed == float(core))
+
+
+def test_a_core_that_is_not_a_number_is_a_bad_request(start_runner, reference, tmp_path):
+    ref = start_runner("reference")
+    load(ref, reference)
+    err = ref.error("time", calls=1, seed_base=5, cpu="3")
+    assert err["kind"] == "bad_request" and "`cpu`" in err["message"]

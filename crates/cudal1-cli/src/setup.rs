@@ -53,8 +53,15 @@ pub fn runner_env(python: Option<&Path>, cache: &Path) -> Result<(RunnerEnv, Int
     Ok((env, interp))
 }
 
-/// `--device`: one device, or every visible GPU.
+/// `--device`: one device, or every visible GPU. The CPU cores that will time on them are kept
+/// free of cudal1's other work from here on (`cudal1_eval::cores`).
 pub fn devices(flag: Option<&str>, interp: &Interpreter) -> Result<Vec<Device>> {
+    let devices = chosen_devices(flag, interp)?;
+    cudal1_eval::cores::reserve(&devices);
+    Ok(devices)
+}
+
+fn chosen_devices(flag: Option<&str>, interp: &Interpreter) -> Result<Vec<Device>> {
     let gpus = interp.probe.gpus.len() as u32;
     match flag {
         None | Some("all") if gpus > 0 => Ok((0..gpus).map(Device::Cuda).collect()),

@@ -17,6 +17,7 @@ fn exploit_reading(kind: &str) -> Option<&'static str> {
         "input_mutated" => "modifies its inputs in place",
         "output_not_ready" => "returns before its output is written (work on another stream or thread that the call does not wait for)",
         "background_thread" => "leaves threads running after a call returns, where their work escapes the timer",
+        "affinity_changed" => "moves the timed thread to other CPU cores, where the clock's synchronisation runs at another speed",
         "busy_while_idle" => "keeps the CPU busy between its calls, while the reference is being timed",
         "gc_scan" => "scans the garbage collector's objects (looking for expected outputs or the harness's state)",
         "frame_inspection" => "reads the harness's stack frames (to tell checked, warm-up and timed calls apart)",
@@ -71,7 +72,7 @@ mod tests {
 
     #[test]
     fn guard_findings_keep_their_kind_as_the_class() {
-        for kind in ["gc_scan", "frame_inspection", "file_access", "background_thread", "model_patched", "tampered_timer", "tampered_tf32", "output_not_ready", "busy_while_idle"] {
+        for kind in ["gc_scan", "frame_inspection", "file_access", "background_thread", "model_patched", "tampered_timer", "tampered_tf32", "output_not_ready", "busy_while_idle", "affinity_changed"] {
             let j = judge_findings(&[f("output_wrong_device"), f(kind)]).unwrap();
             assert_eq!((j.verdict, j.class.as_str()), (Verdict::Exploit, kind));
             assert!(j.reason.ends_with(": output 0"), "{}", j.reason);

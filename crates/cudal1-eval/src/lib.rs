@@ -12,6 +12,7 @@ pub mod bandwidth;
 pub mod batch;
 pub mod candidate;
 pub mod compile;
+pub mod cores;
 pub mod correctness;
 pub mod degenerate;
 mod failure;

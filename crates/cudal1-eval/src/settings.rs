@@ -77,7 +77,10 @@ pub struct EvalSettings {
     pub timing_budget: Duration,
     #[serde(with = "millis")]
     pub warmup: Duration,
-    /// Aim for blocks of about this long, so the order of blocks can be randomised often.
+    /// Aim for blocks of about this long, so the order of blocks can be randomised often. Short
+    /// blocks keep the two sides close in time: a machine's slow spells last about a block of
+    /// 100 ms, and with 10 ms blocks the spread between pairs fell from 9.8% to 4.3% (a ~30 us
+    /// task, docs/bench/2026-11-22-gpu-session4).
     #[serde(with = "millis")]
     pub block_target: Duration,
     pub min_blocks: usize,
@@ -113,7 +116,7 @@ impl Default for EvalSettings {
             correctness_seeds: 5,
             timing_budget: Duration::from_secs(4),
             warmup: Duration::from_millis(300),
-            block_target: Duration::from_millis(100),
+            block_target: Duration::from_millis(10),
             min_blocks: 5,
             timed_checks: 3,
             flush_l2: true,

@@ -1,6 +1,7 @@
 //! The timing protocol: warm-up, then blocks of calls on each side in random order until the
 //! time budget is spent, each block's wall time also taken by cudal1's own clock.
 
+use crate::cores;
 use crate::runner::{CallError, RunnerClient};
 use crate::settings::EvalSettings;
 use cudal1_protocol::{CheckedCall, Finding, Request, Time, TimeReply};
@@ -109,6 +110,7 @@ pub fn measure(
         check,
         dir: Default::default(),
         warmup,
+        cpu: cores::timing_core(&settings.device).and_then(|c| u32::try_from(c).ok()),
     };
 
     // Warm-up: blocks on both sides until the warm-up time has passed (at least one each). The
@@ -269,7 +271,7 @@ mod tests {
         let v = serde_json::json!({"id": 3, "ok": true, "ms": [], "host_ms": [], "checked": [], "wall_ms": 2.0});
         let r: GuardedTimeReply = cudal1_protocol::parse_reply(v).unwrap().unwrap();
         assert!(r.findings.is_empty());
-        let req = GuardedTime(Time { calls: 2, seed_base: 5, flush_l2: true, check: vec![], dir: "/d".into(), warmup: false }).to_json();
+        let req = GuardedTime(Time { calls: 2, seed_base: 5, flush_l2: true, check: vec![], dir: "/d".into(), warmup: false, cpu: Some(7) }).to_json();
         assert_eq!((req["op"].as_str(), req["calls"].as_u64()), (Some("time"), Some(2)));
     }
 

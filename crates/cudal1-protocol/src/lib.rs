@@ -229,6 +229,10 @@ pub struct Time {
     pub check: Vec<u32>,
     pub dir: PathBuf,
     pub warmup: bool,
+    /// The CPU core the runner's main thread is pinned to for the block (both sides of a pair get
+    /// the same one; docs/protocol.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<u32>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -292,8 +296,9 @@ mod tests {
 
     #[test]
     fn requests_carry_their_op() {
-        let v = Time { calls: 3, seed_base: 9, flush_l2: true, check: vec![1], dir: "/d".into(), warmup: false }.to_json();
+        let v = Time { calls: 3, seed_base: 9, flush_l2: true, check: vec![1], dir: "/d".into(), warmup: false, cpu: None }.to_json();
         assert_eq!(v["op"], "time");
+        assert!(v.get("cpu").is_none(), "no core: the field is left out");
         assert_eq!(v["calls"], 3);
         assert_eq!(v["check"][0], 1);
     }

@@ -1,0 +1,87 @@
+//! CPU cores for timing. On a GPU the clock stops after a device-wide synchronisation and an
+//! event record, and how long those take depends on the core the calling thread runs on: on an
+//! H100 virtual machine, two processes timing the same ~30 us call on different cores disagreed
+//! by up to 15%, on one core by about 2% (docs/bench/2026-11-22-gpu-session4). So each GPU gets a
+//! core of its own, both sides of a pair run their timed blocks on it (the `cpu` field of `time`),
+//! and the rest of cudal1's work (compiling, starting the next candidates) is kept off it.
+
+use crate::settings::Device;
+use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
+use nix::unistd::Pid;
+use std::sync::OnceLock;
+
+/// The cores this process may run on now.
+pub fn current_cores() -> Vec<usize> {
+    let Ok(set) = sched_getaffinity(Pid::from_raw(0)) else { return Vec::new() };
+    (0..CpuSet::count()).filter(|&c| set.is_set(c).unwrap_or(false)).collect()
+}
+
+/// The cores as they were before [`reserve`] narrowed them: the plan is made from these.
+fn allowed() -> &'static [usize] {
+    static ALLOWED: OnceLock<Vec<usize>> = OnceLock::new();
+    ALLOWED.get_or_init(current_cores)
+}
+
+/// The core timed blocks on `device` run on, or None: none on the CPU (a CPU model uses many
+/// threads), and none where no core would be left for the rest.
+pub fn timing_core(device: &Device) -> Option<usize> {
+    core_for(allowed(), device)
+}
+
+/// `cuda:N` takes the N-th core after the middle one, so each GPU has its own. Not the first or
+/// the last: on the H100 machine core 0 took the kernel's cross-core interrupts, and pairs pinned
+/// to core 0 or core 15 spread 25-27% where cores 3 and 8 spread 6-8%.
+fn core_for(allowed: &[usize], device: &Device) -> Option<usize> {
+    let Device::Cuda(n) = device else { return None };
+    let n = *n as usize;
+    (allowed.len() > n + 1).then(|| allowed[(allowed.len() / 2 + n) % allowed.len()])
+}
+
+/// Keeps this process's threads, and every process it starts from now on, off the timing cores
+/// of `devices`. A runner pins only its main thread for a timed block, so its other threads, and
+/// everything else cudal1 runs meanwhile, stay on the remaining cores.
+pub fn reserve(devices: &[Device]) {
+    let taken: Vec<usize> = devices.iter().filter_map(timing_core).collect();
+    let rest: Vec<usize> = allowed().iter().copied().filter(|c| !taken.contains(c)).collect();
+    if taken.is_empty() || rest.is_empty() {
+        return;
+    }
+    let mut set = CpuSet::new();
+    for &c in &rest {
+        if set.set(c).is_err() {
+            return;
+        }
+    }
+    // The mask belongs to each thread: set it on every thread there is; new ones inherit it.
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return };
+    for tid in tasks.flatten().filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok())) {
+        if let Err(e) = sched_setaffinity(Pid::from_raw(tid), &set) {
+            tracing::warn!(tid, error = %e, "could not keep a thread off the timing cores");
+        }
+    }
+    tracing::info!(?taken, "timing on CPU cores of their own; other work on the rest");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_gpu_gets_its_own_core_from_the_middle_on_and_the_cpu_none() {
+        let allowed = [0, 1, 2, 5];
+        assert_eq!(core_for(&allowed, &Device::Cuda(0)), Some(2));
+        assert_eq!(core_for(&allowed, &Device::Cuda(1)), Some(5));
+        assert_eq!(core_for(&allowed, &Device::Cuda(2)), Some(0));
+        // At least one core stays for everything else.
+        assert_eq!(core_for(&allowed, &Device::Cuda(3)), None);
+        assert_eq!(core_for(&[4], &Device::Cuda(0)), None);
+        assert_eq!(core_for(&allowed, &Device::Cpu), None);
+    }
+
+    #[test]
+    fn this_process_may_run_somewhere() {
+        let cores = current_cores();
+        assert!(!cores.is_empty());
+        assert_eq!(cores.len(), std::thread::available_parallelism().map_or(0, |n| n.get()).min(cores.len()));
+    }
+}
