@@ -57,6 +57,9 @@ pub fn print_single(e: &Evaluation) {
         env.cuda.as_deref().unwrap_or("-"),
         env.driver.as_deref().unwrap_or("-")
     );
+    for w in &e.warnings {
+        println!("warning:    [{}] {}", w.class, w.message);
+    }
 }
 
 /// One line of the batch table.

@@ -390,6 +390,9 @@ impl Run<'_, '_> {
         if let Some(j) = times.and_then(|(_, c)| self.floor_check(c)) {
             return Ok(Err(j));
         }
+        if let Some(w) = times.and_then(|(r, c)| host_bound(settings.device.is_cuda(), r, c)) {
+            self.warnings.push(w);
+        }
         let checks = self.m.checks.len();
         let reason = format!(
             "matches the reference on {checks} checked calls; {:.3}x the reference's speed (median, {:.0}% CI {:.3}–{:.3})",
@@ -400,6 +403,23 @@ impl Run<'_, '_> {
         );
         Ok(Ok((Judgement::new(Verdict::Correct, "correct", reason), Some(speedup), times)))
     }
+}
+
+/// GPU calls shorter than this are mostly the host's launch and synchronisation.
+const HOST_BOUND_MS: f64 = 0.1;
+
+/// A warning where a GPU call is so short that the host's speed decides its time: the host's speed
+/// changes in spells longer than a run, so the interval, which covers one run, claims too much
+/// (docs/bench/2026-11-22-gpu-session4: a ~30 us task spread 15% over five runs, 2 ms tasks 0.2%).
+fn host_bound(on_gpu: bool, reference_ms: f64, candidate_ms: f64) -> Option<Warning> {
+    let shortest = reference_ms.min(candidate_ms);
+    (on_gpu && shortest < HOST_BOUND_MS).then(|| Warning {
+        class: "host_bound_timing".into(),
+        message: format!(
+            "a call takes {:.0} us, mostly the host's launch and synchronisation: the host's speed changes between runs, so this speedup can differ by 10-15% on another run; the interval covers this run only",
+            shortest * 1e3
+        ),
+    })
 }
 
 /// Median speedup of a run by the runners' clocks, before any bootstrap.
@@ -421,6 +441,17 @@ mod tests {
 
     fn run_with(reference_ms: f64, candidate_ms: f64) -> TimingRun {
         TimingRun { reference_ms: vec![reference_ms; 5], candidate_ms: vec![candidate_ms; 5], ..TimingRun::default() }
+    }
+
+    #[test]
+    fn short_gpu_calls_carry_a_warning_and_long_or_cpu_calls_do_not() {
+        let w = host_bound(true, 0.035, 0.047).unwrap();
+        assert_eq!(w.class, "host_bound_timing");
+        assert!(w.message.contains("35 us"), "{}", w.message);
+        // The shorter side decides: a candidate that got tiny is host-bound too.
+        assert!(host_bound(true, 2.0, 0.05).is_some());
+        assert!(host_bound(true, 0.3, 0.9).is_none());
+        assert!(host_bound(false, 0.035, 0.047).is_none());
     }
 
     #[test]
