@@ -54,10 +54,11 @@ pub fn runner_env(python: Option<&Path>, cache: &Path) -> Result<(RunnerEnv, Int
 }
 
 /// `--device`: one device, or every visible GPU. The CPU cores that will time on them are kept
-/// free of cudal1's other work from here on (`cudal1_eval::cores`).
+/// free of cudal1's other work from here on (`cudal1_eval::cores`; `CUDAL1_TIMING_CORES` names
+/// them by hand).
 pub fn devices(flag: Option<&str>, interp: &Interpreter) -> Result<Vec<Device>> {
     let devices = chosen_devices(flag, interp)?;
-    cudal1_eval::cores::reserve(&devices);
+    cudal1_eval::cores::reserve(&devices).map_err(anyhow::Error::msg)?;
     Ok(devices)
 }
 

@@ -22,10 +22,42 @@ fn allowed() -> &'static [usize] {
     ALLOWED.get_or_init(current_cores)
 }
 
+/// The environment variable that names the timing cores by hand: `8,9` gives cuda:0 core 8 and
+/// cuda:1 core 9.
+pub const CORES_VAR: &str = "CUDAL1_TIMING_CORES";
+
+/// The cores named in [`CORES_VAR`], read once; None when it is unset or empty.
+fn by_hand() -> &'static Result<Option<Vec<usize>>, String> {
+    static BY_HAND: OnceLock<Result<Option<Vec<usize>>, String>> = OnceLock::new();
+    BY_HAND.get_or_init(|| match std::env::var(CORES_VAR) {
+        Ok(text) if !text.trim().is_empty() => parse_cores(&text, allowed()).map(Some),
+        _ => Ok(None),
+    })
+}
+
+fn parse_cores(text: &str, allowed: &[usize]) -> Result<Vec<usize>, String> {
+    let mut cores = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        let core: usize = part.parse().map_err(|_| format!("{CORES_VAR}=`{text}`: `{part}` is not a core number; give cores like `8,9`"))?;
+        if !allowed.contains(&core) {
+            return Err(format!("{CORES_VAR}=`{text}`: core {core} is not one this process may run on ({allowed:?})"));
+        }
+        if cores.contains(&core) {
+            return Err(format!("{CORES_VAR}=`{text}`: core {core} is named twice; each GPU needs its own"));
+        }
+        cores.push(core);
+    }
+    Ok(cores)
+}
+
 /// The core timed blocks on `device` run on, or None: none on the CPU (a CPU model uses many
-/// threads), and none where no core would be left for the rest.
+/// threads), none where no core would be left for the rest, and none for a GPU that
+/// [`CORES_VAR`] leaves out.
 pub fn timing_core(device: &Device) -> Option<usize> {
-    core_for(allowed(), device)
+    match (by_hand(), device) {
+        (Ok(Some(cores)), Device::Cuda(n)) => cores.get(*n as usize).copied(),
+        _ => core_for(allowed(), device),
+    }
 }
 
 /// `cuda:N` takes the N-th core after the middle one, so each GPU has its own. Not the first or
@@ -39,27 +71,30 @@ fn core_for(allowed: &[usize], device: &Device) -> Option<usize> {
 
 /// Keeps this process's threads, and every process it starts from now on, off the timing cores
 /// of `devices`. A runner pins only its main thread for a timed block, so its other threads, and
-/// everything else cudal1 runs meanwhile, stay on the remaining cores.
-pub fn reserve(devices: &[Device]) {
+/// everything else cudal1 runs meanwhile, stay on the remaining cores. Fails only on a malformed
+/// [`CORES_VAR`].
+pub fn reserve(devices: &[Device]) -> Result<(), String> {
+    by_hand().as_ref().map_err(Clone::clone)?;
     let taken: Vec<usize> = devices.iter().filter_map(timing_core).collect();
     let rest: Vec<usize> = allowed().iter().copied().filter(|c| !taken.contains(c)).collect();
     if taken.is_empty() || rest.is_empty() {
-        return;
+        return Ok(());
     }
     let mut set = CpuSet::new();
     for &c in &rest {
         if set.set(c).is_err() {
-            return;
+            return Ok(());
         }
     }
     // The mask belongs to each thread: set it on every thread there is; new ones inherit it.
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return };
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return Ok(()) };
     for tid in tasks.flatten().filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok())) {
         if let Err(e) = sched_setaffinity(Pid::from_raw(tid), &set) {
             tracing::warn!(tid, error = %e, "could not keep a thread off the timing cores");
         }
     }
     tracing::info!(?taken, "timing on CPU cores of their own; other work on the rest");
+    Ok(())
 }
 
 #[cfg(test)]
@@ -76,6 +111,15 @@ mod tests {
         assert_eq!(core_for(&allowed, &Device::Cuda(3)), None);
         assert_eq!(core_for(&[4], &Device::Cuda(0)), None);
         assert_eq!(core_for(&allowed, &Device::Cpu), None);
+    }
+
+    #[test]
+    fn cores_named_by_hand_must_be_usable_and_distinct() {
+        let allowed = [0, 1, 2, 3];
+        assert_eq!(parse_cores("2, 3", &allowed), Ok(vec![2, 3]));
+        assert!(parse_cores("2,x", &allowed).unwrap_err().contains("`x` is not a core number"));
+        assert!(parse_cores("9", &allowed).unwrap_err().contains("core 9 is not one this process may run on"));
+        assert!(parse_cores("1,1", &allowed).unwrap_err().contains("named twice"));
     }
 
     #[test]

@@ -30,7 +30,7 @@ fn other_work_moves_off_the_timing_core() {
         std::thread::park_timeout(std::time::Duration::from_millis(300));
         current_cores()
     });
-    reserve(&[Device::Cuda(0)]);
+    reserve(&[Device::Cuda(0)]).unwrap();
     let rest: Vec<usize> = before.iter().copied().filter(|&c| c != core).collect();
     assert_eq!(current_cores(), rest);
     assert_eq!(std::thread::spawn(current_cores).join().unwrap(), rest, "a later thread");

@@ -173,6 +173,17 @@ fn bad_input_is_a_clear_error_with_exit_code_2() {
     let out = cmd.output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a directory"));
+
+    // Timing cores named by hand that cannot be used stop the run before anything is evaluated.
+    let mut cmd = cudal1(&dir.path().join("e.db"));
+    cmd.env("CUDAL1_TIMING_CORES", "x")
+        .args(["eval", "--task", "tests/suite-cpu/tasks/level1/1_Diagonal_Matmul.py"])
+        .args(["--candidate", "tests/suite-cpu/candidates/level1/1_Diagonal_Matmul/fast.py"])
+        .args(FAST_TIMING);
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("CUDAL1_TIMING_CORES=`x`: `x` is not a core number"), "{err}");
 }
 
 #[test]
