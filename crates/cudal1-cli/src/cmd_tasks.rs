@@ -134,11 +134,10 @@ fn check(dir: PathBuf, o: CheckOptions) -> Result<ExitCode> {
         flag => setup::devices(flag, &interp)?.remove(0),
     };
     let settings = EvalSettings {
-        device,
         tolerance: if o.kernelbench_v0 { Tolerance::KernelBenchV0 } else { Tolerance::PerDtype },
         call_timeout: Duration::from_secs_f64(o.call_timeout),
         sandbox: !o.no_sandbox,
-        ..EvalSettings::default()
+        ..EvalSettings::for_device(device)
     };
     // Fixed seeds: a check is repeatable, and the tasks' own seeding decides their inputs.
     let seeds: Vec<u64> = (0..o.seeds as u64).map(|i| 1000 + 7919 * i).collect();

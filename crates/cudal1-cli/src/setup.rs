@@ -93,13 +93,12 @@ pub fn settings(common: &CommonEval, device: Device) -> Result<EvalSettings> {
         _ => Tolerance::PerDtype,
     };
     Ok(EvalSettings {
-        device,
         tolerance,
         correctness_seeds: common.seeds,
         timing_budget: Duration::from_secs_f64(common.budget),
         call_timeout: Duration::from_secs_f64(common.call_timeout),
         sandbox: !common.no_sandbox,
-        ..EvalSettings::default()
+        ..EvalSettings::for_device(device)
     })
 }
 

@@ -77,10 +77,8 @@ pub struct EvalSettings {
     pub timing_budget: Duration,
     #[serde(with = "millis")]
     pub warmup: Duration,
-    /// Aim for blocks of about this long, so the order of blocks can be randomised often. Short
-    /// blocks keep the two sides close in time: a machine's slow spells last about a block of
-    /// 100 ms, and with 10 ms blocks the spread between pairs fell from 9.8% to 4.3% (a ~30 us
-    /// task, docs/bench/2026-11-22-gpu-session4).
+    /// Aim for blocks of about this long, so the order of blocks can be randomised often
+    /// ([`EvalSettings::for_device`] picks it).
     #[serde(with = "millis")]
     pub block_target: Duration,
     pub min_blocks: usize,
@@ -116,7 +114,7 @@ impl Default for EvalSettings {
             correctness_seeds: 5,
             timing_budget: Duration::from_secs(4),
             warmup: Duration::from_millis(300),
-            block_target: Duration::from_millis(10),
+            block_target: CPU_BLOCK,
             min_blocks: 5,
             timed_checks: 3,
             flush_l2: true,
@@ -133,7 +131,22 @@ impl Default for EvalSettings {
     }
 }
 
+/// Blocks on a GPU. Short blocks keep the two sides close in time: the host's slow spells last
+/// about a block of 100 ms, and with 10 ms blocks the spread between pairs fell from 9.8% to 4.3%
+/// (a ~30 us task, docs/bench/2026-11-22-gpu-session4).
+const GPU_BLOCK: Duration = Duration::from_millis(10);
+/// Blocks on the CPU, where cudal1's outside clock divides each block's untimed time by its calls:
+/// on a busy 2-core machine a 10 ms block's scheduling delays, spread over its ~10 calls, looked
+/// like work hidden from the timer.
+const CPU_BLOCK: Duration = Duration::from_millis(100);
+
 impl EvalSettings {
+    /// The defaults for `device`.
+    pub fn for_device(device: Device) -> EvalSettings {
+        let block_target = if device.is_cuda() { GPU_BLOCK } else { CPU_BLOCK };
+        EvalSettings { device, block_target, ..EvalSettings::default() }
+    }
+
     /// The settings that change a result (not the device index or time limits), as a hash.
     pub fn key_hash(&self) -> String {
         let mut v = serde_json::to_value(self).expect("settings are plain data");
@@ -178,6 +191,14 @@ mod tests {
         assert_eq!(t.for_dtype("bfloat16"), (1e-2, 1e-2));
         assert_eq!(Tolerance::KernelBenchV0.for_dtype("float32"), (1e-2, 1e-2));
         assert_eq!(Tolerance::Fixed { atol: 1.0, rtol: 0.0 }.for_dtype("float16"), (1.0, 0.0));
+    }
+
+    #[test]
+    fn gpus_get_short_blocks_and_the_cpu_long_ones() {
+        assert_eq!(EvalSettings::for_device(Device::Cuda(1)).block_target, GPU_BLOCK);
+        assert_eq!(EvalSettings::for_device(Device::Cpu).block_target, CPU_BLOCK);
+        assert_eq!(EvalSettings::default().block_target, CPU_BLOCK);
+        assert_ne!(EvalSettings::for_device(Device::Cuda(0)).key_hash(), EvalSettings::default().key_hash());
     }
 
     #[test]
