@@ -103,6 +103,8 @@ pub fn measure(
     let mut sides = Sides { reference, candidate, reference_dir: dirs.0, candidate_dir: dirs.1 };
     let slowest = estimate_ms.0.max(estimate_ms.1).max(1e-3);
     let limit = |calls: u32| settings.call_timeout + Duration::from_secs_f64(calls as f64 * slowest * 20.0 / 1e3);
+    // Both sides, every block: the one core this device times on.
+    let cpu = cores::timing_core(&settings.device).and_then(|c| u32::try_from(c).ok());
     let block = |calls: u32, seed_base: u64, check: Vec<u32>, warmup: bool| Time {
         calls,
         seed_base,
@@ -110,7 +112,7 @@ pub fn measure(
         check,
         dir: Default::default(),
         warmup,
-        cpu: cores::timing_core(&settings.device).and_then(|c| u32::try_from(c).ok()),
+        cpu,
     };
 
     // Warm-up: blocks on both sides until the warm-up time has passed (at least one each). The
