@@ -23,6 +23,9 @@ from .loading import load_module, require
 from .guard import Guard
 from .seeding import seed_all
 
+# A spin covers the host's issue time; longer than this is a mistake, not a measurement.
+_MAX_SPIN_US = 100_000
+
 _OPS = {
     "reference": {"hello", "shutdown", "load", "outputs", "expected", "compare", "time"},
     "candidate": {"hello", "shutdown", "load", "outputs", "time"},
@@ -38,6 +41,7 @@ class Session:
         self.source = None
         self.feeder = None
         self._flushers = {}
+        self._spinner = None
         # Made before any task or candidate code runs: its baseline is the untouched runtime.
         self.guard = Guard() if role == "candidate" else None
 
@@ -206,10 +210,13 @@ class Session:
         cpu = req.field(request, "cpu", (int, type(None)), None)
         if cpu is not None and cpu < 0:
             raise RunnerError(BAD_REQUEST, "`cpu` must be a core number")
+        spin_us = req.field(request, "spin_us", (int, float, type(None)), None)
+        if spin_us is not None and (isinstance(spin_us, bool) or not 0 <= spin_us <= _MAX_SPIN_US):
+            raise RunnerError(BAD_REQUEST, f"`spin_us` must be a number of microseconds in [0, {_MAX_SPIN_US}]")
         if check and not warmup and out_dir is None:
             raise RunnerError(BAD_REQUEST, "`check` needs `dir`")
         with torch.no_grad():
-            return timing.run(self, calls, seed_base, flush_l2, check, out_dir, warmup, cpu)
+            return timing.run(self, calls, seed_base, flush_l2, check, out_dir, warmup, cpu, spin_us if self.device.type == "cuda" else None)
 
     def _op_compile(self, request: dict) -> dict:
         candidate = req.abs_path(request, "candidate")
@@ -225,6 +232,11 @@ class Session:
     def _sync(self) -> None:
         if self.device.type == "cuda":
             timing.device_sync()
+
+    def spinner(self):
+        if self._spinner is None:
+            self._spinner = timing.Spinner()
+        return self._spinner
 
     def l2_flusher(self):
         key = str(self.device)

@@ -1,9 +1,17 @@
-"""The ``time`` op: fresh inputs per call, L2 flush, device-wide synchronisation, two clocks.
+"""The ``time`` op: fresh inputs per call, L2 flush, device-wide synchronisation, three windows.
 
 Everything that is not the model call (input generation, transfer, flush) happens before the
-clocks start. The clocks stop only after ``torch.cuda.synchronize()``, so work queued on any
-stream of the device is counted. Outputs of ``check`` calls are copied to the host and saved
-after the clocks stop; no other call moves data to the host inside the loop.
+clocks start. Outputs of ``check`` calls are copied to the host and saved after the clocks stop;
+no other call moves data to the host inside the loop.
+
+On a GPU each call is bracketed by three events on the caller's stream: ``start`` before the
+call, ``end`` as soon as it returns, and ``post`` after ``torch.cuda.synchronize()``, which waits
+for every stream of the device. With ``spin_us`` a GPU spin is queued before ``start``, so the
+host has queued the whole call before the GPU reaches ``start`` and ``start``..``end`` (``ms``)
+is the GPU's own work, free of the host's speed. ``start``..``post`` (``full_ms``) ends only when
+the device is idle, so work left running on other streams is counted there; the Rust side uses it
+when the two windows disagree (docs/protocol.md). ``issue_ms`` is the host's time to issue the
+call, and ``host_ms`` the host clock from the call to the end of the synchronisation.
 
 Call ``i`` uses the seed ``mix(seed_base, i)``, so no call's inputs can be foreseen from another's,
 and the generators are reseeded before the call so that they do not reveal the input seed. The
@@ -31,6 +39,7 @@ _cuda_ready = torch.cuda.is_initialized
 _Event = torch.cuda.Event
 _record = torch.cuda.Event.record
 _elapsed = torch.cuda.Event.elapsed_time
+_cuda_sleep = getattr(torch._C, "_cuda_sleep", None)
 
 
 def device_sync() -> None:
@@ -59,7 +68,32 @@ class L2Flusher:
         self._buffer.fill_(self._count)
 
 
-def run(session, calls: int, seed_base: int, flush_l2: bool, check: list, out_dir: str, warmup: bool, cpu=None) -> dict:
+class Spinner:
+    """Queues a kernel that keeps the GPU busy for about ``us`` microseconds."""
+
+    _CALIBRATION_CYCLES = 1_000_000
+
+    def __init__(self) -> None:
+        self._cycles_per_us = None
+
+    def spin(self, us: float) -> None:
+        if self._cycles_per_us is None:
+            self._cycles_per_us = self._calibrate()
+        _cuda_sleep(max(1, int(us * self._cycles_per_us)))
+
+    @classmethod
+    def _calibrate(cls) -> float:
+        stream = torch.cuda.current_stream()
+        begin, end = _Event(enable_timing=True), _Event(enable_timing=True)
+        _cuda_sleep(cls._CALIBRATION_CYCLES // 10)  # the first launch loads the kernel
+        _record(begin, stream)
+        _cuda_sleep(cls._CALIBRATION_CYCLES)
+        _record(end, stream)
+        device_sync()
+        return cls._CALIBRATION_CYCLES / max(_elapsed(begin, end) * 1e3, 1.0)
+
+
+def run(session, calls: int, seed_base: int, flush_l2: bool, check: list, out_dir: str, warmup: bool, cpu=None, spin_us=None) -> dict:
     started = clock_ns()
     device = session.device
     gpu = device.type == "cuda"
@@ -69,7 +103,10 @@ def run(session, calls: int, seed_base: int, flush_l2: bool, check: list, out_di
         stream = torch.cuda.current_stream()
         starts = [_Event(enable_timing=True) for _ in range(calls)]
         ends = [_Event(enable_timing=True) for _ in range(calls)]
+        posts = [_Event(enable_timing=True) for _ in range(calls)]
+        spinner = session.spinner() if spin_us else None
     host_ns = []
+    issue_ns = []
     checked = []
     model = session.model
     feeder = session.feeder
@@ -88,17 +125,22 @@ def run(session, calls: int, seed_base: int, flush_l2: bool, check: list, out_di
                         flusher.flush()
                     if gpu:
                         device_sync()
+                        if spinner is not None:
+                            spinner.spin(spin_us)
                         _record(starts[i], stream)
                         t0 = clock_ns()
                         out = model(*args)
-                        device_sync()
+                        issued = clock_ns()
                         _record(ends[i], stream)
+                        device_sync()
+                        _record(posts[i], stream)
                         t1 = clock_ns()
                     else:
                         t0 = clock_ns()
                         out = model(*args)
-                        t1 = clock_ns()
+                        t1 = issued = clock_ns()
                     host_ns.append(t1 - t0)
+                    issue_ns.append(issued - t0)
                     pin.keep()
                     if i in check_set:
                         checked.append(_save_check(session, out, args, seed, out_dir))
@@ -110,18 +152,22 @@ def run(session, calls: int, seed_base: int, flush_l2: bool, check: list, out_di
     finally:
         if collecting:
             gc.enable()
+    host_ms = [ns / 1e6 for ns in host_ns]
+    issue_ms = [ns / 1e6 for ns in issue_ns]
     if gpu:
         device_sync()
         ms = [_elapsed(s, e) for s, e in zip(starts, ends)]
-    host_ms = [ns / 1e6 for ns in host_ns]
-    if not gpu:
+        full_ms = [_elapsed(s, p) for s, p in zip(starts, posts)]
+    else:
         ms = list(host_ms)
+        full_ms = list(host_ms)
     # Untrusted code ran: what the guard saw during the block (the Rust side reads `findings`).
     findings = session.guard.findings() + pin.findings() if session.inspects else []
     wall_ms = (clock_ns() - started) / 1e6
     if warmup:
-        return {"ms": [], "host_ms": [], "checked": [], "wall_ms": wall_ms, "findings": findings}
-    return {"ms": ms, "host_ms": host_ms, "checked": checked, "wall_ms": wall_ms, "findings": findings}
+        # The issue times size the spin (docs/protocol.md); nothing else of a warm-up is used.
+        return {"ms": [], "host_ms": [], "issue_ms": issue_ms, "checked": [], "wall_ms": wall_ms, "findings": findings}
+    return {"ms": ms, "full_ms": full_ms, "host_ms": host_ms, "issue_ms": issue_ms, "checked": checked, "wall_ms": wall_ms, "findings": findings}
 
 
 def _save_check(session, out, args, seed: int, out_dir: str) -> dict:

@@ -16,7 +16,8 @@ def test_time_returns_samples_and_checked_outputs_that_compare_equal(start_runne
     load(cand, reference, candidate)
     reply = cand.ok("time", calls=6, seed_base=100000, flush_l2=True, check=[1, 4], dir=str(tmp_path / "cand"), warmup=False)
     assert len(reply["ms"]) == 6 and all(x > 0 for x in reply["ms"])
-    assert reply["host_ms"] == reply["ms"]  # the CPU has one clock
+    assert reply["host_ms"] == reply["ms"] == reply["full_ms"]  # the CPU has one clock
+    assert len(reply["issue_ms"]) == 6 and all(0 < i <= h for i, h in zip(reply["issue_ms"], reply["host_ms"]))
     assert reply["wall_ms"] >= sum(reply["ms"])
     # Call i draws from seed mix(seed_base, i), reported so the reference can make the same inputs.
     seeds = [mix(100000, 1), mix(100000, 4)]
@@ -38,13 +39,24 @@ def test_time_returns_samples_and_checked_outputs_that_compare_equal(start_runne
     assert not torch.equal(a, b)
 
 
-def test_warmup_reports_nothing_and_writes_nothing(start_runner, reference, tmp_path):
+def test_warmup_reports_only_issue_times_and_writes_nothing(start_runner, reference, tmp_path):
     ref = start_runner("reference")
     load(ref, reference)
     out_dir = tmp_path / "warm"
     reply = ref.ok("time", calls=3, seed_base=7, check=[0], dir=str(out_dir), warmup=True)
     assert reply["ms"] == [] and reply["host_ms"] == [] and reply["checked"] == []
+    assert len(reply["issue_ms"]) == 3  # they size the GPU spin
     assert not out_dir.exists()
+
+
+def test_a_spin_is_ignored_on_the_cpu_and_a_bad_one_is_a_bad_request(start_runner, reference, tmp_path):
+    ref = start_runner("reference")
+    load(ref, reference)
+    reply = ref.ok("time", calls=2, seed_base=5, spin_us=50.0)
+    assert len(reply["ms"]) == 2 and reply["ms"] == reply["full_ms"]
+    for bad in (-1, 1e9, "50", True):
+        err = ref.error("time", calls=1, seed_base=5, spin_us=bad)
+        assert err["kind"] == "bad_request" and "`spin_us`" in err["message"], (bad, err)
 
 
 def test_a_model_that_caches_on_the_input_pointer_is_caught_by_checks(start_runner, write, reference, tmp_path):

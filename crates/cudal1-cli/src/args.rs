@@ -71,6 +71,11 @@ pub struct CommonEval {
     /// Seconds of timed blocks per candidate (both sides together).
     #[arg(long, default_value_t = 4.0)]
     pub budget: f64,
+    /// What a GPU call's time covers: `gpu`, the GPU's own work (the host's launch is hidden behind
+    /// a queued spin; stable on tiny tasks), or `wall`, from an idle GPU to the end of the
+    /// synchronisation (counts launch overhead, and the host's noise with it).
+    #[arg(long, default_value = "gpu", value_parser = ["gpu", "wall"])]
+    pub window: String,
     /// Seconds one model call may take before the candidate is judged a timeout.
     #[arg(long, default_value_t = 20.0)]
     pub call_timeout: f64,

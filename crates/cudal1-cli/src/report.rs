@@ -1,5 +1,6 @@
 //! What people read: errors, verdict lines, tables and summaries.
 
+use cudal1_eval::window::WindowUsed;
 use cudal1_eval::Evaluation;
 use cudal1_stats::SuiteSummary;
 use cudal1_task::Expectation;
@@ -46,7 +47,7 @@ pub fn print_single(e: &Evaluation) {
     println!("reason:     {}", e.reason.replace('\n', "\n            "));
     if e.speedup.is_some() {
         println!("speedup:    {} (median, 95% CI)", speedup_text(e));
-        println!("time:       reference {} ms, candidate {} ms (median per call)", ms(e.ref_ms), ms(e.candidate_ms));
+        println!("time:       reference {} ms, candidate {} ms (median per call{})", ms(e.ref_ms), ms(e.candidate_ms), window_text(e));
     }
     let env = &e.environment;
     println!(
@@ -59,6 +60,17 @@ pub fn print_single(e: &Evaluation) {
     );
     for w in &e.warnings {
         println!("warning:    [{}] {}", w.class, w.message);
+    }
+}
+
+/// What the times cover, where it is not the plain host clock.
+fn window_text(e: &Evaluation) -> String {
+    let Some(t) = &e.measurements.timing else { return String::new() };
+    match t.window {
+        Some(WindowUsed::Gpu) => ", GPU work: the launch is hidden behind a queued spin".into(),
+        Some(WindowUsed::UntilIdle { excess_ms }) => format!(", until the device was idle: work outlived a call by {:.3} ms", excess_ms),
+        Some(WindowUsed::Wall) => ", from an idle GPU to the end of the synchronisation".into(),
+        Some(WindowUsed::Host) | None => String::new(),
     }
 }
 

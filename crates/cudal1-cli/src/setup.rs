@@ -2,7 +2,7 @@
 
 use crate::args::CommonEval;
 use anyhow::{bail, Context, Result};
-use cudal1_eval::{Device, EvalSettings, RunnerEnv, Tolerance};
+use cudal1_eval::{Device, EvalSettings, RunnerEnv, TimingWindow, Tolerance};
 use cudal1_python::{find_interpreter, Interpreter, PythonRequest, RUNNER};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -98,6 +98,7 @@ pub fn settings(common: &CommonEval, device: Device) -> Result<EvalSettings> {
         timing_budget: Duration::from_secs_f64(common.budget),
         call_timeout: Duration::from_secs_f64(common.call_timeout),
         sandbox: !common.no_sandbox,
+        window: TimingWindow::parse(&common.window).map_err(anyhow::Error::msg)?,
         ..EvalSettings::for_device(device)
     })
 }

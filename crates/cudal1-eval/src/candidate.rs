@@ -11,6 +11,7 @@ use crate::runner::{CallError, Launch, Role, RunnerClient, RunnerEnv};
 use crate::settings::EvalSettings;
 use crate::timing::{self, Side, TimingRun};
 use crate::verdict::{Evaluation, Judgement, Measurements, Remeasure, SeedCheck, TimingReport, Verdict, Warning};
+use crate::window::{self, WindowUsed};
 use cudal1_protocol::{Hello, Load, Outputs, SeedResult};
 use cudal1_stats::{median, median_interval, speedup_interval, Interval};
 use cudal1_task::{Candidate, TaskError};
@@ -342,6 +343,7 @@ impl Run<'_, '_> {
         }
 
         let seed = self.rng.random();
+        let tails = if settings.device.is_cuda() { window::tails_ms(&run) } else { (None, None) };
         let speedup = speedup_interval(&run.reference_ms, &run.candidate_ms, settings.bootstrap_resamples, settings.confidence, seed);
         let ref_outer = timing::outer_per_call_ms(&run.reference_blocks);
         let cand_outer = timing::outer_per_call_ms(&run.candidate_blocks);
@@ -360,6 +362,12 @@ impl Run<'_, '_> {
             calls_per_block: run.calls_per_block,
             outer_speedup,
             remeasured,
+            window: Some(run.window),
+            spin_us: run.spin_us,
+            reference_issue_ms: median(&run.reference_issue_ms),
+            candidate_issue_ms: median(&run.candidate_issue_ms),
+            reference_tail_ms: tails.0,
+            candidate_tail_ms: tails.1,
         };
         let times = match (report.reference, report.candidate) {
             (Some(r), Some(c)) => Some((r.median, c.median)),
@@ -390,7 +398,7 @@ impl Run<'_, '_> {
         if let Some(j) = times.and_then(|(_, c)| self.floor_check(c)) {
             return Ok(Err(j));
         }
-        if let Some(w) = times.and_then(|(r, c)| host_bound(settings.device.is_cuda(), r, c)) {
+        if let Some(w) = self.m.timing.as_ref().and_then(host_bound) {
             self.warnings.push(w);
         }
         let checks = self.m.checks.len();
@@ -408,16 +416,44 @@ impl Run<'_, '_> {
 /// GPU calls shorter than this are mostly the host's launch and synchronisation.
 const HOST_BOUND_MS: f64 = 0.1;
 
-/// A warning where a GPU call is so short that the host's speed decides its time: the host's speed
+/// Where the host, not the GPU, decides what a program would see.
+fn host_bound(report: &TimingReport) -> Option<Warning> {
+    let (reference, candidate) = (report.reference?.median, report.candidate?.median);
+    match report.window? {
+        WindowUsed::Wall => host_bound_wall(reference, candidate),
+        WindowUsed::Gpu | WindowUsed::UntilIdle { .. } => host_bound_loop(reference, candidate, report.reference_issue_ms?, report.candidate_issue_ms?),
+        WindowUsed::Host => None,
+    }
+}
+
+/// In the wall window, a call so short that the host's speed decides its time: the host's speed
 /// changes in spells longer than a run, so the interval, which covers one run, claims too much
 /// (docs/bench/2026-11-22-gpu-session4: a ~30 us task spread 15% over five runs, 2 ms tasks 0.2%).
-fn host_bound(on_gpu: bool, reference_ms: f64, candidate_ms: f64) -> Option<Warning> {
+fn host_bound_wall(reference_ms: f64, candidate_ms: f64) -> Option<Warning> {
     let shortest = reference_ms.min(candidate_ms);
-    (on_gpu && shortest < HOST_BOUND_MS).then(|| Warning {
+    (shortest < HOST_BOUND_MS).then(|| Warning {
         class: "host_bound_timing".into(),
         message: format!(
             "a call takes {:.0} us, mostly the host's launch and synchronisation: the host's speed changes between runs, so this speedup can differ by 10-15% on another run; the interval covers this run only",
             shortest * 1e3
+        ),
+    })
+}
+
+/// In the GPU window, a candidate that takes longer to issue a call than the GPU takes to run it:
+/// called in a loop, it would wait on its host, and a program would see about the ratio of the
+/// two sides' larger times rather than the GPU's speedup.
+fn host_bound_loop(reference_ms: f64, candidate_ms: f64, reference_issue_ms: f64, candidate_issue_ms: f64) -> Option<Warning> {
+    let gpu_speedup = reference_ms / candidate_ms;
+    let loop_speedup = reference_ms.max(reference_issue_ms) / candidate_ms.max(candidate_issue_ms);
+    (candidate_issue_ms > candidate_ms && loop_speedup < 0.9 * gpu_speedup).then(|| Warning {
+        class: "host_bound".into(),
+        message: format!(
+            "its host takes {:.0} us to issue a call whose GPU work takes {:.0} us (the reference: {:.0} us and {:.0} us): in a loop its calls would wait on the host, for about {loop_speedup:.2}x the reference's speed instead of the GPU's {gpu_speedup:.2}x",
+            candidate_issue_ms * 1e3,
+            candidate_ms * 1e3,
+            reference_issue_ms * 1e3,
+            reference_ms * 1e3
         ),
     })
 }
@@ -443,15 +479,49 @@ mod tests {
         TimingRun { reference_ms: vec![reference_ms; 5], candidate_ms: vec![candidate_ms; 5], ..TimingRun::default() }
     }
 
+    fn report(window: WindowUsed, reference: (f64, f64), candidate: (f64, f64)) -> TimingReport {
+        let at = |median| Some(Interval { median, ci_low: median, ci_high: median });
+        TimingReport {
+            reference_ms: vec![],
+            candidate_ms: vec![],
+            reference_outer_ms: vec![],
+            candidate_outer_ms: vec![],
+            blocks: 5,
+            calls_per_block: 10,
+            outer_speedup: None,
+            reference: at(reference.0),
+            candidate: at(candidate.0),
+            remeasured: None,
+            window: Some(window),
+            spin_us: None,
+            reference_issue_ms: Some(reference.1),
+            candidate_issue_ms: Some(candidate.1),
+            reference_tail_ms: None,
+            candidate_tail_ms: None,
+        }
+    }
+
     #[test]
-    fn short_gpu_calls_carry_a_warning_and_long_or_cpu_calls_do_not() {
-        let w = host_bound(true, 0.035, 0.047).unwrap();
+    fn short_calls_in_the_wall_window_carry_a_warning_and_long_or_cpu_calls_do_not() {
+        let w = host_bound(&report(WindowUsed::Wall, (0.035, 0.01), (0.047, 0.01))).unwrap();
         assert_eq!(w.class, "host_bound_timing");
         assert!(w.message.contains("35 us"), "{}", w.message);
         // The shorter side decides: a candidate that got tiny is host-bound too.
-        assert!(host_bound(true, 2.0, 0.05).is_some());
-        assert!(host_bound(true, 0.3, 0.9).is_none());
-        assert!(host_bound(false, 0.035, 0.047).is_none());
+        assert!(host_bound(&report(WindowUsed::Wall, (2.0, 0.01), (0.05, 0.01))).is_some());
+        assert!(host_bound(&report(WindowUsed::Wall, (0.3, 0.01), (0.9, 0.01))).is_none());
+        assert!(host_bound(&report(WindowUsed::Host, (0.035, 0.01), (0.047, 0.01))).is_none());
+    }
+
+    #[test]
+    fn a_candidate_that_issues_slower_than_its_gpu_runs_is_warned_about_in_the_gpu_window() {
+        // GPU 7 us against 3.5 us, but the candidate needs 20 us of host time per call.
+        let w = host_bound(&report(WindowUsed::Gpu, (0.007, 0.008), (0.0035, 0.020))).unwrap();
+        assert_eq!(w.class, "host_bound");
+        assert!(w.message.contains("0.40x") && w.message.contains("2.00x"), "{}", w.message);
+        // Host-bound but as fast in a loop as the GPU says (the reference waits on its host too).
+        assert!(host_bound(&report(WindowUsed::Gpu, (0.007, 0.040), (0.0035, 0.020))).is_none());
+        // Issues faster than the GPU runs: nothing to say.
+        assert!(host_bound(&report(WindowUsed::Gpu, (0.7, 0.008), (0.35, 0.020))).is_none());
     }
 
     #[test]

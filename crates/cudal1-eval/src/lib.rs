@@ -22,10 +22,11 @@ pub mod runner;
 pub mod settings;
 pub mod timing;
 pub mod verdict;
+pub mod window;
 
 pub use batch::{evaluate_one, Batch, BatchEvent, BatchJob};
 pub use compile::{CompileCache, CompileOutcome};
 pub use reference::{ReferenceError, ReferenceSession};
 pub use runner::RunnerEnv;
-pub use settings::{Device, EvalSettings, Tolerance};
+pub use settings::{Device, EvalSettings, TimingWindow, Tolerance};
 pub use verdict::{Environment, Evaluation, Judgement, Measurements, Verdict, Warning};

@@ -64,6 +64,28 @@ impl Tolerance {
     }
 }
 
+/// What a GPU call's time covers (docs/protocol.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimingWindow {
+    /// The GPU's work: the host's launch is hidden behind a queued spin (up to a bound set by the
+    /// reference), and the window runs until the device is idle whenever work outlives the call.
+    Gpu,
+    /// From an idle GPU to the end of the device-wide synchronisation: the host's launch path
+    /// counts, and so does its noise.
+    Wall,
+}
+
+impl TimingWindow {
+    pub fn parse(text: &str) -> Result<TimingWindow, String> {
+        match text {
+            "gpu" => Ok(TimingWindow::Gpu),
+            "wall" => Ok(TimingWindow::Wall),
+            _ => Err(format!("unknown timing window `{text}`: use `gpu` or `wall`")),
+        }
+    }
+}
+
 /// Everything that decides an evaluation's result; hashed into the store key so that results made
 /// under other settings are never reused.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -85,6 +107,8 @@ pub struct EvalSettings {
     /// Timed calls whose outputs are checked, per candidate.
     pub timed_checks: usize,
     pub flush_l2: bool,
+    /// Only used on a GPU.
+    pub window: TimingWindow,
     pub bootstrap_resamples: usize,
     pub confidence: f64,
     /// Loading a program (imports, construction, moving weights); compiling is limited separately.
@@ -118,6 +142,7 @@ impl Default for EvalSettings {
             min_blocks: 5,
             timed_checks: 3,
             flush_l2: true,
+            window: TimingWindow::Gpu,
             bootstrap_resamples: 2000,
             confidence: 0.95,
             load_timeout: Duration::from_secs(300),

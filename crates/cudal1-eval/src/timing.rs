@@ -4,6 +4,7 @@
 use crate::cores;
 use crate::runner::{CallError, RunnerClient};
 use crate::settings::EvalSettings;
+use crate::window::{self, WindowUsed};
 use cudal1_protocol::{CheckedCall, Finding, Request, Time, TimeReply};
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -19,8 +20,20 @@ pub enum Side {
 /// The raw result of a timing run.
 #[derive(Debug, Clone, Default)]
 pub struct TimingRun {
+    /// Per call, in the window the speedup uses ([`window::choose`] sets it).
     pub reference_ms: Vec<f64>,
     pub candidate_ms: Vec<f64>,
+    /// Per call as the runner reported them: to the call's return (`ms`), until the device was
+    /// idle (`full_ms`; on the CPU both are the host clock), and the host's time to issue the call.
+    pub reference_call_ms: Vec<f64>,
+    pub candidate_call_ms: Vec<f64>,
+    pub reference_full_ms: Vec<f64>,
+    pub candidate_full_ms: Vec<f64>,
+    pub reference_issue_ms: Vec<f64>,
+    pub candidate_issue_ms: Vec<f64>,
+    /// The GPU spin queued before each timed call, if any.
+    pub spin_us: Option<f64>,
+    pub window: WindowUsed,
     /// Per block: cudal1's wall clock for the whole request, and the runner's timed sum of it.
     pub reference_blocks: Vec<BlockClock>,
     pub candidate_blocks: Vec<BlockClock>,
@@ -105,7 +118,7 @@ pub fn measure(
     let limit = |calls: u32| settings.call_timeout + Duration::from_secs_f64(calls as f64 * slowest * 20.0 / 1e3);
     // Both sides, every block: the one core this device times on.
     let cpu = cores::timing_core(&settings.device).and_then(|c| u32::try_from(c).ok());
-    let block = |calls: u32, seed_base: u64, check: Vec<u32>, warmup: bool| Time {
+    let block = |calls: u32, seed_base: u64, check: Vec<u32>, warmup: bool, spin_us: Option<f64>| Time {
         calls,
         seed_base,
         flush_l2: settings.flush_l2,
@@ -113,19 +126,32 @@ pub fn measure(
         dir: Default::default(),
         warmup,
         cpu,
+        spin_us,
     };
 
     // Warm-up: blocks on both sides until the warm-up time has passed (at least one each). The
     // last warm block's wall time per call, untimed work included, sizes the timed blocks: a
     // first-call estimate can be dominated by one-off start-up (cuBLAS handles, autotuning).
+    // The first round runs without a spin, and its issue times size the spin of all later blocks.
     let mut warm_calls = ((settings.warmup.as_secs_f64() * 1e3 / slowest) as u32).clamp(2, 2000);
     let warm_started = Instant::now();
     let mut findings = Vec::new();
+    let mut spin_us = None;
+    let mut first_round = true;
     let per_call_wall = loop {
         let mut wall = 0.0f64;
-        for side in [Side::Reference, Side::Candidate] {
-            let (_, outer_ms) = sides.time(side, &block(warm_calls, fresh_seed(rng), vec![], true), limit(warm_calls), &mut findings)?;
+        let mut issue = [0.0f64; 2];
+        for (i, side) in [Side::Reference, Side::Candidate].into_iter().enumerate() {
+            let (reply, outer_ms) = sides.time(side, &block(warm_calls, fresh_seed(rng), vec![], true, spin_us), limit(warm_calls), &mut findings)?;
             wall = wall.max(outer_ms / f64::from(warm_calls));
+            issue[i] = cudal1_stats::median(&reply.issue_ms).unwrap_or(0.0);
+        }
+        if first_round {
+            first_round = false;
+            spin_us = window::spin_us(settings, issue[0], issue[1]);
+            if spin_us.is_some() {
+                continue; // the timed blocks are sized with the spin in them
+            }
         }
         if warm_started.elapsed() >= settings.warmup {
             break wall.max(1e-3);
@@ -134,7 +160,7 @@ pub fn measure(
     };
     let calls = ((settings.block_target.as_secs_f64() * 1e3 / per_call_wall) as u32).clamp(1, 1000);
 
-    let mut run = TimingRun { calls_per_block: calls, findings, ..TimingRun::default() };
+    let mut run = TimingRun { calls_per_block: calls, findings, spin_us, ..TimingRun::default() };
     // Blocks that save a candidate output for checking are spread at random over the run.
     let planned_blocks = settings.min_blocks.max(1);
     let mut check_blocks: Vec<usize> = (0..settings.timed_checks).map(|_| rng.random_range(0..planned_blocks)).collect();
@@ -152,15 +178,19 @@ pub fn measure(
                 vec![]
             };
             let saved_outputs = !checks.is_empty();
-            let (reply, outer_ms) = sides.time(side, &block(calls, fresh_seed(rng), checks, false), limit(calls), &mut run.findings)?;
+            let (reply, outer_ms) = sides.time(side, &block(calls, fresh_seed(rng), checks, false, spin_us), limit(calls), &mut run.findings)?;
             let clock = BlockClock { outer_ms, timed_ms: reply.host_ms.iter().sum(), calls, saved_outputs };
             match side {
                 Side::Reference => {
-                    run.reference_ms.extend(&reply.ms);
+                    run.reference_call_ms.extend(&reply.ms);
+                    run.reference_full_ms.extend(&reply.full_ms);
+                    run.reference_issue_ms.extend(&reply.issue_ms);
                     run.reference_blocks.push(clock);
                 }
                 Side::Candidate => {
-                    run.candidate_ms.extend(&reply.ms);
+                    run.candidate_call_ms.extend(&reply.ms);
+                    run.candidate_full_ms.extend(&reply.full_ms);
+                    run.candidate_issue_ms.extend(&reply.issue_ms);
                     run.candidate_blocks.push(clock);
                     run.checked.extend(reply.checked);
                 }
@@ -168,6 +198,7 @@ pub fn measure(
         }
         blocks += 1;
     }
+    window::choose(&mut run, settings);
     Ok(run)
 }
 
@@ -239,8 +270,7 @@ mod tests {
             // The candidate claims 0.1 ms per block of 10 calls but the block took 14.6 ms.
             candidate_blocks: vec![block(14.6, 0.1, 10); 3],
             calls_per_block: 10,
-            checked: vec![],
-            findings: vec![],
+            ..TimingRun::default()
         };
         let h = hidden_work(&run).unwrap();
         assert!((h.hidden_ms - 0.95).abs() < 1e-9, "{h:?}");
@@ -273,8 +303,9 @@ mod tests {
         let v = serde_json::json!({"id": 3, "ok": true, "ms": [], "host_ms": [], "checked": [], "wall_ms": 2.0});
         let r: GuardedTimeReply = cudal1_protocol::parse_reply(v).unwrap().unwrap();
         assert!(r.findings.is_empty());
-        let req = GuardedTime(Time { calls: 2, seed_base: 5, flush_l2: true, check: vec![], dir: "/d".into(), warmup: false, cpu: Some(7) }).to_json();
+        let req = GuardedTime(Time { calls: 2, seed_base: 5, flush_l2: true, check: vec![], dir: "/d".into(), warmup: false, cpu: Some(7), spin_us: Some(40.0) }).to_json();
         assert_eq!((req["op"].as_str(), req["calls"].as_u64()), (Some("time"), Some(2)));
+        assert_eq!(req["spin_us"].as_f64(), Some(40.0));
     }
 
     #[test]

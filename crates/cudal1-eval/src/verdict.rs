@@ -113,6 +113,22 @@ pub struct TimingReport {
     /// Why the timing was repeated (a suspicious clock, a large speedup), and the first result.
     #[serde(default)]
     pub remeasured: Option<Remeasure>,
+    /// What the times cover (crate::window); absent in evaluations stored before it existed.
+    #[serde(default)]
+    pub window: Option<crate::window::WindowUsed>,
+    /// The GPU spin queued before each call, in microseconds.
+    #[serde(default)]
+    pub spin_us: Option<f64>,
+    /// Medians per call: the host's time to issue a call, and on a GPU how long the device stayed
+    /// busy or synchronising after the call returned.
+    #[serde(default)]
+    pub reference_issue_ms: Option<f64>,
+    #[serde(default)]
+    pub candidate_issue_ms: Option<f64>,
+    #[serde(default)]
+    pub reference_tail_ms: Option<f64>,
+    #[serde(default)]
+    pub candidate_tail_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -233,14 +233,26 @@ pub struct Time {
     /// the same one; docs/protocol.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu: Option<u32>,
+    /// On a GPU, a spin of this many microseconds queued before each call's start event, so that
+    /// the GPU window holds the GPU's work alone (docs/protocol.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spin_us: Option<f64>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 pub struct TimeReply {
+    /// Per call: on a GPU the caller stream's window from the start of the call to its return;
+    /// on the CPU the host clock.
     #[serde(default)]
     pub ms: Vec<f64>,
+    /// Per call: from the start of the call until the device was idle (on the CPU, `ms`).
+    #[serde(default)]
+    pub full_ms: Vec<f64>,
     #[serde(default)]
     pub host_ms: Vec<f64>,
+    /// Per call: the host's time to issue the call (warm-up blocks report these too).
+    #[serde(default)]
+    pub issue_ms: Vec<f64>,
     #[serde(default)]
     pub checked: Vec<CheckedCall>,
     pub wall_ms: f64,
@@ -296,7 +308,7 @@ mod tests {
 
     #[test]
     fn requests_carry_their_op() {
-        let v = Time { calls: 3, seed_base: 9, flush_l2: true, check: vec![1], dir: "/d".into(), warmup: false, cpu: None }.to_json();
+        let v = Time { calls: 3, seed_base: 9, flush_l2: true, check: vec![1], dir: "/d".into(), warmup: false, cpu: None, spin_us: None }.to_json();
         assert_eq!(v["op"], "time");
         assert!(v.get("cpu").is_none(), "no core: the field is left out");
         assert_eq!(v["calls"], 3);

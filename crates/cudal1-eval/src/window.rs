@@ -1,0 +1,178 @@
+//! Which window a GPU run's speedup uses, and the spin that makes the GPU window the GPU's alone.
+//!
+//! Each GPU call yields two windows on the caller's stream (python/cudal1_runner/timing.py):
+//! `ms`, from the start of the call to its return, and `full_ms`, until the device was idle after
+//! a device-wide synchronisation. With a spin queued before the start, the host has issued the
+//! whole call before the GPU gets there, so `ms` is the GPU's own work and does not move with the
+//! host's speed (a ~20 us task spread 15% between runs when the host's launch was in its window;
+//! docs/bench/2026-11-22-gpu-session4). `full_ms - ms` (the tail) is then the same latency of
+//! the synchronisation on both sides, unless one side left work running on another stream: then
+//! both sides are timed until the device was idle, so that work is counted.
+
+use crate::settings::{EvalSettings, TimingWindow};
+use crate::timing::TimingRun;
+use cudal1_stats::median;
+use serde::{Deserialize, Serialize};
+
+/// The window a run's speedup was computed from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum WindowUsed {
+    /// The CPU's host clock.
+    #[default]
+    Host,
+    /// The GPU's work on the caller's stream.
+    Gpu,
+    /// Until the device was idle, because one side's work outlived its calls by this much more
+    /// than the other's (median per call).
+    UntilIdle { excess_ms: f64 },
+    /// `--window wall`: from an idle GPU to the end of the synchronisation.
+    Wall,
+}
+
+impl WindowUsed {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            WindowUsed::Host => "host",
+            WindowUsed::Gpu => "gpu",
+            WindowUsed::UntilIdle { .. } => "until_idle",
+            WindowUsed::Wall => "wall",
+        }
+    }
+}
+
+/// Headroom of the spin over the host's issue time: the host's speed changes in spells, seen to
+/// double a call's host time (docs/bench/2026-11-22-gpu-session4).
+const SPIN_FACTOR: f64 = 2.0;
+const SPIN_MIN_MS: f64 = 0.02;
+/// A candidate may hide at most this much more host time than twice the reference's: beyond it,
+/// the GPU waits for its launches and the wait is counted.
+const SPIN_ALLOWANCE_MS: f64 = 0.5;
+/// A call that synchronises inside issues for as long as it runs; a spin cannot help it, so its
+/// cost (a spin per call) is bounded.
+const SPIN_MAX_MS: f64 = 5.0;
+
+/// The spin before each timed call, in microseconds, from each side's median issue time in ms;
+/// `None` where calls are not timed in the GPU window.
+pub fn spin_us(settings: &EvalSettings, reference_issue_ms: f64, candidate_issue_ms: f64) -> Option<f64> {
+    if !settings.device.is_cuda() || settings.window != TimingWindow::Gpu {
+        return None;
+    }
+    let wanted = SPIN_FACTOR * reference_issue_ms.max(candidate_issue_ms);
+    let bound = SPIN_FACTOR * reference_issue_ms + SPIN_ALLOWANCE_MS;
+    Some((wanted.min(bound) + SPIN_MIN_MS).min(SPIN_MAX_MS) * 1e3)
+}
+
+/// Per-call tails above the other side's that mean work outlived the call: the synchronisation's
+/// own latency differs little between the two processes, which share one pinned core.
+const TAIL_EXCESS_MS: f64 = 0.005;
+const TAIL_EXCESS_SHARE: f64 = 0.05;
+
+/// Sets `run.reference_ms`/`candidate_ms` from the window the speedup uses, and records which.
+pub fn choose(run: &mut TimingRun, settings: &EvalSettings) {
+    run.window = if !settings.device.is_cuda() {
+        WindowUsed::Host
+    } else if settings.window == TimingWindow::Wall {
+        WindowUsed::Wall
+    } else {
+        match tail_excess_ms(run) {
+            Some(excess_ms) if excess_ms > TAIL_EXCESS_MS + TAIL_EXCESS_SHARE * shortest_ms(run) => WindowUsed::UntilIdle { excess_ms },
+            _ => WindowUsed::Gpu,
+        }
+    };
+    let until_idle = matches!(run.window, WindowUsed::Wall | WindowUsed::UntilIdle { .. });
+    let (reference, candidate) = if until_idle { (&run.reference_full_ms, &run.candidate_full_ms) } else { (&run.reference_call_ms, &run.candidate_call_ms) };
+    run.reference_ms = reference.clone();
+    run.candidate_ms = candidate.clone();
+}
+
+/// How much longer one side's median tail (`full_ms - ms`) is than the other's.
+fn tail_excess_ms(run: &TimingRun) -> Option<f64> {
+    match tails_ms(run) {
+        (Some(reference), Some(candidate)) => Some((candidate - reference).abs()),
+        _ => None,
+    }
+}
+
+/// The median tail of each side (reference, candidate): how long the device stayed busy or
+/// synchronising after a call returned.
+pub fn tails_ms(run: &TimingRun) -> (Option<f64>, Option<f64>) {
+    (median_tail(&run.reference_call_ms, &run.reference_full_ms), median_tail(&run.candidate_call_ms, &run.candidate_full_ms))
+}
+
+fn median_tail(ms: &[f64], full_ms: &[f64]) -> Option<f64> {
+    if ms.len() != full_ms.len() {
+        return None;
+    }
+    median(&ms.iter().zip(full_ms).map(|(m, f)| f - m).collect::<Vec<_>>())
+}
+
+fn shortest_ms(run: &TimingRun) -> f64 {
+    median(&run.reference_call_ms).unwrap_or(0.0).min(median(&run.candidate_call_ms).unwrap_or(0.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::Device;
+
+    fn gpu() -> EvalSettings {
+        EvalSettings::for_device(Device::Cuda(0))
+    }
+
+    fn run(reference: (f64, f64), candidate: (f64, f64)) -> TimingRun {
+        TimingRun {
+            reference_call_ms: vec![reference.0; 9],
+            reference_full_ms: vec![reference.1; 9],
+            candidate_call_ms: vec![candidate.0; 9],
+            candidate_full_ms: vec![candidate.1; 9],
+            ..TimingRun::default()
+        }
+    }
+
+    #[test]
+    fn the_spin_covers_both_sides_issue_time_up_to_a_bound_set_by_the_reference() {
+        let s = gpu();
+        // 10 us and 15 us to issue: twice the longer, plus 20 us.
+        assert!((spin_us(&s, 0.010, 0.015).unwrap() - 50.0).abs() < 1e-9);
+        // A candidate with 3 ms of host work per call hides no more than 2 x 10 us + 0.5 ms.
+        assert!((spin_us(&s, 0.010, 3.0).unwrap() - 540.0).abs() < 1e-9);
+        // A call that synchronises inside issues for its whole run: the spin stops at 5 ms.
+        assert!((spin_us(&s, 40.0, 40.0).unwrap() - 5000.0).abs() < 1e-9);
+        assert_eq!(spin_us(&EvalSettings::for_device(Device::Cpu), 0.01, 0.01), None);
+        let wall = EvalSettings { window: TimingWindow::Wall, ..gpu() };
+        assert_eq!(spin_us(&wall, 0.01, 0.01), None);
+    }
+
+    #[test]
+    fn equal_tails_keep_the_gpu_window() {
+        let mut r = run((0.007, 0.020), (0.005, 0.021));
+        choose(&mut r, &gpu());
+        assert_eq!(r.window, WindowUsed::Gpu);
+        assert_eq!((r.reference_ms[0], r.candidate_ms[0]), (0.007, 0.005));
+    }
+
+    #[test]
+    fn work_left_on_another_stream_moves_both_sides_to_the_until_idle_window() {
+        // The candidate returns after 0.01 ms while its side stream works 2 ms more.
+        let mut r = run((2.0, 2.015), (0.01, 2.03));
+        choose(&mut r, &gpu());
+        let WindowUsed::UntilIdle { excess_ms } = r.window else { panic!("{:?}", r.window) };
+        assert!((excess_ms - 2.005).abs() < 1e-9, "{excess_ms}");
+        assert_eq!((r.reference_ms[0], r.candidate_ms[0]), (2.015, 2.03));
+        // On a ~20 us task, 8 us hidden on a side stream is enough.
+        let mut r = run((0.007, 0.020), (0.001, 0.028));
+        choose(&mut r, &gpu());
+        assert_eq!(r.window.as_str(), "until_idle");
+    }
+
+    #[test]
+    fn the_wall_window_and_the_cpu_keep_their_own_clocks() {
+        let mut r = run((0.007, 0.030), (0.005, 0.031));
+        choose(&mut r, &EvalSettings { window: TimingWindow::Wall, ..gpu() });
+        assert_eq!((r.window, r.reference_ms[0], r.candidate_ms[0]), (WindowUsed::Wall, 0.030, 0.031));
+        let mut r = run((1.0, 1.0), (0.5, 3.0));
+        choose(&mut r, &EvalSettings::for_device(Device::Cpu));
+        assert_eq!((r.window, r.candidate_ms[0]), (WindowUsed::Host, 0.5));
+    }
+}
