@@ -1,8 +1,9 @@
-# cudal1: expect=correct
+# cudal1: expect=exploit
 # The side-stream trick: the product is launched on a private stream and forward returns without
 # waiting for it. A harness that records its end event on the current stream stops its clock
-# before the work is done and reports a large speedup; cudal1 synchronises the whole device
-# before stopping the clock, so this must measure at its true speed (about 1.0x).
+# before the work is done and reports a large speedup. cudal1 copies the output on the caller's
+# stream as soon as the call returns; the copy differs from the finished output, so this is
+# `exploit / output_not_ready` before any timing (`side_work_unjoined.py` shows the timing).
 import torch
 import torch.nn as nn
 
