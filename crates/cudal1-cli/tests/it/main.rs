@@ -156,6 +156,11 @@ fn single_eval_prints_the_promised_json() {
     // The broadcast (O(NM)) beats the dense diagonal product (O(N^2 M)) even on a CPU.
     assert!(v["speedup"]["median"].as_f64().unwrap() > 1.5, "{}", v["speedup"]);
     assert_eq!(v["environment"]["gpu"], Value::Null);
+    // On the CPU the host clock is the window, and issue times are recorded for both sides.
+    let timing = &v["measurements"]["timing"];
+    assert_eq!(timing["window"]["kind"], "host");
+    assert!(timing["reference_issue_ms"].as_f64().unwrap() > 0.0 && timing["candidate_issue_ms"].as_f64().unwrap() > 0.0);
+    assert_eq!(timing["spin_us"], Value::Null);
 }
 
 #[test]
@@ -173,6 +178,13 @@ fn bad_input_is_a_clear_error_with_exit_code_2() {
     let out = cmd.output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a directory"));
+
+    let mut cmd = cudal1(&dir.path().join("e.db"));
+    cmd.args(["eval", "--task", "a.py", "--candidate", "b.py", "--window", "event"]);
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--window") && err.contains("gpu") && err.contains("wall"), "{err}");
 
     // Timing cores named by hand that cannot be used stop the run before anything is evaluated.
     let mut cmd = cudal1(&dir.path().join("e.db"));
