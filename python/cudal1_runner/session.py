@@ -41,7 +41,8 @@ class Session:
         self.source = None
         self.feeder = None
         self._flushers = {}
-        self._spinner = None
+        # Touches no GPU until it first spins (it calibrates then).
+        self.spinner = timing.Spinner()
         # Made before any task or candidate code runs: its baseline is the untouched runtime.
         self.guard = Guard() if role == "candidate" else None
 
@@ -216,7 +217,7 @@ class Session:
         if check and not warmup and out_dir is None:
             raise RunnerError(BAD_REQUEST, "`check` needs `dir`")
         with torch.no_grad():
-            return timing.run(self, calls, seed_base, flush_l2, check, out_dir, warmup, cpu, spin_us if self.device.type == "cuda" else None)
+            return timing.run(self, calls, seed_base, flush_l2, check, out_dir, warmup, cpu, spin_us)
 
     def _op_compile(self, request: dict) -> dict:
         candidate = req.abs_path(request, "candidate")
@@ -232,11 +233,6 @@ class Session:
     def _sync(self) -> None:
         if self.device.type == "cuda":
             timing.device_sync()
-
-    def spinner(self):
-        if self._spinner is None:
-            self._spinner = timing.Spinner()
-        return self._spinner
 
     def l2_flusher(self):
         key = str(self.device)

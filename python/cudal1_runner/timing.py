@@ -104,7 +104,7 @@ def run(session, calls: int, seed_base: int, flush_l2: bool, check: list, out_di
         starts = [_Event(enable_timing=True) for _ in range(calls)]
         ends = [_Event(enable_timing=True) for _ in range(calls)]
         posts = [_Event(enable_timing=True) for _ in range(calls)]
-        spinner = session.spinner() if spin_us else None
+        spinner = session.spinner if spin_us else None
     host_ns = []
     issue_ns = []
     checked = []

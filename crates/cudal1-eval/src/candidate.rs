@@ -344,7 +344,7 @@ impl Run<'_, '_> {
 
         let seed = self.rng.random();
         let tails = if settings.device.is_cuda() { window::tails_ms(&run) } else { (None, None) };
-        let speedup = speedup_interval(&run.reference_ms, &run.candidate_ms, settings.bootstrap_resamples, settings.confidence, seed);
+        let speedup = speedup_interval(run.reference_ms(), run.candidate_ms(), settings.bootstrap_resamples, settings.confidence, seed);
         let ref_outer = timing::outer_per_call_ms(&run.reference_blocks);
         let cand_outer = timing::outer_per_call_ms(&run.candidate_blocks);
         let outer_speedup = match (median(&ref_outer), median(&cand_outer)) {
@@ -352,10 +352,10 @@ impl Run<'_, '_> {
             _ => None,
         };
         let report = TimingReport {
-            reference: median_interval(&run.reference_ms, settings.bootstrap_resamples, settings.confidence, seed),
-            candidate: median_interval(&run.candidate_ms, settings.bootstrap_resamples, settings.confidence, seed),
-            reference_ms: run.reference_ms.clone(),
-            candidate_ms: run.candidate_ms.clone(),
+            reference: median_interval(run.reference_ms(), settings.bootstrap_resamples, settings.confidence, seed),
+            candidate: median_interval(run.candidate_ms(), settings.bootstrap_resamples, settings.confidence, seed),
+            reference_ms: run.reference_ms().to_vec(),
+            candidate_ms: run.candidate_ms().to_vec(),
             reference_outer_ms: ref_outer,
             candidate_outer_ms: cand_outer,
             blocks: run.reference_blocks.len(),
@@ -465,7 +465,7 @@ fn host_bound_loop(reference_ms: f64, candidate_ms: f64, reference_issue_ms: f64
 
 /// Median speedup of a run by the runners' clocks, before any bootstrap.
 fn quick_speedup(run: &TimingRun) -> Option<f64> {
-    Some(median(&run.reference_ms)? / median(&run.candidate_ms)?)
+    Some(median(run.reference_ms())? / median(run.candidate_ms())?)
 }
 
 fn remeasure_reason(run: &TimingRun, settings: &EvalSettings) -> Option<String> {
@@ -481,7 +481,7 @@ mod tests {
     use super::*;
 
     fn run_with(reference_ms: f64, candidate_ms: f64) -> TimingRun {
-        TimingRun { reference_ms: vec![reference_ms; 5], candidate_ms: vec![candidate_ms; 5], ..TimingRun::default() }
+        TimingRun { reference_call_ms: vec![reference_ms; 5], candidate_call_ms: vec![candidate_ms; 5], ..TimingRun::default() }
     }
 
     fn report(window: WindowUsed, reference: (f64, f64), candidate: (f64, f64)) -> TimingReport {

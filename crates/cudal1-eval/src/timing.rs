@@ -20,11 +20,9 @@ pub enum Side {
 /// The raw result of a timing run.
 #[derive(Debug, Clone, Default)]
 pub struct TimingRun {
-    /// Per call, in the window the speedup uses ([`window::choose`] sets it).
-    pub reference_ms: Vec<f64>,
-    pub candidate_ms: Vec<f64>,
     /// Per call as the runner reported them: to the call's return (`ms`), until the device was
     /// idle (`full_ms`; on the CPU both are the host clock), and the host's time to issue the call.
+    /// [`TimingRun::reference_ms`] and [`TimingRun::candidate_ms`] give the window in use.
     pub reference_call_ms: Vec<f64>,
     pub candidate_call_ms: Vec<f64>,
     pub reference_full_ms: Vec<f64>,
@@ -33,6 +31,7 @@ pub struct TimingRun {
     pub candidate_issue_ms: Vec<f64>,
     /// The GPU spin queued before each timed call, if any.
     pub spin_us: Option<f64>,
+    /// Which window the speedup uses ([`window::choose`] sets it).
     pub window: WindowUsed,
     /// Per block: cudal1's wall clock for the whole request, and the runner's timed sum of it.
     pub reference_blocks: Vec<BlockClock>,
@@ -61,6 +60,17 @@ struct GuardedTimeReply {
 impl Request for GuardedTime {
     const OP: &'static str = "time";
     type Reply = GuardedTimeReply;
+}
+
+impl TimingRun {
+    /// Per call, in the window the speedup uses.
+    pub fn reference_ms(&self) -> &[f64] {
+        if self.window.until_idle() { &self.reference_full_ms } else { &self.reference_call_ms }
+    }
+
+    pub fn candidate_ms(&self) -> &[f64] {
+        if self.window.until_idle() { &self.candidate_full_ms } else { &self.candidate_call_ms }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -249,7 +259,7 @@ impl HiddenWork {
 pub fn hidden_work(run: &TimingRun) -> Option<HiddenWork> {
     let overhead_ms = untimed_per_call_ms(&run.reference_blocks)?;
     let candidate = untimed_per_call_ms(&run.candidate_blocks)?;
-    let claimed_ms = cudal1_stats::median(&run.candidate_ms)?;
+    let claimed_ms = cudal1_stats::median(run.candidate_ms())?;
     Some(HiddenWork { hidden_ms: candidate - overhead_ms, claimed_ms, overhead_ms })
 }
 
@@ -264,8 +274,8 @@ mod tests {
     #[test]
     fn hidden_work_is_the_difference_in_untimed_time() {
         let run = TimingRun {
-            reference_ms: vec![1.0; 10],
-            candidate_ms: vec![0.01; 10],
+            reference_call_ms: vec![1.0; 10],
+            candidate_call_ms: vec![0.01; 10],
             reference_blocks: vec![block(15.0, 10.0, 10); 3],
             // The candidate claims 0.1 ms per block of 10 calls but the block took 14.6 ms.
             candidate_blocks: vec![block(14.6, 0.1, 10); 3],
