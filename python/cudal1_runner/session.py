@@ -27,7 +27,7 @@ from .seeding import seed_all
 _MAX_SPIN_US = 100_000
 
 _OPS = {
-    "reference": {"hello", "shutdown", "load", "outputs", "expected", "compare", "time"},
+    "reference": {"hello", "shutdown", "load", "outputs", "expected", "compare", "time", "describe"},
     "candidate": {"hello", "shutdown", "load", "outputs", "time"},
     "compile": {"hello", "shutdown", "compile"},
 }
@@ -143,6 +143,26 @@ class Session:
             "load_ms": (time.perf_counter_ns() - started) / 1e6,
         }
 
+    def _op_describe(self, request: dict) -> dict:
+        """What a task takes and holds, without allocating it: ``get_inputs()``, the model and
+        ``get_init_inputs()`` run with PyTorch's default device set to ``meta``, so tensors have
+        shapes and dtypes but no storage. A task that cannot run that way (it moves tensors to a
+        device by name, or reads their values) is loaded for real on the CPU, and ``method``
+        says so."""
+        reference = req.abs_path(request, "reference")
+        ref = load_module(reference, "reference")
+        require(ref, ["get_inputs", "get_init_inputs", "Model"], "reference")
+        source = inputs_mod.InputSource(ref)
+        cls = vars(ref)["Model"]
+        note = None
+        try:
+            with torch.device("meta"), torch.no_grad():
+                return _described(source, cls, "meta", None)
+        except Exception as exc:  # the task's own code failed on meta tensors
+            note = f"meta tensors failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); loaded on the CPU instead"
+        with torch.no_grad():
+            return _phase(lambda: _described(source, cls, "cpu", note), "describing the reference", LOAD_ERROR)
+
     def _op_outputs(self, request: dict) -> dict:
         self._require_loaded()
         seeds = req.seeds(request)
@@ -239,6 +259,23 @@ class Session:
         if key not in self._flushers:
             self._flushers[key] = timing.L2Flusher(self.device)
         return self._flushers[key]
+
+
+def _described(source, cls, method: str, note) -> dict:
+    init = _seeded(0, source.get_init_inputs)
+    seed_all(0)
+    model = cls(*init)
+    parameters = sum(int(p.numel()) for p in model.parameters())
+    probe = _seeded(0, source.get_inputs)
+    reply = {
+        "inputs": [inputs_mod.spec(v) for v in probe],
+        "init_inputs": [inputs_mod.spec(v) for v in init],
+        "parameters": parameters,
+        "method": method,
+    }
+    if note:
+        reply["note"] = note
+    return reply
 
 
 def _error(rid, err: RunnerError) -> dict:

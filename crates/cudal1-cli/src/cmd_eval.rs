@@ -1,216 +1,302 @@
-//! `cudal1 eval`: one candidate, or a batch over a suite.
+//! `cudal1 eval`: one candidate, a batch over a suite, or another system's published outputs.
+//! Every form is a batch through the engine ([`crate::batch`]); they differ in where the items
+//! come from and how the result is shown.
 
-use crate::args::EvalArgs;
-use crate::record;
+use crate::args::{EvalArgs, FromFormat};
+use crate::batch::{self, Item, Options};
+use crate::exit::Status;
+use crate::interrupt;
+use crate::out;
 use crate::report::{self, Row};
-use crate::setup;
-use anyhow::{bail, Context, Result};
-use cudal1_eval::{evaluate_one, Batch, BatchEvent, BatchJob, CompileCache, Evaluation, Verdict};
-use cudal1_stats::{summarize, TaskResult};
-use cudal1_store::{NewBatch, Store};
-use cudal1_task::{expectation, load_suite, match_candidates, Candidate, CandidateSource, Expectation, Task};
-use indicatif::{ProgressBar, ProgressStyle};
+use crate::workspace::Workspace;
+use anyhow::{bail, Result};
+use clap::ValueEnum;
+use cudal1_eval::{Evaluation, Verdict};
+use cudal1_stats::{summarize, SuiteSummary, TaskResult};
+use cudal1_store::NewBatch;
+use cudal1_task::{expectation, load_suite, match_candidates, read_cuda_l1, Candidate, CandidateSource, Task, TaskError};
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::ExitCode;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 const FAST_P: [f64; 3] = [1.0, 1.5, 2.0];
 
-pub fn run(a: EvalArgs) -> Result<ExitCode> {
-    match (&a.task, &a.candidate, &a.suite, &a.candidates) {
-        (Some(task), Some(cand), _, _) => single(&a, task, cand),
-        (_, _, Some(suite), Some(cands)) => suite_batch(&a, suite, cands),
-        _ => bail!("nothing to evaluate\nhint: give `--task REF.py --candidate CAND.py`, or `--suite DIR --candidates DIR_OR_JSONL`"),
+pub fn run(a: EvalArgs) -> Result<Status> {
+    match (&a.task, &a.candidate, &a.suite, &a.candidates, &a.from) {
+        (Some(task), Some(cand), _, _, _) => single(&a, task, cand),
+        (_, _, Some(suite), Some(cands), _) => suite_batch(&a, suite, cands),
+        (_, _, suite, None, Some(from)) => from_batch(&a, from, suite.as_deref()),
+        (_, _, Some(_), None, None) => bail!("`--suite` needs candidates\nhint: add `--candidates DIR_OR_JSONL`, or `--from FORMAT PATH` for another system's outputs"),
+        _ => bail!("nothing to evaluate\nhint: give `--task REF.py --candidate CAND.py`, `--suite DIR --candidates DIR_OR_JSONL`, or `--from cuda-l1 FILE.json`"),
     }
 }
 
-fn random_seed(flag: Option<u64>) -> u64 {
-    flag.unwrap_or_else(rand::random)
-}
-
-fn single(a: &EvalArgs, task_path: &Path, cand_path: &Path) -> Result<ExitCode> {
+fn single(a: &EvalArgs, task_path: &Path, cand_path: &Path) -> Result<Status> {
+    if task_path.is_dir() {
+        bail!("`--task {}` is a directory\nhint: use `--suite {0} --candidates DIR` to evaluate a suite", task_path.display());
+    }
     let task = Task::load(task_path)?;
     let candidate = Candidate::load(cand_path)?;
-    let cache = setup::cache_dir(a.common.cache_dir.as_deref());
-    let (env, interp) = setup::runner_env(a.common.python.as_deref(), &cache)?;
-    let device = setup::devices(a.device.as_deref(), &interp)?.remove(0);
-    let settings = setup::settings(&a.common, device)?;
-    let store = Store::open(&a.common.db)?;
-    let key = record::key(&task.hash, &candidate.hash, &settings);
-    let reused = if a.common.force { None } else { store.find_evaluation(&key)?.and_then(|s| record::from_store(&s, &candidate.label)) };
-    let evaluation = match reused {
-        Some(e) => {
-            tracing::info!("reusing the stored result (use --force to evaluate again)");
-            e
-        }
-        None => {
-            let work = setup::work_root()?;
-            let compile_cache = CompileCache { root: cache.join("extensions") };
-            let e = evaluate_one(&env, &task, &candidate, &settings, &compile_cache, work.path(), random_seed(a.common.seed))?;
-            store.insert_evaluation(&record::to_store(&e, &task.path.display().to_string(), &settings, None))?;
-            e
-        }
-    };
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&evaluation)?);
-    } else {
-        report::print_single(&evaluation);
-    }
+    let ws = Workspace::resolve(&a.common, a.device.as_ref(), a.prefetch)?;
+    let interrupt = interrupt::install("the evaluation under way");
     let expect = expectation(&candidate.source);
-    Ok(exit_code(a.common.check_expectations, &[(&evaluation, expect.as_ref())]))
-}
-
-fn exit_code(check: bool, rows: &[(&Evaluation, Option<&Expectation>)]) -> ExitCode {
-    if check && rows.iter().any(|(e, x)| report::expectation_met(e, *x) == Some(false)) {
-        ExitCode::from(1)
+    let items = vec![Item { task: Arc::new(task), candidate, expect, claimed: None }];
+    let opts = Options { mode: a.mode, json_lines: false, progress_lines: false, force: a.common.force, batch_id: None };
+    let finished = batch::run(&ws, &items, &opts, &interrupt)?;
+    if let Some((_, error)) = finished.task_failures.first() {
+        bail!("{error}");
+    }
+    let Some(row) = finished.rows.first() else {
+        eprintln!("interrupted before the evaluation finished; nothing was saved");
+        return Ok(Status::Interrupted);
+    };
+    let e = &*row.evaluation;
+    if a.json {
+        let mut v = serde_json::to_value(e)?;
+        v["reused"] = row.reused.into();
+        out::line(serde_json::to_string_pretty(&v)?)?;
     } else {
-        ExitCode::SUCCESS
+        report::print_single(e)?;
+        if row.reused {
+            eprintln!("(from the store: the same task, candidate and settings were evaluated before; --force evaluates again)");
+        }
     }
+    let mismatch = a.common.check_expectations && report::expectation_met(e, items[0].expect.as_ref()) == Some(false);
+    Ok(Status::problems_if(mismatch))
 }
 
-fn suite_batch(a: &EvalArgs, suite_dir: &Path, cands: &Path) -> Result<ExitCode> {
+fn suite_batch(a: &EvalArgs, suite_dir: &Path, cands: &Path) -> Result<Status> {
     let suite = load_suite(suite_dir)?;
-    for p in &suite.problems {
-        eprintln!("warning: skipping a task: {p}");
-    }
+    let mut input_problems: Vec<String> = suite.problems.iter().map(|p| format!("skipping a task: {p}")).collect();
     let (matched, problems) = match_candidates(&suite.tasks, &CandidateSource::from_path(cands))?;
-    for p in &problems {
-        eprintln!("warning: skipping a candidate: {p}");
+    input_problems.extend(problems.iter().map(|p| format!("skipping a candidate: {p}")));
+    for p in &input_problems {
+        eprintln!("warning: {p}");
     }
     if matched.is_empty() {
         bail!("no candidate in `{}` matches a task of `{}`\nhint: lay candidates out like the suite (`level1/12_Name.py` or `level1/12_Name/*.py`), or use JSONL rows with a `task` field", cands.display(), suite_dir.display());
     }
-    let cache = setup::cache_dir(a.common.cache_dir.as_deref());
-    let (env, interp) = setup::runner_env(a.common.python.as_deref(), &cache)?;
-    let devices = setup::devices(a.device.as_deref(), &interp)?;
-    let settings = setup::settings(&a.common, devices[0].clone())?;
-    let store = Store::open(&a.common.db)?;
-    let batch_id = cudal1_task::content_hash(&format!("{}|{}|{}", suite_dir.display(), cands.display(), settings.key_hash()))[..16].to_owned();
-    if store.find_batch(&batch_id)?.is_none() {
-        store.create_batch(&NewBatch {
+    let tasks: Vec<Arc<Task>> = suite.tasks.into_iter().map(Arc::new).collect();
+    let items: Vec<Item> = matched
+        .into_iter()
+        .map(|m| Item { task: Arc::clone(&tasks[m.task]), candidate: m.candidate, expect: m.expect, claimed: None })
+        .collect();
+    run_batch(a, &format!("{}|{}", suite_dir.display(), cands.display()), (suite_dir, cands), items, Vec::new(), input_problems)
+}
+
+/// A row of another system's release that has nothing to evaluate.
+struct Missing {
+    task: String,
+    at: String,
+    reason: String,
+}
+
+fn from_batch(a: &EvalArgs, from: &[String], suite_dir: Option<&Path>) -> Result<Status> {
+    let [format, path] = from else { bail!("`--from` takes a format and a path") };
+    let format = FromFormat::from_str(format, true).map_err(|_| anyhow::anyhow!("unknown format `{format}` for `--from`\nhint: use `cuda-l1` (CUDA-L1's release JSON) or `kernelbench` (a generation directory, with `--suite`)"))?;
+    let path = PathBuf::from(path);
+    match format {
+        FromFormat::Kernelbench => {
+            let Some(suite) = suite_dir else { bail!("`--from kernelbench {}` needs the references\nhint: add `--suite KernelBench/` (a KernelBench checkout)", path.display()) };
+            suite_batch(a, suite, &path)
+        }
+        FromFormat::CudaL1 => from_cuda_l1(a, &path, suite_dir),
+    }
+}
+
+fn from_cuda_l1(a: &EvalArgs, path: &Path, suite_dir: Option<&Path>) -> Result<Status> {
+    let (rows, problems) = read_cuda_l1(path)?;
+    let mut input_problems: Vec<String> = problems.iter().map(|p| format!("skipping a row: {p}")).collect();
+    // KernelBench's names, when a checkout is given; the references come from the rows either way.
+    let names: BTreeMap<(u32, u32), String> = match suite_dir {
+        Some(dir) => load_suite(dir)?.tasks.iter().filter_map(|t| Some(((t.name.level?, t.name.id?), t.name.stem.clone()))).collect(),
+        None => BTreeMap::new(),
+    };
+    let cache = crate::workspace::cache_dir(a.common.cache_dir.as_deref());
+    let mut tasks: BTreeMap<String, Arc<Task>> = BTreeMap::new();
+    let mut items = Vec::new();
+    let mut missing = Vec::new();
+    for row in rows {
+        let stem = names.get(&(row.level, row.id)).cloned().unwrap_or_else(|| format!("{}_cuda_l1", row.id));
+        let key = format!("level{}/{stem}", row.level);
+        let Some(reference) = row.reference else {
+            missing.push(Missing { task: key, at: row.at, reason: "the row has no `ref_code`".into() });
+            continue;
+        };
+        let Some(code) = row.code else {
+            missing.push(Missing { task: key, at: row.at, reason: "the release has no code for this task (`custom_code` is null)".into() });
+            continue;
+        };
+        let task = match imported_task(&cache, row.level, &stem, reference, &mut tasks) {
+            Ok(t) => t,
+            Err(e) => {
+                input_problems.push(format!("skipping a row: {}: its reference: {e}", row.at));
+                continue;
+            }
+        };
+        let claimed = serde_json::to_value(&row.claimed)?;
+        items.push(Item { task, candidate: Candidate::from_source(row.at, code), expect: None, claimed: Some(claimed) });
+    }
+    for p in &input_problems {
+        eprintln!("warning: {p}");
+    }
+    if items.is_empty() {
+        bail!("`{}` holds no row with both a reference and code to evaluate", path.display());
+    }
+    let suite_label = suite_dir.map_or_else(|| "cuda-l1".to_owned(), |d| d.display().to_string());
+    run_batch(a, &format!("cuda-l1|{}", path.display()), (Path::new(&suite_label), path), items, missing, input_problems)
+}
+
+/// The reference of an imported row as a task file in the cache (content-addressed, written once),
+/// so that runners can load it and the store can name it.
+fn imported_task(cache: &Path, level: u32, stem: &str, source: String, seen: &mut BTreeMap<String, Arc<Task>>) -> Result<Arc<Task>, TaskError> {
+    let hash = cudal1_task::content_hash(&source);
+    let file = cache.join("imported").join(&hash[..16]).join(format!("level{level}")).join(format!("{stem}.py"));
+    if let Some(t) = seen.get(&file.display().to_string()) {
+        return Ok(Arc::clone(t));
+    }
+    let task = Arc::new(Task::from_source(&file, source)?);
+    if !file.is_file() {
+        let write = || -> std::io::Result<()> {
+            std::fs::create_dir_all(file.parent().expect("a file in a folder"))?;
+            std::fs::write(&file, &task.source)
+        };
+        write().map_err(|source| TaskError::Read { path: file.clone(), source })?;
+    }
+    seen.insert(file.display().to_string(), Arc::clone(&task));
+    Ok(task)
+}
+
+/// Runs a batch of items and reports it: a table or JSON lines, the summaries, the exit status.
+fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, missing: Vec<Missing>, input_problems: Vec<String>) -> Result<Status> {
+    let ws = Workspace::resolve(&a.common, a.device.as_ref(), a.prefetch)?;
+    let settings = batch::settings_for(&ws, a.mode);
+    let batch_id = cudal1_task::content_hash(&format!("{what}|{}", settings.key_hash()))[..16].to_owned();
+    if ws.store.find_batch(&batch_id)?.is_none() {
+        ws.store.create_batch(&NewBatch {
             id: batch_id.clone(),
             settings: serde_json::to_value(&settings)?,
-            suite_path: suite_dir.display().to_string(),
-            candidates_path: cands.display().to_string(),
+            suite_path: paths.0.display().to_string(),
+            candidates_path: paths.1.display().to_string(),
         })?;
     }
-
-    // Resume: anything already evaluated under the same settings is reported from the store.
-    let mut results: BTreeMap<usize, (Evaluation, bool)> = BTreeMap::new();
-    let mut jobs = Vec::new();
-    for (id, m) in matched.iter().enumerate() {
-        let task = &suite.tasks[m.task];
-        let key = record::key(&task.hash, &m.candidate.hash, &settings);
-        let stored = if a.common.force { None } else { store.find_evaluation(&key)?.and_then(|s| record::from_store(&s, &m.candidate.label)) };
-        match stored {
-            Some(e) => {
-                results.insert(id, (e, true));
-            }
-            None => jobs.push(BatchJob { id, task: m.task, candidate: m.candidate.clone() }),
-        }
-    }
-
-    let progress = ProgressBar::new(matched.len() as u64);
-    progress.set_style(ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}").expect("valid template"));
-    progress.set_position(results.len() as u64);
-    if !results.is_empty() {
-        progress.println(format!("resuming: {} of {} candidates already evaluated", results.len(), matched.len()));
-    }
-    let cancel = setup::install_interrupt("the evaluations under way");
-    let work = setup::work_root()?;
-    let compile_cache = CompileCache { root: cache.join("extensions") };
-    let workers = a.common.compile_workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)));
-    let batch = Batch {
-        env: &env,
-        tasks: &suite.tasks,
-        devices: &devices,
-        settings: &settings,
-        cache: &compile_cache,
-        work_root: work.path(),
-        compile_workers: workers,
-        seed: random_seed(a.common.seed),
-        cancel: &cancel,
-        prefetch: a.prefetch,
-    };
-    let mut failures: Vec<String> = Vec::new();
-    let mut skipped = 0usize;
-    let mut store_error = None;
-    batch.run(jobs, |event| match event {
-        BatchEvent::Compiled { id, ms, cached, ok } => {
-            tracing::info!(candidate = %matched[id].candidate.label, ms, cached, ok, "compiled");
-        }
-        BatchEvent::Started { id, device } => {
-            progress.set_message(format!("{} on {device}", matched[id].candidate.label));
-        }
-        BatchEvent::Finished { id, evaluation } => {
-            let task = &suite.tasks[matched[id].task];
-            let row = record::to_store(&evaluation, &task.path.display().to_string(), &settings, Some(&batch_id));
-            if let Err(e) = store.insert_evaluation(&row) {
-                store_error.get_or_insert(e);
-            }
-            if !a.json {
-                progress.println(format!("{:<13} {:>18}  {}  {}", evaluation.verdict.as_str(), report::speedup_text(&evaluation), task.key(), matched[id].candidate.label));
-            }
-            results.insert(id, (*evaluation, false));
-            progress.inc(1);
-        }
-        BatchEvent::ReferenceFailed { id, error } => {
-            progress.println(format!("reference failed for {}: {}", matched[id].candidate.label, error.lines().next().unwrap_or("")));
-            failures.push(error);
-            progress.inc(1);
-        }
-        BatchEvent::Skipped { .. } => {
-            skipped += 1;
-            progress.inc(1);
-        }
-    });
-    progress.finish_and_clear();
-    if let Some(e) = store_error {
-        return Err(e).context("saving results (the batch finished, but some results were not saved)");
-    }
-
-    let rows: Vec<Row<'_>> = results
+    let interrupt = interrupt::install("the evaluations under way");
+    let opts = Options { mode: a.mode, json_lines: a.json, progress_lines: !a.json, force: a.common.force, batch_id: Some(&batch_id) };
+    let finished = batch::run(&ws, &items, &opts, &interrupt)?;
+    let rows: Vec<Row<'_>> = finished
+        .rows
         .iter()
-        .map(|(id, (e, reused))| Row { evaluation: e, expect: matched[*id].expect.as_ref(), reused: *reused })
+        .map(|r| Row { evaluation: &r.evaluation, expect: items[r.item].expect.as_ref(), reused: r.reused, claimed: items[r.item].claimed.as_ref() })
         .collect();
-    let per_candidate: Vec<TaskResult> = rows.iter().map(|r| task_result(r.evaluation)).collect();
+    let timed = a.mode.times();
+    let per_candidate: Vec<TaskResult> = rows.iter().map(|r| task_result(r.evaluation)).chain(missing.iter().map(|_| TaskResult::default())).collect();
     let by_candidate = summarize(&per_candidate, &FAST_P);
-    let by_task = summarize(&best_per_task(&rows), &FAST_P);
-    store.finish_batch(&batch_id, &serde_json::json!({"candidates": by_candidate, "tasks": by_task}))?;
-    let mismatched: Vec<&Row<'_>> = rows.iter().filter(|r| report::expectation_met(r.evaluation, r.expect) == Some(false)).collect();
+    let by_task = summarize(&best_per_task(&rows, &missing), &FAST_P);
+    ws.store.finish_batch(&batch_id, &serde_json::json!({"candidates": by_candidate, "tasks": by_task}))?;
+    let mismatched = rows.iter().filter(|r| report::expectation_met(r.evaluation, r.expect) == Some(false)).count();
+    let failures: Vec<&str> = finished.task_failures.iter().map(|(_, e)| e.as_str()).collect();
+    let claims = claimed_against_measured(&rows);
 
     if a.json {
-        for r in &rows {
-            let mut v = serde_json::to_value(r.evaluation)?;
-            v["expect"] = serde_json::to_value(r.expect)?;
-            v["reused"] = r.reused.into();
-            println!("{}", serde_json::to_string(&v)?);
+        for m in &missing {
+            out::line(serde_json::json!({"task": m.task, "candidate": m.at, "verdict": null, "missing": m.reason}))?;
         }
-        println!("{}", serde_json::json!({"summary": {"batch": batch_id, "candidates": by_candidate, "tasks": by_task, "reference_failures": failures, "skipped": skipped, "expectation_mismatches": mismatched.len()}}));
+        let mut summary = serde_json::json!({
+            "batch": batch_id,
+            "mode": a.mode,
+            "candidates": by_candidate,
+            "tasks": by_task,
+            "reference_failures": failures,
+            "skipped": finished.cancelled,
+            "input_problems": input_problems,
+            "missing_code": missing.len(),
+            "expectation_mismatches": mismatched,
+        });
+        if let Some(c) = &claims {
+            summary["claimed"] = serde_json::to_value(c)?;
+        }
+        if let Some(s) = &finished.stats {
+            summary["engine"] = engine_json(s);
+        }
+        out::line(serde_json::json!({ "summary": summary }))?;
     } else {
-        report::print_table(&rows);
-        report::print_summary(&format!("{} candidates", rows.len()), &by_candidate);
-        report::print_summary(&format!("best per task ({} tasks)", by_task.tasks), &by_task);
+        report::print_table(&rows, &missing.iter().map(|m| (m.task.as_str(), m.at.as_str(), m.reason.as_str())).collect::<Vec<_>>())?;
+        print_summary(&format!("{} candidates", rows.len() + missing.len()), &by_candidate, timed)?;
+        print_summary(&format!("best per task ({} tasks)", by_task.tasks), &by_task, timed)?;
+        if let Some(c) = &claims {
+            out::line(format!(
+                "claimed against measured, over the {} candidates measured correct: claimed geomean {:.3}x, measured {:.3}x",
+                c.rows, c.claimed_geomean, c.measured_geomean
+            ))?;
+        }
         if rows.iter().any(|r| r.reused) {
-            println!("* from the store (same task, candidate and settings); --force evaluates again");
+            out::line("* from the store (same task, candidate and settings); --force evaluates again")?;
+        }
+        if !missing.is_empty() {
+            out::line(format!("{} row(s) have no code to evaluate; they count as not solved", missing.len()))?;
         }
         if !failures.is_empty() {
-            println!("{} candidate(s) got no verdict because their reference failed", failures.len());
+            out::line(format!("{} candidate(s) got no verdict because their reference failed", failures.len()))?;
         }
-        if skipped > 0 {
-            println!("{skipped} candidate(s) skipped after the interrupt; run the same command again to resume");
+        if finished.cancelled > 0 {
+            out::line(format!("{} candidate(s) skipped after the interrupt; run the same command again to resume", finished.cancelled))?;
         }
-        if !mismatched.is_empty() {
-            println!("{} verdict(s) differ from the candidates' `# cudal1: expect=` lines", mismatched.len());
+        if !input_problems.is_empty() {
+            out::line(format!("{} input row(s) or file(s) were skipped (see the warnings above)", input_problems.len()))?;
         }
-        println!("batch {batch_id} saved in {}", a.common.db.display());
+        if mismatched > 0 {
+            out::line(format!("{mismatched} verdict(s) differ from the candidates' `# cudal1: expect=` lines"))?;
+        }
+        out::line(format!("batch {batch_id} saved in {}", a.common.db.display()))?;
     }
-    let pairs: Vec<(&Evaluation, Option<&Expectation>)> = rows.iter().map(|r| (r.evaluation, r.expect)).collect();
-    let code = exit_code(a.common.check_expectations, &pairs);
-    if code == ExitCode::SUCCESS && !failures.is_empty() {
-        return Ok(ExitCode::from(1));
+    if finished.cancelled > 0 || interrupt.interrupted() {
+        return Ok(Status::Interrupted);
     }
-    Ok(code)
+    let problems = (a.common.check_expectations && mismatched > 0) || !failures.is_empty() || !input_problems.is_empty();
+    Ok(Status::problems_if(problems))
+}
+
+fn print_summary(title: &str, s: &SuiteSummary, timed: bool) -> Result<()> {
+    if timed {
+        report::print_summary(title, s)?;
+    } else {
+        out::line(format!("{title}: {} of {} correct ({:.1}%; correctness only, not timed)", s.correct, s.tasks, s.correct_rate * 100.0))?;
+    }
+    Ok(())
+}
+
+fn engine_json(s: &cudal1_eval::EngineStats) -> serde_json::Value {
+    let wall = s.wall.as_secs_f64();
+    serde_json::json!({
+        "wall_s": wall,
+        "timing_busy_s": s.timing_busy.iter().map(|(d, t)| serde_json::json!({"device": d.to_string(), "s": t.as_secs_f64(), "share": t.as_secs_f64() / wall.max(1e-9)})).collect::<Vec<_>>(),
+    })
+}
+
+/// Another system's claims next to cudal1's measurements, over candidates measured correct.
+#[derive(serde::Serialize)]
+struct Claims {
+    rows: usize,
+    claimed_geomean: f64,
+    measured_geomean: f64,
+}
+
+fn claimed_against_measured(rows: &[Row<'_>]) -> Option<Claims> {
+    let pairs: Vec<(f64, f64)> = rows
+        .iter()
+        .filter(|r| r.evaluation.verdict == Verdict::Correct)
+        .filter_map(|r| Some((r.claimed?.get("score_default")?.as_f64()?, r.evaluation.speedup?.median)))
+        .filter(|(c, m)| *c > 0.0 && *m > 0.0)
+        .collect();
+    if pairs.is_empty() {
+        return None;
+    }
+    let geomean = |xs: Vec<f64>| (xs.iter().map(|x| x.ln()).sum::<f64>() / xs.len() as f64).exp();
+    Some(Claims {
+        rows: pairs.len(),
+        claimed_geomean: geomean(pairs.iter().map(|p| p.0).collect()),
+        measured_geomean: geomean(pairs.iter().map(|p| p.1).collect()),
+    })
 }
 
 fn task_result(e: &Evaluation) -> TaskResult {
@@ -219,8 +305,11 @@ fn task_result(e: &Evaluation) -> TaskResult {
 }
 
 /// KernelBench counts tasks: a task is solved by its best correct candidate.
-fn best_per_task(rows: &[Row<'_>]) -> Vec<TaskResult> {
+fn best_per_task(rows: &[Row<'_>], missing: &[Missing]) -> Vec<TaskResult> {
     let mut best: BTreeMap<&str, TaskResult> = BTreeMap::new();
+    for m in missing {
+        best.entry(m.task.as_str()).or_default();
+    }
     for r in rows {
         let t = task_result(r.evaluation);
         let entry = best.entry(r.evaluation.task.as_str()).or_insert(t);
@@ -235,4 +324,3 @@ fn best_per_task(rows: &[Row<'_>]) -> Vec<TaskResult> {
     }
     best.into_values().collect()
 }
-

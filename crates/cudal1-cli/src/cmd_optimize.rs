@@ -1,20 +1,21 @@
 //! `cudal1 optimize`: rounds of LLM samples for a task (or every task of a suite), each program
 //! evaluated as it arrives; the best one, its record and a report go to `--out`.
 
-use crate::args::CommonEval;
-use crate::setup;
+use crate::args::{CommonEval, DeviceFlag};
+use crate::exit::Status;
+use crate::interrupt;
+use crate::out;
+use crate::workspace::Workspace;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use cudal1_eval::{CompileCache, Evaluation};
+use cudal1_eval::Evaluation;
 use cudal1_llm::{EmbeddedConfig, EmbeddedModel, Llm, OpenAiClient, OpenAiConfig, Prices};
-use cudal1_optimize::{write_outputs, EvalEnv, Event, OptimizeConfig, Optimizer, Outcome, RunSummary, StopReason};
+use cudal1_optimize::{write_outputs, Event, OptimizeConfig, Optimizer, Outcome, RunSummary, StopReason};
 use cudal1_python::Interpreter;
 use cudal1_search::Prompts;
-use cudal1_store::Store;
 use cudal1_task::{load_suite, Task};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Args, Debug)]
@@ -39,8 +40,8 @@ pub struct OptimizeArgs {
     #[arg(long, default_value_t = 8)]
     pub samples: u32,
     /// `cpu`, `cuda`, `cuda:N`, or `all` (every visible GPU; the default when there are GPUs).
-    #[arg(long)]
-    pub device: Option<String>,
+    #[arg(long, value_parser = crate::args::parse_device)]
+    pub device: Option<DeviceFlag>,
     /// Where `best.py`, `best.json` and `report.md` go. The same directory (with the same task,
     /// settings and `--db`) resumes the same run.
     #[arg(long, default_value = "cudal1-optimize")]
@@ -111,7 +112,7 @@ pub struct OptimizeArgs {
     pub common: CommonEval,
 }
 
-pub fn run(a: OptimizeArgs) -> Result<ExitCode> {
+pub fn run(a: OptimizeArgs) -> Result<Status> {
     if a.common.force || a.common.check_expectations {
         bail!("`--force` and `--check-expectations` are options of `cudal1 eval`\nhint: `cudal1 optimize` never evaluates a program twice; use another `--out` or `--db` for a fresh run");
     }
@@ -119,16 +120,12 @@ pub fn run(a: OptimizeArgs) -> Result<ExitCode> {
         tracing::warn!("prices are set but the embedded model costs nothing; they only scale the report");
     }
     let (tasks, suite) = load_tasks(&a.task)?;
-    let cache = setup::cache_dir(a.common.cache_dir.as_deref());
-    let (env, interp) = setup::runner_env(a.common.python.as_deref(), &cache)?;
-    let devices = setup::devices(a.device.as_deref(), &interp)?;
-    let settings = setup::settings(&a.common, devices[0].clone())?;
-    let store = Store::open(&a.common.db)?;
+    let ws = Workspace::resolve(&a.common, a.device.as_ref(), None)?;
     let prompts = match &a.prompts {
         Some(dir) => Prompts::from_dir(dir)?,
         None => Prompts::builtin(),
     };
-    let (llm, defaults) = build_llm(&a, &interp, &cache)?;
+    let (llm, defaults) = build_llm(&a, &ws.interpreter, &ws.cache)?;
     let config = OptimizeConfig {
         exemplars: a.exemplars,
         bucket_width: a.bucket_width,
@@ -142,30 +139,21 @@ pub fn run(a: OptimizeArgs) -> Result<ExitCode> {
         top_p: a.top_p,
         max_tokens: a.max_tokens.unwrap_or(defaults.max_tokens),
         concurrency: a.concurrency.unwrap_or(defaults.concurrency),
-        seed: a.common.seed.unwrap_or_else(rand::random),
+        seed: ws.seed,
         ..OptimizeConfig::new(a.rounds, a.samples)
     };
     config.check()?;
     tracing::info!(llm = %llm.describe(), "optimizing with");
 
-    let cancel = setup::install_interrupt("the requests and evaluations under way");
-    let work = setup::work_root()?;
-    let compile_cache = CompileCache { root: cache.join("extensions") };
-    let compile_workers =
-        a.common.compile_workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)));
-    let optimizer = Optimizer {
-        llm: llm.as_ref(),
-        prompts: &prompts,
-        store: &store,
-        eval: EvalEnv { env: &env, devices: &devices, settings: &settings, cache: &compile_cache, work_root: work.path(), compile_workers },
-        config: &config,
-        cancel: &cancel,
-    };
+    let interrupt = interrupt::install("the requests and evaluations under way");
+    let (engine, _events) = ws.engine()?;
+    interrupt.watch(engine.canceller());
+    let optimizer = Optimizer { llm: llm.as_ref(), prompts: &prompts, store: &ws.store, engine: &engine, config: &config, cancel: interrupt.flag() };
     let mut failed = 0usize;
     for task in &tasks {
-        let out = if suite { a.out.join(task.key()) } else { a.out.clone() };
-        std::fs::create_dir_all(&out).with_context(|| format!("creating the output directory `{}`", out.display()))?;
-        let label = std::fs::canonicalize(&out).unwrap_or_else(|_| out.clone()).display().to_string();
+        let dir = if suite { a.out.join(task.key()) } else { a.out.clone() };
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating the output directory `{}`", dir.display()))?;
+        let label = std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone()).display().to_string();
         let mut progress = Progress::default();
         let summary = match optimizer.run(task, &label, &mut |e| progress.on_event(e)) {
             Ok(s) => s,
@@ -177,20 +165,25 @@ pub fn run(a: OptimizeArgs) -> Result<ExitCode> {
             }
             Err(e) => return Err(e.into()),
         };
-        let files = write_outputs(&out, &summary)?;
+        let files = write_outputs(&dir, &summary)?;
         if a.json {
             let mut v = serde_json::to_value(&summary)?;
-            v["out_dir"] = out.display().to_string().into();
+            v["out_dir"] = dir.display().to_string().into();
             v["report"] = files.report.display().to_string().into();
-            println!("{v}");
+            out::line(v)?;
         } else {
-            print_summary(&summary, &out);
+            print_summary(&summary, &dir)?;
         }
         if summary.stop == StopReason::Interrupted {
-            return Ok(ExitCode::from(130));
+            engine.finish();
+            return Ok(Status::Interrupted);
+        }
+        if matches!(summary.stop, StopReason::LlmUnavailable { .. }) {
+            failed += 1;
         }
     }
-    Ok(if failed > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    engine.finish();
+    Ok(Status::problems_if(failed > 0))
 }
 
 /// One task, or every task of a suite directory.
@@ -356,17 +349,17 @@ impl Progress {
     }
 }
 
-fn print_summary(s: &RunSummary, out: &Path) {
-    println!("{}: {}", s.task, s.stop_text);
+fn print_summary(s: &RunSummary, dir: &Path) -> std::io::Result<()> {
+    out::line(format!("{}: {}", s.task, s.stop_text))?;
     let t = &s.totals;
-    println!(
+    out::line(format!(
         "  {} round(s), {} samples, {} with a program, {} correct, {} tokens",
         s.rounds.len(),
         t.samples,
         t.valid,
         t.correct,
         t.prompt_tokens + t.completion_tokens
-    );
+    ))?;
     match &s.best {
         Some(b) => {
             let ci = match (b.speedup_ci_low, b.speedup_ci_high) {
@@ -374,9 +367,9 @@ fn print_summary(s: &RunSummary, out: &Path) {
                 _ => String::new(),
             };
             let verdict = serde_json::from_value::<Evaluation>(b.evaluation.clone()).map(|e| e.verdict.to_string()).unwrap_or_default();
-            println!("  best: program #{} (round {}), {verdict} {:.2}x{ci} -> {}", b.program_id, b.round, b.speedup, out.join("best.py").display());
+            out::line(format!("  best: program #{} (round {}), {verdict} {:.2}x{ci} -> {}", b.program_id, b.round, b.speedup, dir.join("best.py").display()))?;
         }
-        None => println!("  no correct program yet, so no best.py"),
+        None => out::line("  no correct program yet, so no best.py")?,
     }
-    println!("  report: {}", out.join("report.md").display());
+    out::line(format!("  report: {}", dir.join("report.md").display()))
 }

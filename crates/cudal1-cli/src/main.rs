@@ -1,29 +1,45 @@
 //! `cudal1`: make PyTorch programs faster with LLM-written CUDA, and prove it.
 
 mod args;
+mod batch;
 mod cmd_eval;
 mod cmd_optimize;
 mod cmd_tasks;
+mod exit;
+mod interrupt;
+mod out;
 mod record;
 mod report;
-mod setup;
+mod workspace;
 
 use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = args::Cli::parse();
-    setup::init_logging(cli.verbose);
+    init_logging(cli.verbose);
     let result = match cli.command {
         args::Command::Eval(a) => cmd_eval::run(a),
         args::Command::Tasks(a) => cmd_tasks::run(a),
         args::Command::Optimize(a) => cmd_optimize::run(*a),
     };
     match result {
-        Ok(code) => code,
+        Ok(status) => status.into(),
+        // The reader went away (`cudal1 eval ... --json | head`): nothing more to say.
+        Err(err) if out::is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             report::print_error(&err);
-            ExitCode::from(2)
+            ExitCode::from(exit::ERROR)
         }
     }
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
 }

@@ -78,6 +78,7 @@ pub fn evaluate_in(
         ref_ms: times.map(|t| t.0),
         candidate_ms: times.map(|t| t.1),
         device: ctx.settings.device.to_string(),
+        mode: ctx.settings.mode,
         environment,
         measurements: run.m,
         duration_ms: started.elapsed().as_secs_f64() * 1e3,
@@ -153,6 +154,7 @@ impl Run<'_, '_> {
             CompileOutcome::NotNeeded => {}
         }
 
+        let spawned = Instant::now();
         let mut process = match process {
             Some(p) => p,
             None => match CandidateProcess::start(self.ctx, &self.reference.task.path, self.candidate, compiled) {
@@ -161,7 +163,7 @@ impl Run<'_, '_> {
             },
         };
         let task_path = absolute(&self.reference.task.path);
-        let outcome = self.with_client(&mut process, &task_path);
+        let outcome = self.with_client(&mut process, &task_path, spawned);
         if let Ok(Err(_)) = &outcome {
             self.m.log_tail = Some(crate::reference::tail(&process.client.stderr_tail()));
         }
@@ -169,12 +171,13 @@ impl Run<'_, '_> {
         outcome
     }
 
-    fn with_client(&mut self, process: &mut CandidateProcess, task_path: &Path) -> Result<Decided, ReferenceError> {
+    /// `spawned`: when the candidate's process was started or taken over (the `start` phase).
+    fn with_client(&mut self, process: &mut CandidateProcess, task_path: &Path, spawned: Instant) -> Result<Decided, ReferenceError> {
         let settings = self.ctx.settings;
         let fail = |client: &RunnerClient, e: CallError, doing: &str| judge_call_error(&e, doing, &client.stderr_tail());
         let CandidateProcess { scratch, file, client } = process;
         let scratch = scratch.path();
-        let phase = Instant::now();
+        let phase = spawned;
         if let Err(e) = client.call(&Hello {}, Duration::from_secs(120)) {
             return Ok(Err(fail(client, e, "starting")));
         }
@@ -239,6 +242,10 @@ impl Run<'_, '_> {
         self.first_output = results.first().map(|r| r.path.clone());
 
         self.m.phase("correctness", phase.elapsed());
+        if !settings.mode.times() {
+            let reason = format!("matches the reference on {} checked calls (correctness only: not timed)", self.m.checks.len());
+            return Ok(Ok((Judgement::new(Verdict::Correct, "correct", reason), None, None)));
+        }
         let phase = Instant::now();
 
         // Timing.
@@ -261,7 +268,10 @@ impl Run<'_, '_> {
         // outer clock to disagree both times, and of two speedups the lower one stands.
         let Some(why) = remeasure_reason(&first, settings) else {
             self.m.phase("timing", phase.elapsed());
-            return self.decide_after_timing(first, false, None);
+            let phase = Instant::now();
+            let decided = self.decide_after_timing(first, false, None);
+            self.m.phase("verdict", phase.elapsed());
+            return decided;
         };
         let second = match measure(self, client)? {
             Ok(r) => r,
@@ -272,7 +282,10 @@ impl Run<'_, '_> {
         let (mut kept, other) = if first_speedup.unwrap_or(f64::MAX) < quick_speedup(&second).unwrap_or(f64::MAX) { (first, second) } else { (second, first) };
         kept.checked.extend(other.checked);
         self.m.phase("timing", phase.elapsed());
-        self.decide_after_timing(kept, hidden_twice, Some(Remeasure { why, first_speedup }))
+        let phase = Instant::now();
+        let decided = self.decide_after_timing(kept, hidden_twice, Some(Remeasure { why, first_speedup }));
+        self.m.phase("verdict", phase.elapsed());
+        decided
     }
 
     /// The earlier seed whose expected output a wrong output matches, if any.

@@ -6,7 +6,7 @@ use crate::correctness::{distinct_tolerances, judge, SeedOutcome};
 use crate::runner::{CallError, Launch, Role, RunnerClient, RunnerEnv};
 use crate::settings::{Device, EvalSettings};
 use crate::verdict::Environment;
-use cudal1_protocol::{Compare, DeviceInfo, Expected, Hello, HelloReply, Load, LoadReply};
+use cudal1_protocol::{Compare, Describe, DescribeReply, DeviceInfo, Expected, Hello, HelloReply, Load, LoadReply};
 use cudal1_task::Task;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -25,6 +25,16 @@ pub struct ReferenceError {
     pub source: CallError,
     pub stderr: String,
 }
+
+impl ReferenceError {
+    /// It failed before running any call: no candidate of this task can be judged.
+    pub fn at_start(&self) -> bool {
+        AT_START.contains(&self.doing)
+    }
+}
+
+/// What [`ReferenceSession::start`] is doing when it fails.
+const AT_START: [&str; 3] = ["creating its work directory", "starting", "loading"];
 
 pub struct ReferenceSession {
     pub task: Task,
@@ -158,6 +168,34 @@ impl ReferenceSession {
     pub fn shutdown(self) {
         self.client.shutdown();
     }
+}
+
+/// What a task takes and holds (`tasks list`), from a trusted CPU runner that allocates nothing
+/// where the task allows it.
+pub fn describe(env: &RunnerEnv, task: &Task, settings: &EvalSettings, work_root: &Path) -> Result<DescribeReply, ReferenceError> {
+    let fail = |doing, source: CallError, stderr: String| ReferenceError { task: task.key(), doing, source, stderr };
+    let dir = tempfile::Builder::new()
+        .prefix("describe-")
+        .tempdir_in(work_root)
+        .map_err(|e| fail("creating its work directory", CallError::Protocol(e.to_string()), String::new()))?;
+    let launch = Launch {
+        role: Role::Reference,
+        label: format!("describe {}", task.key()),
+        device: &Device::Cpu,
+        scratch: dir.path(),
+        extensions: None,
+        reads: vec![],
+        sandbox: false,
+        memory_bytes: None,
+    };
+    let mut client = RunnerClient::spawn(env, launch).map_err(|e| fail("starting", e, String::new()))?;
+    let reply = client
+        .call(&Hello {}, Duration::from_secs(120))
+        .map_err(|e| ("starting", e))
+        .and_then(|_| client.call(&Describe { reference: absolute(&task.path) }, settings.load_timeout).map_err(|e| ("loading", e)));
+    let result = reply.map_err(|(doing, e)| fail(doing, e, tail(&client.stderr_tail())));
+    client.shutdown();
+    result
 }
 
 /// Inside a runner the chosen GPU is the only visible one.

@@ -20,6 +20,21 @@ pub struct RunnerEnv {
     pub cuda_arch: Option<String>,
 }
 
+impl RunnerEnv {
+    /// The environment for runners of `interpreter`, with the runner package installed under
+    /// `cache`. Extension builds target the first visible GPU's architecture.
+    pub fn prepare(interpreter: &cudal1_python::Interpreter, cache: &Path) -> std::io::Result<RunnerEnv> {
+        let package_root = cudal1_python::RUNNER.install(cache)?;
+        let probe = &interpreter.probe;
+        let mut python_dirs = vec![probe.prefix.clone(), probe.base_prefix.clone()];
+        // A virtual environment's interpreter is a link into its base installation.
+        if let Some(dir) = std::fs::canonicalize(&interpreter.path).ok().and_then(|real| real.parent()?.parent().map(Path::to_owned)) {
+            python_dirs.push(dir);
+        }
+        Ok(RunnerEnv { python: interpreter.path.clone(), python_dirs, package_root, cuda_arch: probe.gpus.first().cloned() })
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
     Reference,
@@ -69,6 +84,41 @@ pub enum CallError {
 /// A running runner process.
 pub struct RunnerClient {
     worker: Worker,
+    _live: Live,
+}
+
+/// The process groups of every runner this process has started and not yet ended, so that an
+/// engine stopping at once can kill what runs under it ([`kill_all`]).
+static LIVE: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+/// A runner's entry in [`LIVE`], removed when its client goes.
+struct Live(u32);
+
+impl Live {
+    fn register(pid: u32) -> Live {
+        LIVE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(pid);
+        Live(pid)
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        let mut live = LIVE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(i) = live.iter().position(|p| *p == self.0) {
+            live.swap_remove(i);
+        }
+    }
+}
+
+/// Kills the whole process group of every runner that is running now (their callers then get
+/// errors at once). For stopping immediately: a second Ctrl-C, or an engine dropped mid-run.
+pub fn kill_all() {
+    let live = LIVE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    for &pid in live.iter() {
+        // Each runner leads its own process group; the entry is removed only after the group is
+        // reaped, so the pid cannot have been reused by another process.
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+    }
 }
 
 impl RunnerClient {
@@ -138,7 +188,9 @@ impl RunnerClient {
             env: vars,
             sandbox,
         };
-        Ok(RunnerClient { worker: Worker::spawn(spec)? })
+        let worker = Worker::spawn(spec)?;
+        let live = Live::register(worker.pid());
+        Ok(RunnerClient { worker, _live: live })
     }
 
     /// Sends one request and waits for its reply.

@@ -86,11 +86,59 @@ impl TimingWindow {
     }
 }
 
+/// What an evaluation does: the whole protocol, or only the correctness checks (training's first
+/// two stages keep samples that are executable and correct, and need no timing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Correctness on the seeds, then timing against the reference: a verdict and a speedup.
+    #[default]
+    Full,
+    /// Compile, run and compare on the seeds; no timing and no speedup. Evaluations in this mode
+    /// share a device, where full ones hold it alone.
+    Correctness,
+}
+
+impl Mode {
+    pub fn parse(text: &str) -> Result<Mode, String> {
+        match text {
+            "full" => Ok(Mode::Full),
+            "correctness" => Ok(Mode::Correctness),
+            _ => Err(format!("unknown mode `{text}`: use `full` or `correctness`")),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Full => "full",
+            Mode::Correctness => "correctness",
+        }
+    }
+
+    pub fn is_full(&self) -> bool {
+        *self == Mode::Full
+    }
+
+    /// Whether an evaluation in this mode needs its device to itself.
+    pub fn times(self) -> bool {
+        self == Mode::Full
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Everything that decides an evaluation's result; hashed into the store key so that results made
 /// under other settings are never reused.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EvalSettings {
     pub device: Device,
+    /// Left out of the key in full mode, so that results stored before modes existed still match.
+    #[serde(default, skip_serializing_if = "Mode::is_full")]
+    pub mode: Mode,
     pub tolerance: Tolerance,
     /// Seeds of `get_inputs()` checked before timing.
     pub correctness_seeds: usize,
@@ -134,6 +182,7 @@ impl Default for EvalSettings {
     fn default() -> Self {
         EvalSettings {
             device: Device::Cpu,
+            mode: Mode::Full,
             tolerance: Tolerance::PerDtype,
             correctness_seeds: 5,
             timing_budget: Duration::from_secs(4),
@@ -224,6 +273,17 @@ mod tests {
         assert_eq!(EvalSettings::for_device(Device::Cpu).block_target, CPU_BLOCK);
         assert_eq!(EvalSettings::default().block_target, CPU_BLOCK);
         assert_ne!(EvalSettings::for_device(Device::Cuda(0)).key_hash(), EvalSettings::default().key_hash());
+    }
+
+    #[test]
+    fn correctness_mode_has_its_own_key_and_full_mode_keeps_the_old_one() {
+        let full = EvalSettings::default();
+        let json = serde_json::to_value(&full).unwrap();
+        assert!(json.get("mode").is_none(), "full mode is left out of the key: {json}");
+        let correctness = EvalSettings { mode: Mode::Correctness, ..full.clone() };
+        assert_ne!(full.key_hash(), correctness.key_hash());
+        assert_eq!(Mode::parse("correctness"), Ok(Mode::Correctness));
+        assert!(Mode::parse("fast").unwrap_err().contains("`full` or `correctness`"));
     }
 
     #[test]

@@ -172,6 +172,9 @@ pub struct Evaluation {
     pub ref_ms: Option<f64>,
     pub candidate_ms: Option<f64>,
     pub device: String,
+    /// `correctness`: not timed, so no speedup. Absent (full) in evaluations stored before modes.
+    #[serde(default, skip_serializing_if = "crate::settings::Mode::is_full")]
+    pub mode: crate::settings::Mode,
     pub environment: Environment,
     pub measurements: Measurements,
     pub duration_ms: f64,

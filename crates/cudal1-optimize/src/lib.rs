@@ -1,5 +1,5 @@
 //! The optimize loop of cudal1. The main type is [`Optimizer`]: given an LLM ([`cudal1_llm::Llm`]),
-//! prompt templates, the store and an evaluator, [`Optimizer::run`] runs rounds of samples for one
+//! prompt templates, the store and the evaluation engine ([`cudal1_eval::Evaluator`]), [`Optimizer::run`] runs rounds of samples for one
 //! task. Round 1 shows the LLM the reference alone; later rounds show it up to N earlier correct
 //! variants with their measured speedups, drawn from the task's program database by CUDA-L1's
 //! bucketed softmax. Replies are parsed as they arrive, each new program is evaluated while the
@@ -19,7 +19,6 @@
 
 mod config;
 mod error;
-mod evaluate;
 mod event;
 mod generate;
 mod lineage;
@@ -32,7 +31,6 @@ mod tally;
 
 pub use config::OptimizeConfig;
 pub use error::OptimizeError;
-pub use evaluate::EvalEnv;
 pub use event::Event;
 pub use lineage::LineageNode;
 pub use output::{render_report, write_outputs, OutputFiles};

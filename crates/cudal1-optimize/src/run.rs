@@ -5,10 +5,11 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Instant;
 
-use crossbeam_channel::{never, select, Receiver, Sender};
-use cudal1_eval::Verdict;
+use crossbeam_channel::{never, select, unbounded, Receiver, Sender};
+use cudal1_eval::{Done, Evaluator, Job, JobId, JobOutcome, Verdict};
 use cudal1_llm::{Completion, Llm, LlmError};
 use cudal1_search::{extract_program, normalized_hash, ExemplarSampler, Prompts};
 use cudal1_store::{NewProgram, NewRound, NewRun, NewSample, ProgramKey, Store, StoredProgram, StoredSample};
@@ -16,7 +17,6 @@ use cudal1_task::{content_hash, Candidate, Task};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
-use crate::evaluate::{self, EvalDone, EvalEnv, EvalJob};
 use crate::generate::{self, Gate, Generated, Sampling};
 use crate::plan::{plan_round, sample_seed, PlanInput, Planned};
 use crate::stop::{self, Budget, Spend, StopReason};
@@ -29,7 +29,9 @@ pub struct Optimizer<'a> {
     pub llm: &'a dyn Llm,
     pub prompts: &'a Prompts,
     pub store: &'a Store,
-    pub eval: EvalEnv<'a>,
+    /// Every program is judged by this engine (the one device loop); the run's jobs are its own,
+    /// other users may share it.
+    pub engine: &'a Evaluator,
     pub config: &'a OptimizeConfig,
     /// Set once (Ctrl-C): no new requests, evaluations under way finish, the round resumes later.
     pub cancel: &'a AtomicBool,
@@ -42,6 +44,7 @@ pub fn run_id(task_hash: &str, settings_hash: &str, label: &str) -> String {
 
 /// A program sent to the evaluator and what its record needs when it comes back.
 struct InFlight {
+    code_hash: String,
     code: String,
     round: u32,
     parents: Vec<i64>,
@@ -51,11 +54,15 @@ struct InFlight {
 struct Loop<'o, 'a> {
     opt: &'o Optimizer<'a>,
     task: &'o Task,
+    /// The task as the engine's jobs hold it.
+    job_task: Arc<Task>,
+    /// Where the engine sends the outcomes of this run's jobs.
+    done_tx: Sender<Done>,
     run_id: String,
     settings_hash: String,
     samples: Vec<StoredSample>,
     programs: ProgramIndex,
-    in_flight: HashMap<String, InFlight>,
+    in_flight: HashMap<JobId, InFlight>,
     outstanding: usize,
     spend: Spend,
     budget: Budget,
@@ -71,7 +78,7 @@ impl Optimizer<'_> {
     pub fn run(&self, task: &Task, label: &str, on_event: &mut dyn FnMut(Event)) -> Result<RunSummary, OptimizeError> {
         self.config.check()?;
         let started = Instant::now();
-        let settings_hash = self.eval.settings.key_hash();
+        let settings_hash = self.engine.settings().key_hash();
         let run_id = run_id(&task.hash, &settings_hash, label);
         let store_err = |source| OptimizeError::Store { task: task.key(), source: Box::new(source) };
         self.store
@@ -81,7 +88,7 @@ impl Optimizer<'_> {
                 task_name: task.key(),
                 task_path: task.path.display().to_string(),
                 settings_hash: settings_hash.clone(),
-                settings: serde_json::to_value(self.eval.settings).unwrap_or_default(),
+                settings: serde_json::to_value(self.engine.settings()).unwrap_or_default(),
                 config: serde_json::to_value(self.config).unwrap_or_default(),
             })
             .map_err(store_err)?;
@@ -91,9 +98,12 @@ impl Optimizer<'_> {
             tokens: samples.iter().map(|s| s.sample.prompt_tokens + s.sample.completion_tokens).sum(),
             cost_usd: samples.iter().map(|s| s.sample.cost_usd).sum(),
         };
+        let (done_tx, done_rx) = unbounded();
         let mut state = Loop {
             opt: self,
             task,
+            job_task: Arc::new(task.clone()),
+            done_tx,
             run_id,
             settings_hash,
             samples,
@@ -110,11 +120,9 @@ impl Optimizer<'_> {
             self.store.rounds_for_run(&state.run_id).map_err(store_err)?.into_iter().map(|r| r.round).collect();
         let gate = Gate::new(self.cancel, state.budget.deadline.map(|(d, _)| d));
         let stop = std::thread::scope(|scope| {
-            let (eval_tx, eval_rx) = evaluate::spawn(scope, self.eval, task, self.cancel, self.config.seed);
-            let result = state.go(scope, &gate, &eval_tx, &eval_rx, &mut rounds, on_event);
-            // The pool ends once its queue is closed; generators finish what they sent.
+            let result = state.go(scope, &gate, &done_rx, &mut rounds, on_event);
+            // Generators finish what they sent.
             gate.close();
-            drop(eval_tx);
             result
         })?;
         on_event(Event::Stopped { reason: stop.clone() });
@@ -145,8 +153,7 @@ impl<'o, 'a> Loop<'o, 'a> {
         &mut self,
         scope: &'scope std::thread::Scope<'scope, 'env>,
         gate: &'env Gate<'env>,
-        eval_tx: &Sender<EvalJob>,
-        eval_rx: &Receiver<EvalDone>,
+        eval_rx: &Receiver<Done>,
         rounds: &mut Vec<NewRound>,
         on_event: &mut dyn FnMut(Event),
     ) -> Result<StopReason, OptimizeError>
@@ -154,7 +161,7 @@ impl<'o, 'a> Loop<'o, 'a> {
         'a: 'env,
     {
         let config = self.opt.config;
-        let pending = self.resubmit_pending(eval_tx);
+        let pending = self.resubmit_pending();
         on_event(Event::RunStarted {
             run_id: self.run_id.clone(),
             task: self.task.key(),
@@ -191,7 +198,7 @@ impl<'o, 'a> Loop<'o, 'a> {
             });
             let sampling = Sampling { temperature: config.temperature, top_p: config.top_p, max_tokens: config.max_tokens };
             let replies = generate::spawn(scope, self.opt.llm, gate, sampling, planned, config.concurrency);
-            self.drain_round(eval_tx, replies, eval_rx, gate, on_event)?;
+            self.drain_round(replies, eval_rx, gate, on_event)?;
 
             if gate.cancelled() {
                 return Ok(StopReason::Interrupted);
@@ -254,9 +261,8 @@ impl<'o, 'a> Loop<'o, 'a> {
     /// request of the round is answered and every evaluation is back.
     fn drain_round(
         &mut self,
-        eval_tx: &Sender<EvalJob>,
         replies: Receiver<Generated>,
-        eval_rx: &Receiver<EvalDone>,
+        eval_rx: &Receiver<Done>,
         gate: &Gate<'_>,
         on_event: &mut dyn FnMut(Event),
     ) -> Result<(), OptimizeError> {
@@ -268,7 +274,7 @@ impl<'o, 'a> Loop<'o, 'a> {
                 recv(replies_rx) -> msg => match msg {
                     Ok(Generated::Reply { planned, result }) => {
                         self.invocation.requests += 1;
-                        self.on_reply(planned, result, eval_tx, gate, on_event)?;
+                        self.on_reply(planned, result, gate, on_event)?;
                     }
                     Ok(Generated::NotSent { planned }) => {
                         tracing::debug!(round = planned.round, index = planned.index, "request not sent: the gate is closed");
@@ -288,7 +294,7 @@ impl<'o, 'a> Loop<'o, 'a> {
     }
 
     /// Waits for the evaluations under way (no new requests).
-    fn wait_for_evaluations(&mut self, eval_rx: &Receiver<EvalDone>, gate: &Gate<'_>, on_event: &mut dyn FnMut(Event)) -> Result<(), OptimizeError> {
+    fn wait_for_evaluations(&mut self, eval_rx: &Receiver<Done>, gate: &Gate<'_>, on_event: &mut dyn FnMut(Event)) -> Result<(), OptimizeError> {
         while self.outstanding > 0 {
             match eval_rx.recv() {
                 Ok(done) => self.on_evaluated(done, gate, on_event)?,
@@ -305,7 +311,6 @@ impl<'o, 'a> Loop<'o, 'a> {
         &mut self,
         planned: Planned,
         result: Result<Completion, LlmError>,
-        eval_tx: &Sender<EvalJob>,
         gate: &Gate<'_>,
         on_event: &mut dyn FnMut(Event),
     ) -> Result<(), OptimizeError> {
@@ -381,7 +386,7 @@ impl<'o, 'a> Loop<'o, 'a> {
         let (reason, code_hash) = (sample.reason.clone(), sample.code_hash.clone());
         self.samples.push(StoredSample { id, created_at: String::new(), sample });
         let (queued, known_program) = match (code, code_hash) {
-            (Some(code), Some(hash)) => self.submit(eval_tx, hash, code, planned.round, planned.exemplar_ids, planned.index),
+            (Some(code), Some(hash)) => self.submit(hash, code, planned.round, planned.exemplar_ids, planned.index),
             _ => (false, None),
         };
         on_event(Event::SampleRecorded { round: planned.round, index: planned.index, outcome, reason, tokens, queued, known_program });
@@ -390,26 +395,24 @@ impl<'o, 'a> Loop<'o, 'a> {
 
     /// Sends a program to the evaluator unless the database holds it or it is under way;
     /// returns (sent, the known program's id).
-    fn submit(&mut self, eval_tx: &Sender<EvalJob>, hash: String, code: String, round: u32, parents: Vec<i64>, index: u32) -> (bool, Option<i64>) {
+    fn submit(&mut self, hash: String, code: String, round: u32, parents: Vec<i64>, index: u32) -> (bool, Option<i64>) {
         if let Some(p) = self.programs.get(&hash) {
             return (false, Some(p.id));
         }
-        if self.in_flight.contains_key(&hash) {
+        if self.in_flight.values().any(|f| f.code_hash == hash) {
             return (false, None);
         }
         let label = format!("{} round {round} sample {index}", self.task.key());
         let candidate = Candidate::from_source(label, code.clone());
-        if eval_tx.send(EvalJob { code_hash: hash.clone(), candidate }).is_err() {
-            return (false, None);
-        }
-        self.in_flight.insert(hash, InFlight { code, round, parents });
+        let id = self.opt.engine.submit_to(Job::evaluate(Arc::clone(&self.job_task), candidate), &self.done_tx);
+        self.in_flight.insert(id, InFlight { code_hash: hash, code, round, parents });
         self.outstanding += 1;
         (true, None)
     }
 
     /// Samples of this run whose program has no verdict yet (an earlier invocation stopped
     /// before it was evaluated) go to the evaluator again; returns how many.
-    fn resubmit_pending(&mut self, eval_tx: &Sender<EvalJob>) -> usize {
+    fn resubmit_pending(&mut self) -> usize {
         let pending: Vec<(String, String, u32, Vec<i64>, u32)> = self
             .samples
             .iter()
@@ -424,17 +427,18 @@ impl<'o, 'a> Loop<'o, 'a> {
             .collect();
         let before = self.outstanding;
         for (hash, code, round, parents, index) in pending {
-            self.submit(eval_tx, hash, code, round, parents, index);
+            self.submit(hash, code, round, parents, index);
         }
         self.outstanding - before
     }
 
-    fn on_evaluated(&mut self, done: EvalDone, gate: &Gate<'_>, on_event: &mut dyn FnMut(Event)) -> Result<(), OptimizeError> {
+    fn on_evaluated(&mut self, done: Done, gate: &Gate<'_>, on_event: &mut dyn FnMut(Event)) -> Result<(), OptimizeError> {
         self.outstanding = self.outstanding.saturating_sub(1);
-        match done {
-            EvalDone::Finished { code_hash, evaluation } => {
-                let Some(flight) = self.in_flight.remove(&code_hash) else { return Ok(()) };
+        let Some(flight) = self.in_flight.remove(&done.id) else { return Ok(()) };
+        match done.outcome {
+            JobOutcome::Evaluated(evaluation) => {
                 let e = &*evaluation;
+                let code_hash = flight.code_hash;
                 let key = ProgramKey { task_hash: self.task.hash.clone(), code_hash: code_hash.clone(), settings_hash: self.settings_hash.clone() };
                 let program = NewProgram {
                     key: key.clone(),
@@ -465,19 +469,15 @@ impl<'o, 'a> Loop<'o, 'a> {
                     self.programs.insert(code_hash, stored);
                 }
             }
-            EvalDone::ReferenceFailed { code_hash, error, at_start } => {
-                self.in_flight.remove(&code_hash);
-                if at_start {
-                    gate.close();
-                    self.fatal.get_or_insert(OptimizeError::Reference { task: self.task.key(), message: error });
-                } else {
-                    tracing::warn!(task = %self.task.key(), %error, "the reference failed while judging a program");
-                    on_event(Event::ReferenceFailed { error });
-                }
+            JobOutcome::TaskFailed { error, at_start: true } => {
+                gate.close();
+                self.fatal.get_or_insert(OptimizeError::Reference { task: self.task.key(), message: error });
             }
-            EvalDone::Skipped { code_hash } => {
-                self.in_flight.remove(&code_hash);
+            JobOutcome::TaskFailed { error, at_start: false } => {
+                tracing::warn!(task = %self.task.key(), %error, "the reference failed while judging a program");
+                on_event(Event::ReferenceFailed { error });
             }
+            JobOutcome::Checked(_) | JobOutcome::Described(_) | JobOutcome::Cancelled => {}
         }
         Ok(())
     }

@@ -137,6 +137,29 @@ impl Request for Load {
     type Reply = LoadReply;
 }
 
+/// What a task takes and holds, read without allocating its tensors where possible.
+#[derive(Debug, Clone, Serialize)]
+pub struct Describe {
+    pub reference: PathBuf,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct DescribeReply {
+    pub inputs: Vec<ValueSpec>,
+    pub init_inputs: Vec<ValueSpec>,
+    pub parameters: u64,
+    /// `meta` (shapes only, nothing allocated) or `cpu` (the task had to be run for real).
+    pub method: String,
+    /// Why the meta device was not enough, when it was not.
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+impl Request for Describe {
+    const OP: &'static str = "describe";
+    type Reply = DescribeReply;
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Outputs {
     pub seeds: Vec<u64>,

@@ -6,7 +6,7 @@ use crate::describe::geometric_mean;
 use crate::order::median;
 
 /// The outcome of one task in a suite run.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq)]
 pub struct TaskResult {
     /// The candidate's outputs matched the reference within tolerance.
     pub correct: bool,

@@ -2,7 +2,8 @@
 //!
 //! Directory layout, mirroring the suite: `DIR/level1/12_Name.py` (one candidate) or
 //! `DIR/level1/12_Name/*.py` (several); without level folders `DIR/12_Name.py` or
-//! `DIR/12_Name/*.py`. JSONL: one object per line, `{"task": "level1/12_Name", "code": "..."}`;
+//! `DIR/12_Name/*.py`. KernelBench's own generation directories work too: files named
+//! `level_1_problem_12_sample_0_kernel.py` anywhere below `DIR` belong to level 1, problem 12. JSONL: one object per line, `{"task": "level1/12_Name", "code": "..."}`;
 //! `task` may also be the file stem (`12_Name`) or the bare name (`Name`) when that is unique, and
 //! an optional `id` names the candidate.
 
@@ -88,6 +89,15 @@ fn from_dir(tasks: &[Task], dir: &Path) -> Result<(Vec<MatchedCandidate>, Vec<Ta
     }
     let mut found = Vec::new();
     let mut problems = Vec::new();
+    let mut generated = Vec::new();
+    collect_generated(dir, &mut generated).map_err(|source| TaskError::Read { path: dir.to_owned(), source })?;
+    generated.sort();
+    for (level, problem, _, file) in generated {
+        match tasks.iter().position(|t| t.name.level == Some(level) && t.name.id == Some(problem)) {
+            Some(index) => push_file(&mut found, &mut problems, index, &file),
+            None => problems.push(TaskError::Candidates { path: file, reason: format!("no task for level {level}, problem {problem} in the suite") }),
+        }
+    }
     for (index, task) in tasks.iter().enumerate() {
         let mut bases = vec![dir.join(&task.name.stem)];
         if let Some(level) = task.name.level {
@@ -112,6 +122,27 @@ fn from_dir(tasks: &[Task], dir: &Path) -> Result<(Vec<MatchedCandidate>, Vec<Ta
         }
     }
     Ok((found, problems))
+}
+
+/// `level_1_problem_12_sample_0_kernel.py` (KernelBench's generation naming) → (1, 12, 0).
+pub fn parse_generation_name(file_name: &str) -> Option<(u32, u32, u32)> {
+    let rest = file_name.strip_prefix("level_")?.strip_suffix("_kernel.py")?;
+    let (level, rest) = rest.split_once("_problem_")?;
+    let (problem, sample) = rest.split_once("_sample_")?;
+    Some((level.parse().ok()?, problem.parse().ok()?, sample.parse().ok()?))
+}
+
+/// Generation files below `dir`, as (level, problem, sample, path).
+fn collect_generated(dir: &Path, out: &mut Vec<(u32, u32, u32, PathBuf)>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            collect_generated(&path, out)?;
+        } else if let Some((l, p, s)) = path.file_name().and_then(|n| n.to_str()).and_then(parse_generation_name) {
+            out.push((l, p, s, path));
+        }
+    }
+    Ok(())
 }
 
 fn push_file(found: &mut Vec<MatchedCandidate>, problems: &mut Vec<TaskError>, task: usize, file: &Path) {
@@ -179,6 +210,14 @@ fn find_task(tasks: &[Task], wanted: &str) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_kernelbench_generation_names() {
+        assert_eq!(parse_generation_name("level_1_problem_12_sample_0_kernel.py"), Some((1, 12, 0)));
+        assert_eq!(parse_generation_name("level_3_problem_5_sample_14_kernel.py"), Some((3, 5, 14)));
+        assert_eq!(parse_generation_name("level_1_problem_x_sample_0_kernel.py"), None);
+        assert_eq!(parse_generation_name("12_Name.py"), None);
+    }
 
     #[test]
     fn reads_expectations() {

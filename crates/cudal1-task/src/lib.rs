@@ -4,7 +4,8 @@
 //! `get_init_inputs()`) read from a file, parsed, checked and identified by a content hash.
 //! [`Candidate`] is the same for a rewrite that must define `class ModelNew`. [`load_suite`] walks a
 //! directory in KernelBench's layout (`level1/12_Name.py`), and [`match_candidates`] pairs a
-//! directory or JSONL file of candidates with the tasks of a suite.
+//! directory or JSONL file of candidates with the tasks of a suite, and [`read_cuda_l1`] reads
+//! another system's published release.
 //!
 //! ```no_run
 //! let task = cudal1_task::Task::load(std::path::Path::new("tasks/level1/1_Square_matmul.py"))?;
@@ -14,11 +15,13 @@
 
 mod candidates;
 mod hash;
+mod imports;
 mod layout;
 mod screen;
 mod syntax;
 
-pub use candidates::{expectation, match_candidates, CandidateSource, Expectation, MatchedCandidate};
+pub use candidates::{expectation, match_candidates, parse_generation_name, CandidateSource, Expectation, MatchedCandidate};
+pub use imports::{read_cuda_l1, ImportedRow};
 pub use hash::content_hash;
 pub use layout::{load_suite, parse_file_name, Suite, TaskName};
 pub use screen::{screen, ScreenFinding, Screening};

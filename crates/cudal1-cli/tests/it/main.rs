@@ -53,10 +53,15 @@ fn every_verdict_on_the_cpu_suite_matches_its_expectation() {
         let expected = r["expect"]["verdict"].as_str().unwrap_or_else(|| panic!("{} has no expectation", r["candidate"]));
         assert_eq!(r["verdict"], expected, "{}: {}", r["candidate"], r["reason"]);
         assert!(!r["reason"].as_str().unwrap().is_empty());
+        // The phases account for the whole duration, from submission to verdict.
+        let phases = r["measurements"]["phases_ms"].as_object().unwrap();
+        let sum: f64 = phases.values().map(|v| v.as_f64().unwrap()).sum();
+        let duration = r["duration_ms"].as_f64().unwrap();
+        assert!((sum - duration).abs() <= 0.01 * duration + 1.0, "{}: phases sum to {sum} of {duration}: {phases:?}", r["candidate"]);
         if r["verdict"] == "correct" {
-            let phases = r["measurements"]["phases_ms"].as_object().unwrap();
-            let names: Vec<&str> = phases.keys().map(String::as_str).collect();
-            assert_eq!(names, ["correctness", "load", "start", "timing"], "{}", r["candidate"]);
+            let mut names: Vec<&str> = phases.keys().map(String::as_str).collect();
+            names.retain(|n| *n != "compile");
+            assert_eq!(names, ["correctness", "device_wait", "load", "other", "queue", "reference", "start", "timing", "verdict"], "{}", r["candidate"]);
             assert!(phases["timing"].as_f64().unwrap() > 0.0);
             let s = &r["speedup"];
             assert!(s["ci_low"].as_f64().unwrap() <= s["median"].as_f64().unwrap());

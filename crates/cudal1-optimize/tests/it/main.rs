@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cudal1_eval::{CompileCache, Device, EvalSettings, RunnerEnv};
+use cudal1_eval::{CompileCache, Device, EngineConfig, EvalSettings, Evaluator, RunnerEnv};
 use cudal1_llm::{OpenAiClient, OpenAiConfig, RetryPolicy};
-use cudal1_optimize::{run_id, EvalEnv, Event, OptimizeConfig, Optimizer, RunSummary, StopReason};
+use cudal1_optimize::{run_id, Event, OptimizeConfig, Optimizer, RunSummary, StopReason};
 use cudal1_search::{normalized_hash, Prompts};
 use cudal1_store::{NewSample, Store};
 use cudal1_task::Task;
@@ -101,21 +101,42 @@ fn runner_env(cache: &Path) -> RunnerEnv {
     }
 }
 
-/// Runs the loop once and returns its summary and events.
-fn run(llm: &OpenAiClient, store: &Store, config: &OptimizeConfig, cancel: &AtomicBool, env: &RunnerEnv, scratch: &Path) -> (RunSummary, Vec<Event>) {
-    let settings = settings();
+/// An engine on the CPU whose scratch directory is made under `dir/scratch`.
+fn engine(env: &RunnerEnv, dir: &Path) -> Evaluator {
+    let mut config = EngineConfig::new(env.clone(), vec![Device::Cpu], settings(), CompileCache { root: dir.join("extensions") });
+    config.scratch_parent = dir.join("scratch");
+    config.compile_workers = 1;
+    config.lanes = 1;
+    Evaluator::start(config).unwrap().0
+}
+
+/// Files (not directories) below `dir`.
+fn files_below(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_below(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
+}
+
+/// Runs the loop once and returns its summary and events. Between evaluations the engine's
+/// scratch holds nothing (expected outputs and candidate directories are removed as each program
+/// is judged), and once the engine ends its scratch directory is gone.
+fn run(llm: &OpenAiClient, store: &Store, config: &OptimizeConfig, cancel: &AtomicBool, env: &RunnerEnv, dir: &Path) -> (RunSummary, Vec<Event>) {
     let prompts = Prompts::builtin();
-    let cache = CompileCache { root: scratch.join("extensions") };
-    let optimizer = Optimizer {
-        llm,
-        prompts: &prompts,
-        store,
-        eval: EvalEnv { env, devices: &[Device::Cpu], settings: &settings, cache: &cache, work_root: scratch, compile_workers: 1 },
-        config,
-        cancel,
-    };
+    let engine = engine(env, dir);
+    let optimizer = Optimizer { llm, prompts: &prompts, store, engine: &engine, config, cancel };
     let mut events = Vec::new();
     let summary = optimizer.run(&task(), "it", &mut |e| events.push(e)).unwrap();
+    let left = files_below(engine.scratch());
+    assert!(left.is_empty(), "left in the scratch directory while the engine runs: {left:?}");
+    engine.finish();
+    assert_eq!(std::fs::read_dir(dir.join("scratch")).unwrap().count(), 0, "the engine removes its scratch directory");
     (summary, events)
 }
 
@@ -239,18 +260,11 @@ fn a_rejected_key_stops_the_run_with_an_error_and_records_nothing() {
     let store = Store::open(&dir.path().join("s.db")).unwrap();
     let server = Server::start(401, "bad key", None);
     let llm = client(&server.url);
-    let (settings, prompts, env) = (settings(), Prompts::builtin(), unused_env());
-    let cache = CompileCache { root: dir.path().join("extensions") };
+    let (settings, prompts) = (settings(), Prompts::builtin());
+    let engine = engine(&unused_env(), dir.path());
     let config = OptimizeConfig::new(2, 3);
     let cancel = AtomicBool::new(false);
-    let optimizer = Optimizer {
-        llm: &llm,
-        prompts: &prompts,
-        store: &store,
-        eval: EvalEnv { env: &env, devices: &[Device::Cpu], settings: &settings, cache: &cache, work_root: dir.path(), compile_workers: 1 },
-        config: &config,
-        cancel: &cancel,
-    };
+    let optimizer = Optimizer { llm: &llm, prompts: &prompts, store: &store, engine: &engine, config: &config, cancel: &cancel };
     let err = optimizer.run(&task(), "it", &mut |_| {}).unwrap_err();
     assert!(matches!(err, cudal1_optimize::OptimizeError::Llm { .. }), "{err:?}");
     let cause = std::error::Error::source(&err).unwrap().to_string();

@@ -1,0 +1,227 @@
+//! A batch of candidates through the engine, as nextest runs tests: results already in the store
+//! are reused, the rest are submitted at once, and every event of the engine's one stream goes to
+//! each reporter in turn (progress on stderr, JSON lines on stdout, the store recorder). No
+//! reporter knows of another.
+
+use crate::interrupt::Interrupt;
+use crate::out;
+use crate::record;
+use crate::report;
+use crate::workspace::Workspace;
+use anyhow::{Context, Result};
+use cudal1_eval::{EngineStats, EvalSettings, Evaluation, Event, EventKind, Job, JobId, JobOutcome, Mode};
+use cudal1_store::Store;
+use cudal1_task::{Candidate, Expectation, Task};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One candidate to judge.
+pub struct Item {
+    pub task: Arc<Task>,
+    pub candidate: Candidate,
+    pub expect: Option<Expectation>,
+    /// What another system claimed for it (`eval --from`), shown beside the measurement.
+    pub claimed: Option<serde_json::Value>,
+}
+
+pub struct Options<'a> {
+    pub mode: Mode,
+    /// JSON lines on stdout as each candidate finishes.
+    pub json_lines: bool,
+    /// A line per finished candidate on stderr (a batch in a terminal).
+    pub progress_lines: bool,
+    pub force: bool,
+    /// The store's batch record the evaluations belong to.
+    pub batch_id: Option<&'a str>,
+}
+
+/// A finished candidate.
+pub struct Row {
+    pub item: usize,
+    pub evaluation: Arc<Evaluation>,
+    pub reused: bool,
+}
+
+pub struct Finished {
+    /// In the items' order.
+    pub rows: Vec<Row>,
+    /// Candidates whose task's reference failed (no verdict), with the error.
+    pub task_failures: Vec<(usize, String)>,
+    /// Candidates left undone by an interrupt.
+    pub cancelled: usize,
+    pub stats: Option<EngineStats>,
+}
+
+/// The settings an evaluation in `mode` is stored under.
+pub fn settings_for(ws: &Workspace, mode: Mode) -> EvalSettings {
+    EvalSettings { mode, ..ws.settings.clone() }
+}
+
+/// Runs the batch to the end (or to an interrupt).
+pub fn run(ws: &Workspace, items: &[Item], opts: &Options<'_>, interrupt: &Interrupt) -> Result<Finished> {
+    let settings = settings_for(ws, opts.mode);
+    let mut done: BTreeMap<usize, Row> = BTreeMap::new();
+    let mut pending = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let key = record::key(&item.task.hash, &item.candidate.hash, &settings);
+        let stored = if opts.force { None } else { ws.store.find_evaluation(&key)?.and_then(|s| record::from_store(&s, &item.candidate.label)) };
+        match stored {
+            Some(e) => {
+                done.insert(i, Row { item: i, evaluation: Arc::new(e), reused: true });
+            }
+            None => pending.push(i),
+        }
+    }
+    let mut reporters = Reporters {
+        progress: Progress::new(items.len(), done.len(), opts.progress_lines),
+        json: opts.json_lines,
+        recorder: Recorder { store: &ws.store, settings: &settings, batch_id: opts.batch_id, error: None },
+    };
+    for row in done.values() {
+        reporters.json_row(&items[row.item], row)?;
+    }
+    let mut finished = Finished { rows: Vec::new(), task_failures: Vec::new(), cancelled: 0, stats: None };
+    if !pending.is_empty() && !interrupt.interrupted() {
+        let (engine, events) = ws.engine()?;
+        interrupt.watch(engine.canceller());
+        let mut ids: HashMap<JobId, usize> = HashMap::new();
+        for &i in &pending {
+            let item = &items[i];
+            let handle = engine.submit(Job::evaluate(Arc::clone(&item.task), item.candidate.clone()).mode(opts.mode));
+            ids.insert(handle.id, i);
+        }
+        let mut left = pending.len();
+        for event in &events {
+            let Some(&i) = ids.get(&event.job) else { continue };
+            let ended = matches!(event.kind, EventKind::Finished(_));
+            if let Some(row) = reporters.event(&items[i], i, &event, &mut finished)? {
+                done.insert(i, row);
+            }
+            if ended {
+                left -= 1;
+                if left == 0 {
+                    break;
+                }
+            }
+        }
+        finished.stats = Some(engine.finish());
+    } else {
+        finished.cancelled = pending.len();
+    }
+    reporters.progress.bar.finish_and_clear();
+    if let Some(e) = reporters.recorder.error {
+        return Err(e).context("saving results (the batch finished, but some results were not saved)");
+    }
+    finished.rows = done.into_values().collect();
+    Ok(finished)
+}
+
+struct Reporters<'a> {
+    progress: Progress,
+    json: bool,
+    recorder: Recorder<'a>,
+}
+
+impl Reporters<'_> {
+    /// Hands one event to every reporter; a finished evaluation comes back as a row.
+    fn event(&mut self, item: &Item, index: usize, event: &Event, finished: &mut Finished) -> Result<Option<Row>> {
+        self.progress.event(item, event);
+        let EventKind::Finished(outcome) = &event.kind else { return Ok(None) };
+        match outcome {
+            JobOutcome::Evaluated(e) => {
+                self.recorder.record(item, e);
+                let row = Row { item: index, evaluation: Arc::clone(e), reused: false };
+                self.json_row(item, &row)?;
+                Ok(Some(row))
+            }
+            JobOutcome::TaskFailed { error, .. } => {
+                finished.task_failures.push((index, error.clone()));
+                Ok(None)
+            }
+            JobOutcome::Cancelled => {
+                finished.cancelled += 1;
+                Ok(None)
+            }
+            JobOutcome::Checked(_) | JobOutcome::Described(_) => Ok(None),
+        }
+    }
+
+    fn json_row(&self, item: &Item, row: &Row) -> Result<()> {
+        if !self.json {
+            return Ok(());
+        }
+        let mut v = serde_json::to_value(&*row.evaluation)?;
+        v["expect"] = serde_json::to_value(&item.expect)?;
+        v["reused"] = row.reused.into();
+        if let Some(c) = &item.claimed {
+            v["claimed"] = c.clone();
+        }
+        self.progress.bar.suspend(|| out::line(v))?;
+        Ok(())
+    }
+}
+
+/// The store reporter: every new evaluation is saved as soon as it arrives, so a crash loses only
+/// what ran.
+struct Recorder<'a> {
+    store: &'a Store,
+    settings: &'a EvalSettings,
+    batch_id: Option<&'a str>,
+    error: Option<cudal1_store::StoreError>,
+}
+
+impl Recorder<'_> {
+    fn record(&mut self, item: &Item, e: &Evaluation) {
+        let row = record::to_store(e, &item.task.path.display().to_string(), self.settings, self.batch_id);
+        if let Err(err) = self.store.insert_evaluation(&row) {
+            self.error.get_or_insert(err);
+        }
+    }
+}
+
+/// The progress reporter: a bar on stderr (drawn only in a terminal) and, for batches, a line per
+/// finished candidate.
+struct Progress {
+    bar: ProgressBar,
+    lines: bool,
+}
+
+impl Progress {
+    fn new(total: usize, done: usize, lines: bool) -> Progress {
+        let bar = ProgressBar::new(total as u64);
+        bar.set_style(ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}").expect("valid template"));
+        bar.set_position(done as u64);
+        if done > 0 && lines {
+            bar.println(format!("resuming: {done} of {total} candidates already evaluated"));
+        }
+        bar.enable_steady_tick(Duration::from_millis(200));
+        Progress { bar, lines }
+    }
+
+    fn event(&mut self, item: &Item, event: &Event) {
+        let label = report::short_label(&item.candidate.label);
+        match &event.kind {
+            EventKind::Queued { .. } => {}
+            EventKind::Compiling => self.bar.set_message(format!("compiling {label}")),
+            EventKind::Compiled { ms, cached, ok } => {
+                tracing::info!(candidate = %item.candidate.label, ms, cached, ok, "compiled");
+            }
+            EventKind::Started { device } => self.bar.set_message(format!("{label} on {device}")),
+            EventKind::Finished(outcome) => {
+                self.bar.inc(1);
+                let line = match outcome {
+                    JobOutcome::Evaluated(e) => {
+                        Some(format!("{:<13} {:>18}  {}  {}", e.verdict.as_str(), report::speedup_text(e), item.task.key(), label))
+                    }
+                    JobOutcome::TaskFailed { error, .. } => Some(format!("reference failed for {label}: {}", error.lines().next().unwrap_or(""))),
+                    _ => None,
+                };
+                if let (true, Some(line)) = (self.lines, line) {
+                    self.bar.println(line);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! Ctrl-C and SIGTERM, the same everywhere: once, drain (what runs finishes and is saved, nothing
+//! new starts); twice, stop now (running processes are killed). Either way the engines' scratch
+//! directories are removed and the command exits with status 130.
+
+use cudal1_eval::Canceller;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// How long a second press waits for killed work to end before exiting regardless.
+const LAST_RESORT: Duration = Duration::from_secs(15);
+
+#[derive(Default)]
+pub struct Interrupt {
+    presses: AtomicUsize,
+    /// Set on the first press: loops stop starting work (LLM requests, new jobs).
+    flag: AtomicBool,
+    engines: Mutex<Vec<Canceller>>,
+    under_way: Mutex<&'static str>,
+}
+
+impl Interrupt {
+    /// Whether Ctrl-C (or SIGTERM) has arrived.
+    pub fn interrupted(&self) -> bool {
+        self.flag.load(Ordering::SeqCst)
+    }
+
+    /// The flag a loop polls between steps.
+    pub fn flag(&self) -> &AtomicBool {
+        &self.flag
+    }
+
+    /// An engine to cancel on the first press and kill on the second.
+    pub fn watch(&self, canceller: Canceller) {
+        if self.presses.load(Ordering::SeqCst) > 0 {
+            canceller.cancel();
+        }
+        self.engines.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(canceller);
+    }
+
+    fn press(&self) {
+        let n = self.presses.fetch_add(1, Ordering::SeqCst);
+        let engines = self.engines.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        match n {
+            0 => {
+                self.flag.store(true, Ordering::SeqCst);
+                let what = *self.under_way.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                eprintln!("\ninterrupted: finishing {what} (they are saved); press Ctrl-C again to stop now");
+                engines.iter().for_each(Canceller::cancel);
+            }
+            1 => {
+                eprintln!("\nstopping now: killing what runs and removing scratch files");
+                engines.iter().for_each(Canceller::kill);
+                std::thread::spawn(|| {
+                    std::thread::sleep(LAST_RESORT);
+                    std::process::exit(130);
+                });
+            }
+            _ => std::process::exit(130),
+        }
+    }
+}
+
+/// The process's interrupt state; the handler is installed on first use. `under_way` names what
+/// a first press lets finish ("the evaluations under way").
+pub fn install(under_way: &'static str) -> Arc<Interrupt> {
+    static STATE: OnceLock<Arc<Interrupt>> = OnceLock::new();
+    let state = STATE.get_or_init(|| {
+        let state = Arc::new(Interrupt::default());
+        let handler = Arc::clone(&state);
+        if let Err(e) = ctrlc::set_handler(move || handler.press()) {
+            tracing::warn!(error = %e, "could not install the Ctrl-C handler");
+        }
+        state
+    });
+    *state.under_way.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = under_way;
+    Arc::clone(state)
+}

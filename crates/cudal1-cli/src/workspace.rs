@@ -1,0 +1,140 @@
+//! Settings resolved once: [`Workspace::resolve`] turns the command line into the interpreter,
+//! the runner environment, the devices (their timing cores reserved), the evaluation settings and
+//! the store, and [`Workspace::engine`] starts the one evaluation engine every command uses.
+
+use crate::args::{CommonEval, DeviceFlag};
+use anyhow::{bail, Context, Result};
+use cudal1_eval::{CompileCache, Device, EngineConfig, EvalSettings, Evaluator, Event, Mode, RunnerEnv, Tolerance};
+use cudal1_python::{find_interpreter, Interpreter, PythonRequest};
+use cudal1_store::Store;
+use crossbeam_channel::Receiver;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub struct Workspace {
+    pub interpreter: Interpreter,
+    pub env: RunnerEnv,
+    /// The runner package, built extensions and imported tasks live here.
+    pub cache: PathBuf,
+    pub devices: Vec<Device>,
+    pub settings: EvalSettings,
+    pub store: Store,
+    pub compile_workers: Option<usize>,
+    pub lanes: Option<usize>,
+    pub prefetch: Option<bool>,
+    pub seed: u64,
+}
+
+impl Workspace {
+    /// Everything `eval`, `optimize` and `tasks check` share, from their common flags.
+    pub fn resolve(common: &CommonEval, device: Option<&DeviceFlag>, prefetch: Option<bool>) -> Result<Workspace> {
+        let (interpreter, env, cache) = interpreter(common.python.as_deref(), common.cache_dir.as_deref())?;
+        let devices = devices(device, &interpreter)?;
+        let settings = settings(common, devices[0].clone())?;
+        let store = Store::open(&common.db)?;
+        Ok(Workspace {
+            interpreter,
+            env,
+            cache,
+            devices,
+            settings,
+            store,
+            compile_workers: common.compile_workers,
+            lanes: common.lanes,
+            prefetch,
+            seed: common.seed.unwrap_or_else(rand::random),
+        })
+    }
+
+    /// Starts the evaluation engine on this workspace's devices.
+    pub fn engine(&self) -> Result<(Evaluator, Receiver<Event>)> {
+        let mut config = EngineConfig::new(self.env.clone(), self.devices.clone(), self.settings.clone(), self.compile_cache());
+        if let Some(n) = self.compile_workers {
+            config.compile_workers = n;
+        }
+        if let Some(n) = self.lanes {
+            config.lanes = n;
+        }
+        config.prefetch = self.prefetch;
+        config.seed = self.seed;
+        let parent = config.scratch_parent.clone();
+        Evaluator::start(config).with_context(|| format!("making a scratch directory in `{}`\nhint: set CUDAL1_WORK_DIR to a writable directory with room", parent.display()))
+    }
+
+    pub fn compile_cache(&self) -> CompileCache {
+        CompileCache { root: self.cache.join("extensions") }
+    }
+}
+
+pub fn cache_dir(flag: Option<&Path>) -> PathBuf {
+    if let Some(p) = flag {
+        return p.to_owned();
+    }
+    if let Some(p) = std::env::var_os("CUDAL1_CACHE_DIR") {
+        return PathBuf::from(p);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("cudal1")
+}
+
+/// The interpreter, probed, the runner package installed in the cache, and the cache.
+pub fn interpreter(python: Option<&Path>, cache_flag: Option<&Path>) -> Result<(Interpreter, RunnerEnv, PathBuf)> {
+    let cache = cache_dir(cache_flag);
+    let interp = find_interpreter(&PythonRequest { flag: python.map(Path::to_owned), start_dir: None })?;
+    tracing::info!(python = %interp.path.display(), source = %interp.source, torch = ?interp.probe.torch, "using Python");
+    let env = RunnerEnv::prepare(&interp, &cache).with_context(|| format!("installing the runner package under `{}`", cache.display()))?;
+    Ok((interp, env, cache))
+}
+
+/// `--device`: one device, or every visible GPU. The CPU cores that will time on them are kept
+/// free of cudal1's other work from here on (`cudal1_eval::cores`; `CUDAL1_TIMING_CORES` names
+/// them by hand).
+pub fn devices(flag: Option<&DeviceFlag>, interp: &Interpreter) -> Result<Vec<Device>> {
+    let devices = chosen_devices(flag, interp)?;
+    cudal1_eval::cores::reserve(&devices).map_err(anyhow::Error::msg)?;
+    Ok(devices)
+}
+
+fn chosen_devices(flag: Option<&DeviceFlag>, interp: &Interpreter) -> Result<Vec<Device>> {
+    let gpus = interp.probe.gpus.len() as u32;
+    match flag {
+        None | Some(DeviceFlag::All) if gpus > 0 => Ok((0..gpus).map(Device::Cuda).collect()),
+        None => Ok(vec![Device::Cpu]),
+        Some(DeviceFlag::All) => bail!("`--device all` asks for every GPU, but PyTorch at `{}` sees none\nhint: use `--device cpu`", interp.path.display()),
+        Some(DeviceFlag::One(d)) => {
+            if let Device::Cuda(n) = d {
+                if *n >= gpus {
+                    bail!("`--device {d}`: PyTorch at `{}` sees {gpus} GPU(s)\nhint: use `--device cpu` or `--device all`, or check `nvidia-smi` and CUDA_VISIBLE_DEVICES", interp.path.display());
+                }
+            }
+            Ok(vec![d.clone()])
+        }
+    }
+}
+
+pub fn settings(common: &CommonEval, device: Device) -> Result<EvalSettings> {
+    if common.seeds == 0 {
+        bail!("`--seeds` must be at least 1");
+    }
+    if !(common.budget > 0.0 && common.call_timeout > 0.0) {
+        bail!("`--budget` and `--call-timeout` must be positive numbers of seconds");
+    }
+    let tolerance = match (common.atol, common.rtol, common.kernelbench_v0) {
+        (Some(atol), Some(rtol), _) => Tolerance::Fixed { atol, rtol },
+        (_, _, true) => Tolerance::KernelBenchV0,
+        _ => Tolerance::PerDtype,
+    };
+    Ok(EvalSettings {
+        tolerance,
+        correctness_seeds: common.seeds,
+        timing_budget: Duration::from_secs_f64(common.budget),
+        call_timeout: Duration::from_secs_f64(common.call_timeout),
+        sandbox: !common.no_sandbox,
+        window: common.window,
+        mode: Mode::Full,
+        ..EvalSettings::for_device(device)
+    })
+}

@@ -1,0 +1,222 @@
+//! One lane of a device: the only loop in cudal1 that runs work on a device. It takes ready jobs
+//! from the engine's queue, holds the device's gate while a job runs (alone for a timed job,
+//! shared for checks), keeps the references of its last tasks alive, and on GPUs starts the next
+//! candidates' processes while the current one runs.
+
+use super::{job_settings, Entry, JobOutcome, Shared, Work};
+use crate::candidate::{evaluate_in, CandidateProcess, EvalContext};
+use crate::compile::CompileOutcome;
+use crate::degenerate::check_task;
+use crate::engine::EventKind;
+use crate::reference::{describe, ReferenceError, ReferenceSession};
+use crate::settings::{Device, EvalSettings};
+use crate::verdict::Evaluation;
+use cudal1_task::Task;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// References a lane keeps alive (they hold weights on the device). The timing lane keeps more:
+/// an `optimize` or training run returns to the same few tasks.
+const REFERENCES_TIMING_LANE: usize = 3;
+const REFERENCES_OTHER_LANE: usize = 2;
+
+/// How many candidate processes a lane starts ahead: two, so that a candidate that fails at once
+/// still finds the next one's interpreter ready.
+const PREFETCH_DEPTH: usize = 2;
+
+/// A job taken from the queue, with its candidate's process if it was started ahead.
+struct Staged {
+    entry: Entry,
+    process: Option<CandidateProcess>,
+}
+
+struct Lane<'a> {
+    shared: &'a Shared,
+    device: Device,
+    device_index: usize,
+    /// Lane 0 of a device takes every job; the others only those that do not time.
+    times: bool,
+    prefetch: bool,
+    references: VecDeque<(String, ReferenceSession)>,
+    capacity: usize,
+    rng: StdRng,
+}
+
+pub(super) fn run(shared: &Shared, device_index: usize, lane_index: usize) {
+    let device = shared.config.devices[device_index].clone();
+    let times = lane_index == 0;
+    let seed = shared.config.seed ^ ((device_index as u64) << 32) ^ lane_index as u64;
+    let mut lane = Lane {
+        shared,
+        prefetch: shared.config.prefetch.unwrap_or(device.is_cuda()),
+        device,
+        device_index,
+        times,
+        references: VecDeque::new(),
+        capacity: if times { REFERENCES_TIMING_LANE } else { REFERENCES_OTHER_LANE },
+        rng: StdRng::seed_from_u64(seed),
+    };
+    lane.serve();
+    for (_, r) in lane.references.drain(..) {
+        r.shutdown();
+    }
+}
+
+impl Lane<'_> {
+    fn accepts(&self, entry: &Entry) -> bool {
+        self.times || !entry.job.times()
+    }
+
+    fn serve(&mut self) {
+        let mut ahead: VecDeque<Staged> = VecDeque::new();
+        loop {
+            let staged = match ahead.pop_front() {
+                Some(s) => s,
+                None => match self.shared.ready_q.pop(|e| self.accepts(e)) {
+                    Some(entry) => Staged { entry, process: None },
+                    None => break,
+                },
+            };
+            if self.shared.cancelled() {
+                self.cancel(staged);
+                continue;
+            }
+            while self.prefetch && ahead.len() < PREFETCH_DEPTH {
+                let Some(entry) = self.shared.ready_q.try_pop(|e| self.accepts(e)) else { break };
+                let process = self.start_ahead(&entry);
+                ahead.push_back(Staged { entry, process });
+            }
+            self.run_one(staged);
+        }
+        for staged in ahead {
+            self.cancel(staged);
+        }
+    }
+
+    fn cancel(&self, staged: Staged) {
+        if let Some(p) = staged.process {
+            p.discard();
+        }
+        self.shared.end(staged.entry, JobOutcome::Cancelled);
+    }
+
+    /// Starts a candidate's interpreter before its turn; nothing of the candidate runs yet.
+    fn start_ahead(&self, entry: &Entry) -> Option<CandidateProcess> {
+        let Work::Evaluate { candidate, .. } = &entry.job.work else { return None };
+        if matches!(entry.compiled, CompileOutcome::Failed { .. }) {
+            return None;
+        }
+        let settings = job_settings(&self.shared.config.settings, &self.device, &entry.job);
+        let ctx = EvalContext { env: &self.shared.config.env, settings: &settings, work_root: &self.shared.scratch };
+        CandidateProcess::start(&ctx, &entry.job.task.path, candidate, &entry.compiled).ok()
+    }
+
+    fn run_one(&mut self, staged: Staged) {
+        let Staged { entry, process } = staged;
+        let picked = Instant::now();
+        self.shared.emit(entry.id, EventKind::Started { device: self.device.clone() });
+        let settings = job_settings(&self.shared.config.settings, &self.device, &entry.job);
+        let gate = &self.shared.gates[self.device_index];
+        let held = if entry.job.times() { gate.exclusive() } else { gate.shared() };
+        let slot_wait = picked.elapsed();
+        let outcome = match &entry.job.work {
+            Work::Evaluate { candidate, .. } => {
+                let task = Arc::clone(&entry.job.task);
+                match self.evaluate(&task, candidate, &entry.compiled, process, &settings) {
+                    Ok(mut e) => {
+                        account(&mut e, &entry, picked, slot_wait);
+                        JobOutcome::Evaluated(Arc::new(e))
+                    }
+                    Err(e) => JobOutcome::TaskFailed { at_start: e.at_start(), error: e.to_string() },
+                }
+            }
+            Work::CheckTask { seeds } => match check_task(&self.shared.config.env, &entry.job.task, &settings, &self.shared.scratch, seeds) {
+                Ok(c) => JobOutcome::Checked(Arc::new(c)),
+                Err(e) => JobOutcome::TaskFailed { error: e.to_string(), at_start: false },
+            },
+            Work::Describe => match describe(&self.shared.config.env, &entry.job.task, &settings, &self.shared.scratch) {
+                Ok(d) => JobOutcome::Described(Arc::new(d)),
+                Err(e) => JobOutcome::TaskFailed { at_start: e.at_start(), error: e.to_string() },
+            },
+        };
+        drop(held);
+        // Killed processes give verdicts that mean nothing.
+        let outcome = if self.shared.killed.load(Ordering::SeqCst) { JobOutcome::Cancelled } else { outcome };
+        self.shared.end(entry, outcome);
+    }
+
+    fn evaluate(
+        &mut self,
+        task: &Task,
+        candidate: &cudal1_task::Candidate,
+        compiled: &CompileOutcome,
+        process: Option<CandidateProcess>,
+        settings: &EvalSettings,
+    ) -> Result<Evaluation, ReferenceError> {
+        let started = Instant::now();
+        let i = match self.reference(task, settings) {
+            Ok(i) => i,
+            Err(e) => {
+                if let Some(p) = process {
+                    p.discard();
+                }
+                return Err(e);
+            }
+        };
+        let ctx = EvalContext { env: &self.shared.config.env, settings, work_root: &self.shared.scratch };
+        let job_rng = StdRng::from_rng(&mut self.rng);
+        let reference_ready = started.elapsed();
+        let mut result = evaluate_in(&ctx, &mut self.references[i].1, candidate, compiled, process, job_rng);
+        if let Ok(e) = &mut result {
+            e.measurements.phase("reference", reference_ready);
+        }
+        match &result {
+            // Seeds are fresh for every candidate: expected outputs (hundreds of MB each) go.
+            Ok(_) => self.references[i].1.clear_expected(),
+            // A reference that failed once is not trusted again.
+            Err(_) => {
+                if let Some((_, r)) = self.references.remove(i) {
+                    r.shutdown();
+                }
+            }
+        }
+        result
+    }
+
+    /// The index of the task's running reference, started (and the oldest one ended) if need be.
+    fn reference(&mut self, task: &Task, settings: &EvalSettings) -> Result<usize, ReferenceError> {
+        if let Some(i) = self.references.iter().position(|(hash, _)| *hash == task.hash) {
+            return Ok(i);
+        }
+        let session = ReferenceSession::start(&self.shared.config.env, task, settings, &self.shared.scratch)?;
+        if self.references.len() >= self.capacity {
+            if let Some((_, old)) = self.references.pop_front() {
+                old.shutdown();
+            }
+        }
+        self.references.push_back((task.hash.clone(), session));
+        Ok(self.references.len() - 1)
+    }
+}
+
+/// Where the job's whole time went: queueing, compiling and waiting for the device come before
+/// the evaluation's own phases, and the duration runs from submission to verdict.
+fn account(e: &mut Evaluation, entry: &Entry, picked: Instant, slot_wait: Duration) {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let waited = picked.saturating_duration_since(entry.submitted);
+    let phases = &mut e.measurements.phases_ms;
+    phases.insert("queue".into(), ms(waited.saturating_sub(entry.compile_wall)));
+    if !entry.compile_wall.is_zero() {
+        phases.insert("compile".into(), ms(entry.compile_wall));
+    }
+    phases.insert("device_wait".into(), ms(slot_wait));
+    e.duration_ms = ms(entry.submitted.elapsed());
+    // What no phase names (handing results between threads, cleaning up): the phases sum to the
+    // duration.
+    let named: f64 = phases.values().sum();
+    phases.insert("other".into(), (e.duration_ms - named).max(0.0));
+}

@@ -1,0 +1,383 @@
+//! The evaluation engine: [`Evaluator`] is owned and long-lived. Jobs go in at any time
+//! ([`Evaluator::submit`]: a task, a candidate, a [`Mode`], a priority); one ordered stream of
+//! [`Event`]s comes out, and each job's [`JobOutcome`] can also be awaited on its [`JobHandle`].
+//!
+//! Inside, programs that build extensions go to a pool of sandboxed CPU compile workers first, so
+//! a device never waits for nvcc. Each device has lanes: lane 0 takes every job and times one
+//! full evaluation at a time with the device to itself; further lanes take only jobs that do not
+//! time (correctness checks, task checks), which share the device with each other but never run
+//! beside a timed one ([`gate`]). Each lane keeps the references of its last few tasks alive,
+//! removes expected outputs after every job, and on GPUs starts the next candidates' processes
+//! while the current one is timed. The engine owns its scratch directory and removes it when it
+//! ends. `eval`, `optimize`, `tasks check`, `train` and `serve` are all users of this one loop.
+//!
+//! ```no_run
+//! # fn demo(config: cudal1_eval::EngineConfig, task: cudal1_task::Task, candidate: cudal1_task::Candidate) -> std::io::Result<()> {
+//! use cudal1_eval::{Evaluator, Job, JobOutcome};
+//! let (engine, events) = Evaluator::start(config)?;
+//! let handle = engine.submit(Job::evaluate(std::sync::Arc::new(task), candidate));
+//! std::thread::spawn(move || events.iter().for_each(|e| tracing::debug!(?e)));
+//! if let JobOutcome::Evaluated(e) = handle.wait() {
+//!     println!("{}: {}", e.verdict, e.reason);
+//! }
+//! engine.finish();
+//! # Ok(()) }
+//! ```
+
+mod gate;
+mod job;
+mod lane;
+mod queue;
+
+pub use job::{Done, Event, EventKind, Job, JobHandle, JobId, JobOutcome, Work};
+
+use crate::compile::{compile, needs_compile, CompileCache, CompileOutcome};
+use crate::runner::RunnerEnv;
+use crate::settings::{Device, EvalSettings, Mode};
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use gate::Gate;
+use queue::Queue;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Everything an engine is built from, resolved once by its user.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    pub env: RunnerEnv,
+    /// One timing slot each; every job may run on any of them.
+    pub devices: Vec<Device>,
+    /// The settings of every job; the device and mode are set per job.
+    pub settings: EvalSettings,
+    pub compile_cache: CompileCache,
+    /// Where the engine makes its scratch directory ([`crate::scratch::default_parent`]).
+    pub scratch_parent: PathBuf,
+    pub compile_workers: usize,
+    /// Lanes per device: how many jobs that do not time may run on one device at once.
+    pub lanes: usize,
+    /// Start the next candidates' processes while one is timed; `None`: on GPUs only, since on
+    /// the CPU the start-up would take a core from the timed processes.
+    pub prefetch: Option<bool>,
+    /// Seeds the engine's random choices (input seeds, block order).
+    pub seed: u64,
+}
+
+impl EngineConfig {
+    /// The defaults for these devices: half the cores compile, scratch where
+    /// [`crate::scratch::default_parent`] says, lanes as [`default_lanes`] says.
+    pub fn new(env: RunnerEnv, devices: Vec<Device>, settings: EvalSettings, compile_cache: CompileCache) -> EngineConfig {
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        let lanes = default_lanes(devices.first().unwrap_or(&Device::Cpu), cores);
+        EngineConfig {
+            env,
+            devices,
+            settings,
+            compile_cache,
+            scratch_parent: crate::scratch::default_parent(),
+            compile_workers: (cores / 2).max(1),
+            lanes,
+            prefetch: None,
+            seed: rand::random(),
+        }
+    }
+}
+
+/// Lanes per device by default: on a GPU four (checks are short and the device has room); on
+/// the CPU one per two cores (a check runs a reference and a candidate process).
+pub fn default_lanes(device: &Device, cores: usize) -> usize {
+    if device.is_cuda() {
+        4
+    } else {
+        (cores / 2).max(1)
+    }
+}
+
+/// Where the engine's time went, for throughput reports.
+#[derive(Debug, Clone)]
+pub struct EngineStats {
+    /// Since the engine started.
+    pub wall: Duration,
+    /// Per device: how long a timed job held it alone.
+    pub timing_busy: Vec<(Device, Duration)>,
+}
+
+/// Where a job's outcome goes besides the event stream.
+enum Reply {
+    Handle(Sender<JobOutcome>),
+    Queue(Sender<Done>),
+}
+
+/// A job inside the engine.
+struct Entry {
+    id: JobId,
+    job: Job,
+    reply: Reply,
+    submitted: Instant,
+    compiled: CompileOutcome,
+    /// Wall time in the compile pool.
+    compile_wall: Duration,
+}
+
+struct Shared {
+    config: EngineConfig,
+    scratch: PathBuf,
+    compile_q: Queue<Entry>,
+    ready_q: Queue<Entry>,
+    gates: Vec<Gate>,
+    events: Sender<Event>,
+    cancelled: AtomicBool,
+    killed: AtomicBool,
+    next_id: AtomicU64,
+    compilers_alive: AtomicUsize,
+    started: Instant,
+}
+
+impl Shared {
+    fn emit(&self, job: JobId, kind: EventKind) {
+        // A user that dropped the stream does not want events.
+        let _ = self.events.send(Event { job, kind });
+    }
+
+    fn end(&self, entry: Entry, outcome: JobOutcome) {
+        // A waiter that went away does not want the outcome.
+        let _ = match entry.reply {
+            Reply::Handle(tx) => tx.send(outcome.clone()).is_ok(),
+            Reply::Queue(tx) => tx.send(Done { id: entry.id, outcome: outcome.clone() }).is_ok(),
+        };
+        self.emit(entry.id, EventKind::Finished(outcome));
+    }
+
+    fn cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::SeqCst)
+    }
+
+    fn ready(&self, entry: Entry) {
+        let priority = entry.job.priority;
+        if let Err(entry) = self.ready_q.push(priority, entry) {
+            self.end(entry, JobOutcome::Cancelled);
+        }
+    }
+}
+
+/// The engine. Dropping it without [`Evaluator::finish`] stops everything at once.
+pub struct Evaluator {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+    scratch: Option<tempfile::TempDir>,
+}
+
+impl Evaluator {
+    /// Starts the compile pool and the device lanes; returns the engine and its event stream.
+    /// Fails only when the scratch directory cannot be made.
+    pub fn start(config: EngineConfig) -> std::io::Result<(Evaluator, Receiver<Event>)> {
+        std::fs::create_dir_all(&config.scratch_parent)?;
+        let scratch = tempfile::Builder::new().prefix("cudal1-").tempdir_in(&config.scratch_parent)?;
+        let (events, stream) = unbounded();
+        let compile_workers = config.compile_workers.max(1);
+        let shared = Arc::new(Shared {
+            scratch: scratch.path().to_owned(),
+            compile_q: Queue::new(),
+            ready_q: Queue::new(),
+            gates: config.devices.iter().map(|_| Gate::default()).collect(),
+            events,
+            cancelled: AtomicBool::new(false),
+            killed: AtomicBool::new(false),
+            next_id: AtomicU64::new(1),
+            compilers_alive: AtomicUsize::new(compile_workers),
+            started: Instant::now(),
+            config,
+        });
+        let mut threads = Vec::new();
+        for n in 0..compile_workers {
+            let shared = Arc::clone(&shared);
+            threads.push(spawn_named(format!("compile-{n}"), move || compile_loop(&shared)));
+        }
+        let lanes = shared.config.lanes.max(1);
+        for d in 0..shared.config.devices.len() {
+            for l in 0..lanes {
+                let shared = Arc::clone(&shared);
+                threads.push(spawn_named(format!("lane-{d}-{l}"), move || lane::run(&shared, d, l)));
+            }
+        }
+        Ok((Evaluator { shared, threads, scratch: Some(scratch) }, stream))
+    }
+
+    /// Queues a job; its outcome arrives on the handle and as its last event. After
+    /// [`Evaluator::cancel`] a job ends at once as cancelled.
+    pub fn submit(&self, job: Job) -> JobHandle {
+        let (reply, outcome) = bounded(1);
+        let id = self.enqueue(job, Reply::Handle(reply));
+        JobHandle { id, outcome }
+    }
+
+    /// As [`Evaluator::submit`], with the outcome sent to `done` (one channel for many jobs, for
+    /// loops that wait on whichever finishes first).
+    pub fn submit_to(&self, job: Job, done: &Sender<Done>) -> JobId {
+        self.enqueue(job, Reply::Queue(done.clone()))
+    }
+
+    fn enqueue(&self, job: Job, reply: Reply) -> JobId {
+        let s = &self.shared;
+        let id = JobId(s.next_id.fetch_add(1, Ordering::SeqCst));
+        let mode = match &job.work {
+            Work::Evaluate { mode, .. } => Some(*mode),
+            Work::CheckTask { .. } | Work::Describe => None,
+        };
+        s.emit(id, EventKind::Queued { task: job.task.key(), label: job.label(), mode });
+        let compiles = job.candidate().is_some_and(|c| needs_compile(&c.source));
+        let entry = Entry { id, job, reply, submitted: Instant::now(), compiled: CompileOutcome::NotNeeded, compile_wall: Duration::ZERO };
+        if s.cancelled() {
+            s.end(entry, JobOutcome::Cancelled);
+        } else if compiles {
+            let priority = entry.job.priority;
+            if let Err(entry) = s.compile_q.push(priority, entry) {
+                s.end(entry, JobOutcome::Cancelled);
+            }
+        } else {
+            s.ready(entry);
+        }
+        id
+    }
+
+    /// Drains: evaluations under way finish (their outcomes are real), everything queued ends as
+    /// cancelled, and later submissions are cancelled at once.
+    pub fn cancel(&self) {
+        self.canceller().cancel();
+    }
+
+    /// Stops now: cancels, and kills every runner process of this program, so that evaluations
+    /// under way end at once (as cancelled, not with a verdict).
+    pub fn kill(&self) {
+        self.canceller().kill();
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.shared.cancelled()
+    }
+
+    /// A handle that cancels or kills this engine from elsewhere (a Ctrl-C handler).
+    pub fn canceller(&self) -> Canceller {
+        Canceller { shared: Arc::clone(&self.shared) }
+    }
+
+    /// The engine's own scratch directory (removed when the engine ends).
+    pub fn scratch(&self) -> &Path {
+        &self.shared.scratch
+    }
+
+    pub fn devices(&self) -> &[Device] {
+        &self.shared.config.devices
+    }
+
+    pub fn settings(&self) -> &EvalSettings {
+        &self.shared.config.settings
+    }
+
+    /// Jobs waiting for a compile worker or a device.
+    pub fn queued(&self) -> usize {
+        self.shared.compile_q.len() + self.shared.ready_q.len()
+    }
+
+    pub fn stats(&self) -> EngineStats {
+        let s = &self.shared;
+        EngineStats {
+            wall: s.started.elapsed(),
+            timing_busy: s.config.devices.iter().cloned().zip(s.gates.iter().map(Gate::exclusive_busy)).collect(),
+        }
+    }
+
+    /// Takes no more jobs, waits until every job has ended, and removes the scratch directory.
+    pub fn finish(mut self) -> EngineStats {
+        self.close_and_join();
+        self.stats()
+    }
+
+    fn close_and_join(&mut self) {
+        // The last compile worker to leave closes the ready queue (compiled jobs still go there).
+        self.shared.compile_q.close();
+        for t in self.threads.drain(..) {
+            if t.join().is_err() {
+                tracing::error!("an engine thread panicked");
+            }
+        }
+        if let Some(dir) = self.scratch.take() {
+            if let Err(e) = dir.close() {
+                tracing::warn!(error = %e, "could not remove the engine's scratch directory");
+            }
+        }
+    }
+}
+
+impl Drop for Evaluator {
+    fn drop(&mut self) {
+        if !self.threads.is_empty() {
+            self.kill();
+            self.close_and_join();
+        }
+    }
+}
+
+/// Cancels or kills an [`Evaluator`] from another thread; cheap to clone.
+#[derive(Clone)]
+pub struct Canceller {
+    shared: Arc<Shared>,
+}
+
+impl Canceller {
+    /// As [`Evaluator::cancel`].
+    pub fn cancel(&self) {
+        let s = &self.shared;
+        s.cancelled.store(true, Ordering::SeqCst);
+        for entry in s.compile_q.drain().into_iter().chain(s.ready_q.drain()) {
+            s.end(entry, JobOutcome::Cancelled);
+        }
+    }
+
+    /// As [`Evaluator::kill`].
+    pub fn kill(&self) {
+        self.shared.killed.store(true, Ordering::SeqCst);
+        self.cancel();
+        crate::runner::kill_all();
+    }
+}
+
+fn spawn_named(name: String, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
+    std::thread::Builder::new().name(name).spawn(f).expect("the system can start a thread")
+}
+
+fn compile_loop(shared: &Shared) {
+    while let Some(mut entry) = shared.compile_q.pop(|_| true) {
+        if shared.cancelled() {
+            shared.end(entry, JobOutcome::Cancelled);
+            continue;
+        }
+        shared.emit(entry.id, EventKind::Compiling);
+        let started = Instant::now();
+        let settings = job_settings(&shared.config.settings, &Device::Cpu, &entry.job);
+        let candidate = entry.job.candidate().expect("only candidates are compiled");
+        let outcome = compile(&shared.config.env, &entry.job.task, candidate, &shared.config.compile_cache, &settings, &shared.scratch);
+        let (ms, cached, ok) = match &outcome {
+            CompileOutcome::Built { ms, cached, .. } => (*ms, *cached, true),
+            CompileOutcome::Failed { ms, .. } => (*ms, false, false),
+            CompileOutcome::NotNeeded => (0.0, false, true),
+        };
+        shared.emit(entry.id, EventKind::Compiled { ms, cached, ok });
+        entry.compiled = outcome;
+        entry.compile_wall = started.elapsed();
+        shared.ready(entry);
+    }
+    if shared.compilers_alive.fetch_sub(1, Ordering::SeqCst) == 1 {
+        shared.ready_q.close();
+    }
+}
+
+/// The settings a job runs under on `device`.
+fn job_settings(base: &EvalSettings, device: &Device, job: &Job) -> EvalSettings {
+    let mode = match &job.work {
+        Work::Evaluate { mode, .. } => *mode,
+        Work::CheckTask { .. } | Work::Describe => Mode::Correctness,
+    };
+    EvalSettings { device: device.clone(), mode, ..base.clone() }
+}
