@@ -1,13 +1,23 @@
-"""The compile role: import a candidate on a CPU machine so its ``load_inline`` builds happen.
+"""The compile role: make a candidate's extension builds happen on a CPU, ahead of device time.
+
+Wherever the program builds (at import, in ``__init__``, on its first call, in a helper), the build
+should be done here, so that the candidate's process finds it built and a device never waits for
+nvcc. The role imports the program, constructs ``ModelNew`` on the CPU, and then lets
+``extensions.discover`` find the builds that did not happen yet: it calls the methods that hold
+them, makes one call of the model on small CPU inputs, and works out the remaining calls'
+arguments from the source. The reply says how many build sites the program has and which were
+missed, so that the Rust side can give those candidates the time a build takes.
 
 fds 1 and 2 point at a temporary file while the candidate runs, so the output of ninja, the host
-compiler and nvcc is captured for the reply. Only a failed build is a ``compile_error``; any other
-exception (a CUDA call at import with no GPU, a missing optional package) comes after or apart from
-the build and is reported as success with the exception text in ``log``.
+compiler and nvcc is captured for the reply. Only a failed build at import or construction is a
+``compile_error``; any other exception (a CUDA call at import with no GPU, a missing optional
+package) comes after or apart from the build and is reported as success with the exception text
+in ``log``.
 """
 
 import contextlib
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -15,10 +25,16 @@ import traceback
 
 import torch
 
+from . import extensions
 from .errors import COMPILE_ERROR, LOAD_ERROR, RunnerError, chain, classify, tail
 from .inputs import InputSource
 from .loading import load_module
 from .seeding import seed_all
+
+# One call of the model on the CPU, to reach builds made on the first call: only for inputs this
+# small, and for at most this long.
+_FORWARD_MAX_BYTES = 256 << 20
+_FORWARD_SECONDS = 30
 
 _LIB_SUFFIXES = (".so", ".pyd", ".dylib")
 
@@ -51,14 +67,20 @@ def run(candidate: str, reference) -> dict:
     started = time.perf_counter_ns()
     notes = []
     failure = None
+    found = {"sites": 0, "missed": []}
+    extensions.install()
     with _captured_fds() as sink:
         try:
             module = load_module(candidate, "candidate")
         except RunnerError as err:
             module = None
             failure = err
+        instance, source = None, None
         if module is not None and reference is not None:
-            failure = _construct(module, reference, notes)
+            failure, instance, source = _construct(module, reference, notes)
+        if module is not None and (failure is None or failure.kind != COMPILE_ERROR):
+            forward = (lambda: _forward(instance, source, notes)) if instance is not None and source is not None else None
+            found = extensions.discover(module, candidate, instance, forward, notes)
     log = _read(sink)
     sink.close()
 
@@ -77,7 +99,50 @@ def run(candidate: str, reference) -> dict:
         "built": built_extensions(root) if root else [],
         "compile_ms": (time.perf_counter_ns() - started) / 1e6,
         "log": tail(text),
+        "sites": found["sites"],
+        "missed": found["missed"],
     }
+
+
+class _TooLong(Exception):
+    pass
+
+
+def _forward(model, source, notes: list) -> None:
+    """One call of the model on small CPU inputs, for builds made on the first call."""
+    try:
+        with torch.device("meta"):
+            seed_all(0)
+            probe = source.get_inputs()
+        size = sum(int(v.numel()) * v.element_size() for v in probe if isinstance(v, torch.Tensor))
+    except Exception as exc:
+        notes.append(f"sizing the inputs on meta tensors failed: {type(exc).__name__}: {exc}")
+        return
+    if size > _FORWARD_MAX_BYTES:
+        notes.append(f"not calling the model on the CPU: its inputs take {size >> 20} MB")
+        return
+
+    def too_long(signum, frame):
+        if extensions.building():
+            signal.setitimer(signal.ITIMER_REAL, 1)  # let the build finish; stop right after
+            return
+        raise _TooLong()
+
+    previous = signal.signal(signal.SIGALRM, too_long)
+    signal.setitimer(signal.ITIMER_REAL, _FORWARD_SECONDS)
+    try:
+        seed_all(0)
+        inputs = source.get_inputs()
+        with torch.no_grad():
+            model(*inputs)
+    except _TooLong:
+        notes.append(f"one call of the model on the CPU took over {_FORWARD_SECONDS} s; stopped it")
+    except Exception as exc:
+        text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        notes.append(f"calling ModelNew on the CPU failed (not a build error): {text}")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _unloadable_library(exc) -> bool:
@@ -88,12 +153,14 @@ def _unloadable_library(exc) -> bool:
 def _construct(module, reference: str, notes: list):
     """Build ModelNew once, for candidates that call ``load_inline`` in ``__init__``.
 
-    Returns a RunnerError only for a failed build; other failures become notes.
+    Returns (a RunnerError only for a failed build, the model or None, the reference's input
+    source or None); other failures become notes.
     """
     cls = vars(module).get("ModelNew")
     if not callable(cls):
         notes.append("candidate defines no ModelNew; nothing constructed")
-        return None
+        return None, None, None
+    source = None
     try:
         ref = load_module(reference, "reference")
         source = InputSource(ref)
@@ -101,16 +168,16 @@ def _construct(module, reference: str, notes: list):
             seed_all(0)
             init = source.get_init_inputs()
             seed_all(0)
-            cls(*init)
+            return None, cls(*init), source
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             raise
         err = classify(exc, LOAD_ERROR)
         if err.kind == COMPILE_ERROR:
-            return err
+            return err, None, source
         text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         notes.append(f"constructing ModelNew on the CPU failed (not a build error): {text}")
-    return None
+    return None, None, source
 
 
 def built_extensions(root: str) -> list:

@@ -12,7 +12,7 @@ import time
 import torch
 
 from . import compile as compiling
-from . import environment, precision, seeding
+from . import environment, extensions, precision, seeding
 from . import inputs as inputs_mod
 from . import outputs as outputs_mod
 from . import requests as req
@@ -114,6 +114,9 @@ class Session:
             guard.reference_loaded(ref, reference)
             precision.apply(allow_tf32)
             guard.precision_set()
+            if _builds_extensions(candidate):
+                # Its builds go where the compile pool built them, and their time is counted.
+                extensions.install()
             cand = load_module(candidate, "candidate")
             guard.check_precision("when the candidate was imported")
             require(cand, ["ModelNew"], "candidate")
@@ -141,6 +144,7 @@ class Session:
             "init_inputs": [inputs_mod.spec(v) for v in init],
             "parameters": parameters,
             "load_ms": (time.perf_counter_ns() - started) / 1e6,
+            "extension_ms": extensions.spent_ms(),
         }
 
     def _op_describe(self, request: dict) -> dict:
@@ -176,7 +180,7 @@ class Session:
                     if isinstance(exc, KeyboardInterrupt):
                         raise
                     raise with_context(classify(exc, RUNTIME_ERROR), f"seed {seed}") from None
-        return {"results": results}
+        return {"results": results, "extension_ms": extensions.spent_ms()}
 
     _op_expected = _op_outputs
 
@@ -276,6 +280,15 @@ def _described(source, cls, method: str, note) -> dict:
     if note:
         reply["note"] = note
     return reply
+
+
+def _builds_extensions(path: str) -> bool:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return False
+    return "load_inline" in text or "cpp_extension" in text
 
 
 def _error(rid, err: RunnerError) -> dict:

@@ -1,4 +1,7 @@
-"""The compile role with a real C++ ``load_inline`` build (slow: about a minute each)."""
+"""The compile role: finding a program's builds, and real C++ ``load_inline`` builds (slow:
+about a minute each)."""
+
+import os
 
 import pytest
 import torch
@@ -91,3 +94,196 @@ def test_compile_role_without_extensions_succeeds_with_nothing_built(start_runne
     reply = compiler.ok("compile", candidate=candidate, reference=reference)
     assert reply["built"] == []
     assert "hello from import" in reply["log"] and "constructed with 2.0" in reply["log"]
+
+
+# --- finding builds the program makes after import -------------------------------------------
+
+# Runs the compile role's `run` in a fresh interpreter whose real builder is replaced by one that
+# records what it was asked to build (name, build directory) instead of invoking a compiler: the
+# search for build sites is what these tests are about. One real build follows below.
+_DISCOVERY_DRIVER = r"""
+import json, os, sys
+import torch.utils.cpp_extension as cpp
+
+asked = []
+def fake_load_inline(name, cpp_sources, cuda_sources=None, functions=None, extra_cflags=None,
+                     extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None,
+                     build_directory=None, verbose=False, with_cuda=None, is_python_module=True,
+                     with_pytorch_error_handling=True, keep_intermediates=True, use_pch=False):
+    asked.append({"name": name, "build_directory": build_directory, "sources": cpp_sources})
+    if os.environ.get("FAKE_BUILD_FAILS"):
+        raise RuntimeError("Error building extension (stopped)")
+    class Ext:
+        def __getattr__(self, attr):
+            return lambda *a, **k: a[0]
+    return Ext()
+cpp.load_inline = fake_load_inline
+
+from cudal1_runner import compile as compiling
+reply = compiling.run(sys.argv[1], sys.argv[2])
+print(json.dumps({"reply": reply, "asked": asked}))
+"""
+
+
+def _discover(tmp_path, write, reference, source, **extra_env):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    candidate = write("lazy_cand.py", source)
+    driver = write("driver.py", _DISCOVERY_DRIVER)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), TORCH_EXTENSIONS_DIR=str(tmp_path / "ext"), **extra_env)
+    out = subprocess.run([sys.executable, driver, candidate, reference], capture_output=True, text=True, env=env, cwd=tmp_path, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+LAZY_BUILDS = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+SRC = "torch::Tensor f(torch::Tensor x);"
+
+class Helper:
+    def __init__(self):
+        self.mod = None
+
+    def _compile(self):
+        self.mod = load_inline(name="from_helper_method", cpp_sources=SRC, functions=["f"])
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.helper = Helper()
+        self.ext = None
+
+    def forward(self, x):
+        if x.is_cuda and self.ext is None:
+            flags = ["-O3"]
+            self.ext = load_inline(name="behind_is_cuda", cpp_sources=SRC, functions=["f"],
+                                   extra_cflags=flags, build_directory="/nonexistent/own_dir")
+        if self.helper.mod is None and x.is_cuda:
+            self.helper._compile()
+        return x * 2.0
+'''
+
+
+def test_builds_behind_a_device_check_or_in_a_helper_are_made_ahead_into_the_extensions_dir(tmp_path, write, reference):
+    result = _discover(tmp_path, write, reference, LAZY_BUILDS)
+    reply, asked = result["reply"], result["asked"]
+    names = sorted(a["name"] for a in asked)
+    assert names == ["behind_is_cuda", "from_helper_method"], result
+    # The program's own build directory is dropped: builds go to TORCH_EXTENSIONS_DIR/<name>.
+    assert all(a["build_directory"] is None for a in asked), asked
+    assert reply["sites"] == 2 and reply["missed"] == [], reply
+
+
+def test_a_build_on_the_first_call_is_made_by_one_call_of_the_model(tmp_path, write, reference):
+    source = '''
+import torch
+import torch.nn as nn
+from torch.utils import cpp_extension
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.ext = None
+
+    def forward(self, x):
+        if self.ext is None:
+            src = make_source(x.shape[-1])
+            self.ext = cpp_extension.load_inline(name=f"first_call_{x.shape[-1]}", cpp_sources=src, functions=["f"])
+        return x
+
+def make_source(n):
+    return "// width %d" % n
+'''
+    result = _discover(tmp_path, write, reference, source)
+    # The name and source depend on the input's shape: only a real call gets them right.
+    assert [a["name"] for a in result["asked"]] == ["first_call_8"], result
+    assert result["reply"]["missed"] == []
+
+
+def test_builds_that_cannot_be_made_ahead_are_listed_as_missed(tmp_path, write, reference):
+    source = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+def sources_for(device):
+    raise RuntimeError("needs a GPU")
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.ext = None
+
+    def forward(self, x):
+        if x.is_cuda and self.ext is None:
+            self.ext = load_inline(name="needs_gpu", cpp_sources=sources_for(x.device), functions=["f"])
+        return x
+'''
+    result = _discover(tmp_path, write, reference, source)
+    assert result["asked"] == []
+    assert result["reply"]["sites"] == 1
+    assert result["reply"]["missed"] == ["line 16 in ModelNew.forward"], result["reply"]
+    assert "could not be worked out ahead" in result["reply"]["log"]
+
+
+def test_a_build_that_failed_or_was_stopped_is_not_counted_as_made(tmp_path, write, reference):
+    result = _discover(tmp_path, write, reference, LAZY_BUILDS, FAKE_BUILD_FAILS="1")
+    # Each site was tried (by its method, then from the source) and is reported missed.
+    assert {a["name"] for a in result["asked"]} == {"behind_is_cuda", "from_helper_method"}
+    assert sorted(result["reply"]["missed"]) == ["line 13 in Helper._compile", "line 24 in ModelNew.forward"], result["reply"]
+
+
+LAZY_CPP_CANDIDATE = '''
+import os
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+SOURCE = """
+#include <torch/extension.h>
+torch::Tensor add_two(torch::Tensor x) { return x + 2; }
+"""
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.ext = None
+
+    def forward(self, x):
+        if self.ext is None:
+            os.makedirs("own_build_dir", exist_ok=True)
+            self.ext = load_inline(name="cudal1_test_lazy_add_two", cpp_sources=[SOURCE], functions=["add_two"],
+                                   build_directory="own_build_dir")
+        return self.ext.add_two(x)
+'''
+
+
+@pytest.mark.slow
+def test_a_build_on_the_first_call_is_built_ahead_and_found_built_by_the_candidate(start_runner, write, reference, tmp_path):
+    ext_dir = tmp_path / "extensions"
+    env = {"TORCH_EXTENSIONS_DIR": str(ext_dir)}
+    candidate = write("lazy_cpp.py", LAZY_CPP_CANDIDATE)
+    compiler = start_runner("compile", env)
+    reply = compiler.ok("compile", candidate=candidate, reference=reference)
+    assert reply["built"] == ["cudal1_test_lazy_add_two"], reply["log"]
+    assert reply["sites"] == 1 and reply["missed"] == []
+    library = next((ext_dir / "cudal1_test_lazy_add_two").glob("*.so"))
+    built_at = library.stat().st_mtime_ns
+
+    cand = start_runner("candidate", env)
+    loaded = load(cand, reference, candidate)
+    assert loaded["extension_ms"] == 0.0, "nothing is built before the first call"
+    result = cand.ok("outputs", seeds=[3], dir=str(tmp_path / "out"))
+    (out,) = torch.load(result["results"][0]["path"], weights_only=True)["outputs"]
+    torch.manual_seed(3)
+    assert torch.equal(out, torch.randn(4, 8) + 2)
+    # The candidate's own build found the library built: ninja rebuilt nothing, and nothing was
+    # built in the directory the program named.
+    assert library.stat().st_mtime_ns == built_at
+    assert result["extension_ms"] > 0
+    assert not list(tmp_path.glob("**/own_build_dir/**/*.so"))

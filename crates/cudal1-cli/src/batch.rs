@@ -66,7 +66,7 @@ pub fn run(ws: &Workspace, items: &[Item], opts: &Options<'_>, interrupt: &Inter
     let mut pending = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let key = record::key(&item.task.hash, &item.candidate.hash, &settings);
-        let stored = if opts.force { None } else { ws.store.find_evaluation(&key)?.and_then(|s| record::from_store(&s, &item.candidate.label)) };
+        let stored = if opts.force { None } else { ws.store.find_evaluation(&key)?.and_then(|s| record::from_store(&s, &item.task.key(), &item.candidate.label)) };
         match stored {
             Some(e) => {
                 done.insert(i, Row { item: i, evaluation: Arc::new(e), reused: true });

@@ -30,9 +30,10 @@ pub fn to_store(e: &Evaluation, task_path: &str, settings: &EvalSettings, batch_
     }
 }
 
-/// The stored evaluation, relabelled for the candidate as it is named now.
-pub fn from_store(stored: &StoredEvaluation, label: &str) -> Option<Evaluation> {
+/// The stored evaluation, relabelled for the task and candidate as they are named now.
+pub fn from_store(stored: &StoredEvaluation, task: &str, label: &str) -> Option<Evaluation> {
     let mut e: Evaluation = serde_json::from_value(stored.measurements.clone()).ok()?;
+    task.clone_into(&mut e.task);
     e.candidate = label.to_owned();
     Some(e)
 }

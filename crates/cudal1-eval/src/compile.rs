@@ -33,7 +33,9 @@ impl CompileCache {
 #[derive(Debug, Clone)]
 pub enum CompileOutcome {
     NotNeeded,
-    Built { dir: PathBuf, ms: f64, cached: bool },
+    /// `missed`: build calls the pool could not make happen ahead (`line 42 in ModelNew.forward`);
+    /// the candidate builds those in its own process, on its device's time.
+    Built { dir: PathBuf, ms: f64, cached: bool, missed: Vec<String> },
     Failed { judgement: Judgement, ms: f64 },
 }
 
@@ -44,6 +46,21 @@ impl CompileOutcome {
             _ => None,
         }
     }
+
+    /// Build calls left for the candidate's own process.
+    pub fn missed(&self) -> &[String] {
+        match self {
+            CompileOutcome::Built { missed, .. } => missed,
+            _ => &[],
+        }
+    }
+}
+
+/// What the `.cudal1-built` marker remembers of a build.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Marker {
+    #[serde(default)]
+    missed: Vec<String>,
 }
 
 /// Builds the candidate's extensions, or answers from the cache.
@@ -52,19 +69,26 @@ pub fn compile(env: &RunnerEnv, task: &Task, candidate: &Candidate, cache: &Comp
         return CompileOutcome::NotNeeded;
     }
     let dir = cache.dir_for(candidate);
-    if dir.join(BUILT).exists() {
-        return CompileOutcome::Built { dir, ms: 0.0, cached: true };
+    // One build per program, also across cudal1 processes sharing the cache (an `eval` beside a
+    // `serve`): the others wait for it and then find it built, rather than building the same
+    // directory at once or starting a candidate whose build is still under way.
+    let _lock = lock(&dir);
+    if let Ok(text) = std::fs::read_to_string(dir.join(BUILT)) {
+        let marker: Marker = serde_json::from_str(&text).unwrap_or_default();
+        return CompileOutcome::Built { dir, ms: 0.0, cached: true, missed: marker.missed };
     }
     if let Ok(reason) = std::fs::read_to_string(dir.join(FAILED)) {
         return CompileOutcome::Failed { judgement: Judgement::new(Verdict::CompileError, "compile_error", reason), ms: 0.0 };
     }
+    remove_stale_batons(&dir);
     let started = Instant::now();
     let outcome = build(env, task, candidate, &dir, settings, work_root);
     let ms = started.elapsed().as_secs_f64() * 1e3;
     match outcome {
-        Ok(()) => {
-            let _ = std::fs::write(dir.join(BUILT), "");
-            CompileOutcome::Built { dir, ms, cached: false }
+        Ok(missed) => {
+            let marker = serde_json::to_string(&Marker { missed: missed.clone() }).expect("plain data");
+            let _ = std::fs::write(dir.join(BUILT), marker);
+            CompileOutcome::Built { dir, ms, cached: false, missed }
         }
         Err(judgement) => {
             // Only a real build failure is final; a crash or a timeout may be the machine's fault.
@@ -76,7 +100,30 @@ pub fn compile(env: &RunnerEnv, task: &Task, candidate: &Candidate, cache: &Comp
     }
 }
 
-fn build(env: &RunnerEnv, task: &Task, candidate: &Candidate, ext_dir: &Path, settings: &EvalSettings, work_root: &Path) -> Result<(), Judgement> {
+/// An exclusive lock on `<dir>.lock`, held until dropped; none when the file cannot be made (the
+/// build then goes ahead unguarded, as before locks existed).
+fn lock(dir: &Path) -> Option<nix::fcntl::Flock<std::fs::File>> {
+    let path = dir.with_extension("lock");
+    std::fs::create_dir_all(path.parent()?).ok()?;
+    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).ok()?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).ok()
+}
+
+/// Removes the `lock` files torch's builds leave in `<dir>/<extension>/` when a build is killed (a
+/// timeout, Ctrl-C): every later build of that extension would wait on one forever. Called while
+/// holding [`lock`], so no build of this program is under way.
+fn remove_stale_batons(dir: &Path) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let baton = entry.path().join("lock");
+        if baton.is_file() {
+            tracing::info!(path = %baton.display(), "removing a build lock left by a stopped build");
+            let _ = std::fs::remove_file(baton);
+        }
+    }
+}
+
+/// Builds; the build calls it could not make happen come back.
+fn build(env: &RunnerEnv, task: &Task, candidate: &Candidate, ext_dir: &Path, settings: &EvalSettings, work_root: &Path) -> Result<Vec<String>, Judgement> {
     let internal = |e: std::io::Error| Judgement::new(Verdict::RuntimeError, "internal", format!("cudal1 could not prepare the build: {e}"));
     std::fs::create_dir_all(ext_dir).map_err(internal)?;
     let scratch = tempfile::Builder::new().prefix("compile-").tempdir_in(work_root).map_err(internal)?;
@@ -101,7 +148,12 @@ fn build(env: &RunnerEnv, task: &Task, candidate: &Candidate, ext_dir: &Path, se
         .call(&Hello {}, Duration::from_secs(120))
         .and_then(|_| client.call(&CompileRequest { candidate: file, reference: task_path }, settings.compile_timeout));
     let outcome = match result {
-        Ok(_) => Ok(()),
+        Ok(reply) => {
+            if !reply.missed.is_empty() {
+                tracing::info!(candidate = %candidate.label, missed = ?reply.missed, "builds the compile pool could not make happen ahead");
+            }
+            Ok(reply.missed)
+        }
         Err(CallError::Runner(e)) if e.kind == ErrorKind::CompileError => {
             Err(Judgement::new(Verdict::CompileError, "compile_error", format!("the extension does not build:\n{}", trim_log(&e.message))))
         }

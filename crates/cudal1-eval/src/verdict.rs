@@ -142,6 +142,13 @@ pub struct Remeasure {
 pub struct Measurements {
     pub compile_ms: Option<f64>,
     pub load_ms: Option<f64>,
+    /// Time the candidate's process spent inside extension builds while it held its device
+    /// (building what the compile pool missed, or finding its build done).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extension_ms: Option<f64>,
+    /// Build calls the compile pool could not make happen ahead of device time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missed_builds: Vec<String>,
     pub checks: Vec<SeedCheck>,
     pub findings: Vec<Finding>,
     pub timing: Option<TimingReport>,

@@ -102,6 +102,10 @@ pub struct LoadReply {
     pub init_inputs: Vec<ValueSpec>,
     pub parameters: u64,
     pub load_ms: f64,
+    /// Wall time the process has spent inside extension builds (`load_inline`/`load`), built or
+    /// found built.
+    #[serde(default)]
+    pub extension_ms: Option<f64>,
 }
 
 /// What one value of `get_inputs()` or `get_init_inputs()` is.
@@ -169,6 +173,9 @@ pub struct Outputs {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 pub struct OutputsReply {
     pub results: Vec<SeedResult>,
+    /// As in [`LoadReply`], up to the end of this request.
+    #[serde(default)]
+    pub extension_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -307,6 +314,13 @@ pub struct CompileReply {
     pub compile_ms: f64,
     #[serde(default)]
     pub log: String,
+    /// Calls of `load_inline`/`load` in the program's source.
+    #[serde(default)]
+    pub sites: usize,
+    /// Where the build calls are that the compile role could not make happen (`line 42 in
+    /// ModelNew.forward`): the candidate will build those in its own process.
+    #[serde(default)]
+    pub missed: Vec<String>,
 }
 
 impl Request for CompileRequest {

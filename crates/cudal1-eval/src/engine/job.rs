@@ -165,7 +165,7 @@ pub enum EventKind {
     Queued { task: String, label: String, mode: Option<Mode> },
     Compiling,
     Compiled { ms: f64, cached: bool, ok: bool },
-    /// A device took the job.
+    /// A device took the job: from here to `Finished` it holds the device (alone, if it times).
     Started { device: Device },
     Finished(JobOutcome),
 }

@@ -118,11 +118,11 @@ impl Lane<'_> {
     fn run_one(&mut self, staged: Staged) {
         let Staged { entry, process } = staged;
         let picked = Instant::now();
-        self.shared.emit(entry.id, EventKind::Started { device: self.device.clone() });
         let settings = job_settings(&self.shared.config.settings, &self.device, &entry.job);
         let gate = &self.shared.gates[self.device_index];
         let held = if entry.job.times() { gate.exclusive() } else { gate.shared() };
         let slot_wait = picked.elapsed();
+        self.shared.emit(entry.id, EventKind::Started { device: self.device.clone() });
         let outcome = match &entry.job.work {
             Work::Evaluate { candidate, .. } => {
                 let task = Arc::clone(&entry.job.task);
@@ -143,10 +143,12 @@ impl Lane<'_> {
                 Err(e) => JobOutcome::TaskFailed { at_start: e.at_start(), error: e.to_string() },
             },
         };
-        drop(held);
         // Killed processes give verdicts that mean nothing.
         let outcome = if self.shared.killed.load(Ordering::SeqCst) { JobOutcome::Cancelled } else { outcome };
+        // Reported before the device is let go, so that in the event stream no job starts on a
+        // device before the one that held it alone has finished.
         self.shared.end(entry, outcome);
+        drop(held);
     }
 
     fn evaluate(

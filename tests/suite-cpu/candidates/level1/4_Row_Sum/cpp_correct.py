@@ -1,6 +1,10 @@
 # cudal1: expect=correct
 # A C++ extension built with load_inline (cpp_sources only, no CUDA, so it builds where there is
-# no nvcc): one loop per row, accumulated in double and rounded to float32 once.
+# no nvcc): one loop per row, accumulated in double and rounded to float32 once. Built lazily on
+# the first call, into a build directory of its own, as many published kernels do: the compile
+# pool must build it ahead, and the candidate's own build must find that build.
+import os
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
@@ -26,18 +30,23 @@ torch::Tensor row_sum(torch::Tensor x) {
 }
 """
 
-_ext = load_inline(
-    name="cudal1_cpu_row_sum_cpp",
-    cpp_sources=_CPP,
-    functions=["row_sum"],
-    extra_cflags=["-O2"],
-    verbose=False,
-)
+_BUILD_DIR = "cpp_extensions_build"
 
 
 class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
+        self._ext = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _ext.row_sum(x)
+        if self._ext is None:
+            os.makedirs(_BUILD_DIR, exist_ok=True)
+            self._ext = load_inline(
+                name="cudal1_cpu_row_sum_cpp",
+                cpp_sources=_CPP,
+                functions=["row_sum"],
+                extra_cflags=["-O2"],
+                build_directory=_BUILD_DIR,
+                verbose=False,
+            )
+        return self._ext.row_sum(x)

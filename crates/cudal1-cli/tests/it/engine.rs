@@ -1,0 +1,201 @@
+//! The command line over the evaluation engine: correctness mode, other systems' releases,
+//! interrupts and exit statuses, a reader that goes away.
+
+use super::{cudal1, json_lines, repo, run, FAST_TIMING};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+#[test]
+fn correctness_mode_gives_the_same_verdicts_without_timing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = cudal1(&dir.path().join("c.db"));
+    cmd.args(["eval", "--suite", "tests/suite-cpu/tasks", "--candidates", "tests/suite-cpu/candidates", "--json", "--check-expectations"])
+        .args(["--mode", "correctness", "--lanes", "2"])
+        // Two lanes share CI's two cores with the other tests: a generous call limit.
+        .args(["--device", "cpu", "--call-timeout", "20"]);
+    let out = run(cmd);
+    let lines = json_lines(&out);
+    let (summary, rows) = lines.split_last().unwrap();
+    assert!(rows.len() > 20);
+    for r in rows {
+        assert_eq!(r["verdict"], r["expect"]["verdict"], "{}: {}", r["candidate"], r["reason"]);
+        assert_eq!(r["mode"], "correctness", "{}", r["candidate"]);
+        assert_eq!(r["speedup"], Value::Null);
+        assert_eq!(r["measurements"]["timing"], Value::Null);
+    }
+    assert_eq!(summary["summary"]["mode"], "correctness");
+    assert!(out.status.success());
+}
+
+/// A CUDA-L1-shaped release built from the CPU suite: two rows with code, one without, one broken.
+fn release(dir: &Path) -> std::path::PathBuf {
+    let suite = repo().join("tests/suite-cpu");
+    let read = |p: &str| std::fs::read_to_string(suite.join(p)).unwrap();
+    let rows = [
+        json!({"level_id": 1, "task_id": 1, "ref_code": read("tasks/level1/1_Diagonal_Matmul.py"), "custom_code": read("candidates/level1/1_Diagonal_Matmul/fast.py"), "score_default": 9.5, "score_cuda_graph": "3.000"}),
+        json!({"level_id": 1, "task_id": 2, "ref_code": read("tasks/level1/2_Swish.py"), "custom_code": read("candidates/level1/2_Swish/nan_output.py"), "score_default": 1.2}),
+        json!({"level_id": 1, "task_id": 3, "ref_code": read("tasks/level1/3_Softmax_Rows.py"), "custom_code": null, "score_default": null}),
+    ];
+    let mut text: Vec<String> = rows.iter().map(Value::to_string).collect();
+    text.push("{\"level_id\": 1}".into());
+    let file = dir.join("release.json");
+    std::fs::write(&file, text.join("\n")).unwrap();
+    file
+}
+
+#[test]
+fn a_cuda_l1_release_is_evaluated_row_by_row_with_claims_beside_measurements() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = release(dir.path());
+    let mut cmd = cudal1(&dir.path().join("l1.db"));
+    cmd.env("CUDAL1_CACHE_DIR", dir.path().join("cache"))
+        .args(["eval", "--from", "cuda-l1"])
+        .arg(&file)
+        .args(["--suite", "tests/suite-cpu/tasks", "--json"])
+        .args(FAST_TIMING);
+    let out = cmd.output().unwrap();
+    let lines = json_lines(&out);
+    let (summary, rows) = lines.split_last().unwrap();
+    let summary = &summary["summary"];
+    let fast = rows.iter().find(|r| r["task"] == "level1/1_Diagonal_Matmul").expect("named after the suite's task");
+    assert_eq!(fast["verdict"], "correct", "{}", fast["reason"]);
+    assert_eq!(fast["claimed"]["score_default"], 9.5);
+    assert_eq!(fast["claimed"]["score_cuda_graph"], 3.0);
+    let nan = rows.iter().find(|r| r["task"] == "level1/2_Swish").unwrap();
+    assert_eq!(nan["verdict"], "incorrect");
+    let missing = rows.iter().find(|r| r["task"] == "level1/3_Softmax_Rows").unwrap();
+    assert_eq!(missing["verdict"], Value::Null);
+    assert!(missing["missing"].as_str().unwrap().contains("custom_code"), "{missing}");
+    assert_eq!(summary["missing_code"], 1);
+    // The task without code counts as unsolved; the broken row is an input problem.
+    assert_eq!(summary["tasks"]["tasks"], 3);
+    assert_eq!(summary["input_problems"].as_array().unwrap().len(), 1, "{summary}");
+    assert_eq!(summary["claimed"]["rows"], 1);
+    assert_eq!(out.status.code(), Some(1), "skipped input is not a clean exit");
+
+    // Without a suite, tasks are named by level and id; the table shows claims.
+    let mut cmd = cudal1(&dir.path().join("l1.db"));
+    cmd.env("CUDAL1_CACHE_DIR", dir.path().join("cache")).args(["eval", "--from", "cuda-l1"]).arg(&file).args(FAST_TIMING);
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("level1/1_cuda_l1") && text.contains("claimed") && text.contains("no code"), "{text}");
+    assert!(text.contains("claimed geomean 9.500x"), "{text}");
+}
+
+#[test]
+fn a_kernelbench_generation_directory_is_matched_by_level_and_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("runs/my_run");
+    std::fs::create_dir_all(&run_dir).unwrap();
+    std::fs::copy(repo().join("tests/suite-cpu/candidates/level1/2_Swish/correct.py"), run_dir.join("level_1_problem_2_sample_0_kernel.py")).unwrap();
+    std::fs::copy(repo().join("tests/suite-cpu/candidates/level1/2_Swish/raises_in_forward.py"), run_dir.join("level_1_problem_2_sample_1_kernel.py")).unwrap();
+    let mut cmd = cudal1(&dir.path().join("kb.db"));
+    cmd.args(["eval", "--from", "kernelbench"]).arg(dir.path().join("runs")).args(["--suite", "tests/suite-cpu/tasks", "--json"]).args(FAST_TIMING);
+    let out = run(cmd);
+    assert!(out.status.success());
+    let lines = json_lines(&out);
+    let verdicts: Vec<&str> = lines[..lines.len() - 1].iter().map(|r| r["verdict"].as_str().unwrap()).collect();
+    assert_eq!(verdicts.len(), 2);
+    assert!(verdicts.contains(&"correct") && verdicts.contains(&"runtime_error"), "{verdicts:?}");
+
+    let mut cmd = cudal1(&dir.path().join("kb.db"));
+    cmd.args(["eval", "--from", "kernelbench"]).arg(dir.path().join("runs"));
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("hint: add `--suite"));
+}
+
+#[test]
+fn a_reader_that_goes_away_ends_the_run_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = cudal1(&dir.path().join("p.db"));
+    cmd.env("CUDAL1_WORK_DIR", dir.path())
+        .args(["eval", "--suite", "tests/suite-cpu/tasks", "--candidates", "tests/suite-cpu/candidates", "--json"])
+        .args(FAST_TIMING)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    reader.read_line(&mut first).unwrap();
+    assert!(serde_json::from_str::<Value>(&first).is_ok(), "{first}");
+    drop(reader); // `| head -1`
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("panicked") && !err.contains("error"), "{err}");
+    assert_eq!(scratch_dirs(dir.path()), Vec::<String>::new(), "the engine's scratch is removed");
+}
+
+/// The engine scratch directories (`cudal1-*`) under `dir`.
+fn scratch_dirs(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .filter(|n| n.starts_with("cudal1-"))
+        .collect()
+}
+
+fn interrupt(pid: u32) {
+    // SAFETY: signalling a child we started.
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+}
+
+#[test]
+fn ctrl_c_once_drains_and_twice_stops_now_and_both_exit_130_with_scratch_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    // A candidate that never returns, with a call limit far away: only Ctrl-C ends it.
+    let mut cmd = cudal1(&dir.path().join("i.db"));
+    cmd.env("CUDAL1_WORK_DIR", &work)
+        .args(["eval", "--task", "tests/suite-cpu/tasks/level1/2_Swish.py", "--candidate", "tests/suite-cpu/candidates/level1/2_Swish/infinite_loop.py"])
+        .args(["--device", "cpu", "--call-timeout", "600"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    // Wait until the candidate's process runs (its scratch directory exists), then press twice.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !has_candidate_dir(&work) {
+        assert!(Instant::now() < deadline, "the candidate never started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    interrupt(child.id());
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(child.try_wait().unwrap().is_none(), "one press lets the evaluation under way finish");
+    let pressed = Instant::now();
+    interrupt(child.id());
+    let out = child.wait_with_output().unwrap();
+    assert!(pressed.elapsed() < Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("press Ctrl-C again") && err.contains("stopping now"), "{err}");
+    assert_eq!(scratch_dirs(&work), Vec::<String>::new(), "scratch removed after stopping now");
+
+    // A batch interrupted once finishes what runs, skips the rest, and does not exit 0.
+    let mut cmd = cudal1(&dir.path().join("i.db"));
+    cmd.env("CUDAL1_WORK_DIR", &work)
+        .args(["eval", "--suite", "tests/suite-cpu/tasks", "--candidates", "tests/suite-cpu/candidates", "--json"])
+        .args(FAST_TIMING)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    reader.read_line(&mut first).unwrap();
+    interrupt(child.id());
+    let rest: Vec<String> = reader.lines().map(Result::unwrap).collect();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let summary: Value = serde_json::from_str(rest.last().unwrap()).unwrap();
+    assert!(summary["summary"]["skipped"].as_u64().unwrap() > 0, "{summary}");
+    assert_eq!(scratch_dirs(&work), Vec::<String>::new());
+}
+
+fn has_candidate_dir(work: &Path) -> bool {
+    scratch_dirs(work).iter().any(|s| std::fs::read_dir(work.join(s)).into_iter().flatten().flatten().any(|e| e.file_name().to_string_lossy().starts_with("candidate-")))
+}

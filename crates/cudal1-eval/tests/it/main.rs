@@ -1,0 +1,237 @@
+//! The evaluation engine end to end on the CPU, with the real Python runner: the order of events,
+//! lanes that share a device for checks and hold it alone for timing, priorities, cancelling and
+//! killing, task failures, and the scratch directory left empty.
+
+use cudal1_eval::{CompileCache, Device, EngineConfig, EvalSettings, Evaluator, Event, EventKind, Job, JobId, JobOutcome, Mode, RunnerEnv, Verdict};
+use cudal1_task::{Candidate, Task};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// The interpreter the tests use (`CUDAL1_TEST_PYTHON`, `CUDAL1_PYTHON`, else the repository's
+/// `.venv`) with the runner installed under `cache`.
+fn runner_env(cache: &Path) -> RunnerEnv {
+    let flag = ["CUDAL1_TEST_PYTHON", "CUDAL1_PYTHON"]
+        .iter()
+        .find_map(std::env::var_os)
+        .map(PathBuf::from)
+        .or_else(|| Some(repo().join(".venv/bin/python")).filter(|p| p.exists()));
+    let interp = cudal1_python::find_interpreter(&cudal1_python::PythonRequest { flag, start_dir: Some(repo()) }).unwrap();
+    RunnerEnv::prepare(&interp, cache).unwrap()
+}
+
+fn task(rel: &str) -> Arc<Task> {
+    Arc::new(Task::load(&repo().join("tests/suite-cpu/tasks").join(rel)).unwrap())
+}
+
+fn candidate(rel: &str) -> Candidate {
+    Candidate::load(&repo().join("tests/suite-cpu/candidates").join(rel)).unwrap()
+}
+
+/// A CPU engine with short timing, `lanes` lanes, scratch under `dir/scratch`.
+fn engine(dir: &Path, lanes: usize, call_timeout: Duration) -> (Evaluator, crossbeam_channel::Receiver<Event>) {
+    let settings = EvalSettings { timing_budget: Duration::from_millis(300), call_timeout, ..EvalSettings::default() };
+    let mut config = EngineConfig::new(runner_env(&dir.join("cache")), vec![Device::Cpu], settings, CompileCache { root: dir.join("extensions") });
+    config.scratch_parent = dir.join("scratch");
+    config.compile_workers = 1;
+    config.lanes = lanes;
+    config.seed = 7;
+    Evaluator::start(config).unwrap()
+}
+
+/// Events of each job, in the order the stream gave them, until `jobs` have finished.
+fn collect(events: &crossbeam_channel::Receiver<Event>, jobs: usize) -> (Vec<Event>, BTreeMap<JobId, Vec<EventKind>>) {
+    let mut all = Vec::new();
+    let mut by_job: BTreeMap<JobId, Vec<EventKind>> = BTreeMap::new();
+    let mut finished = 0;
+    while finished < jobs {
+        let e = events.recv_timeout(Duration::from_secs(300)).expect("the engine keeps reporting");
+        if matches!(e.kind, EventKind::Finished(_)) {
+            finished += 1;
+        }
+        by_job.entry(e.job).or_default().push(e.kind.clone());
+        all.push(e);
+    }
+    (all, by_job)
+}
+
+fn outcome(kinds: &[EventKind]) -> &JobOutcome {
+    match kinds.last() {
+        Some(EventKind::Finished(o)) => o,
+        other => panic!("the last event is not Finished: {other:?}"),
+    }
+}
+
+fn verdict(kinds: &[EventKind]) -> Verdict {
+    match outcome(kinds) {
+        JobOutcome::Evaluated(e) => e.verdict,
+        other => panic!("not evaluated: {other:?}"),
+    }
+}
+
+/// Files (not directories) below `dir`.
+fn files_below(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_below(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[test]
+fn every_job_reports_queued_then_started_then_exactly_one_finished_and_the_scratch_is_left_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, events) = engine(dir.path(), 1, Duration::from_secs(20));
+    let diag = task("level1/1_Diagonal_Matmul.py");
+    let fast = engine.submit(Job::evaluate(Arc::clone(&diag), candidate("level1/1_Diagonal_Matmul/fast.py")));
+    let wrong = engine.submit(Job::evaluate(Arc::clone(&diag), candidate("level1/1_Diagonal_Matmul/wrong_axis.py")));
+    let broken = engine.submit(Job::evaluate(diag, Candidate::from_source("broken.py".into(), "class ModelNew(:\n".into())));
+    let (_, by_job) = collect(&events, 3);
+    for (id, kinds) in &by_job {
+        assert!(matches!(kinds.first(), Some(EventKind::Queued { .. })), "{id}: {kinds:?}");
+        assert_eq!(kinds.iter().filter(|k| matches!(k, EventKind::Finished(_))).count(), 1, "{id}: {kinds:?}");
+        let started = kinds.iter().position(|k| matches!(k, EventKind::Started { .. })).unwrap();
+        assert_eq!(started, kinds.len() - 2, "{id}: Started comes right before Finished: {kinds:?}");
+    }
+    assert_eq!(verdict(&by_job[&fast.id]), Verdict::Correct);
+    assert_eq!(verdict(&by_job[&wrong.id]), Verdict::Incorrect);
+    assert_eq!(verdict(&by_job[&broken.id]), Verdict::CompileError);
+    // The handle got the same outcome as the stream.
+    let JobOutcome::Evaluated(e) = fast.wait() else { panic!("the handle has the evaluation") };
+    assert!(e.speedup.is_some() && e.duration_ms > 0.0);
+    // Between jobs nothing is left behind (expected outputs, candidate directories), and the
+    // engine removes its scratch directory when it ends.
+    let left = files_below(engine.scratch());
+    assert!(left.is_empty(), "{left:?}");
+    engine.finish();
+    assert_eq!(std::fs::read_dir(dir.path().join("scratch")).unwrap().count(), 0);
+}
+
+/// When each job held the device: (start, end) by the order of events.
+fn held(all: &[Event]) -> BTreeMap<JobId, (usize, usize)> {
+    let mut spans: BTreeMap<JobId, (usize, usize)> = BTreeMap::new();
+    for (i, e) in all.iter().enumerate() {
+        match e.kind {
+            EventKind::Started { .. } => {
+                spans.insert(e.job, (i, usize::MAX));
+            }
+            EventKind::Finished(_) => {
+                if let Some(s) = spans.get_mut(&e.job) {
+                    s.1 = i;
+                }
+            }
+            _ => {}
+        }
+    }
+    spans
+}
+
+#[test]
+fn correctness_checks_share_the_device_and_a_timed_job_holds_it_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, events) = engine(dir.path(), 3, Duration::from_secs(20));
+    let swish = task("level1/2_Swish.py");
+    let check = |c: &str| Job::evaluate(Arc::clone(&swish), candidate(c)).mode(Mode::Correctness);
+    let a = engine.submit(check("level1/2_Swish/correct.py"));
+    let b = engine.submit(check("level1/2_Swish/nan_output.py"));
+    let timed = engine.submit(Job::evaluate(Arc::clone(&swish), candidate("level1/2_Swish/correct.py")));
+    let c = engine.submit(check("level1/2_Swish/correct.py"));
+    let (all, by_job) = collect(&events, 4);
+    let spans = held(&all);
+    // The first two checks ran side by side.
+    let overlap = |x: (usize, usize), y: (usize, usize)| x.0 < y.1 && y.0 < x.1;
+    assert!(overlap(spans[&a.id], spans[&b.id]), "{spans:?}");
+    // Nothing ran while the timed job held the device.
+    for id in [a.id, b.id, c.id] {
+        assert!(!overlap(spans[&timed.id], spans[&id]), "{id} ran beside the timed job: {spans:?}");
+    }
+    let JobOutcome::Evaluated(checked) = outcome(&by_job[&a.id]) else { panic!() };
+    assert_eq!((checked.verdict, checked.mode), (Verdict::Correct, Mode::Correctness));
+    assert!(checked.speedup.is_none() && checked.measurements.timing.is_none());
+    assert!(checked.reason.contains("not timed"), "{}", checked.reason);
+    assert_eq!(verdict(&by_job[&b.id]), Verdict::Incorrect);
+    let JobOutcome::Evaluated(full) = outcome(&by_job[&timed.id]) else { panic!() };
+    assert_eq!(full.mode, Mode::Full);
+    assert!(full.speedup.is_some());
+    engine.finish();
+}
+
+#[test]
+fn a_higher_priority_job_overtakes_earlier_ones_still_queued() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, events) = engine(dir.path(), 1, Duration::from_secs(20));
+    let swish = task("level1/2_Swish.py");
+    let job = |p: i32| Job::evaluate(Arc::clone(&swish), candidate("level1/2_Swish/raises_in_forward.py")).mode(Mode::Correctness).priority(p);
+    let first = engine.submit(job(0));
+    let low = engine.submit(job(0));
+    let high = engine.submit(job(5));
+    let (all, _) = collect(&events, 3);
+    let started = |id: JobId| all.iter().position(|e| e.job == id && matches!(e.kind, EventKind::Started { .. })).unwrap();
+    assert!(started(high.id) < started(low.id), "{all:?}");
+    assert!(started(first.id) < started(low.id));
+    engine.finish();
+}
+
+#[test]
+fn kill_stops_a_hanging_evaluation_at_once_and_cancels_the_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, events) = engine(dir.path(), 1, Duration::from_secs(600));
+    let swish = task("level1/2_Swish.py");
+    let hang = engine.submit(Job::evaluate(Arc::clone(&swish), candidate("level1/2_Swish/infinite_loop.py")));
+    let queued = engine.submit(Job::evaluate(Arc::clone(&swish), candidate("level1/2_Swish/correct.py")));
+    // Wait until the hanging candidate holds the device, then give it time to be inside its call.
+    loop {
+        let e = events.recv_timeout(Duration::from_secs(120)).unwrap();
+        if e.job == hang.id && matches!(e.kind, EventKind::Started { .. }) {
+            break;
+        }
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let killed_at = Instant::now();
+    engine.kill();
+    assert!(matches!(hang.wait_timeout(Duration::from_secs(30)), Some(JobOutcome::Cancelled)), "killed, not judged");
+    assert!(matches!(queued.wait(), JobOutcome::Cancelled));
+    assert!(killed_at.elapsed() < Duration::from_secs(30));
+    // Later submissions end at once.
+    let late = engine.submit(Job::evaluate(swish, candidate("level1/2_Swish/correct.py")));
+    assert!(matches!(late.wait_timeout(Duration::from_secs(5)), Some(JobOutcome::Cancelled)));
+    engine.finish();
+    assert_eq!(std::fs::read_dir(dir.path().join("scratch")).unwrap().count(), 0, "scratch removed after a kill too");
+}
+
+#[test]
+fn a_reference_that_cannot_load_fails_its_task_and_tasks_can_be_described_and_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, _events) = engine(dir.path(), 2, Duration::from_secs(20));
+    let broken_path = dir.path().join("level1/9_Broken.py");
+    std::fs::create_dir_all(broken_path.parent().unwrap()).unwrap();
+    let source = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\ndef get_inputs():\n    return [torch.randn(3)]\ndef get_init_inputs():\n    raise RuntimeError('no init inputs today')\n";
+    std::fs::write(&broken_path, source).unwrap();
+    let broken = Arc::new(Task::load(&broken_path).unwrap());
+    let failed = engine.submit(Job::evaluate(Arc::clone(&broken), candidate("level1/2_Swish/correct.py")));
+    match failed.wait() {
+        JobOutcome::TaskFailed { error, at_start } => {
+            assert!(at_start, "{error}");
+            assert!(error.contains("no init inputs today"), "{error}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let described = engine.submit(Job::describe(task("level2/1_Linear_ReLU.py")));
+    let JobOutcome::Described(d) = described.wait() else { panic!("described") };
+    assert_eq!(d.method, "meta", "{:?}", d.note);
+    assert!(d.parameters > 0 && !d.inputs.is_empty());
+    let checked = engine.submit(Job::check_task(task("level1/2_Swish.py"), vec![1, 2, 3]));
+    let JobOutcome::Checked(c) = checked.wait() else { panic!("checked") };
+    assert!(!c.is_degenerate(), "{c:?}");
+    engine.finish();
+}

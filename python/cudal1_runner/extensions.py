@@ -1,0 +1,269 @@
+"""Extension builds made by candidate programs: where they go, what they cost, and finding them all.
+
+``install()`` wraps ``torch.utils.cpp_extension.load_inline`` and ``load`` in this process, before
+the candidate is imported:
+
+- a program's own ``build_directory`` is dropped, so every build goes to
+  ``TORCH_EXTENSIONS_DIR/<name>``: the one place the sandbox lets it write, and the one the compile
+  pool built into, so that the candidate's build in its own process finds the library built
+  (ninja has nothing left to do);
+- the wall time of each call is added up (``spent_ms``): on a device that is the time a build, or
+  the check that nothing needs building, held the device's slot;
+- the program line of each call is recorded, so the compile role knows which builds happened.
+
+``discover`` is the compile role's search for builds that neither importing the program nor
+constructing its model triggers: builds in ``forward``, in helpers called from it, or behind
+``if x.is_cuda``. It calls methods and functions that contain a build and need no arguments, then
+evaluates the remaining calls' arguments from the module's globals and the simple assignments
+before the call, and builds them as the program would. Failures there are notes, never verdicts:
+only a build the program itself makes at import or construction can fail it.
+"""
+
+import ast
+import functools
+import inspect
+import os
+import sys
+import time
+
+_spent_ms = 0.0
+_calls = []  # (file name, line) of every build call that returned
+_originals = {}
+_building = 0  # build calls under way (nested calls count each)
+_HERE = os.path.abspath(__file__)
+
+
+def install() -> None:
+    """Wraps the build functions of ``torch.utils.cpp_extension`` (once per process)."""
+    if _originals:
+        return
+    import torch.utils.cpp_extension as cpp
+
+    for name in ("load_inline", "load"):
+        original = getattr(cpp, name)
+        _originals[name] = original
+        setattr(cpp, name, _wrap(original))
+
+
+def spent_ms() -> float:
+    """Wall time spent inside build calls so far, in milliseconds."""
+    return _spent_ms
+
+
+def calls() -> list:
+    return list(_calls)
+
+
+def building() -> bool:
+    """Whether a build call is under way (a time limit must not cut a build short: torch would
+    leave its lock file behind, and every later build of that extension would wait on it)."""
+    return _building > 0
+
+
+def _wrap(original):
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def build(*args, **kwargs):
+        global _spent_ms
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError:
+            return original(*args, **kwargs)  # torch says what is wrong with the call
+        if bound.arguments.get("build_directory") is not None and os.environ.get("TORCH_EXTENSIONS_DIR"):
+            bound.arguments["build_directory"] = None
+        global _building
+        site = _caller()
+        started = time.perf_counter()
+        _building += 1
+        try:
+            built = original(*bound.args, **bound.kwargs)
+        finally:
+            _building -= 1
+            _spent_ms += (time.perf_counter() - started) * 1e3
+        # Only a build that finished counts as made: one that failed or was stopped is still to do.
+        _calls.append(site)
+        return built
+
+    return build
+
+
+def _caller():
+    frame = sys._getframe(2)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename) in (_HERE, functools.__file__):
+        frame = frame.f_back
+    if frame is None:
+        return ("", 0)
+    return (os.path.abspath(frame.f_code.co_filename), frame.f_lineno)
+
+
+# --- finding build sites -------------------------------------------------------------------
+
+
+class Site:
+    """One call of ``load_inline``/``load`` in the program's source."""
+
+    def __init__(self, call: ast.Call, function, owner) -> None:
+        self.call = call
+        self.function = function  # the enclosing function definition, or None at module level
+        self.owner = owner  # the class that defines that function, or None
+
+    @property
+    def lines(self):
+        return range(self.call.lineno, (self.call.end_lineno or self.call.lineno) + 1)
+
+    def where(self) -> str:
+        if self.function is None:
+            return f"line {self.call.lineno} (module level)"
+        name = f"{self.owner.name}.{self.function.name}" if self.owner is not None else self.function.name
+        return f"line {self.call.lineno} in {name}"
+
+
+def sites(source: str) -> list:
+    """Build calls in ``source``: ``load_inline`` under any name, and ``load`` where it is
+    ``torch.utils.cpp_extension``'s (imported by name, or reached through the module)."""
+    tree = ast.parse(source)
+    names, modules = set(), {"cpp_extension"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.endswith("cpp_extension"):
+            for alias in node.names:
+                if alias.name in ("load_inline", "load"):
+                    names.add(alias.asname or alias.name)
+        elif isinstance(node, ast.ImportFrom) and node.module == "torch.utils":
+            modules.update(a.asname or a.name for a in node.names if a.name == "cpp_extension")
+        elif isinstance(node, ast.Import):
+            modules.update(a.asname for a in node.names if a.asname and a.name.endswith("cpp_extension"))
+
+    def is_build(func) -> bool:
+        if isinstance(func, ast.Name):
+            return func.id in names or func.id == "load_inline"
+        if isinstance(func, ast.Attribute):
+            if func.attr == "load_inline":
+                return True
+            if func.attr == "load":
+                base = func.value
+                return (isinstance(base, ast.Attribute) and base.attr in modules) or (isinstance(base, ast.Name) and base.id in modules)
+        return False
+
+    found = []
+
+    def visit(node, function, owner):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                visit(child, None, child)
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                visit(child, child, owner if function is None else None)
+            else:
+                if isinstance(child, ast.Call) and is_build(child.func):
+                    found.append(Site(child, function, owner))
+                visit(child, function, owner)
+
+    visit(tree, None, None)
+    return found
+
+
+def triggered(site: Site, path: str) -> bool:
+    path = os.path.abspath(path)
+    return any(f == path and line in site.lines for f, line in _calls)
+
+
+def discover(module, path: str, instance, forward, notes: list) -> dict:
+    """Makes the builds of ``module`` (loaded from ``path``) that have not happened yet happen, in
+    the order that stays closest to the program's own calls: methods and functions holding a
+    build that take no arguments; one call of the model (``forward``, a callable or None); then
+    the calls' arguments worked out from the source. ``instance`` is the constructed model, if
+    construction worked. Returns the number of build sites and where the missed ones are."""
+    with open(path, encoding="utf-8") as f:
+        found = sites(f.read())
+
+    def pending():
+        return [s for s in found if not triggered(s, path)]
+
+    for site in pending():
+        _call_enclosing(site, module, instance, notes)
+    if pending() and forward is not None:
+        forward()
+    for site in pending():
+        _evaluate_call(site, module, notes)
+    return {"sites": len(found), "missed": [s.where() for s in pending()]}
+
+
+def _takes_no_arguments(fn) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return not any(p.default is inspect.Parameter.empty and p.kind in kinds for p in params)
+
+
+def _call_enclosing(site: Site, module, instance, notes: list) -> None:
+    """Calls the method or function holding the build, where it takes no arguments."""
+    fn_def = site.function
+    if fn_def is None or fn_def.name in ("forward", "__init__", "__call__"):
+        return
+    target = None
+    if site.owner is None:
+        target = vars(module).get(fn_def.name)
+    else:
+        holders = [instance] + (list(vars(instance).values()) if instance is not None and hasattr(instance, "__dict__") else [])
+        cls = vars(module).get(site.owner.name)
+        for holder in holders:
+            if cls is not None and isinstance(holder, cls):
+                target = getattr(holder, fn_def.name, None)
+                break
+        if target is None and cls is not None:
+            # A static or class method needs no instance.
+            raw = inspect.getattr_static(cls, fn_def.name, None)
+            if isinstance(raw, (staticmethod, classmethod)):
+                target = getattr(cls, fn_def.name)
+    if not callable(target) or not _takes_no_arguments(target):
+        return
+    try:
+        target()
+    except Exception as exc:
+        notes.append(f"calling {site.where()} to build its extension failed: {_one_line(exc)}")
+
+
+def _evaluate_call(site: Site, module, notes: list) -> None:
+    """Evaluates the call's arguments from the module's globals and the simple assignments that
+    come before it in its function, and makes the call."""
+    namespace = dict(vars(module))
+    if site.function is not None:
+        for node in ast.walk(site.function):
+            if isinstance(node, ast.Assign) and (node.end_lineno or node.lineno) < site.call.lineno:
+                targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
+                if len(targets) != len(node.targets):
+                    continue
+                try:
+                    value = eval(compile(ast.Expression(node.value), "<cudal1 build discovery>", "eval"), namespace)
+                except Exception:
+                    continue
+                for name in targets:
+                    namespace[name] = value
+    try:
+        func = eval(compile(ast.Expression(site.call.func), "<cudal1 build discovery>", "eval"), namespace)
+        args = [eval(compile(ast.Expression(a), "<cudal1 build discovery>", "eval"), namespace) for a in site.call.args]
+        kwargs = {k.arg: eval(compile(ast.Expression(k.value), "<cudal1 build discovery>", "eval"), namespace) for k in site.call.keywords if k.arg}
+    except Exception as exc:
+        notes.append(f"the arguments of the build at {site.where()} could not be worked out ahead: {_one_line(exc)}")
+        return
+    if any(k.arg is None for k in site.call.keywords) or any(isinstance(a, ast.Starred) for a in site.call.args):
+        notes.append(f"the build at {site.where()} passes arguments through * or **: not built ahead")
+        return
+    # The call is made as the program makes it, so that the build lands where the program's own
+    # will look (same name, sources and flags); it is recorded under the program's line.
+    _calls_before = len(_calls)
+    try:
+        func(*args, **kwargs)
+    except Exception as exc:
+        notes.append(f"building {site.where()} ahead failed (the program may still build it itself): {_one_line(exc)}")
+    finally:
+        path = os.path.abspath(module.__file__) if getattr(module, "__file__", None) else ""
+        for i in range(_calls_before, len(_calls)):
+            _calls[i] = (path, site.call.lineno)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[-1] if text else ''}"
