@@ -25,6 +25,7 @@ import inspect
 import os
 import sys
 import time
+import types
 
 _spent_ms = 0.0
 _calls = []  # (file name, line) of every build call that returned
@@ -103,10 +104,11 @@ def _caller():
 class Site:
     """One call of ``load_inline``/``load`` in the program's source."""
 
-    def __init__(self, call: ast.Call, function, owner) -> None:
+    def __init__(self, call: ast.Call, function, owner, tree) -> None:
         self.call = call
         self.function = function  # the enclosing function definition, or None at module level
         self.owner = owner  # the class that defines that function, or None
+        self.tree = tree  # the whole module
 
     @property
     def lines(self):
@@ -155,7 +157,7 @@ def sites(source: str) -> list:
                 visit(child, child, owner if function is None else None)
             else:
                 if isinstance(child, ast.Call) and is_build(child.func):
-                    found.append(Site(child, function, owner))
+                    found.append(Site(child, function, owner, tree))
                 visit(child, function, owner)
 
     visit(tree, None, None)
@@ -225,22 +227,45 @@ def _call_enclosing(site: Site, module, instance, notes: list) -> None:
         notes.append(f"calling {site.where()} to build its extension failed: {_one_line(exc)}")
 
 
-def _evaluate_call(site: Site, module, notes: list) -> None:
-    """Evaluates the call's arguments from the module's globals and the simple assignments that
-    come before it in its function, and makes the call."""
-    namespace = dict(vars(module))
+def _prelude(site: Site) -> list:
+    """The imports and simple assignments that may run before the build call, in source order:
+    those of its function, or at module level those inside blocks (`if`, `try`) that importing
+    the module may have skipped."""
     if site.function is not None:
-        for node in ast.walk(site.function):
-            if isinstance(node, ast.Assign) and (node.end_lineno or node.lineno) < site.call.lineno:
-                targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
-                if len(targets) != len(node.targets):
+        nodes = [n for n in ast.walk(site.function) if n is not site.function]
+    else:
+        top = {id(n) for n in site.tree.body}
+        nodes = [n for n in ast.walk(site.tree) if id(n) not in top and not isinstance(n, ast.Module)]
+    wanted = [n for n in nodes if isinstance(n, (ast.Assign, ast.Import, ast.ImportFrom)) and (n.end_lineno or n.lineno) < site.call.lineno]
+    return sorted(wanted, key=lambda n: (n.lineno, n.col_offset))
+
+
+def _evaluate_call(site: Site, module, notes: list) -> None:
+    """Evaluates the call's arguments from the module's globals and the imports and simple
+    assignments that come before it, and makes the call."""
+    import torch.utils.cpp_extension as cpp
+
+    namespace = dict(vars(module))
+    # A program that imports the builder inside the function that builds.
+    namespace.setdefault("load_inline", cpp.load_inline)
+    # A method keeps its sources on its instance (`self.source = ...`): a stand-in holds them.
+    namespace.setdefault("self", types.SimpleNamespace())
+    for node in _prelude(site):
+        try:
+            if isinstance(node, ast.Assign):
+                simple = all(isinstance(t, ast.Name) or (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self") for t in node.targets)
+                if not simple:
                     continue
-                try:
-                    value = eval(compile(ast.Expression(node.value), "<cudal1 build discovery>", "eval"), namespace)
-                except Exception:
-                    continue
-                for name in targets:
-                    namespace[name] = value
+                value = eval(compile(ast.Expression(node.value), "<cudal1 build discovery>", "eval"), namespace)
+                for t in node.targets:
+                    if isinstance(t, ast.Name):
+                        namespace[t.id] = value
+                    else:
+                        setattr(namespace["self"], t.attr, value)
+            else:
+                exec(compile(ast.Module(body=[node], type_ignores=[]), "<cudal1 build discovery>", "exec"), namespace)
+        except Exception:
+            continue
     try:
         func = eval(compile(ast.Expression(site.call.func), "<cudal1 build discovery>", "eval"), namespace)
         args = [eval(compile(ast.Expression(a), "<cudal1 build discovery>", "eval"), namespace) for a in site.call.args]

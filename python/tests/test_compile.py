@@ -231,6 +231,28 @@ class ModelNew(nn.Module):
     assert "could not be worked out ahead" in result["reply"]["log"]
 
 
+def test_a_build_behind_a_gpu_check_with_its_import_and_sources_inside_the_method_is_made_ahead(tmp_path, write, reference):
+    source = '''
+import torch
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.ext = None
+        if torch.cuda.is_available():
+            self.kernel_code = "__global__ void k() {}"
+            from torch.utils.cpp_extension import load_inline as build
+            self.ext = build(name="inside_init", cpp_sources="", cuda_sources=self.kernel_code, functions=["k"])
+
+    def forward(self, x):
+        return x
+'''
+    result = _discover(tmp_path, write, reference, source)
+    assert [(a["name"]) for a in result["asked"]] == ["inside_init"], result
+    assert result["reply"]["missed"] == []
+
+
 def test_a_build_that_failed_or_was_stopped_is_not_counted_as_made(tmp_path, write, reference):
     result = _discover(tmp_path, write, reference, LAZY_BUILDS, FAKE_BUILD_FAILS="1")
     # Each site was tried (by its method, then from the source) and is reported missed.
