@@ -83,6 +83,7 @@ def run(candidate: str, reference) -> dict:
             found = extensions.discover(module, candidate, instance, forward, notes)
     log = _read(sink)
     sink.close()
+    extensions.save_failures()
 
     if failure is not None:
         if failure.kind == COMPILE_ERROR or _unloadable_library(failure.cause):

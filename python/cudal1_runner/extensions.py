@@ -9,7 +9,10 @@ the candidate is imported:
   (ninja has nothing left to do);
 - the wall time of each call is added up (``spent_ms``): on a device that is the time a build, or
   the check that nothing needs building, held the device's slot;
-- the program line of each call is recorded, so the compile role knows which builds happened.
+- the program line of each call is recorded, so the compile role knows which builds happened;
+- a build that failed in the compile role is recorded with its arguments' fingerprint, and the
+  same build in the candidate's process fails at once with the same message (a program that falls
+  back to PyTorch when its build fails would otherwise run the compiler again on device time).
 
 ``discover`` is the compile role's search for builds that neither importing the program nor
 constructing its model triggers: builds in ``forward``, in helpers called from it, or behind
@@ -21,16 +24,21 @@ only a build the program itself makes at import or construction can fail it.
 
 import ast
 import functools
+import hashlib
 import inspect
+import json
 import os
 import sys
 import time
 import types
 
 _spent_ms = 0.0
-_calls = []  # (file name, line) of every build call that returned
+_calls = []  # (file name, line) of every build call that finished, built or failed
 _originals = {}
 _building = 0  # build calls under way (nested calls count each)
+_failed = {}  # fingerprint of a build's arguments -> why it failed, in this process
+_known_failures = {}  # the same, read from the compile pool's record
+FAILURES_FILE = ".cudal1-failed-builds.json"
 _HERE = os.path.abspath(__file__)
 
 
@@ -44,6 +52,33 @@ def install() -> None:
         original = getattr(cpp, name)
         _originals[name] = original
         setattr(cpp, name, _wrap(original))
+    root = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if root:
+        try:
+            with open(os.path.join(root, FAILURES_FILE), encoding="utf-8") as f:
+                _known_failures.update(json.load(f))
+        except (OSError, ValueError):
+            pass
+
+
+def save_failures() -> None:
+    """Records the builds that failed here (compile role), so that the candidate's process, which
+    would make the same build with the same arguments and fail the same way, fails at once instead
+    of running the compiler again on its device's time."""
+    root = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if root and _failed:
+        try:
+            os.makedirs(root, exist_ok=True)
+            with open(os.path.join(root, FAILURES_FILE), "w", encoding="utf-8") as f:
+                json.dump(_failed, f)
+        except OSError:
+            pass  # the candidate then builds again, as without the record
+
+
+def _fingerprint(bound) -> str:
+    """What decides a build's outcome: every argument but where it goes and how much it prints."""
+    kept = {k: v for k, v in bound.arguments.items() if k not in ("build_directory", "verbose")}
+    return hashlib.sha256(repr(sorted(kept.items())).encode("utf-8", "replace")).hexdigest()
 
 
 def spent_ms() -> float:
@@ -75,14 +110,23 @@ def _wrap(original):
             bound.arguments["build_directory"] = None
         global _building
         site = _caller()
+        fingerprint = _fingerprint(bound)
+        name = bound.arguments.get("name")
+        if fingerprint in _known_failures:
+            _calls.append(site)
+            raise RuntimeError(f"Error building extension '{name}': {_known_failures[fingerprint]} (the same build failed in cudal1's compile pool; not run again)")
         started = time.perf_counter()
         _building += 1
         try:
             built = original(*bound.args, **bound.kwargs)
+        except Exception as exc:
+            # A build that ran and failed is made too: its outcome is known.
+            _failed[fingerprint] = _one_line(exc)
+            _calls.append(site)
+            raise
         finally:
             _building -= 1
             _spent_ms += (time.perf_counter() - started) * 1e3
-        # Only a build that finished counts as made: one that failed or was stopped is still to do.
         _calls.append(site)
         return built
 

@@ -253,11 +253,19 @@ class ModelNew(nn.Module):
     assert result["reply"]["missed"] == []
 
 
-def test_a_build_that_failed_or_was_stopped_is_not_counted_as_made(tmp_path, write, reference):
-    result = _discover(tmp_path, write, reference, LAZY_BUILDS, FAKE_BUILD_FAILS="1")
-    # Each site was tried (by its method, then from the source) and is reported missed.
-    assert {a["name"] for a in result["asked"]} == {"behind_is_cuda", "from_helper_method"}
-    assert sorted(result["reply"]["missed"]) == ["line 13 in Helper._compile", "line 24 in ModelNew.forward"], result["reply"]
+def test_a_build_that_fails_is_recorded_and_fails_at_once_the_next_time(tmp_path, write, reference):
+    first = _discover(tmp_path, write, reference, LAZY_BUILDS, FAKE_BUILD_FAILS="1")
+    assert {a["name"] for a in first["asked"]} == {"behind_is_cuda", "from_helper_method"}
+    # Its outcome is known: not missed, and recorded beside the builds.
+    assert first["reply"]["missed"] == [], first["reply"]
+    import json
+
+    recorded = json.loads((tmp_path / "ext" / ".cudal1-failed-builds.json").read_text())
+    assert len(recorded) == 2 and all("Error building extension" in v for v in recorded.values())
+    # The same builds with the same arguments fail at once: the compiler is not run again.
+    again = _discover(tmp_path, write, reference, LAZY_BUILDS, FAKE_BUILD_FAILS="1")
+    assert again["asked"] == [], again
+    assert "not run again" in again["reply"]["log"], again["reply"]["log"]
 
 
 LAZY_CPP_CANDIDATE = '''

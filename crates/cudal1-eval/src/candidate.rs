@@ -86,6 +86,65 @@ pub fn evaluate_in(
     })
 }
 
+/// What is decided from the program and its build alone, before any process runs (a syntax error,
+/// a missing `ModelNew`, a decisive static finding, a failed build), with the static screen's
+/// warnings.
+pub fn prejudge(candidate: &Candidate, compiled: &CompileOutcome) -> (Option<Judgement>, Vec<Warning>) {
+    if let Err(e) = candidate.check() {
+        let j = match e {
+            TaskError::Syntax { line, column, snippet, .. } => Judgement::new(
+                Verdict::CompileError,
+                "syntax_error",
+                format!("the program does not parse: syntax error at line {line}, column {column}: {snippet}"),
+            ),
+            other => Judgement::new(Verdict::RuntimeError, "missing_symbol", other.to_string()),
+        };
+        return (Some(j), Vec::new());
+    }
+    // A cheap first filter; what hides from it is caught by the runner at run time.
+    let screening = cudal1_task::screen(&candidate.source);
+    let warnings = screening.warnings().map(|f| Warning { class: f.class.clone(), message: format!("line {}: {}", f.line, f.message) }).collect();
+    if let Some(f) = screening.decisive() {
+        return (Some(Judgement::new(Verdict::Exploit, &f.class, format!("static screening, line {}: {}", f.line, f.message))), warnings);
+    }
+    match compiled {
+        CompileOutcome::Failed { judgement, .. } => (Some(judgement.clone()), warnings),
+        _ => (None, warnings),
+    }
+}
+
+/// The evaluation of a candidate that [`prejudge`] decides, made without starting the task's
+/// reference (a device's time is not spent on it). `None` when the candidate must run.
+pub fn prejudged(ctx: &EvalContext<'_>, task: &cudal1_task::Task, candidate: &Candidate, compiled: &CompileOutcome) -> Option<Evaluation> {
+    let (judgement, warnings) = prejudge(candidate, compiled);
+    let judgement = judgement?;
+    let m = Measurements {
+        compile_ms: match compiled {
+            CompileOutcome::Built { ms, .. } | CompileOutcome::Failed { ms, .. } => Some(*ms),
+            CompileOutcome::NotNeeded => None,
+        },
+        ..Measurements::default()
+    };
+    Some(Evaluation {
+        task: task.key(),
+        task_hash: task.hash.clone(),
+        candidate: candidate.label.clone(),
+        candidate_hash: candidate.hash.clone(),
+        verdict: judgement.verdict,
+        reason: judgement.reason,
+        reason_class: judgement.class,
+        speedup: None,
+        ref_ms: None,
+        candidate_ms: None,
+        device: ctx.settings.device.to_string(),
+        mode: ctx.settings.mode,
+        environment: crate::verdict::Environment::default(),
+        measurements: m,
+        duration_ms: 0.0,
+        warnings,
+    })
+}
+
 /// A candidate's runner process with its scratch directory and program file. It can be started
 /// ahead of its evaluation, so that the interpreter's start-up overlaps the previous candidate's
 /// timing: nothing of the candidate runs before `load`, and the process touches no GPU before.
@@ -128,33 +187,21 @@ type Decided = Result<(Judgement, Option<Interval>, Option<(f64, f64)>), Judgeme
 
 impl Run<'_, '_> {
     fn go(&mut self, compiled: &CompileOutcome, process: Option<CandidateProcess>) -> Result<Decided, ReferenceError> {
-        if let Err(e) = self.candidate.check() {
-            let j = match e {
-                TaskError::Syntax { line, column, snippet, .. } => Judgement::new(
-                    Verdict::CompileError,
-                    "syntax_error",
-                    format!("the program does not parse: syntax error at line {line}, column {column}: {snippet}"),
-                ),
-                other => Judgement::new(Verdict::RuntimeError, "missing_symbol", other.to_string()),
-            };
-            return Ok(Err(j));
-        }
-        // A cheap first filter; what hides from it is caught by the runner at run time.
-        let screening = cudal1_task::screen(&self.candidate.source);
-        self.warnings.extend(screening.warnings().map(|f| Warning { class: f.class.clone(), message: format!("line {}: {}", f.line, f.message) }));
-        if let Some(f) = screening.decisive() {
-            return Ok(Err(Judgement::new(Verdict::Exploit, &f.class, format!("static screening, line {}: {}", f.line, f.message))));
-        }
+        let (judgement, warnings) = prejudge(self.candidate, compiled);
+        self.warnings.extend(warnings);
         match compiled {
-            CompileOutcome::Failed { judgement, ms } => {
-                self.m.compile_ms = Some(*ms);
-                return Ok(Err(judgement.clone()));
-            }
+            CompileOutcome::Failed { ms, .. } => self.m.compile_ms = Some(*ms),
             CompileOutcome::Built { ms, missed, .. } => {
                 self.m.compile_ms = Some(*ms);
                 self.m.missed_builds.clone_from(missed);
             }
             CompileOutcome::NotNeeded => {}
+        }
+        if let Some(j) = judgement {
+            if let Some(p) = process {
+                p.discard();
+            }
+            return Ok(Err(j));
         }
 
         let spawned = Instant::now();

@@ -49,56 +49,68 @@ pub struct ReferenceSession {
     pub first_call_ms: Option<f64>,
 }
 
-impl ReferenceSession {
-    pub fn start(env: &RunnerEnv, task: &Task, settings: &EvalSettings, work_root: &Path) -> Result<ReferenceSession, ReferenceError> {
-        let dir = tempfile::Builder::new().prefix("reference-").tempdir_in(work_root).map_err(|e| ReferenceError {
-            task: task.key(),
-            doing: "creating its work directory",
-            source: CallError::Protocol(e.to_string()),
-            stderr: String::new(),
-        })?;
-        let fail = |doing, source: CallError, client: Option<&RunnerClient>| ReferenceError {
-            task: task.key(),
-            doing,
-            source,
-            stderr: client.map(|c| tail(&c.stderr_tail())).unwrap_or_default(),
-        };
-        let mut client = RunnerClient::spawn(
-            env,
-            Launch {
-                role: Role::Reference,
-                label: format!("reference {}", task.key()),
-                device: &settings.device,
-                scratch: dir.path(),
-                extensions: None,
-                reads: vec![],
-                sandbox: false,
-                memory_bytes: None,
-            },
-        )
-        .map_err(|e| fail("starting", e, None))?;
-        let hello = client.call(&Hello {}, Duration::from_secs(120)).map_err(|e| fail("starting", e, Some(&client)))?;
-        let load = client
-            .call(
-                &Load {
-                    reference: absolute(&task.path),
-                    candidate: None,
-                    device: runner_device(&settings.device),
-                    init_seed: INIT_SEED,
-                },
-                settings.load_timeout,
-            )
-            .map_err(|e| fail("loading", e, Some(&client)))?;
+/// A reference runner whose interpreter is starting: spawned ahead of its turn so that Python's
+/// start-up overlaps other work. It touches no device until [`StartingReference::ready`].
+pub struct StartingReference {
+    task: Task,
+    dir: tempfile::TempDir,
+    client: RunnerClient,
+}
+
+impl StartingReference {
+    fn fail(&self, doing: &'static str, source: CallError) -> ReferenceError {
+        ReferenceError { task: self.task.key(), doing, source, stderr: tail(&self.client.stderr_tail()) }
+    }
+
+    /// Waits for the interpreter and loads the reference on its device.
+    pub fn ready(mut self, settings: &EvalSettings) -> Result<ReferenceSession, ReferenceError> {
+        let hello = self.client.call(&Hello {}, Duration::from_secs(120)).map_err(|e| self.fail("starting", e))?;
+        let load = Load { reference: absolute(&self.task.path), candidate: None, device: runner_device(&settings.device), init_seed: INIT_SEED };
+        let load = self.client.call(&load, settings.load_timeout).map_err(|e| self.fail("loading", e))?;
         Ok(ReferenceSession {
-            task: task.clone(),
+            task: self.task,
             device: settings.device.clone(),
-            client,
+            client: self.client,
             hello,
             load,
-            dir,
+            dir: self.dir,
             expected: HashMap::new(),
             first_call_ms: None,
         })
+    }
+
+    /// Ends a reference that will not be used.
+    pub fn discard(self) {
+        self.client.shutdown();
+    }
+}
+
+impl ReferenceSession {
+    /// Starts the task's reference and loads it: [`ReferenceSession::spawn`], then
+    /// [`StartingReference::ready`].
+    pub fn start(env: &RunnerEnv, task: &Task, settings: &EvalSettings, work_root: &Path) -> Result<ReferenceSession, ReferenceError> {
+        Self::spawn(env, task, settings, work_root)?.ready(settings)
+    }
+
+    /// Starts the task's reference runner without waiting for it.
+    pub fn spawn(env: &RunnerEnv, task: &Task, settings: &EvalSettings, work_root: &Path) -> Result<StartingReference, ReferenceError> {
+        let fail = |doing, source: CallError| ReferenceError { task: task.key(), doing, source, stderr: String::new() };
+        let dir = tempfile::Builder::new()
+            .prefix("reference-")
+            .tempdir_in(work_root)
+            .map_err(|e| fail("creating its work directory", CallError::Protocol(e.to_string())))?;
+        let launch = Launch {
+            role: Role::Reference,
+            label: format!("reference {}", task.key()),
+            device: &settings.device,
+            scratch: dir.path(),
+            extensions: None,
+            reads: vec![],
+            sandbox: false,
+            memory_bytes: None,
+        };
+        let client = RunnerClient::spawn(env, launch).map_err(|e| fail("starting", e))?;
+        Ok(StartingReference { task: task.clone(), dir, client })
     }
 
     pub fn environment(&self) -> Environment {

@@ -4,11 +4,11 @@
 //! candidates' processes while the current one runs.
 
 use super::{job_settings, Entry, JobOutcome, Shared, Work};
-use crate::candidate::{evaluate_in, CandidateProcess, EvalContext};
+use crate::candidate::{evaluate_in, prejudge, prejudged, CandidateProcess, EvalContext};
 use crate::compile::CompileOutcome;
 use crate::degenerate::check_task;
 use crate::engine::EventKind;
-use crate::reference::{describe, ReferenceError, ReferenceSession};
+use crate::reference::{describe, ReferenceError, ReferenceSession, StartingReference};
 use crate::settings::{Device, EvalSettings};
 use crate::verdict::Evaluation;
 use cudal1_task::Task;
@@ -42,6 +42,8 @@ struct Lane<'a> {
     times: bool,
     prefetch: bool,
     references: VecDeque<(String, ReferenceSession)>,
+    /// References started ahead for staged jobs, by task hash.
+    starting: Vec<(String, StartingReference)>,
     capacity: usize,
     rng: StdRng,
 }
@@ -57,12 +59,16 @@ pub(super) fn run(shared: &Shared, device_index: usize, lane_index: usize) {
         device_index,
         times,
         references: VecDeque::new(),
+        starting: Vec::new(),
         capacity: if times { REFERENCES_TIMING_LANE } else { REFERENCES_OTHER_LANE },
         rng: StdRng::seed_from_u64(seed),
     };
     lane.serve();
     for (_, r) in lane.references.drain(..) {
         r.shutdown();
+    }
+    for (_, r) in lane.starting.drain(..) {
+        r.discard();
     }
 }
 
@@ -104,13 +110,22 @@ impl Lane<'_> {
         self.shared.end(staged.entry, JobOutcome::Cancelled);
     }
 
-    /// Starts a candidate's interpreter before its turn; nothing of the candidate runs yet.
-    fn start_ahead(&self, entry: &Entry) -> Option<CandidateProcess> {
+    /// Starts a candidate's interpreter before its turn, and its task's reference if no reference
+    /// of that task is running or starting; nothing of the candidate runs yet, and neither touches
+    /// the device. A candidate decided without running gets neither.
+    fn start_ahead(&mut self, entry: &Entry) -> Option<CandidateProcess> {
         let Work::Evaluate { candidate, .. } = &entry.job.work else { return None };
-        if matches!(entry.compiled, CompileOutcome::Failed { .. }) {
+        if prejudge(candidate, &entry.compiled).0.is_some() {
             return None;
         }
         let settings = job_settings(&self.shared.config.settings, &self.device, &entry.job);
+        let hash = &entry.job.task.hash;
+        let known = self.references.iter().any(|(h, _)| h == hash) || self.starting.iter().any(|(h, _)| h == hash);
+        if !known {
+            if let Ok(r) = ReferenceSession::spawn(&self.shared.config.env, &entry.job.task, &settings, &self.shared.scratch) {
+                self.starting.push((hash.clone(), r));
+            }
+        }
         let ctx = EvalContext { env: &self.shared.config.env, settings: &settings, work_root: &self.shared.scratch };
         CandidateProcess::start(&ctx, &entry.job.task.path, candidate, &entry.compiled).ok()
     }
@@ -160,6 +175,14 @@ impl Lane<'_> {
         settings: &EvalSettings,
     ) -> Result<Evaluation, ReferenceError> {
         let started = Instant::now();
+        let ctx = EvalContext { env: &self.shared.config.env, settings, work_root: &self.shared.scratch };
+        // Decided from the source and the build alone: no reference is started for it.
+        if let Some(e) = prejudged(&ctx, task, candidate, compiled) {
+            if let Some(p) = process {
+                p.discard();
+            }
+            return Ok(e);
+        }
         let i = match self.reference(task, settings) {
             Ok(i) => i,
             Err(e) => {
@@ -169,7 +192,6 @@ impl Lane<'_> {
                 return Err(e);
             }
         };
-        let ctx = EvalContext { env: &self.shared.config.env, settings, work_root: &self.shared.scratch };
         let job_rng = StdRng::from_rng(&mut self.rng);
         let reference_ready = started.elapsed();
         let mut result = evaluate_in(&ctx, &mut self.references[i].1, candidate, compiled, process, job_rng);
@@ -194,7 +216,10 @@ impl Lane<'_> {
         if let Some(i) = self.references.iter().position(|(hash, _)| *hash == task.hash) {
             return Ok(i);
         }
-        let session = ReferenceSession::start(&self.shared.config.env, task, settings, &self.shared.scratch)?;
+        let session = match self.starting.iter().position(|(hash, _)| *hash == task.hash) {
+            Some(i) => self.starting.swap_remove(i).1.ready(settings)?,
+            None => ReferenceSession::start(&self.shared.config.env, task, settings, &self.shared.scratch)?,
+        };
         if self.references.len() >= self.capacity {
             if let Some((_, old)) = self.references.pop_front() {
                 old.shutdown();

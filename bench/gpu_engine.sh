@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Issue 12's benches on a GPU machine, from the repository root, with `.carry/` holding
+# cudal1-new (this tree's release build), cudal1-old (c075853's, the code before the engine) and
+# h100.json (CUDA-L1's optimized_cuda_code/h100.json):
+#   PARTS="throughput" bash bench/gpu_engine.sh      # 40 CUDA-L1 kernels (20 build extensions): new, then old
+#   PARTS="new" / PARTS="old"                        # one of the two
+#   PARTS="correctness" bash bench/gpu_engine.sh     # the same batch, --mode correctness, cold and warm caches
+#   PARTS="release" bash bench/gpu_engine.sh         # every row of the release through --from cuda-l1 (resumes)
+# Everything comes back under $OUT: logs, JSON rows, the stores (checkpointed).
+set -u
+C=$(realpath .carry)
+O=${OUT:-/tmp/cudal1-out}
+mkdir -p "$O"
+export CUDAL1_PYTHON=$(command -v python3)
+BUDGET=${BUDGET:-1}
+exec > >(tee -a "$O/engine.log") 2>&1
+date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
+python3 bench/cuda_l1_batch.py "$C/h100.json" /tmp/tp
+cp /tmp/tp/selection.json "$O/" 2>/dev/null
+batch() { # NAME BINARY LIMIT_S CACHE EXTRA...
+  local name=$1 bin=$2 limit=$3 cache=$4; shift 4
+  echo "== $name (budget $BUDGET s, limit $limit s) $*"
+  local start=$(date +%s.%N)
+  CUDAL1_CACHE_DIR="$cache" timeout -s INT -k 45 "$limit" "$bin" eval --suite /tmp/tp/tasks --candidates /tmp/tp/candidates.jsonl \
+    --device cuda --json --budget "$BUDGET" --db "$O/$name.db" "$@" > "$O/$name.jsonl"
+  echo "exit $?"
+  local end=$(date +%s.%N)
+  python3 bench/engine_report.py "$name" "$O/$name.jsonl" "$start" "$end" | tee -a "$O/summary.jsonl"
+  python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$O/$name.db"
+  gzip -f "$O/$name.jsonl"
+}
+for part in ${PARTS:-throughput}; do
+  case $part in
+  throughput)
+    batch new "$C/cudal1-new" "${NEW_LIMIT:-250}" /tmp/cache-new
+    batch old "$C/cudal1-old" "${OLD_LIMIT:-290}" /tmp/cache-old ;;
+  new) batch new "$C/cudal1-new" "${NEW_LIMIT:-250}" /tmp/cache-new ;;
+  old) batch old "$C/cudal1-old" "${OLD_LIMIT:-290}" /tmp/cache-old ;;
+  correctness)
+    batch correctness_cold "$C/cudal1-new" 200 /tmp/cache-corr --mode correctness
+    batch correctness_warm "$C/cudal1-new" 120 /tmp/cache-corr --mode correctness --force ;;
+  release)
+    echo "== release: every row of h100.json (budget $BUDGET s)"
+    # A run cut off earlier resumes from its store, carried back in.
+    [ -f "$C/release.db" ] && cp "$C/release.db" "$O/release.db"
+    start=$(date +%s.%N)
+    CUDAL1_CACHE_DIR=/tmp/cache-rel timeout -s INT -k 60 "${REL_LIMIT:-520}" "$C/cudal1-new" eval --from cuda-l1 "$C/h100.json" \
+      --device cuda --json --budget "$BUDGET" --db "$O/release.db" > "$O/release.jsonl"
+    echo "exit $?"
+    end=$(date +%s.%N)
+    python3 bench/engine_report.py release "$O/release.jsonl" "$start" "$end" | tee -a "$O/summary.jsonl"
+    python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$O/release.db"
+    gzip -f "$O/release.jsonl" ;;
+  esac
+done
+date -u
