@@ -16,7 +16,7 @@ BUDGET=${BUDGET:-1}
 exec > >(tee -a "$O/engine.log") 2>&1
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
 python3 bench/cuda_l1_batch.py "$C/h100.json" /tmp/tp
-cp /tmp/tp/selection.json "$O/" 2>/dev/null
+
 batch() { # NAME BINARY LIMIT_S CACHE EXTRA...
   local name=$1 bin=$2 limit=$3 cache=$4; shift 4
   echo "== $name (budget $BUDGET s, limit $limit s) $*"
@@ -35,6 +35,8 @@ for part in ${PARTS:-throughput}; do
     batch new "$C/cudal1-new" "${NEW_LIMIT:-250}" /tmp/cache-new
     batch old "$C/cudal1-old" "${OLD_LIMIT:-290}" /tmp/cache-old ;;
   new) batch new "$C/cudal1-new" "${NEW_LIMIT:-250}" /tmp/cache-new ;;
+  correctness_lanes)  # after `new`: its build cache is warm
+    batch correctness_lanes "$C/cudal1-new" 90 /tmp/cache-new --mode correctness --lanes "${LANES:-8}" ;;
   old) batch old "$C/cudal1-old" "${OLD_LIMIT:-290}" /tmp/cache-old ;;
   correctness)
     batch correctness_cold "$C/cudal1-new" 200 /tmp/cache-corr --mode correctness

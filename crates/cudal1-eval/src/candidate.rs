@@ -25,6 +25,29 @@ pub struct EvalContext<'a> {
     pub env: &'a RunnerEnv,
     pub settings: &'a EvalSettings,
     pub work_root: &'a Path,
+    /// Where a finished candidate's process is ended in the background (its exit, a CUDA
+    /// context's teardown, takes about a second); `None`: ended before the evaluation returns.
+    pub retired: Option<&'a Retired>,
+}
+
+/// Candidate processes being ended in the background; [`Retired::wait`] waits for all of them.
+#[derive(Default)]
+pub struct Retired(std::sync::Mutex<Vec<std::thread::JoinHandle<()>>>);
+
+impl Retired {
+    fn push(&self, process: CandidateProcess) {
+        let mut handles = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        handles.retain(|h| !h.is_finished());
+        handles.push(std::thread::spawn(move || process.discard()));
+    }
+
+    /// Waits until every process handed over so far has ended and its directory is gone.
+    pub fn wait(&self) {
+        let handles = std::mem::take(&mut *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        for h in handles {
+            let _ = h.join();
+        }
+    }
 }
 
 struct Run<'a, 'c> {
@@ -217,7 +240,10 @@ impl Run<'_, '_> {
         if let Ok(Err(_)) = &outcome {
             self.m.log_tail = Some(crate::reference::tail(&process.client.stderr_tail()));
         }
-        process.client.shutdown();
+        match self.ctx.retired {
+            Some(retired) => retired.push(process),
+            None => process.discard(),
+        }
         outcome
     }
 

@@ -4,7 +4,7 @@
 //! candidates' processes while the current one runs.
 
 use super::{job_settings, Entry, JobOutcome, Shared, Work};
-use crate::candidate::{evaluate_in, prejudge, prejudged, CandidateProcess, EvalContext};
+use crate::candidate::{evaluate_in, prejudge, prejudged, CandidateProcess, EvalContext, Retired};
 use crate::compile::CompileOutcome;
 use crate::degenerate::check_task;
 use crate::engine::EventKind;
@@ -44,6 +44,8 @@ struct Lane<'a> {
     references: VecDeque<(String, ReferenceSession)>,
     /// References started ahead for staged jobs, by task hash.
     starting: Vec<(String, StartingReference)>,
+    /// Candidate processes of finished jobs, ending in the background.
+    retired: Retired,
     capacity: usize,
     rng: StdRng,
 }
@@ -60,6 +62,7 @@ pub(super) fn run(shared: &Shared, device_index: usize, lane_index: usize) {
         times,
         references: VecDeque::new(),
         starting: Vec::new(),
+        retired: Retired::default(),
         capacity: if times { REFERENCES_TIMING_LANE } else { REFERENCES_OTHER_LANE },
         rng: StdRng::seed_from_u64(seed),
     };
@@ -70,6 +73,7 @@ pub(super) fn run(shared: &Shared, device_index: usize, lane_index: usize) {
     for (_, r) in lane.starting.drain(..) {
         r.discard();
     }
+    lane.retired.wait();
 }
 
 impl Lane<'_> {
@@ -126,7 +130,7 @@ impl Lane<'_> {
                 self.starting.push((hash.clone(), r));
             }
         }
-        let ctx = EvalContext { env: &self.shared.config.env, settings: &settings, work_root: &self.shared.scratch };
+        let ctx = EvalContext { env: &self.shared.config.env, settings: &settings, work_root: &self.shared.scratch, retired: None };
         CandidateProcess::start(&ctx, &entry.job.task.path, candidate, &entry.compiled).ok()
     }
 
@@ -175,9 +179,9 @@ impl Lane<'_> {
         settings: &EvalSettings,
     ) -> Result<Evaluation, ReferenceError> {
         let started = Instant::now();
-        let ctx = EvalContext { env: &self.shared.config.env, settings, work_root: &self.shared.scratch };
+        let plain = EvalContext { env: &self.shared.config.env, settings, work_root: &self.shared.scratch, retired: None };
         // Decided from the source and the build alone: no reference is started for it.
-        if let Some(e) = prejudged(&ctx, task, candidate, compiled) {
+        if let Some(e) = prejudged(&plain, task, candidate, compiled) {
             if let Some(p) = process {
                 p.discard();
             }
@@ -194,6 +198,7 @@ impl Lane<'_> {
         };
         let job_rng = StdRng::from_rng(&mut self.rng);
         let reference_ready = started.elapsed();
+        let ctx = EvalContext { env: &self.shared.config.env, settings, work_root: &self.shared.scratch, retired: Some(&self.retired) };
         let mut result = evaluate_in(&ctx, &mut self.references[i].1, candidate, compiled, process, job_rng);
         if let Ok(e) = &mut result {
             e.measurements.phase("reference", reference_ready);

@@ -74,6 +74,19 @@ fn verdict(kinds: &[EventKind]) -> Verdict {
     }
 }
 
+/// Files below `dir` once finished candidates' processes, which end in the background, are gone
+/// (waits up to 20 s for the directory to settle).
+fn settled_files_below(dir: &Path) -> Vec<PathBuf> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = files_below(dir);
+        if left.is_empty() || std::time::Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Files (not directories) below `dir`.
 fn files_below(dir: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
@@ -109,9 +122,10 @@ fn every_job_reports_queued_then_started_then_exactly_one_finished_and_the_scrat
     // The handle got the same outcome as the stream.
     let JobOutcome::Evaluated(e) = fast.wait() else { panic!("the handle has the evaluation") };
     assert!(e.speedup.is_some() && e.duration_ms > 0.0);
-    // Between jobs nothing is left behind (expected outputs, candidate directories), and the
-    // engine removes its scratch directory when it ends.
-    let left = files_below(engine.scratch());
+    // Between jobs nothing is left behind (expected outputs, candidate directories; a finished
+    // candidate's process ends in the background within moments), and the engine removes its
+    // scratch directory when it ends.
+    let left = settled_files_below(engine.scratch());
     assert!(left.is_empty(), "{left:?}");
     engine.finish();
     assert_eq!(std::fs::read_dir(dir.path().join("scratch")).unwrap().count(), 0);

@@ -110,6 +110,19 @@ fn engine(env: &RunnerEnv, dir: &Path) -> Evaluator {
     Evaluator::start(config).unwrap().0
 }
 
+/// Files below `dir` once finished candidates' processes, which end in the background, are gone
+/// (waits up to 20 s for the directory to settle).
+fn settled_files_below(dir: &Path) -> Vec<PathBuf> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = files_below(dir);
+        if left.is_empty() || std::time::Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Files (not directories) below `dir`.
 fn files_below(dir: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
@@ -133,7 +146,7 @@ fn run(llm: &OpenAiClient, store: &Store, config: &OptimizeConfig, cancel: &Atom
     let optimizer = Optimizer { llm, prompts: &prompts, store, engine: &engine, config, cancel };
     let mut events = Vec::new();
     let summary = optimizer.run(&task(), "it", &mut |e| events.push(e)).unwrap();
-    let left = files_below(engine.scratch());
+    let left = settled_files_below(engine.scratch());
     assert!(left.is_empty(), "left in the scratch directory while the engine runs: {left:?}");
     engine.finish();
     assert_eq!(std::fs::read_dir(dir.join("scratch")).unwrap().count(), 0, "the engine removes its scratch directory");
