@@ -9,10 +9,11 @@ use crate::findings::judge_findings;
 use crate::reference::{absolute, runner_device, ReferenceError, ReferenceSession, INIT_SEED};
 use crate::runner::{CallError, Launch, Role, RunnerClient, RunnerEnv};
 use crate::settings::EvalSettings;
-use crate::timing::{self, Side, TimingRun};
+use crate::correctness::SeedOutcome;
+use crate::timing::{self, RevealedCall, Side, TimingRun};
 use crate::verdict::{Evaluation, Judgement, Measurements, Remeasure, SeedCheck, TimingReport, Verdict, Warning};
 use crate::window::{self, WindowUsed};
-use cudal1_protocol::{Hello, Load, Outputs, SeedResult};
+use cudal1_protocol::{Hello, Load, Outputs};
 use cudal1_stats::{median, median_interval, speedup_interval, Interval};
 use cudal1_task::{Candidate, TaskError};
 use rand::rngs::StdRng;
@@ -216,8 +217,22 @@ impl Run<'_, '_> {
         if let Some(j) = judge_findings(&self.m.findings) {
             return Ok(Err(j));
         }
+        // Each file is taken out of the candidate's reach before the reference reads it.
+        let mut taken = Vec::with_capacity(results.len());
+        for r in &results {
+            match self.reference.take_output(scratch, &r.path) {
+                Ok(p) => taken.push(p),
+                Err(e) => return Ok(Err(tampered_file(&e))),
+            }
+        }
         for (i, r) in results.iter().enumerate() {
-            let outcome = self.reference.compare(r.seed, &r.path, settings)?;
+            let outcome = match self.compare_candidate(r.seed, &taken[i])? {
+                Ok(o) => o,
+                Err(j) => return Ok(Err(j)),
+            };
+            if let Some(j) = changed_after_saving(r.fingerprint.as_deref(), &outcome, r.seed) {
+                return Ok(Err(j));
+            }
             self.m.checks.push(SeedCheck {
                 seed: r.seed,
                 timed: false,
@@ -228,18 +243,23 @@ impl Run<'_, '_> {
                 candidate_ms: Some(r.ms),
             });
             if let Some(why) = outcome.failure {
-                if let Some(earlier) = self.stale_match(r, &results[..i])? {
-                    return Ok(Err(Judgement::new(
-                        Verdict::Exploit,
-                        "stale_result",
-                        format!("for input seed {} it returned the result of an earlier call (input seed {earlier}): results are cached across calls (keyed on an address, a shape, an id or a counter) or read from stale buffers", r.seed),
-                    )));
+                let earlier: Vec<u64> = results[..i].iter().map(|e| e.seed).collect();
+                match self.stale_match(&taken[i], &earlier)? {
+                    Ok(Some(earlier)) => {
+                        return Ok(Err(Judgement::new(
+                            Verdict::Exploit,
+                            "stale_result",
+                            format!("for input seed {} it returned the result of an earlier call (input seed {earlier}): results are cached across calls (keyed on an address, a shape, an id or a counter) or read from stale buffers", r.seed),
+                        )))
+                    }
+                    Ok(None) => {}
+                    Err(j) => return Ok(Err(j)),
                 }
                 return Ok(Err(Judgement::new(Verdict::Incorrect, "mismatch", format!("wrong result for input seed {}: {why}", r.seed))));
             }
         }
 
-        self.first_output = results.first().map(|r| r.path.clone());
+        self.first_output = taken.first().cloned();
 
         self.m.phase("correctness", phase.elapsed());
         if !settings.mode.times() {
@@ -251,10 +271,9 @@ impl Run<'_, '_> {
         // Timing.
         let cand_first = median(&results.iter().map(|r| r.ms).collect::<Vec<_>>()).unwrap_or(1.0);
         let ref_first = self.reference.first_call_ms.unwrap_or(cand_first);
-        let ref_dir = scratch.join("reference-timing");
-        let _ = std::fs::create_dir_all(&ref_dir);
+        let output_bytes = self.first_output.as_ref().and_then(|p| std::fs::metadata(p).ok()).map_or(1, |m| bandwidth::saved_output_bytes(m.len()).max(1));
         let measure = |run: &mut Run<'_, '_>, client: &mut RunnerClient| -> Result<Result<TimingRun, Judgement>, ReferenceError> {
-            match timing::measure(&mut run.reference.client, client, (&ref_dir, &out_dir), (ref_first, cand_first), settings, &mut run.rng) {
+            match timing::measure(&mut run.reference.client, client, &out_dir, (ref_first, cand_first), output_bytes, settings, &mut run.rng) {
                 Ok(r) => Ok(Ok(r)),
                 Err(e) if e.side == Side::Reference => Err(run.reference.error("timing the reference", e.error)),
                 Err(e) => Ok(Err(fail(client, e.error, "timing"))),
@@ -269,7 +288,7 @@ impl Run<'_, '_> {
         let Some(why) = remeasure_reason(&first, settings) else {
             self.m.phase("timing", phase.elapsed());
             let phase = Instant::now();
-            let decided = self.decide_after_timing(first, false, None);
+            let decided = self.decide_after_timing(scratch, first, (false, false), None);
             self.m.phase("verdict", phase.elapsed());
             return decided;
         };
@@ -278,24 +297,48 @@ impl Run<'_, '_> {
             Err(j) => return Ok(Err(j)),
         };
         let hidden_twice = [&first, &second].iter().all(|r| timing::hidden_work(r).is_some_and(|h| h.escaped_the_timer()));
+        let bounded_twice = [&first, &second].iter().all(|r| timing::outer_bound(r).is_some_and(|b| b.disagrees()));
         let first_speedup = quick_speedup(&first);
         let (mut kept, other) = if first_speedup.unwrap_or(f64::MAX) < quick_speedup(&second).unwrap_or(f64::MAX) { (first, second) } else { (second, first) };
         kept.checked.extend(other.checked);
         self.m.phase("timing", phase.elapsed());
         let phase = Instant::now();
-        let decided = self.decide_after_timing(kept, hidden_twice, Some(Remeasure { why, first_speedup }));
+        let decided = self.decide_after_timing(scratch, kept, (hidden_twice, bounded_twice), Some(Remeasure { why, first_speedup }));
         self.m.phase("verdict", phase.elapsed());
         decided
     }
 
-    /// The earlier seed whose expected output a wrong output matches, if any.
-    fn stale_match(&mut self, wrong: &SeedResult, earlier: &[SeedResult]) -> Result<Option<u64>, ReferenceError> {
-        for e in earlier.iter().rev() {
-            if self.reference.compare(e.seed, &wrong.path, self.ctx.settings)?.failure.is_none() {
-                return Ok(Some(e.seed));
+    /// The earlier seed whose expected output a wrong output (already taken into custody)
+    /// matches, if any.
+    fn stale_match(&mut self, wrong: &Path, earlier: &[u64]) -> Result<Result<Option<u64>, Judgement>, ReferenceError> {
+        for &seed in earlier.iter().rev() {
+            match self.compare_candidate(seed, wrong)? {
+                Ok(o) if o.failure.is_none() => return Ok(Ok(Some(seed))),
+                Ok(_) => {}
+                Err(j) => return Ok(Err(j)),
             }
         }
-        Ok(None)
+        Ok(Ok(None))
+    }
+
+    /// Compares a candidate's output file (taken into custody) with the expected output of
+    /// `seed`. The file is the only thing of the candidate's that the reference reads: if the
+    /// reference fails on it (dies, hangs, errs), the candidate did that. The reference is then
+    /// started afresh for the evaluations that follow, and the candidate gets the verdict.
+    fn compare_candidate(&mut self, seed: u64, taken: &Path) -> Result<Result<SeedOutcome, Judgement>, ReferenceError> {
+        match self.reference.compare(seed, taken, self.ctx.settings) {
+            Ok(o) => Ok(Ok(o)),
+            Err(e) => {
+                let why = format!("{}: {}", e.doing, e.source);
+                self.m.log_tail = Some(e.stderr.clone());
+                self.reference.restart()?;
+                Ok(Err(Judgement::new(
+                    Verdict::Exploit,
+                    "reference_sabotage",
+                    format!("the reference runner failed while reading its output for input seed {seed} ({why}): a corrupt or hostile output file"),
+                )))
+            }
+        }
     }
 
     /// The bandwidth floor, where the device's bandwidth is known: an exploit below the time to
@@ -326,21 +369,34 @@ impl Run<'_, '_> {
         }
     }
 
-    fn decide_after_timing(&mut self, run: TimingRun, hidden_twice: bool, remeasured: Option<Remeasure>) -> Result<Decided, ReferenceError> {
+    /// `twice`: whether the outer clock saw hidden work, and disagreed with the claimed times, in
+    /// both of two measurements.
+    fn decide_after_timing(&mut self, scratch: &Path, run: TimingRun, twice: (bool, bool), remeasured: Option<Remeasure>) -> Result<Decided, ReferenceError> {
+        let (hidden_twice, bounded_twice) = twice;
         let settings = self.ctx.settings;
         // What the guard saw while timing, and the outputs of a sample of timed calls.
         self.m.findings.extend(run.findings.iter().cloned());
         for c in &run.checked {
-            self.m.findings.extend(c.findings.iter().cloned());
+            self.m.findings.extend(c.call.findings.iter().cloned());
         }
         if let Some(j) = judge_findings(&self.m.findings) {
             return Ok(Err(j));
         }
-        let seeds: Vec<u64> = run.checked.iter().map(|c| c.seed).collect();
+        let seeds: Vec<u64> = run.checked.iter().map(|c| c.call.seed).collect();
         self.reference.ensure_expected(&seeds, settings.call_timeout * (seeds.len().max(1) as u32) + Duration::from_secs(60))?;
         let mut timed_failure = None;
-        for c in &run.checked {
-            let outcome = self.reference.compare(c.seed, &c.path, settings)?;
+        for RevealedCall { call: c, fingerprint } in &run.checked {
+            let taken = match self.reference.take_output(scratch, &c.path) {
+                Ok(p) => p,
+                Err(e) => return Ok(Err(tampered_file(&e))),
+            };
+            let outcome = match self.compare_candidate(c.seed, &taken)? {
+                Ok(o) => o,
+                Err(j) => return Ok(Err(j)),
+            };
+            if let Some(j) = changed_after_saving(Some(fingerprint), &outcome, c.seed) {
+                return Ok(Err(j));
+            }
             self.m.checks.push(SeedCheck {
                 seed: c.seed,
                 timed: true,
@@ -357,7 +413,11 @@ impl Run<'_, '_> {
 
         let seed = self.rng.random();
         let tails = if settings.device.is_cuda() { window::tails_ms(&run) } else { (None, None) };
-        let speedup = speedup_interval(run.reference_ms(), run.candidate_ms(), settings.bootstrap_resamples, settings.confidence, seed);
+        let bound = timing::outer_bound(&run);
+        // The speedup can never exceed what cudal1's own clock supports.
+        let capped = bound.map_or(1.0, |b| b.factor());
+        let speedup = speedup_interval(run.reference_ms(), run.candidate_ms(), settings.bootstrap_resamples, settings.confidence, seed)
+            .map(|i| Interval { median: i.median / capped, ci_low: i.ci_low / capped, ci_high: i.ci_high / capped });
         let ref_outer = timing::outer_per_call_ms(&run.reference_blocks);
         let cand_outer = timing::outer_per_call_ms(&run.candidate_blocks);
         let outer_speedup = match (median(&ref_outer), median(&cand_outer)) {
@@ -395,6 +455,16 @@ impl Run<'_, '_> {
                 format!("correct on the checked seeds but wrong on a timed call ({why}): it behaves differently when timed or reuses stale results"),
             )));
         }
+        if let Some(b) = bound.filter(|_| bounded_twice) {
+            return Ok(Err(Judgement::new(
+                Verdict::Exploit,
+                "clock_disagreement",
+                format!(
+                    "in two measurements cudal1's own clock allowed no less than {:.4} ms per call where the runner claimed {:.4} ms ({:.1}x less): its reported times are not what its calls took (rewritten replies, a median of fast lookups, work moved out of the timed window)",
+                    b.floor_ms, b.claimed_ms, b.factor()
+                ),
+            )));
+        }
         if let Some(h) = timing::hidden_work(&run).filter(|_| hidden_twice) {
             return Ok(Err(Judgement::new(
                 Verdict::Exploit,
@@ -414,6 +484,17 @@ impl Run<'_, '_> {
         if let Some(w) = self.m.timing.as_ref().and_then(host_bound) {
             self.warnings.push(w);
         }
+        if let Some(b) = bound.filter(|_| capped > 1.0) {
+            self.warnings.push(Warning {
+                class: "outer_clock_bound".into(),
+                message: format!(
+                    "cudal1's own clock allows no less than {:.4} ms per call where the runner claimed {:.4} ms: the speedup is cut by {:.2}x to what that clock supports",
+                    b.floor_ms,
+                    b.claimed_ms,
+                    b.factor()
+                ),
+            });
+        }
         let checks = self.m.checks.len();
         let reason = format!(
             "matches the reference on {checks} checked calls; {:.3}x the reference's speed (median, {:.0}% CI {:.3}–{:.3})",
@@ -424,6 +505,25 @@ impl Run<'_, '_> {
         );
         Ok(Ok((Judgement::new(Verdict::Correct, "correct", reason), Some(speedup), times)))
     }
+}
+
+/// A candidate's output file that is not a plain file of its own (a link to an expected output,
+/// a FIFO, a path elsewhere).
+fn tampered_file(e: &crate::intake::Refused) -> Judgement {
+    Judgement::new(Verdict::Exploit, "output_file_tampered", format!("its saved output was replaced: {e}"))
+}
+
+/// The output the reference read is not the one the runner captured after the call: something
+/// rewrote it in between.
+fn changed_after_saving(committed: Option<&str>, outcome: &SeedOutcome, seed: u64) -> Option<Judgement> {
+    let (Some(committed), Some(read)) = (committed, outcome.fingerprint.as_deref()) else { return None };
+    (committed != read).then(|| {
+        Judgement::new(
+            Verdict::Exploit,
+            "output_changed_after_call",
+            format!("the output of input seed {seed} that was checked is not the one captured when its call returned (fingerprint {read}, captured {committed}): it was rewritten afterwards"),
+        )
+    })
 }
 
 /// GPU calls shorter than this are mostly the host's launch and synchronisation.
@@ -484,6 +584,9 @@ fn quick_speedup(run: &TimingRun) -> Option<f64> {
 fn remeasure_reason(run: &TimingRun, settings: &EvalSettings) -> Option<String> {
     if let Some(h) = timing::hidden_work(run).filter(timing::HiddenWork::escaped_the_timer) {
         return Some(format!("the outer clock saw {:.3} ms per call the runner did not time", h.hidden_ms));
+    }
+    if let Some(b) = timing::outer_bound(run).filter(timing::OuterBound::disagrees) {
+        return Some(format!("the outer clock allows no less than {:.4} ms per call, the runner claimed {:.4} ms", b.floor_ms, b.claimed_ms));
     }
     let s = quick_speedup(run)?;
     (s > settings.remeasure_above).then(|| format!("a speedup of {s:.2}x is above {:.1}x", settings.remeasure_above))

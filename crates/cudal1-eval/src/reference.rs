@@ -1,6 +1,7 @@
 //! The trusted side of an evaluation: one reference runner per task and device, reused across
-//! that task's candidates. It makes expected outputs (kept in a directory no candidate can read),
-//! compares candidate outputs with them and times the reference.
+//! that task's candidates. It makes expected outputs (kept in a directory no candidate can read
+//! or write), takes candidates' output files out of their reach before comparing them
+//! ([`crate::intake`]), compares them with the expected ones and times the reference.
 
 use crate::correctness::{distinct_tolerances, judge, SeedOutcome};
 use crate::runner::{CallError, Launch, Role, RunnerClient, RunnerEnv};
@@ -45,18 +46,44 @@ pub struct ReferenceSession {
     /// Private: expected outputs live here, outside every candidate's readable paths.
     dir: tempfile::TempDir,
     expected: HashMap<u64, PathBuf>,
+    /// Candidates' output files taken into custody ([`ReferenceSession::take_output`]).
+    taken: u64,
     /// Eager time of the reference's correctness calls, a first estimate of its speed.
     pub first_call_ms: Option<f64>,
+    env: RunnerEnv,
+    settings: EvalSettings,
 }
+
+/// Where candidates' output files are moved before they are compared.
+const INTAKE: &str = "intake";
 
 impl ReferenceSession {
     pub fn start(env: &RunnerEnv, task: &Task, settings: &EvalSettings, work_root: &Path) -> Result<ReferenceSession, ReferenceError> {
-        let dir = tempfile::Builder::new().prefix("reference-").tempdir_in(work_root).map_err(|e| ReferenceError {
+        let made = |e: std::io::Error| ReferenceError {
             task: task.key(),
             doing: "creating its work directory",
             source: CallError::Protocol(e.to_string()),
             stderr: String::new(),
-        })?;
+        };
+        let dir = tempfile::Builder::new().prefix("reference-").tempdir_in(work_root).map_err(made)?;
+        std::fs::create_dir(dir.path().join(INTAKE)).map_err(made)?;
+        let (client, hello, load) = Self::spawn(env, task, settings, dir.path())?;
+        Ok(ReferenceSession {
+            task: task.clone(),
+            device: settings.device.clone(),
+            client,
+            hello,
+            load,
+            dir,
+            expected: HashMap::new(),
+            taken: 0,
+            first_call_ms: None,
+            env: env.clone(),
+            settings: settings.clone(),
+        })
+    }
+
+    fn spawn(env: &RunnerEnv, task: &Task, settings: &EvalSettings, dir: &Path) -> Result<(RunnerClient, HelloReply, LoadReply), ReferenceError> {
         let fail = |doing, source: CallError, client: Option<&RunnerClient>| ReferenceError {
             task: task.key(),
             doing,
@@ -69,7 +96,7 @@ impl ReferenceSession {
                 role: Role::Reference,
                 label: format!("reference {}", task.key()),
                 device: &settings.device,
-                scratch: dir.path(),
+                scratch: dir,
                 extensions: None,
                 reads: vec![],
                 sandbox: false,
@@ -89,16 +116,26 @@ impl ReferenceSession {
                 settings.load_timeout,
             )
             .map_err(|e| fail("loading", e, Some(&client)))?;
-        Ok(ReferenceSession {
-            task: task.clone(),
-            device: settings.device.clone(),
-            client,
-            hello,
-            load,
-            dir,
-            expected: HashMap::new(),
-            first_call_ms: None,
-        })
+        Ok((client, hello, load))
+    }
+
+    /// A fresh runner in place of this one (after a candidate made it fail): the expected
+    /// outputs made so far go, since the new process has not vouched for them.
+    pub fn restart(&mut self) -> Result<(), ReferenceError> {
+        let (client, hello, load) = Self::spawn(&self.env, &self.task, &self.settings, self.dir.path())?;
+        let old = std::mem::replace(&mut self.client, client);
+        old.shutdown();
+        self.hello = hello;
+        self.load = load;
+        self.clear_expected();
+        Ok(())
+    }
+
+    /// Moves a candidate's output file (below its `scratch` directory) out of its reach,
+    /// refusing anything but a plain file of its own ([`crate::intake`]).
+    pub fn take_output(&mut self, scratch: &Path, path: &Path) -> Result<PathBuf, crate::intake::Refused> {
+        self.taken += 1;
+        crate::intake::take(scratch, path, &self.dir.path().join(INTAKE), &format!("candidate-{}.pt", self.taken))
     }
 
     pub fn environment(&self) -> Environment {
@@ -150,7 +187,8 @@ impl ReferenceSession {
                 replies.push(((atol, rtol), r));
             }
         }
-        Ok(judge(&replies, &settings.tolerance))
+        let fingerprint = replies[0].1.fingerprint.clone();
+        Ok(SeedOutcome { fingerprint, ..judge(&replies, &settings.tolerance) })
     }
 
     /// Deletes every expected output. Seeds are fresh for each candidate, so nothing is reused,
@@ -158,6 +196,11 @@ impl ReferenceSession {
     pub fn clear_expected(&mut self) {
         for (_, path) in self.expected.drain() {
             let _ = std::fs::remove_file(path);
+        }
+        if let Ok(entries) = std::fs::read_dir(self.dir.path().join(INTAKE)) {
+            for entry in entries.flatten() {
+                let _ = std::fs::remove_file(entry.path());
+            }
         }
     }
 
