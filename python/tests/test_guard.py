@@ -221,34 +221,51 @@ def test_idle_meter_ignores_sleeping():
 
 def test_frame_origins(tmp_path):
     import logging
+    import os
     import sysconfig
 
     from cudal1_runner.origin import Origins
 
     task = tmp_path / "task.py"
+    task.write_text("")
     o = Origins([str(task)])
     stdlib = sysconfig.get_paths()["stdlib"]
+    torch_file = __import__("torch").__file__
     assert o.kind(str(task)) == "library"
     assert o.kind(logging.__file__) == "stdlib"
-    assert o.kind(__import__("torch").__file__) == "library"
+    assert o.kind(torch_file) == "library"
     assert o.kind(str(tmp_path / "candidate.py")) == "untrusted"
     assert o.kind("<string>") == "untrusted" and o.kind("<frozen importlib._bootstrap>") == "stdlib"
     assert o.kind(f"{stdlib}/inspect.py") == "stdlib"
+    # Trust goes by the resolved location of a real file, not by a name that looks right.
+    fake = tmp_path / "lib" / "python3" / "site-packages" / "fake.py"
+    fake.parent.mkdir(parents=True)
+    fake.write_text("")
+    assert o.kind(str(fake)) == "untrusted"
+    assert o.kind("/usr/lib/python3/site-packages/made_up.py") == "untrusted"
+    assert o.kind(os.path.dirname(torch_file) + "/no_such_module.py") == "untrusted"
+    link = tmp_path / "looks_local.py"
+    link.symlink_to(torch_file)
+    assert o.kind(str(link)) == "library"  # it is torch's own file
+    # A name the candidate made code under vouches for nothing any more.
+    o.forge(torch_file)
+    assert o.kind(torch_file) == "untrusted"
 
 
 def test_an_output_still_being_written_differs_from_its_early_copy():
     import torch
 
-    from cudal1_runner.outputs import early_copies, readiness_findings
+    from cudal1_runner.capture import capture
+    from cudal1_runner.outputs import readiness_findings
 
     out = torch.zeros(4)
-    early = early_copies(out)
+    early = capture(out)
     assert readiness_findings(early, [out]) == []
     out += 1  # "the side stream finished after the call returned"
     (found,) = readiness_findings(early, [out])
     assert found["kind"] == "output_not_ready"
     nan = torch.full((2,), float("nan"))
-    assert readiness_findings(early_copies(nan), [nan]) == []
+    assert readiness_findings(capture(nan), [nan]) == []
 
 
 def test_precision_changes_are_listed():
