@@ -151,6 +151,9 @@ def save(path: str, saved: list) -> None:
     """Write atomically so a reader never sees half a file."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     partial = f"{path}.partial"
-    _save({"outputs": saved}, partial)
+    # Pickling a tensor goes through torch function handling: a mode left active would be
+    # handed the runner's own copies.
+    with quiet():
+        _save({"outputs": saved}, partial)
     _replace(partial, path)
 

@@ -194,6 +194,9 @@ impl Run<'_, '_> {
             Ok(reply) => self.m.load_ms = Some(reply.load_ms),
             Err(e) => return Ok(Err(fail(client, e, "loading"))),
         }
+        if let Some(j) = escaped(client, "loading") {
+            return Ok(Err(j));
+        }
         self.m.phase("load", phase.elapsed());
         let phase = Instant::now();
 
@@ -215,6 +218,9 @@ impl Run<'_, '_> {
             self.m.findings.extend(r.findings.iter().cloned());
         }
         if let Some(j) = judge_findings(&self.m.findings) {
+            return Ok(Err(j));
+        }
+        if let Some(j) = escaped(client, "the correctness checks") {
             return Ok(Err(j));
         }
         // Each file is taken out of the candidate's reach before the reference reads it.
@@ -283,6 +289,9 @@ impl Run<'_, '_> {
             Ok(r) => r,
             Err(j) => return Ok(Err(j)),
         };
+        if let Some(j) = escaped(client, "timing") {
+            return Ok(Err(j));
+        }
         // A suspicious clock or a large speedup is measured again: an exploit verdict needs the
         // outer clock to disagree both times, and of two speedups the lower one stands.
         let Some(why) = remeasure_reason(&first, settings) else {
@@ -296,6 +305,9 @@ impl Run<'_, '_> {
             Ok(r) => r,
             Err(j) => return Ok(Err(j)),
         };
+        if let Some(j) = escaped(client, "timing") {
+            return Ok(Err(j));
+        }
         let hidden_twice = [&first, &second].iter().all(|r| timing::hidden_work(r).is_some_and(|h| h.escaped_the_timer()));
         let bounded_twice = [&first, &second].iter().all(|r| timing::outer_bound(r).is_some_and(|b| b.disagrees()));
         let first_speedup = quick_speedup(&first);
@@ -415,9 +427,12 @@ impl Run<'_, '_> {
         let tails = if settings.device.is_cuda() { window::tails_ms(&run) } else { (None, None) };
         let bound = timing::outer_bound(&run);
         // The speedup can never exceed what cudal1's own clock supports.
-        let capped = bound.map_or(1.0, |b| b.factor());
-        let speedup = speedup_interval(run.reference_ms(), run.candidate_ms(), settings.bootstrap_resamples, settings.confidence, seed)
-            .map(|i| Interval { median: i.median / capped, ci_low: i.ci_low / capped, ci_high: i.ci_high / capped });
+        let claimed = speedup_interval(run.reference_ms(), run.candidate_ms(), settings.bootstrap_resamples, settings.confidence, seed);
+        let capped = match (bound, claimed) {
+            (Some(b), Some(i)) => b.cut(i.median),
+            _ => 1.0,
+        };
+        let speedup = claimed.map(|i| Interval { median: i.median / capped, ci_low: i.ci_low / capped, ci_high: i.ci_high / capped });
         let ref_outer = timing::outer_per_call_ms(&run.reference_blocks);
         let cand_outer = timing::outer_per_call_ms(&run.candidate_blocks);
         let outer_speedup = match (median(&ref_outer), median(&cand_outer)) {
@@ -455,6 +470,20 @@ impl Run<'_, '_> {
                 format!("correct on the checked seeds but wrong on a timed call ({why}): it behaves differently when timed or reuses stale results"),
             )));
         }
+        if let Some((cpu, wall)) = timing::busy_while_idle(&run) {
+            return Ok(Err(Judgement::new(
+                Verdict::Exploit,
+                "busy_while_idle",
+                format!("cudal1 counted {cpu:.0} ms of CPU in the candidate's processes (child processes included) during the {wall:.0} ms the reference was being timed: it works between its calls, behind the timer, or slows the reference down"),
+            )));
+        }
+        if let Some(extra) = timing::extra_cores(&run).filter(|e| *e > timing::EXTRA_CORES && !settings.device.is_cuda()) {
+            return Ok(Err(Judgement::new(
+                Verdict::Exploit,
+                "extra_cores",
+                format!("its processes kept {extra:.1} more CPU cores busy than the reference's during timed calls (threads or processes of its own): on the CPU the reference runs on one core, so that speed is bought with cores"),
+            )));
+        }
         if let Some(b) = bound.filter(|_| bounded_twice) {
             return Ok(Err(Judgement::new(
                 Verdict::Exploit,
@@ -488,10 +517,11 @@ impl Run<'_, '_> {
             self.warnings.push(Warning {
                 class: "outer_clock_bound".into(),
                 message: format!(
-                    "cudal1's own clock allows no less than {:.4} ms per call where the runner claimed {:.4} ms: the speedup is cut by {:.2}x to what that clock supports",
-                    b.floor_ms,
-                    b.claimed_ms,
-                    b.factor()
+                    "cudal1's own clock supports {:.3}x (mean times per call: the reference's {:.4} ms, the candidate's at least {:.4} ms): the speedup of medians is cut by {capped:.2}x to within {:.0}% of it",
+                    b.supported_speedup(),
+                    b.reference_ms,
+                    b.claimed_ms.max(b.floor_ms),
+                    (timing::SUPPORT_SLACK - 1.0) * 100.0
                 ),
             });
         }
@@ -505,6 +535,19 @@ impl Run<'_, '_> {
         );
         Ok(Ok((Judgement::new(Verdict::Correct, "correct", reason), Some(speedup), times)))
     }
+}
+
+/// Processes of the candidate that left its process group (a double-forked daemon): they are
+/// killed, and the candidate is an exploit.
+fn escaped(client: &mut RunnerClient, during: &str) -> Option<Judgement> {
+    let pids = client.escaped();
+    (!pids.is_empty()).then(|| {
+        Judgement::new(
+            Verdict::Exploit,
+            "sandbox_escape",
+            format!("{} of its processes (pids {pids:?}) left its process group during {during}, out of the supervisor's reach (a daemon in a session of its own); they were killed", pids.len()),
+        )
+    })
 }
 
 /// A candidate's output file that is not a plain file of its own (a link to an expected output,

@@ -201,7 +201,7 @@ impl Default for EvalSettings {
             warmup: Duration::from_millis(300),
             block_target: CPU_BLOCK,
             min_blocks: 5,
-            timed_checks: 4,
+            timed_checks: 6,
             flush_l2: true,
             window: TimingWindow::Gpu,
             bootstrap_resamples: 2000,

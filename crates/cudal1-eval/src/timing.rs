@@ -48,6 +48,10 @@ pub struct TimingRun {
     pub checked: Vec<RevealedCall>,
     /// What the candidate runner's guard saw during the blocks (warm-up included).
     pub findings: Vec<Finding>,
+    /// CPU time the candidate's processes used while the reference's timed blocks ran, by
+    /// cudal1's count (`/proc`), and the wall time of those blocks.
+    pub candidate_cpu_while_reference_ms: f64,
+    pub reference_blocks_wall_ms: f64,
 }
 
 /// A timed call whose output was revealed, with the fingerprint its block's reply committed to.
@@ -77,6 +81,8 @@ pub struct BlockClock {
     pub call_ms: f64,
     pub full_ms: f64,
     pub calls: u32,
+    /// CPU time of the side's processes during the block, by cudal1's count (`/proc`).
+    pub cpu_ms: f64,
 }
 
 impl BlockClock {
@@ -99,20 +105,34 @@ struct Sides<'a> {
     candidate_dir: &'a Path,
 }
 
+/// One block as cudal1 saw it from outside: the reply, the wall time around the request, the
+/// CPU time of the side's processes during it, and that of the candidate's processes (which
+/// should be idle) while a reference block ran.
+struct Seen {
+    reply: TimeReply,
+    outer_ms: f64,
+    cpu_ms: f64,
+    candidate_cpu_ms: f64,
+}
+
 impl Sides<'_> {
-    fn time(&mut self, side: Side, req: &Time, timeout: Duration, findings: &mut Vec<Finding>) -> Result<(TimeReply, f64), TimingError> {
+    fn time(&mut self, side: Side, req: &Time, timeout: Duration, findings: &mut Vec<Finding>) -> Result<Seen, TimingError> {
+        let idle_before = (side == Side::Reference).then(|| self.candidate.cpu_time());
         let client = match side {
             Side::Reference => &mut *self.reference,
             Side::Candidate => &mut *self.candidate,
         };
+        let cpu_before = client.cpu_time();
         let start = Instant::now();
         let reply = client.call(req, timeout).map_err(|error| TimingError { side, error })?;
         let outer_ms = start.elapsed().as_secs_f64() * 1e3;
+        let cpu_ms = client.cpu_time().saturating_sub(cpu_before).as_secs_f64() * 1e3;
+        let candidate_cpu_ms = idle_before.map_or(0.0, |before| self.candidate.cpu_time().saturating_sub(before).as_secs_f64() * 1e3);
         validate(&reply, req).map_err(|detail| TimingError { side, error: CallError::Protocol(detail) })?;
         if side == Side::Candidate {
             findings.extend(reply.findings.iter().cloned());
         }
-        Ok((reply, outer_ms))
+        Ok(Seen { reply, outer_ms, cpu_ms, candidate_cpu_ms })
     }
 
     /// Saves the kept output of candidate call `call` of the last block.
@@ -204,7 +224,7 @@ pub fn measure(
         let mut wall = 0.0f64;
         let mut issue = [0.0f64; 2];
         for (i, side) in [Side::Reference, Side::Candidate].into_iter().enumerate() {
-            let (reply, outer_ms) = sides.time(side, &block(warm_calls, true, spin_us, rng), limit(warm_calls), &mut findings)?;
+            let Seen { reply, outer_ms, .. } = sides.time(side, &block(warm_calls, true, spin_us, rng), limit(warm_calls), &mut findings)?;
             wall = wall.max(outer_ms / f64::from(warm_calls));
             issue[i] = cudal1_stats::median(&reply.issue_ms).unwrap_or(0.0);
         }
@@ -235,16 +255,19 @@ pub fn measure(
         let mut order = [Side::Reference, Side::Candidate];
         order.shuffle(rng);
         for side in order {
-            let (reply, outer_ms) = sides.time(side, &block(calls, false, spin_us, rng), limit(calls), &mut run.findings)?;
+            let Seen { reply, outer_ms, cpu_ms, candidate_cpu_ms } = sides.time(side, &block(calls, false, spin_us, rng), limit(calls), &mut run.findings)?;
             let clock = BlockClock {
                 outer_ms,
                 timed_ms: reply.host_ms.iter().sum(),
                 call_ms: reply.ms.iter().sum(),
                 full_ms: reply.full_ms.iter().sum(),
                 calls,
+                cpu_ms,
             };
             match side {
                 Side::Reference => {
+                    run.candidate_cpu_while_reference_ms += candidate_cpu_ms;
+                    run.reference_blocks_wall_ms += outer_ms;
                     run.reference_call_ms.extend(&reply.ms);
                     run.reference_full_ms.extend(&reply.full_ms);
                     run.reference_issue_ms.extend(&reply.issue_ms);
@@ -321,6 +344,29 @@ pub fn hidden_work(run: &TimingRun) -> Option<HiddenWork> {
     Some(HiddenWork { hidden_ms: candidate - overhead_ms, claimed_ms, overhead_ms })
 }
 
+/// CPU the candidate's processes may burn while the reference is timed: a little is normal
+/// (a thread that finishes winding down), more competes with the reference for the cores.
+const IDLE_CPU_FLOOR_MS: f64 = 100.0;
+const IDLE_CPU_SHARE: f64 = 0.25;
+
+/// The candidate's processes' CPU time while the reference's blocks ran, when it is more than
+/// idle processes use: work done behind the timer, or a neighbour slowing the reference. Counted
+/// by cudal1 from `/proc` over the whole process tree, forked children included.
+pub fn busy_while_idle(run: &TimingRun) -> Option<(f64, f64)> {
+    let (cpu, wall) = (run.candidate_cpu_while_reference_ms, run.reference_blocks_wall_ms);
+    (cpu > IDLE_CPU_FLOOR_MS.max(IDLE_CPU_SHARE * wall)).then_some((cpu, wall))
+}
+
+/// How many more cores than the reference the candidate kept busy during its blocks, on the
+/// CPU (where the reference runs with one thread): CPU time per wall time, median over blocks.
+pub fn extra_cores(run: &TimingRun) -> Option<f64> {
+    let ratio = |blocks: &[BlockClock]| cudal1_stats::median(&blocks.iter().filter(|b| b.outer_ms > 0.0).map(|b| b.cpu_ms / b.outer_ms).collect::<Vec<_>>());
+    Some(ratio(&run.candidate_blocks)? - ratio(&run.reference_blocks)?)
+}
+
+/// More than this many extra cores, on the CPU, is a speedup bought with cores.
+pub const EXTRA_CORES: f64 = 0.5;
+
 /// How much of the reference's untimed time per call an honest candidate's may exceed it by
 /// (between two processes it was seen 70% apart on a loaded CPU), and by how much more at least.
 const OUTER_NOISE_SHARE: f64 = 1.0;
@@ -336,13 +382,23 @@ pub const OUTER_DISAGREEMENT: f64 = 2.0;
 /// The claim it is held against is the block's mean per call (its sum is what the outer clock
 /// sees): honest calls can have long tails (threads started and joined inside a call had a
 /// median 4x below their mean on a 2-core CPU).
+///
+/// The speedup that clock supports is the reference's mean time per call over the candidate's
+/// (at least the floor): what a caller of each in a loop would see. A speedup of medians far
+/// above it means the candidate's fast calls are not its typical ones (a few calls doing the
+/// work of many); the reported speedup is cut to it (`SUPPORT_SLACK` above it is noise).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct OuterBound {
     /// The least time per call, in the window in use, that cudal1's clock allows.
     pub floor_ms: f64,
     /// The candidate's time per call by its own clock: the median over blocks of each block's mean.
     pub claimed_ms: f64,
+    /// The reference's, the same way (trusted).
+    pub reference_ms: f64,
 }
+
+/// How far the speedup of medians may exceed the speedup of means before it is cut.
+pub const SUPPORT_SLACK: f64 = 1.1;
 
 impl OuterBound {
     /// How many times more the outer clock says a call took than the candidate claims (1: no
@@ -358,6 +414,18 @@ impl OuterBound {
     pub fn disagrees(&self) -> bool {
         self.factor() > OUTER_DISAGREEMENT
     }
+
+    /// The most speedup cudal1's clock supports (see [`OuterBound`]).
+    pub fn supported_speedup(&self) -> f64 {
+        let candidate = self.claimed_ms.max(self.floor_ms);
+        if candidate > 0.0 { self.reference_ms / candidate } else { f64::INFINITY }
+    }
+
+    /// By how much a speedup of `median` must be divided to stay within what the clock supports
+    /// (1: not at all).
+    pub fn cut(&self, median: f64) -> f64 {
+        (median / (SUPPORT_SLACK * self.supported_speedup())).max(1.0)
+    }
 }
 
 pub fn outer_bound(run: &TimingRun) -> Option<OuterBound> {
@@ -367,8 +435,9 @@ pub fn outer_bound(run: &TimingRun) -> Option<OuterBound> {
     let untimed = per_call(&run.reference_blocks, &|b| b.outer_ms - b.window_ms(run.window))?.max(0.0);
     let outer = per_call(&run.candidate_blocks, &|b| b.outer_ms)?;
     let claimed_ms = per_call(&run.candidate_blocks, &|b| b.window_ms(run.window))?;
+    let reference_ms = per_call(&run.reference_blocks, &|b| b.window_ms(run.window))?;
     let floor_ms = (outer - (1.0 + OUTER_NOISE_SHARE) * untimed - OUTER_NOISE_MS).max(0.0);
-    Some(OuterBound { floor_ms, claimed_ms })
+    Some(OuterBound { floor_ms, claimed_ms, reference_ms })
 }
 
 #[cfg(test)]
@@ -376,7 +445,22 @@ mod tests {
     use super::*;
 
     fn block(outer: f64, timed: f64, calls: u32) -> BlockClock {
-        BlockClock { outer_ms: outer, timed_ms: timed, call_ms: timed, full_ms: timed, calls }
+        BlockClock { outer_ms: outer, timed_ms: timed, call_ms: timed, full_ms: timed, calls, cpu_ms: outer }
+    }
+
+    #[test]
+    fn cpu_beyond_one_core_or_while_the_reference_runs_is_seen() {
+        let mut run = TimingRun { reference_blocks: vec![block(100.0, 90.0, 10); 5], candidate_blocks: vec![block(100.0, 45.0, 10); 5], ..TimingRun::default() };
+        assert_eq!(extra_cores(&run), Some(0.0));
+        for b in &mut run.candidate_blocks {
+            b.cpu_ms = 190.0; // two threads busy
+        }
+        assert!(extra_cores(&run).unwrap() > EXTRA_CORES);
+        run.reference_blocks_wall_ms = 500.0;
+        run.candidate_cpu_while_reference_ms = 20.0;
+        assert_eq!(busy_while_idle(&run), None);
+        run.candidate_cpu_while_reference_ms = 300.0;
+        assert_eq!(busy_while_idle(&run), Some((300.0, 500.0)));
     }
 
     #[test]
@@ -429,6 +513,19 @@ mod tests {
         let b = outer_bound(&run_with(block(15.0, 10.0, 10), block(15.0, 1.0, 10), 0.1)).unwrap();
         assert!((b.floor_ms - (1.5 - 2.0 * 0.5 - 0.05)).abs() < 1e-9, "{b:?}");
         assert!((b.claimed_ms - 0.1).abs() < 1e-9 && b.disagrees() && b.factor() > 4.0, "{b:?}");
+    }
+
+    #[test]
+    fn a_median_of_fast_lookups_is_cut_to_the_speedup_of_means() {
+        // Nine calls of 0.01 ms and one doing the work of ten (1 ms each): the block sums are
+        // honest, the median is not. The reference takes 1 ms per call.
+        let b = outer_bound(&run_with(block(15.0, 10.0, 10), block(15.0, 10.09, 10), 0.01)).unwrap();
+        assert!(!b.disagrees(), "{b:?}");
+        assert!((b.supported_speedup() - 10.0 / 10.09).abs() < 1e-9, "{b:?}");
+        let median = 1.0 / 0.01;
+        assert!((median / b.cut(median) - SUPPORT_SLACK * b.supported_speedup()).abs() < 1e-9);
+        // Honest noise within the slack is left alone.
+        assert_eq!(b.cut(1.05 * b.supported_speedup()), 1.0);
     }
 
     #[test]
