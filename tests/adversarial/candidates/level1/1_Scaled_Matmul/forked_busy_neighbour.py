@@ -1,6 +1,6 @@
 # cudal1: expect=exploit class=busy_while_idle
-# Trick: forks a child process (same process group, no thread of its own to see) that burns CPU
-# while the reference is timed, slowing it down. The runner's own meter counts only its process;
+# Trick: forks two child processes (same process group, no thread of its own to see) that burn
+# CPU while the reference is timed, slowing it down. The runner's own meter counts only its process;
 # cudal1 counts the CPU time of the whole process tree from /proc while the reference runs.
 import os
 import time
@@ -23,6 +23,7 @@ class ModelNew(nn.Module):
     def __init__(self, scale: float):
         super().__init__()
         self.scale = scale
+        _burner()
         _burner()
 
     def forward(self, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
