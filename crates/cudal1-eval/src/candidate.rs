@@ -343,7 +343,7 @@ impl Run<'_, '_> {
             Ok(o) => Ok(Ok(o)),
             Err(e) => {
                 let why = format!("{}: {}", e.doing, e.source);
-                self.m.log_tail = Some(e.stderr.clone());
+                tracing::warn!(task = %e.task, stderr = %e.stderr, "the reference failed on a candidate's output file; starting it again");
                 self.reference.restart()?;
                 Ok(Err(Judgement::new(
                     Verdict::Exploit,
