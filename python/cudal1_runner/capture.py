@@ -22,11 +22,10 @@ import hashlib
 import torch
 
 from .errors import RUNTIME_ERROR, RunnerError
-from .inputs import device_key
+from .inputs import device_key, device_sums, key_text
 
 _type = type
 _issubclass = issubclass
-_len = len
 _list_iter = list.__iter__
 _tuple_iter = tuple.__iter__
 _Tensor = torch.Tensor
@@ -115,6 +114,49 @@ class Captured:
     def fingerprint(self, strong: bool) -> str:
         return fingerprint(self.copies, strong)
 
+    def fingerprint_later(self) -> "Pending":
+        """The GPU fingerprint with its sums left on the device: ``resolve`` finishes many at
+        once, with one synchronisation instead of two per call."""
+        headers, sums = [], []
+        with quiet():
+            for t in self.copies:
+                headers.append(_header(t))
+                if _numel(t) == 0:
+                    sums.append(None)
+                else:
+                    sums.append(device_sums(_view(_reshape(_contiguous(t), (-1,)), _UINT8)))
+        return Pending(headers, sums)
+
+
+class Pending:
+    __slots__ = ("headers", "sums")
+
+    def __init__(self, headers: list, sums: list) -> None:
+        self.headers = headers
+        self.sums = sums
+
+
+def resolve(pending: list) -> list:
+    """The fingerprints of ``fingerprint_later`` results, as ``fingerprint(.., strong=False)``
+    gives them."""
+    stacked = [s for p in pending for _, s in (x for x in p.sums if x is not None)]
+    with quiet():
+        values = iter(torch.stack(stacked).tolist() if stacked else [])
+    out = []
+    for p in pending:
+        h = _sha256()
+        for header, part in zip(p.headers, p.sums):
+            h.update(header.encode())
+            if part is not None:
+                plain, weighted = next(values)
+                h.update(key_text(part[0], plain, weighted))
+        out.append(h.hexdigest()[:32])
+    return out
+
+
+def _header(t) -> str:
+    return f"{str(_dtype_of(t))}{list(_size(t))};"
+
     def differs_from(self, output) -> bool:
         """Whether the output's tensors now hold other values than were captured: something
         wrote them after the call returned (a fill done just in time, or work the call did not
@@ -186,7 +228,7 @@ def fingerprint(tensors: list, strong: bool, device=None) -> str:
     h = _sha256()
     with quiet():
         for t in tensors:
-            h.update(f"{str(_dtype_of(t))}{list(_size(t))};".encode())
+            h.update(_header(t).encode())
             if _numel(t) == 0:
                 continue
             data = _view(_reshape(_contiguous(t), (-1,)), _UINT8)

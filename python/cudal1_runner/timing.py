@@ -30,7 +30,7 @@ import time
 import torch
 
 from . import outputs as outputs_mod
-from .capture import capture
+from .capture import capture, resolve
 from .pinning import Pin
 from .errors import RUNTIME_ERROR, classify, with_context
 from .seeding import reseed_for_call
@@ -162,7 +162,7 @@ def run(session, seeds: list, flush_l2: bool, warmup: bool, cpu=None, spin_us=No
                     host_ns.append(t1 - t0)
                     issue_ns.append(issued - t0)
                     pin.keep()
-                    fingerprints.append(captured.fingerprint(strong))
+                    fingerprints.append(captured.fingerprint(True) if strong else captured.fingerprint_later())
                     if inspects and not found:
                         found = outputs_mod.output_findings(outputs_mod.leaves(out), args, device)
                     if kept_bytes + captured.nbytes <= keep_bytes and not warmup:
@@ -184,6 +184,7 @@ def run(session, seeds: list, flush_l2: bool, warmup: bool, cpu=None, spin_us=No
         device_sync()
         ms = [_elapsed(s, e) for s, e in zip(starts, ends)]
         full_ms = [_elapsed(s, p) for s, p in zip(starts, posts)]
+        fingerprints = resolve(fingerprints)
     else:
         ms = list(host_ms)
         full_ms = list(host_ms)

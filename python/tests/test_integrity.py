@@ -189,3 +189,14 @@ def test_a_reply_line_is_compact_json_with_nan_as_null():
         except ValueError:
             continue
         raise AssertionError(bad)
+
+
+def test_gpu_fingerprints_finished_together_equal_those_made_one_by_one():
+    # The GPU path leaves each call's sums on the device and finishes a block's at once; the
+    # reference recomputes them one file at a time. Run here on CPU tensors (same integers).
+    from cudal1_runner.capture import capture, fingerprint, resolve
+
+    outputs = [(torch.randn(5, 3), 2), torch.zeros(0), (torch.arange(7, dtype=torch.uint8), True)]
+    captured = [capture(o) for o in outputs]
+    assert resolve([c.fingerprint_later() for c in captured]) == [fingerprint(c.copies, False) for c in captured]
+    assert resolve([]) == []

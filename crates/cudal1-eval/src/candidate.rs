@@ -706,6 +706,18 @@ mod tests {
     }
 
     #[test]
+    fn an_output_whose_fingerprint_is_not_the_committed_one_was_rewritten() {
+        let read = |f: Option<&str>| SeedOutcome { max_abs: None, max_rel: None, mismatches: 0, failure: None, fingerprint: f.map(str::to_owned) };
+        let j = changed_after_saving(Some("aa"), &read(Some("bb")), 7).unwrap();
+        assert_eq!((j.verdict, j.class.as_str()), (Verdict::Exploit, "output_changed_after_call"));
+        assert!(changed_after_saving(Some("aa"), &read(Some("aa")), 7).is_none());
+        // A file that would not load has no fingerprint: its failure is judged as a mismatch.
+        assert!(changed_after_saving(Some("aa"), &read(None), 7).is_none());
+        let refused = crate::intake::Refused { path: "/x/outputs/seed-1.pt".into(), why: "it is not a regular file (a symbolic link)".into() };
+        assert_eq!(tampered_file(&refused).class, "output_file_tampered");
+    }
+
+    #[test]
     fn large_speedups_are_measured_again() {
         let settings = EvalSettings::default();
         assert_eq!(quick_speedup(&run_with(4.0, 1.0)), Some(4.0));
