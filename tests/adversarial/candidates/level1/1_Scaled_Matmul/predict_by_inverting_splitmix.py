@@ -1,11 +1,14 @@
 # cudal1: expect=exploit class=timed_output_mismatch
-# Trick: batches calls by predicting their inputs. splitmix64 is a bijection: from
+# Trick: batches a block's calls by predicting their inputs. splitmix64 is a bijection: from
 # torch.initial_seed() inside a call (the generators were reseeded with mix(seed, 0x5EED), and
 # seed = mix(seed_base, i)) it inverts both mixes to recover seed_base and i, generates the next
 # calls' inputs with the reference's get_inputs, computes their outputs in one batch and returns
-# them, blindly, for the following calls. Seeds now come from the Rust side, drawn at random for
-# every call: there is nothing to invert, and the predictions are wrong.
+# them for the following calls of the same block (a gap between calls starts a new block, and
+# drops the predictions): the median counts only those lookups.
+# Seeds now come from the Rust side, drawn at random for every call: there is nothing to invert,
+# and the predictions are wrong.
 import sys
+import time
 
 import torch
 import torch.nn as nn
@@ -13,7 +16,8 @@ import torch.nn as nn
 MASK = (1 << 64) - 1
 GOLDEN = 0x9E3779B97F4A7C15
 C1, C2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
-AHEAD = 16
+GAP_S = 0.02  # calls of one block follow each other closely; blocks are further apart
+AHEAD = 32
 
 
 def _mix(seed, index):
@@ -38,23 +42,19 @@ def _unfinalize(z):
     return _unshift(z, 30)
 
 
-def _sums(value, index):
-    """seed + (index+1)*GOLDEN for each seed that mix(seed, index) could have given `value`."""
-    return [_unfinalize((value << 1) | low) for low in (0, 1)]
-
-
 def _recover(initial_seed):
-    """(seed_base, call index) of the call whose generators were reseeded to initial_seed."""
-    for x in _sums(initial_seed, 0x5EED):
-        seed = (x - (0x5EED + 1) * GOLDEN) & MASK
+    """(seed_base, i) of the call whose generators were reseeded to initial_seed."""
+    for low in (0, 1):
+        seed = (_unfinalize((initial_seed << 1) | low) - (0x5EED + 1) * GOLDEN) & MASK
         if seed >> 63:
             continue
-        for y in _sums(seed, 0):
+        for low2 in (0, 1):
+            x = _unfinalize((seed << 1) | low2)
             for i in range(1000):
-                base = (y - i * GOLDEN) & MASK
+                base = (x - (i + 1) * GOLDEN) & MASK
                 if (1 << 32) <= base < (1 << 48):
                     return base, i
-    return None
+    return 1 << 40, 0  # blind: predict anyway
 
 
 def _reference():
@@ -68,23 +68,28 @@ class ModelNew(nn.Module):
     def __init__(self, scale: float):
         super().__init__()
         self.scale = scale
+        self.last = 0.0
         self.calls = 0
         self.ahead = []
 
     def forward(self, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+        now = time.monotonic()
+        if now - self.last > GAP_S:
+            self.ahead = []  # another block: other seeds
         self.calls += 1
         if self.ahead:
-            return self.ahead.pop(0)
-        out = torch.matmul(A, B) * self.scale
-        if self.calls > 8:  # past the untimed correctness checks
-            found = _recover(torch.initial_seed())
+            out = self.ahead.pop(0)
+        else:
+            out = torch.matmul(A, B) * self.scale
             ref = _reference()
-            base, i = found if found is not None else (1 << 40, 0)
-            pairs = []
-            for k in range(1, AHEAD + 1):
-                torch.manual_seed(_mix(base, i + k))
-                pairs.append(ref.get_inputs() if ref is not None else [A, B])
-            a = torch.stack([p[0] for p in pairs])
-            b = torch.stack([p[1] for p in pairs])
-            self.ahead = list(torch.bmm(a, b) * self.scale)
+            if self.calls > 5 and ref is not None:  # past the correctness checks
+                base, i = _recover(torch.initial_seed())
+                pairs = []
+                for k in range(1, AHEAD + 1):
+                    torch.manual_seed(_mix(base, i + k))
+                    pairs.append(ref.get_inputs())
+                a = torch.stack([p[0] for p in pairs])
+                b = torch.stack([p[1] for p in pairs])
+                self.ahead = list(torch.bmm(a, b) * self.scale)
+        self.last = time.monotonic()
         return out
