@@ -128,6 +128,28 @@ class Captured:
         return Pending(headers, sums)
 
 
+    def differs_from(self, output) -> bool:
+        """Whether the output's tensors now hold other values than were captured: something
+        wrote them after the call returned (a fill done just in time, or work the call did not
+        wait for)."""
+        with quiet():
+            for copy, leaf in zip(self.copies, leaves(output)):
+                if _type(leaf) is not _Tensor:
+                    continue
+                try:
+                    if _size(copy) != _size(leaf) or _dtype_of(copy) != _dtype_of(leaf):
+                        continue
+                    if _is_floating(copy) or _is_complex(copy):
+                        same = bool(_all(_or(_eq(copy, leaf), _Base.logical_and(_isnan(copy), _isnan(leaf)))))
+                    else:
+                        same = _equal(copy, leaf)
+                except Exception:
+                    continue
+                if not same:
+                    return True
+        return False
+
+
 class Pending:
     __slots__ = ("headers", "sums")
 
@@ -156,28 +178,6 @@ def resolve(pending: list) -> list:
 
 def _header(t) -> str:
     return f"{str(_dtype_of(t))}{list(_size(t))};"
-
-    def differs_from(self, output) -> bool:
-        """Whether the output's tensors now hold other values than were captured: something
-        wrote them after the call returned (a fill done just in time, or work the call did not
-        wait for)."""
-        with quiet():
-            for copy, leaf in zip(self.copies, leaves(output)):
-                if _type(leaf) is not _Tensor:
-                    continue
-                try:
-                    if _size(copy) != _size(leaf) or _dtype_of(copy) != _dtype_of(leaf):
-                        continue
-                    if _is_floating(copy) or _is_complex(copy):
-                        same = bool(_all(_or(_eq(copy, leaf), _Base.logical_and(_isnan(copy), _isnan(leaf)))))
-                    else:
-                        same = _equal(copy, leaf)
-                except Exception:
-                    continue
-                if not same:
-                    return True
-        return False
-
 
 def _has_data(t) -> bool:
     """Whether a tensor subclass holds real memory (a ``__torch_dispatch__`` wrapper does not)."""
