@@ -13,15 +13,28 @@ them is the exploit whether or not the sandbox is there: a candidate that lists 
 around its own (its parent, the temporary directories) or opens saved tensors outside its own
 directory is reported as ``file_access``. The event fires before the system call, so a listing
 that the sandbox refuses is seen too.
+
+Formatting a traceback (``traceback.format_exc()``, ``logging.exception``) reads the frames of
+the exception's traceback, all of which lie between the handler and the raise, inside the
+candidate's own call; when the standard ``traceback`` module reads them for itself (and hands
+back only text), that is not frame inspection. Handing frames to the candidate
+(``traceback.walk_tb``, ``inspect.trace``, ``tb.tb_frame``) still is.
+
+Trust in library code goes by the file its code came from (``origin``), so code made by the
+candidate under an installed library's file name is ``forged_origin``: compiling other source
+under that name, building or replacing a code object with it, or running or installing such code
+directly (``exec``, ``types.FunctionType``, assigning ``__code__``).
 """
 
 import os
 import sys
 import threading
+import traceback
 
 GC_SCAN = "gc_scan"
 FRAME_INSPECTION = "frame_inspection"
 FILE_ACCESS = "file_access"
+FORGED_ORIGIN = "forged_origin"
 
 _EVENTS = {
     "gc.get_objects": GC_SCAN,
@@ -36,11 +49,18 @@ _EVENTS = {
     "os.listdir": FILE_ACCESS,
     "os.scandir": FILE_ACCESS,
     "glob.glob": FILE_ACCESS,
+    "compile": FORGED_ORIGIN,
+    "code.__new__": FORGED_ORIGIN,
+    "exec": FORGED_ORIGIN,
+    "function.__new__": FORGED_ORIGIN,
+    "object.__setattr__": FORGED_ORIGIN,
 }
 _TENSOR_FILES = (".pt", ".pth", ".npy", ".npz", ".safetensors", ".bin", ".pkl")
 _SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
 # ``object.__getattr__`` is raised for many attributes; only these hand out frames.
 _FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"})
+_TRACEBACK_PY = os.path.realpath(traceback.__file__)
+_CodeType = type(compile("", "<audit>", "exec"))
 
 
 def _code_roots() -> tuple:
@@ -82,7 +102,11 @@ class Auditor:
             return
         if event == "object.__getattr__" and (len(args) < 2 or args[1] not in _FRAME_ATTRS):
             return
+        if event == "object.__setattr__" and (len(args) < 3 or args[1] != "__code__"):
+            return
         if kind == FILE_ACCESS and not self._suspicious_path(event, args):
+            return
+        if kind == FORGED_ORIGIN and not self._claims_trusted_file(event, args):
             return
         local = self._local
         if getattr(local, "busy", False):
@@ -90,12 +114,75 @@ class Auditor:
         local.busy = True
         try:
             frame = sys._getframe(1)
-            if self._origins.caller_is_untrusted(frame):
+            if kind == FORGED_ORIGIN:
+                self._forged(event, args, frame)
+            elif event == "object.__getattr__" and self._traceback_formats(frame):
+                pass
+            elif self._origins.caller_is_untrusted(frame):
                 self._record(kind, event, frame)
         except Exception:  # an audit hook must never raise into the audited code
             pass
         finally:
             local.busy = False
+
+    @staticmethod
+    def _code_filename(event: str, args):
+        if event == "compile":
+            return args[1] if len(args) > 1 else None
+        if event == "code.__new__":
+            return args[1] if len(args) > 1 else None
+        code = args[2] if event == "object.__setattr__" else (args[0] if args else None)
+        return code.co_filename if type(code) is _CodeType else None
+
+    def _claims_trusted_file(self, event: str, args) -> bool:
+        try:
+            filename = self._code_filename(event, args)
+            if type(filename) is bytes:
+                filename = os.fsdecode(filename)
+            return type(filename) is str and self._origins.kind(filename) != "untrusted"
+        except Exception:
+            return False
+
+    def _forged(self, event: str, args, frame) -> None:
+        """Code under a trusted file's name, made or run by untrusted code itself."""
+        if event == "compile":
+            # Imports compile library source too, called from the import system: only other
+            # source than the file holds is a forgery.
+            if not self._origins.caller_is_untrusted(frame) or self._is_file_source(args):
+                return
+        elif self._origins.kind(frame.f_code.co_filename) != "untrusted":
+            return  # made by a library (torch.compile rewrites code) or run by the import system
+        filename = self._code_filename(event, args)
+        if type(filename) is bytes:
+            filename = os.fsdecode(filename)
+        self._origins.forge(filename)
+        self._record(FORGED_ORIGIN, event, frame)
+
+    @staticmethod
+    def _is_file_source(args) -> bool:
+        source, filename = args[0], args[1]
+        try:
+            with open(filename, "rb") as f:
+                data = f.read()
+        except Exception:
+            return False
+        if type(source) is str:
+            try:
+                return source == data.decode("utf-8")
+            except UnicodeDecodeError:
+                return False
+        return type(source) is bytes and source == data
+
+    @staticmethod
+    def _traceback_formats(frame) -> bool:
+        """The ``traceback`` module reads a traceback's frames for its own use (to render text):
+        both the reader and its consumer are that module's functions."""
+        outer = frame.f_back
+        return (
+            os.path.realpath(frame.f_code.co_filename) == _TRACEBACK_PY
+            and outer is not None
+            and os.path.realpath(outer.f_code.co_filename) == _TRACEBACK_PY
+        )
 
     def _suspicious_path(self, event: str, args) -> bool:
         try:
@@ -131,5 +218,6 @@ class Auditor:
             GC_SCAN: "scanned the garbage collector's objects",
             FRAME_INSPECTION: "inspected interpreter frames",
             FILE_ACCESS: "looked for files outside its own directory",
+            FORGED_ORIGIN: "made code under an installed file's name",
         }[kind]
         self._pending.append({"kind": kind, "detail": f"candidate code {what} ({event} at {where})"})

@@ -1,13 +1,19 @@
-"""Compare a candidate's saved outputs with the reference's, in float64 (reference role only).
+"""Compare a candidate's saved outputs with the reference's (reference role only).
 
-Files are read with ``torch.load(weights_only=True)``, which refuses pickled code, so a hostile
-file is reported rather than executed. Statistics are computed in chunks to bound memory.
+Floating and complex outputs are compared in float64 (complex128) with the tolerance asked for;
+integer and boolean outputs must match exactly, whatever the tolerance (a tolerance meant for
+rounding errors would let an off-by-one count pass). Files are read with
+``torch.load(weights_only=True)``, which refuses pickled code, so a hostile file is reported
+rather than executed. Statistics are computed in chunks to bound memory. The reply carries the
+fingerprint of the candidate's file (``capture.fingerprint``), so the Rust side can check that a
+revealed output is the one captured after its call.
 """
 
 import sys
 
 import torch
 
+from .capture import fingerprint
 from .errors import INTERNAL, RunnerError
 from .inputs import dtype_name
 
@@ -54,7 +60,13 @@ def compare_files(expected_path: str, actual_path: str, atol: float, rtol: float
         "count_expected": len(expected),
         "count_actual": len(actual),
         "load_error": None,
+        "fingerprint": fingerprint(actual, strong=device is None, device=device),
     }
+
+
+def exact_dtype(dtype: torch.dtype) -> bool:
+    """Integer and boolean outputs are compared exactly."""
+    return not (dtype.is_floating_point or dtype.is_complex)
 
 
 def compare_tensors(index: int, expected: torch.Tensor, actual: torch.Tensor, atol: float, rtol: float, device=None) -> dict:
@@ -70,9 +82,12 @@ def compare_tensors(index: int, expected: torch.Tensor, actual: torch.Tensor, at
         "mismatches": 0,
         "nonfinite_mismatches": 0,
         "expected_nonfinite": 0,
+        "exact": exact_dtype(expected.dtype),
     }
     if expected.shape != actual.shape:
         return report
+    if report["exact"]:
+        atol = rtol = 0.0
     wide = torch.complex128 if (expected.is_complex() or actual.is_complex()) else torch.float64
     e_all = expected.reshape(-1)
     a_all = actual.reshape(-1)
@@ -88,10 +103,16 @@ def compare_tensors(index: int, expected: torch.Tensor, actual: torch.Tensor, at
         expected_nonfinite += int((~e_finite).sum())
         nonfinite += int((~both & ~_same_nonfinite(e, a)).sum())
         e_b, a_b = e[both], a[both]
+        if report["exact"]:
+            # In the outputs' own dtypes: float64 cannot tell large int64 values one apart.
+            e_n = e_all[start:start + _CHUNK].to(device=device)
+            a_n = a_all[start:start + _CHUNK].to(device=device)
+            mismatches += int(torch.ne(a_n, e_n).sum())
         if e_b.numel():
             err = (a_b - e_b).abs()
             scale = e_b.abs()
-            mismatches += int((err > atol + rtol * scale).sum())
+            if not report["exact"]:
+                mismatches += int((err > atol + rtol * scale).sum())
             max_abs = max(max_abs, float(err.max()))
             max_rel = max(max_rel, float((err / (scale + 1e-12)).max()))
     report.update(

@@ -3,9 +3,14 @@
 ``Guard`` is created when the runner starts, before any task or candidate code runs, and holds:
 the audit hook (``gc`` scans, frame reads), the thread-start wrappers, the baseline of functions
 that timing and checks rely on, the precision settings, the constructed model's entry points, the
-reference module's globals and the CPU time used between requests. ``findings()`` returns what is
-new since the last call; each finding is reported once per process.
+reference module's globals, the CPU time used between requests, the torch function and dispatch
+mode stacks (a mode left active after a call sees the runner's own torch calls) and the number of
+threads PyTorch may use (more intra-op threads than the runner was given is speed bought with
+cores the reference does not get). ``findings()`` returns what is new since the last call; each
+finding is reported once per process.
 """
+
+import torch
 
 from . import precision
 from .audit import Auditor
@@ -17,6 +22,13 @@ from .tamper import Baseline, thread_entries
 from .threads import ThreadWatch
 
 TAMPERED_TF32 = "tampered_tf32"
+TAMPERED_MODE = "tampered_torch_mode"
+EXTRA_THREADS = "extra_threads"
+
+_function_modes = getattr(torch._C, "_len_torch_function_stack", lambda: 0)
+_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 0)
+_num_threads = torch.get_num_threads
+_num_interop_threads = torch.get_num_interop_threads
 
 
 class Guard:
@@ -26,7 +38,8 @@ class Guard:
         self.auditor.install()
         self.threads = ThreadWatch(self.origins)
         self.threads.install()
-        self.baseline = Baseline(thread_entries())
+        self.baseline = Baseline(thread_entries(), self.origins)
+        self._threads = (_num_threads(), _num_interop_threads())
         self.idle = IdleMeter()
         self._precision = None
         self._model = None
@@ -59,6 +72,19 @@ class Guard:
 
     # --- after calls -----------------------------------------------------------------------
 
+    @staticmethod
+    def _mode_findings() -> list:
+        modes = (_function_modes(), _dispatch_modes())
+        if modes == (0, 0):
+            return []
+        return [{"kind": TAMPERED_MODE, "detail": f"{modes[0]} torch function mode(s) and {modes[1]} dispatch mode(s) were left active after a call: they see the runner's own torch calls"}]
+
+    def _thread_count_findings(self) -> list:
+        now = (_num_threads(), _num_interop_threads())
+        if now[0] <= self._threads[0] and now[1] <= self._threads[1]:
+            return []
+        return [{"kind": EXTRA_THREADS, "detail": f"PyTorch's threads went from {self._threads[0]} intra-op / {self._threads[1]} inter-op to {now[0]} / {now[1]}: the reference runs with the runner's threads"}]
+
     def findings(self) -> list:
         found, self._pending = self._pending, []
         self.check_precision("while running")
@@ -72,6 +98,8 @@ class Guard:
         if self._reference is not None:
             found += self._reference.findings()
         found += self.idle.findings()
+        found += self._mode_findings()
+        found += self._thread_count_findings()
         fresh = []
         for f in found:
             if f["kind"] not in self._reported:

@@ -243,6 +243,17 @@ def _content_key(data: torch.Tensor) -> bytes:
 
 def device_key(data: torch.Tensor) -> bytes:
     """The GPU side of ``_content_key``; it runs on any device."""
+    length, sums = device_sums(data)
+    plain, weighted = sums.tolist()
+    return key_text(length, plain, weighted)
+
+
+def key_text(length: int, plain: int, weighted: int) -> bytes:
+    return f"{length}:{plain}:{weighted}".encode()
+
+
+def device_sums(data: torch.Tensor):
+    """``device_key``'s length and its two sums, still on the device (no synchronisation)."""
     length = data.numel()
     pad = (-length) % 4
     if pad:
@@ -255,7 +266,7 @@ def device_key(data: torch.Tensor) -> bytes:
         position = torch.arange(start, start + w.numel(), dtype=torch.int64, device=data.device)
         plain += w.sum()
         weighted += (w * (position * 2654435761 + 97)).sum()
-    return f"{length}:{int(plain)}:{int(weighted)}".encode()
+    return length, torch.stack([plain, weighted])
 
 
 class Feeder:

@@ -4,13 +4,48 @@ The real stdout moves to a private descriptor and fd 1 points at stderr, so a ``
 ``printf`` in loaded code lands in the log instead of the reply stream. The real stdin moves to a
 private descriptor too and fd 0 reads /dev/null, so loaded code cannot swallow requests.
 Descriptors made by ``os.dup`` are not inherited by child processes (ninja, nvcc).
+
+Requests are parsed and replies written by functions bound when this module is imported, before
+any task or candidate code runs: the C JSON scanner and encoder of a private decoder and encoder,
+and ``os.write``. A candidate that replaces ``os.write``, ``json.loads`` or ``json.dumps`` (to
+rewrite replies, or to read which calls a request will check) changes nothing here; the attempt
+is reported (``tamper``, group ``protocol``). Code in the process can still reach anything with
+enough effort, so the Rust side bounds what a reply may claim (docs/exploits.md).
 """
 
 import io
 import json
+import json.decoder
+import json.encoder
 import math
 import os
 import sys
+
+_write = os.write
+_isfinite = math.isfinite
+_type = type
+_str_encode = str.encode
+_str_strip = str.strip
+_bytes_decode = bytes.decode
+_join = "".join
+_len = len
+# The C scanner keeps the hooks of the decoder it was made from; nothing is looked up later.
+_scan = json.decoder.JSONDecoder().scan_once
+
+
+def _unencodable(value):
+    raise TypeError(f"a reply holds a {type(value).__name__}, which JSON cannot hold")
+
+
+_c_encoder = getattr(json.encoder, "c_make_encoder", None)
+_c_ascii = getattr(json.encoder, "c_encode_basestring_ascii", None)
+# markers None: replies are trees; allow_nan False: NaN and infinities raise (see ``encode``).
+_encode_tree = (
+    _c_encoder(None, _unencodable, _c_ascii, None, ":", ",", False, False, False)
+    if _c_encoder is not None and _c_ascii is not None
+    else None
+)
+_py_dumps = json.dumps
 
 
 class Channel:
@@ -28,28 +63,46 @@ class Channel:
         return line
 
     def send(self, reply: dict) -> None:
-        data = (encode(reply) + "\n").encode("utf-8")
+        data = _str_encode(encode(reply) + "\n", "utf-8")
         view = memoryview(data)
         # A pipe may accept less than the whole line; loop so one reply is always one line.
         while view:
-            written = os.write(self._reply_fd, view)
+            written = _write(self._reply_fd, view)
             view = view[written:]
+
+
+def decode(line: bytes):
+    """One request line as a JSON value; ValueError if it is not exactly one."""
+    text = _str_strip(_bytes_decode(line, "utf-8"))
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration as stop:
+        raise ValueError(f"invalid JSON at character {stop.value}") from None
+    if end != _len(text):
+        raise ValueError(f"extra data at character {end}")
+    return value
 
 
 def encode(reply: dict) -> str:
     """Compact JSON; NaN and infinities (not JSON) become null."""
     try:
-        return json.dumps(reply, separators=(",", ":"), allow_nan=False)
+        return _dumps(reply)
     except ValueError:
-        return json.dumps(_finite(reply), separators=(",", ":"), allow_nan=False)
+        return _dumps(_finite(reply))
+
+
+def _dumps(value) -> str:
+    if _encode_tree is None:  # an interpreter without the C accelerator
+        return _py_dumps(value, separators=(",", ":"), allow_nan=False)
+    return _join(_encode_tree(value, 0))
 
 
 def _finite(value):
-    if isinstance(value, float) and not math.isfinite(value):
+    if _type(value) is float and not _isfinite(value):
         return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
+    if _type(value) is dict:
+        return {k: _finite(v) for k, v in dict.items(value)}
+    if _type(value) in (list, tuple):
         return [_finite(v) for v in value]
     return value
 

@@ -6,29 +6,50 @@ checked calls, would be timed running other code than was checked. The snapshot 
 after construction and compared after every call. A ``__call__`` that was assigned to the class
 from outside a class body (its ``__qualname__`` does not end in ``.__call__``) is reported even at
 construction: it is the ``ModelNew.__call__ = ...`` trick done before the model was built.
+
+The model's and its classes' namespaces are read through ``type``'s and ``nn.Module``'s own
+descriptors, so an instance's or a metaclass's ``__getattribute__`` does not run here.
 """
 
 import torch
 
 MODEL_PATCHED = "model_patched"
 
+_type = type
+_class_dict = type.__dict__["__dict__"].__get__
+_class_mro = type.__dict__["__mro__"].__get__
+_module_dict = torch.nn.Module.__dict__["__dict__"].__get__
+_dict_get = dict.get
+
+
+def _instance_dict(model) -> dict:
+    try:
+        return _module_dict(model)
+    except TypeError:  # not an nn.Module
+        try:
+            return object.__getattribute__(model, "__dict__")
+        except Exception:
+            return {}
+
 
 def _entry_points(model) -> dict:
-    cls = type(model)
-    inst = getattr(model, "__dict__", {})
+    cls = _type(model)
+    inst = _instance_dict(model)
+    own = _class_dict(cls)
     return {
         "class": cls,
-        "type(model).__call__": cls.__dict__.get("__call__", None) or _resolve(cls, "__call__"),
+        "type(model).__call__": own.get("__call__", None) or _resolve(cls, "__call__"),
         "type(model).forward": _resolve(cls, "forward"),
-        "model.forward (instance attribute)": inst.get("forward"),
-        "model.__call__ (instance attribute)": inst.get("__call__"),
+        "model.forward (instance attribute)": _dict_get(inst, "forward"),
+        "model.__call__ (instance attribute)": _dict_get(inst, "__call__"),
     }
 
 
 def _resolve(cls, name: str):
-    for base in cls.__mro__:
-        if name in base.__dict__:
-            return base.__dict__[name]
+    for base in _class_mro(cls):
+        namespace = _class_dict(base)
+        if name in namespace:
+            return namespace[name]
     return None
 
 

@@ -21,12 +21,7 @@ def seed_all(seed: int) -> None:
 
 
 def mix(seed: int, index: int) -> int:
-    """A seed in [0, 2^63) derived from ``seed`` and ``index`` (splitmix64).
-
-    Timed call ``i`` of a block uses ``mix(seed_base, i)``: consecutive seeds would let a
-    program that reads ``torch.initial_seed()`` generate the next call's inputs itself and
-    compute several calls' outputs at once.
-    """
+    """A seed in [0, 2^63) derived from ``seed`` and ``index`` (splitmix64)."""
     z = (seed + (index + 1) * 0x9E3779B97F4A7C15) & _MASK64
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
@@ -34,7 +29,9 @@ def mix(seed: int, index: int) -> int:
 
 
 def reseed_for_call(seed: int) -> None:
-    """Before a model call: generators no longer reveal the input seed, yet stay reproducible.
+    """Before a model call: the generators are seeded from the call's own input seed, which the
+    Rust side draws from fresh randomness for every call (docs/protocol.md), so what they reveal
+    says nothing about any other call's inputs.
 
     A model that draws random numbers in ``forward`` gets the same numbers in both roles.
     """

@@ -5,7 +5,6 @@ and answers each request with a reply dict. Exceptions from task or candidate co
 replies; the session keeps serving afterwards.
 """
 
-import json
 import os
 import time
 
@@ -17,10 +16,12 @@ from . import inputs as inputs_mod
 from . import outputs as outputs_mod
 from . import requests as req
 from . import timing
+from .capture import capture
 from .compare import compare_files
 from .errors import BAD_REQUEST, INTERNAL, LOAD_ERROR, RUNTIME_ERROR, RunnerError, classify, with_context
 from .loading import load_module, require
 from .guard import Guard
+from .io_guard import decode
 from .seeding import seed_all
 
 # A spin covers the host's issue time; longer than this is a mistake, not a measurement.
@@ -28,7 +29,7 @@ _MAX_SPIN_US = 100_000
 
 _OPS = {
     "reference": {"hello", "shutdown", "load", "outputs", "expected", "compare", "time", "describe"},
-    "candidate": {"hello", "shutdown", "load", "outputs", "time"},
+    "candidate": {"hello", "shutdown", "load", "outputs", "time", "reveal"},
     "compile": {"hello", "shutdown", "compile"},
 }
 
@@ -40,6 +41,8 @@ class Session:
         self.model = None
         self.source = None
         self.feeder = None
+        # The last timed block's captured outputs, until the next request that runs the model.
+        self.kept = None
         self._flushers = {}
         # Touches no GPU until it first spins (it calibrates then).
         self.spinner = timing.Spinner()
@@ -63,7 +66,7 @@ class Session:
 
     def _serve(self, line: bytes):
         try:
-            request = json.loads(line)
+            request = decode(line)
         except ValueError as exc:
             return _error(None, RunnerError(BAD_REQUEST, f"request is not JSON: {exc}")), False
         if not isinstance(request, dict):
@@ -171,6 +174,7 @@ class Session:
         self._require_loaded()
         seeds = req.seeds(request)
         out_dir = req.abs_path(request, "dir")
+        self.kept = None
         results = []
         with torch.no_grad():
             for seed in seeds:
@@ -193,22 +197,32 @@ class Session:
         self._sync()
         t0 = timing.clock_ns()
         out = self.model(*args)
-        early = outputs_mod.early_copies(out) if self.inspects and self.device.type == "cuda" else None
+        gpu = self.device.type == "cuda"
+        early = capture(out) if self.inspects and gpu else None
         self._sync()
         ms = (timing.clock_ns() - t0) / 1e6
-        flat = outputs_mod.leaves(out)
+        # Before anything of the candidate's can run again (see ``capture``).
+        captured = capture(out, strict=not self.inspects)
         findings = []
         if self.inspects:
+            flat = outputs_mod.leaves(out)
             findings += outputs_mod.output_findings(flat, args, self.device)
             findings += outputs_mod.mutation_findings(args, clones)
             # The guard's findings name causes (a thread left running); readiness, a symptom.
             findings += self.guard.findings()
             if early is not None:
                 findings += outputs_mod.readiness_findings(early, flat)
-        saved, more = outputs_mod.to_host(flat, strict=not self.inspects)
+            findings += outputs_mod.changed_findings(captured, flat)
         path = os.path.join(out_dir, f"seed-{seed}.pt")
-        outputs_mod.save(path, saved)
-        return {"seed": seed, "path": path, "ms": ms, "findings": findings + more, "input_digest": input_digest}
+        outputs_mod.save(path, captured.host())
+        return {
+            "seed": seed,
+            "path": path,
+            "ms": ms,
+            "findings": findings,
+            "input_digest": input_digest,
+            "fingerprint": captured.fingerprint(not gpu),
+        }
 
     def _op_compare(self, request: dict) -> dict:
         expected = req.abs_path(request, "expected")
@@ -220,28 +234,32 @@ class Session:
 
     def _op_time(self, request: dict) -> dict:
         self._require_loaded()
-        calls = req.field(request, "calls", int)
-        if calls < 0:
-            raise RunnerError(BAD_REQUEST, "`calls` must not be negative")
-        seed_base = req.seed(req.field(request, "seed_base", int), "seed_base")
-        req.seed(seed_base + max(calls - 1, 0), "seed_base + calls")
+        seeds = req.seeds(request)
         flush_l2 = req.field(request, "flush_l2", bool, True)
         warmup = req.field(request, "warmup", bool, False)
-        check = req.field(request, "check", list, [])
-        for i in check:
-            if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < calls:
-                raise RunnerError(BAD_REQUEST, f"`check` index {i!r} is not in [0, {calls})")
-        out_dir = req.abs_path(request, "dir", None)
+        keep_bytes = req.field(request, "keep_bytes", int, 0)
+        if keep_bytes < 0:
+            raise RunnerError(BAD_REQUEST, "`keep_bytes` must not be negative")
         cpu = req.field(request, "cpu", (int, type(None)), None)
         if cpu is not None and cpu < 0:
             raise RunnerError(BAD_REQUEST, "`cpu` must be a core number")
         spin_us = req.field(request, "spin_us", (int, float, type(None)), None)
         if spin_us is not None and (isinstance(spin_us, bool) or not 0 <= spin_us <= _MAX_SPIN_US):
             raise RunnerError(BAD_REQUEST, f"`spin_us` must be a number of microseconds in [0, {_MAX_SPIN_US}]")
-        if check and not warmup and out_dir is None:
-            raise RunnerError(BAD_REQUEST, "`check` needs `dir`")
         with torch.no_grad():
-            return timing.run(self, calls, seed_base, flush_l2, check, out_dir, warmup, cpu, spin_us)
+            return timing.run(self, seeds, flush_l2, warmup, cpu, spin_us, keep_bytes)
+
+    def _op_reveal(self, request: dict) -> dict:
+        """The kept outputs of some of the last block's calls, chosen after the block returned."""
+        calls = req.field(request, "calls", list)
+        out_dir = req.abs_path(request, "dir")
+        kept = self.kept
+        if kept is None:
+            raise RunnerError(BAD_REQUEST, "no timed block to reveal outputs of")
+        for i in calls:
+            if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < len(kept.copies) or kept.copies[i] is None:
+                raise RunnerError(BAD_REQUEST, f"call {i!r} of the last block has no kept output")
+        return timing.reveal(self, calls, out_dir)
 
     def _op_compile(self, request: dict) -> dict:
         candidate = req.abs_path(request, "candidate")

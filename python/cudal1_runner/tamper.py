@@ -9,13 +9,22 @@ import, so a patched timer changes no measurement; the finding is there because 
 itself the exploit.
 
 PyTorch patches a few of its own functions lazily (``torch._dynamo`` wraps ``torch.manual_seed``
-and ``nn.Module.__init__``); a replacement that is a Python function defined in an installed
-library is accepted as the new original.
+and ``nn.Module.__init__``); a replacement that is a Python function whose code comes from an
+installed library's file (by its resolved location, ``origin``) is accepted as the new original.
+The runner never patches itself or its protocol functions, so no replacement is accepted there.
+
+The protocol's own functions are watched too (group ``protocol``: ``os.write``/``os.read``, the
+``json`` modules): the runner does not use them after it starts (``io_guard``), but replacing them
+is an attempt to rewrite replies or read requests.
 """
 
 import _thread
 import builtins
 import gc
+import json
+import json.decoder
+import json.encoder
+import os
 import sys
 import threading
 import time
@@ -50,13 +59,20 @@ def _group_for(owner: str, name: str) -> str:
         return "threads"
     if owner.startswith("cudal1_runner"):
         return "runner"
+    if owner in ("os", "json", "json.encoder", "json.decoder"):
+        return "protocol"
     return "torch"
+
+
+# Groups in which no replacement is accepted, whatever its origin.
+_NEVER_PATCHED = frozenset({"runner", "protocol"})
 
 
 class Baseline:
     """Identities recorded at construction; ``check`` compares against them."""
 
-    def __init__(self, extra=()) -> None:
+    def __init__(self, extra=(), origins=None) -> None:
+        self._origins = origins
         self._entries = []  # (owner label, namespace dict, name, recorded object)
         self._classes = []  # (label, class namespace, names at the start): an added name shadows a base's
         watched = [
@@ -74,6 +90,10 @@ class Baseline:
             watched += [("torch.cuda", cuda), ("torch.cuda.Event", cuda.Event), ("torch.cuda.Stream", cuda.Stream)]
         for label, owner in watched:
             self._record_namespace(label, owner)
+        for name in ("write", "read"):
+            self._entries.append(("os", vars(os), name, getattr(os, name)))
+        for label, module in (("json", json), ("json.encoder", json.encoder), ("json.decoder", json.decoder)):
+            self._record_namespace(label, module)
         for name in ("_cuda_synchronize", "_cuda_getCurrentStream"):
             if hasattr(torch._C, name):
                 self._entries.append(("torch._C", vars(torch._C), name, getattr(torch._C, name)))
@@ -96,6 +116,12 @@ class Baseline:
             if classes_too and isinstance(value, type) and getattr(value, "__module__", "") == getattr(owner, "__name__", None):
                 self._record_namespace(f"{label}.{name}", value)
 
+    def _library_function(self, value) -> bool:
+        """A Python function whose code comes from an installed library's file."""
+        if type(value) is not types.FunctionType or self._origins is None:
+            return False
+        return self._origins.kind(value.__code__.co_filename) == "library"
+
     def check(self) -> list:
         """One finding per group with a replaced, added-over or deleted attribute."""
         changed = {}
@@ -103,7 +129,8 @@ class Baseline:
             now = namespace.get(name, _MISSING)
             if now is recorded:
                 continue
-            if _library_function(now):
+            group = _group_for(label, name)
+            if group not in _NEVER_PATCHED and self._library_function(now):
                 # Accept and remember: PyTorch's own lazy wrappers.
                 self._entries[index] = (label, namespace, name, now)
                 continue
@@ -118,14 +145,6 @@ class Baseline:
             {"kind": f"tampered_{group}", "detail": f"replaced since the runner started: {', '.join(sorted(names)[:8])}"}
             for group, names in sorted(changed.items())
         ]
-
-
-def _library_function(value) -> bool:
-    code = getattr(value, "__code__", None)
-    if not isinstance(value, types.FunctionType) or code is None:
-        return False
-    filename = code.co_filename
-    return ("site-packages" in filename or "dist-packages" in filename) and not filename.startswith("<")
 
 
 def _plain_data(value) -> bool:

@@ -1,8 +1,11 @@
 """The ``time`` op: fresh inputs per call, L2 flush, device-wide synchronisation, three windows.
 
 Everything that is not the model call (input generation, transfer, flush) happens before the
-clocks start. Outputs of ``check`` calls are copied to the host and saved after the clocks stop;
-no other call moves data to the host inside the loop.
+clocks start. After the clocks stop, every call's output is captured (copied and fingerprinted,
+``capture``) before any candidate code can run again, and the copies are kept until the next
+request (up to ``keep_bytes``): which of them are checked is decided by the Rust side after the
+block has returned, and asked for with ``reveal``. Both roles do the same work after each call,
+so that the untimed part of a block is the same runner code on both sides.
 
 On a GPU each call is bracketed by three events on the caller's stream: ``start`` before the
 call, ``end`` as soon as it returns, and ``post`` after ``torch.cuda.synchronize()``, which waits
@@ -13,9 +16,9 @@ the device is idle, so work left running on other streams is counted there; the 
 when the two windows disagree (docs/protocol.md). ``issue_ms`` is the host's time to issue the
 call, and ``host_ms`` the host clock from the call to the end of the synchronisation.
 
-Call ``i`` uses the seed ``mix(seed_base, i)``, so no call's inputs can be foreseen from another's,
-and the generators are reseeded before the call so that they do not reveal the input seed. The
-clocks and the synchronisation are bound when this module is imported, before any task or
+Call ``i`` uses ``seeds[i]``, drawn by the Rust side from fresh randomness for every call, so no
+call's inputs can be foreseen from another's; the generators are reseeded from the call's own
+seed before the call (both roles draw the same random numbers inside a call). The clocks and the synchronisation are bound when this module is imported, before any task or
 candidate code runs, so patching ``time.perf_counter_ns`` or ``torch.cuda.synchronize`` cannot
 change a measurement (the candidate role reports the attempt; see ``tamper``).
 """
@@ -27,9 +30,10 @@ import time
 import torch
 
 from . import outputs as outputs_mod
+from .capture import capture, resolve
 from .pinning import Pin
 from .errors import RUNTIME_ERROR, classify, with_context
-from .seeding import mix, reseed_for_call
+from .seeding import reseed_for_call
 
 _FALLBACK_L2_BYTES = 50 * 1024 * 1024
 
@@ -93,12 +97,21 @@ class Spinner:
         return cls._CALIBRATION_CYCLES / max(_elapsed(begin, end) * 1e3, 1.0)
 
 
-def run(session, calls: int, seed_base: int, flush_l2: bool, check: list, out_dir: str, warmup: bool, cpu=None, spin_us=None) -> dict:
+class Kept:
+    """The outputs of the last block's calls, captured right after each call, for ``reveal``."""
+
+    def __init__(self, seeds: list, copies: list) -> None:
+        self.seeds = seeds
+        self.copies = copies  # a Captured per call, or None where keep_bytes ran out
+
+
+def run(session, seeds: list, flush_l2: bool, warmup: bool, cpu=None, spin_us=None, keep_bytes: int = 0) -> dict:
     started = clock_ns()
     device = session.device
     gpu = device.type == "cuda"
+    calls = len(seeds)
     flusher = session.l2_flusher() if (gpu and flush_l2) else None
-    check_set = set(check) if not warmup else set()
+    strong = not gpu
     if gpu:
         stream = torch.cuda.current_stream()
         starts = [_Event(enable_timing=True) for _ in range(calls)]
@@ -107,9 +120,14 @@ def run(session, calls: int, seed_base: int, flush_l2: bool, check: list, out_di
         spinner = session.spinner if spin_us else None
     host_ns = []
     issue_ns = []
-    checked = []
+    fingerprints = []
+    kept = []
+    kept_bytes = 0
+    found = []
     model = session.model
     feeder = session.feeder
+    inspects = session.inspects
+    session.kept = None
     # No collector pauses inside the clocks (as timeit does); the collector is back after the block.
     collecting = gc.isenabled()
     gc.disable()
@@ -117,7 +135,7 @@ def run(session, calls: int, seed_base: int, flush_l2: bool, check: list, out_di
     try:
         with pin:
             for i in range(calls):
-                seed = mix(seed_base, i)
+                seed = seeds[i]
                 try:
                     args = feeder.next(seed)
                     reseed_for_call(seed)
@@ -139,12 +157,20 @@ def run(session, calls: int, seed_base: int, flush_l2: bool, check: list, out_di
                         t0 = clock_ns()
                         out = model(*args)
                         t1 = issued = clock_ns()
+                    # Before anything of the candidate's can run again (see ``capture``).
+                    captured = capture(out, strict=not inspects)
                     host_ns.append(t1 - t0)
                     issue_ns.append(issued - t0)
                     pin.keep()
-                    if i in check_set:
-                        checked.append(_save_check(session, out, args, seed, out_dir))
-                    del out, args
+                    fingerprints.append(captured.fingerprint(True) if strong else captured.fingerprint_later())
+                    if inspects and not found:
+                        found = outputs_mod.output_findings(outputs_mod.leaves(out), args, device)
+                    if kept_bytes + captured.nbytes <= keep_bytes and not warmup:
+                        kept_bytes += captured.nbytes
+                        kept.append(captured)
+                    else:
+                        kept.append(None)
+                    del out, args, captured
                 except BaseException as exc:
                     if isinstance(exc, KeyboardInterrupt):
                         raise
@@ -158,24 +184,38 @@ def run(session, calls: int, seed_base: int, flush_l2: bool, check: list, out_di
         device_sync()
         ms = [_elapsed(s, e) for s, e in zip(starts, ends)]
         full_ms = [_elapsed(s, p) for s, p in zip(starts, posts)]
+        fingerprints = resolve(fingerprints)
     else:
         ms = list(host_ms)
         full_ms = list(host_ms)
     # Untrusted code ran: what the guard saw during the block (the Rust side reads `findings`).
-    findings = session.guard.findings() + pin.findings() if session.inspects else []
+    findings = found + session.guard.findings() + pin.findings() if inspects else []
     wall_ms = (clock_ns() - started) / 1e6
     if warmup:
         # The issue times size the spin (docs/protocol.md); nothing else of a warm-up is used.
-        return {"ms": [], "host_ms": [], "issue_ms": issue_ms, "checked": [], "wall_ms": wall_ms, "findings": findings}
-    return {"ms": ms, "full_ms": full_ms, "host_ms": host_ms, "issue_ms": issue_ms, "checked": checked, "wall_ms": wall_ms, "findings": findings}
+        return {"ms": [], "host_ms": [], "issue_ms": issue_ms, "fingerprints": [], "kept": 0, "wall_ms": wall_ms, "findings": findings}
+    session.kept = Kept(list(seeds), kept)
+    return {
+        "ms": ms,
+        "full_ms": full_ms,
+        "host_ms": host_ms,
+        "issue_ms": issue_ms,
+        "fingerprints": fingerprints,
+        "kept": sum(1 for k in kept if k is not None),
+        "wall_ms": wall_ms,
+        "findings": findings,
+    }
 
 
-def _save_check(session, out, args, seed: int, out_dir: str) -> dict:
-    flat = outputs_mod.leaves(out)
-    found = outputs_mod.output_findings(flat, args, session.device) if session.inspects else []
-    if session.inspects:
-        found += session.guard.findings()
-    saved, more = outputs_mod.to_host(flat, strict=not session.inspects)
-    path = os.path.join(out_dir, f"time-{seed}.pt")
-    outputs_mod.save(path, saved)
-    return {"seed": seed, "path": path, "findings": found + more}
+def reveal(session, calls: list, out_dir: str) -> dict:
+    """Saves the kept outputs of the last block's calls ``calls`` as ``time-<seed>.pt``."""
+    kept = session.kept
+    checked = []
+    for i in calls:
+        captured = kept.copies[i]
+        seed = kept.seeds[i]
+        path = os.path.join(out_dir, f"time-{seed}.pt")
+        outputs_mod.save(path, captured.host())
+        checked.append({"seed": seed, "path": path, "findings": []})
+    findings = session.guard.findings() if session.inspects else []
+    return {"checked": checked, "findings": findings}

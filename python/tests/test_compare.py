@@ -44,7 +44,42 @@ def test_equal_outputs(ref, tmp_path):
         "mismatches": 0,
         "nonfinite_mismatches": 0,
         "expected_nonfinite": 0,
+        "exact": False,
     }
+
+
+def test_integer_and_boolean_outputs_must_match_exactly_whatever_the_tolerance(ref, tmp_path):
+    # A cumulative sum of large integers: off by one, and accumulated in float32 (off by up to
+    # 64 at these magnitudes). A float tolerance of 1e-4 relative would pass both.
+    torch.manual_seed(1)
+    x = torch.randint(0, 1 << 20, (8, 4096), dtype=torch.int64)
+    e = x.cumsum(1)
+    off_by_one = e.clone()
+    off_by_one[3, 4095] += 1
+    float_acc = x.float().cumsum(1).to(torch.int64)
+    assert not torch.equal(float_acc, e)
+    flags = e % 3 == 0
+    flipped = flags.clone()
+    flipped[0, 0] = ~flipped[0, 0]
+    exp = _save(tmp_path, "e.pt", [e, flags])
+    for actual, wrong in (([off_by_one, flags], 1), ([float_acc, flags], int((float_acc != e).sum())), ([e, flipped], 1)):
+        reply = _compare(ref, exp, _save(tmp_path, "a.pt", actual), atol=1e-2, rtol=1e-2)
+        assert sum(o["mismatches"] for o in reply["outputs"]) == wrong, reply
+        assert all(o["exact"] for o in reply["outputs"])
+    same = _compare(ref, exp, _save(tmp_path, "same.pt", [e.clone(), flags.clone()]), atol=1, rtol=1)
+    assert [o["mismatches"] for o in same["outputs"]] == [0, 0]
+
+
+def test_the_reply_carries_the_fingerprint_of_the_actual_file(ref, tmp_path):
+    from cudal1_runner.capture import capture
+
+    e = _base()
+    captured = capture((e * 2, 3))
+    path = _save(tmp_path, "a.pt", captured.host())
+    reply = _compare(ref, _save(tmp_path, "e.pt", [e * 2, torch.tensor(3)]), path)
+    assert reply["fingerprint"] == captured.fingerprint(True)
+    other = _compare(ref, path, _save(tmp_path, "b.pt", [e * 2 + 1e-6, torch.tensor(3)]))
+    assert other["fingerprint"] != captured.fingerprint(True)
 
 
 def test_slightly_off_within_tolerance(ref, tmp_path):

@@ -5,7 +5,6 @@ import torch
 
 from conftest import REFERENCE, SAME_CANDIDATE, load
 
-from cudal1_runner.seeding import mix
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -36,12 +35,17 @@ def test_gpu_outputs_match_across_roles_and_time_runs(start_runner, write, refer
         assert g["findings"] == [] and g["input_digest"] == w["input_digest"]
         assert torch.equal(_saved(g["path"])[0], _saved(w["path"])[0])
         assert _saved(g["path"])[0].device.type == "cpu"
-    reply = cand.ok("time", calls=20, seed_base=500, flush_l2=True, check=[19], dir=str(tmp_path / "c"))
+    seeds = list(range(500, 520))
+    reply = cand.ok("time", seeds=seeds, flush_l2=True, keep_bytes=1 << 30)
     assert len(reply["ms"]) == 20 and all(m > 0 for m in reply["ms"])
     assert all(h > 0 for h in reply["host_ms"])
-    (exp,) = ref.ok("expected", seeds=[mix(500, 19)], dir=str(tmp_path / "r"))["results"]
-    cmp = ref.ok("compare", expected=exp["path"], actual=reply["checked"][0]["path"], atol=0, rtol=0)
+    assert reply["kept"] == 20
+    (checked,) = cand.ok("reveal", calls=[19], dir=str(tmp_path / "c"))["checked"]
+    (exp,) = ref.ok("expected", seeds=[519], dir=str(tmp_path / "r"))["results"]
+    cmp = ref.ok("compare", expected=exp["path"], actual=checked["path"], atol=0, rtol=0)
     assert cmp["outputs"][0]["mismatches"] == 0
+    # The reference recomputes the GPU fingerprint (position-weighted sums) of the revealed file.
+    assert cmp["fingerprint"] == reply["fingerprints"][19]
 
 
 def test_output_left_on_the_host_is_reported(start_runner, write, reference, tmp_path):
@@ -100,10 +104,10 @@ def test_side_stream_work_is_inside_the_full_window_and_outside_the_call_window(
     ref, cand = start_runner("reference"), start_runner("candidate")
     load(ref, reference, device="cuda:0")
     load(cand, reference, candidate, device="cuda:0")
-    ref.ok("time", calls=3, seed_base=0, warmup=True)
-    cand.ok("time", calls=3, seed_base=0, warmup=True)
-    r = ref.ok("time", calls=15, seed_base=10, spin_us=200.0)
-    c = cand.ok("time", calls=15, seed_base=10, spin_us=200.0)
+    ref.ok("time", seeds=[0, 1, 2], warmup=True)
+    cand.ok("time", seeds=[0, 1, 2], warmup=True)
+    r = ref.ok("time", seeds=list(range(10, 25)), spin_us=200.0)
+    c = cand.ok("time", seeds=list(range(10, 25)), spin_us=200.0)
     # The reference's work is all on the caller's stream: both windows hold it.
     assert _median(r["ms"]) > 0.8 * _median(r["full_ms"]), r
     # The candidate returned before its side stream finished: only the full window holds the work.
@@ -129,9 +133,9 @@ TINY = """
 def test_a_spin_takes_the_hosts_launch_out_of_the_call_window(start_runner, write, tmp_path):
     ref = start_runner("reference")
     load(ref, write("tiny.py", TINY), device="cuda:0")
-    ref.ok("time", calls=5, seed_base=0, warmup=True)
-    plain = ref.ok("time", calls=50, seed_base=10)
-    spun = ref.ok("time", calls=50, seed_base=10, spin_us=100.0)
+    ref.ok("time", seeds=list(range(5)), warmup=True)
+    plain = ref.ok("time", seeds=list(range(10, 60)))
+    spun = ref.ok("time", seeds=list(range(10, 60)), spin_us=100.0)
     # Without a spin the start event fires on an idle GPU before the host has launched anything.
     assert _median(spun["ms"]) < _median(plain["ms"]), (plain, spun)
     assert all(0 < i < h for i, h in zip(spun["issue_ms"], spun["host_ms"]))

@@ -118,6 +118,45 @@ TRICKS = [
         {"prelude": "import sys\nfor m in list(sys.modules.values()):\n    if getattr(m, '__name__', '').startswith('_cudal1_reference'):\n        m.N = 2"},
         ["tampered_reference"],
     ),
+    # Trust by file name (issue 13, class 6): code compiled under a made-up `site-packages` name is
+    # still the candidate's; under a real library file's name it is a forgery.
+    (
+        "gc_scan_under_a_made_up_library_name",
+        {"prelude": "_ns = {}\nexec(compile('def scan():\\n    import gc\\n    return len(gc.get_objects())', '/usr/lib/python3/site-packages/helpers/_scan.py', 'exec'), _ns)", "body": "_ns['scan']()"},
+        ["gc_scan"],
+    ),
+    (
+        "code_under_a_real_library_file_name",
+        {"prelude": "import torch.functional\n_ns = {}\nexec(compile('def f(x):\\n    return x', torch.functional.__file__, 'exec'), _ns)"},
+        ["forged_origin"],
+    ),
+    (
+        "code_object_renamed_to_a_library_file",
+        {"prelude": "import torch.functional\ndef _f(x):\n    return x\n_f.__code__ = _f.__code__.replace(co_filename=torch.functional.__file__)"},
+        ["forged_origin"],
+    ),
+    # Frames handed to the candidate by the traceback module are still frames (class 8's limit).
+    (
+        "walks_a_traceback_for_frames",
+        {"prelude": "import traceback", "body": "try:\n    raise ValueError\nexcept ValueError as e:\n    _ = [f.f_back for f, _ in traceback.walk_tb(e.__traceback__)]"},
+        ["frame_inspection"],
+    ),
+    # The protocol's functions (class 1).
+    ("replaces_os_write", {"prelude": "import os\n_w = os.write\nos.write = lambda fd, data: _w(fd, data)"}, ["tampered_protocol"]),
+    ("wraps_json_loads", {"prelude": "import json\n_l = json.loads\njson.loads = lambda *a, **k: _l(*a, **k)"}, ["tampered_protocol"]),
+    # A mode left active after a call (class 3).
+    (
+        "torch_function_mode_left_on",
+        {"prelude": "from torch.overrides import TorchFunctionMode\nclass _M(TorchFunctionMode):\n    def __torch_function__(self, f, t, a=(), k=None):\n        return f(*a, **(k or {}))\n_M().__enter__()"},
+        ["tampered_torch_mode"],
+    ),
+    (
+        "dispatch_mode_left_on",
+        {"prelude": "from torch.utils._python_dispatch import TorchDispatchMode\nclass _D(TorchDispatchMode):\n    def __torch_dispatch__(self, f, t, a=(), k=None):\n        return f(*a, **(k or {}))\n_D().__enter__()"},
+        ["tampered_torch_mode"],
+    ),
+    # More intra-op threads than the runner was given (class 9).
+    ("more_threads", {"prelude": "torch.set_num_threads(torch.get_num_threads() + 2)"}, ["extra_threads"]),
 ]
 
 
@@ -153,6 +192,23 @@ HONEST = [
     ("weights_prepared_at_construction", {"init": "self.register_buffer('wt', self.lin.weight.detach().t().contiguous())"}),
     ("own_get_inputs_and_constants", {"prelude": "N = 2\ndef get_inputs():\n    return [torch.randn(1, N)]"}),
     ("files_in_its_own_directory", {"prelude": "import os", "body": "torch.save(x, 'mine.pt')\n_ = torch.load('mine.pt')\n_ = os.listdir('.')"}),
+    # An honest fallback that logs the failure it falls back from (issue 13, class 8).
+    (
+        "formats_a_traceback_and_logs_an_exception",
+        {
+            "prelude": "import logging, traceback",
+            "body": "try:\n    raise NotImplementedError('no fast path')\nexcept NotImplementedError:\n    _ = traceback.format_exc()\n    logging.getLogger('cand').exception('falling back')\n    _ = traceback.extract_tb(__import__('sys').exc_info()[2])",
+        },
+    ),
+    # Code of its own under its own names, and modules imported late, from a library and compiled
+    # from its source on the spot.
+    ("compiles_code_under_its_own_name", {"prelude": "_ns = {}\nexec(compile('def f(x):\\n    return x', 'my_helpers.py', 'exec'), _ns)", "body": "_ns['f'](x)"}),
+    ("imports_library_modules_in_forward", {"body": "import torch.utils.benchmark\nimport json.tool"}),
+    # A mode entered and left inside the call.
+    (
+        "mode_inside_the_call",
+        {"prelude": "from torch.overrides import TorchFunctionMode\nclass _M(TorchFunctionMode):\n    def __torch_function__(self, f, t, a=(), k=None):\n        return f(*a, **(k or {}))", "body": "with _M():\n    _ = x + 1"},
+    ),
 ]
 
 
@@ -221,34 +277,51 @@ def test_idle_meter_ignores_sleeping():
 
 def test_frame_origins(tmp_path):
     import logging
+    import os
     import sysconfig
 
     from cudal1_runner.origin import Origins
 
     task = tmp_path / "task.py"
+    task.write_text("")
     o = Origins([str(task)])
     stdlib = sysconfig.get_paths()["stdlib"]
+    torch_file = __import__("torch").__file__
     assert o.kind(str(task)) == "library"
     assert o.kind(logging.__file__) == "stdlib"
-    assert o.kind(__import__("torch").__file__) == "library"
+    assert o.kind(torch_file) == "library"
     assert o.kind(str(tmp_path / "candidate.py")) == "untrusted"
     assert o.kind("<string>") == "untrusted" and o.kind("<frozen importlib._bootstrap>") == "stdlib"
     assert o.kind(f"{stdlib}/inspect.py") == "stdlib"
+    # Trust goes by the resolved location of a real file, not by a name that looks right.
+    fake = tmp_path / "lib" / "python3" / "site-packages" / "fake.py"
+    fake.parent.mkdir(parents=True)
+    fake.write_text("")
+    assert o.kind(str(fake)) == "untrusted"
+    assert o.kind("/usr/lib/python3/site-packages/made_up.py") == "untrusted"
+    assert o.kind(os.path.dirname(torch_file) + "/no_such_module.py") == "untrusted"
+    link = tmp_path / "looks_local.py"
+    link.symlink_to(torch_file)
+    assert o.kind(str(link)) == "library"  # it is torch's own file
+    # A name the candidate made code under vouches for nothing any more.
+    o.forge(torch_file)
+    assert o.kind(torch_file) == "untrusted"
 
 
 def test_an_output_still_being_written_differs_from_its_early_copy():
     import torch
 
-    from cudal1_runner.outputs import early_copies, readiness_findings
+    from cudal1_runner.capture import capture
+    from cudal1_runner.outputs import readiness_findings
 
     out = torch.zeros(4)
-    early = early_copies(out)
+    early = capture(out)
     assert readiness_findings(early, [out]) == []
     out += 1  # "the side stream finished after the call returned"
     (found,) = readiness_findings(early, [out])
     assert found["kind"] == "output_not_ready"
     nan = torch.full((2,), float("nan"))
-    assert readiness_findings(early_copies(nan), [nan]) == []
+    assert readiness_findings(capture(nan), [nan]) == []
 
 
 def test_precision_changes_are_listed():

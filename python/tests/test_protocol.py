@@ -58,7 +58,9 @@ def test_ops_before_load_and_bad_fields_are_bad_requests(start_runner, reference
     load(runner, reference)
     assert runner.error("outputs", seeds=[-1], dir=str(tmp_path))["kind"] == "bad_request"
     assert runner.error("outputs", seeds=[1], dir="rel/dir")["kind"] == "bad_request"
-    assert runner.error("time", calls=2, seed_base=0, check=[2], dir=str(tmp_path))["kind"] == "bad_request"
+    assert runner.error("time", seeds=[1, -2])["kind"] == "bad_request"
+    assert runner.error("time", seeds=[1], keep_bytes=-1)["kind"] == "bad_request"
+    assert runner.error("reveal", calls=[0], dir=str(tmp_path))["kind"] == "bad_request"  # not served
     if not torch.cuda.is_available():
         assert runner.error("load", reference=reference, device="cuda:0", init_seed=1)["kind"] == "bad_request"
 
@@ -99,7 +101,7 @@ def test_prints_and_stdin_reads_in_candidate_code_do_not_touch_the_protocol(star
     load(runner, reference, candidate)
     reply = runner.ok("outputs", seeds=[1], dir=str(tmp_path / "out"))
     assert reply["results"][0]["seed"] == 1
-    runner.ok("time", calls=2, seed_base=5, check=[], dir=str(tmp_path / "out"))
+    runner.ok("time", seeds=[5, 6])
     # The request after the candidate tried to read stdin still arrives intact.
     assert runner.ok("hello")["protocol"] == 1
     log = runner.stderr()

@@ -9,10 +9,11 @@ use crate::findings::judge_findings;
 use crate::reference::{absolute, runner_device, ReferenceError, ReferenceSession, INIT_SEED};
 use crate::runner::{CallError, Launch, Role, RunnerClient, RunnerEnv};
 use crate::settings::EvalSettings;
-use crate::timing::{self, Side, TimingRun};
+use crate::correctness::SeedOutcome;
+use crate::timing::{self, RevealedCall, Side, TimingRun};
 use crate::verdict::{Evaluation, Judgement, Measurements, Remeasure, SeedCheck, TimingReport, Verdict, Warning};
 use crate::window::{self, WindowUsed};
-use cudal1_protocol::{Hello, Load, Outputs, SeedResult};
+use cudal1_protocol::{Hello, Load, Outputs};
 use cudal1_stats::{median, median_interval, speedup_interval, Interval};
 use cudal1_task::{Candidate, TaskError};
 use rand::rngs::StdRng;
@@ -275,6 +276,9 @@ impl Run<'_, '_> {
             }
             Err(e) => return Ok(Err(fail(client, e, "loading"))),
         }
+        if let Some(j) = escaped(client, "loading") {
+            return Ok(Err(j));
+        }
         self.m.phase("load", phase.elapsed());
         let phase = Instant::now();
 
@@ -302,8 +306,25 @@ impl Run<'_, '_> {
         if let Some(j) = judge_findings(&self.m.findings) {
             return Ok(Err(j));
         }
+        if let Some(j) = escaped(client, "the correctness checks") {
+            return Ok(Err(j));
+        }
+        // Each file is taken out of the candidate's reach before the reference reads it.
+        let mut taken = Vec::with_capacity(results.len());
+        for r in &results {
+            match self.reference.take_output(scratch, &r.path) {
+                Ok(p) => taken.push(p),
+                Err(e) => return Ok(Err(tampered_file(&e))),
+            }
+        }
         for (i, r) in results.iter().enumerate() {
-            let outcome = self.reference.compare(r.seed, &r.path, settings)?;
+            let outcome = match self.compare_candidate(r.seed, &taken[i])? {
+                Ok(o) => o,
+                Err(j) => return Ok(Err(j)),
+            };
+            if let Some(j) = changed_after_saving(r.fingerprint.as_deref(), &outcome, r.seed) {
+                return Ok(Err(j));
+            }
             self.m.checks.push(SeedCheck {
                 seed: r.seed,
                 timed: false,
@@ -314,18 +335,23 @@ impl Run<'_, '_> {
                 candidate_ms: Some(r.ms),
             });
             if let Some(why) = outcome.failure {
-                if let Some(earlier) = self.stale_match(r, &results[..i])? {
-                    return Ok(Err(Judgement::new(
-                        Verdict::Exploit,
-                        "stale_result",
-                        format!("for input seed {} it returned the result of an earlier call (input seed {earlier}): results are cached across calls (keyed on an address, a shape, an id or a counter) or read from stale buffers", r.seed),
-                    )));
+                let earlier: Vec<u64> = results[..i].iter().map(|e| e.seed).collect();
+                match self.stale_match(&taken[i], &earlier)? {
+                    Ok(Some(earlier)) => {
+                        return Ok(Err(Judgement::new(
+                            Verdict::Exploit,
+                            "stale_result",
+                            format!("for input seed {} it returned the result of an earlier call (input seed {earlier}): results are cached across calls (keyed on an address, a shape, an id or a counter) or read from stale buffers", r.seed),
+                        )))
+                    }
+                    Ok(None) => {}
+                    Err(j) => return Ok(Err(j)),
                 }
                 return Ok(Err(Judgement::new(Verdict::Incorrect, "mismatch", format!("wrong result for input seed {}: {why}", r.seed))));
             }
         }
 
-        self.first_output = results.first().map(|r| r.path.clone());
+        self.first_output = taken.first().cloned();
 
         self.m.phase("correctness", phase.elapsed());
         if !settings.mode.times() {
@@ -337,10 +363,10 @@ impl Run<'_, '_> {
         // Timing.
         let cand_first = median(&results.iter().map(|r| r.ms).collect::<Vec<_>>()).unwrap_or(1.0);
         let ref_first = self.reference.first_call_ms.unwrap_or(cand_first);
-        let ref_dir = scratch.join("reference-timing");
-        let _ = std::fs::create_dir_all(&ref_dir);
+        // The file holds the outputs' bytes uncompressed, and a little more: an upper bound.
+        let output_bytes = self.first_output.as_ref().and_then(|p| std::fs::metadata(p).ok()).map_or(1, |m| m.len().max(1));
         let measure = |run: &mut Run<'_, '_>, client: &mut RunnerClient| -> Result<Result<TimingRun, Judgement>, ReferenceError> {
-            match timing::measure(&mut run.reference.client, client, (&ref_dir, &out_dir), (ref_first, cand_first), settings, &mut run.rng) {
+            match timing::measure(&mut run.reference.client, client, &out_dir, (ref_first, cand_first), output_bytes, settings, &mut run.rng) {
                 Ok(r) => Ok(Ok(r)),
                 Err(e) if e.side == Side::Reference => Err(run.reference.error("timing the reference", e.error)),
                 Err(e) => Ok(Err(fail(client, e.error, "timing"))),
@@ -350,12 +376,15 @@ impl Run<'_, '_> {
             Ok(r) => r,
             Err(j) => return Ok(Err(j)),
         };
+        if let Some(j) = escaped(client, "timing") {
+            return Ok(Err(j));
+        }
         // A suspicious clock or a large speedup is measured again: an exploit verdict needs the
         // outer clock to disagree both times, and of two speedups the lower one stands.
         let Some(why) = remeasure_reason(&first, settings) else {
             self.m.phase("timing", phase.elapsed());
             let phase = Instant::now();
-            let decided = self.decide_after_timing(first, false, None);
+            let decided = self.decide_after_timing(scratch, first, (false, false), None);
             self.m.phase("verdict", phase.elapsed());
             return decided;
         };
@@ -363,25 +392,52 @@ impl Run<'_, '_> {
             Ok(r) => r,
             Err(j) => return Ok(Err(j)),
         };
+        if let Some(j) = escaped(client, "timing") {
+            return Ok(Err(j));
+        }
         let hidden_twice = [&first, &second].iter().all(|r| timing::hidden_work(r).is_some_and(|h| h.escaped_the_timer()));
+        let bounded_twice = [&first, &second].iter().all(|r| timing::outer_bound(r).is_some_and(|b| b.disagrees()));
         let first_speedup = quick_speedup(&first);
         let (mut kept, other) = if first_speedup.unwrap_or(f64::MAX) < quick_speedup(&second).unwrap_or(f64::MAX) { (first, second) } else { (second, first) };
         kept.checked.extend(other.checked);
         self.m.phase("timing", phase.elapsed());
         let phase = Instant::now();
-        let decided = self.decide_after_timing(kept, hidden_twice, Some(Remeasure { why, first_speedup }));
+        let decided = self.decide_after_timing(scratch, kept, (hidden_twice, bounded_twice), Some(Remeasure { why, first_speedup }));
         self.m.phase("verdict", phase.elapsed());
         decided
     }
 
-    /// The earlier seed whose expected output a wrong output matches, if any.
-    fn stale_match(&mut self, wrong: &SeedResult, earlier: &[SeedResult]) -> Result<Option<u64>, ReferenceError> {
-        for e in earlier.iter().rev() {
-            if self.reference.compare(e.seed, &wrong.path, self.ctx.settings)?.failure.is_none() {
-                return Ok(Some(e.seed));
+    /// The earlier seed whose expected output a wrong output (already taken into custody)
+    /// matches, if any.
+    fn stale_match(&mut self, wrong: &Path, earlier: &[u64]) -> Result<Result<Option<u64>, Judgement>, ReferenceError> {
+        for &seed in earlier.iter().rev() {
+            match self.compare_candidate(seed, wrong)? {
+                Ok(o) if o.failure.is_none() => return Ok(Ok(Some(seed))),
+                Ok(_) => {}
+                Err(j) => return Ok(Err(j)),
             }
         }
-        Ok(None)
+        Ok(Ok(None))
+    }
+
+    /// Compares a candidate's output file (taken into custody) with the expected output of
+    /// `seed`. The file is the only thing of the candidate's that the reference reads: if the
+    /// reference fails on it (dies, hangs, errs), the candidate did that. The reference is then
+    /// started afresh for the evaluations that follow, and the candidate gets the verdict.
+    fn compare_candidate(&mut self, seed: u64, taken: &Path) -> Result<Result<SeedOutcome, Judgement>, ReferenceError> {
+        match self.reference.compare(seed, taken, self.ctx.settings) {
+            Ok(o) => Ok(Ok(o)),
+            Err(e) => {
+                let why = format!("{}: {}", e.doing, e.source);
+                tracing::warn!(task = %e.task, stderr = %e.stderr, "the reference failed on a candidate's output file; starting it again");
+                self.reference.restart()?;
+                Ok(Err(Judgement::new(
+                    Verdict::Exploit,
+                    "reference_sabotage",
+                    format!("the reference runner failed while reading its output for input seed {seed} ({why}): a corrupt or hostile output file"),
+                )))
+            }
+        }
     }
 
     /// The bandwidth floor, where the device's bandwidth is known: an exploit below the time to
@@ -412,21 +468,36 @@ impl Run<'_, '_> {
         }
     }
 
-    fn decide_after_timing(&mut self, run: TimingRun, hidden_twice: bool, remeasured: Option<Remeasure>) -> Result<Decided, ReferenceError> {
+    /// `twice`: whether the outer clock saw hidden work, and disagreed with the claimed times, in
+    /// both of two measurements.
+    fn decide_after_timing(&mut self, scratch: &Path, run: TimingRun, twice: (bool, bool), remeasured: Option<Remeasure>) -> Result<Decided, ReferenceError> {
+        let (hidden_twice, bounded_twice) = twice;
         let settings = self.ctx.settings;
         // What the guard saw while timing, and the outputs of a sample of timed calls.
         self.m.findings.extend(run.findings.iter().cloned());
         for c in &run.checked {
-            self.m.findings.extend(c.findings.iter().cloned());
+            self.m.findings.extend(c.call.findings.iter().cloned());
         }
         if let Some(j) = judge_findings(&self.m.findings) {
             return Ok(Err(j));
         }
-        let seeds: Vec<u64> = run.checked.iter().map(|c| c.seed).collect();
+        let seeds: Vec<u64> = run.checked.iter().map(|c| c.call.seed).collect();
         self.reference.ensure_expected(&seeds, settings.call_timeout * (seeds.len().max(1) as u32) + Duration::from_secs(60))?;
-        let mut timed_failure = None;
-        for c in &run.checked {
-            let outcome = self.reference.compare(c.seed, &c.path, settings)?;
+        let mut timed_failure = run.unkept.map(|(block, kept, calls)| {
+            format!("timed block {block} kept {kept} of its {calls} outputs for checking, which fit when they had the checked calls' size: its timed calls return something else")
+        });
+        for RevealedCall { call: c, fingerprint } in &run.checked {
+            let taken = match self.reference.take_output(scratch, &c.path) {
+                Ok(p) => p,
+                Err(e) => return Ok(Err(tampered_file(&e))),
+            };
+            let outcome = match self.compare_candidate(c.seed, &taken)? {
+                Ok(o) => o,
+                Err(j) => return Ok(Err(j)),
+            };
+            if let Some(j) = changed_after_saving(Some(fingerprint), &outcome, c.seed) {
+                return Ok(Err(j));
+            }
             self.m.checks.push(SeedCheck {
                 seed: c.seed,
                 timed: true,
@@ -443,7 +514,14 @@ impl Run<'_, '_> {
 
         let seed = self.rng.random();
         let tails = if settings.device.is_cuda() { window::tails_ms(&run) } else { (None, None) };
-        let speedup = speedup_interval(run.reference_ms(), run.candidate_ms(), settings.bootstrap_resamples, settings.confidence, seed);
+        let bound = timing::outer_bound(&run);
+        // The speedup can never exceed what cudal1's own clock supports.
+        let claimed = speedup_interval(run.reference_ms(), run.candidate_ms(), settings.bootstrap_resamples, settings.confidence, seed);
+        let capped = match (bound, claimed) {
+            (Some(b), Some(i)) => b.cut(i.median),
+            _ => 1.0,
+        };
+        let speedup = claimed.map(|i| Interval { median: i.median / capped, ci_low: i.ci_low / capped, ci_high: i.ci_high / capped });
         let ref_outer = timing::outer_per_call_ms(&run.reference_blocks);
         let cand_outer = timing::outer_per_call_ms(&run.candidate_blocks);
         let outer_speedup = match (median(&ref_outer), median(&cand_outer)) {
@@ -467,6 +545,11 @@ impl Run<'_, '_> {
             candidate_issue_ms: median(&run.candidate_issue_ms),
             reference_tail_ms: tails.0,
             candidate_tail_ms: tails.1,
+            candidate_cpu_while_reference_ms: Some(run.candidate_cpu_while_reference_ms),
+            reference_blocks_wall_ms: Some(run.reference_blocks_wall_ms),
+            extra_cores: timing::extra_cores(&run),
+            outer_floor_ms: bound.map(|b| b.floor_ms),
+            supported_speedup: bound.map(|b| b.supported_speedup()).filter(|s| s.is_finite()),
         };
         let times = match (report.reference, report.candidate) {
             (Some(r), Some(c)) => Some((r.median, c.median)),
@@ -479,6 +562,30 @@ impl Run<'_, '_> {
                 Verdict::Exploit,
                 "timed_output_mismatch",
                 format!("correct on the checked seeds but wrong on a timed call ({why}): it behaves differently when timed or reuses stale results"),
+            )));
+        }
+        if let Some((cpu, wall)) = timing::busy_while_idle(&run) {
+            return Ok(Err(Judgement::new(
+                Verdict::Exploit,
+                "busy_while_idle",
+                format!("cudal1 counted {cpu:.0} ms of CPU in the candidate's processes (child processes included) during the {wall:.0} ms the reference was being timed: it works between its calls, behind the timer, or slows the reference down"),
+            )));
+        }
+        if let Some(extra) = timing::extra_cores(&run).filter(|e| *e > timing::EXTRA_CORES && !settings.device.is_cuda()) {
+            return Ok(Err(Judgement::new(
+                Verdict::Exploit,
+                "extra_cores",
+                format!("its processes kept {extra:.1} more CPU cores busy than the reference's during timed calls (threads or processes of its own): on the CPU the reference runs on one core, so that speed is bought with cores"),
+            )));
+        }
+        if let Some(b) = bound.filter(|_| bounded_twice) {
+            return Ok(Err(Judgement::new(
+                Verdict::Exploit,
+                "clock_disagreement",
+                format!(
+                    "in two measurements cudal1's own clock allowed no less than {:.4} ms per call where the runner claimed {:.4} ms ({:.1}x less): its reported times are not what its calls took (rewritten replies, a median of fast lookups, work moved out of the timed window)",
+                    b.floor_ms, b.claimed_ms, b.factor()
+                ),
             )));
         }
         if let Some(h) = timing::hidden_work(&run).filter(|_| hidden_twice) {
@@ -500,6 +607,18 @@ impl Run<'_, '_> {
         if let Some(w) = self.m.timing.as_ref().and_then(host_bound) {
             self.warnings.push(w);
         }
+        if let Some(b) = bound.filter(|_| capped > 1.0) {
+            self.warnings.push(Warning {
+                class: "outer_clock_bound".into(),
+                message: format!(
+                    "cudal1's own clock supports {:.3}x (mean times per call: the reference's {:.4} ms, the candidate's at least {:.4} ms): the speedup of medians is cut by {capped:.2}x to {:.0}% of it",
+                    b.supported_speedup(),
+                    b.reference_ms,
+                    b.claimed_ms.max(b.floor_ms),
+                    timing::SUPPORT_SLACK * 100.0
+                ),
+            });
+        }
         let checks = self.m.checks.len();
         let reason = format!(
             "matches the reference on {checks} checked calls; {:.3}x the reference's speed (median, {:.0}% CI {:.3}–{:.3})",
@@ -510,6 +629,38 @@ impl Run<'_, '_> {
         );
         Ok(Ok((Judgement::new(Verdict::Correct, "correct", reason), Some(speedup), times)))
     }
+}
+
+/// Processes of the candidate that left its process group (a double-forked daemon): they are
+/// killed, and the candidate is an exploit.
+fn escaped(client: &mut RunnerClient, during: &str) -> Option<Judgement> {
+    let pids = client.escaped();
+    (!pids.is_empty()).then(|| {
+        Judgement::new(
+            Verdict::Exploit,
+            "sandbox_escape",
+            format!("{} of its processes (pids {pids:?}) left its process group during {during}, out of the supervisor's reach (a daemon in a session of its own); they were killed", pids.len()),
+        )
+    })
+}
+
+/// A candidate's output file that is not a plain file of its own (a link to an expected output,
+/// a FIFO, a path elsewhere).
+fn tampered_file(e: &crate::intake::Refused) -> Judgement {
+    Judgement::new(Verdict::Exploit, "output_file_tampered", format!("its saved output was replaced: {e}"))
+}
+
+/// The output the reference read is not the one the runner captured after the call: something
+/// rewrote it in between.
+fn changed_after_saving(committed: Option<&str>, outcome: &SeedOutcome, seed: u64) -> Option<Judgement> {
+    let (Some(committed), Some(read)) = (committed, outcome.fingerprint.as_deref()) else { return None };
+    (committed != read).then(|| {
+        Judgement::new(
+            Verdict::Exploit,
+            "output_changed_after_call",
+            format!("the output of input seed {seed} that was checked is not the one captured when its call returned (fingerprint {read}, captured {committed}): it was rewritten afterwards"),
+        )
+    })
 }
 
 /// GPU calls shorter than this are mostly the host's launch and synchronisation.
@@ -571,6 +722,9 @@ fn remeasure_reason(run: &TimingRun, settings: &EvalSettings) -> Option<String> 
     if let Some(h) = timing::hidden_work(run).filter(timing::HiddenWork::escaped_the_timer) {
         return Some(format!("the outer clock saw {:.3} ms per call the runner did not time", h.hidden_ms));
     }
+    if let Some(b) = timing::outer_bound(run).filter(timing::OuterBound::disagrees) {
+        return Some(format!("the outer clock allows no less than {:.4} ms per call, the runner claimed {:.4} ms", b.floor_ms, b.claimed_ms));
+    }
     let s = quick_speedup(run)?;
     (s > settings.remeasure_above).then(|| format!("a speedup of {s:.2}x is above {:.1}x", settings.remeasure_above))
 }
@@ -602,6 +756,11 @@ mod tests {
             candidate_issue_ms: Some(candidate.1),
             reference_tail_ms: None,
             candidate_tail_ms: None,
+            candidate_cpu_while_reference_ms: None,
+            reference_blocks_wall_ms: None,
+            extra_cores: None,
+            outer_floor_ms: None,
+            supported_speedup: None,
         }
     }
 
@@ -630,6 +789,18 @@ mod tests {
         assert!(w.message.contains("the reference's calls would wait") && w.message.contains("1.94x"), "{}", w.message);
         // Issues faster than the GPU runs: nothing to say.
         assert!(host_bound(&report(WindowUsed::Gpu, (0.7, 0.008), (0.35, 0.020))).is_none());
+    }
+
+    #[test]
+    fn an_output_whose_fingerprint_is_not_the_committed_one_was_rewritten() {
+        let read = |f: Option<&str>| SeedOutcome { max_abs: None, max_rel: None, mismatches: 0, failure: None, fingerprint: f.map(str::to_owned) };
+        let j = changed_after_saving(Some("aa"), &read(Some("bb")), 7).unwrap();
+        assert_eq!((j.verdict, j.class.as_str()), (Verdict::Exploit, "output_changed_after_call"));
+        assert!(changed_after_saving(Some("aa"), &read(Some("aa")), 7).is_none());
+        // A file that would not load has no fingerprint: its failure is judged as a mismatch.
+        assert!(changed_after_saving(Some("aa"), &read(None), 7).is_none());
+        let refused = crate::intake::Refused { path: "/x/outputs/seed-1.pt".into(), why: "it is not a regular file (a symbolic link)".into() };
+        assert_eq!(tampered_file(&refused).class, "output_file_tampered");
     }
 
     #[test]

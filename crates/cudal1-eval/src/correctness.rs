@@ -11,6 +11,8 @@ pub struct SeedOutcome {
     pub mismatches: u64,
     /// Why it failed; `None` when it passed.
     pub failure: Option<String>,
+    /// The candidate file's fingerprint, as the reference computed it.
+    pub fingerprint: Option<String>,
 }
 
 /// The tolerance the runner must use for each output: it reports dtypes, so the first comparison
@@ -30,14 +32,14 @@ pub fn distinct_tolerances(reply: &CompareReply, tol: &Tolerance) -> Vec<(f64, f
 /// output is judged with the reply made at its own dtype's tolerance.
 pub fn judge(replies: &[((f64, f64), CompareReply)], tol: &Tolerance) -> SeedOutcome {
     let (_, first) = &replies[0];
-    let fail = |msg: String| SeedOutcome { max_abs: None, max_rel: None, mismatches: 0, failure: Some(msg) };
+    let fail = |msg: String| SeedOutcome { max_abs: None, max_rel: None, mismatches: 0, failure: Some(msg), fingerprint: None };
     if let Some(e) = &first.load_error {
         return fail(format!("its output could not be read: {e}"));
     }
     if first.count_actual != first.count_expected {
         return fail(format!("it returned {} output(s), the reference returns {}", first.count_actual, first.count_expected));
     }
-    let mut outcome = SeedOutcome { max_abs: Some(0.0), max_rel: Some(0.0), mismatches: 0, failure: None };
+    let mut outcome = SeedOutcome { max_abs: Some(0.0), max_rel: Some(0.0), mismatches: 0, failure: None, fingerprint: None };
     for (i, o) in first.outputs.iter().enumerate() {
         if o.actual_shape != o.expected_shape {
             return fail(format!("output {} has shape {:?}, the reference's has shape {:?}", o.index, o.actual_shape, o.expected_shape));
@@ -62,6 +64,8 @@ pub fn judge(replies: &[((f64, f64), CompareReply)], tol: &Tolerance) -> SeedOut
                 "output {} has {} NaN/inf value(s) that do not match the reference",
                 o.index, o.nonfinite_mismatches
             ));
+        } else if o.mismatches > 0 && (o.exact || crate::settings::exact_dtype(&o.expected_dtype)) {
+            outcome.failure = Some(format!("output {} differs at {} of {} elements, and {} outputs must match exactly (max abs error {})", o.index, o.mismatches, o.numel, o.expected_dtype, fmt_err(o.max_abs)));
         } else if o.mismatches > 0 {
             outcome.failure = Some(format!(
                 "output {} differs at {} of {} elements (max abs error {}, max rel error {}; atol {atol:e}, rtol {rtol:e})",
@@ -106,11 +110,12 @@ mod tests {
             mismatches,
             nonfinite_mismatches: nonfinite,
             expected_nonfinite: 0,
+            exact: false,
         }
     }
 
     fn reply(outputs: Vec<OutputComparison>) -> CompareReply {
-        CompareReply { count_expected: outputs.len(), count_actual: outputs.len(), outputs, load_error: None }
+        CompareReply { count_expected: outputs.len(), count_actual: outputs.len(), outputs, load_error: None, fingerprint: None }
     }
 
     #[test]
@@ -136,6 +141,18 @@ mod tests {
         let mut r = reply(vec![out("float32", 0, 0, vec![4])]);
         r.count_actual = 2;
         assert!(judge(&[((1e-4, 1e-4), r)], &tol).failure.unwrap().contains("2 output(s)"));
+    }
+
+    #[test]
+    fn integer_outputs_fail_on_any_difference() {
+        let tol = Tolerance::PerDtype;
+        assert_eq!(tol.for_dtype("int64"), (0.0, 0.0));
+        assert_eq!(Tolerance::KernelBenchV0.for_dtype("bool"), (0.0, 0.0));
+        assert_eq!(Tolerance::Fixed { atol: 1.0, rtol: 1.0 }.for_dtype("int32"), (0.0, 0.0));
+        let mut o = out("int64", 1, 0, vec![4]);
+        o.exact = true;
+        let got = judge(&[((1e-4, 1e-4), reply(vec![o])), ((0.0, 0.0), reply(vec![out("int64", 1, 0, vec![4])]))], &tol).failure.unwrap();
+        assert!(got.contains("must match exactly"), "{got}");
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod degenerate;
 pub mod engine;
 mod failure;
 pub mod findings;
+pub mod intake;
 pub mod reference;
 pub mod runner;
 pub mod scratch;

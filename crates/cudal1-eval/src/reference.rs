@@ -1,6 +1,7 @@
 //! The trusted side of an evaluation: one reference runner per task and device, reused across
-//! that task's candidates. It makes expected outputs (kept in a directory no candidate can read),
-//! compares candidate outputs with them and times the reference.
+//! that task's candidates. It makes expected outputs (kept in a directory no candidate can read
+//! or write), takes candidates' output files out of their reach before comparing them
+//! ([`crate::intake`]), compares them with the expected ones and times the reference.
 
 use crate::correctness::{distinct_tolerances, judge, SeedOutcome};
 use crate::runner::{CallError, Launch, Role, RunnerClient, RunnerEnv};
@@ -45,9 +46,16 @@ pub struct ReferenceSession {
     /// Private: expected outputs live here, outside every candidate's readable paths.
     dir: tempfile::TempDir,
     expected: HashMap<u64, PathBuf>,
+    /// Candidates' output files taken into custody ([`ReferenceSession::take_output`]).
+    taken: u64,
     /// Eager time of the reference's correctness calls, a first estimate of its speed.
     pub first_call_ms: Option<f64>,
+    env: RunnerEnv,
+    settings: EvalSettings,
 }
+
+/// Where candidates' output files are moved before they are compared.
+const INTAKE: &str = "intake";
 
 /// A reference runner whose interpreter is starting: spawned ahead of its turn so that Python's
 /// start-up overlaps other work. It touches no device until [`StartingReference::ready`].
@@ -55,18 +63,13 @@ pub struct StartingReference {
     task: Task,
     dir: tempfile::TempDir,
     client: RunnerClient,
+    env: RunnerEnv,
 }
 
 impl StartingReference {
-    fn fail(&self, doing: &'static str, source: CallError) -> ReferenceError {
-        ReferenceError { task: self.task.key(), doing, source, stderr: tail(&self.client.stderr_tail()) }
-    }
-
     /// Waits for the interpreter and loads the reference on its device.
     pub fn ready(mut self, settings: &EvalSettings) -> Result<ReferenceSession, ReferenceError> {
-        let hello = self.client.call(&Hello {}, Duration::from_secs(120)).map_err(|e| self.fail("starting", e))?;
-        let load = Load { reference: absolute(&self.task.path), candidate: None, device: runner_device(&settings.device), init_seed: INIT_SEED };
-        let load = self.client.call(&load, settings.load_timeout).map_err(|e| self.fail("loading", e))?;
+        let (hello, load) = hello_and_load(&mut self.client, &self.task, settings)?;
         Ok(ReferenceSession {
             task: self.task,
             device: settings.device.clone(),
@@ -75,7 +78,10 @@ impl StartingReference {
             load,
             dir: self.dir,
             expected: HashMap::new(),
+            taken: 0,
             first_call_ms: None,
+            env: self.env,
+            settings: settings.clone(),
         })
     }
 
@@ -83,6 +89,28 @@ impl StartingReference {
     pub fn discard(self) {
         self.client.shutdown();
     }
+}
+
+fn launch_reference(env: &RunnerEnv, task: &Task, settings: &EvalSettings, dir: &Path) -> Result<RunnerClient, ReferenceError> {
+    let launch = Launch {
+        role: Role::Reference,
+        label: format!("reference {}", task.key()),
+        device: &settings.device,
+        scratch: dir,
+        extensions: None,
+        reads: vec![],
+        sandbox: false,
+        memory_bytes: None,
+    };
+    RunnerClient::spawn(env, launch).map_err(|source| ReferenceError { task: task.key(), doing: "starting", source, stderr: String::new() })
+}
+
+fn hello_and_load(client: &mut RunnerClient, task: &Task, settings: &EvalSettings) -> Result<(HelloReply, LoadReply), ReferenceError> {
+    let fail = |doing, source: CallError, client: &RunnerClient| ReferenceError { task: task.key(), doing, source, stderr: tail(&client.stderr_tail()) };
+    let hello = client.call(&Hello {}, Duration::from_secs(120)).map_err(|e| fail("starting", e, client))?;
+    let load = Load { reference: absolute(&task.path), candidate: None, device: runner_device(&settings.device), init_seed: INIT_SEED };
+    let load = client.call(&load, settings.load_timeout).map_err(|e| fail("loading", e, client))?;
+    Ok((hello, load))
 }
 
 impl ReferenceSession {
@@ -94,23 +122,36 @@ impl ReferenceSession {
 
     /// Starts the task's reference runner without waiting for it.
     pub fn spawn(env: &RunnerEnv, task: &Task, settings: &EvalSettings, work_root: &Path) -> Result<StartingReference, ReferenceError> {
-        let fail = |doing, source: CallError| ReferenceError { task: task.key(), doing, source, stderr: String::new() };
-        let dir = tempfile::Builder::new()
-            .prefix("reference-")
-            .tempdir_in(work_root)
-            .map_err(|e| fail("creating its work directory", CallError::Protocol(e.to_string())))?;
-        let launch = Launch {
-            role: Role::Reference,
-            label: format!("reference {}", task.key()),
-            device: &settings.device,
-            scratch: dir.path(),
-            extensions: None,
-            reads: vec![],
-            sandbox: false,
-            memory_bytes: None,
+        let made = |e: std::io::Error| ReferenceError {
+            task: task.key(),
+            doing: "creating its work directory",
+            source: CallError::Protocol(e.to_string()),
+            stderr: String::new(),
         };
-        let client = RunnerClient::spawn(env, launch).map_err(|e| fail("starting", e))?;
-        Ok(StartingReference { task: task.clone(), dir, client })
+        let dir = tempfile::Builder::new().prefix("reference-").tempdir_in(work_root).map_err(made)?;
+        std::fs::create_dir(dir.path().join(INTAKE)).map_err(made)?;
+        let client = launch_reference(env, task, settings, dir.path())?;
+        Ok(StartingReference { task: task.clone(), dir, client, env: env.clone() })
+    }
+
+    /// A fresh runner in place of this one (after a candidate made it fail): the expected
+    /// outputs made so far go, since the new process has not vouched for them.
+    pub fn restart(&mut self) -> Result<(), ReferenceError> {
+        let mut client = launch_reference(&self.env, &self.task, &self.settings, self.dir.path())?;
+        let (hello, load) = hello_and_load(&mut client, &self.task, &self.settings)?;
+        let old = std::mem::replace(&mut self.client, client);
+        old.shutdown();
+        self.hello = hello;
+        self.load = load;
+        self.clear_expected();
+        Ok(())
+    }
+
+    /// Moves a candidate's output file (below its `scratch` directory) out of its reach,
+    /// refusing anything but a plain file of its own ([`crate::intake`]).
+    pub fn take_output(&mut self, scratch: &Path, path: &Path) -> Result<PathBuf, crate::intake::Refused> {
+        self.taken += 1;
+        crate::intake::take(scratch, path, &self.dir.path().join(INTAKE), &format!("candidate-{}.pt", self.taken))
     }
 
     pub fn environment(&self) -> Environment {
@@ -162,7 +203,8 @@ impl ReferenceSession {
                 replies.push(((atol, rtol), r));
             }
         }
-        Ok(judge(&replies, &settings.tolerance))
+        let fingerprint = replies[0].1.fingerprint.clone();
+        Ok(SeedOutcome { fingerprint, ..judge(&replies, &settings.tolerance) })
     }
 
     /// Deletes every expected output. Seeds are fresh for each candidate, so nothing is reused,
@@ -170,6 +212,11 @@ impl ReferenceSession {
     pub fn clear_expected(&mut self) {
         for (_, path) in self.expected.drain() {
             let _ = std::fs::remove_file(path);
+        }
+        if let Ok(entries) = std::fs::read_dir(self.dir.path().join(INTAKE)) {
+            for entry in entries.flatten() {
+                let _ = std::fs::remove_file(entry.path());
+            }
         }
     }
 

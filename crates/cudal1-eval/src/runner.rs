@@ -207,6 +207,18 @@ impl RunnerClient {
         self.worker.stderr_tail()
     }
 
+    /// Processes of a sandboxed runner that left its process group (a daemon that escaped
+    /// supervision); they are killed. See [`Worker::escaped`].
+    pub fn escaped(&mut self) -> Vec<u32> {
+        self.worker.escaped()
+    }
+
+    /// CPU time used so far by the runner, its descendants and the children they waited for:
+    /// cudal1's own count, whatever the runner reports.
+    pub fn cpu_time(&self) -> Duration {
+        self.worker.cpu_time()
+    }
+
     /// Asks the runner to exit, then makes sure its whole process group is gone.
     pub fn shutdown(mut self) {
         let _ = self.call(&cudal1_protocol::Shutdown {}, Duration::from_secs(5));

@@ -50,8 +50,13 @@ pub enum Tolerance {
 }
 
 impl Tolerance {
-    /// (atol, rtol) for an output of this dtype (as torch names it, e.g. `float16`).
+    /// (atol, rtol) for an output of this dtype (as torch names it, e.g. `float16`). Integer and
+    /// boolean outputs must match exactly, whatever the tolerance: a rounding tolerance would
+    /// let an off-by-one count pass.
     pub fn for_dtype(&self, dtype: &str) -> (f64, f64) {
+        if exact_dtype(dtype) {
+            return (0.0, 0.0);
+        }
         match self {
             Tolerance::Fixed { atol, rtol } => (*atol, *rtol),
             Tolerance::KernelBenchV0 => (1e-2, 1e-2),
@@ -62,6 +67,11 @@ impl Tolerance {
             },
         }
     }
+}
+
+/// Integer and boolean dtypes, as torch names them.
+pub fn exact_dtype(dtype: &str) -> bool {
+    dtype == "bool" || dtype.starts_with("int") || dtype.starts_with("uint")
 }
 
 /// What a GPU call's time covers (docs/protocol.md).
@@ -152,7 +162,9 @@ pub struct EvalSettings {
     #[serde(with = "millis")]
     pub block_target: Duration,
     pub min_blocks: usize,
-    /// Timed calls whose outputs are checked, per candidate.
+    /// Timed calls whose outputs are checked, per measurement, on average: each candidate block
+    /// reveals one of its calls with the chance that gives this many (at least one), drawn after
+    /// the block has returned.
     pub timed_checks: usize,
     pub flush_l2: bool,
     /// Only used on a GPU.
@@ -189,7 +201,7 @@ impl Default for EvalSettings {
             warmup: Duration::from_millis(300),
             block_target: CPU_BLOCK,
             min_blocks: 5,
-            timed_checks: 3,
+            timed_checks: 6,
             flush_l2: true,
             window: TimingWindow::Gpu,
             bootstrap_resamples: 2000,

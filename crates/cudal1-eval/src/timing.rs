@@ -1,11 +1,18 @@
 //! The timing protocol: warm-up, then blocks of calls on each side in random order until the
 //! time budget is spent, each block's wall time also taken by cudal1's own clock.
+//!
+//! Every call gets an input seed of its own, drawn here from fresh randomness, so nothing in the
+//! candidate's process can foresee another call's inputs. Every call's output is captured by the
+//! runner right after it returns; which calls are checked is decided here after each candidate
+//! block has returned (`reveal`), and a revealed output must carry the fingerprint the block's
+//! reply committed to. A reply is a claim: one that does not have the shape of an honest reply is
+//! a protocol violation, and its times are bounded by cudal1's own clock (`outer_bound`).
 
 use crate::cores;
 use crate::runner::{CallError, RunnerClient};
 use crate::settings::EvalSettings;
 use crate::window::{self, WindowUsed};
-use cudal1_protocol::{CheckedCall, Finding, Request, Time, TimeReply};
+use cudal1_protocol::{CheckedCall, Finding, Reveal, Time, TimeReply};
 use rand::seq::SliceRandom;
 use rand::Rng;
 use std::path::Path;
@@ -37,29 +44,25 @@ pub struct TimingRun {
     pub reference_blocks: Vec<BlockClock>,
     pub candidate_blocks: Vec<BlockClock>,
     pub calls_per_block: u32,
-    /// Candidate calls whose outputs were saved for checking.
-    pub checked: Vec<CheckedCall>,
+    /// Candidate calls whose outputs were revealed for checking, chosen after their block.
+    pub checked: Vec<RevealedCall>,
+    /// The first candidate block (its index, outputs kept, calls) whose outputs did not all fit
+    /// in `keep_bytes`, which they do at the size of the checked calls' outputs: outputs grown so
+    /// that none can be kept would escape the checks.
+    pub unkept: Option<(usize, usize, u32)>,
     /// What the candidate runner's guard saw during the blocks (warm-up included).
     pub findings: Vec<Finding>,
+    /// CPU time the candidate's processes used while the reference's timed blocks ran, by
+    /// cudal1's count (`/proc`), and the wall time of those blocks.
+    pub candidate_cpu_while_reference_ms: f64,
+    pub reference_blocks_wall_ms: f64,
 }
 
-/// `time` whose reply is read with the guard's `findings`, a field the runner adds to every
-/// `time` reply of the candidate role (docs/exploits.md).
-#[derive(Debug, Clone, serde::Serialize)]
-#[serde(transparent)]
-struct GuardedTime(Time);
-
-#[derive(Debug, Clone, serde::Deserialize)]
-struct GuardedTimeReply {
-    #[serde(flatten)]
-    reply: TimeReply,
-    #[serde(default)]
-    findings: Vec<Finding>,
-}
-
-impl Request for GuardedTime {
-    const OP: &'static str = "time";
-    type Reply = GuardedTimeReply;
+/// A timed call whose output was revealed, with the fingerprint its block's reply committed to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RevealedCall {
+    pub call: CheckedCall,
+    pub fingerprint: String,
 }
 
 impl TimingRun {
@@ -73,13 +76,24 @@ impl TimingRun {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct BlockClock {
     pub outer_ms: f64,
+    /// The runner's host clock, summed over the block's calls.
     pub timed_ms: f64,
+    /// The runner's two windows (`ms`, `full_ms`), summed over the block's calls.
+    pub call_ms: f64,
+    pub full_ms: f64,
     pub calls: u32,
-    /// A block that also saved outputs: its outer time includes that work.
-    pub saved_outputs: bool,
+    /// CPU time of the side's processes during the block, by cudal1's count (`/proc`).
+    pub cpu_ms: f64,
+}
+
+impl BlockClock {
+    /// The runner's sum of the window in use.
+    fn window_ms(&self, window: WindowUsed) -> f64 {
+        if window.until_idle() { self.full_ms } else { self.call_ms }
+    }
 }
 
 /// A failure on one side while timing.
@@ -92,49 +106,112 @@ pub struct TimingError {
 struct Sides<'a> {
     reference: &'a mut RunnerClient,
     candidate: &'a mut RunnerClient,
-    reference_dir: &'a Path,
     candidate_dir: &'a Path,
 }
 
+/// One block as cudal1 saw it from outside: the reply, the wall time around the request, the
+/// CPU time of the side's processes during it, and that of the candidate's processes (which
+/// should be idle) while a reference block ran.
+struct Seen {
+    reply: TimeReply,
+    outer_ms: f64,
+    cpu_ms: f64,
+    candidate_cpu_ms: f64,
+}
+
 impl Sides<'_> {
-    fn time(&mut self, side: Side, req: &Time, timeout: Duration, findings: &mut Vec<Finding>) -> Result<(TimeReply, f64), TimingError> {
-        let (client, dir) = match side {
-            Side::Reference => (&mut *self.reference, self.reference_dir),
-            Side::Candidate => (&mut *self.candidate, self.candidate_dir),
+    fn time(&mut self, side: Side, req: &Time, timeout: Duration, findings: &mut Vec<Finding>) -> Result<Seen, TimingError> {
+        let idle_before = (side == Side::Reference).then(|| self.candidate.cpu_time());
+        let client = match side {
+            Side::Reference => &mut *self.reference,
+            Side::Candidate => &mut *self.candidate,
         };
-        let req = GuardedTime(Time { dir: dir.to_owned(), ..req.clone() });
+        let cpu_before = client.cpu_time();
         let start = Instant::now();
-        let reply = client.call(&req, timeout).map_err(|error| TimingError { side, error })?;
+        let reply = client.call(req, timeout).map_err(|error| TimingError { side, error })?;
         let outer_ms = start.elapsed().as_secs_f64() * 1e3;
+        let cpu_ms = client.cpu_time().saturating_sub(cpu_before).as_secs_f64() * 1e3;
+        let candidate_cpu_ms = idle_before.map_or(0.0, |before| self.candidate.cpu_time().saturating_sub(before).as_secs_f64() * 1e3);
+        validate(&reply, req).map_err(|detail| TimingError { side, error: CallError::Protocol(detail) })?;
         if side == Side::Candidate {
-            findings.extend(reply.findings);
+            findings.extend(reply.findings.iter().cloned());
         }
-        Ok((reply.reply, outer_ms))
+        Ok(Seen { reply, outer_ms, cpu_ms, candidate_cpu_ms })
+    }
+
+    /// Saves the kept output of candidate call `call` of the last block.
+    fn reveal(&mut self, call: u32, fingerprint: &str, timeout: Duration, run: &mut TimingRun) -> Result<(), TimingError> {
+        let side = Side::Candidate;
+        let reply = self
+            .candidate
+            .call(&Reveal { calls: vec![call], dir: self.candidate_dir.to_owned() }, timeout)
+            .map_err(|error| TimingError { side, error })?;
+        run.findings.extend(reply.findings);
+        let [checked] = <[CheckedCall; 1]>::try_from(reply.checked)
+            .map_err(|got| TimingError { side, error: CallError::Protocol(format!("`reveal` of one call answered with {} outputs", got.len())) })?;
+        run.checked.push(RevealedCall { call: checked, fingerprint: fingerprint.to_owned() });
+        Ok(())
     }
 }
 
+/// What an honest runner's `time` reply looks like: one entry per call in every list, finite
+/// non-negative times, no more kept outputs than calls. Anything else is a forged reply.
+fn validate(reply: &TimeReply, req: &Time) -> Result<(), String> {
+    let calls = req.seeds.len();
+    let lists: [(&str, &[f64], usize); 4] = if req.warmup {
+        [("issue_ms", &reply.issue_ms, calls), ("ms", &reply.ms, 0), ("host_ms", &reply.host_ms, 0), ("full_ms", &reply.full_ms, reply.full_ms.len())]
+    } else {
+        [("issue_ms", &reply.issue_ms, calls), ("ms", &reply.ms, calls), ("host_ms", &reply.host_ms, calls), ("full_ms", &reply.full_ms, calls)]
+    };
+    for (name, values, want) in lists {
+        if values.len() != want {
+            return Err(format!("a `time` reply for {calls} calls has {} `{name}`", values.len()));
+        }
+        if let Some(bad) = values.iter().find(|v| !v.is_finite() || **v < 0.0) {
+            return Err(format!("a `time` reply has `{name}` {bad}"));
+        }
+    }
+    let fingerprints = if req.warmup { 0 } else { calls };
+    if reply.fingerprints.len() != fingerprints || reply.kept > fingerprints {
+        return Err(format!("a `time` reply for {calls} calls has {} fingerprints and {} kept outputs", reply.fingerprints.len(), reply.kept));
+    }
+    if !reply.wall_ms.is_finite() || reply.wall_ms < 0.0 {
+        return Err(format!("a `time` reply has `wall_ms` {}", reply.wall_ms));
+    }
+    Ok(())
+}
+
+/// How many bytes of captured outputs a runner keeps per block until the checks are chosen: on a
+/// GPU they stay in device memory; a block never holds more calls than fit.
+pub fn keep_bytes(settings: &EvalSettings) -> u64 {
+    if settings.device.is_cuda() { 2 << 30 } else { 256 << 20 }
+}
+
 /// Runs the whole protocol. `estimate_ms` is each side's first-call time, used to size blocks and
-/// time limits.
+/// time limits; `output_bytes` the size of one call's outputs (blocks hold no more calls than
+/// [`keep_bytes`] can keep).
 pub fn measure(
     reference: &mut RunnerClient,
     candidate: &mut RunnerClient,
-    dirs: (&Path, &Path),
+    candidate_dir: &Path,
     estimate_ms: (f64, f64),
+    output_bytes: u64,
     settings: &EvalSettings,
     rng: &mut impl Rng,
 ) -> Result<TimingRun, TimingError> {
-    let mut sides = Sides { reference, candidate, reference_dir: dirs.0, candidate_dir: dirs.1 };
+    let mut sides = Sides { reference, candidate, candidate_dir };
     let slowest = estimate_ms.0.max(estimate_ms.1).max(1e-3);
     let limit = |calls: u32| settings.call_timeout + Duration::from_secs_f64(calls as f64 * slowest * 20.0 / 1e3);
     // Both sides, every block: the one core this device times on.
     let cpu = cores::timing_core(&settings.device).and_then(|c| u32::try_from(c).ok());
-    let block = |calls: u32, seed_base: u64, check: Vec<u32>, warmup: bool, spin_us: Option<f64>| Time {
-        calls,
-        seed_base,
+    // At least one call's outputs always fit.
+    let keep = keep_bytes(settings).max(output_bytes);
+    let max_calls = u32::try_from(keep / output_bytes.max(1)).unwrap_or(u32::MAX).clamp(1, 1000);
+    let block = |calls: u32, warmup: bool, spin_us: Option<f64>, rng: &mut dyn rand::RngCore| Time {
+        seeds: (0..calls).map(|_| fresh_seed(rng)).collect(),
         flush_l2: settings.flush_l2,
-        check,
-        dir: Default::default(),
         warmup,
+        keep_bytes: keep,
         cpu,
         spin_us,
     };
@@ -152,7 +229,7 @@ pub fn measure(
         let mut wall = 0.0f64;
         let mut issue = [0.0f64; 2];
         for (i, side) in [Side::Reference, Side::Candidate].into_iter().enumerate() {
-            let (reply, outer_ms) = sides.time(side, &block(warm_calls, fresh_seed(rng), vec![], true, spin_us), limit(warm_calls), &mut findings)?;
+            let Seen { reply, outer_ms, .. } = sides.time(side, &block(warm_calls, true, spin_us, rng), limit(warm_calls), &mut findings)?;
             wall = wall.max(outer_ms / f64::from(warm_calls));
             issue[i] = cudal1_stats::median(&reply.issue_ms).unwrap_or(0.0);
         }
@@ -168,13 +245,14 @@ pub fn measure(
         }
         warm_calls = ((settings.warmup.as_secs_f64() * 1e3 / 2.0 / wall.max(1e-3)) as u32).clamp(1, 2000);
     };
-    let calls = ((settings.block_target.as_secs_f64() * 1e3 / per_call_wall) as u32).clamp(1, 1000);
+    let calls = ((settings.block_target.as_secs_f64() * 1e3 / per_call_wall) as u32).clamp(1, max_calls);
 
     let mut run = TimingRun { calls_per_block: calls, findings, spin_us, ..TimingRun::default() };
-    // Blocks that save a candidate output for checking are spread at random over the run.
-    let planned_blocks = settings.min_blocks.max(1);
-    let mut check_blocks: Vec<usize> = (0..settings.timed_checks).map(|_| rng.random_range(0..planned_blocks)).collect();
-    check_blocks.sort_unstable();
+    // Which candidate blocks reveal a call is drawn after each block has returned, so that no
+    // block can know it will be checked: about `timed_checks` per measurement, at least one.
+    let pair_ms = 2.0 * f64::from(calls) * per_call_wall;
+    let expected_blocks = (settings.timing_budget.as_secs_f64() * 1e3 / pair_ms).max(settings.min_blocks as f64).max(1.0);
+    let reveal_chance = (settings.timed_checks as f64 / expected_blocks).clamp(0.0, 1.0);
 
     let started = Instant::now();
     let mut blocks = 0usize;
@@ -182,16 +260,19 @@ pub fn measure(
         let mut order = [Side::Reference, Side::Candidate];
         order.shuffle(rng);
         for side in order {
-            let checks: Vec<u32> = if side == Side::Candidate {
-                check_blocks.iter().filter(|b| **b == blocks).map(|_| rng.random_range(0..calls)).collect()
-            } else {
-                vec![]
+            let Seen { reply, outer_ms, cpu_ms, candidate_cpu_ms } = sides.time(side, &block(calls, false, spin_us, rng), limit(calls), &mut run.findings)?;
+            let clock = BlockClock {
+                outer_ms,
+                timed_ms: reply.host_ms.iter().sum(),
+                call_ms: reply.ms.iter().sum(),
+                full_ms: reply.full_ms.iter().sum(),
+                calls,
+                cpu_ms,
             };
-            let saved_outputs = !checks.is_empty();
-            let (reply, outer_ms) = sides.time(side, &block(calls, fresh_seed(rng), checks, false, spin_us), limit(calls), &mut run.findings)?;
-            let clock = BlockClock { outer_ms, timed_ms: reply.host_ms.iter().sum(), calls, saved_outputs };
             match side {
                 Side::Reference => {
+                    run.candidate_cpu_while_reference_ms += candidate_cpu_ms;
+                    run.reference_blocks_wall_ms += outer_ms;
                     run.reference_call_ms.extend(&reply.ms);
                     run.reference_full_ms.extend(&reply.full_ms);
                     run.reference_issue_ms.extend(&reply.issue_ms);
@@ -202,7 +283,15 @@ pub fn measure(
                     run.candidate_full_ms.extend(&reply.full_ms);
                     run.candidate_issue_ms.extend(&reply.issue_ms);
                     run.candidate_blocks.push(clock);
-                    run.checked.extend(reply.checked);
+                    let last = blocks + 1 >= settings.min_blocks && started.elapsed() >= settings.timing_budget;
+                    let kept = u32::try_from(reply.kept).unwrap_or(u32::MAX);
+                    if kept < calls && run.unkept.is_none() {
+                        run.unkept = Some((blocks, reply.kept, calls));
+                    }
+                    if kept > 0 && (rng.random_bool(reveal_chance) || (last && run.checked.is_empty())) {
+                        let call = rng.random_range(0..kept);
+                        sides.reveal(call, &reply.fingerprints[call as usize], limit(1), &mut run)?;
+                    }
                 }
             }
         }
@@ -212,17 +301,17 @@ pub fn measure(
     Ok(run)
 }
 
-/// Seeds for timed calls are drawn at random so that no program can know them in advance (the
-/// runner derives each call's seed from it with a hash, see docs/exploits.md).
-fn fresh_seed(rng: &mut impl Rng) -> u64 {
-    rng.random_range(1u64 << 32..1u64 << 48)
+/// Each timed call's input seed is drawn at random on its own, so that no program can know it in
+/// advance or work it out from another call's (docs/exploits.md).
+fn fresh_seed(rng: &mut dyn rand::RngCore) -> u64 {
+    rng.random_range(1u64 << 32..1u64 << 63)
 }
 
 /// Per-call time that cudal1's clock saw but the runner did not time, median over blocks.
 pub fn untimed_per_call_ms(blocks: &[BlockClock]) -> Option<f64> {
     let per_call: Vec<f64> = blocks
         .iter()
-        .filter(|b| !b.saved_outputs && b.calls > 0)
+        .filter(|b| b.calls > 0)
         .map(|b| (b.outer_ms - b.timed_ms) / f64::from(b.calls))
         .collect();
     cudal1_stats::median(&per_call)
@@ -230,7 +319,7 @@ pub fn untimed_per_call_ms(blocks: &[BlockClock]) -> Option<f64> {
 
 /// Per-call time by cudal1's clock, one value per block.
 pub fn outer_per_call_ms(blocks: &[BlockClock]) -> Vec<f64> {
-    blocks.iter().filter(|b| !b.saved_outputs && b.calls > 0).map(|b| b.outer_ms / f64::from(b.calls)).collect()
+    blocks.iter().filter(|b| b.calls > 0).map(|b| b.outer_ms / f64::from(b.calls)).collect()
 }
 
 /// The outside clock's cross-check. The untimed work per call (fresh inputs, L2 flush,
@@ -263,12 +352,126 @@ pub fn hidden_work(run: &TimingRun) -> Option<HiddenWork> {
     Some(HiddenWork { hidden_ms: candidate - overhead_ms, claimed_ms, overhead_ms })
 }
 
+/// CPU the candidate's processes may burn while the reference is timed: a little is normal
+/// (a thread that finishes winding down), more competes with the reference for the cores.
+const IDLE_CPU_FLOOR_MS: f64 = 50.0;
+const IDLE_CPU_SHARE: f64 = 0.25;
+
+/// The candidate's processes' CPU time while the reference's blocks ran, when it is more than
+/// idle processes use: work done behind the timer, or a neighbour slowing the reference. Counted
+/// by cudal1 from `/proc` over the whole process tree, forked children included.
+pub fn busy_while_idle(run: &TimingRun) -> Option<(f64, f64)> {
+    let (cpu, wall) = (run.candidate_cpu_while_reference_ms, run.reference_blocks_wall_ms);
+    (cpu > IDLE_CPU_FLOOR_MS.max(IDLE_CPU_SHARE * wall)).then_some((cpu, wall))
+}
+
+/// How many more cores than the reference the candidate kept busy during its blocks, on the
+/// CPU (where the reference runs with one thread): CPU time per wall time, median over blocks.
+pub fn extra_cores(run: &TimingRun) -> Option<f64> {
+    let ratio = |blocks: &[BlockClock]| cudal1_stats::median(&blocks.iter().filter(|b| b.outer_ms > 0.0).map(|b| b.cpu_ms / b.outer_ms).collect::<Vec<_>>());
+    Some(ratio(&run.candidate_blocks)? - ratio(&run.reference_blocks)?)
+}
+
+/// More than this many extra cores, on the CPU, is a speedup bought with cores.
+pub const EXTRA_CORES: f64 = 0.5;
+
+/// How much of the reference's untimed time per call an honest candidate's may exceed it by
+/// (between two processes it was seen 70% apart on a loaded CPU), and by how much more at least.
+const OUTER_NOISE_SHARE: f64 = 1.0;
+const OUTER_NOISE_MS: f64 = 0.05;
+/// A claim this many times below what cudal1's clock supports is no noise.
+pub const OUTER_DISAGREEMENT: f64 = 2.0;
+
+/// What cudal1's own clock supports about the candidate's time per call. Its wall clock around
+/// each block is trusted; so is the reference's untimed time per call (`outer - window`), which is
+/// the same runner code as the candidate's. A candidate block whose wall time is `O` per call has
+/// taken at least `O - (1 + share) x untimed - margin` per call in the window, whatever its own
+/// clock says (per-call times divided by ten, work moved where the runner's clock does not look).
+/// The claim it is held against is the block's mean per call (its sum is what the outer clock
+/// sees): honest calls can have long tails (threads started and joined inside a call had a
+/// median 4x below their mean on a 2-core CPU).
+///
+/// The speedup that clock supports is the reference's mean time per call over the candidate's
+/// (at least the floor): what a caller of each in a loop would see. A speedup of medians far
+/// above it means the candidate's fast calls are not its typical ones (a few calls doing the
+/// work of many); the reported speedup is cut to [`SUPPORT_SLACK`] times it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OuterBound {
+    /// The least time per call, in the window in use, that cudal1's clock allows.
+    pub floor_ms: f64,
+    /// The candidate's time per call by its own clock: the median over blocks of each block's mean.
+    pub claimed_ms: f64,
+    /// The reference's, the same way (trusted).
+    pub reference_ms: f64,
+}
+
+/// How far the speedup of medians may exceed the speedup of means before it is cut. Honest
+/// calls of 10-20 us on a CPU had block means 15-30% above their medians where their references'
+/// (0.2 ms) had 2-4% (bundled solutions at CPU sizes, 2026-11-24): the slack leaves such tails
+/// alone.
+pub const SUPPORT_SLACK: f64 = 1.5;
+
+impl OuterBound {
+    /// How many times more the outer clock says a call took than the candidate claims (1: no
+    /// disagreement).
+    pub fn factor(&self) -> f64 {
+        if self.claimed_ms <= 0.0 {
+            return if self.floor_ms > 0.0 { f64::INFINITY } else { 1.0 };
+        }
+        (self.floor_ms / self.claimed_ms).max(1.0)
+    }
+
+    /// Too large to be noise: the claim is false.
+    pub fn disagrees(&self) -> bool {
+        self.factor() > OUTER_DISAGREEMENT
+    }
+
+    /// The most speedup cudal1's clock supports (see [`OuterBound`]).
+    pub fn supported_speedup(&self) -> f64 {
+        let candidate = self.claimed_ms.max(self.floor_ms);
+        if candidate > 0.0 { self.reference_ms / candidate } else { f64::INFINITY }
+    }
+
+    /// By how much a speedup of `median` must be divided to stay within what the clock supports
+    /// (1: not at all).
+    pub fn cut(&self, median: f64) -> f64 {
+        (median / (SUPPORT_SLACK * self.supported_speedup())).max(1.0)
+    }
+}
+
+pub fn outer_bound(run: &TimingRun) -> Option<OuterBound> {
+    let per_call = |blocks: &[BlockClock], f: &dyn Fn(&BlockClock) -> f64| -> Option<f64> {
+        cudal1_stats::median(&blocks.iter().filter(|b| b.calls > 0).map(|b| f(b) / f64::from(b.calls)).collect::<Vec<_>>())
+    };
+    let untimed = per_call(&run.reference_blocks, &|b| b.outer_ms - b.window_ms(run.window))?.max(0.0);
+    let outer = per_call(&run.candidate_blocks, &|b| b.outer_ms)?;
+    let claimed_ms = per_call(&run.candidate_blocks, &|b| b.window_ms(run.window))?;
+    let reference_ms = per_call(&run.reference_blocks, &|b| b.window_ms(run.window))?;
+    let floor_ms = (outer - (1.0 + OUTER_NOISE_SHARE) * untimed - OUTER_NOISE_MS).max(0.0);
+    Some(OuterBound { floor_ms, claimed_ms, reference_ms })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn block(outer: f64, timed: f64, calls: u32) -> BlockClock {
-        BlockClock { outer_ms: outer, timed_ms: timed, calls, saved_outputs: false }
+        BlockClock { outer_ms: outer, timed_ms: timed, call_ms: timed, full_ms: timed, calls, cpu_ms: outer }
+    }
+
+    #[test]
+    fn cpu_beyond_one_core_or_while_the_reference_runs_is_seen() {
+        let mut run = TimingRun { reference_blocks: vec![block(100.0, 90.0, 10); 5], candidate_blocks: vec![block(100.0, 45.0, 10); 5], ..TimingRun::default() };
+        assert_eq!(extra_cores(&run), Some(0.0));
+        for b in &mut run.candidate_blocks {
+            b.cpu_ms = 190.0; // two threads busy
+        }
+        assert!(extra_cores(&run).unwrap() > EXTRA_CORES);
+        run.reference_blocks_wall_ms = 500.0;
+        run.candidate_cpu_while_reference_ms = 20.0;
+        assert_eq!(busy_while_idle(&run), None);
+        run.candidate_cpu_while_reference_ms = 300.0;
+        assert_eq!(busy_while_idle(&run), Some((300.0, 500.0)));
     }
 
     #[test]
@@ -303,26 +506,101 @@ mod tests {
         assert!(h.escaped_the_timer());
     }
 
-    #[test]
-    fn guarded_replies_carry_the_findings_and_old_replies_parse_too() {
-        let v = serde_json::json!({"id": 3, "ok": true, "ms": [0.5], "host_ms": [0.5], "checked": [], "wall_ms": 2.0,
-            "findings": [{"kind": "gc_scan", "detail": "at line 3"}]});
-        let r: GuardedTimeReply = cudal1_protocol::parse_reply(v).unwrap().unwrap();
-        assert_eq!(r.reply.ms, [0.5]);
-        assert_eq!(r.findings[0].kind, "gc_scan");
-        let v = serde_json::json!({"id": 3, "ok": true, "ms": [], "host_ms": [], "checked": [], "wall_ms": 2.0});
-        let r: GuardedTimeReply = cudal1_protocol::parse_reply(v).unwrap().unwrap();
-        assert!(r.findings.is_empty());
-        let req = GuardedTime(Time { calls: 2, seed_base: 5, flush_l2: true, check: vec![], dir: "/d".into(), warmup: false, cpu: Some(7), spin_us: Some(40.0) }).to_json();
-        assert_eq!((req["op"].as_str(), req["calls"].as_u64()), (Some("time"), Some(2)));
-        assert_eq!(req["spin_us"].as_f64(), Some(40.0));
+    fn run_with(reference: BlockClock, candidate: BlockClock, candidate_ms: f64) -> TimingRun {
+        TimingRun {
+            reference_call_ms: vec![reference.call_ms / f64::from(reference.calls); 30],
+            candidate_call_ms: vec![candidate_ms; 30],
+            reference_blocks: vec![reference; 3],
+            candidate_blocks: vec![candidate; 3],
+            calls_per_block: 10,
+            ..TimingRun::default()
+        }
     }
 
     #[test]
-    fn blocks_that_saved_outputs_are_left_out() {
-        let mut b = vec![block(10.0, 5.0, 5)];
-        b.push(BlockClock { saved_outputs: true, ..block(1000.0, 5.0, 5) });
-        assert_eq!(untimed_per_call_ms(&b), Some(1.0));
-        assert_eq!(outer_per_call_ms(&b), vec![2.0]);
+    fn the_outer_clock_bounds_a_claim_divided_by_ten() {
+        // Reference: 1 ms calls, 0.5 ms of untimed work each. The candidate really takes 1 ms but
+        // reports 0.1 ms: its blocks take as long as the reference's.
+        let b = outer_bound(&run_with(block(15.0, 10.0, 10), block(15.0, 1.0, 10), 0.1)).unwrap();
+        assert!((b.floor_ms - (1.5 - 2.0 * 0.5 - 0.05)).abs() < 1e-9, "{b:?}");
+        assert!((b.claimed_ms - 0.1).abs() < 1e-9 && b.disagrees() && b.factor() > 4.0, "{b:?}");
+    }
+
+    #[test]
+    fn a_median_of_fast_lookups_is_cut_to_the_speedup_of_means() {
+        // Nine calls of 0.01 ms and one doing the work of ten (1 ms each): the block sums are
+        // honest, the median is not. The reference takes 1 ms per call.
+        let b = outer_bound(&run_with(block(15.0, 10.0, 10), block(15.0, 10.09, 10), 0.01)).unwrap();
+        assert!(!b.disagrees(), "{b:?}");
+        assert!((b.supported_speedup() - 10.0 / 10.09).abs() < 1e-9, "{b:?}");
+        let median = 1.0 / 0.01;
+        assert!((median / b.cut(median) - SUPPORT_SLACK * b.supported_speedup()).abs() < 1e-9);
+        // Honest tails within the slack are left alone.
+        assert_eq!(b.cut(1.3 * b.supported_speedup()), 1.0);
+    }
+
+    #[test]
+    fn a_long_tail_of_honest_calls_is_held_against_their_mean() {
+        // Seen on a 2-core CPU: threads started and joined in each call, median 0.36 ms, mean
+        // 1.31 ms, 2.2 ms per call by the outer clock against the reference's 0.78 (0.08 timed).
+        let b = outer_bound(&run_with(block(0.78 * 46.0, 0.084 * 46.0, 46), block(2.2 * 46.0, 1.31 * 46.0, 46), 0.36)).unwrap();
+        assert_eq!(b.factor(), 1.0, "{b:?}");
+    }
+
+    #[test]
+    fn an_honest_candidate_is_not_bounded() {
+        // Twice as fast, with the same untimed work per call, or somewhat more (noise).
+        for untimed in [0.5, 0.8, 1.0] {
+            let outer = 10.0 * (0.5 + untimed);
+            let b = outer_bound(&run_with(block(15.0, 10.0, 10), block(outer, 5.0, 10), 0.5)).unwrap();
+            assert_eq!(b.factor(), 1.0, "{untimed}: {b:?}");
+        }
+        // Untimed work that dwarfs the call: the outer clock cannot resolve it, and says nothing.
+        let b = outer_bound(&run_with(block(500.0, 1.0, 10), block(530.0, 0.1, 10), 0.01)).unwrap();
+        assert_eq!((b.floor_ms, b.factor()), (0.0, 1.0));
+    }
+
+    #[test]
+    fn replies_of_the_wrong_shape_are_refused() {
+        let req = Time { seeds: vec![1, 2], flush_l2: true, warmup: false, keep_bytes: 8, cpu: None, spin_us: None };
+        let good = TimeReply {
+            ms: vec![0.5, 0.5],
+            full_ms: vec![0.5, 0.5],
+            host_ms: vec![0.5, 0.5],
+            issue_ms: vec![0.1, 0.1],
+            fingerprints: vec!["a".into(), "b".into()],
+            kept: 2,
+            wall_ms: 3.0,
+            findings: vec![],
+        };
+        assert_eq!(validate(&good, &req), Ok(()));
+        let short = TimeReply { ms: vec![0.05], ..good.clone() };
+        assert!(validate(&short, &req).unwrap_err().contains("1 `ms`"));
+        let negative = TimeReply { host_ms: vec![0.5, -1.0], ..good.clone() };
+        assert!(validate(&negative, &req).is_err());
+        let kept = TimeReply { kept: 3, ..good.clone() };
+        assert!(validate(&kept, &req).is_err());
+        let warm = Time { warmup: true, ..req.clone() };
+        let warm_reply = TimeReply { ms: vec![], full_ms: vec![], host_ms: vec![], fingerprints: vec![], kept: 0, ..good };
+        assert_eq!(validate(&warm_reply, &warm), Ok(()));
+    }
+
+    #[test]
+    fn guarded_replies_carry_the_findings_and_old_replies_parse_too() {
+        let v = serde_json::json!({"id": 3, "ok": true, "ms": [0.5], "host_ms": [0.5], "wall_ms": 2.0,
+            "findings": [{"kind": "gc_scan", "detail": "at line 3"}]});
+        let r: TimeReply = cudal1_protocol::parse_reply(v).unwrap().unwrap();
+        assert_eq!(r.ms, [0.5]);
+        assert_eq!(r.findings[0].kind, "gc_scan");
+        let v = serde_json::json!({"id": 3, "ok": true, "ms": [], "host_ms": [], "wall_ms": 2.0});
+        let r: TimeReply = cudal1_protocol::parse_reply(v).unwrap().unwrap();
+        assert!(r.findings.is_empty());
+    }
+
+    #[test]
+    fn untimed_time_is_per_call() {
+        let b = vec![block(10.0, 5.0, 5), block(30.0, 5.0, 5)];
+        assert_eq!(untimed_per_call_ms(&b), Some(3.0));
+        assert_eq!(outer_per_call_ms(&b), vec![2.0, 6.0]);
     }
 }

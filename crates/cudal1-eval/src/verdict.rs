@@ -129,6 +129,20 @@ pub struct TimingReport {
     pub reference_tail_ms: Option<f64>,
     #[serde(default)]
     pub candidate_tail_ms: Option<f64>,
+    /// cudal1's own counts: the candidate's processes' CPU time while the reference's blocks ran
+    /// (and those blocks' wall time), and the extra CPU cores it kept busy during its blocks.
+    #[serde(default)]
+    pub candidate_cpu_while_reference_ms: Option<f64>,
+    #[serde(default)]
+    pub reference_blocks_wall_ms: Option<f64>,
+    #[serde(default)]
+    pub extra_cores: Option<f64>,
+    /// What cudal1's clock supports (see `timing::OuterBound`): the least time per call it allows
+    /// the candidate, and the speedup of block means.
+    #[serde(default)]
+    pub outer_floor_ms: Option<f64>,
+    #[serde(default)]
+    pub supported_speedup: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -185,6 +185,9 @@ pub struct SeedResult {
     pub ms: f64,
     #[serde(default)]
     pub findings: Vec<Finding>,
+    /// The digest of the saved outputs, as `compare` recomputes it (docs/protocol.md).
+    #[serde(default)]
+    pub fingerprint: Option<String>,
 }
 
 /// Something a runner noticed about a candidate's behaviour (see the protocol for the kinds).
@@ -228,6 +231,9 @@ pub struct CompareReply {
     pub count_actual: usize,
     #[serde(default)]
     pub load_error: Option<String>,
+    /// The digest of the `actual` file's outputs, computed by the (trusted) reference runner.
+    #[serde(default)]
+    pub fingerprint: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -244,6 +250,9 @@ pub struct OutputComparison {
     pub nonfinite_mismatches: u64,
     #[serde(default)]
     pub expected_nonfinite: u64,
+    /// Integer and boolean outputs are compared exactly, whatever the tolerance asked for.
+    #[serde(default)]
+    pub exact: bool,
 }
 
 impl Request for Compare {
@@ -253,12 +262,14 @@ impl Request for Compare {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Time {
-    pub calls: u32,
-    pub seed_base: u64,
+    /// One input seed per call, drawn from fresh randomness for every call: no call's inputs can
+    /// be foreseen from another's.
+    pub seeds: Vec<u64>,
     pub flush_l2: bool,
-    pub check: Vec<u32>,
-    pub dir: PathBuf,
     pub warmup: bool,
+    /// Every call's output is captured after it returns; the copies are kept (up to this many
+    /// bytes) until the next request, for [`Reveal`].
+    pub keep_bytes: u64,
     /// The CPU core the runner's main thread is pinned to for the block (both sides of a pair get
     /// the same one; docs/protocol.md).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -283,9 +294,41 @@ pub struct TimeReply {
     /// Per call: the host's time to issue the call (warm-up blocks report these too).
     #[serde(default)]
     pub issue_ms: Vec<f64>,
+    /// Per call: the digest of its output, captured right after it returned.
+    #[serde(default)]
+    pub fingerprints: Vec<String>,
+    /// How many calls' outputs (the first ones) are kept for [`Reveal`].
+    #[serde(default)]
+    pub kept: usize,
+    pub wall_ms: f64,
+    /// What the candidate runner's guard saw during the block (empty for the reference).
+    #[serde(default)]
+    pub findings: Vec<Finding>,
+}
+
+impl Request for Time {
+    const OP: &'static str = "time";
+    type Reply = TimeReply;
+}
+
+/// Saves the kept outputs of some calls of the last block, chosen after it returned.
+#[derive(Debug, Clone, Serialize)]
+pub struct Reveal {
+    pub calls: Vec<u32>,
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct RevealReply {
     #[serde(default)]
     pub checked: Vec<CheckedCall>,
-    pub wall_ms: f64,
+    #[serde(default)]
+    pub findings: Vec<Finding>,
+}
+
+impl Request for Reveal {
+    const OP: &'static str = "reveal";
+    type Reply = RevealReply;
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -294,11 +337,6 @@ pub struct CheckedCall {
     pub path: PathBuf,
     #[serde(default)]
     pub findings: Vec<Finding>,
-}
-
-impl Request for Time {
-    const OP: &'static str = "time";
-    type Reply = TimeReply;
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -345,11 +383,13 @@ mod tests {
 
     #[test]
     fn requests_carry_their_op() {
-        let v = Time { calls: 3, seed_base: 9, flush_l2: true, check: vec![1], dir: "/d".into(), warmup: false, cpu: None, spin_us: None }.to_json();
+        let v = Time { seeds: vec![9, 4], flush_l2: true, warmup: false, keep_bytes: 64, cpu: None, spin_us: None }.to_json();
         assert_eq!(v["op"], "time");
         assert!(v.get("cpu").is_none(), "no core: the field is left out");
-        assert_eq!(v["calls"], 3);
-        assert_eq!(v["check"][0], 1);
+        assert_eq!(v["seeds"][1], 4);
+        assert_eq!(v["keep_bytes"], 64);
+        let v = Reveal { calls: vec![3], dir: "/d".into() }.to_json();
+        assert_eq!((v["op"].as_str(), v["calls"][0].as_u64()), (Some("reveal"), Some(3)));
     }
 
     #[test]

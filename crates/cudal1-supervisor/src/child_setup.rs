@@ -40,8 +40,10 @@ pub(crate) struct SandboxSteps {
     /// Empty the capability sets and the bounding set, so that root's rlimits, cgroup
     /// membership and namespaces cannot be undone from inside.
     pub drop_capabilities: bool,
-    /// A Landlock ruleset built by the parent; applied last.
+    /// A Landlock ruleset built by the parent; applied after the capabilities are dropped.
     pub landlock: Option<OwnedFd>,
+    /// A seccomp program built by the parent (`seccomp::namespace_filter`); installed last.
+    pub seccomp: Option<Vec<libc::sock_filter>>,
     /// Rights on the child's own `/proc/self/task`, added by the child itself (only it
     /// knows its pid). CUDA initialisation fails with error 304 unless it can write there
     /// (thread names through `/proc/self/task/<tid>/comm`); a process can only touch
@@ -184,6 +186,12 @@ impl ChildSetup {
             }
             check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0).into())?;
             check(libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32))?;
+        }
+        if let Some(program) = &steps.seccomp {
+            check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0).into())?;
+            let len = u16::try_from(program.len()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+            let fprog = libc::sock_fprog { len, filter: program.as_ptr().cast_mut() };
+            check(libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &raw const fprog, 0, 0).into())?;
         }
         Ok(())
     }

@@ -35,6 +35,9 @@ pub(crate) struct Launched {
     pub pipe_inodes: Vec<u64>,
     pub cgroup: Option<WorkerCgroup>,
     pub watchdog: Option<RssWatchdog>,
+    /// The network namespace of a sandboxed worker that got one of its own: every process it
+    /// starts is in it too (see `procfs::in_net_namespace`).
+    pub tag: Option<u64>,
 }
 
 /// The child-side plan and the parent-side resources for one sandboxed spawn.
@@ -76,6 +79,7 @@ fn confine(spec: &WorkerSpec) -> Result<Confinement, SpawnError> {
     let steps = SandboxSteps {
         cgroup_procs: cgroup.as_ref().map(|c| c.procs_files().to_vec()).unwrap_or_default(),
         rlimits,
+        seccomp: crate::seccomp::namespace_filter(),
         net,
         drop_capabilities: support.root,
         own_task_access: match (&landlock, support.landlock) {
@@ -160,8 +164,10 @@ pub(crate) fn launch(spec: &WorkerSpec, options: &SpawnOptions) -> Result<Launch
         ),
         None => None,
     };
-    tracing::debug!(label, pid, sandboxed = spec.sandbox.enabled, "worker started");
-    Ok(Launched { pid, stdin, lines, exits, stderr: tail, pipe_inodes, cgroup, watchdog })
+    // The child has exec'd by now, so it is in the namespace it made; one that kept ours is no tag.
+    let tag = if spec.sandbox.enabled { procfs::net_namespace(pid).filter(|ns| Some(*ns) != procfs::net_namespace(std::process::id())) } else { None };
+    tracing::debug!(label, pid, sandboxed = spec.sandbox.enabled, ?tag, "worker started");
+    Ok(Launched { pid, stdin, lines, exits, stderr: tail, pipe_inodes, cgroup, watchdog, tag })
 }
 
 fn set_nonblocking(file: &File) -> io::Result<()> {

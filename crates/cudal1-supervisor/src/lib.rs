@@ -4,7 +4,11 @@
 //! network namespace, Landlock, rlimits, a cgroup, no capabilities);
 //! [`Worker::request`] sends one JSON object and waits, with a timeout, for the reply with
 //! the same id; [`Worker::terminate`] signals the group (SIGTERM, grace, SIGKILL) and
-//! reports an [`Outcome`], `Leaked` when something outlived the leader. Modelled on how
+//! reports an [`Outcome`], `Leaked` when something outlived the leader. A sandboxed worker's
+//! processes are also found by the network namespace it was started in, which a seccomp filter
+//! keeps them from leaving: [`Worker::escaped`] names (and kills) those that left its process
+//! group, a double-forked daemon in a session of its own included, with or without a cgroup;
+//! [`Worker::cpu_time`] is the CPU time of the worker and its descendants. Modelled on how
 //! nextest supervises test processes.
 //!
 //! ```no_run
@@ -47,6 +51,7 @@ mod launch;
 mod outcome;
 mod pipes;
 mod procfs;
+mod seccomp;
 mod spawner;
 mod spec;
 mod support;

@@ -1,5 +1,6 @@
-//! Reading `/proc`: who is in a process group, who holds a pipe, how much memory they use.
-//! Used for leak detection and the RSS watchdog; cheap enough to run on demand.
+//! Reading `/proc`: who is in a process group, who holds a pipe, how much memory and CPU time
+//! they use, which network namespace they live in. Used for leak and escape detection, the RSS
+//! watchdog and CPU accounting; cheap enough to run on demand.
 
 use std::fs;
 use std::path::Path;
@@ -9,17 +10,21 @@ use std::path::Path;
 pub(crate) struct Stat {
     pub state: char,
     pub pgrp: i32,
+    /// CPU time in clock ticks: the process's own (all threads, user and system) and that of
+    /// the children it has waited for.
+    pub ticks: u64,
 }
 
 /// Parses `/proc/<pid>/stat`. The command name sits in parentheses and may itself contain
 /// spaces and parentheses, so fields are counted from the last `)`.
 pub(crate) fn parse_stat(text: &str) -> Option<Stat> {
     let rest = &text[text.rfind(')')? + 1..];
-    let mut fields = rest.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    let _ppid = fields.next()?;
-    let pgrp = fields.next()?.parse().ok()?;
-    Some(Stat { state, pgrp })
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let state = fields.first()?.chars().next()?;
+    let pgrp = fields.get(2)?.parse().ok()?;
+    // utime, stime, cutime, cstime: fields 14-17 of stat(5), 11-14 after the name.
+    let ticks = (11..15).map(|i| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0)).sum();
+    Some(Stat { state, pgrp, ticks })
 }
 
 pub(crate) fn stat(pid: u32) -> Option<Stat> {
@@ -78,6 +83,48 @@ fn fd_flags(pid: u32, fd: &str) -> Option<i32> {
     i32::from_str_radix(field.trim(), 8).ok()
 }
 
+/// The inode of `pid`'s network namespace (`/proc/<pid>/ns/net` reads `net:[<inode>]`).
+pub(crate) fn net_namespace(pid: u32) -> Option<u64> {
+    let link = fs::read_link(format!("/proc/{pid}/ns/net")).ok()?;
+    link.to_str()?.strip_prefix("net:[")?.strip_suffix(']')?.parse().ok()
+}
+
+/// Live processes in the network namespace `inode`. A sandboxed worker gets a namespace of its
+/// own, and every process it starts inherits it and cannot leave it (leaving takes a
+/// capability it does not have, and making a new one is refused by its seccomp filter), so
+/// this finds all of them, whatever session, group or parent they have moved to.
+pub(crate) fn in_net_namespace(inode: u64) -> Vec<u32> {
+    all_pids().into_iter().filter(|&pid| net_namespace(pid) == Some(inode) && is_running(pid)).collect()
+}
+
+/// `pid` and its descendants, through each thread's `children` list.
+pub(crate) fn tree(pid: u32) -> Vec<u32> {
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let p = found[i];
+        i += 1;
+        let Ok(tasks) = fs::read_dir(format!("/proc/{p}/task")) else { continue };
+        for task in tasks.flatten() {
+            let Ok(text) = fs::read_to_string(task.path().join("children")) else { continue };
+            for child in text.split_whitespace().filter_map(|c| c.parse::<u32>().ok()) {
+                if !found.contains(&child) {
+                    found.push(child);
+                }
+            }
+        }
+    }
+    found
+}
+
+/// CPU time of these processes and of the children they have waited for.
+pub(crate) fn cpu_time(pids: &[u32]) -> std::time::Duration {
+    let ticks: u64 = pids.iter().filter_map(|&p| stat(p)).map(|s| s.ticks).sum();
+    // SAFETY: sysconf has no preconditions.
+    let per_second = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).ok().filter(|&t| t > 0).unwrap_or(100);
+    std::time::Duration::from_micros(ticks.saturating_mul(1_000_000) / per_second)
+}
+
 /// Resident memory of `pid` in bytes (0 if it is gone).
 pub(crate) fn rss_bytes(pid: u32) -> u64 {
     let Ok(text) = fs::read_to_string(format!("/proc/{pid}/statm")) else { return 0 };
@@ -117,8 +164,10 @@ mod tests {
     #[test]
     fn stat_survives_hostile_command_names() {
         let s = parse_stat("42 (a) b (c) S 1 777 777 0 -1").unwrap();
-        assert_eq!(s, Stat { state: 'S', pgrp: 777 });
+        assert_eq!(s, Stat { state: 'S', pgrp: 777, ticks: 0 });
         assert_eq!(parse_stat("garbage"), None);
+        let s = parse_stat("42 (x) R 1 7 7 0 -1 4194304 100 0 0 0 250 50 3 2 20 0 1 0").unwrap();
+        assert_eq!((s.pgrp, s.ticks), (7, 305));
     }
 
     #[test]
@@ -151,6 +200,24 @@ mod tests {
         holder.wait().unwrap();
         // With the writer gone, cat sees EOF and exits on its own.
         assert!(reading.wait().unwrap().success());
+    }
+
+    #[test]
+    fn a_child_is_in_our_tree_and_namespace_and_its_cpu_time_counts() {
+        let me = std::process::id();
+        let mut child = std::process::Command::new("/bin/sh").args(["-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; sleep 1000"]).spawn().unwrap();
+        let ns = net_namespace(me).unwrap();
+        assert_eq!(net_namespace(child.id()), Some(ns));
+        assert!(in_net_namespace(ns).contains(&child.id()));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while cpu_time(&[child.id()]).is_zero() {
+            assert!(std::time::Instant::now() < deadline, "the child used no CPU time");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(tree(me).contains(&child.id()));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!tree(me).contains(&child.id()));
     }
 
     #[test]

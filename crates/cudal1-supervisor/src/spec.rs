@@ -25,7 +25,7 @@ pub struct Sandbox {
     pub enabled: bool,
     /// `false`: a new, empty network namespace (and no TCP through Landlock).
     pub network: bool,
-    /// The only places it may write, besides the device files CUDA needs and `/dev/shm`.
+    /// The only places it may write, besides the device files CUDA needs (not `/dev/shm`).
     pub write_paths: Vec<PathBuf>,
     /// When non-empty, reads are limited to these, `write_paths`, the system directories and
     /// the interpreter's prefix.

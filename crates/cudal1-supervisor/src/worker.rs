@@ -50,6 +50,8 @@ pub struct Worker {
     watchdog: Option<RssWatchdog>,
     limit_hit: Option<LimitHit>,
     next_id: u64,
+    /// A sandboxed worker's own network namespace (see [`Worker::escaped`]).
+    tag: Option<u64>,
 }
 
 enum WriteFail {
@@ -74,7 +76,7 @@ impl Worker {
     /// # Errors
     /// As [`Worker::spawn`].
     pub fn spawn_with_options(spec: WorkerSpec, options: SpawnOptions) -> Result<Worker, SpawnError> {
-        let Launched { pid, stdin, lines, exits, stderr, pipe_inodes, cgroup, watchdog } = launch(&spec, &options)?;
+        let Launched { pid, stdin, lines, exits, stderr, pipe_inodes, cgroup, watchdog, tag } = launch(&spec, &options)?;
         Ok(Worker {
             label: spec.label,
             pid,
@@ -92,7 +94,38 @@ impl Worker {
             watchdog,
             limit_hit: None,
             next_id: 1,
+            tag,
         })
+    }
+
+    /// Processes of this worker that left its process group: members of its cgroup, or of the
+    /// network namespace a sandboxed worker was started in (which its seccomp filter keeps them
+    /// from leaving), that are not in the group: a double-forked daemon in a session of its own,
+    /// say. They are killed; their pids are returned (empty for a worker without either tag).
+    pub fn escaped(&mut self) -> Vec<u32> {
+        let group = procfs::group_members(self.pid as i32);
+        let mut found: Vec<u32> = self.tag.map(procfs::in_net_namespace).unwrap_or_default();
+        if let Some(cgroup) = &self.cgroup {
+            found.extend(cgroup.members());
+        }
+        found.retain(|p| *p != self.pid && !group.contains(p));
+        found.sort_unstable();
+        found.dedup();
+        for &pid in &found {
+            // SAFETY: kill has no memory-safety preconditions; the pid is one of this worker's.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+        found
+    }
+
+    /// CPU time (user and system, all threads) used so far by the worker, by its descendants,
+    /// and by the children they have waited for.
+    #[must_use]
+    pub fn cpu_time(&self) -> Duration {
+        if self.finished.is_some() {
+            return Duration::ZERO;
+        }
+        procfs::cpu_time(&procfs::tree(self.pid))
     }
 
     /// The leader's pid, which is also its process group and session id.
@@ -361,14 +394,15 @@ impl Worker {
         None
     }
 
-    /// Live members of the group or the cgroup (the leader is reaped by now).
+    /// Live members of the group, the cgroup or the worker's network namespace (the leader is
+    /// reaped by now).
     fn survivors(&self) -> Vec<u32> {
         let mut pids = procfs::group_members(self.pid as i32);
-        if let Some(cgroup) = &self.cgroup {
-            for pid in cgroup.members() {
-                if !pids.contains(&pid) {
-                    pids.push(pid);
-                }
+        let tagged = self.tag.map(procfs::in_net_namespace).unwrap_or_default();
+        let cgroup = self.cgroup.as_ref().map(WorkerCgroup::members).unwrap_or_default();
+        for pid in tagged.into_iter().chain(cgroup) {
+            if !pids.contains(&pid) {
+                pids.push(pid);
             }
         }
         pids
@@ -386,8 +420,15 @@ impl Worker {
         }
     }
 
-    /// The process group, plus cgroup members that left it.
+    /// The process group, plus cgroup and namespace members that left it.
     fn signal_all(&self, signal: i32) {
+        if let Some(tag) = self.tag {
+            for pid in procfs::in_net_namespace(tag) {
+                // SAFETY: kill has no memory-safety preconditions; the pid is in the worker's
+                // own network namespace, so it is one of its processes.
+                unsafe { libc::kill(pid as libc::pid_t, signal) };
+            }
+        }
         // SAFETY: kill has no memory-safety preconditions. Once the leader is reaped and
         // the group is empty its id could be reused, so only signal while it is ours.
         if self.leader.is_none() || !procfs::group_members(self.pid as i32).is_empty() {

@@ -6,18 +6,24 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 /// Every class the CPU corpus must keep covering; removing the last candidate of one fails here.
-const CLASSES: [&str; 25] = [
+const CLASSES: [&str; 33] = [
     "background_thread",
     "busy_while_idle",
+    "clock_disagreement",
     "correct",
+    "extra_threads",
     "file_access",
+    "forged_origin",
     "frame_inspection",
     "gc_scan",
     "input_mutated",
     "mismatch",
     "model_patched",
     "output_aliases_input",
+    "output_file_tampered",
     "output_not_tensor",
+    "reference_sabotage",
+    "sandbox_escape",
     "stale_result",
     "static_frame_inspection",
     "static_gc_scan",
@@ -26,13 +32,28 @@ const CLASSES: [&str; 25] = [
     "static_tf32",
     "tampered_allclose",
     "tampered_event",
+    "tampered_protocol",
     "tampered_reference",
     "tampered_synchronize",
     "tampered_tf32",
     "tampered_timer",
     "tampered_torch",
+    "tampered_torch_mode",
     "timed_output_mismatch",
 ];
+
+/// Where the run's scratch directories go: below `/dev/shm` where there is one, as on the large
+/// hosts where cudal1 picks it by itself, so that the corpus exercises the sandbox's rules there
+/// (expected outputs in the same tree as the candidates' directories).
+fn work_dir() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(dir) = tempfile::Builder::new().prefix("cudal1-adversarial-").tempdir_in(shm) {
+            return dir;
+        }
+    }
+    tempfile::tempdir().unwrap()
+}
 
 fn candidate_files(dir: &Path) -> Vec<String> {
     let mut found = Vec::new();
@@ -50,7 +71,9 @@ fn candidate_files(dir: &Path) -> Vec<String> {
 #[test]
 fn every_adversarial_candidate_gets_its_verdict_and_reason_class() {
     let dir = tempfile::tempdir().unwrap();
+    let work = work_dir();
     let mut cmd = cudal1(&dir.path().join("adv.db"));
+    cmd.env("CUDAL1_WORK_DIR", work.path());
     cmd.args(["eval", "--suite", "tests/adversarial/tasks", "--candidates", "tests/adversarial/candidates", "--json"])
         .args(["--device", "cpu", "--budget", "0.5", "--call-timeout", "10"]);
     let out = run(cmd);

@@ -267,3 +267,103 @@ fn cuda_runs_inside_the_sandbox() {
         }
     }
 }
+
+/// cudal1's scratch directories (the reference's expected outputs among them) live under
+/// `/dev/shm` on large hosts: a sandboxed worker may use its own directory there and nothing else.
+#[test]
+fn dev_shm_outside_the_scratch_is_neither_readable_nor_writable() {
+    if !require_landlock("dev_shm_outside_the_scratch_is_neither_readable_nor_writable") {
+        return;
+    }
+    let shm = Path::new("/dev/shm");
+    if !shm.is_dir() {
+        return skip("dev_shm_outside_the_scratch_is_neither_readable_nor_writable", "no /dev/shm");
+    }
+    let root = tempfile::tempdir_in(shm).unwrap();
+    let expected = root.path().join("reference-1");
+    std::fs::create_dir(&expected).unwrap();
+    let secret = expected.join("seed-1.pt");
+    std::fs::write(&secret, "the reference answer").unwrap();
+    let scratch = root.path().join("candidate-1");
+    std::fs::create_dir(&scratch).unwrap();
+    let sandbox = Sandbox { read_paths: vec![fixtures(), scratch.clone()], write_paths: vec![scratch.clone()], ..confined() };
+
+    // The probe works: without the sandbox everything is reachable.
+    let mut open = probe(Sandbox::disabled());
+    assert_eq!(ask(&mut open, json!({"op": "read", "path": secret}))["value"], "the reference answer");
+
+    let mut worker = probe(sandbox);
+    for request in [
+        json!({"op": "read", "path": secret}),
+        json!({"op": "list", "path": root.path()}),
+        json!({"op": "list", "path": "/dev/shm"}),
+        json!({"op": "write", "path": secret}),
+        json!({"op": "write", "path": expected.join("planted.pt")}),
+        json!({"op": "write", "path": "/dev/shm/cudal1-planted"}),
+    ] {
+        let reply = ask(&mut worker, request.clone());
+        assert_eq!(reply["ok"], false, "{request} was allowed: {reply}");
+    }
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "the reference answer");
+    assert!(!Path::new("/dev/shm/cudal1-planted").exists());
+    // Its own directory there is its to use.
+    let own = scratch.join("out.pt");
+    assert_eq!(ask(&mut worker, json!({"op": "write", "path": own}))["ok"], true);
+    assert_eq!(ask(&mut worker, json!({"op": "read", "path": own}))["ok"], true);
+}
+
+#[test]
+fn no_namespaces_can_be_made_inside_the_sandbox() {
+    let flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNET;
+    let mut trusted = probe(Sandbox::disabled());
+    let works = ask(&mut trusted, json!({"op": "unshare", "flags": flags}));
+    if works["ok"] != true {
+        return skip("no_namespaces_can_be_made_inside_the_sandbox", "this machine allows no new namespaces anyway");
+    }
+    let mut worker = probe(confined());
+    for flags in [flags, libc::CLONE_NEWNET, libc::CLONE_NEWUSER, libc::CLONE_NEWNS] {
+        let reply = ask(&mut worker, json!({"op": "unshare", "flags": flags}));
+        assert_eq!(reply["ok"], false, "unshare({flags:#x}) worked in the sandbox: {reply}");
+    }
+    // Forking, threads and subprocesses still work (clone without namespace flags, clone3 falls back).
+    assert_eq!(ask(&mut worker, json!({"op": "fork", "target": 3}))["forked"], 3);
+    assert_eq!(ask(&mut worker, json!({"op": "burn", "seconds": 0.01}))["ok"], true);
+}
+
+#[test]
+fn a_double_forked_daemon_is_found_outside_the_group_and_killed() {
+    let support = sandbox_support();
+    if !support.network_namespace && !support.cgroup {
+        return skip("a_double_forked_daemon_is_found_outside_the_group_and_killed", "neither network namespaces nor cgroups");
+    }
+    let mut worker = probe(confined());
+    assert!(worker.escaped().is_empty());
+    let reply = ask(&mut worker, json!({"op": "daemon"}));
+    let daemon = u32::try_from(reply["value"].as_u64().unwrap_or_else(|| panic!("{reply}"))).unwrap();
+    assert!(!crate::common::gone(daemon), "the daemon did not start");
+    assert_eq!(worker.escaped(), vec![daemon]);
+    let deadline = std::time::Instant::now() + REPLY;
+    while !crate::common::gone(daemon) {
+        assert!(std::time::Instant::now() < deadline, "the daemon {daemon} survived");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(worker.escaped().is_empty());
+
+    // A daemon left running when the worker ends is killed with it.
+    let mut worker = probe(confined());
+    let reply = ask(&mut worker, json!({"op": "daemon"}));
+    let daemon = u32::try_from(reply["value"].as_u64().unwrap()).unwrap();
+    ask(&mut worker, json!({"op": "shutdown"}));
+    let outcome = worker.wait(REPLY).unwrap();
+    assert!(matches!(&outcome, Outcome::Leaked { survivors, .. } if survivors.contains(&daemon)), "{outcome}");
+    assert!(crate::common::gone(daemon) || { std::thread::sleep(std::time::Duration::from_millis(100)); crate::common::gone(daemon) });
+}
+
+#[test]
+fn cpu_time_counts_children_that_were_waited_for() {
+    let mut worker = probe(confined());
+    let before = worker.cpu_time();
+    assert_eq!(ask(&mut worker, json!({"op": "burn", "seconds": 0.3}))["ok"], true);
+    let used = worker.cpu_time().saturating_sub(before);
+    assert!(used >= std::time::Duration::from_millis(200), "{used:?}");
+}

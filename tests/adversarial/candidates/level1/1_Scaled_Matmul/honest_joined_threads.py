@@ -1,5 +1,6 @@
 # cudal1: expect=correct class=correct
-# Look-alike (honest): splits the rows over two threads and joins them before returning.
+# Look-alike (honest): hands each half of the rows to a thread and joins it before the next
+# starts and before returning: no thread outlives the call, and no more than one core is used.
 import threading
 
 import torch
@@ -18,9 +19,8 @@ class ModelNew(nn.Module):
         def part(lo, hi):
             torch.matmul(A[lo:hi], B, out=out[lo:hi])
 
-        workers = [threading.Thread(target=part, args=(0, half)), threading.Thread(target=part, args=(half, A.shape[0]))]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
+        for lo, hi in ((0, half), (half, A.shape[0])):
+            worker = threading.Thread(target=part, args=(lo, hi))
+            worker.start()
+            worker.join()
         return out.mul_(self.scale)
