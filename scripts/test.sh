@@ -10,5 +10,5 @@ cargo test --workspace --release 2>&1
 # Two runs: each folder has its own conftest.py, and one pytest process would import only one.
 echo "test: pytest python/tests (the runner)"
 .venv/bin/python -m pytest python/tests -q -p no:cacheprovider 2>&1
-echo "test: pytest python/cudal1_llm_worker/tests (the embedded-model worker)"
-.venv/bin/python -m pytest python/cudal1_llm_worker/tests -q -p no:cacheprovider 2>&1
+echo "test: pytest python/cudal1_model/tests (the model worker: embedded LLM and training)"
+.venv/bin/python -m pytest python/cudal1_model/tests -q -p no:cacheprovider 2>&1

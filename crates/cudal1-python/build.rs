@@ -1,4 +1,4 @@
-//! Embeds the Python packages cudal1 ships (python/cudal1_runner and python/cudal1_llm_worker,
+//! Embeds the Python packages cudal1 ships (python/cudal1_runner and python/cudal1_model,
 //! their *.py files) in the binary, so that an installed `cudal1` never depends on where the
 //! source tree is.
 
@@ -6,7 +6,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 fn main() {
-    for (package, listing) in [("cudal1_runner", "runner_files.rs"), ("cudal1_llm_worker", "llm_worker_files.rs")] {
+    for (package, listing) in [("cudal1_runner", "runner_files.rs"), ("cudal1_model", "model_files.rs")] {
         embed(package, listing);
     }
 }

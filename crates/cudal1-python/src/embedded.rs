@@ -18,9 +18,9 @@ pub struct EmbeddedPackage {
 pub const RUNNER: EmbeddedPackage =
     EmbeddedPackage { name: "cudal1_runner", dir_prefix: "runner", files: include!(concat!(env!("OUT_DIR"), "/runner_files.rs")) };
 
-/// The worker that runs the embedded LLM.
-pub const LLM_WORKER: EmbeddedPackage =
-    EmbeddedPackage { name: "cudal1_llm_worker", dir_prefix: "llm-worker", files: include!(concat!(env!("OUT_DIR"), "/llm_worker_files.rs")) };
+/// The model worker: the embedded LLM of `optimize`, and the policy of `train`.
+pub const MODEL_WORKER: EmbeddedPackage =
+    EmbeddedPackage { name: "cudal1_model", dir_prefix: "model-worker", files: include!(concat!(env!("OUT_DIR"), "/model_files.rs")) };
 
 impl EmbeddedPackage {
     /// A short hash of the embedded sources, so that two versions of cudal1 never share files.
@@ -76,7 +76,7 @@ mod tests {
 
     #[test]
     fn each_package_installs_once_matches_the_source_tree_and_leaves_nothing_else() {
-        for package in [&RUNNER, &LLM_WORKER] {
+        for package in [&RUNNER, &MODEL_WORKER] {
             let dir = tempfile::tempdir().unwrap();
             let a = package.install(dir.path()).unwrap();
             let b = package.install(dir.path()).unwrap();

@@ -5,11 +5,11 @@
 //! `CUDAL1_PYTHON` variable, an active virtual environment, a `.venv` in the working directory or
 //! above it, then `python3` on `PATH`), probed once with a script embedded in this crate that
 //! answers typed JSON. [`EmbeddedPackage::install`] writes an embedded package ([`RUNNER`],
-//! python/cudal1_runner, or [`LLM_WORKER`], python/cudal1_llm_worker) into a cache directory
+//! python/cudal1_runner, or [`MODEL_WORKER`], python/cudal1_model) into a cache directory
 //! keyed by its content hash and gives the `PYTHONPATH` to use.
 
 mod embedded;
 mod find;
 
 pub use find::{find_interpreter, Interpreter, Probe, PythonError, PythonRequest, Source};
-pub use embedded::{EmbeddedPackage, LLM_WORKER, RUNNER};
+pub use embedded::{EmbeddedPackage, MODEL_WORKER, RUNNER};
