@@ -1,7 +1,7 @@
 //! The prompts of a round: round 1 shows the reference alone; later rounds show it with up to N
 //! earlier correct variants of the task, drawn by CUDA-L1's bucketed softmax.
 
-use cudal1_search::{Exemplar, ExemplarSampler, PromptError, Prompts, ScoredVariant};
+use cudal1_search::{draw_prompt, ExemplarSampler, PromptError, Prompts, Variant};
 use cudal1_store::StoredProgram;
 use rand::Rng;
 use serde::Serialize;
@@ -38,15 +38,6 @@ pub struct Planned {
     pub seed: u64,
 }
 
-/// How an exemplar's verdict reads in a prompt.
-fn verdict_words(speedup: f64) -> &'static str {
-    if speedup < 1.0 {
-        "correct, slower than the reference"
-    } else {
-        "correct"
-    }
-}
-
 /// SplitMix64 of the three numbers: stable across runs and platforms, unlike `DefaultHasher`.
 pub fn sample_seed(seed: u64, round: u32, index: u32) -> u64 {
     let mut z = seed ^ (u64::from(round) << 32 | u64::from(index)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -71,40 +62,19 @@ pub struct PlanInput<'a> {
 /// The prompts for the sample slots `indices` of round `input.round`; each slot draws its own
 /// exemplars.
 pub fn plan_round(input: &PlanInput<'_>, indices: &[u32], rng: &mut impl Rng) -> Result<Vec<Planned>, PromptError> {
-    let correct: Vec<(&StoredProgram, f64)> =
-        input.programs.iter().filter_map(|p| correct_speedup(p).map(|s| (*p, s))).collect();
-    let scored: Vec<ScoredVariant> = correct.iter().map(|(_, s)| ScoredVariant { speedup: *s, correct: true }).collect();
-    let first = if input.round <= 1 || correct.is_empty() { Some(input.prompts.first(input.reference)?) } else { None };
+    let variants: Vec<Variant> =
+        input.programs.iter().map(|p| Variant { id: p.id, code: p.code.clone(), speedup: correct_speedup(p) }).collect();
     indices
         .iter()
         .map(|&index| {
-            let seed = sample_seed(input.seed, input.round, index);
-            if let Some(prompt) = &first {
-                return Ok(Planned {
-                    round: input.round,
-                    index,
-                    kind: PromptKind::First,
-                    exemplar_ids: vec![],
-                    prompt: prompt.clone(),
-                    seed,
-                });
-            }
-            let picked = input.sampler.sample(&scored, input.exemplars, rng);
-            let shown: Vec<Exemplar> = picked
-                .iter()
-                .map(|&i| Exemplar {
-                    code: correct[i].0.code.clone(),
-                    speedup: correct[i].1,
-                    verdict: verdict_words(correct[i].1).to_owned(),
-                })
-                .collect();
+            let drawn = draw_prompt(input.prompts, input.reference, &variants, input.round > 1, input.sampler, input.exemplars, rng)?;
             Ok(Planned {
                 round: input.round,
                 index,
-                kind: PromptKind::Contrastive,
-                exemplar_ids: picked.iter().map(|&i| correct[i].0.id).collect(),
-                prompt: input.prompts.contrastive(input.reference, &shown)?,
-                seed,
+                kind: if drawn.contrastive { PromptKind::Contrastive } else { PromptKind::First },
+                exemplar_ids: drawn.shown,
+                prompt: drawn.prompt,
+                seed: sample_seed(input.seed, input.round, index),
             })
         })
         .collect()

@@ -5,7 +5,8 @@
 //! be overridden from a directory. Around it: [`extract_program`] finds the
 //! candidate in a reply, [`normalized_hash`] de-duplicates candidates,
 //! [`ExemplarSampler`] picks which earlier variants a prompt shows (CUDA-L1's
-//! bucketed softmax), and [`group_normalized_rewards`] turns a group's
+//! bucketed softmax), [`draw_prompt`] renders the prompt for a task from its
+//! earlier variants, and [`group_normalized_rewards`] turns a group's
 //! speedups into GRPO rewards.
 //!
 //! ```
@@ -20,12 +21,14 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod contrastive;
 mod extract;
 mod normalize;
 mod prompts;
 mod reward;
 mod sampler;
 
+pub use contrastive::{draw_prompt, Drawn, Variant};
 pub use extract::{extract_program, ExtractError};
 pub use normalize::{normalize, normalized_hash};
 pub use prompts::{Exemplar, PromptError, Prompts, TEMPLATE_NAMES};

@@ -1,0 +1,58 @@
+//! [`draw_prompt`]: the prompt for one sample (or one group of samples) of a task: the reference
+//! alone while the task has no correct variant, else the contrastive prompt with N earlier correct
+//! variants drawn by the [`ExemplarSampler`]. `optimize` and training build their prompts here.
+
+use rand::Rng;
+
+use crate::{Exemplar, ExemplarSampler, PromptError, Prompts, ScoredVariant};
+
+/// An earlier program of the task as a prompt may show it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Variant {
+    /// The caller's id for it (the store's program id).
+    pub id: i64,
+    pub code: String,
+    /// The measured speedup, when it is a correct program; others are never shown.
+    pub speedup: Option<f64>,
+}
+
+/// A rendered prompt and what it shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Drawn {
+    pub prompt: String,
+    pub contrastive: bool,
+    /// Ids of the variants shown, in the prompt's order.
+    pub shown: Vec<i64>,
+}
+
+/// How an exemplar's verdict reads in a prompt.
+fn verdict_words(speedup: f64) -> &'static str {
+    if speedup < 1.0 {
+        "correct, slower than the reference"
+    } else {
+        "correct"
+    }
+}
+
+/// The prompt for `reference` given its earlier `variants`: the first-round prompt when
+/// `contrastive` is false or no variant is correct, else up to `n` correct variants drawn by
+/// `sampler`.
+pub fn draw_prompt(
+    prompts: &Prompts,
+    reference: &str,
+    variants: &[Variant],
+    contrastive: bool,
+    sampler: &ExemplarSampler,
+    n: usize,
+    rng: &mut impl Rng,
+) -> Result<Drawn, PromptError> {
+    let correct: Vec<(&Variant, f64)> = variants.iter().filter_map(|v| v.speedup.filter(|s| s.is_finite()).map(|s| (v, s))).collect();
+    if !contrastive || correct.is_empty() || n == 0 {
+        return Ok(Drawn { prompt: prompts.first(reference)?, contrastive: false, shown: vec![] });
+    }
+    let scored: Vec<ScoredVariant> = correct.iter().map(|(_, s)| ScoredVariant { speedup: *s, correct: true }).collect();
+    let picked = sampler.sample(&scored, n, rng);
+    let shown: Vec<Exemplar> =
+        picked.iter().map(|&i| Exemplar { code: correct[i].0.code.clone(), speedup: correct[i].1, verdict: verdict_words(correct[i].1).to_owned() }).collect();
+    Ok(Drawn { prompt: prompts.contrastive(reference, &shown)?, contrastive: true, shown: picked.iter().map(|&i| correct[i].0.id).collect() })
+}
