@@ -163,6 +163,25 @@ pub enum TasksCommand {
     /// or of the weights, or passed by a null candidate (zeros, ones, an input echoed back).
     /// Exit status 1 when a task is flagged or cannot be checked.
     Check(CheckArgs),
+    /// Write synthetic task families with known faster rewrites (for measuring training): a train
+    /// split, a held-out split with families never trained on, and a fast and a slow correct
+    /// rewrite of every task.
+    Synth(SynthArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct SynthArgs {
+    /// Where to write `train/`, `heldout/`, `solutions/` and `manifest.json`.
+    pub out: PathBuf,
+    /// `cpu` (small tensors, for tests) or `gpu` (calls of about a millisecond).
+    #[arg(long, default_value = "gpu")]
+    pub scale: String,
+    /// Training instances per training family.
+    #[arg(long, default_value_t = 4)]
+    pub train: usize,
+    /// Held-out instances per family (every family, the evaluation-only ones included).
+    #[arg(long, default_value_t = 2)]
+    pub heldout: usize,
 }
 
 #[derive(Args, Debug)]

@@ -21,7 +21,36 @@ pub fn run(cmd: TasksCommand) -> Result<Status> {
     match cmd {
         TasksCommand::List(a) => list(&a),
         TasksCommand::Check(a) => check(&a),
+        TasksCommand::Synth(a) => synth(&a),
     }
+}
+
+fn synth(a: &crate::args::SynthArgs) -> Result<Status> {
+    use cudal1_task::synth::{generate, Scale, FAMILIES};
+    let scale = Scale::parse(&a.scale).map_err(anyhow::Error::msg)?;
+    let tasks = generate(scale, a.train, a.heldout);
+    let write = |path: std::path::PathBuf, text: &str| -> Result<()> {
+        std::fs::create_dir_all(path.parent().expect("a file in a folder"))?;
+        std::fs::write(&path, text).map_err(|e| anyhow::anyhow!("writing `{}`: {e}", path.display()))
+    };
+    for t in &tasks {
+        write(a.out.join(t.split).join("level1").join(format!("{}.py", t.stem)), &t.reference)?;
+        let dir = a.out.join("solutions").join(t.split).join("level1").join(&t.stem);
+        write(dir.join("fast.py"), &format!("# cudal1: expect=correct faster\n# The family's known rewrite.\n{}", t.fast))?;
+        write(dir.join("slow.py"), &format!("# cudal1: expect=correct\n# Correct, no faster: the reference's computation restated.\n{}", t.slow))?;
+    }
+    let manifest = serde_json::json!({"scale": scale, "families": FAMILIES, "tasks": tasks});
+    write(a.out.join("manifest.json"), &serde_json::to_string_pretty(&manifest)?)?;
+    let train = tasks.iter().filter(|t| t.split == "train").count();
+    out::line(format!(
+        "{} tasks in {} ({train} train, {} held out; families never trained on: {}); solutions in {}",
+        tasks.len(),
+        a.out.display(),
+        tasks.len() - train,
+        FAMILIES.iter().filter(|f| f.heldout_only).map(|f| f.name).collect::<Vec<_>>().join(", "),
+        a.out.join("solutions").display()
+    ))?;
+    Ok(Status::Done)
 }
 
 /// Submits one job per task and hands each task's outcome, as it finishes, to `on_done`; returns

@@ -32,5 +32,5 @@ pub use contrastive::{draw_prompt, Drawn, Variant};
 pub use extract::{extract_program, ExtractError};
 pub use normalize::{normalize, normalized_hash};
 pub use prompts::{Exemplar, PromptError, Prompts, TEMPLATE_NAMES};
-pub use reward::group_normalized_rewards;
+pub use reward::{group_advantages, group_normalized_rewards};
 pub use sampler::{Bucket, ExemplarSampler, SamplerError, ScoredVariant};

@@ -31,6 +31,35 @@ pub fn group_normalized_rewards(speedups: &[Option<f64>], clip: f64) -> Vec<f64>
     raw.iter().map(|r| ((r - mean) / std).clamp(-clip, clip)).collect()
 }
 
+/// GRPO advantages of one group, as `cudal1 train rl` uses them.
+///
+/// `rewards[i]` is `None` for a sample that could not be scored (an infrastructure failure or a
+/// missed deadline): it gets no advantage and takes no part in the group's statistics. The
+/// others are normalised by the group's mean and population standard deviation, with the
+/// standard deviation held at or above `std_floor` so that timing noise between equally good
+/// samples does not become signal, and clipped to `[-clip, clip]`. Fewer than two scored samples,
+/// or scored rewards that are all equal, carry no signal: the group is `None` (drop and refill it).
+///
+/// # Panics
+/// If `clip` is not finite and positive or `std_floor` is negative (a caller's bug).
+pub fn group_advantages(rewards: &[Option<f64>], std_floor: f64, clip: f64) -> Option<Vec<Option<f64>>> {
+    assert!(clip.is_finite() && clip > 0.0, "clip must be finite and > 0, got {clip}");
+    assert!(std_floor >= 0.0, "std_floor must be >= 0, got {std_floor}");
+    let scored: Vec<f64> = rewards.iter().flatten().copied().collect();
+    if scored.len() < 2 || scored.iter().any(|r| !r.is_finite()) {
+        return None;
+    }
+    #[expect(clippy::cast_precision_loss)]
+    let n = scored.len() as f64;
+    let mean = scored.iter().sum::<f64>() / n;
+    let std = (scored.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / n).sqrt();
+    if std < 1e-12 {
+        return None;
+    }
+    let scale = std.max(std_floor);
+    Some(rewards.iter().map(|r| r.map(|r| ((r - mean) / scale).clamp(-clip, clip))).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,6 +94,21 @@ mod tests {
         assert!((r[15] - 1.5).abs() < 1e-12, "{r:?}");
         assert!(r.iter().all(|x| (-1.5..=1.5).contains(x)));
         assert!(r[0] < 0.0);
+    }
+
+    #[test]
+    fn advantages_skip_unscored_samples_floor_the_spread_and_drop_flat_groups() {
+        let a = group_advantages(&[Some(1.0), None, Some(3.0)], 0.0, 10.0).unwrap();
+        assert_eq!(a, vec![Some(-1.0), None, Some(1.0)]);
+        // Speedups 1.00 and 1.02 differ by timing noise: with a floor of 0.1 they barely move.
+        let noisy = group_advantages(&[Some(1.0), Some(1.02)], 0.1, 10.0).unwrap();
+        assert!(close(&[noisy[0].unwrap(), noisy[1].unwrap()], &[-0.1, 0.1]), "{noisy:?}");
+        let loud = group_advantages(&[Some(1.0), Some(1.02)], 0.0, 10.0).unwrap();
+        assert!(close(&[loud[1].unwrap()], &[1.0]), "{loud:?}");
+        assert_eq!(group_advantages(&[Some(0.0); 4], 0.1, 1.5), None, "zero variance");
+        assert_eq!(group_advantages(&[Some(2.0), None, None], 0.1, 1.5), None, "one scored sample");
+        let clipped = group_advantages(&[Some(0.0), Some(0.0), Some(0.0), Some(100.0)], 0.0, 1.5).unwrap();
+        assert_eq!(clipped[3], Some(1.5));
     }
 
     #[test]

@@ -19,6 +19,7 @@ mod imports;
 mod layout;
 mod screen;
 mod syntax;
+pub mod synth;
 
 pub use candidates::{expectation, match_candidates, parse_generation_name, CandidateSource, Expectation, MatchedCandidate};
 pub use imports::{read_cuda_l1, ImportedRow};
