@@ -1,0 +1,307 @@
+//! Stage 3: GRPO (CUDA-L1's contrastive RL), generic over where prompts and rewards come from.
+//!
+//! A step draws `groups` prompts from the [`Environment`] and samples `group_size` completions of
+//! each (a group shares one identical prompt). The environment scores every completion: a reward,
+//! or `None` when it could not be scored (an infrastructure failure), which leaves the sample out
+//! of its group. Advantages are the group's rewards normalised by its mean and its spread, the
+//! spread held at or above `std_floor` (timing noise must not become signal), and clipped to
+//! `[-advantage_clip, advantage_clip]` (CUDA-L1: 1.5). A group whose scored rewards are all equal
+//! carries no signal: it is dropped and another is drawn, up to `max_refills` times. The kept
+//! samples then take `updates` PPO steps (at least two, so that the ratio clip acts) against the
+//! log-probabilities of the policy that sampled them, with a KL penalty to the reference policy.
+//! With one GPU the phases run strictly in turn: the policy is idle while candidates are timed.
+
+use crate::policy::{Policy, Sampling};
+use crate::run::RunDir;
+use crate::{TrainError, TrainEvent};
+use cudal1_model::messages::{Aggregation, Policy as Which, Sample, Sequence, StepKind, TrainStep, TrainStepReply};
+use cudal1_search::group_advantages;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::time::Instant;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GrpoConfig {
+    pub steps: u64,
+    /// Groups (prompts) per step.
+    pub groups: usize,
+    /// Samples per group (G).
+    pub group_size: u32,
+    /// PPO updates per batch (at least 2).
+    pub updates: u32,
+    pub sampling: Sampling,
+    pub clip_low: f64,
+    pub clip_high: f64,
+    pub kl_coef: f64,
+    pub std_floor: f64,
+    pub advantage_clip: f64,
+    pub aggregation: Aggregation,
+    pub normalizer: Option<f64>,
+    pub micro_batch: u32,
+    pub max_grad_norm: Option<f64>,
+    /// Draws of new groups to replace flat ones, per step.
+    pub max_refills: usize,
+    /// Commit (checkpoint) every this many steps, and after the last.
+    pub save_every: u64,
+    pub seed: u64,
+}
+
+impl GrpoConfig {
+    pub fn check(&self) -> Result<(), TrainError> {
+        let bad = |what: &str| Err(TrainError::Config(what.to_owned()));
+        if self.updates < 2 {
+            return bad("`updates` must be at least 2, so that the PPO ratio clip acts");
+        }
+        if self.group_size < 2 {
+            return bad("`group_size` must be at least 2: advantages are relative within a group");
+        }
+        if self.groups == 0 || self.steps == 0 || self.save_every == 0 {
+            return bad("`groups`, `steps` and `save_every` must be positive");
+        }
+        if !(self.advantage_clip > 0.0 && self.std_floor >= 0.0 && self.kl_coef >= 0.0) {
+            return bad("`advantage_clip` must be positive, `std_floor` and `kl_coef` not negative");
+        }
+        if self.aggregation == Aggregation::Fixed && self.normalizer.is_none_or(|n| n <= 0.0) {
+            return bad("the `fixed` loss aggregation needs a positive `normalizer`");
+        }
+        Ok(())
+    }
+}
+
+/// One group's prompt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupPrompt {
+    /// What the group is about (a task's key), for records.
+    pub key: String,
+    pub prompt: String,
+    /// Anything the environment wants in the sample records (exemplars shown, prompt kind).
+    pub info: Value,
+}
+
+/// The environment's judgement of one completion.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scored {
+    /// `None`: could not be scored; the sample is left out of its group.
+    pub reward: Option<f64>,
+    pub correct: bool,
+    pub speedup: Option<f64>,
+    /// Merged into the sample's line in `samples.jsonl`.
+    pub record: Value,
+}
+
+/// Where prompts and rewards come from: the kernel tasks and the evaluator, or a script in tests.
+pub trait Environment {
+    fn prompts(&mut self, step: u64, groups: usize, rng: &mut StdRng) -> Result<Vec<GroupPrompt>, TrainError>;
+    /// Scores `samples` (each with the index of its group in `prompts`), in order.
+    fn score(&mut self, step: u64, prompts: &[GroupPrompt], samples: &[(usize, &Sample)]) -> Result<Vec<Scored>, TrainError>;
+}
+
+/// A seed for step `step`, attempt `attempt` (SplitMix64 of the mix).
+pub(crate) fn step_seed(seed: u64, step: u64, attempt: u64) -> u64 {
+    let mut z = seed ^ step.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ attempt.wrapping_mul(0xd1b5_4a32_d192_ed03);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)) >> 11
+}
+
+/// What `run` did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GrpoSummary {
+    pub first_step: u64,
+    pub last_step: u64,
+    pub metrics: Vec<Value>,
+}
+
+/// Runs (or resumes) GRPO until `config.steps` or until `stop` returns true between steps.
+pub fn run(
+    policy: &mut Policy,
+    env: &mut dyn Environment,
+    config: &GrpoConfig,
+    run: &RunDir,
+    resume_from: u64,
+    stop: &dyn Fn() -> bool,
+    on_event: &mut dyn FnMut(TrainEvent),
+) -> Result<GrpoSummary, TrainError> {
+    config.check()?;
+    let mut metrics = Vec::new();
+    let mut last = resume_from;
+    for step in resume_from + 1..=config.steps {
+        if stop() {
+            break;
+        }
+        on_event(TrainEvent::StepStarted { step, of: config.steps });
+        let line = one_step(policy, env, config, run, step, on_event)?;
+        run.record_metrics(&line)?;
+        if step % config.save_every == 0 || step == config.steps {
+            run.commit(policy, step, Value::Null)?;
+            on_event(TrainEvent::Committed { step });
+        }
+        on_event(TrainEvent::StepFinished { step, metrics: line.clone() });
+        metrics.push(line);
+        last = step;
+    }
+    // A stop between commits: commit what was done, so that nothing is redone.
+    if last > resume_from && last % config.save_every != 0 && last != config.steps {
+        run.commit(policy, last, Value::Null)?;
+        on_event(TrainEvent::Committed { step: last });
+    }
+    Ok(GrpoSummary { first_step: resume_from + 1, last_step: last, metrics })
+}
+
+struct Kept {
+    sequence: Sequence,
+}
+
+fn one_step(policy: &mut Policy, env: &mut dyn Environment, config: &GrpoConfig, run: &RunDir, step: u64, on_event: &mut dyn FnMut(TrainEvent)) -> Result<Value, TrainError> {
+    let mut rng = StdRng::seed_from_u64(step_seed(config.seed, step, 0));
+    let (mut t_generate, mut t_evaluate) = (0.0f64, 0.0f64);
+    let mut kept: Vec<Kept> = Vec::new();
+    let mut kept_groups = 0usize;
+    let (mut dropped, mut unscored, mut samples_total) = (0usize, 0usize, 0usize);
+    let (mut rewards, mut correct, mut fast, mut best) = (Vec::new(), 0usize, 0usize, None::<f64>);
+    let mut records = Vec::new();
+    let mut drawn = 0usize;
+    for attempt in 0..=config.max_refills as u64 {
+        let need = config.groups - kept_groups;
+        if need == 0 {
+            break;
+        }
+        let started = Instant::now();
+        on_event(TrainEvent::Phase { step, phase: "generate" });
+        let prompts = env.prompts(step, need, &mut rng)?;
+        let mut ids = Vec::with_capacity(prompts.len());
+        for p in &prompts {
+            ids.push(policy.prompt_ids(&p.prompt)?);
+        }
+        let samples = policy.generate(ids.clone(), config.group_size, config.sampling, step_seed(config.seed, step, attempt + 1))?;
+        t_generate += started.elapsed().as_secs_f64();
+
+        let started = Instant::now();
+        on_event(TrainEvent::Phase { step, phase: "evaluate" });
+        let indexed: Vec<(usize, &Sample)> = samples.iter().map(|s| (s.prompt_index, s)).collect();
+        let scored = env.score(step, &prompts, &indexed)?;
+        t_evaluate += started.elapsed().as_secs_f64();
+        samples_total += samples.len();
+
+        for (g, prompt) in prompts.iter().enumerate() {
+            let members: Vec<usize> = (0..samples.len()).filter(|&i| samples[i].prompt_index == g).collect();
+            let group_rewards: Vec<Option<f64>> = members.iter().map(|&i| scored[i].reward).collect();
+            let advantages = group_advantages(&group_rewards, config.std_floor, config.advantage_clip);
+            for (k, &i) in members.iter().enumerate() {
+                let s = &samples[i];
+                let sc = &scored[i];
+                match sc.reward {
+                    Some(r) => rewards.push(r),
+                    None => unscored += 1,
+                }
+                correct += usize::from(sc.correct);
+                fast += usize::from(sc.correct && sc.speedup.is_some_and(|x| x > 1.0));
+                if sc.correct {
+                    best = match (best, sc.speedup) {
+                        (Some(b), Some(x)) => Some(b.max(x)),
+                        (b, x) => b.or(x),
+                    };
+                }
+                let advantage = advantages.as_ref().and_then(|a| a[k]);
+                let mut record = json!({
+                    "step": step, "attempt": attempt, "group": drawn + g, "key": prompt.key, "info": prompt.info,
+                    "text": s.text, "tokens": s.ids.len(), "finish_reason": s.finish_reason,
+                    "reward": sc.reward, "advantage": advantage, "kept": advantages.is_some(),
+                });
+                if let (Value::Object(r), Value::Object(extra)) = (&mut record, &sc.record) {
+                    r.extend(extra.clone());
+                }
+                records.push(record);
+                if let Some(a) = advantage {
+                    if !s.ids.is_empty() {
+                        let mut seq = Sequence::new(ids[g].clone(), s.ids.clone());
+                        seq.advantage = Some(a);
+                        seq.old_logprobs = Some(s.logprobs.clone());
+                        kept.push(Kept { sequence: seq });
+                    }
+                }
+            }
+            if advantages.is_some() {
+                kept_groups += 1;
+            } else {
+                dropped += 1;
+            }
+        }
+        drawn += prompts.len();
+    }
+    run.record_samples(&records)?;
+
+    let started = Instant::now();
+    on_event(TrainEvent::Phase { step, phase: "train" });
+    let mut sequences: Vec<Sequence> = kept.into_iter().map(|k| k.sequence).collect();
+    let mut stats: Vec<TrainStepReply> = Vec::new();
+    if !sequences.is_empty() {
+        if config.kl_coef > 0.0 {
+            let reference = policy.logprobs(sequences.clone(), Which::Reference, config.sampling.temperature)?;
+            for (s, r) in sequences.iter_mut().zip(reference) {
+                s.ref_logprobs = Some(r);
+            }
+        }
+        for _ in 0..config.updates {
+            let req = TrainStep {
+                kind: StepKind::Pg,
+                sequences: sequences.clone(),
+                aggregation: config.aggregation,
+                normalizer: config.normalizer,
+                clip_low: config.clip_low,
+                clip_high: config.clip_high,
+                kl_coef: config.kl_coef,
+                temperature: config.sampling.temperature,
+                micro_batch: config.micro_batch,
+                max_grad_norm: config.max_grad_norm,
+            };
+            stats.push(policy.step(&req)?);
+        }
+    } else {
+        tracing::warn!(step, dropped, "no group carried signal this step: no update");
+    }
+    let t_train = started.elapsed().as_secs_f64();
+
+    #[expect(clippy::cast_precision_loss)]
+    let mean = |xs: &[f64]| if xs.is_empty() { None } else { Some(xs.iter().sum::<f64>() / xs.len() as f64) };
+    let reward_mean = mean(&rewards);
+    let reward_std = reward_mean.map(|m| (rewards.iter().map(|r| (r - m).powi(2)).sum::<f64>() / rewards.len() as f64).sqrt());
+    let last = stats.last();
+    let ratio = |n: usize| if samples_total == 0 { 0.0 } else { n as f64 / samples_total as f64 };
+    Ok(json!({
+        "step": step,
+        "reward_mean": reward_mean,
+        "reward_std": reward_std,
+        "correct_rate": ratio(correct),
+        "fast1_rate": ratio(fast),
+        "best_speedup": best,
+        "loss": last.map(|s| s.loss),
+        "kl": last.map(|s| s.kl),
+        "clip_fraction": last.map(|s| s.clip_fraction),
+        "entropy": stats.first().map(|s| s.entropy),
+        "grad_norm": last.map(|s| s.grad_norm),
+        "tokens": stats.first().map_or(0, |s| s.tokens),
+        "samples": samples_total,
+        "groups": kept_groups,
+        "groups_dropped": dropped,
+        "unscored": unscored,
+        "updates": stats.len(),
+        "seconds": {"generate": t_generate, "evaluate": t_evaluate, "train": t_train},
+    }))
+}
+
+/// The metrics `cudal1 train rl` plots.
+pub const PLOTTED: [&str; 10] = [
+    "reward_mean",
+    "correct_rate",
+    "fast1_rate",
+    "best_speedup",
+    "kl",
+    "clip_fraction",
+    "entropy",
+    "grad_norm",
+    "seconds.generate",
+    "seconds.evaluate",
+];

@@ -1,0 +1,168 @@
+//! Judging programs with the evaluation engine, and [`KernelEnv`]: GRPO's environment over
+//! KernelBench-format tasks, with CUDA-L1's contrastive prompts drawn from the store's program
+//! database and rewards from measured speedups.
+
+use crate::grpo::{Environment, GroupPrompt, Scored};
+use crate::TrainError;
+use cudal1_eval::{Evaluation, Evaluator, Job, JobOutcome, Mode, Verdict};
+use cudal1_model::messages::Sample;
+use cudal1_search::{draw_prompt, extract_program, normalized_hash, ExemplarSampler, Prompts, Variant};
+use cudal1_store::{NewProgram, ProgramKey, Store};
+use cudal1_task::{Candidate, Task};
+use crossbeam_channel::unbounded;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Evaluates programs through the engine, each distinct (task, normalised code) once per call.
+pub fn judge(engine: &Evaluator, mode: Mode, items: &[(Arc<Task>, String, String)], on_progress: &mut dyn FnMut(usize, usize)) -> Vec<JobOutcome> {
+    let (tx, rx) = unbounded();
+    let mut first: HashMap<(String, String), usize> = HashMap::new();
+    let mut of_item = Vec::with_capacity(items.len());
+    let mut ids = HashMap::new();
+    for (i, (task, code, label)) in items.iter().enumerate() {
+        let key = (task.hash.clone(), normalized_hash(code));
+        if let Some(&j) = first.get(&key) {
+            of_item.push(j);
+            continue;
+        }
+        first.insert(key, i);
+        of_item.push(i);
+        let id = engine.submit_to(Job::evaluate(Arc::clone(task), Candidate::from_source(label.clone(), code.clone())).mode(mode), &tx);
+        ids.insert(id, i);
+    }
+    let mut outcomes: Vec<Option<JobOutcome>> = vec![None; items.len()];
+    let total = ids.len();
+    for done in 0..total {
+        let Ok(d) = rx.recv() else { break };
+        if let Some(&i) = ids.get(&d.id) {
+            outcomes[i] = Some(d.outcome);
+        }
+        on_progress(done + 1, total);
+    }
+    of_item.iter().map(|&j| outcomes[j].clone().unwrap_or(JobOutcome::Cancelled)).collect()
+}
+
+/// A correct evaluation's speedup (1.0 where it was not timed).
+pub fn correct_speedup(e: &Evaluation) -> Option<f64> {
+    (e.verdict == Verdict::Correct).then(|| e.speedup.map_or(1.0, |s| s.median))
+}
+
+/// GRPO over kernel tasks.
+pub struct KernelEnv<'a> {
+    pub tasks: Vec<Arc<Task>>,
+    pub engine: &'a Evaluator,
+    pub store: &'a Store,
+    pub prompts: &'a Prompts,
+    pub sampler: ExemplarSampler,
+    /// Earlier variants a prompt shows (CUDA-L1: 2).
+    pub exemplars: usize,
+    /// The reward of a program that is wrong, an exploit, unparsable or cut off.
+    pub low_reward: f64,
+    /// Names this run's programs in the store.
+    pub run_id: String,
+    pub settings_hash: String,
+    /// The order tasks are drawn in, refilled (shuffled) when used up.
+    order: Vec<usize>,
+}
+
+impl<'a> KernelEnv<'a> {
+    pub fn new(tasks: Vec<Arc<Task>>, engine: &'a Evaluator, store: &'a Store, prompts: &'a Prompts, sampler: ExemplarSampler, exemplars: usize, run_id: String) -> KernelEnv<'a> {
+        let settings_hash = engine.settings().key_hash();
+        KernelEnv { tasks, engine, store, prompts, sampler, exemplars, low_reward: 0.0, run_id, settings_hash, order: Vec::new() }
+    }
+
+    /// Programs of `task` that a prompt at `step` may show: those of other runs, and this run's
+    /// from earlier steps.
+    fn variants(&self, task: &Task, step: u64) -> Result<Vec<Variant>, TrainError> {
+        Ok(self
+            .store
+            .programs_for_task(&task.hash, &self.settings_hash)?
+            .into_iter()
+            .filter(|p| p.run_id != self.run_id || u64::from(p.round) < step)
+            .map(|p| Variant {
+                id: p.id,
+                speedup: (p.verdict == Verdict::Correct.as_str()).then_some(p.speedup_median).flatten().filter(|s| s.is_finite()),
+                code: p.code,
+            })
+            .collect())
+    }
+}
+
+impl Environment for KernelEnv<'_> {
+    fn prompts(&mut self, step: u64, groups: usize, rng: &mut StdRng) -> Result<Vec<GroupPrompt>, TrainError> {
+        let mut out = Vec::with_capacity(groups);
+        for _ in 0..groups {
+            if self.order.is_empty() {
+                self.order = (0..self.tasks.len()).collect();
+                self.order.shuffle(rng);
+            }
+            let task = Arc::clone(&self.tasks[self.order.pop().expect("refilled above")]);
+            let drawn = draw_prompt(self.prompts, &task.source, &self.variants(&task, step)?, true, &self.sampler, self.exemplars, rng)?;
+            out.push(GroupPrompt { key: task.key(), prompt: drawn.prompt, info: json!({"task_hash": task.hash, "contrastive": drawn.contrastive, "shown": drawn.shown}) });
+        }
+        Ok(out)
+    }
+
+    fn score(&mut self, step: u64, prompts: &[GroupPrompt], samples: &[(usize, &Sample)]) -> Result<Vec<Scored>, TrainError> {
+        let task_of = |g: usize| -> Arc<Task> {
+            let hash = prompts[g].info["task_hash"].as_str().unwrap_or_default();
+            Arc::clone(self.tasks.iter().find(|t| t.hash == hash).expect("prompts name tasks of this environment"))
+        };
+        let mut scored: Vec<Option<Scored>> = vec![None; samples.len()];
+        let mut to_judge: Vec<(usize, Arc<Task>, String)> = Vec::new();
+        for (i, (g, s)) in samples.iter().enumerate() {
+            match extract_program(&s.text) {
+                Ok(code) => {
+                    let task = task_of(*g);
+                    let key = ProgramKey { task_hash: task.hash.clone(), code_hash: normalized_hash(&code), settings_hash: self.settings_hash.clone() };
+                    // A program measured before (any run) is not measured again.
+                    if let Some(p) = self.store.find_program(&key)? {
+                        let correct = p.verdict == Verdict::Correct.as_str();
+                        let speedup = p.speedup_median.filter(|_| correct);
+                        let reward = if correct { speedup.unwrap_or(1.0) } else { self.low_reward };
+                        scored[i] = Some(Scored { reward: Some(reward), correct, speedup, record: json!({"verdict": p.verdict, "program_id": p.id, "cached": true}) });
+                    } else {
+                        to_judge.push((i, task, code));
+                    }
+                }
+                Err(e) => {
+                    let why = if s.finish_reason == "length" { "cut off before a complete program" } else { "no program in the reply" };
+                    scored[i] = Some(Scored { reward: Some(self.low_reward), correct: false, speedup: None, record: json!({"verdict": null, "no_program": why, "detail": e.to_string()}) });
+                }
+            }
+        }
+        let items: Vec<(Arc<Task>, String, String)> =
+            to_judge.iter().map(|(i, t, c)| (Arc::clone(t), c.clone(), format!("rl step {step} sample {i}"))).collect();
+        let outcomes = judge(self.engine, Mode::Full, &items, &mut |_, _| {});
+        for ((i, task, code), outcome) in to_judge.into_iter().zip(outcomes) {
+            scored[i] = Some(match outcome {
+                JobOutcome::Evaluated(e) => {
+                    let speedup = correct_speedup(&e);
+                    let key = ProgramKey { task_hash: task.hash.clone(), code_hash: normalized_hash(&code), settings_hash: self.settings_hash.clone() };
+                    let id = self.store.insert_program(&NewProgram {
+                        key,
+                        code,
+                        run_id: self.run_id.clone(),
+                        round: u32::try_from(step).unwrap_or(u32::MAX),
+                        parent_ids: prompts[samples[i].0].info["shown"].as_array().map(|a| a.iter().filter_map(Value::as_i64).collect()).unwrap_or_default(),
+                        verdict: e.verdict.as_str().to_owned(),
+                        reason: e.reason.clone(),
+                        reason_class: e.reason_class.clone(),
+                        speedup_median: e.speedup.map(|s| s.median).filter(|x| x.is_finite()),
+                        speedup_ci_low: e.speedup.map(|s| s.ci_low).filter(|x| x.is_finite()),
+                        speedup_ci_high: e.speedup.map(|s| s.ci_high).filter(|x| x.is_finite()),
+                        evaluation: serde_json::to_value(&*e).unwrap_or_default(),
+                    })?;
+                    let reward = speedup.unwrap_or(self.low_reward);
+                    Scored { reward: Some(reward), correct: speedup.is_some(), speedup, record: json!({"verdict": e.verdict, "reason_class": e.reason_class, "program_id": id, "cached": false}) }
+                }
+                // The task's reference failed, or the run is stopping: not the sample's doing.
+                other => Scored { reward: None, correct: false, speedup: None, record: json!({"verdict": null, "unscored": format!("{other:?}").chars().take(200).collect::<String>()}) },
+            });
+        }
+        Ok(scored.into_iter().map(|s| s.expect("every sample is scored above")).collect())
+    }
+}

@@ -1,0 +1,217 @@
+//! Training from Rust with a real model worker on the CPU: a tiny random model (made by
+//! `python -m cudal1_model.tiny`) learns a scripted bandit's rewarded behaviour through GRPO,
+//! supervised data keeps exactly the programs the real evaluator finds correct, and a run
+//! resumes at its last committed step.
+
+use cudal1_eval::{CompileCache, Device, EngineConfig, EvalSettings, Evaluator, RunnerEnv};
+use cudal1_model::messages::{Aggregation, Lora, ModelSource, Optimizer, Policy as Which, Sample, Sequence};
+use cudal1_model::ModelConfig;
+use cudal1_train::data::{keep_correct, Candidate, Collected};
+use cudal1_train::grpo::{self, Environment, GroupPrompt, GrpoConfig, Scored};
+use cudal1_train::run::RunDir;
+use cudal1_train::{Limits, Policy, PolicySpec, Sampling, TrainError};
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+fn python() -> PathBuf {
+    ["CUDAL1_TEST_PYTHON", "CUDAL1_PYTHON"]
+        .iter()
+        .find_map(std::env::var_os)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join(".venv/bin/python"))
+}
+
+/// The tiny model, made once for the whole test binary.
+fn tiny_model() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tiny-model");
+        if !dir.join("config.json").exists() {
+            let out = std::process::Command::new(python())
+                .args(["-m", "cudal1_model.tiny"])
+                .arg(&dir)
+                .env("PYTHONPATH", repo().join("python"))
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        }
+        dir
+    })
+}
+
+fn policy(lr: f64, lora: Option<Lora>, reference: bool) -> Policy {
+    let mut config = ModelConfig::new(python(), repo().join("python"));
+    config.threads = Some(1);
+    let spec = PolicySpec {
+        source: ModelSource::Hf(tiny_model().to_owned()),
+        device: "cpu".into(),
+        dtype: "float32".into(),
+        lora,
+        optimizer: Optimizer { lr, ..Optimizer::default() },
+    };
+    Policy::start(&config, &spec, reference, 0, Limits::default()).unwrap()
+}
+
+/// Rewards a completion whose first token is in the rewarded set (ids divisible by 4).
+struct Bandit;
+
+const REWARDED: fn(u32) -> bool = |t| t % 4 == 0;
+
+impl Environment for Bandit {
+    fn prompts(&mut self, _step: u64, groups: usize, _rng: &mut rand::rngs::StdRng) -> Result<Vec<GroupPrompt>, TrainError> {
+        Ok((0..groups).map(|_| GroupPrompt { key: "bandit".into(), prompt: "Pick one.".into(), info: serde_json::Value::Null }).collect())
+    }
+
+    fn score(&mut self, _step: u64, _prompts: &[GroupPrompt], samples: &[(usize, &Sample)]) -> Result<Vec<Scored>, TrainError> {
+        Ok(samples
+            .iter()
+            .map(|(_, s)| {
+                let hit = s.ids.first().copied().is_some_and(REWARDED);
+                Scored { reward: Some(if hit { 1.0 } else { 0.0 }), correct: hit, speedup: None, record: serde_json::Value::Null }
+            })
+            .collect())
+    }
+}
+
+/// The policy's probability that the first token is a rewarded one.
+fn rewarded_probability(p: &mut Policy) -> f64 {
+    let prompt = p.prompt_ids("Pick one.").unwrap();
+    let vocab = u32::try_from(p.loaded.vocab).unwrap();
+    let seqs: Vec<Sequence> = (0..vocab).filter(|&t| REWARDED(t)).map(|t| Sequence::new(prompt.clone(), vec![t])).collect();
+    p.logprobs(seqs, Which::Policy, 1.0).unwrap().iter().map(|lp| lp[0].exp()).sum()
+}
+
+fn bandit_config(steps: u64) -> GrpoConfig {
+    GrpoConfig {
+        steps,
+        groups: 4,
+        group_size: 8,
+        updates: 2,
+        sampling: Sampling { temperature: 1.0, top_p: 1.0, max_tokens: 2 },
+        clip_low: 0.2,
+        clip_high: 0.2,
+        kl_coef: 0.0,
+        std_floor: 0.1,
+        advantage_clip: 1.5,
+        aggregation: Aggregation::TokenMean,
+        normalizer: None,
+        micro_batch: 16,
+        max_grad_norm: Some(1.0),
+        max_refills: 2,
+        save_every: 10,
+        seed: 5,
+    }
+}
+
+#[test]
+fn a_scripted_bandit_raises_the_rewarded_behaviours_probability_within_a_few_dozen_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = policy(3e-3, None, false);
+    let before = rewarded_probability(&mut p);
+    let config = bandit_config(30);
+    let (run, state) = RunDir::open(dir.path(), "rl", &config).unwrap();
+    assert!(state.is_none());
+    let summary = grpo::run(&mut p, &mut Bandit, &config, &run, 0, &|| false, &mut |_| {}).unwrap();
+    let after = rewarded_probability(&mut p);
+    eprintln!("bandit: P(rewarded first token) {before:.3} -> {after:.3}");
+    assert!(before < 0.45 && after > before + 0.25, "P(rewarded first token): {before:.3} -> {after:.3}");
+    // Metrics of every step, and rewards that rose with the probability.
+    assert_eq!(summary.metrics.len(), 30);
+    let mean = |lines: &[serde_json::Value]| lines.iter().filter_map(|l| l["reward_mean"].as_f64()).sum::<f64>() / lines.len() as f64;
+    assert!(mean(&summary.metrics[20..]) > mean(&summary.metrics[..10]), "rewards did not rise");
+    assert!(summary.metrics.iter().all(|m| m["updates"] == 2 || m["groups"] == 0));
+    assert!(run.lines("samples.jsonl").len() >= 30 * 4 * 8);
+    let svg = run.plot("bandit", &grpo::PLOTTED).unwrap();
+    assert!(std::fs::read_to_string(svg).unwrap().contains("reward_mean"));
+    p.shutdown();
+}
+
+#[test]
+fn a_run_resumes_at_its_last_committed_step_with_the_same_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = bandit_config(4);
+    config.save_every = 2;
+    let lora = Some(Lora { r: 4, alpha: 8.0, dropout: 0.0, target_modules: None });
+    // First run: stopped after step 3 (step 2 committed; a stop commits step 3 too).
+    let mut first = policy(3e-3, lora.clone(), false);
+    let (run, _) = RunDir::open(dir.path(), "rl", &config).unwrap();
+    let mut done = 0;
+    let stop_after_three = std::cell::Cell::new(0);
+    grpo::run(&mut first, &mut Bandit, &config, &run, 0, &|| { stop_after_three.set(stop_after_three.get() + 1); stop_after_three.get() > 3 }, &mut |e| {
+        if let cudal1_train::TrainEvent::Committed { step } = e {
+            done = step;
+        }
+    })
+    .unwrap();
+    assert_eq!(done, 3);
+    let at_commit = rewarded_probability(&mut first);
+    first.shutdown();
+
+    // A fresh process resumes at step 3 with the committed weights, and finishes step 4 only.
+    let (run, state) = RunDir::open(dir.path(), "rl", &config).unwrap();
+    let state = state.unwrap();
+    assert_eq!(state.step, 3);
+    let mut second = policy(3e-3, lora, false);
+    run.resume(&mut second, &state).unwrap();
+    assert!((rewarded_probability(&mut second) - at_commit).abs() < 1e-6);
+    let summary = grpo::run(&mut second, &mut Bandit, &config, &run, state.step, &|| false, &mut |_| {}).unwrap();
+    assert_eq!((summary.first_step, summary.last_step), (4, 4));
+    let steps: Vec<u64> = run.lines("metrics.jsonl").iter().map(|l| l["step"].as_u64().unwrap()).collect();
+    assert_eq!(steps, [1, 2, 3, 4]);
+    // Other settings are refused.
+    config.groups = 5;
+    assert!(matches!(RunDir::open(dir.path(), "rl", &config), Err(TrainError::Mismatch { .. })));
+    second.shutdown();
+}
+
+fn runner_env(cache: &Path) -> RunnerEnv {
+    let interp = cudal1_python::find_interpreter(&cudal1_python::PythonRequest { flag: Some(python()), start_dir: Some(repo()) }).unwrap();
+    RunnerEnv::prepare(&interp, cache).unwrap()
+}
+
+#[test]
+fn supervised_data_keeps_exactly_the_correct_programs_once_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = EvalSettings { timing_budget: std::time::Duration::from_millis(300), ..EvalSettings::default() };
+    let mut engine_config = EngineConfig::new(runner_env(&dir.path().join("cache")), vec![Device::Cpu], settings, CompileCache { root: dir.path().join("ext") });
+    engine_config.scratch_parent = dir.path().join("scratch");
+    engine_config.lanes = 2;
+    let (engine, _events) = Evaluator::start(engine_config).unwrap();
+    let suite = repo().join("tests/suite-cpu");
+    let task = Arc::new(cudal1_task::Task::load(&suite.join("tasks/level1/2_Swish.py")).unwrap());
+    let read = |name: &str| std::fs::read_to_string(suite.join("candidates/level1/2_Swish").join(name)).unwrap();
+    let reply = |code: &str, label: &str| Candidate {
+        task: Arc::clone(&task),
+        messages: vec![cudal1_model::messages::Message::user("Write ModelNew.")],
+        reply: format!("Here it is.\n```python\n{code}\n```\n"),
+        provenance: serde_json::json!({"source": "test", "label": label}),
+    };
+    let correct = read("correct.py");
+    // The same program again, reformatted: a duplicate by normalised source.
+    let reformatted = format!("{}\n\n# trailing comment\n", correct.replace("    ", "    "));
+    let candidates = vec![
+        reply(&correct, "correct"),
+        reply(&read("nan_output.py"), "nan"),
+        reply(&read("raises_in_forward.py"), "raises"),
+        reply(&reformatted, "correct again"),
+        Candidate { reply: "No code today.".into(), ..reply("", "no program") },
+    ];
+    let mut seen = HashSet::new();
+    let mut stats = Collected::default();
+    let kept = keep_correct(&engine, candidates, &mut seen, &mut stats, &mut |_| {});
+    assert_eq!(kept.len(), 1, "{stats:?}");
+    assert_eq!(kept[0].provenance["label"], "correct");
+    assert_eq!(kept[0].provenance["verdict"], "correct");
+    assert_eq!((stats.judged, stats.duplicates, stats.without_program, stats.kept), (3, 1, 1, 1), "{stats:?}");
+    assert_eq!(stats.verdicts.get("incorrect"), Some(&1));
+    assert_eq!(stats.verdicts.get("runtime_error"), Some(&1));
+    // Kept before: not kept again.
+    let again = keep_correct(&engine, vec![reply(&correct, "correct")], &mut seen, &mut stats, &mut |_| {});
+    assert!(again.is_empty());
+    engine.finish();
+}
