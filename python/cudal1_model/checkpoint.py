@@ -55,7 +55,9 @@ def save(loaded, directory: str) -> dict:
     return {"dir": directory, "step": loaded.step}
 
 
-def restore(loaded, directory: str) -> dict:
+def restore(loaded, directory: str, weights_only: bool = False) -> dict:
+    """Restores a checkpoint; ``weights_only`` takes the trained weights alone (a new stage that
+    starts from another's result: fresh optimizer, step 0)."""
     missing = [f for f in FILES if not os.path.isfile(os.path.join(directory, f))]
     if missing:
         raise FileNotFoundError(f"{directory} is not a complete checkpoint (missing {', '.join(missing)})")
@@ -70,6 +72,8 @@ def restore(loaded, directory: str) -> dict:
         set_peft_model_state_dict(loaded.model, weights)
     else:
         loaded.model.load_state_dict(weights)
+    if weights_only:
+        return {"dir": directory, "step": loaded.step}
     optimizer = torch.load(os.path.join(directory, "optimizer.pt"), map_location=loaded.device, weights_only=False)
     if optimizer is not None and loaded.optimizer is not None:
         loaded.optimizer.load_state_dict(optimizer)

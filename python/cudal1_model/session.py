@@ -351,4 +351,4 @@ class Session:
         directory = req.get("dir")
         if not isinstance(directory, str) or not directory:
             raise BadRequest("`dir` must be a directory path")
-        return restore(loaded, directory)
+        return restore(loaded, directory, bool(req.get("weights_only", False)))

@@ -59,6 +59,10 @@ pub enum Command {
     /// Make a program faster: rounds of LLM samples, each evaluated as it arrives; the best
     /// correct program, its record and a report go to `--out`. Rerunning resumes.
     Optimize(Box<crate::cmd_optimize::OptimizeArgs>),
+    /// Train a model through CUDA-L1's three stages: supervised data and fine-tuning, self-supervised
+    /// rounds, contrastive RL; and the held-out evaluation between them.
+    #[command(subcommand)]
+    Train(Box<crate::cmd_train::TrainCommand>),
 }
 
 #[derive(Args, Debug)]

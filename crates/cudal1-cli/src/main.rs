@@ -5,6 +5,7 @@ mod batch;
 mod cmd_eval;
 mod cmd_optimize;
 mod cmd_tasks;
+mod cmd_train;
 mod exit;
 mod interrupt;
 mod out;
@@ -22,6 +23,7 @@ fn main() -> ExitCode {
         args::Command::Eval(a) => cmd_eval::run(a),
         args::Command::Tasks(a) => cmd_tasks::run(a),
         args::Command::Optimize(a) => cmd_optimize::run(*a),
+        args::Command::Train(a) => cmd_train::run(*a),
     };
     match result {
         Ok(status) => status.into(),

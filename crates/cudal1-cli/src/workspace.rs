@@ -23,6 +23,8 @@ pub struct Workspace {
     pub lanes: Option<usize>,
     pub prefetch: Option<bool>,
     pub seed: u64,
+    /// `--seed` as given.
+    seed_flag: Option<u64>,
 }
 
 impl Workspace {
@@ -43,7 +45,14 @@ impl Workspace {
             lanes: common.lanes,
             prefetch,
             seed: common.seed.unwrap_or_else(rand::random),
+            seed_flag: common.seed,
         })
+    }
+
+    /// The seed of a training run's own choices (data order, sampling): `--seed`, else 0, so that
+    /// rerunning the same command resumes the same run.
+    pub fn seed_for_training(&self) -> u64 {
+        self.seed_flag.unwrap_or(0)
     }
 
     /// Starts the evaluation engine on this workspace's devices.

@@ -351,6 +351,9 @@ pub struct Save {
 #[derive(Debug, Clone, Serialize)]
 pub struct Restore {
     pub dir: PathBuf,
+    /// Only the trained weights (a new stage starting from another's result): the optimizer's
+    /// state, the random generators and the step stay as they are.
+    pub weights_only: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]

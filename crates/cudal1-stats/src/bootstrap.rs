@@ -81,6 +81,40 @@ pub fn median_interval(
     Some(interval_from(point, replicates, confidence))
 }
 
+/// Any statistic of `items` units (tasks, say) with a percentile bootstrap interval: each
+/// replicate resamples the units' indices with replacement and computes `statistic` on them;
+/// replicates where it is undefined (`None`) are skipped. Deterministic for a given `seed`.
+///
+/// `None` when there are no units, the statistic is undefined on them all, or the settings are
+/// invalid.
+#[must_use]
+pub fn statistic_interval(
+    items: usize,
+    statistic: impl Fn(&[usize]) -> Option<f64>,
+    resamples: usize,
+    confidence: f64,
+    seed: u64,
+) -> Option<Interval> {
+    if items == 0 || !valid_settings(resamples, confidence) {
+        return None;
+    }
+    let all: Vec<usize> = (0..items).collect();
+    let point = statistic(&all)?;
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut picked = Vec::with_capacity(items);
+    let replicates: Vec<f64> = (0..resamples)
+        .filter_map(|_| {
+            picked.clear();
+            picked.extend((0..items).map(|_| rng.random_range(0..items)));
+            statistic(&picked).filter(|x| x.is_finite())
+        })
+        .collect();
+    if replicates.is_empty() {
+        return None;
+    }
+    Some(interval_from(point, replicates, confidence))
+}
+
 fn valid_settings(resamples: usize, confidence: f64) -> bool {
     resamples > 0 && confidence > 0.0 && confidence < 1.0
 }
@@ -104,6 +138,18 @@ fn interval_from(point: f64, mut replicates: Vec<f64>, confidence: f64) -> Inter
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_statistic_over_units_gets_an_interval_around_it() {
+        let solved = [1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0, 0.0];
+        let mean = |idx: &[usize]| Some(idx.iter().map(|&i| solved[i]).sum::<f64>() / idx.len() as f64);
+        let i = statistic_interval(solved.len(), mean, 2000, 0.95, 3).unwrap();
+        assert_eq!(i.median, 0.625);
+        assert!(i.ci_low < 0.625 && i.ci_high > 0.625 && i.ci_low >= 0.0 && i.ci_high <= 1.0, "{i:?}");
+        assert_eq!(statistic_interval(solved.len(), mean, 2000, 0.95, 3), Some(i), "deterministic");
+        assert_eq!(statistic_interval(0, mean, 10, 0.95, 3), None);
+        assert_eq!(statistic_interval(3, |_| None, 10, 0.95, 3), None);
+    }
 
     /// Positive samples around `center` with relative noise `noise`, from a fixed seed.
     fn noisy(center: f64, noise: f64, n: usize, seed: u64) -> Vec<f64> {

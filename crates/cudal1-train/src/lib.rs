@@ -17,6 +17,7 @@
 pub mod data;
 mod error;
 pub mod grpo;
+pub mod heldout;
 pub mod kernels;
 mod plot;
 pub mod policy;

@@ -133,9 +133,15 @@ impl Policy {
     }
 
     pub fn restore(&mut self, dir: &Path) -> Result<u64, TrainError> {
-        let step = self.worker.call(&messages::Restore { dir: dir.to_owned() }, self.limits.load).map_err(failed("restoring a checkpoint"))?.step;
+        let step = self.worker.call(&messages::Restore { dir: dir.to_owned(), weights_only: false }, self.limits.load).map_err(failed("restoring a checkpoint"))?.step;
         self.loaded.step = step;
         Ok(step)
+    }
+
+    /// Starts from another run's result: its trained weights only.
+    pub fn init_from(&mut self, dir: &Path) -> Result<(), TrainError> {
+        self.worker.call(&messages::Restore { dir: dir.to_owned(), weights_only: true }, self.limits.load).map_err(failed("loading the starting checkpoint"))?;
+        Ok(())
     }
 
     pub fn shutdown(self) {

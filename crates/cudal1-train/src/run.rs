@@ -176,6 +176,17 @@ impl RunDir {
     }
 }
 
+/// The committed checkpoint of the run in `root` (to start another stage from it).
+pub fn committed_checkpoint(root: &Path) -> Result<PathBuf, TrainError> {
+    let path = root.join("state.json");
+    let text = std::fs::read_to_string(&path).map_err(TrainError::io("read", &path))?;
+    let state: RunState = serde_json::from_str(&text).map_err(|e| TrainError::Data { path: path.clone(), line: 1, reason: e.to_string() })?;
+    state
+        .checkpoint
+        .map(|c| root.join(c))
+        .ok_or_else(|| TrainError::Config(format!("the run in `{}` has committed no checkpoint yet", root.display())))
+}
+
 /// The top-level keys whose values differ (for a readable mismatch).
 fn differences(a: &Value, b: &Value) -> Vec<String> {
     fn walk(prefix: String, a: &Value, b: &Value, out: &mut Vec<String>) {

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 mod adversarial;
 mod engine;
 mod optimize;
+mod train;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()

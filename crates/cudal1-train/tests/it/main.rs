@@ -215,3 +215,47 @@ fn supervised_data_keeps_exactly_the_correct_programs_once_each() {
     assert!(again.is_empty());
     engine.finish();
 }
+
+#[test]
+fn the_kernel_environment_rewards_measured_speedups_caches_programs_and_shows_them_in_later_prompts() {
+    use cudal1_search::{ExemplarSampler, Prompts};
+    use cudal1_task::synth::{generate, Scale};
+    let dir = tempfile::tempdir().unwrap();
+    let synth = generate(Scale::Cpu, 1, 0).into_iter().find(|t| t.family == "row_loop").unwrap();
+    let path = dir.path().join("level1").join(format!("{}.py", synth.stem));
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, &synth.reference).unwrap();
+    let task = Arc::new(cudal1_task::Task::load(&path).unwrap());
+    let settings = EvalSettings { timing_budget: std::time::Duration::from_millis(400), ..EvalSettings::default() };
+    let mut engine_config = EngineConfig::new(runner_env(&dir.path().join("cache")), vec![Device::Cpu], settings, CompileCache { root: dir.path().join("ext") });
+    engine_config.scratch_parent = dir.path().join("scratch");
+    let (engine, _events) = Evaluator::start(engine_config).unwrap();
+    let store = cudal1_store::Store::open(&dir.path().join("s.db")).unwrap();
+    let prompts = Prompts::builtin();
+    let mut env = cudal1_train::kernels::KernelEnv::new(vec![Arc::clone(&task)], &engine, &store, &prompts, ExemplarSampler::new(0.25, 1.0).unwrap(), 2, "run-a".into());
+    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(1);
+    let first = env.prompts(1, 1, &mut rng).unwrap();
+    assert_eq!(first[0].info["contrastive"], false, "no variant yet: the first prompt");
+    let sample = |text: String, finish: &str| Sample { prompt_index: 0, ids: vec![1], logprobs: vec![-1.0], text, finish_reason: finish.into() };
+    let fenced = |code: &str| format!("Analysis.\n```python\n{code}\n```\n");
+    let samples = [sample(fenced(&synth.fast), "stop"), sample(fenced(&synth.slow), "stop"), sample("no code".into(), "stop"), sample("```python\nclass ModelNew(".into(), "length")];
+    let indexed: Vec<(usize, &Sample)> = samples.iter().map(|s| (0, s)).collect();
+    let scored = env.score(1, &first, &indexed).unwrap();
+    let rewards: Vec<f64> = scored.iter().map(|s| s.reward.unwrap()).collect();
+    assert!(scored[0].correct && scored[1].correct && !scored[2].correct && !scored[3].correct, "{scored:?}");
+    assert!(rewards[0] > 2.0 && rewards[0] > rewards[1] && rewards[1] > 0.5, "{rewards:?}");
+    assert_eq!((rewards[2], rewards[3]), (0.0, 0.0));
+    assert_eq!(scored[3].record["no_program"], "cut off before a complete program");
+    // Measured once: the same program again comes from the store.
+    let again = env.score(2, &first, &indexed[..1]).unwrap();
+    assert_eq!(again[0].record["cached"], true);
+    assert_eq!(again[0].reward, scored[0].reward);
+    // Programs of step 1 are shown from step 2 on, with their speedups.
+    let later = env.prompts(2, 1, &mut rng).unwrap();
+    assert_eq!(later[0].info["contrastive"], true, "{:?}", later[0].info);
+    assert_eq!(later[0].info["shown"].as_array().unwrap().len(), 2);
+    assert!(later[0].prompt.contains("speedup"), "{}", later[0].prompt);
+    assert_eq!(env.prompts(1, 1, &mut rng).unwrap()[0].info["contrastive"], false, "not before the step that measured them");
+    drop(env);
+    engine.finish();
+}

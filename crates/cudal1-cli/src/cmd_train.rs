@@ -1,0 +1,633 @@
+//! `cudal1 train`: CUDA-L1's three stages. `sft-data` and `sft` (stage 1), `self-sup` (stage 2),
+//! `rl` (stage 3), and `eval`, the same held-out evaluation after each. The stages live in
+//! cudal1-train; this module resolves the command line, starts the policy and the engine, and
+//! reports.
+
+use crate::args::{CommonEval, DeviceFlag};
+use crate::exit::Status;
+use crate::interrupt::{self, Interrupt};
+use crate::out;
+use crate::workspace::Workspace;
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use cudal1_eval::{Device, Mode};
+use cudal1_llm::{ChatRequest, Llm, OpenAiClient, OpenAiConfig};
+use cudal1_model::messages::{Aggregation, Lora, ModelSource, Optimizer};
+use cudal1_model::ModelConfig;
+use cudal1_search::{ExemplarSampler, Prompts};
+use cudal1_task::{load_suite, match_candidates, CandidateSource, Task};
+use cudal1_train::data::{self, Candidate, Collected, SftExample};
+use cudal1_train::grpo::{self, GrpoConfig};
+use cudal1_train::heldout;
+use cudal1_train::kernels::KernelEnv;
+use cudal1_train::run::{committed_checkpoint, RunDir};
+use cudal1_train::selfsup::{self, SelfSupConfig};
+use cudal1_train::sft::{self, SftConfig};
+use cudal1_train::{Limits, Policy, PolicySpec, Sampling, TrainEvent};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Subcommand)]
+pub enum TrainCommand {
+    /// Stage 1 data: sample candidates from OpenAI-compatible endpoints and/or take a corpus of
+    /// solutions, keep those the evaluator finds correct (correctness mode), once per task and
+    /// normalised source, and write them as JSONL examples with their provenance.
+    SftData(SftDataArgs),
+    /// Stage 1: fine-tune the policy (full or LoRA) on supervised examples with the chat template.
+    Sft(SftArgs),
+    /// Stage 2: rounds in which the policy samples, the evaluator keeps the correct programs not
+    /// seen before, and the policy is fine-tuned on them (with a replay of stage 1's data).
+    SelfSup(SelfSupArgs),
+    /// Stage 3: GRPO with CUDA-L1's contrastive prompts and rewards from measured speedups.
+    Rl(RlArgs),
+    /// The held-out evaluation (same prompts, seeds and sampling every time): correct rate,
+    /// fast_1, geomean speedup of correct samples and best-of-G, with intervals over tasks.
+    Eval(EvalArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct PolicyArgs {
+    /// A Hugging Face checkpoint directory (default: the embedded SmolLM2-135M-Instruct).
+    #[arg(long, conflicts_with = "gguf_dir")]
+    pub model_dir: Option<PathBuf>,
+    /// A directory holding a GGUF model.
+    #[arg(long)]
+    pub gguf_dir: Option<PathBuf>,
+    /// The GGUF file inside `--gguf-dir`, when it holds several.
+    #[arg(long, requires = "gguf_dir")]
+    pub gguf_file: Option<String>,
+    /// Start from the last committed checkpoint of another run (its weights; a fresh optimizer).
+    #[arg(long)]
+    pub init: Option<PathBuf>,
+    /// Where the policy runs: `cpu` or `cuda:N` (default: `cuda:0` when there is a GPU).
+    #[arg(long)]
+    pub policy_device: Option<String>,
+    /// `float32`, `bfloat16` or `float16` (default: float32 on the CPU, bfloat16 on a GPU).
+    #[arg(long)]
+    pub dtype: Option<String>,
+    /// LoRA rank; 0 trains every weight.
+    #[arg(long, default_value_t = 16)]
+    pub lora_r: u32,
+    /// LoRA alpha (default: twice the rank).
+    #[arg(long)]
+    pub lora_alpha: Option<f64>,
+    /// AdamW learning rate (default: 1e-4 with LoRA, 1e-5 for full fine-tuning).
+    #[arg(long)]
+    pub lr: Option<f64>,
+    /// torch CPU threads of the policy.
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+#[derive(Args, Debug)]
+pub struct SftDataArgs {
+    /// The tasks (a suite in KernelBench's layout).
+    #[arg(long)]
+    pub suite: PathBuf,
+    /// The JSONL file of examples to write.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Base URL of an OpenAI-compatible server to sample from.
+    #[arg(long, requires = "model")]
+    pub llm_url: Option<String>,
+    /// The model name the server expects.
+    #[arg(long, requires = "llm_url")]
+    pub model: Option<String>,
+    /// The environment variable holding the API key.
+    #[arg(long, default_value = "OPENAI_API_KEY")]
+    pub api_key_env: String,
+    /// Replies sampled per task.
+    #[arg(long, default_value_t = 4)]
+    pub samples: u32,
+    /// Tokens per reply.
+    #[arg(long, default_value_t = 4096)]
+    pub max_tokens: u32,
+    /// Sampling temperature.
+    #[arg(long, default_value_t = 1.0)]
+    pub temperature: f32,
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: usize,
+    /// A corpus of solutions laid out like the suite (`level1/12_Name/*.py`), taken as replies.
+    #[arg(long)]
+    pub from_solutions: Option<PathBuf>,
+    /// Devices that judge the programs (`cpu`, `cuda`, `cuda:N`, `all`).
+    #[arg(long, value_parser = crate::args::parse_device)]
+    pub device: Option<DeviceFlag>,
+    #[command(flatten)]
+    pub common: CommonEval,
+}
+
+#[derive(Args, Debug)]
+pub struct SftArgs {
+    /// Supervised examples (JSONL from `train sft-data`); repeatable.
+    #[arg(long, required = true)]
+    pub data: Vec<PathBuf>,
+    /// The run directory (the same one resumes the run).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Passes over the examples.
+    #[arg(long, default_value_t = 3)]
+    pub epochs: u32,
+    /// Examples per step.
+    #[arg(long, default_value_t = 8)]
+    pub batch_size: usize,
+    /// Examples per forward pass (memory only: results do not depend on it).
+    #[arg(long, default_value_t = 4)]
+    pub micro_batch: u32,
+    /// Commit a checkpoint every this many steps.
+    /// Commit a checkpoint every this many steps.
+    #[arg(long, default_value_t = 10)]
+    pub save_every: u64,
+    /// Seed of the data order and of the model's initial state.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// The Python interpreter with PyTorch, transformers and peft.
+    #[arg(long)]
+    pub python: Option<PathBuf>,
+    /// Where the model worker is cached (default: ~/.cache/cudal1).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct SelfSupArgs {
+    /// The training tasks.
+    #[arg(long)]
+    pub suite: PathBuf,
+    /// Stage 1's examples, replayed in each round.
+    #[arg(long)]
+    pub data: Vec<PathBuf>,
+    /// The run directory (the same one resumes the run).
+    #[arg(long)]
+    pub out: PathBuf,
+    #[arg(long, default_value_t = 3)]
+    pub rounds: u64,
+    /// Samples per task per round.
+    #[arg(long, default_value_t = 4)]
+    pub samples: u32,
+    /// Stage-1 examples replayed per round, as a fraction of them.
+    #[arg(long, default_value_t = 0.5)]
+    pub replay: f64,
+    /// Passes over the examples.
+    #[arg(long, default_value_t = 1)]
+    pub epochs: u32,
+    /// Examples per step.
+    #[arg(long, default_value_t = 8)]
+    pub batch_size: usize,
+    /// Sequences per forward pass (memory only: results do not depend on it).
+    #[arg(long, default_value_t = 4)]
+    pub micro_batch: u32,
+    /// Sampling temperature of the policy.
+    #[arg(long, default_value_t = 1.0)]
+    pub temperature: f64,
+    /// Tokens per reply.
+    #[arg(long, default_value_t = 1024)]
+    pub max_tokens: u32,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Devices that judge the programs (default: every GPU but the policy's, or the CPU).
+    #[arg(long, value_parser = crate::args::parse_device)]
+    pub device: Option<DeviceFlag>,
+    #[command(flatten)]
+    pub common: CommonEval,
+}
+
+#[derive(Args, Debug)]
+pub struct RlArgs {
+    /// The training tasks.
+    #[arg(long)]
+    pub suite: PathBuf,
+    /// The run directory (the same one resumes the run).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// GRPO steps in all (rerunning with a larger number continues the run).
+    #[arg(long, default_value_t = 20)]
+    pub steps: u64,
+    /// Groups (prompts) per step.
+    #[arg(long, default_value_t = 4)]
+    pub groups: usize,
+    /// Samples per group (G).
+    #[arg(long, default_value_t = 8)]
+    pub group_size: u32,
+    /// PPO updates per batch (at least 2, so that the ratio clip acts).
+    #[arg(long, default_value_t = 2)]
+    pub updates: u32,
+    /// Earlier variants a contrastive prompt shows (CUDA-L1: 2).
+    #[arg(long, default_value_t = 2)]
+    pub exemplars: usize,
+    /// Width of the exemplar sampler's speedup buckets.
+    #[arg(long, default_value_t = 0.25)]
+    pub bucket_width: f64,
+    /// Softmax temperature over bucket mean speedups (lower favours the fastest variants).
+    #[arg(long, default_value_t = 1.0)]
+    pub exemplar_temperature: f64,
+    /// PPO ratio clip (both sides).
+    #[arg(long, default_value_t = 0.2)]
+    pub clip: f64,
+    /// KL penalty coefficient towards the reference policy.
+    #[arg(long, default_value_t = 0.01)]
+    pub kl: f64,
+    /// Floor of a group's reward spread, so that timing noise is not signal.
+    #[arg(long, default_value_t = 0.05)]
+    pub std_floor: f64,
+    /// Advantages are clipped to [-k, k] (CUDA-L1: 1.5).
+    #[arg(long, default_value_t = 1.5)]
+    pub advantage_clip: f64,
+    /// `token_mean`, `sequence_mean` or `fixed` (with `--normalizer`).
+    #[arg(long, default_value = "token_mean")]
+    pub aggregation: String,
+    /// The constant every token's loss is divided by, for `--aggregation fixed`.
+    #[arg(long)]
+    pub normalizer: Option<f64>,
+    /// The reward of a wrong, exploiting, unparsable or cut-off program.
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub low_reward: f64,
+    /// Sampling temperature of the policy.
+    #[arg(long, default_value_t = 1.0)]
+    pub temperature: f64,
+    /// Nucleus sampling of the policy.
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f64,
+    /// Tokens per reply.
+    #[arg(long, default_value_t = 1024)]
+    pub max_tokens: u32,
+    /// Draws of new groups per step to replace groups without signal (all rewards equal).
+    #[arg(long, default_value_t = 2)]
+    pub max_refills: usize,
+    /// Commit a checkpoint every this many steps.
+    #[arg(long, default_value_t = 1)]
+    pub save_every: u64,
+    /// Sequences per forward pass (memory only: results do not depend on it).
+    #[arg(long, default_value_t = 4)]
+    pub micro_batch: u32,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Devices that time the programs (default: every GPU but the policy's, or the one GPU in
+    /// turn with the policy).
+    #[arg(long, value_parser = crate::args::parse_device)]
+    pub device: Option<DeviceFlag>,
+    #[command(flatten)]
+    pub common: CommonEval,
+}
+
+#[derive(Args, Debug)]
+pub struct EvalArgs {
+    /// The held-out tasks.
+    #[arg(long)]
+    pub suite: PathBuf,
+    /// Where the report (JSON) goes.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Samples per task (G).
+    #[arg(long, default_value_t = 4)]
+    pub samples: u32,
+    /// Sampling temperature of the policy.
+    #[arg(long, default_value_t = 1.0)]
+    pub temperature: f64,
+    /// Tokens per reply.
+    #[arg(long, default_value_t = 1024)]
+    pub max_tokens: u32,
+    /// Seed of the samples: keep it for every stage, so that they compare.
+    #[arg(long, default_value_t = 1234)]
+    pub sample_seed: u64,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    #[arg(long, value_parser = crate::args::parse_device)]
+    pub device: Option<DeviceFlag>,
+    #[command(flatten)]
+    pub common: CommonEval,
+}
+
+pub fn run(cmd: TrainCommand) -> Result<Status> {
+    match cmd {
+        TrainCommand::SftData(a) => sft_data(&a),
+        TrainCommand::Sft(a) => sft_stage(&a),
+        TrainCommand::SelfSup(a) => self_sup(&a),
+        TrainCommand::Rl(a) => rl(&a),
+        TrainCommand::Eval(a) => eval(&a),
+    }
+}
+
+fn tasks_of(dir: &Path) -> Result<Vec<Arc<Task>>> {
+    let suite = load_suite(dir)?;
+    for p in &suite.problems {
+        eprintln!("warning: skipping a task: {p}");
+    }
+    if suite.tasks.is_empty() {
+        bail!("`{}` holds no task", dir.display());
+    }
+    Ok(suite.tasks.into_iter().map(Arc::new).collect())
+}
+
+/// The policy's spec from the flags; the device defaults to the first GPU when there is one.
+fn policy_spec(a: &PolicyArgs, gpus: usize) -> Result<PolicySpec> {
+    let device = a.policy_device.clone().unwrap_or_else(|| if gpus > 0 { "cuda:0".into() } else { "cpu".into() });
+    Device::parse(&device).map_err(anyhow::Error::msg).context("`--policy-device`")?;
+    let dtype = a.dtype.clone().unwrap_or_else(|| if device == "cpu" { "float32".into() } else { "bfloat16".into() });
+    let source = match (&a.model_dir, &a.gguf_dir) {
+        (Some(dir), _) => ModelSource::Hf(dir.clone()),
+        (None, Some(dir)) => ModelSource::Gguf { dir: Some(dir.clone()), file: a.gguf_file.clone() },
+        (None, None) => ModelSource::Embedded(true),
+    };
+    let lora = (a.lora_r > 0).then(|| Lora { r: a.lora_r, alpha: a.lora_alpha.unwrap_or(2.0 * f64::from(a.lora_r)), dropout: 0.0, target_modules: None });
+    let lr = a.lr.unwrap_or(if lora.is_some() { 1e-4 } else { 1e-5 });
+    Ok(PolicySpec { source, device, dtype, lora, optimizer: Optimizer { lr, ..Optimizer::default() } })
+}
+
+/// Starts the policy (with a reference policy for the KL penalty when asked), from `--init`'s
+/// weights when given.
+fn start_policy(a: &PolicyArgs, spec: &PolicySpec, python: &Path, cache: &Path, reference: bool, seed: u64) -> Result<Policy> {
+    let root = cudal1_python::MODEL_WORKER.install(cache).with_context(|| format!("installing the model worker under `{}`", cache.display()))?;
+    let mut config = ModelConfig::new(python, root);
+    config.threads = a.threads;
+    config.label = "policy".into();
+    let mut policy = Policy::start(&config, spec, reference, seed, Limits::default())
+        .with_context(|| format!("starting the policy with `{}`\nhint: the interpreter needs torch, transformers and peft (scripts/setup.sh installs them)", python.display()))?;
+    if let Some(init) = &a.init {
+        let ckpt = committed_checkpoint(init)?;
+        policy.init_from(&ckpt).with_context(|| format!("starting from `{}`", ckpt.display()))?;
+        tracing::info!(checkpoint = %ckpt.display(), "policy starts from another run");
+    }
+    Ok(policy)
+}
+
+/// The evaluation workspace; with several GPUs and no `--device`, the policy's GPU is left to it.
+fn eval_workspace(common: &CommonEval, device: Option<&DeviceFlag>, policy_device: &str) -> Result<Workspace> {
+    let mut ws = Workspace::resolve(common, device, None)?;
+    if device.is_none() && ws.devices.len() > 1 {
+        if let Ok(Device::Cuda(n)) = Device::parse(policy_device) {
+            ws.devices.retain(|d| *d != Device::Cuda(n));
+        }
+    }
+    tracing::info!(devices = ?ws.devices, policy = policy_device, "evaluation devices");
+    Ok(ws)
+}
+
+/// Progress of a stage: a bar over its steps and a line per step.
+struct Reporter {
+    bar: ProgressBar,
+    keys: &'static [&'static str],
+}
+
+impl Reporter {
+    fn new(what: &str, keys: &'static [&'static str]) -> Reporter {
+        let bar = ProgressBar::new(0);
+        bar.set_style(ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {prefix} {msg}").expect("valid template"));
+        bar.set_prefix(what.to_owned());
+        bar.enable_steady_tick(Duration::from_millis(200));
+        Reporter { bar, keys }
+    }
+
+    fn event(&mut self, e: TrainEvent) {
+        match e {
+            TrainEvent::StepStarted { step, of } => {
+                self.bar.set_length(of);
+                self.bar.set_position(step - 1);
+            }
+            TrainEvent::Phase { phase, .. } => self.bar.set_message(phase),
+            TrainEvent::Progress { done, of, what } => self.bar.set_message(format!("{done}/{of} {what}")),
+            TrainEvent::StepFinished { step, metrics } => {
+                self.bar.set_position(step);
+                let parts: Vec<String> = self
+                    .keys
+                    .iter()
+                    .filter_map(|k| {
+                        let v = metrics.get(*k)?;
+                        Some(match v.as_f64() {
+                            Some(x) if x.fract() != 0.0 => format!("{k} {x:.4}"),
+                            _ => format!("{k} {v}"),
+                        })
+                    })
+                    .collect();
+                self.bar.println(format!("step {step}: {}", parts.join(", ")));
+            }
+            TrainEvent::Committed { step } => tracing::info!(step, "committed"),
+            TrainEvent::Resumed { step } => self.bar.println(format!("resuming after step {step}")),
+        }
+    }
+
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+fn sft_data(a: &SftDataArgs) -> Result<Status> {
+    if a.llm_url.is_none() && a.from_solutions.is_none() {
+        bail!("nothing to collect\nhint: give `--llm-url URL --model NAME` to sample, and/or `--from-solutions DIR` for a corpus");
+    }
+    let tasks = tasks_of(&a.suite)?;
+    let ws = Workspace::resolve(&a.common, a.device.as_ref(), None)?;
+    let prompts = Prompts::builtin();
+    let interrupt = interrupt::install("the judging under way");
+    let (engine, _events) = ws.engine()?;
+    interrupt.watch(engine.canceller());
+    let mut reporter = Reporter::new("sft-data", &[]);
+    let mut stats = Collected::default();
+    let mut candidates: Vec<Candidate> = Vec::new();
+    if let Some(dir) = &a.from_solutions {
+        let plain: Vec<Task> = tasks.iter().map(|t| (**t).clone()).collect();
+        let (matched, problems) = match_candidates(&plain, &CandidateSource::from_path(dir))?;
+        for p in &problems {
+            eprintln!("warning: skipping a solution: {p}");
+        }
+        for m in matched {
+            let task = Arc::clone(&tasks[m.task]);
+            let label = std::path::Path::new(&m.candidate.label).file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+            candidates.push(Candidate {
+                messages: data::task_messages(&prompts, &task)?,
+                reply: data::corpus_reply(&m.candidate.source),
+                provenance: json!({"source": "corpus", "path": m.candidate.label, "label": label}),
+                task,
+            });
+        }
+    }
+    if let (Some(url), Some(model)) = (&a.llm_url, &a.model) {
+        let mut c = OpenAiConfig::new(url.clone(), model.clone());
+        c.api_key_env = a.api_key_env.clone();
+        c.max_concurrent = a.concurrency.max(1);
+        let llm = OpenAiClient::new(c)?;
+        let request = ChatRequest::new(vec![]).with_max_tokens(a.max_tokens).with_temperature(a.temperature);
+        candidates.extend(data::sample_llm(&llm as &dyn Llm, &prompts, &tasks, a.samples, &request, a.concurrency, ws.seed, &mut stats, &mut |e| reporter.event(e))?);
+    }
+    let kept = data::keep_correct(&engine, candidates, &mut HashSet::new(), &mut stats, &mut |e| reporter.event(e));
+    reporter.finish();
+    engine.finish();
+    if interrupt.interrupted() {
+        eprintln!("interrupted: nothing written; run the same command again");
+        return Ok(Status::Interrupted);
+    }
+    data::write(&a.out, &kept)?;
+    let mut by_label: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for e in &kept {
+        let label = e.provenance.get("label").and_then(|v| v.as_str()).unwrap_or(e.provenance["source"].as_str().unwrap_or("?"));
+        *by_label.entry(label.to_owned()).or_default() += 1;
+    }
+    out::line(json!({"examples": kept.len(), "by_label": by_label, "collected": stats, "out": a.out}))?;
+    Ok(Status::problems_if(stats.llm_errors > 0 && stats.replies == 0))
+}
+
+fn read_all(paths: &[PathBuf]) -> Result<Vec<SftExample>> {
+    let mut all = Vec::new();
+    for p in paths {
+        all.extend(data::read(p)?);
+    }
+    Ok(all)
+}
+
+fn sft_stage(a: &SftArgs) -> Result<Status> {
+    let examples = read_all(&a.data)?;
+    if examples.is_empty() {
+        bail!("no examples in {:?}\nhint: make them with `cudal1 train sft-data`", a.data);
+    }
+    let (interp, _, cache) = crate::workspace::interpreter(a.python.as_deref(), a.cache_dir.as_deref())?;
+    let spec = policy_spec(&a.policy, interp.probe.gpus.len())?;
+    let config = SftConfig { epochs: a.epochs, batch_size: a.batch_size, micro_batch: a.micro_batch, save_every: a.save_every, seed: a.seed };
+    let settings = json!({"policy": spec, "config": config, "init": a.policy.init, "data": a.data, "examples": examples.len()});
+    let (run, state) = RunDir::open(&a.out, "sft", &settings)?;
+    let interrupt = interrupt::install("the step under way");
+    let mut policy = start_policy(&a.policy, &spec, &interp.path, &cache, false, a.seed)?;
+    let resume = state.as_ref().map_or(0, |s| s.step);
+    let mut reporter = Reporter::new("sft", &["loss", "grad_norm", "tokens"]);
+    if let Some(state) = &state {
+        run.resume(&mut policy, state)?;
+        reporter.event(TrainEvent::Resumed { step: state.step });
+    }
+    let sequences = sft::encode(&mut policy, &examples)?;
+    let stop = || interrupt.interrupted();
+    let lines = sft::run(&mut policy, &sequences, &config, &run, resume, true, &stop, &mut |e| reporter.event(e))?;
+    reporter.finish();
+    policy.shutdown();
+    finish(&run, "sft", &["loss", "grad_norm", "entropy", "seconds.train"], lines.last(), &interrupt)
+}
+
+fn finish(run: &RunDir, stage: &str, plotted: &[&str], last: Option<&serde_json::Value>, interrupt: &Interrupt) -> Result<Status> {
+    let plot = run.plot(stage, plotted)?;
+    out::line(json!({"run": run.root(), "last": last, "plot": plot}))?;
+    Ok(if interrupt.interrupted() { Status::Interrupted } else { Status::Done })
+}
+
+fn self_sup(a: &SelfSupArgs) -> Result<Status> {
+    let tasks = tasks_of(&a.suite)?;
+    let stage1 = read_all(&a.data)?;
+    let (interp, _, cache) = crate::workspace::interpreter(a.common.python.as_deref(), a.common.cache_dir.as_deref())?;
+    let spec = policy_spec(&a.policy, interp.probe.gpus.len())?;
+    let ws = eval_workspace(&a.common, a.device.as_ref(), &spec.device)?;
+    let config = SelfSupConfig {
+        rounds: a.rounds,
+        samples_per_task: a.samples,
+        sampling: Sampling { temperature: a.temperature, top_p: 1.0, max_tokens: a.max_tokens },
+        replay: a.replay,
+        epochs: a.epochs,
+        batch_size: a.batch_size,
+        micro_batch: a.micro_batch,
+        seed: ws.seed_for_training(),
+    };
+    let settings = json!({"policy": spec, "config": config, "init": a.policy.init, "suite": a.suite, "data": a.data, "eval": ws.settings.key_hash()});
+    let (run, state) = RunDir::open(&a.out, "self-sup", &settings)?;
+    let interrupt = interrupt::install("the round under way");
+    let mut policy = start_policy(&a.policy, &spec, &interp.path, &cache, false, config.seed)?;
+    let mut reporter = Reporter::new("self-sup", &["new_kept", "judged_correct_rate", "loss"]);
+    if let Some(state) = &state {
+        run.resume(&mut policy, state)?;
+        reporter.event(TrainEvent::Resumed { step: state.step });
+    }
+    let (engine, _events) = ws.engine()?;
+    interrupt.watch(engine.canceller());
+    let stop = || interrupt.interrupted();
+    let prompts = Prompts::builtin();
+    let lines = selfsup::run(&mut policy, &engine, &prompts, &tasks, &stage1, &config, &run, state.map_or(0, |s| s.step), &stop, &mut |e| reporter.event(e))?;
+    reporter.finish();
+    engine.finish();
+    policy.shutdown();
+    finish(&run, "self-sup", &["new_kept", "judged_correct_rate", "loss", "seconds.generate", "seconds.evaluate", "seconds.train"], lines.last(), &interrupt)
+}
+
+fn rl(a: &RlArgs) -> Result<Status> {
+    let tasks = tasks_of(&a.suite)?;
+    let (interp, _, cache) = crate::workspace::interpreter(a.common.python.as_deref(), a.common.cache_dir.as_deref())?;
+    let spec = policy_spec(&a.policy, interp.probe.gpus.len())?;
+    let ws = eval_workspace(&a.common, a.device.as_ref(), &spec.device)?;
+    let aggregation = Aggregation::parse(&a.aggregation).map_err(anyhow::Error::msg)?;
+    let config = GrpoConfig {
+        steps: a.steps,
+        groups: a.groups,
+        group_size: a.group_size,
+        updates: a.updates,
+        sampling: Sampling { temperature: a.temperature, top_p: a.top_p, max_tokens: a.max_tokens },
+        clip_low: a.clip,
+        clip_high: a.clip,
+        kl_coef: a.kl,
+        std_floor: a.std_floor,
+        advantage_clip: a.advantage_clip,
+        aggregation,
+        normalizer: a.normalizer,
+        micro_batch: a.micro_batch,
+        max_grad_norm: Some(1.0),
+        max_refills: a.max_refills,
+        save_every: a.save_every,
+        seed: ws.seed_for_training(),
+    };
+    config.check()?;
+    let sampler = ExemplarSampler::new(a.bucket_width, a.exemplar_temperature).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let settings = json!({
+        "policy": spec, "config": config, "init": a.policy.init, "suite": a.suite, "eval": ws.settings.key_hash(),
+        "exemplars": a.exemplars, "bucket_width": a.bucket_width, "exemplar_temperature": a.exemplar_temperature, "low_reward": a.low_reward,
+    });
+    let (run, state) = RunDir::open(&a.out, "rl", &settings)?;
+    let run_id = cudal1_task::content_hash(&format!("train-rl|{}", std::fs::canonicalize(&a.out).unwrap_or_else(|_| a.out.clone()).display()))[..16].to_owned();
+    let interrupt = interrupt::install("the step under way");
+    let mut policy = start_policy(&a.policy, &spec, &interp.path, &cache, a.kl > 0.0, config.seed)?;
+    let mut reporter = Reporter::new("rl", &["reward_mean", "correct_rate", "fast1_rate", "best_speedup", "kl", "clip_fraction"]);
+    if let Some(state) = &state {
+        run.resume(&mut policy, state)?;
+        reporter.event(TrainEvent::Resumed { step: state.step });
+    }
+    let (engine, _events) = ws.engine()?;
+    interrupt.watch(engine.canceller());
+    let prompts = Prompts::builtin();
+    let mut env = KernelEnv::new(tasks, &engine, &ws.store, &prompts, sampler, a.exemplars, run_id);
+    env.low_reward = a.low_reward;
+    let stop = || interrupt.interrupted();
+    let summary = grpo::run(&mut policy, &mut env, &config, &run, state.map_or(0, |s| s.step), &stop, &mut |e| reporter.event(e))?;
+    reporter.finish();
+    drop(env);
+    engine.finish();
+    policy.shutdown();
+    finish(&run, "rl", &grpo::PLOTTED, summary.metrics.last(), &interrupt)
+}
+
+fn eval(a: &EvalArgs) -> Result<Status> {
+    let tasks = tasks_of(&a.suite)?;
+    let (interp, _, cache) = crate::workspace::interpreter(a.common.python.as_deref(), a.common.cache_dir.as_deref())?;
+    let spec = policy_spec(&a.policy, interp.probe.gpus.len())?;
+    let ws = eval_workspace(&a.common, a.device.as_ref(), &spec.device)?;
+    let interrupt = interrupt::install("the evaluation under way");
+    let mut policy = start_policy(&a.policy, &spec, &interp.path, &cache, false, 0)?;
+    let (engine, _events) = ws.engine()?;
+    interrupt.watch(engine.canceller());
+    let mut reporter = Reporter::new("held-out", &[]);
+    let prompts = Prompts::builtin();
+    let sampling = Sampling { temperature: a.temperature, top_p: 1.0, max_tokens: a.max_tokens };
+    let report = heldout::evaluate(&mut policy, &engine, &prompts, &tasks, a.samples, sampling, a.sample_seed, &mut |e| reporter.event(e))?;
+    reporter.finish();
+    engine.finish();
+    policy.shutdown();
+    if interrupt.interrupted() {
+        eprintln!("interrupted: the report would be incomplete and was not written");
+        return Ok(Status::Interrupted);
+    }
+    let full = json!({"summary": report.summary(), "init": a.policy.init, "samples": report.samples, "mode": Mode::Full});
+    if let Some(parent) = a.out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(&a.out, serde_json::to_string_pretty(&full)?).with_context(|| format!("writing `{}`", a.out.display()))?;
+    out::line(json!({"summary": report.summary(), "report": a.out}))?;
+    Ok(Status::Done)
+}

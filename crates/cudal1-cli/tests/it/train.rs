@@ -1,0 +1,147 @@
+//! `cudal1 train` and `cudal1 tasks synth` through the real binary on the CPU, with a tiny random
+//! model: synthetic tasks, supervised data judged by the real evaluator, fine-tuning killed
+//! mid-run and resumed, a short RL run and the held-out evaluation.
+
+use super::{cudal1, json_lines, repo, run};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+fn python() -> PathBuf {
+    ["CUDAL1_TEST_PYTHON", "CUDAL1_PYTHON"].iter().find_map(std::env::var_os).map(PathBuf::from).unwrap_or_else(|| repo().join(".venv/bin/python"))
+}
+
+/// A tiny random model with a chat template, made once for this test binary.
+fn tiny_model() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-tiny-model");
+    if !dir.join("config.json").exists() {
+        let out = std::process::Command::new(python()).args(["-m", "cudal1_model.tiny"]).arg(&dir).env("PYTHONPATH", repo().join("python")).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    dir
+}
+
+const POLICY: [&str; 6] = ["--policy-device", "cpu", "--lora-r", "0", "--threads", "1"];
+
+fn synth(dir: &Path) -> PathBuf {
+    let out = dir.join("synth");
+    let mut cmd = cudal1(&dir.join("s.db"));
+    cmd.args(["tasks", "synth", "--scale", "cpu", "--train", "1", "--heldout", "1"]).arg(&out);
+    assert!(run(cmd).status.success());
+    out
+}
+
+fn metric_steps(run_dir: &Path) -> Vec<u64> {
+    std::fs::read_to_string(run_dir.join("metrics.jsonl")).unwrap_or_default().lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["step"].as_u64().unwrap()).collect()
+}
+
+#[test]
+fn supervised_data_from_a_corpus_then_fine_tuning_killed_mid_run_resumes_where_it_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = synth(dir.path());
+    let manifest: Value = serde_json::from_str(&std::fs::read_to_string(suite.join("manifest.json")).unwrap()).unwrap();
+    let train_tasks = manifest["tasks"].as_array().unwrap().iter().filter(|t| t["split"] == "train").count();
+    assert_eq!(train_tasks, 4);
+
+    // Stage 1 data: the corpus's fast and slow rewrites, each judged correct by the evaluator.
+    let data = dir.path().join("sft.jsonl");
+    let mut cmd = cudal1(&dir.path().join("s.db"));
+    cmd.args(["train", "sft-data", "--device", "cpu", "--lanes", "2", "--suite"]).arg(suite.join("train")).arg("--from-solutions").arg(suite.join("solutions/train")).arg("--out").arg(&data);
+    let out = run(cmd);
+    assert!(out.status.success());
+    let summary = &json_lines(&out)[0];
+    assert_eq!(summary["examples"], 2 * train_tasks, "{summary}");
+    assert_eq!(summary["by_label"]["fast.py"], train_tasks);
+    assert_eq!(summary["by_label"]["slow.py"], train_tasks);
+    let first: Value = serde_json::from_str(std::fs::read_to_string(&data).unwrap().lines().next().unwrap()).unwrap();
+    assert!(first["reply"].as_str().unwrap().starts_with("```python\n"));
+    assert_eq!(first["provenance"]["verdict"], "correct");
+
+    // Fine-tuning: 10 epochs of 8 examples in batches of 2 is 40 steps, committed every 3.
+    let run_dir = dir.path().join("sft-run");
+    let sft = || {
+        let mut cmd = cudal1(&dir.path().join("s.db"));
+        cmd.args(["train", "sft", "--epochs", "10", "--batch-size", "2", "--save-every", "3", "--model-dir"]).arg(tiny_model()).args(POLICY).arg("--data").arg(&data).arg("--out").arg(&run_dir);
+        cmd
+    };
+    let mut child = sft().stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while metric_steps(&run_dir).len() < 4 {
+        assert!(Instant::now() < deadline, "no progress");
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(child.try_wait().unwrap().is_none(), "the run ended before it could be killed");
+    let _ = child.kill(); // SIGKILL, mid-run
+    child.wait().unwrap();
+    let state: Value = serde_json::from_str(&std::fs::read_to_string(run_dir.join("state.json")).unwrap()).unwrap();
+    let committed = state["step"].as_u64().unwrap();
+    assert!((3..40).contains(&committed), "{state}");
+
+    let out = run(sft());
+    assert!(out.status.success());
+    let steps = metric_steps(&run_dir);
+    assert_eq!(steps, (1..=40).collect::<Vec<_>>(), "every step once, the ones past the commit redone");
+    let last = &json_lines(&out)[0];
+    assert!(last["last"]["loss"].as_f64().unwrap() > 0.0);
+    assert!(run_dir.join("metrics.svg").exists());
+    assert!(run_dir.join("checkpoints/step-00000040").is_dir());
+    // The same command with other settings is refused, with what differs.
+    let mut cmd = sft();
+    cmd.args(["--seed", "3"]);
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("was started with other settings"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_short_rl_run_and_the_held_out_evaluation_run_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = synth(dir.path());
+    let run_dir = dir.path().join("rl-run");
+    let mut cmd = cudal1(&dir.path().join("s.db"));
+    cmd.args(["train", "rl", "--steps", "2", "--groups", "2", "--group-size", "2", "--max-tokens", "8", "--device", "cpu", "--budget", "0.3", "--model-dir"])
+        .arg(tiny_model())
+        .args(POLICY)
+        .arg("--suite")
+        .arg(suite.join("train"))
+        .arg("--out")
+        .arg(&run_dir);
+    let out = run(cmd);
+    assert!(out.status.success());
+    // A random model writes no program: every reward is the low one, so no group carries signal
+    // and no update is taken; every step and sample is still recorded.
+    let lines: Vec<Value> = std::fs::read_to_string(run_dir.join("metrics.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2);
+    for l in &lines {
+        assert_eq!(l["correct_rate"], 0.0);
+        assert_eq!(l["groups"], 0);
+        assert!(l["groups_dropped"].as_u64().unwrap() >= 2);
+        assert!(l["seconds"]["generate"].as_f64().unwrap() > 0.0);
+    }
+    let samples = std::fs::read_to_string(run_dir.join("samples.jsonl")).unwrap();
+    assert!(samples.lines().count() >= 2 * 2 * 2);
+    assert!(samples.contains("no program in the reply") || samples.contains("cut off before a complete program"));
+    assert!(run_dir.join("metrics.svg").exists());
+
+    let report = dir.path().join("heldout.json");
+    let mut cmd = cudal1(&dir.path().join("s.db"));
+    cmd.args(["train", "eval", "--samples", "2", "--max-tokens", "8", "--device", "cpu", "--model-dir"])
+        .arg(tiny_model())
+        .args(POLICY)
+        .arg("--init")
+        .arg(&run_dir)
+        .arg("--suite")
+        .arg(suite.join("heldout"))
+        .arg("--out")
+        .arg(&report);
+    let out = run(cmd);
+    assert!(out.status.success());
+    let full: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(full["summary"]["tasks"], 6);
+    assert_eq!(full["samples"].as_array().unwrap().len(), 12);
+    assert_eq!(full["summary"]["correct_rate"]["median"], 0.0);
+}
