@@ -88,6 +88,7 @@ pub fn evaluate_in(
         Ok((j, s, t)) => (j, s, t),
         Err(j) => (j, None, None),
     };
+    run.m.log_tail = failure_log(judgement.log.as_deref(), run.m.log_tail.as_deref());
     let environment = run.reference.environment();
     let task = run.reference.task.clone();
     Ok(Evaluation {
@@ -143,6 +144,7 @@ pub fn prejudged(ctx: &EvalContext<'_>, task: &cudal1_task::Task, candidate: &Ca
     let (judgement, warnings) = prejudge(candidate, compiled);
     let judgement = judgement?;
     let m = Measurements {
+        log_tail: failure_log(judgement.log.as_deref(), None),
         compile_ms: match compiled {
             CompileOutcome::Built { ms, .. } | CompileOutcome::Failed { ms, .. } => Some(*ms),
             CompileOutcome::NotNeeded => None,
@@ -167,6 +169,17 @@ pub fn prejudged(ctx: &EvalContext<'_>, task: &cudal1_task::Task, candidate: &Ca
         duration_ms: 0.0,
         warnings,
     })
+}
+
+/// What a failed candidate printed: its traceback or compiler output, then its stderr's tail.
+fn failure_log(log: Option<&str>, stderr: Option<&str>) -> Option<String> {
+    let log = log.map(str::trim_end).filter(|l| !l.is_empty());
+    let stderr = stderr.map(str::trim_end).filter(|l| !l.is_empty());
+    match (log, stderr) {
+        (Some(l), Some(e)) => Some(format!("{l}\n--- stderr (last lines) ---\n{e}")),
+        (Some(l), None) => Some(l.to_owned()),
+        (None, e) => e.map(str::to_owned),
+    }
 }
 
 /// A candidate's runner process with its scratch directory and program file. It can be started

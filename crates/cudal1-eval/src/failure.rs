@@ -7,7 +7,7 @@ use cudal1_supervisor::WorkerError;
 
 /// Maps the way a call failed while `doing` something to a verdict with a reason.
 pub fn judge_call_error(err: &CallError, doing: &str, stderr: &str) -> Judgement {
-    let with_log = |msg: String| {
+    let with_stderr = |msg: String| {
         let tail = crate::reference::tail(stderr);
         if tail.trim().is_empty() { msg } else { format!("{msg}\n--- stderr (last lines) ---\n{tail}") }
     };
@@ -27,7 +27,14 @@ pub fn judge_call_error(err: &CallError, doing: &str, stderr: &str) -> Judgement
                 ErrorKind::MissingSymbol => "is missing a definition",
                 _ => "raised an exception",
             };
-            Judgement::new(verdict, class, format!("{what} while {doing}: {}", first_lines(&e.message, 12)))
+            // The reason keeps the first lines; the whole message and the traceback go to the log.
+            let log = [e.traceback.as_deref().unwrap_or(""), if first_lines(&e.message, 12) == e.message.trim_end() { "" } else { &e.message }]
+                .iter()
+                .filter(|t| !t.trim().is_empty())
+                .map(|t| t.trim_end())
+                .collect::<Vec<_>>()
+                .join("\n");
+            Judgement::new(verdict, class, format!("{what} while {doing}: {}", first_lines(&e.message, 12))).with_log(Some(log))
         }
         CallError::Worker(WorkerError::Timeout { after, .. }) => Judgement::new(
             Verdict::Timeout,
@@ -37,7 +44,7 @@ pub fn judge_call_error(err: &CallError, doing: &str, stderr: &str) -> Judgement
         CallError::Worker(WorkerError::Exited { outcome, .. }) => Judgement::new(
             Verdict::RuntimeError,
             "crash",
-            with_log(format!("its process died while {doing} ({outcome})")),
+            with_stderr(format!("its process died while {doing} ({outcome})")),
         ),
         CallError::Worker(WorkerError::LineTooLong { .. }) | CallError::Worker(WorkerError::Protocol { .. }) | CallError::Protocol(_) => {
             Judgement::new(
@@ -46,7 +53,7 @@ pub fn judge_call_error(err: &CallError, doing: &str, stderr: &str) -> Judgement
                 format!("wrote to the runner's private protocol channel while {doing}: {err}"),
             )
         }
-        CallError::Worker(e) => Judgement::new(Verdict::RuntimeError, "crash", with_log(format!("failed while {doing}: {e}"))),
+        CallError::Worker(e) => Judgement::new(Verdict::RuntimeError, "crash", with_stderr(format!("failed while {doing}: {e}"))),
         CallError::Spawn(e) => Judgement::new(Verdict::RuntimeError, "internal", format!("cudal1 could not start its process: {e}")),
     }
 }
