@@ -19,6 +19,27 @@ pub fn parse_device(text: &str) -> Result<DeviceFlag, String> {
     Device::parse(text).map(DeviceFlag::One).map_err(|_| format!("unknown device `{text}`: use `cpu`, `cuda`, `cuda:N` or `all`"))
 }
 
+/// A size in bytes: `512M`, `4G`, `1.5GiB`, `800000000` (K, M, G, T are powers of 1024).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let shift = match unit.trim().to_ascii_lowercase().trim_end_matches("ib").trim_end_matches('b') {
+        "" => 0,
+        "k" => 10,
+        "m" => 20,
+        "g" => 30,
+        "t" => 40,
+        _ => return Err(format!("`{text}` is not a size: use a number with K, M, G or T (`512M`, `4G`)")),
+    };
+    let value: f64 = number.parse().map_err(|_| format!("`{text}` is not a size: use a number with K, M, G or T (`512M`, `4G`)"))?;
+    let bytes = value * (1u64 << shift) as f64;
+    if !(bytes >= 1.0 && bytes < u64::MAX as f64) {
+        return Err(format!("`{text}` is not a usable size"));
+    }
+    Ok(bytes as u64)
+}
+
 fn parse_window(text: &str) -> Result<TimingWindow, String> {
     TimingWindow::parse(text)
 }
@@ -128,6 +149,15 @@ pub struct CommonEval {
     /// Run candidate code without the sandbox (no network namespace, Landlock or limits).
     #[arg(long)]
     pub no_sandbox: bool,
+    /// A trial on smaller inputs, for tasks too large for this machine: the task's module-level
+    /// integers that give an input's leading dimension (`batch_size`) are multiplied by this
+    /// (0 < SCALE <= 1). Results are marked as scaled and stored apart.
+    #[arg(long, value_name = "SCALE")]
+    pub scale: Option<f64>,
+    /// Host memory a candidate's processes may hold (`512M`, `4G`; default 32G): beyond it they
+    /// are killed and the verdict is `runtime_error` (out of memory).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub memory: Option<u64>,
     /// The Python interpreter with PyTorch (default: CUDAL1_PYTHON, VIRTUAL_ENV, .venv, python3).
     #[arg(long)]
     pub python: Option<PathBuf>,
@@ -221,4 +251,20 @@ pub struct CheckArgs {
     /// Tasks checked at once per device (default: 4 per GPU, one per two cores on the CPU).
     #[arg(long)]
     pub lanes: Option<usize>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_in_powers_of_1024() {
+        assert_eq!(parse_size("512M"), Ok(512 << 20));
+        assert_eq!(parse_size("4G"), Ok(4 << 30));
+        assert_eq!(parse_size("1.5GiB"), Ok(3 << 29));
+        assert_eq!(parse_size("2kb"), Ok(2048));
+        assert_eq!(parse_size("800"), Ok(800));
+        assert!(parse_size("lots").unwrap_err().contains("`512M`"));
+        assert!(parse_size("4X").is_err() && parse_size("0").is_err() && parse_size("-1G").is_err());
+    }
 }

@@ -49,6 +49,8 @@ pub struct Finished {
     pub rows: Vec<Row>,
     /// Candidates whose task's reference failed (no verdict), with the error.
     pub task_failures: Vec<(usize, String)>,
+    /// Candidates that got no verdict because the machine failed (it ran out of memory).
+    pub host_failures: Vec<(usize, String)>,
     /// Candidates left undone by an interrupt.
     pub cancelled: usize,
     pub stats: Option<EngineStats>,
@@ -82,7 +84,7 @@ pub fn run(ws: &Workspace, items: &[Item], opts: &Options<'_>, interrupt: &Inter
     for row in done.values() {
         reporters.json_row(&items[row.item], row)?;
     }
-    let mut finished = Finished { rows: Vec::new(), task_failures: Vec::new(), cancelled: 0, stats: None };
+    let mut finished = Finished { rows: Vec::new(), task_failures: Vec::new(), host_failures: Vec::new(), cancelled: 0, stats: None };
     if !pending.is_empty() && !interrupt.interrupted() {
         let (engine, events) = ws.engine()?;
         interrupt.watch(engine.canceller());
@@ -138,6 +140,10 @@ impl Reporters<'_> {
             }
             JobOutcome::TaskFailed { error, .. } => {
                 finished.task_failures.push((index, error.clone()));
+                Ok(None)
+            }
+            JobOutcome::HostFailed { error } => {
+                finished.host_failures.push((index, error.clone()));
                 Ok(None)
             }
             JobOutcome::Cancelled => {
@@ -216,6 +222,7 @@ impl Progress {
                         Some(format!("{:<13} {:>18}  {}  {}", e.verdict.as_str(), report::speedup_text(e), item.task.key(), label))
                     }
                     JobOutcome::TaskFailed { error, .. } => Some(format!("reference failed for {label}: {}", error.lines().next().unwrap_or(""))),
+                    JobOutcome::HostFailed { error } => Some(format!("no verdict for {label}: {}", error.lines().next().unwrap_or(""))),
                     _ => None,
                 };
                 if let (true, Some(line)) = (self.lines, line) {

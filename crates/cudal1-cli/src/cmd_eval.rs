@@ -21,6 +21,9 @@ use std::sync::Arc;
 
 const FAST_P: [f64; 3] = [1.0, 1.5, 2.0];
 
+/// What to do when the machine ran out of memory under an evaluation.
+const HOST_HINT: &str = "the machine ran out of memory, not because of the candidate: run fewer evaluations at once (`--lanes 1`, fewer programs beside cudal1), shrink the task for a trial (`--scale 0.25`), or use a machine with more memory; the same command evaluates it again";
+
 pub fn run(a: EvalArgs) -> Result<Status> {
     match (&a.task, &a.candidate, &a.suite, &a.candidates, &a.from) {
         (Some(task), Some(cand), _, _, _) => single(&a, task, cand),
@@ -45,6 +48,9 @@ fn single(a: &EvalArgs, task_path: &Path, cand_path: &Path) -> Result<Status> {
     let finished = batch::run(&ws, &items, &opts, &interrupt)?;
     if let Some((_, error)) = finished.task_failures.first() {
         bail!("{error}");
+    }
+    if let Some((_, error)) = finished.host_failures.first() {
+        bail!("no verdict: {error}\nhint: {HOST_HINT}");
     }
     let Some(row) = finished.rows.first() else {
         eprintln!("interrupted before the evaluation finished; nothing was saved");
@@ -195,6 +201,7 @@ fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, 
     ws.store.finish_batch(&batch_id, &serde_json::json!({"candidates": by_candidate, "tasks": by_task}))?;
     let mismatched = rows.iter().filter(|r| report::expectation_met(r.evaluation, r.expect) == Some(false)).count();
     let failures: Vec<&str> = finished.task_failures.iter().map(|(_, e)| e.as_str()).collect();
+    let host_failures: Vec<&str> = finished.host_failures.iter().map(|(_, e)| e.as_str()).collect();
     let claims = claimed_against_measured(&rows);
 
     if a.json {
@@ -207,6 +214,7 @@ fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, 
             "candidates": by_candidate,
             "tasks": by_task,
             "reference_failures": failures,
+            "host_failures": host_failures,
             "skipped": finished.cancelled,
             "input_problems": input_problems,
             "missing_code": missing.len(),
@@ -238,6 +246,10 @@ fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, 
         if !failures.is_empty() {
             out::line(format!("{} candidate(s) got no verdict because their reference failed", failures.len()))?;
         }
+        if !host_failures.is_empty() {
+            out::line(format!("{} candidate(s) got no verdict because the machine ran out of memory (not their fault); run the same command again to evaluate them", host_failures.len()))?;
+            eprintln!("hint: {HOST_HINT}");
+        }
         if finished.cancelled > 0 {
             out::line(format!("{} candidate(s) skipped after the interrupt; run the same command again to resume", finished.cancelled))?;
         }
@@ -252,7 +264,7 @@ fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, 
     if finished.cancelled > 0 || interrupt.interrupted() {
         return Ok(Status::Interrupted);
     }
-    let problems = (a.common.check_expectations && mismatched > 0) || !failures.is_empty() || !input_problems.is_empty();
+    let problems = (a.common.check_expectations && mismatched > 0) || !failures.is_empty() || !host_failures.is_empty() || !input_problems.is_empty();
     Ok(Status::problems_if(problems))
 }
 

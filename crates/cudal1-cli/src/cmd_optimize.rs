@@ -178,7 +178,7 @@ pub fn run(a: OptimizeArgs) -> Result<Status> {
             engine.finish();
             return Ok(Status::Interrupted);
         }
-        if matches!(summary.stop, StopReason::LlmUnavailable { .. }) {
+        if matches!(summary.stop, StopReason::LlmUnavailable { .. }) || progress.unjudged > 0 {
             failed += 1;
         }
     }
@@ -246,6 +246,8 @@ struct Progress {
     bar: Option<ProgressBar>,
     evaluating: usize,
     best: Option<f64>,
+    /// Programs left without a verdict because the machine failed.
+    unjudged: usize,
 }
 
 impl Progress {
@@ -322,6 +324,11 @@ impl Progress {
                 let first = reason.lines().next().unwrap_or("").chars().take(100).collect::<String>();
                 self.say(format!("  round {round} program #{program_id}: {verdict} {} {first}", speedup_text(speedup)));
                 self.refresh();
+            }
+            Event::HostFailed { error } => {
+                self.evaluating = self.evaluating.saturating_sub(1);
+                self.unjudged += 1;
+                self.say(format!("  no verdict (evaluated again on the next run): {}", error.lines().next().unwrap_or("")));
             }
             Event::ReferenceFailed { error } => {
                 self.evaluating = self.evaluating.saturating_sub(1);

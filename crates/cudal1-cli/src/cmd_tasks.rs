@@ -74,7 +74,7 @@ fn list(a: &ListArgs) -> Result<Status> {
         cancelled = each_task(engine, &events, &tasks, Job::describe, |i, outcome, progress| {
             let result = match outcome {
                 JobOutcome::Described(d) => Ok(d),
-                JobOutcome::TaskFailed { error, .. } => Err(error),
+                JobOutcome::TaskFailed { error, .. } | JobOutcome::HostFailed { error } => Err(error),
                 _ => return Ok(()),
             };
             if a.json {
@@ -175,7 +175,7 @@ fn check(a: &CheckArgs) -> Result<Status> {
     let cancelled = each_task(engine, &events, &tasks, |t| Job::check_task(t, seeds.clone()), |i, outcome, progress| {
         let result = match outcome {
             JobOutcome::Checked(c) => Ok(c),
-            JobOutcome::TaskFailed { error, .. } => Err(error),
+            JobOutcome::TaskFailed { error, .. } | JobOutcome::HostFailed { error } => Err(error),
             _ => return Ok(()),
         };
         if a.json {

@@ -32,7 +32,7 @@ pub fn print_error(err: &anyhow::Error) {
 
 fn split_hint(text: &str) -> (String, Option<String>) {
     match text.split_once("\nhint: ") {
-        Some((a, b)) => (a.to_owned(), Some(b.to_owned())),
+        Some((a, b)) => (a.to_owned(), Some(b.trim_end().to_owned())),
         None => (text.to_owned(), None),
     }
 }

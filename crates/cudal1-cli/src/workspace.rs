@@ -122,6 +122,11 @@ pub fn settings(common: &CommonEval, device: Device) -> Result<EvalSettings> {
     if !(common.budget > 0.0 && common.call_timeout > 0.0) {
         bail!("`--budget` and `--call-timeout` must be positive numbers of seconds");
     }
+    if let Some(scale) = common.scale {
+        if !(scale > 0.0 && scale <= 1.0) {
+            bail!("`--scale {scale}` must be a number in (0, 1]: the fraction of the leading input dimensions to keep");
+        }
+    }
     let tolerance = match (common.atol, common.rtol, common.kernelbench_v0) {
         (Some(atol), Some(rtol), _) => Tolerance::Fixed { atol, rtol },
         (_, _, true) => Tolerance::KernelBenchV0,
@@ -135,6 +140,8 @@ pub fn settings(common: &CommonEval, device: Device) -> Result<EvalSettings> {
         sandbox: !common.no_sandbox,
         window: common.window,
         mode: Mode::Full,
+        memory_bytes: common.memory.or(EvalSettings::default().memory_bytes),
+        scale: common.scale.filter(|s| *s < 1.0),
         ..EvalSettings::for_device(device)
     })
 }

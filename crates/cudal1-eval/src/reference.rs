@@ -32,10 +32,19 @@ impl ReferenceError {
     pub fn at_start(&self) -> bool {
         AT_START.contains(&self.doing)
     }
+
+    /// The machine ran out of memory under it (the kernel's OOM killer, not a limit of ours):
+    /// the task is not necessarily at fault.
+    pub fn host_out_of_memory(&self) -> bool {
+        crate::failure::host_out_of_memory(&self.source)
+    }
 }
 
 /// What [`ReferenceSession::start`] is doing when it fails.
-const AT_START: [&str; 3] = ["creating its work directory", "starting", "loading"];
+const AT_START: [&str; 4] = ["creating its work directory", "starting", FITTING, "loading"];
+
+/// The step where a task too large for the machine is refused ([`crate::memory`]).
+const FITTING: &str = "checking that it fits in memory";
 
 pub struct ReferenceSession {
     pub task: Task,
@@ -108,7 +117,8 @@ fn launch_reference(env: &RunnerEnv, task: &Task, settings: &EvalSettings, dir: 
 fn hello_and_load(client: &mut RunnerClient, task: &Task, settings: &EvalSettings) -> Result<(HelloReply, LoadReply), ReferenceError> {
     let fail = |doing, source: CallError, client: &RunnerClient| ReferenceError { task: task.key(), doing, source, stderr: tail(&client.stderr_tail()) };
     let hello = client.call(&Hello {}, Duration::from_secs(120)).map_err(|e| fail("starting", e, client))?;
-    let load = Load { reference: absolute(&task.path), candidate: None, device: runner_device(&settings.device), init_seed: INIT_SEED };
+    crate::memory::refuse_if_too_large(client, &absolute(&task.path), settings, &hello).map_err(|e| fail(FITTING, e, client))?;
+    let load = Load { reference: absolute(&task.path), candidate: None, device: runner_device(&settings.device), init_seed: INIT_SEED, scale: settings.scale };
     let load = client.call(&load, settings.load_timeout).map_err(|e| fail("loading", e, client))?;
     Ok((hello, load))
 }
@@ -251,7 +261,7 @@ pub fn describe(env: &RunnerEnv, task: &Task, settings: &EvalSettings, work_root
     let reply = client
         .call(&Hello {}, Duration::from_secs(120))
         .map_err(|e| ("starting", e))
-        .and_then(|_| client.call(&Describe { reference: absolute(&task.path) }, settings.load_timeout).map_err(|e| ("loading", e)));
+        .and_then(|_| client.call(&Describe { reference: absolute(&task.path), scale: settings.scale, meta_only: false }, settings.load_timeout).map_err(|e| ("loading", e)));
     let result = reply.map_err(|(doing, e)| fail(doing, e, tail(&client.stderr_tail())));
     client.shutdown();
     result

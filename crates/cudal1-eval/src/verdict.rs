@@ -208,6 +208,9 @@ pub struct Evaluation {
     /// `correctness`: not timed, so no speedup. Absent (full) in evaluations stored before modes.
     #[serde(default, skip_serializing_if = "crate::settings::Mode::is_full")]
     pub mode: crate::settings::Mode,
+    /// A trial on smaller inputs (`--scale`): the speedup is not the task's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale: Option<f64>,
     pub environment: Environment,
     pub measurements: Measurements,
     pub duration_ms: f64,

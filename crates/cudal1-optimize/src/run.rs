@@ -477,6 +477,10 @@ impl<'o, 'a> Loop<'o, 'a> {
                 tracing::warn!(task = %self.task.key(), %error, "the reference failed while judging a program");
                 on_event(Event::ReferenceFailed { error });
             }
+            JobOutcome::HostFailed { error } => {
+                tracing::warn!(task = %self.task.key(), %error, "the machine failed while judging a program");
+                on_event(Event::HostFailed { error });
+            }
             JobOutcome::Checked(_) | JobOutcome::Described(_) | JobOutcome::Cancelled => {}
         }
         Ok(())

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 mod adversarial;
 mod engine;
+mod memory;
 mod optimize;
 
 fn repo() -> PathBuf {

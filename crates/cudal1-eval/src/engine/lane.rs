@@ -4,7 +4,8 @@
 //! candidates' processes while the current one runs.
 
 use super::{job_settings, Entry, JobOutcome, Shared, Work};
-use crate::candidate::{evaluate_in, prejudge, prejudged, CandidateProcess, EvalContext, Retired};
+use crate::candidate::{evaluate_in, prejudge, prejudged, CandidateProcess, EvalContext, Retired, Unjudged};
+use crate::failure::host_out_of_memory;
 use crate::compile::CompileOutcome;
 use crate::degenerate::check_task;
 use crate::engine::EventKind;
@@ -150,16 +151,18 @@ impl Lane<'_> {
                         account(&mut e, &entry, picked, slot_wait);
                         JobOutcome::Evaluated(Arc::new(e))
                     }
-                    Err(e) => JobOutcome::TaskFailed { at_start: e.at_start(), error: e.to_string() },
+                    Err(Unjudged::Reference(e)) => reference_failed(&e),
+                    Err(Unjudged::Host(error)) => JobOutcome::HostFailed { error: format!("{}: {error}", candidate.label) },
                 }
             }
             Work::CheckTask { seeds } => match check_task(&self.shared.config.env, &entry.job.task, &settings, &self.shared.scratch, seeds) {
                 Ok(c) => JobOutcome::Checked(Arc::new(c)),
+                Err(e) if host_out_of_memory(&e.source) => JobOutcome::HostFailed { error: e.to_string() },
                 Err(e) => JobOutcome::TaskFailed { error: e.to_string(), at_start: false },
             },
             Work::Describe => match describe(&self.shared.config.env, &entry.job.task, &settings, &self.shared.scratch) {
                 Ok(d) => JobOutcome::Described(Arc::new(d)),
-                Err(e) => JobOutcome::TaskFailed { at_start: e.at_start(), error: e.to_string() },
+                Err(e) => reference_failed(&e),
             },
         };
         // Killed processes give verdicts that mean nothing.
@@ -177,7 +180,7 @@ impl Lane<'_> {
         compiled: &CompileOutcome,
         process: Option<CandidateProcess>,
         settings: &EvalSettings,
-    ) -> Result<Evaluation, ReferenceError> {
+    ) -> Result<Evaluation, Unjudged> {
         let started = Instant::now();
         let plain = EvalContext { env: &self.shared.config.env, settings, work_root: &self.shared.scratch, retired: None };
         // Decided from the source and the build alone: no reference is started for it.
@@ -193,7 +196,7 @@ impl Lane<'_> {
                 if let Some(p) = process {
                     p.discard();
                 }
-                return Err(e);
+                return Err(e.into());
             }
         };
         let job_rng = StdRng::from_rng(&mut self.rng);
@@ -206,8 +209,10 @@ impl Lane<'_> {
         match &result {
             // Seeds are fresh for every candidate: expected outputs (hundreds of MB each) go.
             Ok(_) => self.references[i].1.clear_expected(),
+            // The machine ran short under the candidate: the reference is as good as before.
+            Err(Unjudged::Host(_)) => self.references[i].1.clear_expected(),
             // A reference that failed once is not trusted again.
-            Err(_) => {
+            Err(Unjudged::Reference(_)) => {
                 if let Some((_, r)) = self.references.remove(i) {
                     r.shutdown();
                 }
@@ -232,6 +237,15 @@ impl Lane<'_> {
         }
         self.references.push_back((task.hash.clone(), session));
         Ok(self.references.len() - 1)
+    }
+}
+
+/// A failed reference: the task's fault, unless the machine ran out of memory under it.
+fn reference_failed(e: &ReferenceError) -> JobOutcome {
+    if e.host_out_of_memory() {
+        JobOutcome::HostFailed { error: e.to_string() }
+    } else {
+        JobOutcome::TaskFailed { at_start: e.at_start(), error: e.to_string() }
     }
 }
 
