@@ -9,6 +9,8 @@ use crate::out;
 use crate::workspace;
 use anyhow::{bail, Result};
 use cudal1_eval::degenerate::TaskCheck;
+use cudal1_eval::memory::Footprint;
+use cudal1_supervisor::human_bytes;
 use cudal1_eval::{CompileCache, Device, EngineConfig, EvalSettings, Evaluator, Event, EventKind, Job, JobId, JobOutcome, Tolerance};
 use cudal1_protocol::DescribeReply;
 use cudal1_task::{load_suite, Task};
@@ -93,18 +95,18 @@ fn list(a: &ListArgs) -> Result<Status> {
         let mut t = comfy_table::Table::new();
         t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
         t.set_content_arrangement(comfy_table::ContentArrangement::Dynamic);
-        t.set_header(["level", "id", "name", "inputs", "parameters"]);
+        t.set_header(["level", "id", "name", "inputs", "parameters", "memory"]);
         for (task, d) in tasks.iter().zip(&described) {
-            let (inputs, parameters) = match d {
-                Some(Ok(d)) => (describe_values(&d.inputs), d.parameters.to_string()),
-                Some(Err(e)) => (format!("error: {}", e.lines().next().unwrap_or("")), "-".into()),
-                None => ("-".into(), "-".into()),
+            let (inputs, parameters, memory) = match d {
+                Some(Ok(d)) => (describe_values(&d.inputs), d.parameters.to_string(), Footprint::from_reply(d).map_or("-".into(), |f| human_bytes(f.cpu_evaluation()))),
+                Some(Err(e)) => (format!("error: {}", e.lines().next().unwrap_or("")), "-".into(), "-".into()),
+                None => ("-".into(), "-".into(), "-".into()),
             };
             let cell = |v: Option<u32>| v.map_or("-".into(), |x| x.to_string());
-            t.add_row([cell(task.name.level), cell(task.name.id), task.name.name.clone(), inputs, parameters]);
+            t.add_row([cell(task.name.level), cell(task.name.id), task.name.name.clone(), inputs, parameters, memory]);
         }
         out::line(t)?;
-        out::line(format!("{} task(s) in {}", tasks.len(), a.dir.display()))?;
+        out::line(format!("{} task(s) in {}; memory: what one evaluation on the CPU holds (a reference and a candidate process)", tasks.len(), a.dir.display()))?;
         if failed > 0 {
             out::line(format!("{failed} task(s) could not be read"))?;
         }
@@ -134,6 +136,10 @@ fn list_row(t: &Task, d: Option<&Result<Arc<DescribeReply>, String>>) -> serde_j
         "inputs": ok.map(|l| l.inputs.iter().map(cudal1_protocol::ValueSpec::describe).collect::<Vec<_>>()),
         "init_inputs": ok.map(|l| l.init_inputs.iter().map(cudal1_protocol::ValueSpec::describe).collect::<Vec<_>>()),
         "parameters": ok.map(|l| l.parameters),
+        "input_bytes": ok.and_then(|l| l.input_bytes),
+        "output_bytes": ok.and_then(|l| l.output_bytes),
+        "parameter_bytes": ok.and_then(|l| l.parameter_bytes),
+        "memory_bytes": ok.and_then(|l| Footprint::from_reply(l)).map(|f| f.cpu_evaluation()),
         "method": ok.map(|l| l.method.clone()),
         "note": ok.and_then(|l| l.note.clone()),
         "error": d.and_then(|r| r.as_ref().err()),

@@ -48,6 +48,11 @@ impl Footprint {
         self.parameters.saturating_add(self.inputs).saturating_add(outputs.saturating_mul(2))
     }
 
+    /// Host memory one evaluation on the CPU takes: a reference and a candidate process.
+    pub fn cpu_evaluation(&self) -> u64 {
+        self.per_process().saturating_add(PROCESS_OVERHEAD).saturating_mul(2)
+    }
+
     fn parts(&self) -> String {
         format!(
             "inputs {}, outputs {}{} (kept twice), parameters {}",

@@ -218,6 +218,9 @@ fn tasks_list_shows_shapes_and_parameter_counts() {
     assert!(linear["parameters"].as_u64().unwrap() > 0);
     let inputs = linear["inputs"].as_array().unwrap();
     assert!(inputs[0].as_str().unwrap().starts_with("float32["), "{inputs:?}");
+    // Sizes come from meta tensors: one [64, 64] float32 input and output, an 8320-parameter layer.
+    assert_eq!((linear["input_bytes"].as_u64(), linear["output_bytes"].as_u64(), linear["parameter_bytes"].as_u64()), (Some(64 * 64 * 4), Some(64 * 64 * 4), Some(8320 * 4)));
+    assert!(linear["memory_bytes"].as_u64().unwrap() > 2 * (64 * 64 * 4 * 3 + 8320 * 4), "{linear}");
     let diag = rows.iter().find(|r| r["key"] == "level1/1_Diagonal_Matmul").unwrap();
     assert_eq!(diag["parameters"], 0);
 }
