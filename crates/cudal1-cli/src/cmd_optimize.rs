@@ -170,6 +170,8 @@ pub fn run(a: OptimizeArgs) -> Result<Status> {
             let mut v = serde_json::to_value(&summary)?;
             v["out_dir"] = dir.display().to_string().into();
             v["report"] = files.report.display().to_string().into();
+            v["record"] = files.record.display().to_string().into();
+            v["replies"] = files.replies.display().to_string().into();
             out::line(v)?;
         } else {
             print_summary(&summary, &dir)?;
@@ -376,7 +378,7 @@ fn print_summary(s: &RunSummary, dir: &Path) -> std::io::Result<()> {
             let verdict = serde_json::from_value::<Evaluation>(b.evaluation.clone()).map(|e| e.verdict.to_string()).unwrap_or_default();
             out::line(format!("  best: program #{} (round {}), {verdict} {:.2}x{ci} -> {}", b.program_id, b.round, b.speedup, dir.join("best.py").display()))?;
         }
-        None => out::line("  no correct program yet, so no best.py")?,
+        None => out::line(format!("  no correct program yet, so no best.py; {} says what each program got", dir.join("best.json").display()))?,
     }
-    out::line(format!("  report: {}", dir.join("report.md").display()))
+    out::line(format!("  report: {} (every reply in {})", dir.join("report.md").display(), dir.join("replies").display()))
 }
