@@ -63,7 +63,8 @@ pub enum FromFormat {
 #[derive(Parser)]
 #[command(name = "cudal1", version, about = "Make PyTorch programs faster with LLM-written CUDA, verified by an evaluator that cannot be fooled")]
 pub struct Cli {
-    /// More logging (-v info, -vv debug); also `RUST_LOG`.
+    /// More detail: whole reasons in tables and info logging (-v), debug logging (-vv); also
+    /// `RUST_LOG`.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
     #[command(subcommand)]
@@ -73,13 +74,65 @@ pub struct Cli {
 #[derive(Subcommand)]
 pub enum Command {
     /// Evaluate candidates against references: verdicts, reasons and speedups.
+    #[command(allow_negative_numbers = true)]
     Eval(EvalArgs),
     /// Inspect task suites: list them, find degenerate tasks.
     #[command(subcommand)]
     Tasks(TasksCommand),
     /// Make a program faster: rounds of LLM samples, each evaluated as it arrives; the best
     /// correct program, its record and a report go to `--out`. Rerunning resumes.
+    #[command(allow_negative_numbers = true)]
     Optimize(Box<crate::cmd_optimize::OptimizeArgs>),
+    /// Print one stored evaluation in full: the whole reason, phases, checks, timing and the
+    /// program's own output (traceback, compiler output).
+    Show(ShowArgs),
+    /// Write the store's evaluations as JSON lines or CSV.
+    Export(ExportArgs),
+    /// Print a shell completion script (`cudal1 completions bash > ~/.local/share/bash-completion/completions/cudal1`).
+    Completions(CompletionsArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ShowArgs {
+    /// The evaluation's id: the `id` column of `cudal1 eval`'s table, `id` in its `--json` rows.
+    pub id: i64,
+    /// Print it as JSON: the evaluation as `eval --json` prints it, with when and how it was recorded.
+    #[arg(long)]
+    pub json: bool,
+    /// The SQLite store.
+    #[arg(long, env = "CUDAL1_DB", default_value = "cudal1.db")]
+    pub db: PathBuf,
+}
+
+/// Formats of `cudal1 export`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// One JSON object per evaluation, as `cudal1 show ID --json` prints it.
+    Jsonl,
+    /// One row per evaluation: ids, task, candidate, verdict, speedup and its interval, times, reason.
+    Csv,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// `jsonl` or `csv`.
+    #[arg(long, value_enum, default_value = "jsonl")]
+    pub format: ExportFormat,
+    /// Only the evaluations of this batch (`cudal1 eval` prints its id last).
+    #[arg(long)]
+    pub batch: Option<String>,
+    /// Write to this file instead of stdout.
+    #[arg(long, short)]
+    pub out: Option<PathBuf>,
+    /// The SQLite store.
+    #[arg(long, env = "CUDAL1_DB", default_value = "cudal1.db")]
+    pub db: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// `bash`, `zsh`, `fish`, `elvish` or `powershell`.
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Args, Debug)]
@@ -102,6 +155,10 @@ pub struct EvalArgs {
     /// speedup is shown beside the measured one.
     #[arg(long, num_args = 2, value_names = ["FORMAT", "PATH"])]
     pub from: Option<Vec<String>>,
+    /// Only the candidates of these tasks (`level1/12_Name`, repeatable), for suites and
+    /// releases.
+    #[arg(long, value_name = "TASK", conflicts_with = "task")]
+    pub only: Vec<String>,
     /// `cpu`, `cuda`, `cuda:N`, or `all` (every visible GPU; the default when there are GPUs).
     #[arg(long, value_parser = parse_device)]
     pub device: Option<DeviceFlag>,
@@ -192,6 +249,7 @@ pub enum TasksCommand {
     /// Find degenerate tasks: outputs constant across seeds, near zero, independent of the inputs
     /// or of the weights, or passed by a null candidate (zeros, ones, an input echoed back).
     /// Exit status 1 when a task is flagged or cannot be checked.
+    #[command(allow_negative_numbers = true)]
     Check(CheckArgs),
 }
 

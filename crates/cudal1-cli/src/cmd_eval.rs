@@ -25,6 +25,7 @@ const FAST_P: [f64; 3] = [1.0, 1.5, 2.0];
 const HOST_HINT: &str = "the machine ran out of memory, not because of the candidate: run fewer evaluations at once (`--lanes 1`, fewer programs beside cudal1), shrink the task for a trial (`--scale 0.25`), or use a machine with more memory; the same command evaluates it again";
 
 pub fn run(a: EvalArgs) -> Result<Status> {
+    crate::workspace::check(&a.common)?;
     match (&a.task, &a.candidate, &a.suite, &a.candidates, &a.from) {
         (Some(task), Some(cand), _, _, _) => single(&a, task, cand),
         (_, _, Some(suite), Some(cands), _) => suite_batch(&a, suite, cands),
@@ -59,10 +60,14 @@ fn single(a: &EvalArgs, task_path: &Path, cand_path: &Path) -> Result<Status> {
     let e = &*row.evaluation;
     if a.json {
         let mut v = serde_json::to_value(e)?;
+        v["id"] = row.id.into();
         v["reused"] = row.reused.into();
         out::line(serde_json::to_string_pretty(&v)?)?;
     } else {
-        report::print_single(e)?;
+        report::print_single(e, row.id)?;
+        if let (Some(id), true) = (row.id, e.measurements.log_tail.as_deref().is_some_and(|l| !l.trim().is_empty())) {
+            out::line(format!("log:        {} line(s) of its output: `cudal1 show {id}`", e.measurements.log_tail.as_deref().unwrap_or("").lines().count()))?;
+        }
         if row.reused {
             eprintln!("(from the store: the same task, candidate and settings were evaluated before; --force evaluates again)");
         }
@@ -175,6 +180,7 @@ fn imported_task(cache: &Path, level: u32, stem: &str, source: String, seen: &mu
 
 /// Runs a batch of items and reports it: a table or JSON lines, the summaries, the exit status.
 fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, missing: Vec<Missing>, input_problems: Vec<String>) -> Result<Status> {
+    let (items, missing) = only(a, items, missing)?;
     let ws = Workspace::resolve(&a.common, a.device.as_ref(), a.prefetch)?;
     let settings = batch::settings_for(&ws, a.mode);
     let batch_id = cudal1_task::content_hash(&format!("{what}|{}", settings.key_hash()))[..16].to_owned();
@@ -192,7 +198,7 @@ fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, 
     let rows: Vec<Row<'_>> = finished
         .rows
         .iter()
-        .map(|r| Row { evaluation: &r.evaluation, expect: items[r.item].expect.as_ref(), reused: r.reused, claimed: items[r.item].claimed.as_ref() })
+        .map(|r| Row { evaluation: &r.evaluation, id: r.id, expect: items[r.item].expect.as_ref(), reused: r.reused, claimed: items[r.item].claimed.as_ref() })
         .collect();
     let timed = a.mode.times();
     let per_candidate: Vec<TaskResult> = rows.iter().map(|r| task_result(r.evaluation)).chain(missing.iter().map(|_| TaskResult::default())).collect();
@@ -268,6 +274,26 @@ fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, 
     Ok(Status::problems_if(problems))
 }
 
+/// The items and missing rows of the tasks `--only` names (all without it); every name must
+/// match a task.
+fn only(a: &EvalArgs, items: Vec<Item>, missing: Vec<Missing>) -> Result<(Vec<Item>, Vec<Missing>)> {
+    if a.only.is_empty() {
+        return Ok((items, missing));
+    }
+    let unknown: Vec<&str> = a.only.iter().map(String::as_str).filter(|o| !items.iter().any(|i| i.task.key() == *o) && !missing.iter().any(|m| m.task == *o)).collect();
+    if !unknown.is_empty() {
+        let mut known: Vec<String> = items.iter().map(|i| i.task.key()).collect();
+        known.dedup();
+        bail!(
+            "no candidate for `--only {}`\nhint: name tasks as `level1/12_Name`; candidates here are for {}",
+            unknown.join(" "),
+            known.iter().take(5).map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ") + if known.len() > 5 { ", …" } else { "" }
+        );
+    }
+    let keep = |key: &str| a.only.iter().any(|o| o == key);
+    Ok((items.into_iter().filter(|i| keep(&i.task.key())).collect(), missing.into_iter().filter(|m| keep(&m.task)).collect()))
+}
+
 fn print_summary(title: &str, s: &SuiteSummary, timed: bool) -> Result<()> {
     if timed {
         report::print_summary(title, s)?;
@@ -313,7 +339,8 @@ fn claimed_against_measured(rows: &[Row<'_>]) -> Option<Claims> {
 
 fn task_result(e: &Evaluation) -> TaskResult {
     let correct = e.verdict == Verdict::Correct;
-    TaskResult { correct, speedup: if correct { e.speedup.map(|s| s.median) } else { None }, excluded: false }
+    let speedup = e.speedup.filter(|_| correct);
+    TaskResult { correct, speedup: speedup.map(|s| s.median), speedup_low: speedup.map(|s| s.ci_low), excluded: false }
 }
 
 /// KernelBench counts tasks: a task is solved by its best correct candidate.

@@ -113,6 +113,7 @@ pub struct OptimizeArgs {
 }
 
 pub fn run(a: OptimizeArgs) -> Result<Status> {
+    crate::workspace::check(&a.common)?;
     if a.common.force || a.common.check_expectations {
         bail!("`--force` and `--check-expectations` are options of `cudal1 eval`\nhint: `cudal1 optimize` never evaluates a program twice; use another `--out` or `--db` for a fresh run");
     }

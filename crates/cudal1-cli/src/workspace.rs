@@ -115,7 +115,8 @@ fn chosen_devices(flag: Option<&DeviceFlag>, interp: &Interpreter) -> Result<Vec
     }
 }
 
-pub fn settings(common: &CommonEval, device: Device) -> Result<EvalSettings> {
+/// Refuses values of the common flags that cannot work, before anything is read or started.
+pub fn check(common: &CommonEval) -> Result<()> {
     if common.seeds == 0 {
         bail!("`--seeds` must be at least 1");
     }
@@ -127,6 +128,16 @@ pub fn settings(common: &CommonEval, device: Device) -> Result<EvalSettings> {
             bail!("`--scale {scale}` must be a number in (0, 1]: the fraction of the leading input dimensions to keep");
         }
     }
+    for (name, value) in [("--atol", common.atol), ("--rtol", common.rtol)] {
+        if value.is_some_and(|v| !(v >= 0.0)) {
+            bail!("`{name}` must be a tolerance of 0 or more");
+        }
+    }
+    Ok(())
+}
+
+pub fn settings(common: &CommonEval, device: Device) -> Result<EvalSettings> {
+    check(common)?;
     let tolerance = match (common.atol, common.rtol, common.kernelbench_v0) {
         (Some(atol), Some(rtol), _) => Tolerance::Fixed { atol, rtol },
         (_, _, true) => Tolerance::KernelBenchV0,

@@ -688,6 +688,18 @@ impl Run<'_, '_> {
                 ),
             });
         }
+        if speedup.is_wide() {
+            self.warnings.push(Warning {
+                class: "wide_interval".into(),
+                message: format!(
+                    "the {:.0}% interval {:.2}x to {:.2}x is wide (its upper bound over {}x its lower): the median may be noise; fast_p_lower counts only the lower bound",
+                    settings.confidence * 100.0,
+                    speedup.ci_low,
+                    speedup.ci_high,
+                    cudal1_stats::WIDE_RATIO
+                ),
+            });
+        }
         let checks = self.m.checks.len();
         let reason = format!(
             "matches the reference on {checks} checked calls; {:.3}x the reference's speed (median, {:.0}% CI {:.3}–{:.3})",

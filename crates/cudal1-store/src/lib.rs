@@ -104,6 +104,16 @@ impl Store {
         evaluation::upsert(&self.conn(), &self.path, e)
     }
 
+    /// The evaluation with this row id (`cudal1 show ID`), if any.
+    pub fn evaluation(&self, id: i64) -> Result<Option<StoredEvaluation>, StoreError> {
+        evaluation::by_id(&self.conn(), &self.path, id)
+    }
+
+    /// Every evaluation of the store, oldest row first (`cudal1 export`).
+    pub fn all_evaluations(&self) -> Result<Vec<StoredEvaluation>, StoreError> {
+        evaluation::all(&self.conn(), &self.path)
+    }
+
     /// Evaluations last recorded with this `batch_id`, oldest row first.
     pub fn evaluations_for_batch(
         &self,
