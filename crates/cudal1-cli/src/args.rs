@@ -309,6 +309,12 @@ pub struct CheckArgs {
     /// Tasks checked at once per device (default: 4 per GPU, one per two cores on the CPU).
     #[arg(long)]
     pub lanes: Option<usize>,
+    /// The SQLite store: finished checks are saved there, so that a stopped check resumes.
+    #[arg(long, env = "CUDAL1_DB", default_value = "cudal1.db")]
+    pub db: PathBuf,
+    /// Check again tasks the store has a check of (same task and check settings).
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[cfg(test)]

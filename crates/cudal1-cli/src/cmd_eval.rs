@@ -73,6 +73,10 @@ fn single(a: &EvalArgs, task_path: &Path, cand_path: &Path) -> Result<Status> {
         }
     }
     let mismatch = a.common.check_expectations && report::expectation_met(e, items[0].expect.as_ref()) == Some(false);
+    // Ctrl-C let the evaluation finish (it is saved), but the run was still interrupted.
+    if interrupt.interrupted() {
+        return Ok(Status::Interrupted);
+    }
     Ok(Status::problems_if(mismatch))
 }
 
@@ -204,7 +208,7 @@ fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, 
     let per_candidate: Vec<TaskResult> = rows.iter().map(|r| task_result(r.evaluation)).chain(missing.iter().map(|_| TaskResult::default())).collect();
     let by_candidate = summarize(&per_candidate, &FAST_P);
     let by_task = summarize(&best_per_task(&rows, &missing), &FAST_P);
-    ws.store.finish_batch(&batch_id, &serde_json::json!({"candidates": by_candidate, "tasks": by_task}))?;
+    ws.store.finish_batch(&batch_id, &serde_json::json!({"candidates": suite_json(&by_candidate), "tasks": suite_json(&by_task)}))?;
     let mismatched = rows.iter().filter(|r| report::expectation_met(r.evaluation, r.expect) == Some(false)).count();
     let failures: Vec<&str> = finished.task_failures.iter().map(|(_, e)| e.as_str()).collect();
     let host_failures: Vec<&str> = finished.host_failures.iter().map(|(_, e)| e.as_str()).collect();
@@ -217,14 +221,22 @@ fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, 
         let mut summary = serde_json::json!({
             "batch": batch_id,
             "mode": a.mode,
-            "candidates": by_candidate,
-            "tasks": by_task,
+            "counts": {
+                "candidates": items.len() + missing.len(),
+                "evaluated": rows.iter().filter(|r| !r.reused).count(),
+                "reused": rows.iter().filter(|r| r.reused).count(),
+                "skipped": finished.cancelled,
+                "missing_code": missing.len(),
+                "reference_failures": failures.len(),
+                "host_failures": host_failures.len(),
+                "input_problems": input_problems.len(),
+                "expectation_mismatches": mismatched,
+            },
+            "candidates": suite_json(&by_candidate),
+            "tasks": suite_json(&by_task),
             "reference_failures": failures,
             "host_failures": host_failures,
-            "skipped": finished.cancelled,
             "input_problems": input_problems,
-            "missing_code": missing.len(),
-            "expectation_mismatches": mismatched,
         });
         if let Some(c) = &claims {
             summary["claimed"] = serde_json::to_value(c)?;
@@ -301,6 +313,17 @@ fn print_summary(title: &str, s: &SuiteSummary, timed: bool) -> Result<()> {
         out::line(format!("{title}: {} of {} correct ({:.1}%; correctness only, not timed)", s.correct, s.tasks, s.correct_rate * 100.0))?;
     }
     Ok(())
+}
+
+/// A suite summary for JSON: `count` is how many results it is over (candidates, or tasks).
+fn suite_json(s: &SuiteSummary) -> serde_json::Value {
+    let mut v = serde_json::to_value(s).unwrap_or_default();
+    if let Some(m) = v.as_object_mut() {
+        if let Some(n) = m.remove("tasks") {
+            m.insert("count".into(), n);
+        }
+    }
+    v
 }
 
 fn engine_json(s: &cudal1_eval::EngineStats) -> serde_json::Value {

@@ -69,9 +69,9 @@ fn a_cuda_l1_release_is_evaluated_row_by_row_with_claims_beside_measurements() {
     let missing = rows.iter().find(|r| r["task"] == "level1/3_Softmax_Rows").unwrap();
     assert_eq!(missing["verdict"], Value::Null);
     assert!(missing["missing"].as_str().unwrap().contains("custom_code"), "{missing}");
-    assert_eq!(summary["missing_code"], 1);
+    assert_eq!(summary["counts"]["missing_code"], 1);
     // The task without code counts as unsolved; the broken row is an input problem.
-    assert_eq!(summary["tasks"]["tasks"], 3);
+    assert_eq!(summary["tasks"]["count"], 3);
     assert_eq!(summary["input_problems"].as_array().unwrap().len(), 1, "{summary}");
     assert_eq!(summary["claimed"]["rows"], 1);
     assert_eq!(out.status.code(), Some(1), "skipped input is not a clean exit");
@@ -192,7 +192,7 @@ fn ctrl_c_once_drains_and_twice_stops_now_and_both_exit_130_with_scratch_removed
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
     let summary: Value = serde_json::from_str(rest.last().unwrap()).unwrap();
-    assert!(summary["summary"]["skipped"].as_u64().unwrap() > 0, "{summary}");
+    assert!(summary["summary"]["counts"]["skipped"].as_u64().unwrap() > 0, "{summary}");
     assert_eq!(scratch_dirs(&work), Vec::<String>::new());
 }
 

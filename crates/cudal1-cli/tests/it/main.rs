@@ -74,8 +74,9 @@ fn every_verdict_on_the_cpu_suite_matches_its_expectation() {
     }
     let all: Vec<&str> = vec!["compile_error", "correct", "exploit", "incorrect", "runtime_error", "timeout"];
     assert_eq!(seen.iter().map(String::as_str).collect::<Vec<_>>(), all);
-    assert_eq!(summary["summary"]["expectation_mismatches"], 0);
-    assert_eq!(summary["summary"]["candidates"]["tasks"].as_u64().unwrap() as usize, rows.len());
+    assert_eq!(summary["summary"]["counts"]["expectation_mismatches"], 0);
+    assert_eq!(summary["summary"]["counts"]["candidates"].as_u64().unwrap() as usize, rows.len());
+    assert_eq!(summary["summary"]["candidates"]["count"].as_u64().unwrap() as usize, rows.len());
     assert!(out.status.success());
 }
 
