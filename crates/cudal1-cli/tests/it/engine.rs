@@ -3,7 +3,7 @@
 
 use super::{cudal1, json_lines, repo, run, FAST_TIMING};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -198,4 +198,94 @@ fn ctrl_c_once_drains_and_twice_stops_now_and_both_exit_130_with_scratch_removed
 
 fn has_candidate_dir(work: &Path) -> bool {
     scratch_dirs(work).iter().any(|s| std::fs::read_dir(work.join(s)).into_iter().flatten().flatten().any(|e| e.file_name().to_string_lossy().starts_with("candidate-")))
+}
+
+fn terminate(pid: u32) {
+    // SAFETY: signalling a child we started.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+}
+
+#[test]
+fn tasks_check_stopped_by_ctrl_c_exits_130_leaves_no_scratch_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let db = dir.path().join("t.db");
+    let check = || {
+        let mut cmd = cudal1(&db);
+        cmd.env("CUDAL1_WORK_DIR", &work)
+            .args(["tasks", "check", "tests/adversarial/degenerate", "--device", "cpu", "--lanes", "1", "--json"])
+            .args(["--only", "level1/3_Bias_Only", "--only", "level1/6_Healthy_Linear", "--only", "level1/5_Wide_Clamp"]);
+        cmd
+    };
+    let mut child = check().stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    reader.read_line(&mut first).unwrap();
+    let first: Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(first["reused"], false, "{first}");
+    interrupt(child.id());
+    let rest: Vec<Value> = reader.lines().map(|l| serde_json::from_str(&l.unwrap()).unwrap()).collect();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted: finishing the task checks under way"), "{err}");
+    assert_eq!(scratch_dirs(&work), Vec::<String>::new(), "the engine's scratch is removed");
+    let done = 1 + rest.len();
+    assert!(done < 3, "Ctrl-C after the first check stops before the last: {done} done");
+
+    // The same command resumes: the finished checks come from the store, the rest are made.
+    let out = run(check());
+    assert_eq!(out.status.code(), Some(1), "two of the three are degenerate");
+    let rows = json_lines(&out);
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows.iter().filter(|r| r["reused"] == true).count(), done);
+    assert!(rows.iter().any(|r| r["task"] == first["task"] && r["reused"] == true));
+    assert_eq!(scratch_dirs(&work), Vec::<String>::new());
+}
+
+/// A program that never returns from its first call.
+const ENDLESS: &str = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n\n    def forward(self, a, B):\n        while True:\n            pass\n";
+
+#[test]
+fn optimize_stopped_by_sigterm_twice_exits_130_and_leaves_no_scratch() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    // A one-shot OpenAI-compatible server whose only reply is the endless program.
+    let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+    let url = format!("http://127.0.0.1:{}/v1", server.server_addr().to_ip().unwrap().port());
+    let answering = std::thread::spawn(move || {
+        if let Ok(mut req) = server.recv() {
+            let mut body = String::new();
+            req.as_reader().read_to_string(&mut body).unwrap();
+            let reply = json!({"choices": [{"message": {"content": format!("```python\n{ENDLESS}```\n")}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 1, "completion_tokens": 1}});
+            let _ = req.respond(tiny_http::Response::from_string(reply.to_string()));
+        }
+    });
+    let mut cmd = cudal1(&dir.path().join("o.db"));
+    cmd.env("CUDAL1_WORK_DIR", &work)
+        .args(["optimize", "tests/suite-cpu/tasks/level1/1_Diagonal_Matmul.py", "--llm-url", &url, "--model", "m", "--rounds", "1", "--samples", "1"])
+        .args(["--device", "cpu", "--call-timeout", "600", "--out"])
+        .arg(dir.path().join("out"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !has_candidate_dir(&work) {
+        assert!(Instant::now() < deadline, "the program was never evaluated");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    answering.join().unwrap();
+    terminate(child.id());
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(child.try_wait().unwrap().is_none(), "one SIGTERM lets the evaluation under way finish");
+    let pressed = Instant::now();
+    terminate(child.id());
+    let out = child.wait_with_output().unwrap();
+    assert!(pressed.elapsed() < Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("stopping now"), "{err}");
+    assert_eq!(scratch_dirs(&work), Vec::<String>::new(), "scratch removed after stopping now");
 }
