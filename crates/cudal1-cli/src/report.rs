@@ -201,13 +201,25 @@ pub fn expectation_met(e: &Evaluation, expect: Option<&Expectation>) -> Option<b
 /// The table of a batch; `missing` rows (task, label, why) had nothing to evaluate.
 pub fn print_table(rows: &[Row<'_>], missing: &[(&str, &str, &str)]) -> io::Result<()> {
     let claims = rows.iter().any(|r| r.claimed.is_some());
+    // Below 120 columns the times give way to the reason (`cudal1 show` has them).
+    let times = style::width().is_none_or(|w| w >= 120);
     let mut t = style::table();
     let mut header = vec!["id", "task", "candidate", "verdict", "speedup [95% CI]"];
     if claims {
         header.push("claimed");
     }
-    header.extend(["ref ms", "cand ms", "reason"]);
-    t.set_header(header);
+    if times {
+        header.extend(["ref ms", "cand ms"]);
+    }
+    header.push("reason");
+    t.set_header(&header);
+    let at_least = |n: u16| comfy_table::ColumnConstraint::LowerBoundary(comfy_table::Width::Fixed(n));
+    let constraints = [("id", comfy_table::ColumnConstraint::ContentWidth), ("verdict", at_least(13)), ("speedup [95% CI]", at_least(6)), ("reason", at_least(20))];
+    for (name, c) in constraints {
+        if let Some(i) = header.iter().position(|h| *h == name) {
+            t.column_mut(i).expect("a column per header").set_constraint(c);
+        }
+    }
     for r in rows {
         let e = r.evaluation;
         let mut verdict = e.verdict.to_string();
@@ -229,7 +241,10 @@ pub fn print_table(rows: &[Row<'_>], missing: &[(&str, &str, &str)]) -> io::Resu
             let claimed = r.claimed.and_then(|c| c.get("score_default")).and_then(serde_json::Value::as_f64);
             cells.push(comfy_table::Cell::new(claimed.map_or("-".into(), |c| format!("{c:.2}x"))));
         }
-        cells.extend([ms(e.ref_ms), ms(e.candidate_ms), reason_summary(&e.reason)].map(comfy_table::Cell::new));
+        if times {
+            cells.extend([ms(e.ref_ms), ms(e.candidate_ms)].map(comfy_table::Cell::new));
+        }
+        cells.push(comfy_table::Cell::new(reason_summary(&e.reason)));
         t.add_row(cells);
     }
     for (task, label, why) in missing {
@@ -237,7 +252,10 @@ pub fn print_table(rows: &[Row<'_>], missing: &[(&str, &str, &str)]) -> io::Resu
         if claims {
             cells.push("-".into());
         }
-        cells.extend(["-".into(), "-".into(), (*why).to_owned()]);
+        if times {
+            cells.extend(["-".into(), "-".into()]);
+        }
+        cells.push((*why).to_owned());
         t.add_row(cells);
     }
     out::line(t)

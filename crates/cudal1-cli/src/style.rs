@@ -21,7 +21,7 @@ pub fn init(verbose: u8) {
     STYLE.get_or_init(|| Style {
         color_out: wants_color(std::io::stdout().is_terminal()),
         color_err: wants_color(std::io::stderr().is_terminal()),
-        width: width(),
+        width: terminal_width(),
         verbose,
     });
 }
@@ -45,7 +45,7 @@ fn wants_color(terminal: bool) -> bool {
 
 /// `COLUMNS`, else the width of the terminal on stdout; none when stdout is a file or pipe
 /// (tables then keep their full text).
-fn width() -> Option<u16> {
+fn terminal_width() -> Option<u16> {
     if let Some(c) = std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse::<u16>().ok()).filter(|c| *c >= 20) {
         return Some(c);
     }
@@ -57,6 +57,11 @@ fn width() -> Option<u16> {
     // SAFETY: a valid pointer to a local winsize, on the stdout descriptor.
     let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
     (ok && size.ws_col >= 20).then_some(size.ws_col)
+}
+
+/// The width tables must fit, when there is one.
+pub fn width() -> Option<u16> {
+    style().width
 }
 
 /// Whether people asked for every detail (`-v`): full reasons in tables.

@@ -142,6 +142,7 @@ fn tasks_check_flags_each_degenerate_task_with_its_reasons_and_passes_healthy_on
     let dir = repo().join("tests/adversarial/degenerate/level1");
     assert_eq!(rows.len(), std::fs::read_dir(&dir).unwrap().count(), "{}", String::from_utf8_lossy(&out.stderr));
     for r in &rows {
+        super::assert_documented(r, "", &["check"], "");
         let key = r["task"].as_str().unwrap();
         assert!(r.get("error").is_none_or(|e| e.is_null()), "{key}: {}", r["error"]);
         let file = dir.join(format!("{}.py", key.trim_start_matches("level1/")));

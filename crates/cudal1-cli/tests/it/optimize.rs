@@ -152,6 +152,7 @@ fn scripted_rounds_find_the_fast_program_record_every_reply_and_resume() {
     let out = optimize(&db, &out_dir, &args);
     assert!(out.status.success());
     let s = summary(&out);
+    super::assert_documented(&s, "", &["optimize"], "");
 
     // Two finished rounds of four samples each; five requests in round 1 (one retried after 429).
     let rounds = s["rounds"].as_array().unwrap();
