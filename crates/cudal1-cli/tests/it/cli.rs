@@ -103,6 +103,20 @@ fn negative_numbers_are_values_and_get_a_clear_error() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("`--scale -0.5` must be a number in (0, 1]"));
 }
 
+#[test]
+fn common_mistakes_say_what_to_do() {
+    // A directory given as a task.
+    let out = cudal1(&["eval", "--task", "tests/suite-cpu/tasks", "--candidate", "x.py"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`--task tests/suite-cpu/tasks` is a directory") && err.contains("hint: use `--suite tests/suite-cpu/tasks --candidates DIR`"), "{err}");
+    // An unknown device names every form, `all` included.
+    let out = cudal1(&["eval", "--task", "a.py", "--candidate", "b.py", "--device", "gpu"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown device `gpu`: use `cpu`, `cuda`, `cuda:N` or `all`"), "{err}");
+}
+
 /// Markdown links and backquoted paths of the README that leave the repository, or lead nowhere.
 #[test]
 fn the_readme_links_only_to_files_inside_the_repository() {

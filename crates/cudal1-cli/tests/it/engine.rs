@@ -3,7 +3,7 @@
 
 use super::{cudal1, json_lines, repo, run, FAST_TIMING};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -206,7 +206,7 @@ fn terminate(pid: u32) {
 }
 
 #[test]
-fn tasks_check_stopped_by_ctrl_c_exits_130_leaves_no_scratch_and_resumes() {
+fn tasks_check_in_a_terminal_shows_progress_and_ctrl_c_exits_130_leaves_no_scratch_and_resumes() {
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
@@ -214,33 +214,33 @@ fn tasks_check_stopped_by_ctrl_c_exits_130_leaves_no_scratch_and_resumes() {
     let check = || {
         let mut cmd = cudal1(&db);
         cmd.env("CUDAL1_WORK_DIR", &work)
-            .args(["tasks", "check", "tests/adversarial/degenerate", "--device", "cpu", "--lanes", "1", "--json"])
+            .env_remove("NO_COLOR")
+            .args(["tasks", "check", "tests/adversarial/degenerate", "--device", "cpu", "--lanes", "1"])
             .args(["--only", "level1/3_Bias_Only", "--only", "level1/6_Healthy_Linear", "--only", "level1/5_Wide_Clamp"]);
         cmd
     };
-    let mut child = check().stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let mut reader = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    reader.read_line(&mut first).unwrap();
-    let first: Value = serde_json::from_str(&first).unwrap();
-    assert_eq!(first["reused"], false, "{first}");
-    interrupt(child.id());
-    let rest: Vec<Value> = reader.lines().map(|l| serde_json::from_str(&l.unwrap()).unwrap()).collect();
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(130), "{err}");
-    assert!(err.contains("interrupted: finishing the task checks under way"), "{err}");
+    let mut terminal = super::pty::Terminal::spawn(check(), 100);
+    // A line per finished task above the progress bar, then Ctrl-C typed at the keyboard.
+    terminal.wait_for("level1/3_Bias_Only: ", Duration::from_secs(180));
+    assert!(terminal.screen().contains("/3 "), "a progress bar: {}", terminal.screen());
+    terminal.ctrl_c();
+    let status = terminal.child.wait().unwrap();
+    let screen = terminal.screen();
+    assert_eq!(status.code(), Some(130), "{screen}");
+    assert!(screen.contains("interrupted: finishing the task checks under way"), "{screen}");
     assert_eq!(scratch_dirs(&work), Vec::<String>::new(), "the engine's scratch is removed");
-    let done = 1 + rest.len();
-    assert!(done < 3, "Ctrl-C after the first check stops before the last: {done} done");
+    let done = ["level1/3_Bias_Only: ", "level1/6_Healthy_Linear: ", "level1/5_Wide_Clamp: "].iter().filter(|t| screen.contains(*t)).count();
+    assert!(done < 3, "Ctrl-C after the first check stops before the last: {screen}");
 
     // The same command resumes: the finished checks come from the store, the rest are made.
-    let out = run(check());
+    let mut cmd = check();
+    cmd.arg("--json");
+    let out = run(cmd);
     assert_eq!(out.status.code(), Some(1), "two of the three are degenerate");
     let rows = json_lines(&out);
     assert_eq!(rows.len(), 3);
     assert_eq!(rows.iter().filter(|r| r["reused"] == true).count(), done);
-    assert!(rows.iter().any(|r| r["task"] == first["task"] && r["reused"] == true));
+    assert!(rows.iter().any(|r| r["task"] == "level1/3_Bias_Only" && r["reused"] == true));
     assert_eq!(scratch_dirs(&work), Vec::<String>::new());
 }
 

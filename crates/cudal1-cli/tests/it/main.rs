@@ -12,6 +12,7 @@ mod engine;
 mod memory;
 mod optimize;
 mod output;
+mod pty;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
@@ -215,6 +216,14 @@ fn single_eval_prints_the_promised_json() {
     assert_eq!(timing["window"]["kind"], "host");
     assert!(timing["reference_issue_ms"].as_f64().unwrap() > 0.0 && timing["candidate_issue_ms"].as_f64().unwrap() > 0.0);
     assert_eq!(timing["spin_us"], Value::Null);
+
+    // The same evaluation again comes from the store, and says so.
+    let mut cmd = cudal1(&dir.path().join("one.db"));
+    cmd.args(["eval", "--task", "tests/suite-cpu/tasks/level1/1_Diagonal_Matmul.py", "--candidate", "tests/suite-cpu/candidates/level1/1_Diagonal_Matmul/fast.py"]).args(FAST_TIMING);
+    let again = run(cmd);
+    assert!(again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("(from the store: the same task, candidate and settings were evaluated before; --force evaluates again)"));
+    assert!(String::from_utf8_lossy(&again.stdout).contains(&format!("id:         {}", v["id"])), "the stored row's id");
 }
 
 #[test]
