@@ -6,6 +6,7 @@ replies; the session keeps serving afterwards.
 """
 
 import os
+import sys
 import time
 
 import torch
@@ -164,6 +165,8 @@ class Session:
         scale = req.field(request, "scale", (int, float, type(None)), None)
         meta_only = req.field(request, "meta_only", bool, False)
         ref = load_module(reference, "reference")
+        # One runner describes many tasks: each module goes once it is described.
+        sys.modules.pop(ref.__name__, None)
         require(ref, ["get_inputs", "get_init_inputs", "Model"], "reference")
         source = inputs_mod.InputSource(ref)
         scaled = _phase(lambda: source.scale_leading(scale), "scaling the inputs", LOAD_ERROR) if scale is not None else []

@@ -9,7 +9,7 @@ use crate::failure::host_out_of_memory;
 use crate::compile::CompileOutcome;
 use crate::degenerate::check_task;
 use crate::engine::EventKind;
-use crate::reference::{describe, ReferenceError, ReferenceSession, StartingReference};
+use crate::reference::{Describer, ReferenceError, ReferenceSession, StartingReference};
 use crate::settings::{Device, EvalSettings};
 use crate::verdict::Evaluation;
 use cudal1_task::Task;
@@ -47,6 +47,8 @@ struct Lane<'a> {
     starting: Vec<(String, StartingReference)>,
     /// Candidate processes of finished jobs, ending in the background.
     retired: Retired,
+    /// The runner that describes tasks (`tasks list`), kept from one task to the next.
+    describer: Option<Describer>,
     capacity: usize,
     rng: StdRng,
 }
@@ -64,6 +66,7 @@ pub(super) fn run(shared: &Shared, device_index: usize, lane_index: usize) {
         references: VecDeque::new(),
         starting: Vec::new(),
         retired: Retired::default(),
+        describer: None,
         capacity: if times { REFERENCES_TIMING_LANE } else { REFERENCES_OTHER_LANE },
         rng: StdRng::seed_from_u64(seed),
     };
@@ -73,6 +76,9 @@ pub(super) fn run(shared: &Shared, device_index: usize, lane_index: usize) {
     }
     for (_, r) in lane.starting.drain(..) {
         r.discard();
+    }
+    if let Some(d) = lane.describer.take() {
+        d.shutdown();
     }
     lane.retired.wait();
 }
@@ -160,7 +166,7 @@ impl Lane<'_> {
                 Err(e) if host_out_of_memory(&e.source) => JobOutcome::HostFailed { error: e.to_string() },
                 Err(e) => JobOutcome::TaskFailed { error: e.to_string(), at_start: false },
             },
-            Work::Describe => match describe(&self.shared.config.env, &entry.job.task, &settings, &self.shared.scratch) {
+            Work::Describe => match self.describe(&entry.job.task, &settings) {
                 Ok(d) => JobOutcome::Described(Arc::new(d)),
                 Err(e) => reference_failed(&e),
             },
@@ -217,6 +223,22 @@ impl Lane<'_> {
                     r.shutdown();
                 }
             }
+        }
+        result
+    }
+
+    /// Describes a task in the lane's describing runner, started on first use and kept for the
+    /// next task unless it died.
+    fn describe(&mut self, task: &Task, settings: &EvalSettings) -> Result<cudal1_protocol::DescribeReply, ReferenceError> {
+        let mut describer = match self.describer.take() {
+            Some(d) => d,
+            None => Describer::start(&self.shared.config.env, &self.shared.scratch).map_err(|(doing, source)| ReferenceError { task: task.key(), doing, source, stderr: String::new() })?,
+        };
+        let result = describer.describe(task, settings);
+        if describer.alive(&result) {
+            self.describer = Some(describer);
+        } else {
+            describer.shutdown();
         }
         result
     }
