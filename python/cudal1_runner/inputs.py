@@ -103,8 +103,51 @@ class InputSource:
     def get_inputs(self) -> list:
         return _checked(self._fresh()["get_inputs"](), "get_inputs")
 
+    def scale_leading(self, factor: float) -> list:
+        """Shrink the task for a trial: module-level integers that give an input's leading
+        dimension (KernelBench's ``batch_size``) are multiplied by ``factor`` (at least 1),
+        wherever the task uses them. Shapes are read on the meta device, so nothing of the full
+        size is allocated. Returns ``name old -> new`` for each integer changed."""
+        if not (isinstance(factor, (int, float)) and not isinstance(factor, bool) and 0 < factor <= 1):
+            raise RunnerError(BAD_INPUTS, f"scale {factor!r} must be a number in (0, 1]")
+        before = _leading_dims(self)
+        changed, values = [], []
+        for key, frozen in self._values:
+            value = frozen.thaw()
+            if type(value) is int and value > 1 and value in before and not key.startswith("__"):
+                new = max(1, round(value * factor))
+                if new != value:
+                    changed.append(f"{key} {value} -> {new}")
+                    frozen = _Frozen(new)
+            values.append((key, frozen))
+        if not changed:
+            raise RunnerError(
+                BAD_INPUTS,
+                f"cannot scale this task by {factor}: no module-level integer gives an input's leading dimension "
+                f"(leading dimensions {sorted(before)})",
+            )
+        self._values = tuple(values)
+        return changed
+
     def get_init_inputs(self) -> list:
         return _checked(self._fresh()["get_init_inputs"](), "get_init_inputs")
+
+def _leading_dims(source) -> set:
+    """The leading dimensions of the inputs, read on the meta device where the task allows it."""
+    try:
+        with torch.device("meta"):
+            values = source.get_inputs()
+    except RunnerError:
+        raise
+    except Exception:
+        values = source.get_inputs()
+    return {int(t.shape[0]) for t in tensors(values) if t.dim() >= 1}
+
+
+def nbytes(values) -> int:
+    """Bytes the tensors of a (nested) value hold (on the meta device, what they would hold)."""
+    return sum(t.numel() * t.element_size() for t in tensors(values))
+
 
 def generate(source, device: torch.device, seed: int) -> list:
     """Fresh inputs for ``seed``, on ``device``.

@@ -6,6 +6,7 @@ replies; the session keeps serving afterwards.
 """
 
 import os
+import sys
 import time
 
 import torch
@@ -110,9 +111,12 @@ class Session:
         guard = self.guard
 
         precision.apply(allow_tf32)
+        scale = req.field(request, "scale", (int, float, type(None)), None)
         ref = load_module(reference, "reference")
         require(ref, ["get_inputs", "get_init_inputs"] + (["Model"] if self.role == "reference" else []), "reference")
         source = inputs_mod.InputSource(ref)
+        # Before any candidate code runs: the trial's smaller inputs come from the reference alone.
+        scaled = _phase(lambda: source.scale_leading(scale), "scaling the inputs", LOAD_ERROR) if scale is not None else []
         if self.role == "candidate":
             guard.reference_loaded(ref, reference)
             precision.apply(allow_tf32)
@@ -135,7 +139,7 @@ class Session:
             if guard is not None:
                 guard.check_precision("while ModelNew was constructed")
             precision.apply(allow_tf32)
-            probe = _phase(lambda: _seeded(0, source.get_inputs), "reference get_inputs()", LOAD_ERROR)
+            probe = _phase(lambda: _input_specs(source), "reference get_inputs()", LOAD_ERROR)
         parameters = _phase(lambda: sum(int(p.numel()) for p in model.parameters()), f"{label}.parameters()", LOAD_ERROR)
         if guard is not None:
             guard.constructed(model)
@@ -143,9 +147,10 @@ class Session:
         self.device, self.model, self.source = device, model, source
         self.feeder = inputs_mod.Feeder(source, device)
         return {
-            "inputs": [inputs_mod.spec(v) for v in probe],
+            "inputs": probe,
             "init_inputs": [inputs_mod.spec(v) for v in init],
             "parameters": parameters,
+            "scaled": scaled,
             "load_ms": (time.perf_counter_ns() - started) / 1e6,
             "extension_ms": extensions.spent_ms(),
         }
@@ -157,18 +162,27 @@ class Session:
         device by name, or reads their values) is loaded for real on the CPU, and ``method``
         says so."""
         reference = req.abs_path(request, "reference")
+        scale = req.field(request, "scale", (int, float, type(None)), None)
+        meta_only = req.field(request, "meta_only", bool, False)
         ref = load_module(reference, "reference")
+        # One runner describes many tasks: each module goes once it is described.
+        sys.modules.pop(ref.__name__, None)
         require(ref, ["get_inputs", "get_init_inputs", "Model"], "reference")
         source = inputs_mod.InputSource(ref)
+        scaled = _phase(lambda: source.scale_leading(scale), "scaling the inputs", LOAD_ERROR) if scale is not None else []
         cls = vars(ref)["Model"]
         note = None
         try:
             with torch.device("meta"), torch.no_grad():
-                return _described(source, cls, "meta", None)
+                return {**_described(source, cls, "meta", None), "scaled": scaled}
         except Exception as exc:  # the task's own code failed on meta tensors
-            note = f"meta tensors failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); loaded on the CPU instead"
+            note = f"meta tensors failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+        if meta_only:
+            # Sizes are unknown; running the task for real to learn them is what the caller avoids.
+            return {"inputs": [], "init_inputs": [], "parameters": 0, "method": "none", "note": note, "scaled": scaled}
         with torch.no_grad():
-            return _phase(lambda: _described(source, cls, "cpu", note), "describing the reference", LOAD_ERROR)
+            described = _phase(lambda: _described(source, cls, "cpu", note + "; loaded on the CPU instead"), "describing the reference", LOAD_ERROR)
+        return {**described, "scaled": scaled}
 
     def _op_outputs(self, request: dict) -> dict:
         self._require_loaded()
@@ -294,7 +308,18 @@ def _described(source, cls, method: str, note) -> dict:
         "init_inputs": [inputs_mod.spec(v) for v in init],
         "parameters": parameters,
         "method": method,
+        "input_bytes": inputs_mod.nbytes(probe),
+        "parameter_bytes": sum(t.numel() * t.element_size() for t in list(model.parameters()) + list(model.buffers())),
     }
+    if method == "meta":
+        # One call on meta tensors gives the outputs' sizes; a task whose forward cannot run
+        # there (it reads values) just has none.
+        try:
+            out = model.eval()(*probe)
+            reply["outputs"] = [inputs_mod.spec(v) for v in (out if isinstance(out, (list, tuple)) else [out])]
+            reply["output_bytes"] = inputs_mod.nbytes(out)
+        except Exception:
+            pass
     if note:
         reply["note"] = note
     return reply
@@ -330,6 +355,19 @@ def _device(name: str) -> torch.device:
     # Synchronisation and events act on the current device: make it the requested one.
     torch.cuda.set_device(index)
     return torch.device("cuda", index)
+
+
+def _input_specs(source) -> list:
+    """The inputs' specs, read on meta tensors where the task allows it: a large task's inputs
+    are not made in full just to be described."""
+    try:
+        with torch.device("meta"):
+            values = _seeded(0, source.get_inputs)
+    except RunnerError:
+        raise
+    except Exception:
+        values = _seeded(0, source.get_inputs)
+    return [inputs_mod.spec(v) for v in values]
 
 
 def _seeded(seed: int, fn):

@@ -246,3 +246,45 @@ def test_tf32_is_off_even_if_the_candidate_turns_it_on_at_import(start_runner, w
     load(runner, reference, candidate)
     path = runner.ok("outputs", seeds=[1], dir=str(tmp_path / "c"))["results"][0]["path"]
     assert _saved(path)[0].tolist() == [0.0, 1.0]
+
+
+def test_describe_gives_sizes_on_meta_tensors(start_runner, reference):
+    reply = start_runner("reference").ok("describe", reference=reference)
+    assert reply["method"] == "meta"
+    assert reply["input_bytes"] == 4 * 8 * 4
+    assert reply["parameter_bytes"] == (8 * 8 + 8) * 4
+    assert reply["outputs"] == [{"kind": "tensor", "shape": [4, 8], "dtype": "float32"}]
+    assert reply["output_bytes"] == 4 * 8 * 4
+    assert reply["scaled"] == []
+
+
+def test_scale_shrinks_the_leading_dimension_for_both_roles(start_runner, write, reference):
+    reply = start_runner("reference").ok("load", reference=reference, device="cpu", init_seed=42, scale=0.5)
+    assert reply["inputs"] == [{"kind": "tensor", "shape": [2, 8], "dtype": "float32"}]
+    assert reply["scaled"] == ["BATCH 4 -> 2"]
+    # The model is the same: N is not a leading dimension.
+    assert reply["parameters"] == 8 * 8 + 8
+    candidate = write("cand.py", SAME_CANDIDATE)
+    reply = start_runner("candidate").ok("load", reference=reference, candidate=candidate, device="cpu", init_seed=42, scale=0.5)
+    assert reply["inputs"] == [{"kind": "tensor", "shape": [2, 8], "dtype": "float32"}]
+    described = start_runner("reference").ok("describe", reference=reference, scale=0.25)
+    assert described["input_bytes"] == 1 * 8 * 4 and described["scaled"] == ["BATCH 4 -> 1"]
+
+
+def test_a_task_without_a_leading_dimension_constant_cannot_be_scaled(start_runner, write):
+    fixed = write(
+        "fixed.py",
+        """
+        import torch
+        class Model(torch.nn.Module):
+            def forward(self, x):
+                return x * 2
+        def get_inputs():
+            return [torch.randn(16, 3)]
+        def get_init_inputs():
+            return []
+        """,
+    )
+    error = start_runner("reference").error("load", reference=fixed, device="cpu", init_seed=42, scale=0.5)
+    assert error["kind"] == "bad_inputs"
+    assert "no module-level integer gives an input's leading dimension" in error["message"], error

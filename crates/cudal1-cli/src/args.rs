@@ -19,6 +19,27 @@ pub fn parse_device(text: &str) -> Result<DeviceFlag, String> {
     Device::parse(text).map(DeviceFlag::One).map_err(|_| format!("unknown device `{text}`: use `cpu`, `cuda`, `cuda:N` or `all`"))
 }
 
+/// A size in bytes: `512M`, `4G`, `1.5GiB`, `800000000` (K, M, G, T are powers of 1024).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let shift = match unit.trim().to_ascii_lowercase().trim_end_matches("ib").trim_end_matches('b') {
+        "" => 0,
+        "k" => 10,
+        "m" => 20,
+        "g" => 30,
+        "t" => 40,
+        _ => return Err(format!("`{text}` is not a size: use a number with K, M, G or T (`512M`, `4G`)")),
+    };
+    let value: f64 = number.parse().map_err(|_| format!("`{text}` is not a size: use a number with K, M, G or T (`512M`, `4G`)"))?;
+    let bytes = value * (1u64 << shift) as f64;
+    if !(bytes >= 1.0 && bytes < u64::MAX as f64) {
+        return Err(format!("`{text}` is not a usable size"));
+    }
+    Ok(bytes as u64)
+}
+
 fn parse_window(text: &str) -> Result<TimingWindow, String> {
     TimingWindow::parse(text)
 }
@@ -42,7 +63,8 @@ pub enum FromFormat {
 #[derive(Parser)]
 #[command(name = "cudal1", version, about = "Make PyTorch programs faster with LLM-written CUDA, verified by an evaluator that cannot be fooled")]
 pub struct Cli {
-    /// More logging (-v info, -vv debug); also `RUST_LOG`.
+    /// More detail: whole reasons in tables and info logging (-v), debug logging (-vv); also
+    /// `RUST_LOG`.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
     #[command(subcommand)]
@@ -52,17 +74,69 @@ pub struct Cli {
 #[derive(Subcommand)]
 pub enum Command {
     /// Evaluate candidates against references: verdicts, reasons and speedups.
+    #[command(allow_negative_numbers = true)]
     Eval(EvalArgs),
     /// Inspect task suites: list them, find degenerate tasks.
     #[command(subcommand)]
     Tasks(TasksCommand),
     /// Make a program faster: rounds of LLM samples, each evaluated as it arrives; the best
     /// correct program, its record and a report go to `--out`. Rerunning resumes.
+    #[command(allow_negative_numbers = true)]
     Optimize(Box<crate::cmd_optimize::OptimizeArgs>),
     /// Train a model through CUDA-L1's three stages: supervised data and fine-tuning, self-supervised
     /// rounds, contrastive RL; and the held-out evaluation between them.
     #[command(subcommand)]
     Train(Box<crate::cmd_train::TrainCommand>),
+    /// Print one stored evaluation in full: the whole reason, phases, checks, timing and the
+    /// program's own output (traceback, compiler output).
+    Show(ShowArgs),
+    /// Write the store's evaluations as JSON lines or CSV.
+    Export(ExportArgs),
+    /// Print a shell completion script (`cudal1 completions bash > ~/.local/share/bash-completion/completions/cudal1`).
+    Completions(CompletionsArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ShowArgs {
+    /// The evaluation's id: the `id` column of `cudal1 eval`'s table, `id` in its `--json` rows.
+    pub id: i64,
+    /// Print it as JSON: the evaluation as `eval --json` prints it, with when and how it was recorded.
+    #[arg(long)]
+    pub json: bool,
+    /// The SQLite store.
+    #[arg(long, env = "CUDAL1_DB", default_value = "cudal1.db")]
+    pub db: PathBuf,
+}
+
+/// Formats of `cudal1 export`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// One JSON object per evaluation, as `cudal1 show ID --json` prints it.
+    Jsonl,
+    /// One row per evaluation: ids, task, candidate, verdict, speedup and its interval, times, reason.
+    Csv,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// `jsonl` or `csv`.
+    #[arg(long, value_enum, default_value = "jsonl")]
+    pub format: ExportFormat,
+    /// Only the evaluations of this batch (`cudal1 eval` prints its id last).
+    #[arg(long)]
+    pub batch: Option<String>,
+    /// Write to this file instead of stdout.
+    #[arg(long, short)]
+    pub out: Option<PathBuf>,
+    /// The SQLite store.
+    #[arg(long, env = "CUDAL1_DB", default_value = "cudal1.db")]
+    pub db: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// `bash`, `zsh`, `fish`, `elvish` or `powershell`.
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Args, Debug)]
@@ -85,6 +159,10 @@ pub struct EvalArgs {
     /// speedup is shown beside the measured one.
     #[arg(long, num_args = 2, value_names = ["FORMAT", "PATH"])]
     pub from: Option<Vec<String>>,
+    /// Only the candidates of these tasks (`level1/12_Name`, repeatable), for suites and
+    /// releases.
+    #[arg(long, value_name = "TASK", conflicts_with = "task")]
+    pub only: Vec<String>,
     /// `cpu`, `cuda`, `cuda:N`, or `all` (every visible GPU; the default when there are GPUs).
     #[arg(long, value_parser = parse_device)]
     pub device: Option<DeviceFlag>,
@@ -132,6 +210,15 @@ pub struct CommonEval {
     /// Run candidate code without the sandbox (no network namespace, Landlock or limits).
     #[arg(long)]
     pub no_sandbox: bool,
+    /// A trial on smaller inputs, for tasks too large for this machine: the task's module-level
+    /// integers that give an input's leading dimension (`batch_size`) are multiplied by this
+    /// (0 < SCALE <= 1). Results are marked as scaled and stored apart.
+    #[arg(long, value_name = "SCALE")]
+    pub scale: Option<f64>,
+    /// Host memory a candidate's processes may hold (`512M`, `4G`; default 32G): beyond it they
+    /// are killed and the verdict is `runtime_error` (out of memory).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub memory: Option<u64>,
     /// The Python interpreter with PyTorch (default: CUDAL1_PYTHON, VIRTUAL_ENV, .venv, python3).
     #[arg(long)]
     pub python: Option<PathBuf>,
@@ -166,6 +253,7 @@ pub enum TasksCommand {
     /// Find degenerate tasks: outputs constant across seeds, near zero, independent of the inputs
     /// or of the weights, or passed by a null candidate (zeros, ones, an input echoed back).
     /// Exit status 1 when a task is flagged or cannot be checked.
+    #[command(allow_negative_numbers = true)]
     Check(CheckArgs),
     /// Write synthetic task families with known faster rewrites (for measuring training): a train
     /// split, a held-out split with families never trained on, and a fast and a slow correct
@@ -244,4 +332,26 @@ pub struct CheckArgs {
     /// Tasks checked at once per device (default: 4 per GPU, one per two cores on the CPU).
     #[arg(long)]
     pub lanes: Option<usize>,
+    /// The SQLite store: finished checks are saved there, so that a stopped check resumes.
+    #[arg(long, env = "CUDAL1_DB", default_value = "cudal1.db")]
+    pub db: PathBuf,
+    /// Check again tasks the store has a check of (same task and check settings).
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_in_powers_of_1024() {
+        assert_eq!(parse_size("512M"), Ok(512 << 20));
+        assert_eq!(parse_size("4G"), Ok(4 << 30));
+        assert_eq!(parse_size("1.5GiB"), Ok(3 << 29));
+        assert_eq!(parse_size("2kb"), Ok(2048));
+        assert_eq!(parse_size("800"), Ok(800));
+        assert!(parse_size("lots").unwrap_err().contains("`512M`"));
+        assert!(parse_size("4X").is_err() && parse_size("0").is_err() && parse_size("-1G").is_err());
+    }
 }

@@ -7,6 +7,7 @@ use crate::interrupt::Interrupt;
 use crate::out;
 use crate::record;
 use crate::report;
+use crate::style::{self, Paint};
 use crate::workspace::Workspace;
 use anyhow::{Context, Result};
 use cudal1_eval::{EngineStats, EvalSettings, Evaluation, Event, EventKind, Job, JobId, JobOutcome, Mode};
@@ -42,6 +43,8 @@ pub struct Row {
     pub item: usize,
     pub evaluation: Arc<Evaluation>,
     pub reused: bool,
+    /// Its row in the store (`cudal1 show ID`); `None` when it could not be saved.
+    pub id: Option<i64>,
 }
 
 pub struct Finished {
@@ -49,6 +52,8 @@ pub struct Finished {
     pub rows: Vec<Row>,
     /// Candidates whose task's reference failed (no verdict), with the error.
     pub task_failures: Vec<(usize, String)>,
+    /// Candidates that got no verdict because the machine failed (it ran out of memory).
+    pub host_failures: Vec<(usize, String)>,
     /// Candidates left undone by an interrupt.
     pub cancelled: usize,
     pub stats: Option<EngineStats>,
@@ -66,10 +71,10 @@ pub fn run(ws: &Workspace, items: &[Item], opts: &Options<'_>, interrupt: &Inter
     let mut pending = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let key = record::key(&item.task.hash, &item.candidate.hash, &settings);
-        let stored = if opts.force { None } else { ws.store.find_evaluation(&key)?.and_then(|s| record::from_store(&s, &item.task.key(), &item.candidate.label)) };
+        let stored = if opts.force { None } else { ws.store.find_evaluation(&key)?.and_then(|s| Some((s.id, record::from_store(&s, &item.task.key(), &item.candidate.label)?))) };
         match stored {
-            Some(e) => {
-                done.insert(i, Row { item: i, evaluation: Arc::new(e), reused: true });
+            Some((id, e)) => {
+                done.insert(i, Row { item: i, evaluation: Arc::new(e), reused: true, id: Some(id) });
             }
             None => pending.push(i),
         }
@@ -82,7 +87,7 @@ pub fn run(ws: &Workspace, items: &[Item], opts: &Options<'_>, interrupt: &Inter
     for row in done.values() {
         reporters.json_row(&items[row.item], row)?;
     }
-    let mut finished = Finished { rows: Vec::new(), task_failures: Vec::new(), cancelled: 0, stats: None };
+    let mut finished = Finished { rows: Vec::new(), task_failures: Vec::new(), host_failures: Vec::new(), cancelled: 0, stats: None };
     if !pending.is_empty() && !interrupt.interrupted() {
         let (engine, events) = ws.engine()?;
         interrupt.watch(engine.canceller());
@@ -131,13 +136,18 @@ impl Reporters<'_> {
         let EventKind::Finished(outcome) = &event.kind else { return Ok(None) };
         match outcome {
             JobOutcome::Evaluated(e) => {
-                self.recorder.record(item, e);
-                let row = Row { item: index, evaluation: Arc::clone(e), reused: false };
+                let id = self.recorder.record(item, e);
+                let row = Row { item: index, evaluation: Arc::clone(e), reused: false, id };
+                self.progress.finished(item, &row);
                 self.json_row(item, &row)?;
                 Ok(Some(row))
             }
             JobOutcome::TaskFailed { error, .. } => {
                 finished.task_failures.push((index, error.clone()));
+                Ok(None)
+            }
+            JobOutcome::HostFailed { error } => {
+                finished.host_failures.push((index, error.clone()));
                 Ok(None)
             }
             JobOutcome::Cancelled => {
@@ -153,6 +163,7 @@ impl Reporters<'_> {
             return Ok(());
         }
         let mut v = serde_json::to_value(&*row.evaluation)?;
+        v["id"] = row.id.into();
         v["expect"] = serde_json::to_value(&item.expect)?;
         v["reused"] = row.reused.into();
         if let Some(c) = &item.claimed {
@@ -173,10 +184,15 @@ struct Recorder<'a> {
 }
 
 impl Recorder<'_> {
-    fn record(&mut self, item: &Item, e: &Evaluation) {
+    /// Saves `e`; its row id.
+    fn record(&mut self, item: &Item, e: &Evaluation) -> Option<i64> {
         let row = record::to_store(e, &item.task.path.display().to_string(), self.settings, self.batch_id);
-        if let Err(err) = self.store.insert_evaluation(&row) {
-            self.error.get_or_insert(err);
+        match self.store.insert_evaluation(&row) {
+            Ok(id) => Some(id),
+            Err(err) => {
+                self.error.get_or_insert(err);
+                None
+            }
         }
     }
 }
@@ -212,16 +228,32 @@ impl Progress {
             EventKind::Finished(outcome) => {
                 self.bar.inc(1);
                 let line = match outcome {
-                    JobOutcome::Evaluated(e) => {
-                        Some(format!("{:<13} {:>18}  {}  {}", e.verdict.as_str(), report::speedup_text(e), item.task.key(), label))
-                    }
+                    // Said by `finished`, which knows the row's id.
+                    JobOutcome::Evaluated(_) => None,
                     JobOutcome::TaskFailed { error, .. } => Some(format!("reference failed for {label}: {}", error.lines().next().unwrap_or(""))),
+                    JobOutcome::HostFailed { error } => Some(format!("no verdict for {label}: {}", error.lines().next().unwrap_or(""))),
                     _ => None,
                 };
-                if let (true, Some(line)) = (self.lines, line) {
-                    self.bar.println(line);
+                if let Some(line) = line {
+                    self.say(line);
                 }
             }
+        }
+    }
+
+    /// A line per finished candidate: its id, verdict, speedup, task and file.
+    fn finished(&self, item: &Item, row: &Row) {
+        let e = &row.evaluation;
+        let verdict = style::err(&format!("{:<13}", e.verdict.as_str()), Paint::Verdict(e.verdict));
+        let id = row.id.map_or("-".into(), |i| i.to_string());
+        self.say(format!("{id:>5} {verdict} {:>24}  {}  {}", report::speedup_text(e), item.task.key(), report::short_label(&item.candidate.label)));
+    }
+
+    /// A line above the bar; on a terminal only, as the bar (stderr that is a file or pipe gets
+    /// the table or JSON on stdout instead).
+    fn say(&self, line: String) {
+        if self.lines {
+            self.bar.println(line);
         }
     }
 }

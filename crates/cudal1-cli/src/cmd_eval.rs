@@ -21,7 +21,11 @@ use std::sync::Arc;
 
 const FAST_P: [f64; 3] = [1.0, 1.5, 2.0];
 
+/// What to do when the machine ran out of memory under an evaluation.
+const HOST_HINT: &str = "the machine ran out of memory, not because of the candidate: run fewer evaluations at once (`--lanes 1`, fewer programs beside cudal1), shrink the task for a trial (`--scale 0.25`), or use a machine with more memory; the same command evaluates it again";
+
 pub fn run(a: EvalArgs) -> Result<Status> {
+    crate::workspace::check(&a.common)?;
     match (&a.task, &a.candidate, &a.suite, &a.candidates, &a.from) {
         (Some(task), Some(cand), _, _, _) => single(&a, task, cand),
         (_, _, Some(suite), Some(cands), _) => suite_batch(&a, suite, cands),
@@ -46,6 +50,9 @@ fn single(a: &EvalArgs, task_path: &Path, cand_path: &Path) -> Result<Status> {
     if let Some((_, error)) = finished.task_failures.first() {
         bail!("{error}");
     }
+    if let Some((_, error)) = finished.host_failures.first() {
+        bail!("no verdict: {error}\nhint: {HOST_HINT}");
+    }
     let Some(row) = finished.rows.first() else {
         eprintln!("interrupted before the evaluation finished; nothing was saved");
         return Ok(Status::Interrupted);
@@ -53,15 +60,23 @@ fn single(a: &EvalArgs, task_path: &Path, cand_path: &Path) -> Result<Status> {
     let e = &*row.evaluation;
     if a.json {
         let mut v = serde_json::to_value(e)?;
+        v["id"] = row.id.into();
         v["reused"] = row.reused.into();
         out::line(serde_json::to_string_pretty(&v)?)?;
     } else {
-        report::print_single(e)?;
+        report::print_single(e, row.id)?;
+        if let (Some(id), true) = (row.id, e.measurements.log_tail.as_deref().is_some_and(|l| !l.trim().is_empty())) {
+            out::line(format!("log:        {} line(s) of its output: `cudal1 show {id}`", e.measurements.log_tail.as_deref().unwrap_or("").lines().count()))?;
+        }
         if row.reused {
             eprintln!("(from the store: the same task, candidate and settings were evaluated before; --force evaluates again)");
         }
     }
     let mismatch = a.common.check_expectations && report::expectation_met(e, items[0].expect.as_ref()) == Some(false);
+    // Ctrl-C let the evaluation finish (it is saved), but the run was still interrupted.
+    if interrupt.interrupted() {
+        return Ok(Status::Interrupted);
+    }
     Ok(Status::problems_if(mismatch))
 }
 
@@ -169,6 +184,7 @@ fn imported_task(cache: &Path, level: u32, stem: &str, source: String, seen: &mu
 
 /// Runs a batch of items and reports it: a table or JSON lines, the summaries, the exit status.
 fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, missing: Vec<Missing>, input_problems: Vec<String>) -> Result<Status> {
+    let (items, missing) = only(a, items, missing)?;
     let ws = Workspace::resolve(&a.common, a.device.as_ref(), a.prefetch)?;
     let settings = batch::settings_for(&ws, a.mode);
     let batch_id = cudal1_task::content_hash(&format!("{what}|{}", settings.key_hash()))[..16].to_owned();
@@ -186,15 +202,16 @@ fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, 
     let rows: Vec<Row<'_>> = finished
         .rows
         .iter()
-        .map(|r| Row { evaluation: &r.evaluation, expect: items[r.item].expect.as_ref(), reused: r.reused, claimed: items[r.item].claimed.as_ref() })
+        .map(|r| Row { evaluation: &r.evaluation, id: r.id, expect: items[r.item].expect.as_ref(), reused: r.reused, claimed: items[r.item].claimed.as_ref() })
         .collect();
     let timed = a.mode.times();
     let per_candidate: Vec<TaskResult> = rows.iter().map(|r| task_result(r.evaluation)).chain(missing.iter().map(|_| TaskResult::default())).collect();
     let by_candidate = summarize(&per_candidate, &FAST_P);
     let by_task = summarize(&best_per_task(&rows, &missing), &FAST_P);
-    ws.store.finish_batch(&batch_id, &serde_json::json!({"candidates": by_candidate, "tasks": by_task}))?;
+    ws.store.finish_batch(&batch_id, &serde_json::json!({"candidates": suite_json(&by_candidate), "tasks": suite_json(&by_task)}))?;
     let mismatched = rows.iter().filter(|r| report::expectation_met(r.evaluation, r.expect) == Some(false)).count();
     let failures: Vec<&str> = finished.task_failures.iter().map(|(_, e)| e.as_str()).collect();
+    let host_failures: Vec<&str> = finished.host_failures.iter().map(|(_, e)| e.as_str()).collect();
     let claims = claimed_against_measured(&rows);
 
     if a.json {
@@ -204,13 +221,22 @@ fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, 
         let mut summary = serde_json::json!({
             "batch": batch_id,
             "mode": a.mode,
-            "candidates": by_candidate,
-            "tasks": by_task,
+            "counts": {
+                "candidates": items.len() + missing.len(),
+                "evaluated": rows.iter().filter(|r| !r.reused).count(),
+                "reused": rows.iter().filter(|r| r.reused).count(),
+                "skipped": finished.cancelled,
+                "missing_code": missing.len(),
+                "reference_failures": failures.len(),
+                "host_failures": host_failures.len(),
+                "input_problems": input_problems.len(),
+                "expectation_mismatches": mismatched,
+            },
+            "candidates": suite_json(&by_candidate),
+            "tasks": suite_json(&by_task),
             "reference_failures": failures,
-            "skipped": finished.cancelled,
+            "host_failures": host_failures,
             "input_problems": input_problems,
-            "missing_code": missing.len(),
-            "expectation_mismatches": mismatched,
         });
         if let Some(c) = &claims {
             summary["claimed"] = serde_json::to_value(c)?;
@@ -238,6 +264,10 @@ fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, 
         if !failures.is_empty() {
             out::line(format!("{} candidate(s) got no verdict because their reference failed", failures.len()))?;
         }
+        if !host_failures.is_empty() {
+            out::line(format!("{} candidate(s) got no verdict because the machine ran out of memory (not their fault); run the same command again to evaluate them", host_failures.len()))?;
+            eprintln!("hint: {HOST_HINT}");
+        }
         if finished.cancelled > 0 {
             out::line(format!("{} candidate(s) skipped after the interrupt; run the same command again to resume", finished.cancelled))?;
         }
@@ -252,8 +282,28 @@ fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, 
     if finished.cancelled > 0 || interrupt.interrupted() {
         return Ok(Status::Interrupted);
     }
-    let problems = (a.common.check_expectations && mismatched > 0) || !failures.is_empty() || !input_problems.is_empty();
+    let problems = (a.common.check_expectations && mismatched > 0) || !failures.is_empty() || !host_failures.is_empty() || !input_problems.is_empty();
     Ok(Status::problems_if(problems))
+}
+
+/// The items and missing rows of the tasks `--only` names (all without it); every name must
+/// match a task.
+fn only(a: &EvalArgs, items: Vec<Item>, missing: Vec<Missing>) -> Result<(Vec<Item>, Vec<Missing>)> {
+    if a.only.is_empty() {
+        return Ok((items, missing));
+    }
+    let unknown: Vec<&str> = a.only.iter().map(String::as_str).filter(|o| !items.iter().any(|i| i.task.key() == *o) && !missing.iter().any(|m| m.task == *o)).collect();
+    if !unknown.is_empty() {
+        let mut known: Vec<String> = items.iter().map(|i| i.task.key()).collect();
+        known.dedup();
+        bail!(
+            "no candidate for `--only {}`\nhint: name tasks as `level1/12_Name`; candidates here are for {}",
+            unknown.join(" "),
+            known.iter().take(5).map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ") + if known.len() > 5 { ", …" } else { "" }
+        );
+    }
+    let keep = |key: &str| a.only.iter().any(|o| o == key);
+    Ok((items.into_iter().filter(|i| keep(&i.task.key())).collect(), missing.into_iter().filter(|m| keep(&m.task)).collect()))
 }
 
 fn print_summary(title: &str, s: &SuiteSummary, timed: bool) -> Result<()> {
@@ -263,6 +313,17 @@ fn print_summary(title: &str, s: &SuiteSummary, timed: bool) -> Result<()> {
         out::line(format!("{title}: {} of {} correct ({:.1}%; correctness only, not timed)", s.correct, s.tasks, s.correct_rate * 100.0))?;
     }
     Ok(())
+}
+
+/// A suite summary for JSON: `count` is how many results it is over (candidates, or tasks).
+fn suite_json(s: &SuiteSummary) -> serde_json::Value {
+    let mut v = serde_json::to_value(s).unwrap_or_default();
+    if let Some(m) = v.as_object_mut() {
+        if let Some(n) = m.remove("tasks") {
+            m.insert("count".into(), n);
+        }
+    }
+    v
 }
 
 fn engine_json(s: &cudal1_eval::EngineStats) -> serde_json::Value {
@@ -301,7 +362,8 @@ fn claimed_against_measured(rows: &[Row<'_>]) -> Option<Claims> {
 
 fn task_result(e: &Evaluation) -> TaskResult {
     let correct = e.verdict == Verdict::Correct;
-    TaskResult { correct, speedup: if correct { e.speedup.map(|s| s.median) } else { None }, excluded: false }
+    let speedup = e.speedup.filter(|_| correct);
+    TaskResult { correct, speedup: speedup.map(|s| s.median), speedup_low: speedup.map(|s| s.ci_low), excluded: false }
 }
 
 /// KernelBench counts tasks: a task is solved by its best correct candidate.

@@ -113,6 +113,7 @@ pub struct OptimizeArgs {
 }
 
 pub fn run(a: OptimizeArgs) -> Result<Status> {
+    crate::workspace::check(&a.common)?;
     if a.common.force || a.common.check_expectations {
         bail!("`--force` and `--check-expectations` are options of `cudal1 eval`\nhint: `cudal1 optimize` never evaluates a program twice; use another `--out` or `--db` for a fresh run");
     }
@@ -170,6 +171,8 @@ pub fn run(a: OptimizeArgs) -> Result<Status> {
             let mut v = serde_json::to_value(&summary)?;
             v["out_dir"] = dir.display().to_string().into();
             v["report"] = files.report.display().to_string().into();
+            v["record"] = files.record.display().to_string().into();
+            v["replies"] = files.replies.display().to_string().into();
             out::line(v)?;
         } else {
             print_summary(&summary, &dir)?;
@@ -178,7 +181,7 @@ pub fn run(a: OptimizeArgs) -> Result<Status> {
             engine.finish();
             return Ok(Status::Interrupted);
         }
-        if matches!(summary.stop, StopReason::LlmUnavailable { .. }) {
+        if matches!(summary.stop, StopReason::LlmUnavailable { .. }) || progress.unjudged > 0 {
             failed += 1;
         }
     }
@@ -246,6 +249,8 @@ struct Progress {
     bar: Option<ProgressBar>,
     evaluating: usize,
     best: Option<f64>,
+    /// Programs left without a verdict because the machine failed.
+    unjudged: usize,
 }
 
 impl Progress {
@@ -323,6 +328,11 @@ impl Progress {
                 self.say(format!("  round {round} program #{program_id}: {verdict} {} {first}", speedup_text(speedup)));
                 self.refresh();
             }
+            Event::HostFailed { error } => {
+                self.evaluating = self.evaluating.saturating_sub(1);
+                self.unjudged += 1;
+                self.say(format!("  no verdict (evaluated again on the next run): {}", error.lines().next().unwrap_or("")));
+            }
             Event::ReferenceFailed { error } => {
                 self.evaluating = self.evaluating.saturating_sub(1);
                 self.say(format!("  the reference failed (a fresh one starts): {}", error.lines().next().unwrap_or("")));
@@ -369,7 +379,7 @@ fn print_summary(s: &RunSummary, dir: &Path) -> std::io::Result<()> {
             let verdict = serde_json::from_value::<Evaluation>(b.evaluation.clone()).map(|e| e.verdict.to_string()).unwrap_or_default();
             out::line(format!("  best: program #{} (round {}), {verdict} {:.2}x{ci} -> {}", b.program_id, b.round, b.speedup, dir.join("best.py").display()))?;
         }
-        None => out::line("  no correct program yet, so no best.py")?,
+        None => out::line(format!("  no correct program yet, so no best.py; {} says what each program got", dir.join("best.json").display()))?,
     }
-    out::line(format!("  report: {}", dir.join("report.md").display()))
+    out::line(format!("  report: {} (every reply in {})", dir.join("report.md").display(), dir.join("replies").display()))
 }

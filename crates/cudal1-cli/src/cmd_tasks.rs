@@ -9,8 +9,11 @@ use crate::out;
 use crate::workspace;
 use anyhow::{bail, Result};
 use cudal1_eval::degenerate::TaskCheck;
+use cudal1_eval::memory::Footprint;
+use cudal1_supervisor::human_bytes;
 use cudal1_eval::{CompileCache, Device, EngineConfig, EvalSettings, Evaluator, Event, EventKind, Job, JobId, JobOutcome, Tolerance};
 use cudal1_protocol::DescribeReply;
+use cudal1_store::{NewTaskCheck, Store};
 use cudal1_task::{load_suite, Task};
 use crossbeam_channel::Receiver;
 use std::collections::HashMap;
@@ -56,6 +59,10 @@ fn synth(a: &crate::args::SynthArgs) -> Result<Status> {
 /// Submits one job per task and hands each task's outcome, as it finishes, to `on_done`; returns
 /// how many were cancelled by an interrupt.
 fn each_task(engine: Evaluator, events: &Receiver<Event>, tasks: &[Arc<Task>], job: impl Fn(Arc<Task>) -> Job, mut on_done: impl FnMut(usize, JobOutcome, &indicatif::ProgressBar) -> Result<()>) -> Result<usize> {
+    if tasks.is_empty() {
+        engine.finish();
+        return Ok(0);
+    }
     let progress = indicatif::ProgressBar::new(tasks.len() as u64);
     progress.set_style(indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}").expect("valid template"));
     progress.enable_steady_tick(Duration::from_millis(200));
@@ -88,6 +95,7 @@ fn list(a: &ListArgs) -> Result<Status> {
     let tasks: Vec<Arc<Task>> = suite.tasks.into_iter().map(Arc::new).collect();
     let mut described: Vec<Option<Result<Arc<DescribeReply>, String>>> = vec![None; tasks.len()];
     let mut cancelled = 0;
+    let mut interrupted = false;
     if !a.static_only && !tasks.is_empty() {
         // Trusted CPU runners read every task: shapes and parameter counts come from running
         // `get_inputs()` and building the model on meta tensors, which allocates nothing.
@@ -103,7 +111,7 @@ fn list(a: &ListArgs) -> Result<Status> {
         cancelled = each_task(engine, &events, &tasks, Job::describe, |i, outcome, progress| {
             let result = match outcome {
                 JobOutcome::Described(d) => Ok(d),
-                JobOutcome::TaskFailed { error, .. } => Err(error),
+                JobOutcome::TaskFailed { error, .. } | JobOutcome::HostFailed { error } => Err(error),
                 _ => return Ok(()),
             };
             if a.json {
@@ -112,6 +120,7 @@ fn list(a: &ListArgs) -> Result<Status> {
             described[i] = Some(result);
             Ok(())
         })?;
+        interrupted = interrupt.interrupted();
     } else if a.json {
         for t in &tasks {
             out::line(list_row(t, None))?;
@@ -119,21 +128,19 @@ fn list(a: &ListArgs) -> Result<Status> {
     }
     let failed = described.iter().filter(|d| matches!(d, Some(Err(_)))).count();
     if !a.json {
-        let mut t = comfy_table::Table::new();
-        t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-        t.set_content_arrangement(comfy_table::ContentArrangement::Dynamic);
-        t.set_header(["level", "id", "name", "inputs", "parameters"]);
+        let mut t = crate::style::table();
+        t.set_header(["level", "id", "name", "inputs", "parameters", "memory"]);
         for (task, d) in tasks.iter().zip(&described) {
-            let (inputs, parameters) = match d {
-                Some(Ok(d)) => (describe_values(&d.inputs), d.parameters.to_string()),
-                Some(Err(e)) => (format!("error: {}", e.lines().next().unwrap_or("")), "-".into()),
-                None => ("-".into(), "-".into()),
+            let (inputs, parameters, memory) = match d {
+                Some(Ok(d)) => (describe_values(&d.inputs), d.parameters.to_string(), Footprint::from_reply(d).map_or("-".into(), |f| human_bytes(f.cpu_evaluation()))),
+                Some(Err(e)) => (format!("error: {}", e.lines().next().unwrap_or("")), "-".into(), "-".into()),
+                None => ("-".into(), "-".into(), "-".into()),
             };
             let cell = |v: Option<u32>| v.map_or("-".into(), |x| x.to_string());
-            t.add_row([cell(task.name.level), cell(task.name.id), task.name.name.clone(), inputs, parameters]);
+            t.add_row([cell(task.name.level), cell(task.name.id), task.name.name.clone(), inputs, parameters, memory]);
         }
         out::line(t)?;
-        out::line(format!("{} task(s) in {}", tasks.len(), a.dir.display()))?;
+        out::line(format!("{} task(s) in {}; memory: what one evaluation on the CPU holds (a reference and a candidate process)", tasks.len(), a.dir.display()))?;
         if failed > 0 {
             out::line(format!("{failed} task(s) could not be read"))?;
         }
@@ -141,7 +148,7 @@ fn list(a: &ListArgs) -> Result<Status> {
     for p in &suite.problems {
         eprintln!("warning: {p}");
     }
-    if cancelled > 0 {
+    if cancelled > 0 || interrupted {
         return Ok(Status::Interrupted);
     }
     Ok(Status::problems_if(!suite.problems.is_empty() || failed > 0))
@@ -163,6 +170,10 @@ fn list_row(t: &Task, d: Option<&Result<Arc<DescribeReply>, String>>) -> serde_j
         "inputs": ok.map(|l| l.inputs.iter().map(cudal1_protocol::ValueSpec::describe).collect::<Vec<_>>()),
         "init_inputs": ok.map(|l| l.init_inputs.iter().map(cudal1_protocol::ValueSpec::describe).collect::<Vec<_>>()),
         "parameters": ok.map(|l| l.parameters),
+        "input_bytes": ok.and_then(|l| l.input_bytes),
+        "output_bytes": ok.and_then(|l| l.output_bytes),
+        "parameter_bytes": ok.and_then(|l| l.parameter_bytes),
+        "memory_bytes": ok.and_then(|l| Footprint::from_reply(l)).map(|f| f.cpu_evaluation()),
         "method": ok.map(|l| l.method.clone()),
         "note": ok.and_then(|l| l.note.clone()),
         "error": d.and_then(|r| r.as_ref().err()),
@@ -190,41 +201,69 @@ fn check(a: &CheckArgs) -> Result<Status> {
         ..EvalSettings::for_device(devices[0].clone())
     };
     let device_text = devices.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+    // Fixed seeds: a check is repeatable, and the tasks' own seeding decides their inputs.
+    let seeds: Vec<u64> = (0..a.seeds as u64).map(|i| 1000 + 7919 * i).collect();
+    let settings_hash = cudal1_task::content_hash(&format!("{}|{seeds:?}", settings.key_hash()));
     let mut config = EngineConfig::new(env, devices, settings, CompileCache { root: cache.join("extensions") });
     config.compile_workers = 1;
     if let Some(n) = a.lanes {
         config.lanes = n;
     }
-    // Fixed seeds: a check is repeatable, and the tasks' own seeding decides their inputs.
-    let seeds: Vec<u64> = (0..a.seeds as u64).map(|i| 1000 + 7919 * i).collect();
     let interrupt = interrupt::install("the task checks under way");
     let (engine, events) = Evaluator::start(config)?;
     interrupt.watch(engine.canceller());
+    // Checks already in the store are not made again (`--force` makes them again).
+    let store = Store::open(&a.db)?;
     let mut rows: Vec<Option<Result<Arc<TaskCheck>, String>>> = vec![None; tasks.len()];
-    let cancelled = each_task(engine, &events, &tasks, |t| Job::check_task(t, seeds.clone()), |i, outcome, progress| {
+    let mut reused = vec![false; tasks.len()];
+    for (i, t) in tasks.iter().enumerate() {
+        let stored = if a.force { None } else { store.find_task_check(&t.hash, &settings_hash)? };
+        if let Some(c) = stored.and_then(|s| serde_json::from_value::<TaskCheck>(s.check.result).ok()) {
+            if a.json {
+                out::line(check_row(&t.key(), &Ok(Arc::new(c.clone())), true)?)?;
+            }
+            rows[i] = Some(Ok(Arc::new(c)));
+            reused[i] = true;
+        }
+    }
+    let pending: Vec<Arc<Task>> = tasks.iter().zip(&reused).filter(|(_, r)| !**r).map(|(t, _)| Arc::clone(t)).collect();
+    let index: Vec<usize> = (0..tasks.len()).filter(|i| !reused[*i]).collect();
+    let done_before = tasks.len() - pending.len();
+    if done_before > 0 && !a.json {
+        eprintln!("resuming: {done_before} of {} task(s) already checked (from `{}`; --force checks again)", tasks.len(), a.db.display());
+    }
+    let mut save_error = None;
+    let cancelled = each_task(engine, &events, &pending, |t| Job::check_task(t, seeds.clone()), |p, outcome, progress| {
+        let i = index[p];
         let result = match outcome {
             JobOutcome::Checked(c) => Ok(c),
-            JobOutcome::TaskFailed { error, .. } => Err(error),
+            JobOutcome::TaskFailed { error, .. } | JobOutcome::HostFailed { error } => Err(error),
             _ => return Ok(()),
         };
+        if let Ok(c) = &result {
+            let saved = store.insert_task_check(&NewTaskCheck { task_hash: tasks[i].hash.clone(), settings_hash: settings_hash.clone(), task_name: tasks[i].key(), result: serde_json::to_value(&**c)? });
+            if let Err(e) = saved {
+                save_error.get_or_insert(e);
+            }
+        }
         if a.json {
-            let value = match &result {
-                Ok(c) => serde_json::to_value(&**c)?,
-                Err(e) => serde_json::json!({"task": tasks[i].key(), "flags": [], "error": e}),
-            };
-            progress.suspend(|| out::line(value))?;
+            let row = check_row(&tasks[i].key(), &result, false)?;
+            progress.suspend(|| out::line(row))?;
+        } else {
+            progress.println(check_line(&tasks[i].key(), &result));
         }
         rows[i] = Some(result);
         Ok(())
     })?;
+    if let Some(e) = save_error {
+        return Err(anyhow::Error::new(e).context("saving task checks (the checks finished, but some were not saved)"));
+    }
     let flagged = rows.iter().filter(|r| matches!(r, Some(Ok(c)) if c.is_degenerate())).count();
     let failed = rows.iter().filter(|r| matches!(r, Some(Err(_)))).count();
     if !a.json {
-        let mut t = comfy_table::Table::new();
-        t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-        t.set_content_arrangement(comfy_table::ContentArrangement::Dynamic);
+        let mut t = crate::style::table();
         t.set_header(["task", "degenerate", "why"]);
-        for (task, result) in tasks.iter().zip(&rows) {
+        for ((task, result), reused) in tasks.iter().zip(&rows).zip(&reused) {
             let (verdict, why) = match result {
                 Some(Ok(c)) if c.is_degenerate() => {
                     ("yes".to_owned(), c.flags.iter().map(|f| format!("{}: {}", f.kind.as_str(), f.reason)).collect::<Vec<_>>().join("\n"))
@@ -234,9 +273,12 @@ fn check(a: &CheckArgs) -> Result<Status> {
                 Some(Err(e)) => ("error".to_owned(), e.lines().next().unwrap_or("").to_owned()),
                 None => ("-".to_owned(), "not checked (interrupted)".to_owned()),
             };
-            t.add_row([task.key(), verdict, why]);
+            t.add_row([task.key(), if *reused { format!("{verdict} *") } else { verdict }, why]);
         }
         out::line(t)?;
+        if done_before > 0 {
+            out::line("* from the store (the same task and check settings); --force checks again")?;
+        }
         let done = rows.iter().filter(|r| r.is_some()).count();
         out::line(format!("{flagged} of {done} task(s) degenerate on {device_text}; leave them out of speed statistics and rewards"))?;
         if failed > 0 {
@@ -246,8 +288,28 @@ fn check(a: &CheckArgs) -> Result<Status> {
     for p in &suite.problems {
         eprintln!("warning: {p}");
     }
-    if cancelled > 0 {
+    if cancelled > 0 || interrupt.interrupted() {
         return Ok(Status::Interrupted);
     }
     Ok(Status::problems_if(flagged > 0 || failed > 0 || !suite.problems.is_empty()))
+}
+
+/// A check as `--json` prints it: the check (or the error), and whether it came from the store.
+fn check_row(key: &str, result: &Result<Arc<TaskCheck>, String>, reused: bool) -> Result<serde_json::Value> {
+    let mut v = match result {
+        Ok(c) => serde_json::to_value(&**c)?,
+        Err(e) => serde_json::json!({"task": key, "flags": [], "parameters": null, "unjudged": [], "error": e}),
+    };
+    v["reused"] = reused.into();
+    Ok(v)
+}
+
+/// The line a finished check prints above the progress bar (on a terminal).
+fn check_line(key: &str, result: &Result<Arc<TaskCheck>, String>) -> String {
+    use crate::style::{err, Paint};
+    match result {
+        Ok(c) if c.is_degenerate() => format!("{key}: {} ({})", err("degenerate", Paint::Warning), c.flags.iter().map(|f| f.kind.as_str()).collect::<Vec<_>>().join(", ")),
+        Ok(_) => format!("{key}: healthy"),
+        Err(e) => format!("{key}: {} {}", err("error:", Paint::Error), e.lines().next().unwrap_or("")),
+    }
 }

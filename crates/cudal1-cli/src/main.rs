@@ -3,7 +3,9 @@
 mod args;
 mod batch;
 mod cmd_eval;
+mod cmd_export;
 mod cmd_optimize;
+mod cmd_show;
 mod cmd_tasks;
 mod cmd_train;
 mod exit;
@@ -11,19 +13,24 @@ mod interrupt;
 mod out;
 mod record;
 mod report;
+mod style;
 mod workspace;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = args::Cli::parse();
     init_logging(cli.verbose);
+    style::init(cli.verbose);
     let result = match cli.command {
         args::Command::Eval(a) => cmd_eval::run(a),
         args::Command::Tasks(a) => cmd_tasks::run(a),
         args::Command::Optimize(a) => cmd_optimize::run(*a),
         args::Command::Train(a) => cmd_train::run(*a),
+        args::Command::Show(a) => cmd_show::run(&a),
+        args::Command::Export(a) => cmd_export::run(&a),
+        args::Command::Completions(a) => completions(a.shell),
     };
     match result {
         Ok(status) => status.into(),
@@ -34,6 +41,12 @@ fn main() -> ExitCode {
             ExitCode::from(exit::ERROR)
         }
     }
+}
+
+/// `cudal1 completions SHELL`: the script on stdout.
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<exit::Status> {
+    clap_complete::generate(shell, &mut args::Cli::command(), "cudal1", &mut std::io::stdout());
+    Ok(exit::Status::Done)
 }
 
 fn init_logging(verbose: u8) {

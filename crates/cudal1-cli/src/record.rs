@@ -37,3 +37,19 @@ pub fn from_store(stored: &StoredEvaluation, task: &str, label: &str) -> Option<
     e.candidate = label.to_owned();
     Some(e)
 }
+
+/// A stored evaluation as `cudal1 show --json` and `cudal1 export` give it: the evaluation as
+/// `eval --json` prints it, with its row id, when and under which batch and settings it was
+/// recorded, and the task's file.
+pub fn stored_json(s: &StoredEvaluation) -> serde_json::Value {
+    let mut v = s.measurements.clone();
+    if !v.is_object() {
+        v = serde_json::json!({"measurements": v});
+    }
+    v["id"] = s.id.into();
+    v["created_at"] = s.created_at.clone().into();
+    v["batch_id"] = s.batch_id.clone().into();
+    v["task_path"] = s.task_path.clone().into();
+    v["settings"] = s.settings.clone();
+    v
+}

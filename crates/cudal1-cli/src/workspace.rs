@@ -124,13 +124,29 @@ fn chosen_devices(flag: Option<&DeviceFlag>, interp: &Interpreter) -> Result<Vec
     }
 }
 
-pub fn settings(common: &CommonEval, device: Device) -> Result<EvalSettings> {
+/// Refuses values of the common flags that cannot work, before anything is read or started.
+pub fn check(common: &CommonEval) -> Result<()> {
     if common.seeds == 0 {
         bail!("`--seeds` must be at least 1");
     }
     if !(common.budget > 0.0 && common.call_timeout > 0.0) {
         bail!("`--budget` and `--call-timeout` must be positive numbers of seconds");
     }
+    if let Some(scale) = common.scale {
+        if !(scale > 0.0 && scale <= 1.0) {
+            bail!("`--scale {scale}` must be a number in (0, 1]: the fraction of the leading input dimensions to keep");
+        }
+    }
+    for (name, value) in [("--atol", common.atol), ("--rtol", common.rtol)] {
+        if value.is_some_and(|v| !(v >= 0.0)) {
+            bail!("`{name}` must be a tolerance of 0 or more");
+        }
+    }
+    Ok(())
+}
+
+pub fn settings(common: &CommonEval, device: Device) -> Result<EvalSettings> {
+    check(common)?;
     let tolerance = match (common.atol, common.rtol, common.kernelbench_v0) {
         (Some(atol), Some(rtol), _) => Tolerance::Fixed { atol, rtol },
         (_, _, true) => Tolerance::KernelBenchV0,
@@ -144,6 +160,8 @@ pub fn settings(common: &CommonEval, device: Device) -> Result<EvalSettings> {
         sandbox: !common.no_sandbox,
         window: common.window,
         mode: Mode::Full,
+        memory_bytes: common.memory.or(EvalSettings::default().memory_bytes),
+        scale: common.scale.filter(|s| *s < 1.0),
         ..EvalSettings::for_device(device)
     })
 }

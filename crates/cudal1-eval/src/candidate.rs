@@ -4,7 +4,7 @@
 
 use crate::bandwidth::{self, Floor, FloorCheck};
 use crate::compile::CompileOutcome;
-use crate::failure::judge_call_error;
+use crate::failure::{judge_call_error, HOST_OUT_OF_MEMORY};
 use crate::findings::judge_findings;
 use crate::reference::{absolute, runner_device, ReferenceError, ReferenceSession, INIT_SEED};
 use crate::runner::{CallError, Launch, Role, RunnerClient, RunnerEnv};
@@ -15,6 +15,7 @@ use crate::verdict::{Evaluation, Judgement, Measurements, Remeasure, SeedCheck, 
 use crate::window::{self, WindowUsed};
 use cudal1_protocol::{Hello, Load, Outputs};
 use cudal1_stats::{median, median_interval, speedup_interval, Interval};
+use cudal1_supervisor::human_bytes;
 use cudal1_task::{Candidate, TaskError};
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -62,14 +63,27 @@ struct Run<'a, 'c> {
     first_output: Option<PathBuf>,
 }
 
-/// Evaluates `candidate`. `Err` only when the reference itself fails: then the task is at fault.
+/// Why an evaluation ended without a verdict.
+#[derive(Debug, thiserror::Error)]
+pub enum Unjudged {
+    /// The task's reference failed: the task is at fault.
+    #[error(transparent)]
+    Reference(#[from] ReferenceError),
+    /// The machine failed: it ran out of memory, and the candidate was not the cause (it held
+    /// no more than the reference's share). The same evaluation may succeed another time.
+    #[error("{0}")]
+    Host(String),
+}
+
+/// Evaluates `candidate`. `Err` only when the reference fails (the task is at fault) or the
+/// machine does (it ran out of memory): then there is no verdict.
 pub fn evaluate_candidate(
     ctx: &EvalContext<'_>,
     reference: &mut ReferenceSession,
     candidate: &Candidate,
     compiled: &CompileOutcome,
     rng: StdRng,
-) -> Result<Evaluation, ReferenceError> {
+) -> Result<Evaluation, Unjudged> {
     evaluate_in(ctx, reference, candidate, compiled, None, rng)
 }
 
@@ -81,13 +95,24 @@ pub fn evaluate_in(
     compiled: &CompileOutcome,
     process: Option<CandidateProcess>,
     rng: StdRng,
-) -> Result<Evaluation, ReferenceError> {
+) -> Result<Evaluation, Unjudged> {
     let started = Instant::now();
     let mut run = Run { ctx, reference, candidate, m: Measurements::default(), rng, warnings: Vec::new(), first_output: None };
     let (judgement, speedup, times) = match run.go(compiled, process)? {
         Ok((j, s, t)) => (j, s, t),
         Err(j) => (j, None, None),
     };
+    if judgement.class == HOST_OUT_OF_MEMORY {
+        return Err(Unjudged::Host(judgement.reason));
+    }
+    run.m.log_tail = failure_log(judgement.log.as_deref(), run.m.log_tail.as_deref());
+    if let Some(scale) = ctx.settings.scale {
+        let what = run.reference.load.scaled.join(", ");
+        run.warnings.push(Warning {
+            class: "scaled".into(),
+            message: format!("a trial on smaller inputs (`--scale {scale}`: {what}): the verdict and speedup are for those, not the task's own sizes"),
+        });
+    }
     let environment = run.reference.environment();
     let task = run.reference.task.clone();
     Ok(Evaluation {
@@ -103,6 +128,7 @@ pub fn evaluate_in(
         candidate_ms: times.map(|t| t.1),
         device: ctx.settings.device.to_string(),
         mode: ctx.settings.mode,
+        scale: ctx.settings.scale,
         environment,
         measurements: run.m,
         duration_ms: started.elapsed().as_secs_f64() * 1e3,
@@ -143,6 +169,7 @@ pub fn prejudged(ctx: &EvalContext<'_>, task: &cudal1_task::Task, candidate: &Ca
     let (judgement, warnings) = prejudge(candidate, compiled);
     let judgement = judgement?;
     let m = Measurements {
+        log_tail: failure_log(judgement.log.as_deref(), None),
         compile_ms: match compiled {
             CompileOutcome::Built { ms, .. } | CompileOutcome::Failed { ms, .. } => Some(*ms),
             CompileOutcome::NotNeeded => None,
@@ -162,11 +189,30 @@ pub fn prejudged(ctx: &EvalContext<'_>, task: &cudal1_task::Task, candidate: &Ca
         candidate_ms: None,
         device: ctx.settings.device.to_string(),
         mode: ctx.settings.mode,
+        scale: ctx.settings.scale,
         environment: crate::verdict::Environment::default(),
         measurements: m,
         duration_ms: 0.0,
         warnings,
     })
+}
+
+/// Whether a candidate that held `candidate` bytes when the machine ran out of memory caused it,
+/// against a reference that holds `reference` bytes for the same work: more than twice as much
+/// and 1 GiB more. Otherwise the machine was short (too many processes at once, other programs).
+fn held_far_more(candidate: u64, reference: u64) -> bool {
+    candidate > reference.saturating_mul(2).saturating_add(1 << 30)
+}
+
+/// What a failed candidate printed: its traceback or compiler output, then its stderr's tail.
+fn failure_log(log: Option<&str>, stderr: Option<&str>) -> Option<String> {
+    let log = log.map(str::trim_end).filter(|l| !l.is_empty());
+    let stderr = stderr.map(str::trim_end).filter(|l| !l.is_empty());
+    match (log, stderr) {
+        (Some(l), Some(e)) => Some(format!("{l}\n--- stderr (last lines) ---\n{e}")),
+        (Some(l), None) => Some(l.to_owned()),
+        (None, e) => e.map(str::to_owned),
+    }
 }
 
 /// A candidate's runner process with its scratch directory and program file. It can be started
@@ -237,7 +283,10 @@ impl Run<'_, '_> {
             },
         };
         let task_path = absolute(&self.reference.task.path);
-        let outcome = self.with_client(&mut process, &task_path, spawned);
+        let outcome = match self.with_client(&mut process, &task_path, spawned) {
+            Ok(Err(j)) if j.class == HOST_OUT_OF_MEMORY => Ok(Err(self.host_out_of_memory(j, process.client.peak_memory()))),
+            other => other,
+        };
         if let Ok(Err(_)) = &outcome {
             self.m.log_tail = Some(crate::reference::tail(&process.client.stderr_tail()));
         }
@@ -246,6 +295,25 @@ impl Run<'_, '_> {
             None => process.discard(),
         }
         outcome
+    }
+
+    /// The machine ran out of memory while the candidate ran: its fault when it held far more
+    /// than the reference does ([`held_far_more`]), else no verdict (the judgement stays
+    /// [`HOST_OUT_OF_MEMORY`]).
+    fn host_out_of_memory(&self, j: Judgement, candidate_peak: Option<u64>) -> Judgement {
+        let reference_peak = self.reference.client.peak_memory();
+        match (candidate_peak, reference_peak) {
+            (Some(c), Some(r)) if held_far_more(c, r) => Judgement::new(
+                Verdict::RuntimeError,
+                "out_of_memory",
+                format!(
+                    "ran out of memory: the machine ran out while its process held {}, far more than the reference's {}, and the kernel's OOM killer ended it",
+                    human_bytes(c),
+                    human_bytes(r)
+                ),
+            ),
+            _ => j,
+        }
     }
 
     /// `spawned`: when the candidate's process was started or taken over (the `start` phase).
@@ -265,6 +333,7 @@ impl Run<'_, '_> {
             candidate: Some(file.clone()),
             device: runner_device(&settings.device),
             init_seed: INIT_SEED,
+            scale: settings.scale,
         };
         // A build the compile pool missed happens in the candidate's process, at load or on the
         // first call: those get the time a build may take on top of their own limit.
@@ -619,6 +688,18 @@ impl Run<'_, '_> {
                 ),
             });
         }
+        if speedup.is_wide() {
+            self.warnings.push(Warning {
+                class: "wide_interval".into(),
+                message: format!(
+                    "the {:.0}% interval {:.2}x to {:.2}x is wide (its upper bound over {}x its lower): the median may be noise; fast_p_lower counts only the lower bound",
+                    settings.confidence * 100.0,
+                    speedup.ci_low,
+                    speedup.ci_high,
+                    cudal1_stats::WIDE_RATIO
+                ),
+            });
+        }
         let checks = self.m.checks.len();
         let reason = format!(
             "matches the reference on {checks} checked calls; {:.3}x the reference's speed (median, {:.0}% CI {:.3}–{:.3})",
@@ -801,6 +882,15 @@ mod tests {
         assert!(changed_after_saving(Some("aa"), &read(None), 7).is_none());
         let refused = crate::intake::Refused { path: "/x/outputs/seed-1.pt".into(), why: "it is not a regular file (a symbolic link)".into() };
         assert_eq!(tampered_file(&refused).class, "output_file_tampered");
+    }
+
+    #[test]
+    fn a_candidate_that_held_far_more_than_the_reference_caused_the_machine_to_run_out() {
+        let gib = 1u64 << 30;
+        assert!(held_far_more(9 * gib, 2 * gib));
+        assert!(!held_far_more(5 * gib, 2 * gib), "2x + 1 GiB is the line");
+        // Small tasks: a candidate near the reference's size is no cause.
+        assert!(!held_far_more(gib, gib / 2));
     }
 
     #[test]

@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 const BUILT: &str = ".cudal1-built";
 const FAILED: &str = ".cudal1-failed";
+/// The failed build's whole output, beside [`FAILED`].
+const FAILED_LOG: &str = ".cudal1-failed.log";
 
 /// Does this program build extensions when imported?
 pub fn needs_compile(source: &str) -> bool {
@@ -78,7 +80,8 @@ pub fn compile(env: &RunnerEnv, task: &Task, candidate: &Candidate, cache: &Comp
         return CompileOutcome::Built { dir, ms: 0.0, cached: true, missed: marker.missed };
     }
     if let Ok(reason) = std::fs::read_to_string(dir.join(FAILED)) {
-        return CompileOutcome::Failed { judgement: Judgement::new(Verdict::CompileError, "compile_error", reason), ms: 0.0 };
+        let log = std::fs::read_to_string(dir.join(FAILED_LOG)).ok();
+        return CompileOutcome::Failed { judgement: Judgement::new(Verdict::CompileError, "compile_error", reason).with_log(log), ms: 0.0 };
     }
     remove_stale_batons(&dir);
     let started = Instant::now();
@@ -94,6 +97,9 @@ pub fn compile(env: &RunnerEnv, task: &Task, candidate: &Candidate, cache: &Comp
             // Only a real build failure is final; a crash or a timeout may be the machine's fault.
             if judgement.class == "compile_error" {
                 let _ = std::fs::write(dir.join(FAILED), &judgement.reason);
+                if let Some(log) = &judgement.log {
+                    let _ = std::fs::write(dir.join(FAILED_LOG), log);
+                }
             }
             CompileOutcome::Failed { judgement, ms }
         }
@@ -155,7 +161,8 @@ fn build(env: &RunnerEnv, task: &Task, candidate: &Candidate, ext_dir: &Path, se
             Ok(reply.missed)
         }
         Err(CallError::Runner(e)) if e.kind == ErrorKind::CompileError => {
-            Err(Judgement::new(Verdict::CompileError, "compile_error", format!("the extension does not build:\n{}", trim_log(&e.message))))
+            let log = Some(e.message.clone());
+            Err(Judgement::new(Verdict::CompileError, "compile_error", format!("the extension does not build:\n{}", trim_log(&e.message))).with_log(log))
         }
         Err(e) => {
             let mut j = judge_call_error(&e, "compiling", &client.stderr_tail());
@@ -172,7 +179,13 @@ fn build(env: &RunnerEnv, task: &Task, candidate: &Candidate, ext_dir: &Path, se
 /// Compiler output is long; the errors are near the end.
 fn trim_log(log: &str) -> String {
     let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
-    let errors: Vec<&str> = lines.iter().copied().filter(|l| l.contains("error")).take(12).collect();
+    // torch's message repeats the compiler's output: each error line once.
+    let mut errors: Vec<&str> = Vec::new();
+    for l in lines.iter().copied().filter(|l| l.contains("error")) {
+        if !errors.contains(&l) && errors.len() < 12 {
+            errors.push(l);
+        }
+    }
     if errors.is_empty() {
         lines[lines.len().saturating_sub(20)..].join("\n")
     } else {
@@ -192,7 +205,7 @@ mod tests {
 
     #[test]
     fn trims_logs_to_error_lines() {
-        let log = "building\n[1/2] c++ ...\nfoo.cpp:3:1: error: expected ';'\nninja: build stopped\n";
+        let log = "building\n[1/2] c++ ...\nfoo.cpp:3:1: error: expected ';'\nninja: build stopped\nfoo.cpp:3:1: error: expected ';'\n";
         assert_eq!(trim_log(log), "foo.cpp:3:1: error: expected ';'");
     }
 }

@@ -97,14 +97,15 @@ pub fn check_task(env: &RunnerEnv, task: &Task, settings: &EvalSettings, work_ro
     let fail = |doing: &str, source: CallError| CheckError { task: task.key(), doing: doing.to_owned(), source };
     let dir = tempfile::Builder::new().prefix("check-").tempdir_in(work_root).map_err(|e| fail("creating its directory", CallError::Protocol(e.to_string())))?;
     let task_path = absolute(&task.path);
-    let load = |candidate: Option<PathBuf>| Load { reference: task_path.clone(), candidate, device: runner_device(&settings.device), init_seed: INIT_SEED };
+    let load = |candidate: Option<PathBuf>| Load { reference: task_path.clone(), candidate, device: runner_device(&settings.device), init_seed: INIT_SEED, scale: settings.scale };
     let limit = settings.call_timeout * (seeds.len().max(1) as u32) + Duration::from_secs(60);
 
     let ref_dir = dir.path().join("reference");
     std::fs::create_dir_all(&ref_dir).map_err(|e| fail("creating its directory", CallError::Protocol(e.to_string())))?;
     let mut reference = RunnerClient::spawn(env, launch(Role::Reference, "reference", &ref_dir, vec![], settings)).map_err(|e| fail("starting the reference", e))?;
     let result = (|| {
-        reference.call(&Hello {}, Duration::from_secs(120)).map_err(|e| fail("starting the reference", e))?;
+        let hello = reference.call(&Hello {}, Duration::from_secs(120)).map_err(|e| fail("starting the reference", e))?;
+        crate::memory::refuse_if_too_large(&mut reference, &task_path, settings, &hello).map_err(|e| fail("checking that it fits in memory", e))?;
         let loaded: LoadReply = reference.call(&load(None), settings.load_timeout).map_err(|e| fail("loading the reference", e))?;
         let expected = reference
             .call(&Expected { seeds: seeds.to_vec(), dir: ref_dir.join("expected") }, limit)

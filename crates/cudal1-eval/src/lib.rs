@@ -7,7 +7,9 @@
 //! and timing interleaves blocks of reference and candidate calls in random order ([`timing`]).
 //! Every candidate ends with one [`Evaluation`] whose [`Verdict`] carries a readable reason; a
 //! crash, hang or hostile program is a verdict, never an error of the evaluator. Only a failing
-//! reference is an error ([`ReferenceError`]): the task is at fault.
+//! reference is an error ([`ReferenceError`]): the task is at fault; and a machine that runs out
+//! of memory under a candidate that was not the cause gives no verdict either
+//! ([`candidate::Unjudged::Host`], [`JobOutcome::HostFailed`]).
 
 pub mod bandwidth;
 pub mod candidate;
@@ -19,6 +21,7 @@ pub mod engine;
 mod failure;
 pub mod findings;
 pub mod intake;
+pub mod memory;
 pub mod reference;
 pub mod runner;
 pub mod scratch;

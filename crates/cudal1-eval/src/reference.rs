@@ -32,10 +32,19 @@ impl ReferenceError {
     pub fn at_start(&self) -> bool {
         AT_START.contains(&self.doing)
     }
+
+    /// The machine ran out of memory under it (the kernel's OOM killer, not a limit of ours):
+    /// the task is not necessarily at fault.
+    pub fn host_out_of_memory(&self) -> bool {
+        crate::failure::host_out_of_memory(&self.source)
+    }
 }
 
 /// What [`ReferenceSession::start`] is doing when it fails.
-const AT_START: [&str; 3] = ["creating its work directory", "starting", "loading"];
+const AT_START: [&str; 4] = ["creating its work directory", "starting", FITTING, "loading"];
+
+/// The step where a task too large for the machine is refused ([`crate::memory`]).
+const FITTING: &str = "checking that it fits in memory";
 
 pub struct ReferenceSession {
     pub task: Task,
@@ -108,7 +117,8 @@ fn launch_reference(env: &RunnerEnv, task: &Task, settings: &EvalSettings, dir: 
 fn hello_and_load(client: &mut RunnerClient, task: &Task, settings: &EvalSettings) -> Result<(HelloReply, LoadReply), ReferenceError> {
     let fail = |doing, source: CallError, client: &RunnerClient| ReferenceError { task: task.key(), doing, source, stderr: tail(&client.stderr_tail()) };
     let hello = client.call(&Hello {}, Duration::from_secs(120)).map_err(|e| fail("starting", e, client))?;
-    let load = Load { reference: absolute(&task.path), candidate: None, device: runner_device(&settings.device), init_seed: INIT_SEED };
+    crate::memory::refuse_if_too_large(client, &absolute(&task.path), settings, &hello).map_err(|e| fail(FITTING, e, client))?;
+    let load = Load { reference: absolute(&task.path), candidate: None, device: runner_device(&settings.device), init_seed: INIT_SEED, scale: settings.scale };
     let load = client.call(&load, settings.load_timeout).map_err(|e| fail("loading", e, client))?;
     Ok((hello, load))
 }
@@ -230,31 +240,60 @@ impl ReferenceSession {
 }
 
 /// What a task takes and holds (`tasks list`), from a trusted CPU runner that allocates nothing
-/// where the task allows it.
+/// where the task allows it: [`Describer`] for one task.
 pub fn describe(env: &RunnerEnv, task: &Task, settings: &EvalSettings, work_root: &Path) -> Result<DescribeReply, ReferenceError> {
-    let fail = |doing, source: CallError, stderr: String| ReferenceError { task: task.key(), doing, source, stderr };
-    let dir = tempfile::Builder::new()
-        .prefix("describe-")
-        .tempdir_in(work_root)
-        .map_err(|e| fail("creating its work directory", CallError::Protocol(e.to_string()), String::new()))?;
-    let launch = Launch {
-        role: Role::Reference,
-        label: format!("describe {}", task.key()),
-        device: &Device::Cpu,
-        scratch: dir.path(),
-        extensions: None,
-        reads: vec![],
-        sandbox: false,
-        memory_bytes: None,
-    };
-    let mut client = RunnerClient::spawn(env, launch).map_err(|e| fail("starting", e, String::new()))?;
-    let reply = client
-        .call(&Hello {}, Duration::from_secs(120))
-        .map_err(|e| ("starting", e))
-        .and_then(|_| client.call(&Describe { reference: absolute(&task.path) }, settings.load_timeout).map_err(|e| ("loading", e)));
-    let result = reply.map_err(|(doing, e)| fail(doing, e, tail(&client.stderr_tail())));
-    client.shutdown();
+    let mut describer = Describer::start(env, work_root).map_err(|(doing, source)| ReferenceError { task: task.key(), doing, source, stderr: String::new() })?;
+    let result = describer.describe(task, settings);
+    describer.shutdown();
     result
+}
+
+/// A trusted CPU runner that describes tasks one after another: one interpreter's start-up for
+/// a whole suite rather than one per task (100 of KernelBench's tasks took 5 minutes on a
+/// 2-core machine with a runner each). Tasks are references, trusted code; each is imported
+/// under a fresh module name and dropped after.
+pub struct Describer {
+    client: RunnerClient,
+    _dir: tempfile::TempDir,
+}
+
+impl Describer {
+    /// Starts the runner; what failed (`creating its work directory`, `starting`) and why.
+    pub fn start(env: &RunnerEnv, work_root: &Path) -> Result<Describer, (&'static str, CallError)> {
+        let dir = tempfile::Builder::new().prefix("describe-").tempdir_in(work_root).map_err(|e| ("creating its work directory", CallError::Protocol(e.to_string())))?;
+        let launch = Launch {
+            role: Role::Reference,
+            label: "describe".into(),
+            device: &Device::Cpu,
+            scratch: dir.path(),
+            extensions: None,
+            reads: vec![],
+            sandbox: false,
+            memory_bytes: None,
+        };
+        let mut client = RunnerClient::spawn(env, launch).map_err(|e| ("starting", e))?;
+        if let Err(e) = client.call(&Hello {}, Duration::from_secs(120)) {
+            client.shutdown();
+            return Err(("starting", e));
+        }
+        Ok(Describer { client, _dir: dir })
+    }
+
+    /// Describes one task. After an error the runner may be gone ([`Describer::alive`]).
+    pub fn describe(&mut self, task: &Task, settings: &EvalSettings) -> Result<DescribeReply, ReferenceError> {
+        self.client
+            .call(&Describe { reference: absolute(&task.path), scale: settings.scale, meta_only: false }, settings.load_timeout)
+            .map_err(|source| ReferenceError { task: task.key(), doing: "loading", source, stderr: tail(&self.client.stderr_tail()) })
+    }
+
+    /// Whether the runner can describe another task (it has not died or been killed).
+    pub fn alive(&self, last: &Result<DescribeReply, ReferenceError>) -> bool {
+        !matches!(last, Err(ReferenceError { source: CallError::Worker(_) | CallError::Protocol(_), .. }))
+    }
+
+    pub fn shutdown(self) {
+        self.client.shutdown();
+    }
 }
 
 /// Inside a runner the chosen GPU is the only visible one.

@@ -79,6 +79,9 @@ pub enum CallError {
     Spawn(#[from] SpawnError),
     #[error("the runner broke the protocol: {0}")]
     Protocol(String),
+    /// cudal1 did not make the call: the work would not fit ([`crate::memory`]).
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// A running runner process.
@@ -217,6 +220,11 @@ impl RunnerClient {
     /// cudal1's own count, whatever the runner reports.
     pub fn cpu_time(&self) -> Duration {
         self.worker.cpu_time()
+    }
+
+    /// The most memory the runner has held so far (see [`Worker::peak_memory`]).
+    pub fn peak_memory(&self) -> Option<u64> {
+        self.worker.peak_memory()
     }
 
     /// Asks the runner to exit, then makes sure its whole process group is gone.

@@ -184,6 +184,10 @@ pub struct EvalSettings {
     pub remeasure_above: f64,
     /// Host memory limit of a candidate process.
     pub memory_bytes: Option<u64>,
+    /// A trial on smaller inputs (`--scale`): the reference's module-level integers that give an
+    /// input's leading dimension are multiplied by this. Left out of the key when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale: Option<f64>,
     /// Peak memory bandwidth in GB/s for the bandwidth floor; by default the GPU's, from its
     /// name (see `bandwidth`), and none on the CPU. Left out of the key when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -212,6 +216,7 @@ impl Default for EvalSettings {
             sandbox: true,
             remeasure_above: 3.0,
             memory_bytes: Some(32 << 30),
+            scale: None,
             bandwidth_gbps: None,
         }
     }

@@ -55,11 +55,22 @@ pub struct Judgement {
     pub verdict: Verdict,
     pub reason: String,
     pub class: String,
+    /// What the program printed that explains the verdict in full: the traceback of an
+    /// exception, the compiler's whole output (the reason keeps only its error lines).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
 }
 
 impl Judgement {
     pub fn new(verdict: Verdict, class: &str, reason: impl Into<String>) -> Judgement {
-        Judgement { verdict, reason: reason.into(), class: class.to_owned() }
+        Judgement { verdict, reason: reason.into(), class: class.to_owned(), log: None }
+    }
+
+    /// The same judgement with `log` kept beside it (nothing when it is empty).
+    #[must_use]
+    pub fn with_log(mut self, log: Option<String>) -> Judgement {
+        self.log = log.filter(|l| !l.trim().is_empty());
+        self
     }
 }
 
@@ -166,7 +177,8 @@ pub struct Measurements {
     pub checks: Vec<SeedCheck>,
     pub findings: Vec<Finding>,
     pub timing: Option<TimingReport>,
-    /// Tail of the candidate's stderr when it failed.
+    /// When it failed: the traceback of its exception or its compiler's output, then the tail of
+    /// its process's stderr.
     pub log_tail: Option<String>,
     /// Wall time of each step of the evaluation (start, load, correctness, timing), in ms.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -196,6 +208,9 @@ pub struct Evaluation {
     /// `correctness`: not timed, so no speedup. Absent (full) in evaluations stored before modes.
     #[serde(default, skip_serializing_if = "crate::settings::Mode::is_full")]
     pub mode: crate::settings::Mode,
+    /// A trial on smaller inputs (`--scale`): the speedup is not the task's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale: Option<f64>,
     pub environment: Environment,
     pub measurements: Measurements,
     pub duration_ms: f64,

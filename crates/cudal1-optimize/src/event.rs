@@ -48,6 +48,9 @@ pub enum Event {
     },
     /// The reference failed while judging one program; the next starts a fresh reference.
     ReferenceFailed { error: String },
+    /// The machine ran out of memory while a program was judged (not the program's fault): it
+    /// has no verdict, and the next invocation evaluates it again.
+    HostFailed { error: String },
     RoundFinished { totals: NewRound },
     Stopped { reason: StopReason },
 }

@@ -1,5 +1,7 @@
 //! What a run leaves in its output directory: `best.py` (the best correct program),
-//! `best.json` (its evaluation and lineage) and `report.md` (rounds, the lineage, failures).
+//! `best.json` (its evaluation and lineage, or, with no correct program yet, what each program
+//! got), `report.md` (rounds, the lineage, every sample) and `replies/` (every LLM reply, one
+//! file each, linked from the report).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -9,27 +11,29 @@ use serde_json::json;
 use crate::summary::RunSummary;
 use crate::OptimizeError;
 
-/// The files written; `best` is `None` when the run has no correct program.
+/// The files written; `best` (`best.py`) is `None` when the run has no correct program.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OutputFiles {
-    pub best: Option<(PathBuf, PathBuf)>,
+    pub best: Option<PathBuf>,
+    pub record: PathBuf,
     pub report: PathBuf,
+    pub replies: PathBuf,
 }
 
-/// Writes the outputs into `dir` (created if needed). Without a correct program, `best.py` and
-/// `best.json` left by an earlier invocation are removed, so the directory never shows a best
-/// program the report does not.
+/// Writes the outputs into `dir` (created if needed). Without a correct program, a `best.py`
+/// left by an earlier invocation is removed, so the directory never shows a best program the
+/// report does not; `best.json` then says what each program got.
 pub fn write_outputs(dir: &Path, s: &RunSummary) -> Result<OutputFiles, OptimizeError> {
     let io = |path: &Path| {
         let path = path.to_owned();
         move |source| OptimizeError::Output { path, source }
     };
     std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let (py, js, md) = (dir.join("best.py"), dir.join("best.json"), dir.join("report.md"));
-    let best = match &s.best {
+    let (py, js, md, replies) = (dir.join("best.py"), dir.join("best.json"), dir.join("report.md"), dir.join("replies"));
+    let record = match &s.best {
         Some(b) => {
             std::fs::write(&py, &b.code).map_err(io(&py))?;
-            let record = json!({
+            json!({
                 "run_id": s.run_id,
                 "task": s.task,
                 "task_path": s.task_path,
@@ -38,23 +42,47 @@ pub fn write_outputs(dir: &Path, s: &RunSummary) -> Result<OutputFiles, Optimize
                 "speedup": {"median": b.speedup, "ci_low": b.speedup_ci_low, "ci_high": b.speedup_ci_high},
                 "evaluation": b.evaluation,
                 "lineage": b.lineage,
-            });
-            let text = serde_json::to_string_pretty(&record).expect("JSON values serialise");
-            std::fs::write(&js, text + "\n").map_err(io(&js))?;
-            Some((py, js))
+            })
         }
         None => {
-            for stale in [&py, &js] {
-                match std::fs::remove_file(stale) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(stale)(e)),
-                    _ => {}
-                }
+            match std::fs::remove_file(&py) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&py)(e)),
+                _ => {}
             }
-            None
+            let mut seen = Vec::new();
+            let programs: Vec<serde_json::Value> = s
+                .samples
+                .iter()
+                .filter(|l| l.program_id.is_some_and(|id| !seen.contains(&id) && { seen.push(id); true }))
+                .map(|l| json!({"program_id": l.program_id, "round": l.round, "verdict": l.verdict, "reason": l.reason, "reply": l.reply_file()}))
+                .collect();
+            json!({
+                "run_id": s.run_id,
+                "task": s.task,
+                "task_path": s.task_path,
+                "program_id": null,
+                "round": null,
+                "speedup": null,
+                "evaluation": null,
+                "lineage": [],
+                "note": format!("no correct program yet ({}): `programs` says what each got, `replies/` holds what the LLM wrote", s.stop_text),
+                "programs": programs,
+            })
         }
     };
+    let text = serde_json::to_string_pretty(&record).expect("JSON values serialise");
+    std::fs::write(&js, text + "\n").map_err(io(&js))?;
+    std::fs::create_dir_all(&replies).map_err(io(&replies))?;
+    for l in &s.samples {
+        let path = dir.join(l.reply_file());
+        let body = match &l.reply {
+            Some(reply) => reply.clone(),
+            None => format!("(no reply: {})\n", l.reason.as_deref().unwrap_or("the request failed")),
+        };
+        std::fs::write(&path, body).map_err(io(&path))?;
+    }
     std::fs::write(&md, render_report(s)).map_err(io(&md))?;
-    Ok(OutputFiles { best, report: md })
+    Ok(OutputFiles { best: s.best.as_ref().map(|_| py), record: js, report: md, replies })
 }
 
 fn speedup(x: Option<f64>) -> String {
@@ -83,7 +111,7 @@ pub fn render_report(s: &RunSummary) -> String {
             let _ = writeln!(out, "- best: program #{} from round {}, speedup {:.2}x{ci}, in `best.py`", b.program_id, b.round, b.speedup);
         }
         None => {
-            let _ = writeln!(out, "- best: no correct program yet, so there is no `best.py`");
+            let _ = writeln!(out, "- best: no correct program yet, so there is no `best.py` (`best.json` says what each program got)");
         }
     }
 
@@ -129,14 +157,20 @@ pub fn render_report(s: &RunSummary) -> String {
         }
     }
 
-    let failed: Vec<_> = s.samples.iter().filter(|l| l.program_id.is_none()).collect();
-    if !failed.is_empty() {
-        let _ = writeln!(out, "\n## Samples without a verdict\n");
-        let _ = writeln!(out, "| round | sample | outcome | reason |");
-        let _ = writeln!(out, "| ---: | ---: | --- | --- |");
-        for l in failed {
-            let reason = l.reason.as_deref().unwrap_or("evaluation pending").lines().next().unwrap_or("").replace('|', "\\|");
-            let _ = writeln!(out, "| {} | {} | {} | {} |", l.round, l.index, l.outcome, reason);
+    if !s.samples.is_empty() {
+        let _ = writeln!(out, "\n## Samples\n");
+        let _ = writeln!(out, "Every LLM reply is in `replies/`, linked here.\n");
+        let _ = writeln!(out, "| round | sample | outcome | verdict | speedup | reason | reply |");
+        let _ = writeln!(out, "| ---: | ---: | --- | --- | ---: | --- | --- |");
+        for l in &s.samples {
+            let pending = if l.outcome == crate::Outcome::Program.as_str() { "evaluation pending" } else { "" };
+            let reason = l.reason.as_deref().unwrap_or(pending).lines().next().unwrap_or("").replace('|', "\\|");
+            let verdict = match l.program_id {
+                Some(id) => format!("#{id} {}", l.verdict.as_deref().unwrap_or("")),
+                None => "-".to_owned(),
+            };
+            let file = l.reply_file();
+            let _ = writeln!(out, "| {} | {} | {} | {verdict} | {} | {reason} | [{}]({file}) |", l.round, l.index, l.outcome, speedup(l.speedup), file.trim_start_matches("replies/"));
         }
     }
     out
@@ -206,6 +240,7 @@ mod tests {
                 speedup: None,
                 prompt_tokens: 1,
                 completion_tokens: 1,
+                reply: Some("I would rather not.".into()),
             }],
         }
     }
@@ -217,23 +252,27 @@ mod tests {
         assert!(md.contains("| 2 | 3 | 2 | 1 | 2 | 3.00x | 150 | $0.0000 |"), "{md}");
         assert!(md.contains("- best: program #5 from round 2, speedup 3.00x (95% CI 2.80x to 3.30x)"), "{md}");
         assert!(md.contains("- #5: round 2 of run `r1`, correct 3.00x, shown #2\n  - #2: round 1 of run `r1`, correct 2.00x, written from the reference alone"), "{md}");
-        assert!(md.contains("| 1 | 2 | no_code | no code block: the reply has \\| no block |"), "{md}");
+        assert!(md.contains("| 1 | 2 | no_code | - | - | no code block: the reply has \\| no block | [round-1-sample-2.md](replies/round-1-sample-2.md) |"), "{md}");
     }
 
     #[test]
     fn outputs_are_written_and_stale_ones_removed_without_a_best() {
         let dir = tempfile::tempdir().unwrap();
         let files = write_outputs(dir.path(), &summary(true)).unwrap();
-        let (py, js) = files.best.unwrap();
-        assert_eq!(std::fs::read_to_string(py).unwrap(), "class ModelNew: pass\n");
-        let record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(js).unwrap()).unwrap();
+        assert_eq!(std::fs::read_to_string(files.best.unwrap()).unwrap(), "class ModelNew: pass\n");
+        assert_eq!(std::fs::read_to_string(files.replies.join("round-1-sample-2.md")).unwrap(), "I would rather not.");
+        let record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&files.record).unwrap()).unwrap();
         assert_eq!(record["speedup"]["median"], 3.0);
         assert_eq!(record["lineage"][1]["id"], 2);
         assert_eq!(record["evaluation"]["verdict"], "correct");
 
         let files = write_outputs(dir.path(), &summary(false)).unwrap();
         assert!(files.best.is_none());
-        assert!(!dir.path().join("best.py").exists() && !dir.path().join("best.json").exists());
+        assert!(!dir.path().join("best.py").exists());
+        // best.json is still there, saying there is no best yet.
+        let record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&files.record).unwrap()).unwrap();
+        assert_eq!(record["program_id"], serde_json::Value::Null);
+        assert!(record["note"].as_str().unwrap().starts_with("no correct program yet"), "{record}");
         assert!(std::fs::read_to_string(files.report).unwrap().contains("no correct program yet"));
     }
 }

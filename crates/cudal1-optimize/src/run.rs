@@ -184,16 +184,19 @@ impl<'o, 'a> Loop<'o, 'a> {
             }
             let round = finished + 1;
             let round_started = Instant::now();
-            let recorded: Vec<u32> =
-                self.samples.iter().filter(|s| s.sample.round == round).map(|s| s.sample.index).collect();
-            let next = recorded.iter().max().map_or(0, |m| m + 1);
-            let missing = config.samples.saturating_sub(u32::try_from(recorded.len()).unwrap_or(u32::MAX));
+            // Requests an earlier invocation sent without an answer (the server was down, timed
+            // out) are sent again; answered ones are kept.
+            let this_round = |s: &&StoredSample| s.sample.round == round;
+            let answered = self.samples.iter().filter(this_round).filter(|s| s.sample.outcome != Outcome::LlmError.as_str()).count();
+            let next = self.samples.iter().filter(this_round).map(|s| s.sample.index).max().map_or(0, |m| m + 1);
+            let missing = config.samples.saturating_sub(u32::try_from(answered).unwrap_or(u32::MAX));
             let indices: Vec<u32> = (next..next + missing).collect();
             let planned = self.plan(round, &indices, &sampler)?;
+            let first_new = self.samples.len();
             on_event(Event::RoundStarted {
                 round,
                 requests: missing,
-                already_recorded: u32::try_from(recorded.len()).unwrap_or(u32::MAX),
+                already_recorded: u32::try_from(answered).unwrap_or(u32::MAX),
                 kind: planned.first().map_or(crate::PromptKind::First, |p| p.kind),
             });
             let sampling = Sampling { temperature: config.temperature, top_p: config.top_p, max_tokens: config.max_tokens };
@@ -203,7 +206,7 @@ impl<'o, 'a> Loop<'o, 'a> {
             if gate.cancelled() {
                 return Ok(StopReason::Interrupted);
             }
-            let complete = self.samples.iter().filter(|s| s.sample.round == round).count() >= config.samples as usize;
+            let complete = answered + self.samples[first_new..].iter().filter(this_round).count() >= config.samples as usize;
             let stop = if complete {
                 self.stop_in_round.take()
             } else {
@@ -215,7 +218,7 @@ impl<'o, 'a> Loop<'o, 'a> {
                         .unwrap_or(StopReason::Interrupted),
                 )
             };
-            let stop = stop.or_else(|| self.llm_unavailable(round));
+            let stop = stop.or_else(|| self.llm_unavailable(round, first_new));
             let round_has_samples = self.samples.iter().any(|s| s.sample.round == round);
             if stop.as_ref().is_none_or(StopReason::finishes_round) && round_has_samples {
                 let wall_ms = round_started.elapsed().as_secs_f64() * 1e3;
@@ -230,9 +233,10 @@ impl<'o, 'a> Loop<'o, 'a> {
         }
     }
 
-    /// A round whose every sample is an LLM failure ends the run (after the round is recorded).
-    fn llm_unavailable(&self, round: u32) -> Option<StopReason> {
-        let this: Vec<&StoredSample> = self.samples.iter().filter(|s| s.sample.round == round).collect();
+    /// A round whose every request of this invocation failed ends the run; the round stays
+    /// unfinished, so the next invocation sends them again.
+    fn llm_unavailable(&self, round: u32, first_new: usize) -> Option<StopReason> {
+        let this: Vec<&StoredSample> = self.samples[first_new..].iter().filter(|s| s.sample.round == round).collect();
         let all_failed = !this.is_empty() && this.iter().all(|s| s.sample.outcome == Outcome::LlmError.as_str());
         all_failed.then(|| StopReason::LlmUnavailable {
             round,
@@ -476,6 +480,10 @@ impl<'o, 'a> Loop<'o, 'a> {
             JobOutcome::TaskFailed { error, at_start: false } => {
                 tracing::warn!(task = %self.task.key(), %error, "the reference failed while judging a program");
                 on_event(Event::ReferenceFailed { error });
+            }
+            JobOutcome::HostFailed { error } => {
+                tracing::warn!(task = %self.task.key(), %error, "the machine failed while judging a program");
+                on_event(Event::HostFailed { error });
             }
             JobOutcome::Checked(_) | JobOutcome::Described(_) | JobOutcome::Cancelled => {}
         }

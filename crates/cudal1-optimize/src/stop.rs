@@ -28,9 +28,10 @@ pub enum StopReason {
 
 impl StopReason {
     /// Whether the round under way when this happened still counts as finished: budgets end a
-    /// round early for good, an interruption leaves it to be resumed.
+    /// round early for good; an interruption, or an LLM that answered nothing, leaves it to be
+    /// resumed (the failed requests are sent again).
     pub fn finishes_round(&self) -> bool {
-        !matches!(self, StopReason::Interrupted)
+        !matches!(self, StopReason::Interrupted | StopReason::LlmUnavailable { .. })
     }
 
     /// One line for people.
@@ -45,7 +46,7 @@ impl StopReason {
             StopReason::NoImprovement { rounds } => format!("no better program in the last {rounds} round(s)"),
             StopReason::LlmBudget { message } => format!("the LLM client refused to send more: {message}"),
             StopReason::LlmUnavailable { round, error } => {
-                format!("every request of round {round} failed, the last with: {error}")
+                format!("every request of round {round} failed, the last with: {error} (run the same command again to send them again)")
             }
             StopReason::Interrupted => "interrupted (run the same command again to resume)".to_owned(),
         }
@@ -193,5 +194,6 @@ mod tests {
         );
         assert!(StopReason::CostBudget { spent_usd: 0.5, limit_usd: 0.5 }.finishes_round());
         assert!(!StopReason::Interrupted.finishes_round());
+        assert!(!StopReason::LlmUnavailable { round: 1, error: "down".into() }.finishes_round(), "sent again on the next run");
     }
 }

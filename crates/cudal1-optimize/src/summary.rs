@@ -39,6 +39,16 @@ pub struct SampleLine {
     pub speedup: Option<f64>,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// The LLM's whole reply, for the `replies/` files (not in `--json`: it can be long).
+    #[serde(skip)]
+    pub reply: Option<String>,
+}
+
+impl SampleLine {
+    /// Where its reply is kept in the output directory.
+    pub fn reply_file(&self) -> String {
+        format!("replies/round-{}-sample-{}.md", self.round, self.index)
+    }
 }
 
 /// Totals over every sample of the run.
@@ -114,6 +124,7 @@ pub fn parts(rounds: Vec<NewRound>, samples: &[StoredSample], programs: &Program
                 speedup: program.and_then(|p| p.speedup_median),
                 prompt_tokens: s.sample.prompt_tokens,
                 completion_tokens: s.sample.completion_tokens,
+                reply: s.sample.reply.clone(),
             }
         })
         .collect();

@@ -94,6 +94,10 @@ pub struct Load {
     pub candidate: Option<PathBuf>,
     pub device: String,
     pub init_seed: u64,
+    /// A trial on smaller inputs: the reference's module-level integers that give an input's
+    /// leading dimension are multiplied by this (0 < scale <= 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scale: Option<f64>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -101,6 +105,9 @@ pub struct LoadReply {
     pub inputs: Vec<ValueSpec>,
     pub init_inputs: Vec<ValueSpec>,
     pub parameters: u64,
+    /// What `scale` changed: `batch_size 4096 -> 1024` for each integer.
+    #[serde(default)]
+    pub scaled: Vec<String>,
     pub load_ms: f64,
     /// Wall time the process has spent inside extension builds (`load_inline`/`load`), built or
     /// found built.
@@ -145,6 +152,12 @@ impl Request for Load {
 #[derive(Debug, Clone, Serialize)]
 pub struct Describe {
     pub reference: PathBuf,
+    /// As [`Load::scale`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scale: Option<f64>,
+    /// Never run the task for real: when meta tensors fail, answer `method: "none"` without sizes.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub meta_only: bool,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -157,6 +170,19 @@ pub struct DescribeReply {
     /// Why the meta device was not enough, when it was not.
     #[serde(default)]
     pub note: Option<String>,
+    /// Bytes the inputs of one call take, the model's parameters and buffers take, and (when a
+    /// call on meta tensors could tell) the outputs of one call take.
+    #[serde(default)]
+    pub input_bytes: Option<u64>,
+    #[serde(default)]
+    pub parameter_bytes: Option<u64>,
+    #[serde(default)]
+    pub output_bytes: Option<u64>,
+    #[serde(default)]
+    pub outputs: Vec<ValueSpec>,
+    /// As [`LoadReply::scaled`].
+    #[serde(default)]
+    pub scaled: Vec<String>,
 }
 
 impl Request for Describe {

@@ -20,6 +20,19 @@ pub struct Interval {
     pub ci_high: f64,
 }
 
+/// An interval whose upper bound is more than this many times its lower bound is too wide to
+/// tell speedups apart (`1.07x [0.95, 5.84]` and `1.99x [0.97, 5.92]` from one program).
+pub const WIDE_RATIO: f64 = 1.5;
+
+impl Interval {
+    /// Whether the interval is too wide to rank by ([`WIDE_RATIO`]); a non-positive lower bound
+    /// is always too wide.
+    #[must_use]
+    pub fn is_wide(&self) -> bool {
+        !(self.ci_low > 0.0 && self.ci_high <= self.ci_low * WIDE_RATIO)
+    }
+}
+
 /// Speedup = median(reference) / median(candidate), with a percentile bootstrap confidence
 /// interval: both sides are resampled with replacement, independently, `resamples` times; each
 /// replicate is the ratio of the resampled medians; the bounds are the `(1 - confidence) / 2` and
@@ -344,5 +357,13 @@ mod tests {
             serde_json::json!({"median": 2.0, "ci_low": 1.5, "ci_high": 2.5})
         );
         assert_eq!(serde_json::from_value::<Interval>(json).unwrap(), i);
+    }
+
+    #[test]
+    fn an_interval_is_wide_when_its_upper_bound_is_over_one_and_a_half_times_its_lower() {
+        let at = |ci_low, ci_high| Interval { median: 1.0, ci_low, ci_high };
+        assert!(at(0.97, 5.92).is_wide());
+        assert!(!at(1.0, 1.5).is_wide());
+        assert!(at(0.0, 0.1).is_wide());
     }
 }

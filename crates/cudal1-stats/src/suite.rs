@@ -12,6 +12,9 @@ pub struct TaskResult {
     pub correct: bool,
     /// Reference time over candidate time; `None` when it was not measured.
     pub speedup: Option<f64>,
+    /// The lower bound of the speedup's confidence interval, when it has one.
+    #[serde(default)]
+    pub speedup_low: Option<f64>,
     /// A degenerate task (constant or input-independent output): left out of speed statistics.
     pub excluded: bool,
 }
@@ -28,8 +31,12 @@ pub struct SuiteSummary {
     /// `correct / tasks` (0.0 for an empty suite).
     pub correct_rate: f64,
     /// `(p, fraction)`: the fraction of non-excluded tasks that are correct with speedup > p
-    /// (0.0 when every task is excluded).
+    /// (0.0 when every task is excluded), as KernelBench counts.
     pub fast_p: Vec<(f64, f64)>,
+    /// As `fast_p`, counting only speedups whose confidence interval's lower bound is above p:
+    /// a wide interval around a median above p is noise, not a speedup.
+    #[serde(default)]
+    pub fast_p_lower: Vec<(f64, f64)>,
     /// Arithmetic mean speedup over correct, non-excluded results with a speedup.
     pub mean_speedup: Option<f64>,
     /// Median speedup over the same results.
@@ -60,12 +67,23 @@ pub fn summarize(results: &[TaskResult], ps: &[f64]) -> SuiteSummary {
             (p, fraction(fast, scored))
         })
         .collect();
+    let lows: Vec<f64> = results
+        .iter()
+        .filter(|r| r.correct && !r.excluded && r.speedup.is_some_and(|s| !s.is_nan()))
+        .filter_map(|r| r.speedup_low)
+        .filter(|s| !s.is_nan())
+        .collect();
+    let fast_p_lower = ps
+        .iter()
+        .map(|&p| (p, fraction(lows.iter().filter(|&&s| s > p).count(), scored)))
+        .collect();
     SuiteSummary {
         tasks,
         excluded,
         correct,
         correct_rate: fraction(correct, tasks),
         fast_p,
+        fast_p_lower,
         mean_speedup: mean(&speedups),
         median_speedup: median(&speedups),
         geomean_speedup: geometric_mean(&speedups),
@@ -94,6 +112,7 @@ mod tests {
         TaskResult {
             correct,
             speedup,
+            speedup_low: None,
             excluded: false,
         }
     }
@@ -102,8 +121,19 @@ mod tests {
         TaskResult {
             correct,
             speedup,
+            speedup_low: None,
             excluded: true,
         }
+    }
+
+    #[test]
+    fn fast_p_lower_counts_only_intervals_that_clear_p() {
+        let with_low = |median, low| TaskResult { correct: true, speedup: Some(median), speedup_low: Some(low), excluded: false };
+        // 1.99x [0.97, 5.92]: fast by its median, noise by its interval.
+        let results = [with_low(1.99, 0.97), with_low(1.8, 1.6), task(false, Some(3.0)), with_low(0.9, 0.8)];
+        let s = summarize(&results, &[1.0, 1.5]);
+        assert_eq!(s.fast_p, vec![(1.0, 0.5), (1.5, 0.5)]);
+        assert_eq!(s.fast_p_lower, vec![(1.0, 0.25), (1.5, 0.25)]);
     }
 
     #[test]
@@ -189,6 +219,7 @@ mod tests {
                 .map(|_| TaskResult {
                     correct: rng.random_bool(0.7),
                     speedup: rng.random_bool(0.9).then(|| rng.random_range(0.1..5.0)),
+                    speedup_low: None,
                     excluded: rng.random_bool(0.1),
                 })
                 .collect();

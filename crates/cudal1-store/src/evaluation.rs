@@ -163,6 +163,18 @@ pub(crate) fn upsert(conn: &Connection, path: &Path, e: &NewEvaluation) -> Resul
         .map_err(err)
 }
 
+/// The evaluation with this row id.
+pub(crate) fn by_id(conn: &Connection, path: &Path, id: i64) -> Result<Option<StoredEvaluation>, StoreError> {
+    let sql = format!("{SELECT} WHERE id = ?1");
+    rows::one::<RawEvaluation>(conn, path, "evaluation", &sql, [id])
+}
+
+/// Every evaluation, oldest row first.
+pub(crate) fn all(conn: &Connection, path: &Path) -> Result<Vec<StoredEvaluation>, StoreError> {
+    let sql = format!("{SELECT} ORDER BY id");
+    rows::all::<RawEvaluation>(conn, path, "all_evaluations", &sql, [])
+}
+
 /// Evaluations recorded under `batch_id`, in the order they were first recorded.
 pub(crate) fn for_batch(
     conn: &Connection,
@@ -350,6 +362,17 @@ mod tests {
             ),
             "{err:?}"
         );
+    }
+
+    #[test]
+    fn evaluations_are_found_by_id_and_listed_oldest_first() {
+        let conn = conn();
+        let a = upsert(&conn, Path::new(":memory:"), &sample("a")).unwrap();
+        let b = upsert(&conn, Path::new(":memory:"), &sample("b")).unwrap();
+        assert_eq!(by_id(&conn, Path::new(":memory:"), b).unwrap().unwrap().task_name, "b");
+        assert!(by_id(&conn, Path::new(":memory:"), b + 1).unwrap().is_none());
+        let ids: Vec<i64> = all(&conn, Path::new(":memory:")).unwrap().iter().map(|e| e.id).collect();
+        assert_eq!(ids, [a, b]);
     }
 
     #[test]

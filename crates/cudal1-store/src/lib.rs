@@ -7,7 +7,7 @@
 //! [`EvalKey`] (task, candidate and settings hashes): recording the same key again replaces the
 //! row, so a finished evaluation doubles as a cache entry. For `cudal1 optimize` it also keeps a
 //! program database per task ([`StoredProgram`], keyed by [`ProgramKey`]) and the runs, rounds
-//! and LLM samples that let an interrupted search resume.
+//! and LLM samples that let an interrupted search resume, and the task checks of `tasks check`.
 //!
 //! ```
 //! use cudal1_store::{EvalKey, NewBatch, Store};
@@ -34,6 +34,7 @@ mod retry;
 mod rows;
 mod schema;
 mod search;
+mod task_check;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -46,6 +47,7 @@ pub use error::StoreError;
 pub use evaluation::{EvalKey, NewEvaluation, StoredEvaluation};
 pub use program::{NewProgram, ProgramKey, StoredProgram};
 pub use search::{NewRound, NewRun, NewSample, StoredRound, StoredRun, StoredSample};
+pub use task_check::{NewTaskCheck, StoredTaskCheck};
 
 /// The default database file name.
 pub const DEFAULT_FILE_NAME: &str = "cudal1.db";
@@ -102,6 +104,16 @@ impl Store {
     /// the row id, which stays the same on replacement. NaN in a number field is refused.
     pub fn insert_evaluation(&self, e: &NewEvaluation) -> Result<i64, StoreError> {
         evaluation::upsert(&self.conn(), &self.path, e)
+    }
+
+    /// The evaluation with this row id (`cudal1 show ID`), if any.
+    pub fn evaluation(&self, id: i64) -> Result<Option<StoredEvaluation>, StoreError> {
+        evaluation::by_id(&self.conn(), &self.path, id)
+    }
+
+    /// Every evaluation of the store, oldest row first (`cudal1 export`).
+    pub fn all_evaluations(&self) -> Result<Vec<StoredEvaluation>, StoreError> {
+        evaluation::all(&self.conn(), &self.path)
     }
 
     /// Evaluations last recorded with this `batch_id`, oldest row first.
@@ -194,6 +206,16 @@ impl Store {
     /// Every sample of a run, by round and index.
     pub fn samples_for_run(&self, run_id: &str) -> Result<Vec<StoredSample>, StoreError> {
         search::samples(&self.conn(), &self.path, run_id)
+    }
+
+    /// The check of a task under these check settings, if one was recorded.
+    pub fn find_task_check(&self, task_hash: &str, settings_hash: &str) -> Result<Option<StoredTaskCheck>, StoreError> {
+        task_check::find(&self.conn(), &self.path, task_hash, settings_hash)
+    }
+
+    /// Records a finished task check, replacing one of the same task and settings.
+    pub fn insert_task_check(&self, c: &NewTaskCheck) -> Result<(), StoreError> {
+        task_check::upsert(&self.conn(), &self.path, c)
     }
 
     fn conn(&self) -> MutexGuard<'_, Connection> {

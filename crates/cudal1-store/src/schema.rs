@@ -127,6 +127,17 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE UNIQUE INDEX optimize_samples_slot ON optimize_samples (run_id, round, idx);
     ",
+    // 2 -> 3: task checks (`tasks check` resumes from them).
+    "
+    CREATE TABLE task_checks (
+        task_hash       TEXT NOT NULL,
+        settings_hash   TEXT NOT NULL,
+        task_name       TEXT NOT NULL,
+        created_at      TEXT NOT NULL,
+        result          TEXT NOT NULL,
+        PRIMARY KEY (task_hash, settings_hash)
+    );
+    ",
 ];
 
 /// The schema version this build writes.
@@ -240,7 +251,8 @@ mod tests {
                 "optimize_rounds",
                 "optimize_runs",
                 "optimize_samples",
-                "programs"
+                "programs",
+                "task_checks"
             ]
         );
     }

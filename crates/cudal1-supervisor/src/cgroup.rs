@@ -348,6 +348,23 @@ impl WorkerCgroup {
         v2.or_else(|| procfs::read_keyed(&dir.join("memory.oom_control"), "oom_kill")).unwrap_or(0)
     }
 
+    /// Whether the memory cgroup reached its own limit (v2: `oom` of `memory.events`, which the
+    /// kernel's global OOM killer does not count; v1: an OOM kill in the cgroup).
+    pub(crate) fn limit_reached(&self) -> bool {
+        let Some(dir) = &self.memory else { return false };
+        match procfs::read_keyed(&dir.join("memory.events"), "oom") {
+            Some(n) => n > 0,
+            None => self.oom_kills() > 0,
+        }
+    }
+
+    /// The most memory the cgroup has held (`memory.peak`, Linux 5.19+; v1's
+    /// `memory.max_usage_in_bytes`).
+    pub(crate) fn peak_bytes(&self) -> Option<u64> {
+        let dir = self.memory.as_ref()?;
+        ["memory.peak", "memory.max_usage_in_bytes"].iter().find_map(|f| fs::read_to_string(dir.join(f)).ok()?.trim().parse().ok())
+    }
+
     /// Number of forks refused at `pids.max`.
     pub(crate) fn pids_max_hits(&self) -> u64 {
         let Some(dir) = &self.pids else { return 0 };

@@ -6,7 +6,9 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::process::{Command, ExitStatus, Stdio};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crossbeam_channel::{bounded, Receiver};
@@ -31,6 +33,10 @@ pub(crate) struct Launched {
     pub stdin: File,
     pub lines: Receiver<StdoutEvent>,
     pub exits: Receiver<io::Result<ExitStatus>>,
+    /// The most resident memory the leader held (its `ru_maxrss`), set once it is reaped.
+    pub leader_peak: Arc<AtomicU64>,
+    /// The kernel's OOM kills since boot when the worker started.
+    pub oom_kills_at_start: Option<u64>,
     pub stderr: Arc<StderrTail>,
     pub pipe_inodes: Vec<u64>,
     pub cgroup: Option<WorkerCgroup>,
@@ -143,8 +149,11 @@ pub(crate) fn launch(spec: &WorkerSpec, options: &SpawnOptions) -> Result<Launch
         .collect();
 
     let (exit_tx, exits) = bounded(1);
+    let leader_peak = Arc::new(AtomicU64::new(0));
+    let peak = Arc::clone(&leader_peak);
+    let oom_kills_at_start = procfs::oom_kills_since_boot();
     let waiter = std::thread::Builder::new().name(format!("cudal1-wait-{pid}")).spawn(move || {
-        let _ = exit_tx.send(child.wait());
+        let _ = exit_tx.send(reap(child, &peak));
     });
     if let Err(e) = waiter {
         // The closure, and with it the Child, is gone: reap by pid.
@@ -167,7 +176,31 @@ pub(crate) fn launch(spec: &WorkerSpec, options: &SpawnOptions) -> Result<Launch
     // The child has exec'd by now, so it is in the namespace it made; one that kept ours is no tag.
     let tag = if spec.sandbox.enabled { procfs::net_namespace(pid).filter(|ns| Some(*ns) != procfs::net_namespace(std::process::id())) } else { None };
     tracing::debug!(label, pid, sandboxed = spec.sandbox.enabled, ?tag, "worker started");
-    Ok(Launched { pid, stdin, lines, exits, stderr: tail, pipe_inodes, cgroup, watchdog, tag })
+    Ok(Launched { pid, stdin, lines, exits, leader_peak, oom_kills_at_start, stderr: tail, pipe_inodes, cgroup, watchdog, tag })
+}
+
+/// Waits for the leader with `wait4`, which also says the most memory it held (`ru_maxrss`):
+/// after a kill that is the size it died at, which `/proc` no longer shows.
+fn reap(child: Child, peak: &AtomicU64) -> io::Result<ExitStatus> {
+    let pid = child.id() as libc::pid_t;
+    loop {
+        let mut status = 0;
+        // SAFETY: an all-zero rusage is a valid value of that plain C struct.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: valid pointers to locals; the pid is our own child's, reaped only here.
+        let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if reaped == pid {
+            // Linux reports kilobytes.
+            peak.store(u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024, Ordering::SeqCst);
+            // Dropping the Child closes nothing we still use and does not wait again.
+            drop(child);
+            return Ok(ExitStatus::from_raw(status));
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
 }
 
 fn set_nonblocking(file: &File) -> io::Result<()> {

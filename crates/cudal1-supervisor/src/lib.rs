@@ -60,7 +60,7 @@ mod worker;
 
 pub use cgroup::CgroupVersion;
 pub use error::{SpawnError, WorkerError};
-pub use outcome::{signal_name, LimitHit, Outcome};
+pub use outcome::{human_bytes, signal_name, LimitHit, Outcome};
 pub use spec::{Sandbox, SpawnOptions, WorkerSpec, DEFAULT_LINE_LIMIT, DEFAULT_STDERR_TAIL};
 pub use support::{sandbox_support, MemoryLimitMechanism, ProcessLimitMechanism, SandboxSupport};
 pub use worker::Worker;

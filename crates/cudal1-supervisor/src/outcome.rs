@@ -78,28 +78,62 @@ impl fmt::Display for Outcome {
     }
 }
 
-/// A sandbox limit that a worker ran into.
+/// A limit that a worker ran into: its sandbox's, or the machine's memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LimitHit {
-    /// Killed for host memory (cgroup OOM kill or the RSS watchdog).
-    Memory { limit_bytes: u64 },
+    /// Killed for going over its own host-memory limit (cgroup OOM kill or the RSS watchdog).
+    /// `peak_bytes`: the most memory it was seen to hold, when known.
+    Memory { limit_bytes: u64, peak_bytes: Option<u64> },
+    /// Killed by the kernel's OOM killer while under its own limit (or without one): the
+    /// machine as a whole ran out of memory. Whether the worker was the cause is for the caller
+    /// to judge, from `peak_bytes` and what else ran.
+    HostMemory { peak_bytes: Option<u64> },
     /// `RLIMIT_CPU` sent SIGXCPU (or SIGKILL at the hard limit).
     Cpu { limit_seconds: u64 },
     /// A fork or clone failed at `pids.max`.
     Processes { limit: u64 },
 }
 
+impl LimitHit {
+    /// Whether the worker ran out of memory (its own limit's, or the machine's).
+    #[must_use]
+    pub fn is_memory(&self) -> bool {
+        matches!(self, LimitHit::Memory { .. } | LimitHit::HostMemory { .. })
+    }
+}
+
 impl fmt::Display for LimitHit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let reached = |peak: &Option<u64>| peak.map(|p| format!(" after reaching {}", human_bytes(p))).unwrap_or_default();
         match self {
-            LimitHit::Memory { limit_bytes } => {
-                write!(f, "host memory limit of {limit_bytes} bytes exceeded")
+            LimitHit::Memory { limit_bytes, peak_bytes } => {
+                write!(f, "out of memory: over its limit of {}{}", human_bytes(*limit_bytes), reached(peak_bytes))
+            }
+            LimitHit::HostMemory { peak_bytes } => {
+                write!(f, "out of memory: the machine ran out and the kernel's OOM killer ended it{}", reached(peak_bytes))
             }
             LimitHit::Cpu { limit_seconds } => {
                 write!(f, "CPU time limit of {limit_seconds} s exceeded")
             }
             LimitHit::Processes { limit } => write!(f, "process limit of {limit} reached"),
         }
+    }
+}
+
+/// `512 MiB`, `6.4 GiB`: sizes for people, in powers of two.
+#[must_use]
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["bytes", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    match unit {
+        0 => format!("{bytes} bytes"),
+        _ if value < 10.0 => format!("{value:.1} {}", UNITS[unit]),
+        _ => format!("{value:.0} {}", UNITS[unit]),
     }
 }
 
@@ -123,6 +157,19 @@ mod tests {
             Outcome::Signaled { signal: 11, name: "SIGSEGV".into() }
         );
         assert_eq!(Outcome::from_status(ExitStatus::from_raw(3 << 8)), Outcome::Exited(3));
+    }
+
+    #[test]
+    fn sizes_and_memory_limits_read_well() {
+        assert_eq!(human_bytes(512), "512 bytes");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(6_871_947_674), "6.4 GiB");
+        assert_eq!(human_bytes(300 << 20), "300 MiB");
+        let own = LimitHit::Memory { limit_bytes: 1 << 30, peak_bytes: Some(1_100 << 20) };
+        assert_eq!(own.to_string(), "out of memory: over its limit of 1.0 GiB after reaching 1.1 GiB");
+        let host = LimitHit::HostMemory { peak_bytes: None };
+        assert!(host.to_string().starts_with("out of memory: the machine ran out"), "{host}");
+        assert!(own.is_memory() && host.is_memory() && !LimitHit::Processes { limit: 1 }.is_memory());
     }
 
     #[test]

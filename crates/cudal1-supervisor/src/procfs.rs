@@ -138,6 +138,23 @@ fn page_size() -> u64 {
     u64::try_from(size).unwrap_or(4096)
 }
 
+/// The most resident memory `pid` has held (`VmHWM` of `/proc/<pid>/status`), in bytes.
+pub(crate) fn peak_rss_bytes(pid: u32) -> Option<u64> {
+    let text = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status_kib(&text, "VmHWM:").map(|kib| kib * 1024)
+}
+
+fn status_kib(text: &str, field: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with(field))?;
+    line[field.len()..].trim().trim_end_matches("kB").trim().parse().ok()
+}
+
+/// How many processes the kernel's OOM killer has killed since boot (`oom_kill` of
+/// `/proc/vmstat`, Linux 4.13+); memory cgroups' kills included.
+pub(crate) fn oom_kills_since_boot() -> Option<u64> {
+    keyed_value(&fs::read_to_string("/proc/vmstat").ok()?, "oom_kill")
+}
+
 /// Inode of the file behind a descriptor (for pipes: the pipe's identity in `/proc/*/fd`).
 pub(crate) fn inode_of(fd: std::os::fd::BorrowedFd<'_>) -> Option<u64> {
     use std::os::fd::AsRawFd;
@@ -218,6 +235,16 @@ mod tests {
         child.kill().unwrap();
         child.wait().unwrap();
         assert!(!tree(me).contains(&child.id()));
+    }
+
+    #[test]
+    fn peak_memory_and_oom_kills_are_read() {
+        assert_eq!(status_kib("Name:\tx\nVmHWM:\t  2048 kB\nVmRSS:\t 10 kB\n", "VmHWM:"), Some(2048));
+        let me = std::process::id();
+        assert!(peak_rss_bytes(me).unwrap() >= rss_bytes(me) / 2);
+        assert!(peak_rss_bytes(u32::MAX).is_none());
+        // Every Linux since 4.13 counts them; the count itself is the machine's.
+        assert!(oom_kills_since_boot().is_some());
     }
 
     #[test]

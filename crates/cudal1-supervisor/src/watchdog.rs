@@ -4,7 +4,7 @@
 //! process that leaves the group escapes it), but it never needs RLIMIT_AS.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -19,6 +19,8 @@ pub(crate) struct RssWatchdog {
     stop: Option<Sender<()>>,
     handle: Option<JoinHandle<()>>,
     fired: Arc<AtomicBool>,
+    /// The largest sum it has seen.
+    peak: Arc<AtomicU64>,
 }
 
 impl RssWatchdog {
@@ -26,6 +28,8 @@ impl RssWatchdog {
         let (stop, stopped) = bounded::<()>(0);
         let fired = Arc::new(AtomicBool::new(false));
         let flag = fired.clone();
+        let peak = Arc::new(AtomicU64::new(0));
+        let seen = peak.clone();
         let handle = std::thread::Builder::new().name(name).spawn(move || loop {
             match stopped.recv_timeout(interval) {
                 Err(RecvTimeoutError::Timeout) => {}
@@ -36,6 +40,7 @@ impl RssWatchdog {
                 return;
             }
             let rss: u64 = members.iter().map(|&p| procfs::rss_bytes(p)).sum();
+            seen.fetch_max(rss, Ordering::SeqCst);
             if rss > limit_bytes {
                 flag.store(true, Ordering::SeqCst);
                 tracing::debug!(pgid, rss, limit_bytes, "RSS watchdog kills the process group");
@@ -44,12 +49,17 @@ impl RssWatchdog {
                 return;
             }
         })?;
-        Ok(Self { stop: Some(stop), handle: Some(handle), fired })
+        Ok(Self { stop: Some(stop), handle: Some(handle), fired, peak })
     }
 
     /// Whether it killed the group.
     pub(crate) fn fired(&self) -> bool {
         self.fired.load(Ordering::SeqCst)
+    }
+
+    /// The most resident memory the group was seen to hold (sampled every interval).
+    pub(crate) fn peak_bytes(&self) -> u64 {
+        self.peak.load(Ordering::SeqCst)
     }
 
     pub(crate) fn stop(&mut self) {
@@ -93,6 +103,7 @@ mod tests {
         dog.stop();
         assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
         assert!(dog.fired());
+        assert!(dog.peak_bytes() > 128 << 20, "the peak it saw: {}", dog.peak_bytes());
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::process::ExitStatus;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,6 +41,12 @@ pub struct Worker {
     lines: Receiver<StdoutEvent>,
     stdout_open: bool,
     exits: Receiver<io::Result<ExitStatus>>,
+    /// The leader's `ru_maxrss`, once it is reaped.
+    leader_peak: Arc<AtomicU64>,
+    /// The kernel's OOM kills since boot when the worker started (see [`LimitHit::HostMemory`]).
+    oom_kills_at_start: Option<u64>,
+    /// The most memory the worker was seen to hold, recorded when it finished.
+    peak_bytes: Option<u64>,
     /// How the leader ended, once the waiter thread has told us.
     leader: Option<Outcome>,
     /// The final outcome, once the group is gone and cleaned up.
@@ -76,7 +83,7 @@ impl Worker {
     /// # Errors
     /// As [`Worker::spawn`].
     pub fn spawn_with_options(spec: WorkerSpec, options: SpawnOptions) -> Result<Worker, SpawnError> {
-        let Launched { pid, stdin, lines, exits, stderr, pipe_inodes, cgroup, watchdog, tag } = launch(&spec, &options)?;
+        let Launched { pid, stdin, lines, exits, leader_peak, oom_kills_at_start, stderr, pipe_inodes, cgroup, watchdog, tag } = launch(&spec, &options)?;
         Ok(Worker {
             label: spec.label,
             pid,
@@ -86,6 +93,9 @@ impl Worker {
             lines,
             stdout_open: true,
             exits,
+            leader_peak,
+            oom_kills_at_start,
+            peak_bytes: None,
             leader: None,
             finished: None,
             stderr,
@@ -149,6 +159,27 @@ impl Worker {
     #[must_use]
     pub fn limit_hit(&self) -> Option<LimitHit> {
         self.limit_hit
+    }
+
+    /// The most resident memory the worker has held so far, in bytes: the largest of the
+    /// leader's own high-water mark, the RSS watchdog's largest sum over its group and its
+    /// cgroup's peak, where each is known.
+    #[must_use]
+    pub fn peak_memory(&self) -> Option<u64> {
+        if self.finished.is_some() {
+            return self.peak_bytes;
+        }
+        self.measured_peak()
+    }
+
+    fn measured_peak(&self) -> Option<u64> {
+        let leader = match self.leader_peak.load(Ordering::SeqCst) {
+            0 => procfs::peak_rss_bytes(self.pid),
+            reaped => Some(reaped),
+        };
+        let watchdog = self.watchdog.as_ref().map(RssWatchdog::peak_bytes).filter(|b| *b > 0);
+        let cgroup = self.cgroup.as_ref().and_then(WorkerCgroup::peak_bytes);
+        [leader, watchdog, cgroup].into_iter().flatten().max()
     }
 
     /// Whether the leader is still running.
@@ -366,6 +397,7 @@ impl Worker {
             tracing::debug!(label = %self.label, survivors = ?all, "worker leaked processes");
             outcome = Outcome::Leaked { leader: Box::new(outcome), survivors: all };
         }
+        self.peak_bytes = self.measured_peak();
         self.limit_hit = self.limit_hit.or_else(|| self.observed_limit(&outcome));
         if let Some(watchdog) = &mut self.watchdog {
             watchdog.stop();
@@ -380,10 +412,12 @@ impl Worker {
 
     fn observed_limit(&self, outcome: &Outcome) -> Option<LimitHit> {
         let sb = &self.sandbox;
-        let memory = self.watchdog.as_ref().is_some_and(RssWatchdog::fired)
-            || self.cgroup.as_ref().is_some_and(|c| c.oom_kills() > 0);
-        if let (true, Some(limit_bytes)) = (memory, sb.memory_bytes) {
-            return Some(LimitHit::Memory { limit_bytes });
+        let own = self.watchdog.as_ref().is_some_and(RssWatchdog::fired) || self.cgroup.as_ref().is_some_and(WorkerCgroup::limit_reached);
+        let oom_killer_ran = self.cgroup.as_ref().is_some_and(|c| c.oom_kills() > 0)
+            || matches!((self.oom_kills_at_start, procfs::oom_kills_since_boot()), (Some(before), Some(now)) if now > before);
+        let killed = outcome.leader_signal() == Some(libc::SIGKILL);
+        if let Some(hit) = memory_hit(own, sb.memory_bytes, killed, oom_killer_ran, self.peak_bytes) {
+            return Some(hit);
         }
         if let (Some(libc::SIGXCPU), Some(limit_seconds)) = (outcome.leader_signal(), sb.cpu_seconds) {
             return Some(LimitHit::Cpu { limit_seconds });
@@ -510,6 +544,17 @@ impl Drop for Worker {
     }
 }
 
+/// The memory limit that ended a worker, if one did: its own (the watchdog fired or its cgroup
+/// reached its limit), or the machine's, when it was killed while the kernel's OOM killer was
+/// at work and not for its own limit (the kill might, rarely, have been someone else's).
+fn memory_hit(own_limit_reached: bool, limit_bytes: Option<u64>, killed: bool, oom_killer_ran: bool, peak_bytes: Option<u64>) -> Option<LimitHit> {
+    match limit_bytes {
+        Some(limit_bytes) if own_limit_reached => Some(LimitHit::Memory { limit_bytes, peak_bytes }),
+        _ if killed && oom_killer_ran => Some(LimitHit::HostMemory { peak_bytes }),
+        _ => None,
+    }
+}
+
 fn outcome_of(status: io::Result<ExitStatus>) -> Outcome {
     match status {
         Ok(status) => Outcome::from_status(status),
@@ -555,6 +600,19 @@ mod tests {
     fn a_worker_can_move_between_threads() {
         fn send_and_sync<T: Send + Sync>() {}
         send_and_sync::<Worker>();
+    }
+
+    #[test]
+    fn a_kill_is_put_down_to_the_right_memory() {
+        let peak = Some(3 << 30);
+        assert_eq!(memory_hit(true, Some(1 << 30), true, true, peak), Some(LimitHit::Memory { limit_bytes: 1 << 30, peak_bytes: peak }));
+        // Killed under its own limit while the OOM killer ran: the machine's memory.
+        assert_eq!(memory_hit(false, Some(1 << 40), true, true, peak), Some(LimitHit::HostMemory { peak_bytes: peak }));
+        assert_eq!(memory_hit(false, None, true, true, None), Some(LimitHit::HostMemory { peak_bytes: None }));
+        // A SIGKILL with no OOM kill anywhere (its own, or a timeout's) is no memory limit.
+        assert_eq!(memory_hit(false, Some(1 << 30), true, false, peak), None);
+        // The OOM killer ran but this worker ended otherwise.
+        assert_eq!(memory_hit(false, Some(1 << 30), false, true, peak), None);
     }
 
     #[test]

@@ -133,13 +133,16 @@ fn expected_flags(path: &Path) -> BTreeSet<String> {
 
 #[test]
 fn tasks_check_flags_each_degenerate_task_with_its_reasons_and_passes_healthy_ones() {
-    let mut cmd = cudal1(&std::env::temp_dir().join("unused.db"));
+    let store = tempfile::tempdir().unwrap();
+    let db = store.path().join("checks.db");
+    let mut cmd = cudal1(&db);
     cmd.args(["tasks", "check", "tests/adversarial/degenerate", "--device", "cpu", "--json"]);
     let out = cmd.output().unwrap();
     let rows = json_lines(&out);
     let dir = repo().join("tests/adversarial/degenerate/level1");
     assert_eq!(rows.len(), std::fs::read_dir(&dir).unwrap().count(), "{}", String::from_utf8_lossy(&out.stderr));
     for r in &rows {
+        super::assert_documented(r, "", &["check"], "");
         let key = r["task"].as_str().unwrap();
         assert!(r.get("error").is_none_or(|e| e.is_null()), "{key}: {}", r["error"]);
         let file = dir.join(format!("{}.py", key.trim_start_matches("level1/")));
@@ -150,9 +153,23 @@ fn tasks_check_flags_each_degenerate_task_with_its_reasons_and_passes_healthy_on
     }
     // A flagged task is remembered for the exit status.
     assert_eq!(out.status.code(), Some(1));
+    assert!(rows.iter().all(|r| r["reused"] == false));
+
+    // The same check again comes from the store, with the same flags, and still exits 1.
+    let mut cmd = cudal1(&db);
+    cmd.args(["tasks", "check", "tests/adversarial/degenerate", "--device", "cpu", "--json"]);
+    let again = cmd.output().unwrap();
+    assert_eq!(again.status.code(), Some(1));
+    let again = json_lines(&again);
+    assert_eq!(again.len(), rows.len());
+    for r in &again {
+        assert_eq!(r["reused"], true, "{r}");
+        let first = rows.iter().find(|x| x["task"] == r["task"]).unwrap();
+        assert_eq!(r["flags"], first["flags"]);
+    }
 
     // The adversarial corpus's own tasks are healthy.
-    let mut cmd = cudal1(&std::env::temp_dir().join("unused.db"));
+    let mut cmd = cudal1(&db);
     cmd.args(["tasks", "check", "tests/adversarial/tasks", "--device", "cpu", "--json"]);
     let out = run(cmd);
     assert!(out.status.success());

@@ -69,9 +69,9 @@ fn a_cuda_l1_release_is_evaluated_row_by_row_with_claims_beside_measurements() {
     let missing = rows.iter().find(|r| r["task"] == "level1/3_Softmax_Rows").unwrap();
     assert_eq!(missing["verdict"], Value::Null);
     assert!(missing["missing"].as_str().unwrap().contains("custom_code"), "{missing}");
-    assert_eq!(summary["missing_code"], 1);
+    assert_eq!(summary["counts"]["missing_code"], 1);
     // The task without code counts as unsolved; the broken row is an input problem.
-    assert_eq!(summary["tasks"]["tasks"], 3);
+    assert_eq!(summary["tasks"]["count"], 3);
     assert_eq!(summary["input_problems"].as_array().unwrap().len(), 1, "{summary}");
     assert_eq!(summary["claimed"]["rows"], 1);
     assert_eq!(out.status.code(), Some(1), "skipped input is not a clean exit");
@@ -192,10 +192,100 @@ fn ctrl_c_once_drains_and_twice_stops_now_and_both_exit_130_with_scratch_removed
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
     let summary: Value = serde_json::from_str(rest.last().unwrap()).unwrap();
-    assert!(summary["summary"]["skipped"].as_u64().unwrap() > 0, "{summary}");
+    assert!(summary["summary"]["counts"]["skipped"].as_u64().unwrap() > 0, "{summary}");
     assert_eq!(scratch_dirs(&work), Vec::<String>::new());
 }
 
 fn has_candidate_dir(work: &Path) -> bool {
     scratch_dirs(work).iter().any(|s| std::fs::read_dir(work.join(s)).into_iter().flatten().flatten().any(|e| e.file_name().to_string_lossy().starts_with("candidate-")))
+}
+
+fn terminate(pid: u32) {
+    // SAFETY: signalling a child we started.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+}
+
+#[test]
+fn tasks_check_in_a_terminal_shows_progress_and_ctrl_c_exits_130_leaves_no_scratch_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let db = dir.path().join("t.db");
+    let check = || {
+        let mut cmd = cudal1(&db);
+        cmd.env("CUDAL1_WORK_DIR", &work)
+            .env_remove("NO_COLOR")
+            .args(["tasks", "check", "tests/adversarial/degenerate", "--device", "cpu", "--lanes", "1"])
+            .args(["--only", "level1/3_Bias_Only", "--only", "level1/6_Healthy_Linear", "--only", "level1/5_Wide_Clamp"]);
+        cmd
+    };
+    let mut terminal = super::pty::Terminal::spawn(check(), 100);
+    // A line per finished task above the progress bar, then Ctrl-C typed at the keyboard.
+    terminal.wait_for("level1/3_Bias_Only: ", Duration::from_secs(180));
+    assert!(terminal.screen().contains("/3 "), "a progress bar: {}", terminal.screen());
+    terminal.ctrl_c();
+    let status = terminal.child.wait().unwrap();
+    let screen = terminal.screen();
+    assert_eq!(status.code(), Some(130), "{screen}");
+    assert!(screen.contains("interrupted: finishing the task checks under way"), "{screen}");
+    assert_eq!(scratch_dirs(&work), Vec::<String>::new(), "the engine's scratch is removed");
+    let done = ["level1/3_Bias_Only: ", "level1/6_Healthy_Linear: ", "level1/5_Wide_Clamp: "].iter().filter(|t| screen.contains(*t)).count();
+    assert!(done < 3, "Ctrl-C after the first check stops before the last: {screen}");
+
+    // The same command resumes: the finished checks come from the store, the rest are made.
+    let mut cmd = check();
+    cmd.arg("--json");
+    let out = run(cmd);
+    assert_eq!(out.status.code(), Some(1), "two of the three are degenerate");
+    let rows = json_lines(&out);
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows.iter().filter(|r| r["reused"] == true).count(), done);
+    assert!(rows.iter().any(|r| r["task"] == "level1/3_Bias_Only" && r["reused"] == true));
+    assert_eq!(scratch_dirs(&work), Vec::<String>::new());
+}
+
+/// A program that never returns from its first call.
+const ENDLESS: &str = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n\n    def forward(self, a, B):\n        while True:\n            pass\n";
+
+#[test]
+fn optimize_stopped_by_sigterm_twice_exits_130_and_leaves_no_scratch() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    // A one-shot OpenAI-compatible server whose only reply is the endless program.
+    let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+    let url = format!("http://127.0.0.1:{}/v1", server.server_addr().to_ip().unwrap().port());
+    let answering = std::thread::spawn(move || {
+        if let Ok(mut req) = server.recv() {
+            let mut body = String::new();
+            req.as_reader().read_to_string(&mut body).unwrap();
+            let reply = json!({"choices": [{"message": {"content": format!("```python\n{ENDLESS}```\n")}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 1, "completion_tokens": 1}});
+            let _ = req.respond(tiny_http::Response::from_string(reply.to_string()));
+        }
+    });
+    let mut cmd = cudal1(&dir.path().join("o.db"));
+    cmd.env("CUDAL1_WORK_DIR", &work)
+        .args(["optimize", "tests/suite-cpu/tasks/level1/1_Diagonal_Matmul.py", "--llm-url", &url, "--model", "m", "--rounds", "1", "--samples", "1"])
+        .args(["--device", "cpu", "--call-timeout", "600", "--out"])
+        .arg(dir.path().join("out"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !has_candidate_dir(&work) {
+        assert!(Instant::now() < deadline, "the program was never evaluated");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    answering.join().unwrap();
+    terminate(child.id());
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(child.try_wait().unwrap().is_none(), "one SIGTERM lets the evaluation under way finish");
+    let pressed = Instant::now();
+    terminate(child.id());
+    let out = child.wait_with_output().unwrap();
+    assert!(pressed.elapsed() < Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("stopping now"), "{err}");
+    assert_eq!(scratch_dirs(&work), Vec::<String>::new(), "scratch removed after stopping now");
 }

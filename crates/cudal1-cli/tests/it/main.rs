@@ -7,8 +7,12 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod adversarial;
+mod cli;
 mod engine;
+mod memory;
 mod optimize;
+mod output;
+mod pty;
 mod train;
 
 fn repo() -> PathBuf {
@@ -37,6 +41,50 @@ fn json_lines(out: &Output) -> Vec<Value> {
 }
 
 const FAST_TIMING: [&str; 6] = ["--device", "cpu", "--budget", "0.3", "--call-timeout", "5"];
+
+/// The keys docs/json.md lists in the table after `<!-- keys: SECTION -->`: (dotted path,
+/// whether it is optional).
+fn documented(section: &str) -> Vec<(String, bool)> {
+    let doc = std::fs::read_to_string(repo().join("docs/json.md")).unwrap();
+    let marker = format!("<!-- keys: {section} -->");
+    let start = doc.find(&marker).unwrap_or_else(|| panic!("docs/json.md has no section `{section}`"));
+    doc[start + marker.len()..]
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .map(|row| {
+            let mut cells = row.split('|').skip(1);
+            let key = cells.next().unwrap().trim().trim_matches('`').to_owned();
+            let optional = cells.next().unwrap_or("").trim().starts_with("*optional*");
+            (key, optional)
+        })
+        .collect()
+}
+
+/// Checks the keys of the object at `path` of `value` ("" for the top level) against the keys
+/// docs/json.md documents directly below `doc_path` in `sections`: each documented key that is
+/// not optional is there, and each key there is documented.
+fn assert_documented(value: &Value, path: &str, sections: &[&str], doc_path: &str) {
+    let object = path.split('.').filter(|p| !p.is_empty()).fold(value, |v, k| &v[k]);
+    let Some(object) = object.as_object() else { panic!("`{path}` is not an object in {value}") };
+    let prefix = if doc_path.is_empty() { String::new() } else { format!("{doc_path}.") };
+    let keys: Vec<(String, bool)> = sections
+        .iter()
+        .flat_map(|s| documented(s))
+        .filter_map(|(k, optional)| {
+            let rest = k.strip_prefix(&prefix)?;
+            (!rest.contains('.')).then(|| (rest.to_owned(), optional))
+        })
+        .collect();
+    assert!(!keys.is_empty(), "docs/json.md documents nothing below `{doc_path}` in {sections:?}");
+    for (k, optional) in &keys {
+        assert!(*optional || object.contains_key(k), "`{prefix}{k}` is documented but missing from {}", Value::Object(object.clone()));
+    }
+    for k in object.keys() {
+        assert!(keys.iter().any(|(d, _)| d == k), "`{prefix}{k}` is in the output but not in docs/json.md ({sections:?})");
+    }
+}
 
 /// With `--prefetch true` the next candidates' processes are started while one is timed (the
 /// default on GPUs): crashes, hangs and build failures beside them change nothing.
@@ -73,8 +121,9 @@ fn every_verdict_on_the_cpu_suite_matches_its_expectation() {
     }
     let all: Vec<&str> = vec!["compile_error", "correct", "exploit", "incorrect", "runtime_error", "timeout"];
     assert_eq!(seen.iter().map(String::as_str).collect::<Vec<_>>(), all);
-    assert_eq!(summary["summary"]["expectation_mismatches"], 0);
-    assert_eq!(summary["summary"]["candidates"]["tasks"].as_u64().unwrap() as usize, rows.len());
+    assert_eq!(summary["summary"]["counts"]["expectation_mismatches"], 0);
+    assert_eq!(summary["summary"]["counts"]["candidates"].as_u64().unwrap() as usize, rows.len());
+    assert_eq!(summary["summary"]["candidates"]["count"].as_u64().unwrap() as usize, rows.len());
     assert!(out.status.success());
 }
 
@@ -168,6 +217,14 @@ fn single_eval_prints_the_promised_json() {
     assert_eq!(timing["window"]["kind"], "host");
     assert!(timing["reference_issue_ms"].as_f64().unwrap() > 0.0 && timing["candidate_issue_ms"].as_f64().unwrap() > 0.0);
     assert_eq!(timing["spin_us"], Value::Null);
+
+    // The same evaluation again comes from the store, and says so.
+    let mut cmd = cudal1(&dir.path().join("one.db"));
+    cmd.args(["eval", "--task", "tests/suite-cpu/tasks/level1/1_Diagonal_Matmul.py", "--candidate", "tests/suite-cpu/candidates/level1/1_Diagonal_Matmul/fast.py"]).args(FAST_TIMING);
+    let again = run(cmd);
+    assert!(again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("(from the store: the same task, candidate and settings were evaluated before; --force evaluates again)"));
+    assert!(String::from_utf8_lossy(&again.stdout).contains(&format!("id:         {}", v["id"])), "the stored row's id");
 }
 
 #[test]
@@ -212,12 +269,18 @@ fn tasks_list_shows_shapes_and_parameter_counts() {
     let out = run(cmd);
     let rows = json_lines(&out);
     assert_eq!(rows.len(), 8);
+    for r in &rows {
+        assert_documented(r, "", &["list"], "");
+    }
     let linear = rows.iter().find(|r| r["key"] == "level2/1_Linear_ReLU").unwrap();
     assert_eq!(linear["level"], 2);
     assert_eq!(linear["id"], 1);
     assert!(linear["parameters"].as_u64().unwrap() > 0);
     let inputs = linear["inputs"].as_array().unwrap();
     assert!(inputs[0].as_str().unwrap().starts_with("float32["), "{inputs:?}");
+    // Sizes come from meta tensors: a [64, 64] float32 input, a [64, 128] output, 8320 parameters.
+    assert_eq!((linear["input_bytes"].as_u64(), linear["output_bytes"].as_u64(), linear["parameter_bytes"].as_u64()), (Some(64 * 64 * 4), Some(64 * 128 * 4), Some(8320 * 4)));
+    assert!(linear["memory_bytes"].as_u64().unwrap() > 2 * (64 * 64 * 4 + 2 * 64 * 128 * 4 + 8320 * 4), "{linear}");
     let diag = rows.iter().find(|r| r["key"] == "level1/1_Diagonal_Matmul").unwrap();
     assert_eq!(diag["parameters"], 0);
 }

@@ -152,6 +152,7 @@ fn scripted_rounds_find_the_fast_program_record_every_reply_and_resume() {
     let out = optimize(&db, &out_dir, &args);
     assert!(out.status.success());
     let s = summary(&out);
+    super::assert_documented(&s, "", &["optimize"], "");
 
     // Two finished rounds of four samples each; five requests in round 1 (one retried after 429).
     let rounds = s["rounds"].as_array().unwrap();
@@ -291,9 +292,45 @@ fn a_suite_directory_optimises_every_task_into_its_own_directory() {
         assert_eq!(line["out_dir"], dir.display().to_string());
         assert_eq!(line["samples"][0]["outcome"], "no_code");
         assert!(dir.join("report.md").is_file() && !dir.join("best.py").exists());
+        // Nothing was correct: best.json says so, and the report links every reply.
+        let record: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("best.json")).unwrap()).unwrap();
+        assert_eq!(record["program_id"], Value::Null);
+        assert!(record["note"].as_str().unwrap().starts_with("no correct program yet"), "{record}");
+        let reply = std::fs::read_to_string(dir.join("replies/round-1-sample-0.md")).unwrap();
+        assert_eq!(reply, "The script has no more replies.");
+        let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
+        assert!(report.contains("[round-1-sample-0.md](replies/round-1-sample-0.md)"), "{report}");
     }
     assert_ne!(lines[0]["run_id"], lines[1]["run_id"]);
     assert_eq!(server.finish().len(), 2);
+}
+
+#[test]
+fn a_run_whose_every_request_failed_exits_1_and_the_same_command_sends_them_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, out_dir) = (dir.path().join("f.db"), dir.path().join("out"));
+    // The only request hangs past its time limit: recorded as failed, not retried.
+    let server = Scripted::start(vec![Step::Hang], vec![]);
+    let args = ["--llm-url", &server.url, "--model", "m", "--rounds", "1", "--samples", "1", "--llm-timeout", "1"];
+    let out = optimize(&db, &out_dir, &args);
+    assert_eq!(out.status.code(), Some(1), "every request failed: not a clean exit");
+    let s = summary(&out);
+    assert_eq!(s["stop"]["kind"], "llm_unavailable", "{s}");
+    assert!(s["rounds"].as_array().unwrap().is_empty(), "the round is left to be sent again");
+    assert!(std::fs::read_to_string(out_dir.join("replies/round-1-sample-0.md")).unwrap().starts_with("(no reply: "));
+    assert!(out_dir.join("best.json").is_file());
+    drop(server.finish());
+
+    // The server works now: the same command sends the failed request again and finishes.
+    let server = Scripted::start(vec![Step::Reply(fenced(&candidate("fast.py")))], vec![]);
+    let args = ["--llm-url", &server.url, "--model", "m", "--rounds", "1", "--samples", "1", "--llm-timeout", "30"];
+    let again = optimize(&db, &out_dir, &args);
+    assert!(again.status.success());
+    let s = summary(&again);
+    assert_eq!((s["stop"]["kind"].as_str(), s["invocation"]["requests"].as_u64()), (Some("rounds"), Some(1)), "{s}");
+    assert_eq!(s["rounds"][0]["correct"], 1);
+    assert!(out_dir.join("best.py").is_file());
+    assert_eq!(server.finish().len(), 1);
 }
 
 #[test]

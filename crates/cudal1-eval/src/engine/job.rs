@@ -102,6 +102,10 @@ pub enum JobOutcome {
     /// The task's reference could not be run: the task is at fault, and the job got no verdict.
     /// `at_start`: it failed to start or load, so no job of this task can be judged.
     TaskFailed { error: String, at_start: bool },
+    /// The machine failed, not the task or the candidate: it ran out of memory (the kernel's
+    /// OOM killer ended a process that held no more than its share). No verdict; the same job
+    /// may succeed another time, with fewer jobs at once or more memory.
+    HostFailed { error: String },
     /// Not run, or stopped unfinished, because the engine was cancelled.
     Cancelled,
 }

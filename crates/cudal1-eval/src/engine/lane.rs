@@ -4,11 +4,12 @@
 //! candidates' processes while the current one runs.
 
 use super::{job_settings, Entry, JobOutcome, Shared, Work};
-use crate::candidate::{evaluate_in, prejudge, prejudged, CandidateProcess, EvalContext, Retired};
+use crate::candidate::{evaluate_in, prejudge, prejudged, CandidateProcess, EvalContext, Retired, Unjudged};
+use crate::failure::host_out_of_memory;
 use crate::compile::CompileOutcome;
 use crate::degenerate::check_task;
 use crate::engine::EventKind;
-use crate::reference::{describe, ReferenceError, ReferenceSession, StartingReference};
+use crate::reference::{Describer, ReferenceError, ReferenceSession, StartingReference};
 use crate::settings::{Device, EvalSettings};
 use crate::verdict::Evaluation;
 use cudal1_task::Task;
@@ -46,6 +47,8 @@ struct Lane<'a> {
     starting: Vec<(String, StartingReference)>,
     /// Candidate processes of finished jobs, ending in the background.
     retired: Retired,
+    /// The runner that describes tasks (`tasks list`), kept from one task to the next.
+    describer: Option<Describer>,
     capacity: usize,
     rng: StdRng,
 }
@@ -63,6 +66,7 @@ pub(super) fn run(shared: &Shared, device_index: usize, lane_index: usize) {
         references: VecDeque::new(),
         starting: Vec::new(),
         retired: Retired::default(),
+        describer: None,
         capacity: if times { REFERENCES_TIMING_LANE } else { REFERENCES_OTHER_LANE },
         rng: StdRng::seed_from_u64(seed),
     };
@@ -72,6 +76,9 @@ pub(super) fn run(shared: &Shared, device_index: usize, lane_index: usize) {
     }
     for (_, r) in lane.starting.drain(..) {
         r.discard();
+    }
+    if let Some(d) = lane.describer.take() {
+        d.shutdown();
     }
     lane.retired.wait();
 }
@@ -150,16 +157,18 @@ impl Lane<'_> {
                         account(&mut e, &entry, picked, slot_wait);
                         JobOutcome::Evaluated(Arc::new(e))
                     }
-                    Err(e) => JobOutcome::TaskFailed { at_start: e.at_start(), error: e.to_string() },
+                    Err(Unjudged::Reference(e)) => reference_failed(&e),
+                    Err(Unjudged::Host(error)) => JobOutcome::HostFailed { error: format!("{}: {error}", candidate.label) },
                 }
             }
             Work::CheckTask { seeds } => match check_task(&self.shared.config.env, &entry.job.task, &settings, &self.shared.scratch, seeds) {
                 Ok(c) => JobOutcome::Checked(Arc::new(c)),
+                Err(e) if host_out_of_memory(&e.source) => JobOutcome::HostFailed { error: e.to_string() },
                 Err(e) => JobOutcome::TaskFailed { error: e.to_string(), at_start: false },
             },
-            Work::Describe => match describe(&self.shared.config.env, &entry.job.task, &settings, &self.shared.scratch) {
+            Work::Describe => match self.describe(&entry.job.task, &settings) {
                 Ok(d) => JobOutcome::Described(Arc::new(d)),
-                Err(e) => JobOutcome::TaskFailed { at_start: e.at_start(), error: e.to_string() },
+                Err(e) => reference_failed(&e),
             },
         };
         // Killed processes give verdicts that mean nothing.
@@ -177,7 +186,7 @@ impl Lane<'_> {
         compiled: &CompileOutcome,
         process: Option<CandidateProcess>,
         settings: &EvalSettings,
-    ) -> Result<Evaluation, ReferenceError> {
+    ) -> Result<Evaluation, Unjudged> {
         let started = Instant::now();
         let plain = EvalContext { env: &self.shared.config.env, settings, work_root: &self.shared.scratch, retired: None };
         // Decided from the source and the build alone: no reference is started for it.
@@ -193,7 +202,7 @@ impl Lane<'_> {
                 if let Some(p) = process {
                     p.discard();
                 }
-                return Err(e);
+                return Err(e.into());
             }
         };
         let job_rng = StdRng::from_rng(&mut self.rng);
@@ -206,12 +215,30 @@ impl Lane<'_> {
         match &result {
             // Seeds are fresh for every candidate: expected outputs (hundreds of MB each) go.
             Ok(_) => self.references[i].1.clear_expected(),
+            // The machine ran short under the candidate: the reference is as good as before.
+            Err(Unjudged::Host(_)) => self.references[i].1.clear_expected(),
             // A reference that failed once is not trusted again.
-            Err(_) => {
+            Err(Unjudged::Reference(_)) => {
                 if let Some((_, r)) = self.references.remove(i) {
                     r.shutdown();
                 }
             }
+        }
+        result
+    }
+
+    /// Describes a task in the lane's describing runner, started on first use and kept for the
+    /// next task unless it died.
+    fn describe(&mut self, task: &Task, settings: &EvalSettings) -> Result<cudal1_protocol::DescribeReply, ReferenceError> {
+        let mut describer = match self.describer.take() {
+            Some(d) => d,
+            None => Describer::start(&self.shared.config.env, &self.shared.scratch).map_err(|(doing, source)| ReferenceError { task: task.key(), doing, source, stderr: String::new() })?,
+        };
+        let result = describer.describe(task, settings);
+        if describer.alive(&result) {
+            self.describer = Some(describer);
+        } else {
+            describer.shutdown();
         }
         result
     }
@@ -232,6 +259,15 @@ impl Lane<'_> {
         }
         self.references.push_back((task.hash.clone(), session));
         Ok(self.references.len() - 1)
+    }
+}
+
+/// A failed reference: the task's fault, unless the machine ran out of memory under it.
+fn reference_failed(e: &ReferenceError) -> JobOutcome {
+    if e.host_out_of_memory() {
+        JobOutcome::HostFailed { error: e.to_string() }
+    } else {
+        JobOutcome::TaskFailed { at_start: e.at_start(), error: e.to_string() }
     }
 }
 

@@ -217,16 +217,28 @@ fn patience_stops_a_run_that_finds_nothing() {
 }
 
 #[test]
-fn a_round_of_failed_requests_stops_the_run_with_the_error() {
+fn a_round_of_failed_requests_stops_the_run_with_the_error_and_the_next_run_sends_them_again() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("s.db")).unwrap();
-    let config = OptimizeConfig::new(3, 2);
+    let config = OptimizeConfig::new(1, 2);
     let server = Server::start(503, "overloaded", None);
     let (s, _) = run(&client(&server.url), &store, &config, &AtomicBool::new(false), &unused_env(), dir.path());
     let StopReason::LlmUnavailable { round: 1, error } = &s.stop else { panic!("{:?}", s.stop) };
     assert!(error.contains("HTTP 503"), "{error}");
-    assert_eq!(s.rounds.len(), 1);
+    assert!(s.rounds.is_empty(), "a round nobody answered is not finished");
     assert!(s.samples.iter().all(|x| x.outcome == "llm_error"));
+
+    // The server is back: the same run sends the two requests again and finishes the round.
+    let server = Server::start(200, NO_CODE, None);
+    let (s, _) = run(&client(&server.url), &store, &config, &AtomicBool::new(false), &unused_env(), dir.path());
+    assert_eq!(s.stop, StopReason::Rounds { rounds: 1 });
+    assert_eq!(server.requests(), 2);
+    assert_eq!(s.rounds.len(), 1);
+    let answered: Vec<u32> = s.samples.iter().filter(|x| x.outcome == "no_code").map(|x| x.index).collect();
+    assert_eq!(answered, [2, 3], "new samples beside the failed ones, which stay on record");
+    // A third run has nothing left to send.
+    let (s, _) = run(&client(&server.url), &store, &config, &AtomicBool::new(false), &unused_env(), dir.path());
+    assert_eq!((s.stop, server.requests()), (StopReason::Rounds { rounds: 1 }, 2));
 }
 
 #[test]

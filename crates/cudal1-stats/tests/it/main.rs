@@ -36,6 +36,7 @@ fn a_simulated_suite_summarises_to_the_speedups_that_were_planted() {
             TaskResult {
                 correct,
                 speedup: Some(s.median),
+                speedup_low: Some(s.ci_low),
                 excluded,
             }
         })

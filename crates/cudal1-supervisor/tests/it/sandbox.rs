@@ -157,9 +157,16 @@ fn a_memory_hog_is_killed() {
     eprintln!("memory limit through {:?}", sandbox_support().memory_limit);
     let mut worker = probe(Sandbox { memory_bytes: Some(limit), ..confined() });
     match worker.request(json!({"op": "hog", "max_mib": 2048}), REPLY) {
-        Err(WorkerError::Exited { outcome, limit: hit, .. }) => {
+        Err(e @ WorkerError::Exited { .. }) => {
+            let WorkerError::Exited { outcome, limit: hit, .. } = &e else { unreachable!() };
             assert_eq!(outcome.leader_signal(), Some(libc::SIGKILL), "{outcome}");
-            assert_eq!(hit, Some(LimitHit::Memory { limit_bytes: limit }));
+            let Some(LimitHit::Memory { limit_bytes, peak_bytes }) = *hit else { panic!("{hit:?}") };
+            assert_eq!(limit_bytes, limit);
+            // The size it reached: near the limit at least (the watchdog samples, a cgroup holds it at the limit).
+            let peak = peak_bytes.expect("the size it reached is known");
+            assert!(peak > limit / 2, "peak {peak} under a limit of {limit}");
+            assert_eq!(worker.peak_memory(), Some(peak));
+            assert!(e.to_string().contains("out of memory: over its limit of 256 MiB after reaching"), "{e}");
         }
         other => panic!("expected the hog to be killed, got {other:?}"),
     }

@@ -1,0 +1,177 @@
+//! Will a task fit? Before a reference is loaded, its inputs, outputs and parameters are sized on
+//! meta tensors (the runner's `describe`, which allocates nothing), and an evaluation that cannot
+//! fit the GPU, the host or a candidate's memory limit is refused with the numbers and what to
+//! do, instead of being found out by the kernel's OOM killer half an hour in.
+
+use crate::runner::{CallError, RunnerClient};
+use crate::settings::{Device, EvalSettings};
+use cudal1_protocol::{Describe, DescribeReply, HelloReply};
+use cudal1_supervisor::human_bytes;
+use std::path::Path;
+use std::time::Duration;
+
+/// What one evaluation's processes hold, from a task's description.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Footprint {
+    /// One call's inputs.
+    pub inputs: u64,
+    /// One call's outputs, when a call on meta tensors could tell.
+    pub outputs: Option<u64>,
+    /// The model's parameters and buffers.
+    pub parameters: u64,
+}
+
+/// The interpreter, torch and its allocator's own share of each process.
+const PROCESS_OVERHEAD: u64 = 512 << 20;
+
+/// Where an evaluation must fit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Room {
+    /// Host memory available now (`MemAvailable`).
+    pub host_available: Option<u64>,
+    /// The GPU's memory, on a GPU.
+    pub device_memory: Option<u64>,
+    /// The memory limit of a candidate's processes (`--memory`), when it is enforced.
+    pub process_limit: Option<u64>,
+}
+
+impl Footprint {
+    /// Sizes from a description made on meta tensors; `None` when it has none.
+    pub fn from_reply(d: &DescribeReply) -> Option<Footprint> {
+        Some(Footprint { inputs: d.input_bytes?, outputs: d.output_bytes, parameters: d.parameter_bytes.unwrap_or(0) })
+    }
+
+    /// What one process holds at most: the parameters, one call's inputs, and its outputs twice
+    /// (made, then captured or compared). Outputs of unknown size count as large as the inputs.
+    pub fn per_process(&self) -> u64 {
+        let outputs = self.outputs.unwrap_or(self.inputs);
+        self.parameters.saturating_add(self.inputs).saturating_add(outputs.saturating_mul(2))
+    }
+
+    /// Host memory one evaluation on the CPU takes: a reference and a candidate process.
+    pub fn cpu_evaluation(&self) -> u64 {
+        self.per_process().saturating_add(PROCESS_OVERHEAD).saturating_mul(2)
+    }
+
+    fn parts(&self) -> String {
+        format!(
+            "inputs {}, outputs {}{} (kept twice), parameters {}",
+            human_bytes(self.inputs),
+            human_bytes(self.outputs.unwrap_or(self.inputs)),
+            if self.outputs.is_none() { " (guessed from the inputs)" } else { "" },
+            human_bytes(self.parameters)
+        )
+    }
+}
+
+/// What to try instead, said with every refusal.
+const SMALLER: &str = "`--scale 0.25` (or smaller) shrinks the task's leading input dimensions for a trial on this machine, or use a machine with more memory";
+
+/// Why an evaluation of this size cannot run on `device` within `room`, with what to do; `None`
+/// when it fits. A reference and a candidate process run at once, each holding the footprint.
+pub fn refusal(f: &Footprint, device: &Device, room: &Room) -> Option<String> {
+    let each = f.per_process();
+    if let (true, Some(gpu)) = (device.is_cuda(), room.device_memory) {
+        let need = each.saturating_mul(2);
+        if need > gpu {
+            return Some(format!(
+                "it needs about {} of GPU memory, the GPU has {}: the reference and the candidate each hold {} ({})\nhint: {SMALLER}",
+                human_bytes(need),
+                human_bytes(gpu),
+                human_bytes(each),
+                f.parts()
+            ));
+        }
+        return None;
+    }
+    let process = each.saturating_add(PROCESS_OVERHEAD);
+    let need = process.saturating_mul(2);
+    if let Some(available) = room.host_available.filter(|a| need > *a) {
+        return Some(format!(
+            "it needs about {} of memory, the host has {} available: the reference and the candidate each hold {} ({}, and the interpreter)\nhint: {SMALLER}",
+            human_bytes(need),
+            human_bytes(available),
+            human_bytes(process),
+            f.parts()
+        ));
+    }
+    if let Some(limit) = room.process_limit.filter(|l| process > *l) {
+        return Some(format!(
+            "a candidate's process needs about {} ({}, and the interpreter), over its memory limit of {}\nhint: raise the limit (`--memory {}`), or {SMALLER}",
+            human_bytes(process),
+            f.parts(),
+            human_bytes(limit),
+            human_bytes(process.saturating_mul(5) / 4).replace(' ', "").replace("iB", "")
+        ));
+    }
+    None
+}
+
+/// Asks a started (trusted) reference runner to size the task on meta tensors and refuses, as
+/// [`CallError::Refused`], an evaluation that cannot fit. A task that cannot be sized without
+/// running it, or a runner that cannot say, is let through: loading it will tell.
+pub(crate) fn refuse_if_too_large(client: &mut RunnerClient, task_path: &Path, settings: &EvalSettings, hello: &HelloReply) -> Result<(), CallError> {
+    let describe = Describe { reference: task_path.to_owned(), scale: settings.scale, meta_only: true };
+    let reply = match client.call(&describe, settings.load_timeout.min(Duration::from_secs(120))) {
+        Ok(r) => r,
+        // A runner that died here would not load either: that error is the one to report.
+        Err(e @ CallError::Worker(_)) => return Err(e),
+        Err(e) => {
+            tracing::debug!(error = %e, "the task could not be sized; loading it without a memory check");
+            return Ok(());
+        }
+    };
+    let Some(footprint) = Footprint::from_reply(&reply) else { return Ok(()) };
+    let room = Room {
+        host_available: crate::scratch::available_memory(),
+        device_memory: if settings.device.is_cuda() { hello.devices.first().map(|d| d.memory_bytes) } else { None },
+        process_limit: settings.memory_bytes.filter(|_| settings.sandbox),
+    };
+    match refusal(&footprint, &settings.device, &room) {
+        Some(why) => Err(CallError::Refused(why)),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    /// KernelBench's level1/19_ReLU: a [4096, 393216] float32 input, an output as large.
+    fn relu() -> Footprint {
+        Footprint { inputs: 4096 * 393_216 * 4, outputs: Some(4096 * 393_216 * 4), parameters: 0 }
+    }
+
+    #[test]
+    fn a_task_that_cannot_fit_the_host_is_refused_with_the_numbers_and_what_to_do() {
+        let room = Room { host_available: Some(21 * GIB), device_memory: None, process_limit: Some(32 * GIB) };
+        let why = refusal(&relu(), &Device::Cpu, &room).unwrap();
+        assert!(why.starts_with("it needs about 37 GiB of memory, the host has 21 GiB available"), "{why}");
+        assert!(why.contains("inputs 6.0 GiB, outputs 6.0 GiB (kept twice)") && why.contains("hint: `--scale 0.25`"), "{why}");
+        // A quarter of it fits.
+        let quarter = Footprint { inputs: relu().inputs / 4, outputs: relu().outputs.map(|o| o / 4), parameters: 0 };
+        assert_eq!(refusal(&quarter, &Device::Cpu, &room), None);
+        // Without a known amount of memory nothing is refused.
+        assert_eq!(refusal(&relu(), &Device::Cpu, &Room::default()), None);
+    }
+
+    #[test]
+    fn the_gpu_and_the_candidates_limit_are_checked_too() {
+        let gpu = Room { host_available: Some(GIB), device_memory: Some(80 * GIB), process_limit: Some(32 * GIB) };
+        assert_eq!(refusal(&relu(), &Device::Cuda(0), &gpu), None, "the host is not where the tensors live");
+        let small = Room { device_memory: Some(24 * GIB), ..gpu };
+        assert!(refusal(&relu(), &Device::Cuda(0), &small).unwrap().starts_with("it needs about 36 GiB of GPU memory, the GPU has 24 GiB"));
+        let limited = Room { host_available: Some(500 * GIB), device_memory: None, process_limit: Some(8 * GIB) };
+        let why = refusal(&relu(), &Device::Cpu, &limited).unwrap();
+        assert!(why.contains("over its memory limit of 8.0 GiB") && why.contains("`--memory 23G`"), "{why}");
+    }
+
+    #[test]
+    fn unknown_outputs_count_as_large_as_the_inputs() {
+        let f = Footprint { inputs: GIB, outputs: None, parameters: GIB };
+        assert_eq!(f.per_process(), 4 * GIB);
+        assert!(f.parts().contains("guessed from the inputs"));
+    }
+}
