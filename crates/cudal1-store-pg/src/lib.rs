@@ -188,7 +188,7 @@ impl JobQueue for PgStore {
         self.pool.run("release", |c| queue::release(c, id, worker))
     }
 
-    fn advance(&self, id: i64, worker: &str, artifact: &Artifact) -> Result<(), StoreError> {
+    fn advance(&self, id: i64, worker: &str, artifact: Option<&Artifact>) -> Result<(), StoreError> {
         self.pool.run("advance", |c| queue::advance(c, id, worker, artifact))
     }
 

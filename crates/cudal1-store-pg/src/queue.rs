@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use cudal1_store::{Artifact, Claim, ClaimedJob, Completion, Enqueued, JobKey, JobState, JobStatus, NewJob, QueueCounts, Stage, StoreError};
+use cudal1_store::{Artifact, Claim, ClaimedJob, Completion, Enqueued, JobKey, JobState, JobStatus, NewJob, ProgramKey, QueueCounts, Stage, StoreError};
 use postgres::{Client, GenericClient, Row};
 
 use crate::schema::NOW_TEXT;
@@ -70,7 +70,7 @@ pub(crate) fn decode_enqueued(rows: Vec<(i64, String, bool)>, d: &Decode<'_>) ->
 
 const CLAIMED: &str = "j.id, j.task_hash, j.candidate_hash, j.settings_hash, j.gpu_class, j.settings_family,
     j.task_name, j.task_source, j.candidate_source, j.mode, j.settings, j.stage, j.attempts, j.artifact,
-    j.artifact_env, j.priority";
+    j.artifact_env, j.priority, j.program_code_hash, j.program_settings, j.parent_ids";
 
 /// Fails jobs whose last lease expired after their last allowed attempt, then takes jobs.
 pub(crate) fn claim(c: &mut Client, claim: &Claim) -> Result<Vec<Row>, postgres::Error> {
@@ -124,6 +124,8 @@ pub(crate) fn decode_claimed(r: &Row, d: &Decode<'_>) -> Result<ClaimedJob, Stor
         candidate_source: r.get(8),
         mode: r.get(9),
         settings: d.json_as("jobs", &id.to_string(), "settings", &r.get::<_, String>(10))?,
+        program_key: ProgramKey { task_hash: r.get(1), code_hash: r.get(16), settings_hash: r.get(17) },
+        parent_ids: d.json_as("jobs", &id.to_string(), "parent_ids", &r.get::<_, String>(18))?,
         stage: Stage::parse(&stage).ok_or_else(|| d.corrupt(id, "stage", &stage))?,
         attempt: u32::try_from(r.get::<_, i32>(12)).unwrap_or(0),
         artifact: archive.zip(environment).map(|(archive, environment)| Artifact { environment, archive }),
@@ -198,13 +200,13 @@ pub(crate) fn release(c: &mut Client, id: i64, worker: &str) -> Result<(), postg
     tx.commit()
 }
 
-pub(crate) fn advance(c: &mut Client, id: i64, worker: &str, a: &Artifact) -> Result<(), postgres::Error> {
+pub(crate) fn advance(c: &mut Client, id: i64, worker: &str, a: Option<&Artifact>) -> Result<(), postgres::Error> {
     let mut tx = c.transaction()?;
     let n = tx.execute(
         "UPDATE jobs SET stage = 'run', state = 'queued', worker = NULL, lease_until = NULL, attempts = 0,
             artifact = $3, artifact_env = $4
         WHERE id = $1 AND worker = $2 AND state = 'running' AND stage = 'compile'",
-        &[&id, &worker, &a.archive, &a.environment],
+        &[&id, &worker, &a.map(|a| &a.archive), &a.map(|a| &a.environment)],
     )?;
     if n > 0 {
         tx.execute("SELECT pg_notify($1, 'q')", &[&CHANNEL])?;

@@ -193,6 +193,9 @@ pub struct ClaimedJob {
     pub candidate_source: String,
     pub mode: String,
     pub settings: serde_json::Value,
+    /// Where the program is filed in the program database, and the prompt's exemplars.
+    pub program_key: ProgramKey,
+    pub parent_ids: Vec<i64>,
     pub stage: Stage,
     pub priority: i32,
     /// 1 for the first worker to take it.
@@ -266,8 +269,8 @@ pub trait JobQueue: Send + Sync {
     fn complete(&self, id: i64, worker: &str, completion: &Completion) -> Result<bool, StoreError>;
     /// Gives a job back unfinished (the worker is stopping); the attempt does not count.
     fn release(&self, id: i64, worker: &str) -> Result<(), StoreError>;
-    /// Moves a compiled job to the run stage with its build.
-    fn advance(&self, id: i64, worker: &str, artifact: &Artifact) -> Result<(), StoreError>;
+    /// Moves a job of the compile stage to the run stage, with its build when it was made.
+    fn advance(&self, id: i64, worker: &str, artifact: Option<&Artifact>) -> Result<(), StoreError>;
     /// The jobs with these ids that exist, in no particular order.
     fn status(&self, ids: &[i64]) -> Result<Vec<JobStatus>, StoreError>;
     fn counts(&self) -> Result<QueueCounts, StoreError>;

@@ -11,7 +11,7 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row, Tra
 use crate::api::{Artifact, Claim, ClaimedJob, Completion, Enqueued, JobKey, JobState, JobStatus, NewJob, QueueCounts, Stage};
 use crate::error::{query_error, StoreError};
 use crate::json;
-use crate::program;
+use crate::program::{self, ProgramKey};
 
 const NOW: &str = "unixepoch('subsec')";
 
@@ -121,16 +121,18 @@ pub(crate) fn claim(conn: &mut Connection, path: &Path, c: &Claim) -> Result<(Ve
 }
 
 const CLAIMED: &str = "id, task_hash, candidate_hash, settings_hash, gpu_class, settings_family, task_name,
-    task_source, candidate_source, mode, settings, stage, attempts, artifact, artifact_env, priority";
+    task_source, candidate_source, mode, settings, stage, attempts, artifact, artifact_env, priority,
+    program_code_hash, program_settings, parent_ids";
 
-/// A claimed job with its settings still as text.
-struct RawClaimed(ClaimedJob, String, String);
+/// A claimed job with its settings, stage and parents still as text.
+struct RawClaimed(ClaimedJob, String, String, String);
 
 impl RawClaimed {
     fn decode(self, path: &Path) -> Result<ClaimedJob, StoreError> {
-        let RawClaimed(mut job, settings, stage) = self;
+        let RawClaimed(mut job, settings, stage, parents) = self;
         let row = job.id.to_string();
         job.settings = json::decode(&settings, path, "jobs", &row, "settings")?;
+        job.parent_ids = json::decode_as(&parents, path, "jobs", &row, "parent_ids")?;
         job.stage = Stage::parse(&stage).ok_or_else(|| corrupt(path, job.id, "stage", &stage))?;
         Ok(job)
     }
@@ -148,12 +150,14 @@ fn claimed_from_row(r: &Row<'_>) -> rusqlite::Result<RawClaimed> {
         candidate_source: r.get(8)?,
         mode: r.get(9)?,
         settings: serde_json::Value::Null,
+        program_key: ProgramKey { task_hash: r.get(1)?, code_hash: r.get(16)?, settings_hash: r.get(17)? },
+        parent_ids: Vec::new(),
         stage: Stage::Run,
         priority: r.get(15)?,
         attempt: r.get(12)?,
         artifact: archive.zip(environment).map(|(archive, environment)| Artifact { environment, archive }),
     };
-    Ok(RawClaimed(job, r.get(10)?, r.get(11)?))
+    Ok(RawClaimed(job, r.get(10)?, r.get(11)?, r.get(18)?))
 }
 
 pub(crate) fn heartbeat(conn: &Connection, path: &Path, worker: &str, ids: &[i64], lease: Duration) -> Result<Vec<i64>, StoreError> {
@@ -224,13 +228,13 @@ pub(crate) fn release(conn: &Connection, path: &Path, id: i64, worker: &str) -> 
     .map_err(|e| query_error(path, "release", e))
 }
 
-pub(crate) fn advance(conn: &Connection, path: &Path, id: i64, worker: &str, a: &Artifact) -> Result<(), StoreError> {
+pub(crate) fn advance(conn: &Connection, path: &Path, id: i64, worker: &str, a: Option<&Artifact>) -> Result<(), StoreError> {
     conn.prepare_cached(
         "UPDATE jobs SET stage = 'run', state = 'queued', worker = NULL, lease_until = NULL, attempts = 0,
             artifact = ?3, artifact_env = ?4
         WHERE id = ?1 AND worker = ?2 AND state = 'running' AND stage = 'compile'",
     )
-    .and_then(|mut s| s.execute(params![id, worker, a.archive, a.environment]))
+    .and_then(|mut s| s.execute(params![id, worker, a.map(|a| &a.archive), a.map(|a| &a.environment)]))
     .map(|_| ())
     .map_err(|e| query_error(path, "advance", e))
 }

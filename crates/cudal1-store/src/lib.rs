@@ -267,7 +267,7 @@ impl JobQueue for Store {
         Ok(())
     }
 
-    fn advance(&self, id: i64, worker: &str, artifact: &Artifact) -> Result<(), StoreError> {
+    fn advance(&self, id: i64, worker: &str, artifact: Option<&Artifact>) -> Result<(), StoreError> {
         jobs::advance(&self.conn(), &self.path, id, worker, artifact)?;
         self.signal(&QueueSignal::Queued);
         Ok(())

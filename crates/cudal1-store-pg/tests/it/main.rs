@@ -170,6 +170,7 @@ fn a_claimed_job_carries_everything_a_worker_needs() {
     both(|q| {
         let mut high = job("p", "high");
         high.priority = 5;
+        high.parent_ids = vec![3, 1];
         q.enqueue(&[job("p", "low"), high.clone()]).unwrap();
         let got = q.claim(&claim("w", 10, Duration::from_secs(60))).unwrap();
         assert_eq!(got.len(), 2);
@@ -179,6 +180,7 @@ fn a_claimed_job_carries_everything_a_worker_needs() {
         assert_eq!(first.settings, high.settings, "settings round-trip bit for bit");
         assert_eq!((first.attempt, first.stage, first.mode.as_str()), (1, Stage::Run, "correctness"));
         assert!(first.artifact.is_none());
+        assert_eq!((&first.program_key, &first.parent_ids), (&high.program_key, &high.parent_ids));
     });
 }
 
@@ -296,11 +298,19 @@ fn a_compiled_job_moves_to_the_run_stage_with_its_build() {
         c.stages = vec![Stage::Compile];
         assert_eq!(q.claim(&c).unwrap()[0].stage, Stage::Compile);
         let artifact = Artifact { environment: "py3.11 torch2.9".into(), archive: vec![0, 1, 2, 255, 0] };
-        q.advance(id, "cpu-box", &artifact).unwrap();
+        q.advance(id, "cpu-box", Some(&artifact)).unwrap();
         assert!(q.claim(&c).unwrap().is_empty());
         let got = q.claim(&claim("gpu-box", 1, Duration::from_secs(60))).unwrap().pop().unwrap();
         assert_eq!((got.id, got.stage, got.attempt), (id, Stage::Run, 1));
         assert_eq!(got.artifact, Some(artifact));
+        // A build that could not be made leaves the job for the run stage to build.
+        let mut j = job("b", "2");
+        j.stage = Stage::Compile;
+        let id = q.enqueue(&[j]).unwrap()[0].id;
+        q.claim(&c).unwrap();
+        q.advance(id, "cpu-box", None).unwrap();
+        let got = q.claim(&claim("gpu-box", 1, Duration::from_secs(60))).unwrap().pop().unwrap();
+        assert_eq!((got.id, got.stage, got.artifact), (id, Stage::Run, None));
     });
 }
 
