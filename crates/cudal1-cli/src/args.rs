@@ -23,7 +23,7 @@ fn parse_window(text: &str) -> Result<TimingWindow, String> {
     TimingWindow::parse(text)
 }
 
-fn parse_mode(text: &str) -> Result<Mode, String> {
+pub fn parse_mode(text: &str) -> Result<Mode, String> {
     Mode::parse(text)
 }
 
@@ -59,6 +59,12 @@ pub enum Command {
     /// Make a program faster: rounds of LLM samples, each evaluated as it arrives; the best
     /// correct program, its record and a report go to `--out`. Rerunning resumes.
     Optimize(Box<crate::cmd_optimize::OptimizeArgs>),
+    /// Serve rewards and contrastive prompts to RL engines (verl, TRL, OpenRLHF) over HTTP:
+    /// every completion is judged by the evaluator, on this machine or by `cudal1 worker`s.
+    Serve(Box<crate::cmd_serve::ServeArgs>),
+    /// Take evaluation jobs from a shared queue (`--queue postgres://...`) and judge them on this
+    /// machine's device; one worker per GPU.
+    Worker(Box<crate::cmd_worker::WorkerArgs>),
 }
 
 #[derive(Args, Debug)]

@@ -4,10 +4,13 @@ mod args;
 mod batch;
 mod cmd_eval;
 mod cmd_optimize;
+mod cmd_serve;
 mod cmd_tasks;
+mod cmd_worker;
 mod exit;
 mod interrupt;
 mod out;
+mod queue_backend;
 mod record;
 mod report;
 mod workspace;
@@ -22,6 +25,8 @@ fn main() -> ExitCode {
         args::Command::Eval(a) => cmd_eval::run(a),
         args::Command::Tasks(a) => cmd_tasks::run(a),
         args::Command::Optimize(a) => cmd_optimize::run(*a),
+        args::Command::Serve(a) => cmd_serve::run(*a),
+        args::Command::Worker(a) => cmd_worker::run(*a),
     };
     match result {
         Ok(status) => status.into(),

@@ -38,15 +38,6 @@ pub struct Planned {
     pub seed: u64,
 }
 
-/// How an exemplar's verdict reads in a prompt.
-fn verdict_words(speedup: f64) -> &'static str {
-    if speedup < 1.0 {
-        "correct, slower than the reference"
-    } else {
-        "correct"
-    }
-}
-
 /// SplitMix64 of the three numbers: stable across runs and platforms, unlike `DefaultHasher`.
 pub fn sample_seed(seed: u64, round: u32, index: u32) -> u64 {
     let mut z = seed ^ (u64::from(round) << 32 | u64::from(index)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -92,11 +83,7 @@ pub fn plan_round(input: &PlanInput<'_>, indices: &[u32], rng: &mut impl Rng) ->
             let picked = input.sampler.sample(&scored, input.exemplars, rng);
             let shown: Vec<Exemplar> = picked
                 .iter()
-                .map(|&i| Exemplar {
-                    code: correct[i].0.code.clone(),
-                    speedup: correct[i].1,
-                    verdict: verdict_words(correct[i].1).to_owned(),
-                })
+                .map(|&i| Exemplar::measured(correct[i].0.code.clone(), correct[i].1))
                 .collect();
             Ok(Planned {
                 round: input.round,

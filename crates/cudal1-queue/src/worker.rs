@@ -8,7 +8,6 @@ use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, unbounded, Receiver, Sender};
@@ -100,7 +99,6 @@ struct InFlight {
 struct Engine {
     evaluator: Evaluator,
     family: String,
-    drain: JoinHandle<()>,
 }
 
 struct State<'a> {
@@ -203,7 +201,6 @@ fn wait(done_rx: &Receiver<Done>, signals: &Receiver<cudal1_store::QueueSignal>,
 impl Engine {
     fn finish(self) {
         self.evaluator.finish();
-        let _ = self.drain.join();
     }
 }
 
@@ -284,13 +281,10 @@ impl State<'_> {
         }
         let device = self.config.engine.devices.first().cloned().unwrap_or(cudal1_eval::Device::Cpu);
         let config = EngineConfig { settings: EvalSettings { device, ..settings.clone() }, ..self.config.engine.clone() };
-        let (evaluator, events) = Evaluator::start(config)?;
-        let drain = std::thread::Builder::new()
-            .name("worker-events".into())
-            .spawn(move || events.iter().for_each(|e| tracing::debug!(job = %e.job, kind = ?e.kind, "engine")))
-            .expect("the system can start a thread");
+        // Outcomes arrive on `done_tx`; the event stream is not needed (dropping it is allowed).
+        let (evaluator, _events) = Evaluator::start(config)?;
         on_event(WorkerEvent::EngineStarted { canceller: evaluator.canceller() });
-        self.engine = Some(Engine { evaluator, family: family.to_owned(), drain });
+        self.engine = Some(Engine { evaluator, family: family.to_owned() });
         Ok(())
     }
 
