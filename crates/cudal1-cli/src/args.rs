@@ -44,7 +44,7 @@ fn parse_window(text: &str) -> Result<TimingWindow, String> {
     TimingWindow::parse(text)
 }
 
-fn parse_mode(text: &str) -> Result<Mode, String> {
+pub fn parse_mode(text: &str) -> Result<Mode, String> {
     Mode::parse(text)
 }
 
@@ -94,6 +94,12 @@ pub enum Command {
     Export(ExportArgs),
     /// Print a shell completion script (`cudal1 completions bash > ~/.local/share/bash-completion/completions/cudal1`).
     Completions(CompletionsArgs),
+    /// Serve rewards and contrastive prompts to RL engines (verl, TRL, OpenRLHF) over HTTP:
+    /// every completion is judged by the evaluator, on this machine or by `cudal1 worker`s.
+    Serve(Box<crate::cmd_serve::ServeArgs>),
+    /// Take evaluation jobs from a shared queue (`--queue postgres://...`) and judge them on this
+    /// machine's device; one worker per GPU.
+    Worker(Box<crate::cmd_worker::WorkerArgs>),
 }
 
 #[derive(Args, Debug)]

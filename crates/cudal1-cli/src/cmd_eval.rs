@@ -165,20 +165,12 @@ fn from_cuda_l1(a: &EvalArgs, path: &Path, suite_dir: Option<&Path>) -> Result<S
 /// The reference of an imported row as a task file in the cache (content-addressed, written once),
 /// so that runners can load it and the store can name it.
 fn imported_task(cache: &Path, level: u32, stem: &str, source: String, seen: &mut BTreeMap<String, Arc<Task>>) -> Result<Arc<Task>, TaskError> {
-    let hash = cudal1_task::content_hash(&source);
-    let file = cache.join("imported").join(&hash[..16]).join(format!("level{level}")).join(format!("{stem}.py"));
-    if let Some(t) = seen.get(&file.display().to_string()) {
+    let key = format!("level{level}/{stem}|{}", cudal1_task::content_hash(&source));
+    if let Some(t) = seen.get(&key) {
         return Ok(Arc::clone(t));
     }
-    let task = Arc::new(Task::from_source(&file, source)?);
-    if !file.is_file() {
-        let write = || -> std::io::Result<()> {
-            std::fs::create_dir_all(file.parent().expect("a file in a folder"))?;
-            std::fs::write(&file, &task.source)
-        };
-        write().map_err(|source| TaskError::Read { path: file.clone(), source })?;
-    }
-    seen.insert(file.display().to_string(), Arc::clone(&task));
+    let task = Arc::new(Task::materialize(&cache.join("imported"), &format!("level{level}/{stem}"), source)?);
+    seen.insert(key, Arc::clone(&task));
     Ok(task)
 }
 

@@ -5,12 +5,15 @@ mod batch;
 mod cmd_eval;
 mod cmd_export;
 mod cmd_optimize;
+mod cmd_serve;
 mod cmd_show;
 mod cmd_tasks;
 mod cmd_train;
+mod cmd_worker;
 mod exit;
 mod interrupt;
 mod out;
+mod queue_backend;
 mod record;
 mod report;
 mod style;
@@ -31,6 +34,8 @@ fn main() -> ExitCode {
         args::Command::Show(a) => cmd_show::run(&a),
         args::Command::Export(a) => cmd_export::run(&a),
         args::Command::Completions(a) => completions(a.shell),
+        args::Command::Serve(a) => cmd_serve::run(*a),
+        args::Command::Worker(a) => cmd_worker::run(*a),
     };
     match result {
         Ok(status) => status.into(),

@@ -57,22 +57,38 @@ impl Workspace {
 
     /// Starts the evaluation engine on this workspace's devices.
     pub fn engine(&self) -> Result<(Evaluator, Receiver<Event>)> {
-        let mut config = EngineConfig::new(self.env.clone(), self.devices.clone(), self.settings.clone(), self.compile_cache());
-        if let Some(n) = self.compile_workers {
-            config.compile_workers = n;
-        }
-        if let Some(n) = self.lanes {
-            config.lanes = n;
-        }
-        config.prefetch = self.prefetch;
-        config.seed = self.seed;
+        let config = self.engine_config();
         let parent = config.scratch_parent.clone();
         Evaluator::start(config).with_context(|| format!("making a scratch directory in `{}`\nhint: set CUDAL1_WORK_DIR to a writable directory with room", parent.display()))
     }
 
-    pub fn compile_cache(&self) -> CompileCache {
-        CompileCache { root: self.cache.join("extensions") }
+    /// What [`Workspace::engine`] starts an engine from.
+    pub fn engine_config(&self) -> EngineConfig {
+        let parts = EngineParts { compile_workers: self.compile_workers, lanes: self.lanes, prefetch: self.prefetch, seed: self.seed };
+        engine_config(&self.env, &self.devices, &self.settings, &self.cache, &parts)
     }
+}
+
+/// The engine flags every command shares.
+pub struct EngineParts {
+    pub compile_workers: Option<usize>,
+    pub lanes: Option<usize>,
+    pub prefetch: Option<bool>,
+    pub seed: u64,
+}
+
+/// An engine's configuration on these devices, with the extensions cache below `cache`.
+pub fn engine_config(env: &RunnerEnv, devices: &[Device], settings: &EvalSettings, cache: &Path, parts: &EngineParts) -> EngineConfig {
+    let mut config = EngineConfig::new(env.clone(), devices.to_vec(), settings.clone(), CompileCache { root: cache.join("extensions") });
+    if let Some(n) = parts.compile_workers {
+        config.compile_workers = n;
+    }
+    if let Some(n) = parts.lanes {
+        config.lanes = n;
+    }
+    config.prefetch = parts.prefetch;
+    config.seed = parts.seed;
+    config
 }
 
 pub fn cache_dir(flag: Option<&Path>) -> PathBuf {

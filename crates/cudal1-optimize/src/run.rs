@@ -12,7 +12,7 @@ use crossbeam_channel::{never, select, unbounded, Receiver, Sender};
 use cudal1_eval::{Done, Evaluator, Job, JobId, JobOutcome, Verdict};
 use cudal1_llm::{Completion, Llm, LlmError};
 use cudal1_search::{extract_program, normalized_hash, ExemplarSampler, Prompts};
-use cudal1_store::{NewProgram, NewRound, NewRun, NewSample, ProgramKey, Store, StoredProgram, StoredSample};
+use cudal1_store::{NewProgram, NewRound, NewRun, NewSample, ProgramDatabase, ProgramKey, Store, StoredProgram, StoredSample};
 use cudal1_task::{content_hash, Candidate, Task};
 use rand::rngs::StdRng;
 use rand::SeedableRng;

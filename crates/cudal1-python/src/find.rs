@@ -48,6 +48,12 @@ pub struct Probe {
     /// Compute capabilities of the visible GPUs, e.g. `["9.0"]`.
     #[serde(default)]
     pub gpus: Vec<String>,
+    /// Their names, e.g. `["NVIDIA H100 80GB HBM3"]`.
+    #[serde(default)]
+    pub gpu_names: Vec<String>,
+    /// Where torch is installed (extension builds depend on it).
+    #[serde(default)]
+    pub torch_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -70,13 +76,16 @@ pub enum PythonError {
 const PROBE: &str = r#"
 import json, sys
 info = {"executable": sys.executable, "version": sys.version.split()[0], "prefix": sys.prefix,
-        "base_prefix": sys.base_prefix, "torch": None, "torch_error": None, "cuda": None, "gpus": []}
+        "base_prefix": sys.base_prefix, "torch": None, "torch_error": None, "cuda": None, "gpus": [],
+        "gpu_names": [], "torch_dir": None}
 try:
     import torch
     info["torch"] = torch.__version__
     info["cuda"] = torch.version.cuda
+    info["torch_dir"] = torch.__path__[0]
     if torch.cuda.is_available():
         info["gpus"] = ["%d.%d" % torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())]
+        info["gpu_names"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
 except Exception as e:
     info["torch_error"] = f"{type(e).__name__}: {e}"
 print(json.dumps(info))

@@ -25,15 +25,6 @@ pub struct Drawn {
     pub shown: Vec<i64>,
 }
 
-/// How an exemplar's verdict reads in a prompt.
-fn verdict_words(speedup: f64) -> &'static str {
-    if speedup < 1.0 {
-        "correct, slower than the reference"
-    } else {
-        "correct"
-    }
-}
-
 /// The prompt for `reference` given its earlier `variants`: the first-round prompt when
 /// `contrastive` is false or no variant is correct, else up to `n` correct variants drawn by
 /// `sampler`.
@@ -52,7 +43,6 @@ pub fn draw_prompt(
     }
     let scored: Vec<ScoredVariant> = correct.iter().map(|(_, s)| ScoredVariant { speedup: *s, correct: true }).collect();
     let picked = sampler.sample(&scored, n, rng);
-    let shown: Vec<Exemplar> =
-        picked.iter().map(|&i| Exemplar { code: correct[i].0.code.clone(), speedup: correct[i].1, verdict: verdict_words(correct[i].1).to_owned() }).collect();
+    let shown: Vec<Exemplar> = picked.iter().map(|&i| Exemplar::measured(correct[i].0.code.clone(), correct[i].1)).collect();
     Ok(Drawn { prompt: prompts.contrastive(reference, &shown)?, contrastive: true, shown: picked.iter().map(|&i| correct[i].0.id).collect() })
 }

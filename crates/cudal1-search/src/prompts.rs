@@ -30,6 +30,15 @@ pub struct Exemplar {
     pub verdict: String,
 }
 
+impl Exemplar {
+    /// A correct variant as prompts show it: its speedup, and whether it is slower than the
+    /// reference.
+    pub fn measured(code: String, speedup: f64) -> Exemplar {
+        let verdict = if speedup < 1.0 { "correct, slower than the reference" } else { "correct" };
+        Exemplar { code, speedup, verdict: verdict.to_owned() }
+    }
+}
+
 /// What a template sees for one exemplar.
 #[derive(Serialize)]
 struct ExemplarView<'a> {

@@ -92,6 +92,33 @@ pub enum StoreError {
     },
 
     #[error(
+        "column `{column}` of {table} row `{row}` in the store `{}` holds `{value}`, which this build does not know",
+        .path.display()
+    )]
+    CorruptValue {
+        path: PathBuf,
+        table: &'static str,
+        row: String,
+        column: &'static str,
+        value: String,
+    },
+
+    #[error("cannot connect to the store `{store}`\nhint: check that the server runs and the URL (user, host, port, database) is right")]
+    Connect {
+        store: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
+    #[error("store operation `{operation}` failed on `{store}`")]
+    Backend {
+        store: String,
+        operation: &'static str,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
+    #[error(
         "cannot store the evaluation of task `{task_name}`: field `{field}` is NaN; use None for a missing value"
     )]
     NotANumber {

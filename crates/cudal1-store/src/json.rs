@@ -24,3 +24,20 @@ pub(crate) fn decode(
         source,
     })
 }
+
+/// As [`decode`], into a typed value.
+pub(crate) fn decode_as<T: serde::de::DeserializeOwned>(
+    text: &str,
+    path: &Path,
+    table: &'static str,
+    row: &str,
+    column: &'static str,
+) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|source| StoreError::CorruptJson {
+        path: path.to_path_buf(),
+        table,
+        row: row.to_owned(),
+        column,
+        source,
+    })
+}

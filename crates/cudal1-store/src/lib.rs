@@ -9,6 +9,10 @@
 //! program database per task ([`StoredProgram`], keyed by [`ProgramKey`]) and the runs, rounds
 //! and LLM samples that let an interrupted search resume, and the task checks of `tasks check`.
 //!
+//! The API is split by consumer ([`api`]): [`ProgramDatabase`] (programs and the prompts made
+//! from them) and [`JobQueue`] (the evaluation jobs of `serve` and `worker`) are traits that this
+//! SQLite store and the PostgreSQL store (`cudal1-store-pg`) both implement.
+//!
 //! ```
 //! use cudal1_store::{EvalKey, NewBatch, Store};
 //!
@@ -24,10 +28,12 @@
 //! # Ok::<(), cudal1_store::StoreError>(())
 //! ```
 
+pub mod api;
 mod batch;
 mod connection;
 mod error;
 mod evaluation;
+mod jobs;
 mod json;
 mod program;
 mod retry;
@@ -40,8 +46,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use crossbeam_channel::{unbounded, Receiver, Sender};
 use rusqlite::Connection;
 
+pub use api::{
+    Artifact, Claim, ClaimedJob, Completion, Enqueued, JobKey, JobQueue, JobState, JobStatus, NewJob, ProgramDatabase,
+    ProgramScore, PromptRecord, QueueCounts, QueueSignal, ServeStore, Stage,
+};
 pub use batch::{NewBatch, StoredBatch};
 pub use error::StoreError;
 pub use evaluation::{EvalKey, NewEvaluation, StoredEvaluation};
@@ -59,6 +70,8 @@ pub struct Store {
     // A mutex rather than a pool: statements are short and SQLite has one writer anyway.
     conn: Mutex<Connection>,
     path: PathBuf,
+    /// Subscribers to the job queue's signals in this process.
+    subscribers: Mutex<Vec<Sender<QueueSignal>>>,
 }
 
 impl Store {
@@ -75,6 +88,7 @@ impl Store {
         Ok(Store {
             conn: Mutex::new(conn),
             path: path.to_path_buf(),
+            subscribers: Mutex::default(),
         })
     }
 
@@ -86,6 +100,7 @@ impl Store {
         Ok(Store {
             conn: Mutex::new(conn),
             path,
+            subscribers: Mutex::default(),
         })
     }
 
@@ -148,31 +163,6 @@ impl Store {
         batch::find(&self.conn(), &self.path, batch_id)
     }
 
-    /// The program recorded under `key`, if any.
-    pub fn find_program(&self, key: &ProgramKey) -> Result<Option<StoredProgram>, StoreError> {
-        program::find(&self.conn(), &self.path, key)
-    }
-
-    /// The program with this row id, if any.
-    pub fn program(&self, id: i64) -> Result<Option<StoredProgram>, StoreError> {
-        program::by_id(&self.conn(), &self.path, id)
-    }
-
-    /// Records `p` unless its key is already recorded; returns the id stored under the key
-    /// (the first program recorded under a key is kept, so a program is evaluated once).
-    pub fn insert_program(&self, p: &NewProgram) -> Result<i64, StoreError> {
-        program::insert(&self.conn(), &self.path, p)
-    }
-
-    /// Every program of a task evaluated under one settings hash, oldest first.
-    pub fn programs_for_task(
-        &self,
-        task_hash: &str,
-        settings_hash: &str,
-    ) -> Result<Vec<StoredProgram>, StoreError> {
-        program::for_task(&self.conn(), &self.path, task_hash, settings_hash)
-    }
-
     /// Records an optimize run unless its id exists; returns the run as stored.
     pub fn begin_run(&self, r: &NewRun) -> Result<StoredRun, StoreError> {
         search::begin_run(&self.conn(), &self.path, r)
@@ -222,6 +212,105 @@ impl Store {
         // A panic while holding the lock cannot leave SQLite inconsistent (an open transaction
         // rolls back), so a poisoned lock is still usable.
         self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn signal(&self, signal: &QueueSignal) {
+        let mut subs = self.subscribers.lock().unwrap_or_else(PoisonError::into_inner);
+        subs.retain(|s| s.send(signal.clone()).is_ok());
+    }
+}
+
+impl ProgramDatabase for Store {
+    fn insert_program(&self, p: &NewProgram) -> Result<i64, StoreError> {
+        program::insert(&self.conn(), &self.path, p)
+    }
+
+    fn find_program(&self, key: &ProgramKey) -> Result<Option<StoredProgram>, StoreError> {
+        program::find(&self.conn(), &self.path, key)
+    }
+
+    fn program(&self, id: i64) -> Result<Option<StoredProgram>, StoreError> {
+        program::by_id(&self.conn(), &self.path, id)
+    }
+
+    fn programs_for_task(&self, task_hash: &str, settings_hash: &str) -> Result<Vec<StoredProgram>, StoreError> {
+        program::for_task(&self.conn(), &self.path, task_hash, settings_hash)
+    }
+
+    fn ranked_programs(&self, task_hash: &str, settings_hash: &str, as_of: Option<i64>) -> Result<Vec<ProgramScore>, StoreError> {
+        program::ranked(&self.conn(), &self.path, task_hash, settings_hash, as_of)
+    }
+
+    fn last_program_id(&self) -> Result<i64, StoreError> {
+        program::last_id(&self.conn(), &self.path)
+    }
+
+    fn record_prompt(&self, p: &PromptRecord) -> Result<(), StoreError> {
+        program::record_prompt(&self.conn(), &self.path, p)
+    }
+
+    fn find_prompt(&self, id: &str) -> Result<Option<PromptRecord>, StoreError> {
+        program::find_prompt(&self.conn(), &self.path, id)
+    }
+}
+
+impl JobQueue for Store {
+    fn enqueue(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>, StoreError> {
+        let out = jobs::enqueue(&mut self.conn(), &self.path, jobs)?;
+        if out.iter().any(|e| e.created) {
+            self.signal(&QueueSignal::Queued);
+        }
+        Ok(out)
+    }
+
+    fn claim(&self, claim: &Claim) -> Result<Vec<ClaimedJob>, StoreError> {
+        let (jobs, failed) = jobs::claim(&mut self.conn(), &self.path, claim)?;
+        for id in failed {
+            self.signal(&QueueSignal::Finished(id));
+        }
+        Ok(jobs)
+    }
+
+    fn heartbeat(&self, worker: &str, ids: &[i64], lease: Duration) -> Result<Vec<i64>, StoreError> {
+        jobs::heartbeat(&self.conn(), &self.path, worker, ids, lease)
+    }
+
+    fn complete(&self, id: i64, worker: &str, completion: &Completion) -> Result<bool, StoreError> {
+        let first = jobs::complete(&mut self.conn(), &self.path, id, worker, completion)?;
+        if first {
+            self.signal(&QueueSignal::Finished(id));
+        }
+        Ok(first)
+    }
+
+    fn release(&self, id: i64, worker: &str) -> Result<(), StoreError> {
+        jobs::release(&self.conn(), &self.path, id, worker)?;
+        self.signal(&QueueSignal::Queued);
+        Ok(())
+    }
+
+    fn advance(&self, id: i64, worker: &str, artifact: Option<&Artifact>) -> Result<(), StoreError> {
+        jobs::advance(&self.conn(), &self.path, id, worker, artifact)?;
+        self.signal(&QueueSignal::Queued);
+        Ok(())
+    }
+
+    fn status(&self, ids: &[i64]) -> Result<Vec<JobStatus>, StoreError> {
+        jobs::status(&self.conn(), &self.path, ids)
+    }
+
+    fn counts(&self) -> Result<QueueCounts, StoreError> {
+        jobs::counts(&self.conn(), &self.path)
+    }
+
+    fn subscribe(&self) -> Receiver<QueueSignal> {
+        let (tx, rx) = unbounded();
+        self.subscribers.lock().unwrap_or_else(PoisonError::into_inner).push(tx);
+        rx
+    }
+
+    fn describe(&self) -> String {
+        format!("sqlite:{}", self.path.display())
     }
 }
 

@@ -3,9 +3,10 @@
 
 use std::path::Path;
 
-use rusqlite::{named_params, Connection, Row};
+use rusqlite::{named_params, params, Connection, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 
+use crate::api::{ProgramScore, PromptRecord};
 use crate::error::{query_error, StoreError};
 use crate::json;
 use crate::rows::{self, RawRow};
@@ -147,6 +148,62 @@ pub(crate) fn for_task(
     rows::all::<RawProgram>(conn, path, "programs_for_task", &sql, [task_hash, settings_hash])
 }
 
+/// Correct programs with a finite speedup and an id up to `as_of`, oldest first.
+pub(crate) fn ranked(
+    conn: &Connection,
+    path: &Path,
+    task_hash: &str,
+    settings_hash: &str,
+    as_of: Option<i64>,
+) -> Result<Vec<ProgramScore>, StoreError> {
+    let err = |e| query_error(path, "ranked_programs", e);
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT id, speedup_median FROM programs WHERE task_hash = ?1 AND settings_hash = ?2
+                AND verdict = 'correct' AND speedup_median IS NOT NULL AND id <= ?3 ORDER BY id",
+        )
+        .map_err(err)?;
+    let rows = stmt
+        .query_map(params![task_hash, settings_hash, as_of.unwrap_or(i64::MAX)], |r| {
+            Ok(ProgramScore { id: r.get(0)?, speedup: r.get(1)? })
+        })
+        .map_err(err)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(err)?;
+    Ok(rows.into_iter().filter(|p| p.speedup.is_finite()).collect())
+}
+
+pub(crate) fn last_id(conn: &Connection, path: &Path) -> Result<i64, StoreError> {
+    conn.query_row("SELECT ifnull(max(id), 0) FROM programs", [], |r| r.get(0))
+        .map_err(|e| query_error(path, "last_program_id", e))
+}
+
+pub(crate) fn record_prompt(conn: &Connection, path: &Path, p: &PromptRecord) -> Result<(), StoreError> {
+    let ids = serde_json::Value::from(p.exemplar_ids.clone());
+    conn.prepare_cached(
+        "INSERT INTO prompts (id, created_at, task_hash, settings_hash, exemplar_ids, as_of)
+        VALUES (?1, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), ?2, ?3, ?4, ?5) ON CONFLICT (id) DO NOTHING",
+    )
+    .and_then(|mut s| s.execute(params![p.id, p.task_hash, p.settings_hash, json::encode(&ids), p.as_of]))
+    .map(|_| ())
+    .map_err(|e| query_error(path, "record_prompt", e))
+}
+
+pub(crate) fn find_prompt(conn: &Connection, path: &Path, id: &str) -> Result<Option<PromptRecord>, StoreError> {
+    let err = |e| query_error(path, "find_prompt", e);
+    let row: Option<(String, String, String, i64)> = conn
+        .prepare_cached("SELECT task_hash, settings_hash, exemplar_ids, as_of FROM prompts WHERE id = ?1")
+        .map_err(err)?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .optional()
+        .map_err(err)?;
+    row.map(|(task_hash, settings_hash, ids, as_of)| {
+        let exemplar_ids = crate::json::decode_as(&ids, path, "prompts", id, "exemplar_ids")?;
+        Ok(PromptRecord { id: id.to_owned(), task_hash, settings_hash, exemplar_ids, as_of })
+    })
+    .transpose()
+}
+
 /// A row as SQLite returns it; JSON columns are decoded afterwards so errors can name them.
 struct RawProgram {
     id: i64,
@@ -193,15 +250,7 @@ impl RawRow for RawProgram {
 
     fn decode(self, path: &Path) -> Result<StoredProgram, StoreError> {
         let row = self.id.to_string();
-        let parents = json::decode(&self.parent_ids, path, "programs", &row, "parent_ids")?;
-        let parent_ids =
-            serde_json::from_value(parents).map_err(|source| StoreError::CorruptJson {
-                path: path.to_path_buf(),
-                table: "programs",
-                row: row.clone(),
-                column: "parent_ids",
-                source,
-            })?;
+        let parent_ids = json::decode_as(&self.parent_ids, path, "programs", &row, "parent_ids")?;
         Ok(StoredProgram {
             evaluation: json::decode(&self.evaluation, path, "programs", &row, "evaluation")?,
             parent_ids,

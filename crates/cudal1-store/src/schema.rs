@@ -138,6 +138,53 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (task_hash, settings_hash)
     );
     ",
+    // 3 -> 4: the evaluation job queue of `serve` and `worker`, and the prompts shown.
+    "
+    CREATE TABLE jobs (
+        id                INTEGER PRIMARY KEY,
+        created_at        TEXT NOT NULL,
+        task_hash         TEXT NOT NULL,
+        candidate_hash    TEXT NOT NULL,
+        settings_hash     TEXT NOT NULL,
+        gpu_class         TEXT NOT NULL,
+        settings_family   TEXT NOT NULL,
+        task_name         TEXT NOT NULL,
+        task_source       TEXT NOT NULL,
+        candidate_source  TEXT NOT NULL,
+        program_code_hash TEXT NOT NULL,
+        program_settings  TEXT NOT NULL,
+        -- JSON array of the program ids shown in the prompt the code answered.
+        parent_ids        TEXT NOT NULL,
+        mode              TEXT NOT NULL,
+        settings          TEXT NOT NULL,
+        priority          INTEGER NOT NULL,
+        stage             TEXT NOT NULL,
+        state             TEXT NOT NULL,
+        attempts          INTEGER NOT NULL DEFAULT 0,
+        max_attempts      INTEGER NOT NULL,
+        worker            TEXT,
+        -- Seconds since the epoch, by this database's clock.
+        lease_until       REAL,
+        finished_at       TEXT,
+        verdict           TEXT,
+        result            TEXT,
+        error             TEXT,
+        program_id        INTEGER,
+        discarded         INTEGER NOT NULL DEFAULT 0,
+        artifact          BLOB,
+        artifact_env      TEXT
+    );
+    CREATE UNIQUE INDEX jobs_key ON jobs (task_hash, candidate_hash, settings_hash, gpu_class);
+    CREATE INDEX jobs_claim ON jobs (state, gpu_class, stage, priority DESC, id);
+    CREATE TABLE prompts (
+        id              TEXT PRIMARY KEY NOT NULL,
+        created_at      TEXT NOT NULL,
+        task_hash       TEXT NOT NULL,
+        settings_hash   TEXT NOT NULL,
+        exemplar_ids    TEXT NOT NULL,
+        as_of           INTEGER NOT NULL
+    );
+    ",
 ];
 
 /// The schema version this build writes.
@@ -248,11 +295,13 @@ mod tests {
             [
                 "batches",
                 "evaluations",
+                "jobs",
                 "optimize_rounds",
                 "optimize_runs",
                 "optimize_samples",
                 "programs",
-                "task_checks"
+                "task_checks",
+                "prompts"
             ]
         );
     }

@@ -85,6 +85,30 @@ impl Task {
     pub fn key(&self) -> String {
         self.name.key()
     }
+
+    /// A task whose source came from elsewhere (another system's release, a job from another
+    /// machine), written once to `<root>/<hash prefix>/<key>.py` so that runners can load it and
+    /// it keeps its name (`key` as [`Task::key`] gives it, e.g. `level1/12_Name`).
+    pub fn materialize(root: &Path, key: &str, source: String) -> Result<Task, TaskError> {
+        let hash = content_hash(&source);
+        let safe = !key.is_empty() && key.split('/').all(|part| !part.is_empty() && part != "." && part != ".." && !part.contains('\\'));
+        if !safe {
+            return Err(TaskError::Missing { path: PathBuf::from(key), what: "a task name of the form `level1/12_Name`", role: "job" });
+        }
+        let file = root.join(&hash[..16]).join(format!("{key}.py"));
+        let task = Task::from_source(&file, source)?;
+        if !file.is_file() {
+            let write = || -> std::io::Result<()> {
+                std::fs::create_dir_all(file.parent().expect("a file in a folder"))?;
+                // Written beside and renamed, so that a reader never sees half a file.
+                let partial = file.with_extension(format!("py.{}", std::process::id()));
+                std::fs::write(&partial, &task.source)?;
+                std::fs::rename(&partial, &file)
+            };
+            write().map_err(|source| TaskError::Read { path: file.clone(), source })?;
+        }
+        Ok(task)
+    }
 }
 
 /// A candidate rewrite: must parse and define `class ModelNew` at the top level.
@@ -136,6 +160,19 @@ fn checked_definitions(path: &Path, source: &str) -> Result<Definitions, TaskErr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_materialized_task_keeps_its_name_and_is_written_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let task = Task::materialize(dir.path(), "level2/7_Name", GOOD.to_owned()).unwrap();
+        assert_eq!(task.key(), "level2/7_Name");
+        assert_eq!(std::fs::read_to_string(&task.path).unwrap(), GOOD);
+        let again = Task::materialize(dir.path(), "level2/7_Name", GOOD.to_owned()).unwrap();
+        assert_eq!(again.path, task.path);
+        for bad in ["../x", "level1/../../etc", "", "a//b", "/abs"] {
+            assert!(Task::materialize(dir.path(), bad, GOOD.to_owned()).is_err(), "{bad}");
+        }
+    }
 
     const GOOD: &str = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n\ndef get_inputs():\n    return [torch.randn(4)]\n\ndef get_init_inputs():\n    return []\n";
 

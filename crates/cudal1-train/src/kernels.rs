@@ -7,7 +7,7 @@ use crate::TrainError;
 use cudal1_eval::{Evaluation, Evaluator, Job, JobOutcome, Mode, Verdict};
 use cudal1_model::messages::Sample;
 use cudal1_search::{draw_prompt, extract_program, normalized_hash, ExemplarSampler, Prompts, Variant};
-use cudal1_store::{NewProgram, ProgramKey, Store};
+use cudal1_store::{NewProgram, ProgramDatabase, ProgramKey};
 use cudal1_task::{Candidate, Task};
 use crossbeam_channel::unbounded;
 use rand::rngs::StdRng;
@@ -80,7 +80,7 @@ impl RewardKind {
 pub struct KernelEnv<'a> {
     pub tasks: Vec<Arc<Task>>,
     pub engine: &'a Evaluator,
-    pub store: &'a Store,
+    pub store: &'a dyn ProgramDatabase,
     pub prompts: &'a Prompts,
     pub sampler: ExemplarSampler,
     /// Earlier variants a prompt shows (CUDA-L1: 2).
@@ -98,7 +98,7 @@ pub struct KernelEnv<'a> {
 }
 
 impl<'a> KernelEnv<'a> {
-    pub fn new(tasks: Vec<Arc<Task>>, engine: &'a Evaluator, store: &'a Store, prompts: &'a Prompts, sampler: ExemplarSampler, exemplars: usize, run_id: String) -> KernelEnv<'a> {
+    pub fn new(tasks: Vec<Arc<Task>>, engine: &'a Evaluator, store: &'a dyn ProgramDatabase, prompts: &'a Prompts, sampler: ExemplarSampler, exemplars: usize, run_id: String) -> KernelEnv<'a> {
         let settings_hash = engine.settings().key_hash();
         KernelEnv { tasks, engine, store, prompts, sampler, exemplars, low_reward: 0.0, reward: RewardKind::Speedup, run_id, settings_hash, order: Vec::new() }
     }

@@ -325,6 +325,12 @@ pub struct Canceller {
     shared: Arc<Shared>,
 }
 
+impl std::fmt::Debug for Canceller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Canceller").field("cancelled", &self.shared.cancelled()).finish()
+    }
+}
+
 impl Canceller {
     /// As [`Evaluator::cancel`].
     pub fn cancel(&self) {

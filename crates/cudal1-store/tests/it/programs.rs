@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Barrier};
 
-use cudal1_store::{NewProgram, NewRound, NewRun, NewSample, ProgramKey, Store};
+use cudal1_store::{NewProgram, NewRound, NewRun, NewSample, ProgramDatabase, ProgramKey, Store};
 use serde_json::json;
 
 fn program(code: &str) -> NewProgram {

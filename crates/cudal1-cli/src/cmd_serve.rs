@@ -1,0 +1,218 @@
+//! `cudal1 serve`: the HTTP service for RL engines (rewards, contrastive prompts, prompt export,
+//! OpenRLHF's reward shape) over the tasks of a suite. Jobs go to the SQLite store of this
+//! machine, judged by a worker inside this process on its devices, or to a PostgreSQL queue
+//! (`--queue`) that `cudal1 worker`s on GPU machines take them from.
+
+use crate::args::{parse_device, CommonEval, DeviceFlag};
+use crate::exit::Status;
+use crate::interrupt;
+use crate::queue_backend::Backend;
+use crate::workspace::{self, EngineParts};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use cudal1_eval::{Device, Mode};
+use cudal1_queue::{artifact, gpu_class_of, WorkerConfig, WorkerEvent};
+use cudal1_serve::{Limits, PromptDefaults, ServeConfig, Service};
+use cudal1_store::Stage;
+use cudal1_task::{load_suite, Task};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The suite whose tasks are served; requests name them as `eval` does (`level1/12_Name`).
+    #[arg(long)]
+    pub suite: PathBuf,
+    /// Address to listen on. Any address but a loopback one needs a token (`--token-env`).
+    #[arg(long, default_value = "127.0.0.1:8377")]
+    pub listen: SocketAddr,
+    /// The environment variable holding the bearer token every request but `/health` must send.
+    #[arg(long, default_value = "CUDAL1_SERVE_TOKEN")]
+    pub token_env: String,
+    /// A PostgreSQL job queue shared with `cudal1 worker`s on other machines
+    /// (`postgres://user@host/db`); without it, the SQLite store `--db` of this machine.
+    #[arg(long, env = "CUDAL1_QUEUE")]
+    pub queue: Option<String>,
+    /// Judge jobs on this machine's devices too (default: yes with the SQLite store, no with a
+    /// PostgreSQL queue).
+    #[arg(long, value_name = "BOOL")]
+    pub local_worker: Option<bool>,
+    /// The devices of the local worker: `cpu`, `cuda`, `cuda:N` or `all`.
+    #[arg(long, value_parser = parse_device)]
+    pub device: Option<DeviceFlag>,
+    /// The GPU class jobs are measured on (default: the local worker's GPU, e.g.
+    /// `nvidia-h100-80gb-hbm3`, or `cpu`); needed with a queue and no local worker.
+    #[arg(long)]
+    pub gpu_class: Option<String>,
+    /// `full` (verdict and speedup; reward = speedup) or `correctness` (no timing; reward 1 or 0),
+    /// for requests that do not say.
+    #[arg(long, default_value = "full", value_parser = crate::args::parse_mode)]
+    pub mode: Mode,
+    /// Seconds a reward request waits for its results when it does not say.
+    #[arg(long, default_value_t = 60.0)]
+    pub wait: f64,
+    /// The longest wait a request may ask for.
+    #[arg(long, default_value_t = 600.0)]
+    pub max_wait: f64,
+    /// Seconds `/openrlhf/get_reward` waits before answering 503 (OpenRLHF then retries).
+    #[arg(long, default_value_t = 170.0)]
+    pub openrlhf_wait: f64,
+    /// Largest request body, in MiB.
+    #[arg(long, default_value_t = 16)]
+    pub max_body: usize,
+    /// Most items (or jobs) per request.
+    #[arg(long, default_value_t = 1024)]
+    pub max_items: usize,
+    /// Largest completion, in KiB.
+    #[arg(long, default_value_t = 256)]
+    pub max_completion: usize,
+    /// Earlier correct variants a contrastive prompt shows (CUDA-L1: 2).
+    #[arg(long, default_value_t = 2)]
+    pub exemplars: usize,
+    /// Width of the exemplar sampler's speedup buckets.
+    #[arg(long, default_value_t = 0.25)]
+    pub bucket_width: f64,
+    /// Softmax temperature over bucket mean speedups.
+    #[arg(long, default_value_t = 1.0)]
+    pub exemplar_temperature: f64,
+    /// Clip of group-normalised rewards (CUDA-L1: 1.5).
+    #[arg(long, default_value_t = 1.5)]
+    pub clip: f64,
+    /// Workers that may take a job (and go away) before it is given up.
+    #[arg(long, default_value_t = 3)]
+    pub max_attempts: u32,
+    /// Seconds the local worker's claims last without a heartbeat.
+    #[arg(long, default_value_t = 60.0)]
+    pub lease: f64,
+    /// Queue programs that build extensions for `cudal1 worker --stage compile` machines first.
+    #[arg(long)]
+    pub compile_stage: bool,
+    /// Start the next candidates' processes while one is timed (default: on GPUs).
+    #[arg(long, value_name = "BOOL")]
+    pub prefetch: Option<bool>,
+    #[command(flatten)]
+    pub common: CommonEval,
+}
+
+pub fn run(a: ServeArgs) -> Result<Status> {
+    let suite = load_suite(&a.suite)?;
+    for p in &suite.problems {
+        eprintln!("warning: skipping a task: {p}");
+    }
+    let mut tasks: BTreeMap<String, Arc<Task>> = BTreeMap::new();
+    for t in suite.tasks {
+        if let Some(other) = tasks.insert(t.key(), Arc::new(t)) {
+            bail!("two tasks of `{}` are both named `{}`", a.suite.display(), other.key());
+        }
+    }
+    if tasks.is_empty() {
+        bail!("`{}` holds no task to serve", a.suite.display());
+    }
+    let token = std::env::var(&a.token_env).ok().filter(|t| !t.is_empty());
+    if token.is_none() && !a.listen.ip().is_loopback() {
+        bail!("`--listen {}` is reachable from other machines, and no token is set\nhint: put a secret in the environment variable {} (or the one `--token-env` names); clients send it as `Authorization: Bearer <token>`", a.listen, a.token_env);
+    }
+    for (what, x) in [("--wait", a.wait), ("--max-wait", a.max_wait), ("--openrlhf-wait", a.openrlhf_wait), ("--lease", a.lease)] {
+        if !(x.is_finite() && x >= 0.0) {
+            bail!("`{what}` must be a number of seconds");
+        }
+    }
+    let backend = Backend::open(a.queue.as_deref(), &a.common.db, Duration::from_secs(30))?;
+    let local = a.local_worker.unwrap_or(!backend.is_shared());
+    let interrupt = interrupt::install("the evaluations under way");
+
+    let (settings, gpu_class, worker) = if local {
+        let (interp, env, cache) = workspace::interpreter(a.common.python.as_deref(), a.common.cache_dir.as_deref())?;
+        let devices = workspace::devices(a.device.as_ref(), &interp)?;
+        let settings = workspace::settings(&a.common, devices[0].clone())?;
+        let gpu_class = match (&a.gpu_class, &devices[0]) {
+            (Some(c), _) => c.clone(),
+            (None, Device::Cpu) => "cpu".to_owned(),
+            (None, Device::Cuda(i)) => interp.probe.gpu_names.get(*i as usize).map(|n| gpu_class_of(n)).context("PyTorch did not name the GPU\nhint: name its class with `--gpu-class`")?,
+        };
+        let parts = EngineParts { compile_workers: a.common.compile_workers, lanes: a.common.lanes, prefetch: a.prefetch, seed: a.common.seed.unwrap_or_else(rand::random) };
+        let engine = workspace::engine_config(&env, &devices, &settings, &cache, &parts);
+        let ahead = engine.compile_workers + engine.lanes.max(2) * devices.len();
+        let worker = WorkerConfig {
+            engine,
+            name: WorkerConfig::default_name(),
+            gpu_class: gpu_class.clone(),
+            stages: vec![Stage::Run, Stage::Compile],
+            lease: Duration::from_secs_f64(a.lease.max(1.0)),
+            ahead,
+            task_root: cache.join("jobs"),
+            allow_unsandboxed: a.common.no_sandbox,
+            build_environment: artifact::environment(&interp.probe),
+            exit_when_idle: None,
+        };
+        (settings, gpu_class, Some(worker))
+    } else {
+        let gpu_class = a.gpu_class.clone().context("with a shared queue and no local worker, the GPU class of the workers must be named\nhint: add `--gpu-class NAME` as `cudal1 worker` prints it when it starts (`cpu` for CPU workers)")?;
+        let device = if gpu_class == "cpu" { Device::Cpu } else { Device::Cuda(0) };
+        (workspace::settings(&a.common, device)?, gpu_class, None)
+    };
+
+    let mut config = ServeConfig::new(tasks, settings, gpu_class.clone());
+    config.default_mode = a.mode;
+    config.token = token;
+    config.limits = Limits { max_body_bytes: a.max_body << 20, max_items: a.max_items, max_completion_bytes: a.max_completion << 10 };
+    config.default_wait = Duration::from_secs_f64(a.wait);
+    config.max_wait = Duration::from_secs_f64(a.max_wait);
+    config.openrlhf_wait = Duration::from_secs_f64(a.openrlhf_wait);
+    config.prompt_defaults = PromptDefaults { exemplars: a.exemplars, temperature: a.exemplar_temperature, bucket_width: a.bucket_width };
+    config.clip = a.clip;
+    config.max_attempts = a.max_attempts;
+    config.compile_stage = a.compile_stage;
+    if !(a.clip.is_finite() && a.clip > 0.0) {
+        bail!("`--clip` must be a positive number");
+    }
+    cudal1_search::ExemplarSampler::new(a.bucket_width, a.exemplar_temperature).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let task_count = config.tasks.len();
+    let service = Service::new(config, backend.serve_store());
+
+    let worker_thread = worker.map(|w| {
+        let (queue, interrupt) = (backend.queue(), Arc::clone(&interrupt));
+        std::thread::Builder::new()
+            .name("local-worker".into())
+            .spawn(move || {
+                cudal1_queue::run(queue.as_ref(), &w, interrupt.flag(), &mut |event| match event {
+                    WorkerEvent::EngineStarted { canceller } => interrupt.watch(canceller),
+                    WorkerEvent::Finished { job, task, verdict, error, .. } => tracing::info!(job, task, verdict, error, "judged"),
+                    WorkerEvent::StoreProblem { error } => eprintln!("warning: the queue: {error}"),
+                    _ => {}
+                })
+            })
+            .expect("the system can start a thread")
+    });
+
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting the HTTP runtime")?;
+    let served = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(a.listen).await.with_context(|| format!("cannot listen on `{}`\nhint: is another `cudal1 serve` running there? choose another port with `--listen`", a.listen))?;
+        let addr = listener.local_addr()?;
+        let evaluating = if local { "judged here" } else { "judged by `cudal1 worker`s" };
+        eprintln!("cudal1 serve: listening on http://{addr} ({task_count} tasks, `{gpu_class}` jobs in {}, {evaluating})", backend.queue().describe());
+        let stopping = Arc::clone(&service);
+        let interrupt = Arc::clone(&interrupt);
+        let shutdown = async move {
+            while !interrupt.interrupted() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            // Waiting requests answer at once (their items pending; the same request after a
+            // restart finds the same jobs).
+            stopping.shutdown();
+        };
+        cudal1_serve::serve(listener, service, shutdown).await.context("serving HTTP")
+    });
+    if let Some(t) = worker_thread {
+        match t.join() {
+            Ok(Ok(summary)) => eprintln!("local worker: {} evaluated, {} given back to the queue", summary.evaluated, summary.released),
+            Ok(Err(e)) => eprintln!("warning: local worker: {e}"),
+            Err(_) => eprintln!("warning: the local worker panicked"),
+        }
+    }
+    served?;
+    Ok(Status::Interrupted)
+}

@@ -1,0 +1,115 @@
+//! The schema on PostgreSQL, versioned in `cudal1_meta`. Migrations run in one transaction under
+//! an advisory lock, so processes starting together migrate once. Append new migrations; never
+//! edit one that has shipped.
+
+use postgres::Client;
+
+/// Serialises migrations across processes ("cuL1").
+const LOCK: i64 = 0x6375_4c31;
+
+/// Column types follow the SQLite schema: JSON is kept as text (bit-exact floats), times as
+/// `timestamptz`, and `created_at`/`finished_at` as RFC 3339 text like SQLite's.
+const MIGRATIONS: &[&str] = &[
+    // 0 -> 1: programs, prompts, jobs.
+    "
+    CREATE TABLE programs (
+        id              BIGSERIAL PRIMARY KEY,
+        created_at      TEXT NOT NULL,
+        task_hash       TEXT NOT NULL,
+        code_hash       TEXT NOT NULL,
+        settings_hash   TEXT NOT NULL,
+        code            TEXT NOT NULL,
+        run_id          TEXT NOT NULL,
+        round           BIGINT NOT NULL,
+        parent_ids      TEXT NOT NULL,
+        verdict         TEXT NOT NULL,
+        reason          TEXT NOT NULL,
+        reason_class    TEXT NOT NULL,
+        speedup_median  DOUBLE PRECISION,
+        speedup_ci_low  DOUBLE PRECISION,
+        speedup_ci_high DOUBLE PRECISION,
+        evaluation      TEXT NOT NULL,
+        UNIQUE (task_hash, code_hash, settings_hash)
+    );
+    CREATE INDEX programs_ranked ON programs (task_hash, settings_hash, id) WHERE verdict = 'correct';
+    CREATE TABLE prompts (
+        id              TEXT PRIMARY KEY,
+        created_at      TEXT NOT NULL,
+        task_hash       TEXT NOT NULL,
+        settings_hash   TEXT NOT NULL,
+        exemplar_ids    TEXT NOT NULL,
+        as_of           BIGINT NOT NULL
+    );
+    CREATE TABLE jobs (
+        id                BIGSERIAL PRIMARY KEY,
+        created_at        TEXT NOT NULL,
+        task_hash         TEXT NOT NULL,
+        candidate_hash    TEXT NOT NULL,
+        settings_hash     TEXT NOT NULL,
+        gpu_class         TEXT NOT NULL,
+        settings_family   TEXT NOT NULL,
+        task_name         TEXT NOT NULL,
+        task_source       TEXT NOT NULL,
+        candidate_source  TEXT NOT NULL,
+        program_code_hash TEXT NOT NULL,
+        program_settings  TEXT NOT NULL,
+        parent_ids        TEXT NOT NULL,
+        mode              TEXT NOT NULL,
+        settings          TEXT NOT NULL,
+        priority          INTEGER NOT NULL,
+        stage             TEXT NOT NULL,
+        state             TEXT NOT NULL,
+        attempts          INTEGER NOT NULL DEFAULT 0,
+        max_attempts      INTEGER NOT NULL,
+        worker            TEXT,
+        lease_until       TIMESTAMPTZ,
+        finished_at       TEXT,
+        verdict           TEXT,
+        result            TEXT,
+        error             TEXT,
+        program_id        BIGINT,
+        discarded         INTEGER NOT NULL DEFAULT 0,
+        artifact          BYTEA,
+        artifact_env      TEXT,
+        UNIQUE (task_hash, candidate_hash, settings_hash, gpu_class)
+    );
+    CREATE INDEX jobs_claim ON jobs (gpu_class, stage, priority DESC, id) WHERE state IN ('queued', 'running');
+    ",
+];
+
+pub(crate) fn current_version() -> i64 {
+    i64::try_from(MIGRATIONS.len()).expect("migration count fits in i64")
+}
+
+/// What migrating found.
+pub(crate) enum Migrated {
+    Ok,
+    /// The database was made by a newer cudal1.
+    TooNew { found: i64 },
+}
+
+pub(crate) fn migrate(client: &mut Client) -> Result<Migrated, postgres::Error> {
+    let mut tx = client.transaction()?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK])?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS cudal1_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")?;
+    let version: i64 = tx
+        .query_opt("SELECT value FROM cudal1_meta WHERE key = 'schema_version'", &[])?
+        .map_or(0, |r| r.get::<_, String>(0).parse().unwrap_or(0));
+    if version > current_version() {
+        return Ok(Migrated::TooNew { found: version });
+    }
+    for (from, sql) in (0_i64..).zip(MIGRATIONS).skip(usize::try_from(version).unwrap_or(0)) {
+        tracing::info!(from, to = from + 1, "migrating the PostgreSQL schema");
+        tx.batch_execute(sql)?;
+    }
+    tx.execute(
+        "INSERT INTO cudal1_meta (key, value) VALUES ('schema_version', $1)
+        ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        &[&current_version().to_string()],
+    )?;
+    tx.commit()?;
+    Ok(Migrated::Ok)
+}
+
+/// `created_at` as the SQLite store writes it: RFC 3339, UTC, milliseconds.
+pub(crate) const NOW_TEXT: &str = "to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')";
