@@ -7,7 +7,7 @@
 # in the next call (carry `.carry/train-runs` back in), PARTS picks what runs.
 #   PARTS="data base sft selfsup rl control" bash bench/gpu_train.sh
 set -u
-B=$(realpath .carry/cudal1-new)
+B=$(realpath "${BIN:-.carry/cudal1-new}")
 O=${OUT:-/tmp/cudal1-out}
 R=${RUNS:-.carry/train-runs}
 mkdir -p "$O" "$R"
@@ -18,21 +18,27 @@ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 EVAL=(--budget "${BUDGET:-1}" --db "$R/train.db")
 HELD=(--samples "${HELD_SAMPLES:-8}" --max-tokens "${MAX_TOKENS:-768}" --sample-seed 1234)
 [ -d "$R/synth" ] || "$B" tasks synth "$R/synth" --scale gpu --train 4 --heldout 2
-step() { echo "== $* ($(date -u +%T))"; "$@"; echo "exit $?"; }
+# `timeout -s INT` reaches every step's process: the one running drains and commits, and no
+# later step starts.
+STOP=0
+trap 'STOP=1; echo "interrupted: no further step starts"' INT TERM
+step() { [ $STOP = 0 ] || return 0; echo "== $* ($(date -u +%T))"; "$@"; echo "exit $?"; }
+# A held-out evaluation's JSON is written once it is complete: an existing one is kept.
+heldout() { local out=$1; shift; [ -f "$out" ] || step "$B" train eval --suite "$R/synth/heldout" --out "$out" "$@" "${HELD[@]}" "${EVAL[@]}"; }
 for part in ${PARTS:-data base sft selfsup rl control}; do
   case $part in
   data) step "$B" train sft-data --suite "$R/synth/train" --from-solutions "$R/synth/solutions/train" --out "$R/sft.jsonl" "${EVAL[@]}" ;;
-  base) [ -f "$R/heldout-base.json" ] || step "$B" train eval --suite "$R/synth/heldout" --out "$R/heldout-base.json" "${HELD[@]}" "${EVAL[@]}" ;;
+  base) heldout "$R/heldout-base.json" ;;
   sft)
-    step "$B" train sft --data "$R/sft.jsonl" --out "$R/sft" --epochs 4 --batch-size 8
-    step "$B" train eval --suite "$R/synth/heldout" --init "$R/sft" --out "$R/heldout-sft.json" "${HELD[@]}" "${EVAL[@]}" ;;
+    step "$B" train sft --data "$R/sft.jsonl" --out "$R/sft" --epochs "${EPOCHS:-4}" --batch-size 8
+    heldout "$R/heldout-sft.json" --init "$R/sft" ;;
   selfsup)
-    step "$B" train self-sup --suite "$R/synth/train" --data "$R/sft.jsonl" --init "$R/sft" --out "$R/self-sup" --rounds 2 --samples 4 --max-tokens "${MAX_TOKENS:-768}" "${EVAL[@]}"
-    step "$B" train eval --suite "$R/synth/heldout" --init "$R/self-sup" --out "$R/heldout-self-sup.json" "${HELD[@]}" "${EVAL[@]}" ;;
+    step "$B" train self-sup --suite "$R/synth/train" --data "$R/sft.jsonl" --init "$R/sft" --out "$R/self-sup" --rounds "${ROUNDS:-2}" --samples "${SELF_SAMPLES:-4}" --max-tokens "${MAX_TOKENS:-768}" "${EVAL[@]}"
+    heldout "$R/heldout-self-sup.json" --init "$R/self-sup" ;;
   rl|control)
     reward=speedup; [ "$part" = control ] && reward=correct
-    step "$B" train rl --suite "$R/synth/train" --init "$R/self-sup" --out "$R/$part" --reward "$reward" --steps "${STEPS:-12}" --groups 4 --group-size 8 --max-tokens "${MAX_TOKENS:-768}" "${EVAL[@]}"
-    step "$B" train eval --suite "$R/synth/heldout" --init "$R/$part" --out "$R/heldout-$part.json" "${HELD[@]}" "${EVAL[@]}" ;;
+    step "$B" train rl --suite "$R/synth/train" --init "$R/self-sup" --out "$R/$part" --reward "$reward" --steps "${STEPS:-12}" --groups "${RL_GROUPS:-4}" --group-size "${GROUP_SIZE:-8}" --max-tokens "${MAX_TOKENS:-768}" "${EVAL[@]}"
+    heldout "$R/heldout-$part.json" --init "$R/$part" ;;
   esac
 done
 python3 - "$R" <<'PY' | tee "$O/train_table.txt"
