@@ -15,7 +15,7 @@ export CUDAL1_PYTHON=$(command -v python3)
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 exec > >(tee -a "$O/train.log") 2>&1
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-EVAL=(--budget "${BUDGET:-1}" --db "$R/train.db")
+EVAL=(--budget "${BUDGET:-1}" --call-timeout "${CALL_TIMEOUT:-20}" --db "$R/train.db")
 HELD=(--samples "${HELD_SAMPLES:-8}" --max-tokens "${MAX_TOKENS:-768}" --sample-seed 1234)
 [ -d "$R/synth" ] || "$B" tasks synth "$R/synth" --scale gpu --train 4 --heldout 2
 # `timeout -s INT` reaches every step's process: the one running drains and commits, and no

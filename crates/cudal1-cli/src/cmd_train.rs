@@ -303,6 +303,8 @@ pub struct EvalArgs {
     pub sample_seed: u64,
     #[command(flatten)]
     pub policy: PolicyArgs,
+    /// Devices that judge the samples (default: every GPU but the policy's, or the one GPU in
+    /// turn with the policy).
     #[arg(long, value_parser = crate::args::parse_device)]
     pub device: Option<DeviceFlag>,
     #[command(flatten)]
@@ -378,7 +380,14 @@ fn eval_workspace(common: &CommonEval, device: Option<&DeviceFlag>, policy_devic
 struct Reporter {
     bar: ProgressBar,
     keys: &'static [&'static str],
+    /// Where no bar is drawn (stderr is not a terminal: a log file, a cluster's job output),
+    /// progress goes out as plain lines, at most one per [`LOG_EVERY`] between phases.
+    what: String,
+    last_line: Option<std::time::Instant>,
 }
+
+/// How often a log (no terminal) gets a progress line within one phase.
+const LOG_EVERY: Duration = Duration::from_secs(15);
 
 impl Reporter {
     fn new(what: &str, keys: &'static [&'static str]) -> Reporter {
@@ -386,7 +395,7 @@ impl Reporter {
         bar.set_style(ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {prefix} {msg}").expect("valid template"));
         bar.set_prefix(what.to_owned());
         bar.enable_steady_tick(Duration::from_millis(200));
-        Reporter { bar, keys }
+        Reporter { bar, keys, what: what.to_owned(), last_line: None }
     }
 
     fn event(&mut self, e: TrainEvent) {
@@ -395,8 +404,14 @@ impl Reporter {
                 self.bar.set_length(of);
                 self.bar.set_position(step - 1);
             }
-            TrainEvent::Phase { phase, .. } => self.bar.set_message(phase),
-            TrainEvent::Progress { done, of, what } => self.bar.set_message(format!("{done}/{of} {what}")),
+            TrainEvent::Phase { step, phase } => {
+                self.log(format!("step {step}: {phase}"), true);
+                self.bar.set_message(phase);
+            }
+            TrainEvent::Progress { done, of, what } => {
+                self.log(format!("{done}/{of} {what}"), done == of);
+                self.bar.set_message(format!("{done}/{of} {what}"));
+            }
             TrainEvent::StepFinished { step, metrics } => {
                 self.bar.set_position(step);
                 let parts: Vec<String> = self
@@ -410,15 +425,36 @@ impl Reporter {
                         })
                     })
                     .collect();
-                self.bar.println(format!("step {step}: {}", parts.join(", ")));
+                self.say(format!("step {step}: {}", parts.join(", ")));
             }
             TrainEvent::Committed { step } => tracing::info!(step, "committed"),
-            TrainEvent::Resumed { step } => self.bar.println(format!("resuming after step {step}")),
+            TrainEvent::Resumed { step } => self.say(format!("resuming after step {step}")),
         }
     }
 
     fn finish(&self) {
         self.bar.finish_and_clear();
+    }
+
+    /// A line above the bar, or in the log where no bar is drawn.
+    fn say(&self, line: String) {
+        if self.bar.is_hidden() {
+            eprintln!("[{}] {line}", self.what);
+        } else {
+            self.bar.println(line);
+        }
+    }
+
+    /// A plain progress line where no bar is drawn: always when `always`, else throttled.
+    fn log(&mut self, line: String, always: bool) {
+        if !self.bar.is_hidden() {
+            return;
+        }
+        let now = std::time::Instant::now();
+        if always || self.last_line.is_none_or(|t| now.duration_since(t) >= LOG_EVERY) {
+            self.last_line = Some(now);
+            eprintln!("[{}] {line}", self.what);
+        }
     }
 }
 

@@ -79,9 +79,10 @@ pub fn compile(env: &RunnerEnv, task: &Task, candidate: &Candidate, cache: &Comp
         let marker: Marker = serde_json::from_str(&text).unwrap_or_default();
         return CompileOutcome::Built { dir, ms: 0.0, cached: true, missed: marker.missed };
     }
-    if let Ok(reason) = std::fs::read_to_string(dir.join(FAILED)) {
-        let log = std::fs::read_to_string(dir.join(FAILED_LOG)).ok();
-        return CompileOutcome::Failed { judgement: Judgement::new(Verdict::CompileError, "compile_error", reason).with_log(log), ms: 0.0 };
+    // A failure recorded without its compiler output (by an older cudal1) is built again, so that
+    // the verdict keeps the output.
+    if let (Ok(reason), Ok(log)) = (std::fs::read_to_string(dir.join(FAILED)), std::fs::read_to_string(dir.join(FAILED_LOG))) {
+        return CompileOutcome::Failed { judgement: Judgement::new(Verdict::CompileError, "compile_error", reason).with_log(Some(log)), ms: 0.0 };
     }
     remove_stale_batons(&dir);
     let started = Instant::now();
