@@ -213,7 +213,7 @@ class Session:
         return {"text": loaded.tokenizer.decode(_ids(req.get("ids"), "ids"), skip_special_tokens=True)}
 
     def _op_generate(self, req):
-        from .sampling import sample
+        from .sampling import sample_many
 
         loaded = self._need()
         prompts = req.get("prompts")
@@ -227,12 +227,18 @@ class Session:
         top_p = _number(req, "top_p", 1.0, 0.0, 1.0, lo_open=True)
         max_tokens = _int(req, "max_tokens", 256, 1, 1 << 20)
         seed = _seed(req)
+        # Prompts are decoded together, as many rows at once as `batch_rows` allows.
+        batch_rows = _int(req, "batch_rows", 64, 1, 1 << 16)
+        per_batch = max(1, batch_rows // n)
         samples = []
-        for i, prompt in enumerate(prompts):
-            for j, s in enumerate(sample(loaded, prompt, n, temperature, top_p, max_tokens, None if seed is None else seed + i)):
-                s["prompt_index"] = i
-                s["text"] = loaded.tokenizer.decode(s["ids"], skip_special_tokens=True)
-                samples.append(s)
+        for first in range(0, len(prompts), per_batch):
+            chunk = prompts[first:first + per_batch]
+            seeds = [None if seed is None else seed + first + k for k in range(len(chunk))]
+            for k, group in enumerate(sample_many(loaded, chunk, n, temperature, top_p, max_tokens, seeds)):
+                for s in group:
+                    s["prompt_index"] = first + k
+                    s["text"] = loaded.tokenizer.decode(s["ids"], skip_special_tokens=True)
+                    samples.append(s)
         return {"samples": samples}
 
     def _op_chat(self, req):

@@ -235,3 +235,27 @@ def test_a_checkpoint_half_written_leaves_the_previous_one_whole(tiny_dir, tmp_p
     broken.mkdir()
     reply, _ = s.serve(json.dumps({"id": 2, "op": "restore", "dir": str(broken)}))
     assert not reply["ok"] and "not a complete checkpoint" in reply["error"]["message"]
+
+
+def test_prompts_decoded_together_give_what_each_gives_alone_and_recomputable_logprobs(tiny_dir):
+    """Batched decoding pads prompts of different lengths on the left: the mask and positions
+    must make each row what it would be alone, and the returned log-probabilities must be the
+    ones training recomputes."""
+    s = session(tiny_dir)
+    short = call(s, "encode", messages=PROMPT)["prompt_ids"]
+    long = call(s, "encode", messages=[{"role": "user", "content": "Write ModelNew, a faster Model, with a CUDA kernel for the whole forward pass."}])["prompt_ids"]
+    assert len(long) > len(short) + 5
+    together = call(s, "generate", prompts=[long, short], n=2, temperature=1.0, max_tokens=12, seed=7)["samples"]
+    assert [x["prompt_index"] for x in together] == [0, 0, 1, 1]
+    alone = call(s, "generate", prompts=[short], n=2, temperature=1.0, max_tokens=12, seed=8)["samples"]
+    assert [x["ids"] for x in together[2:]] == [x["ids"] for x in alone]
+    for x, y in zip(together[2:], alone):
+        assert max(abs(a - b) for a, b in zip(x["logprobs"], y["logprobs"])) < 1e-4
+    seqs = [{"prompt_ids": p, "completion_ids": x["ids"]} for p, x in zip([long, long, short, short], together)]
+    again = call(s, "logprobs", sequences=seqs, temperature=1.0)["logprobs"]
+    for x, y in zip(together, again):
+        assert len(x["logprobs"]) == len(y) > 0
+        assert max(abs(a - b) for a, b in zip(x["logprobs"], y)) < 1e-4
+    # A batch smaller than the prompts' rows is split, with the same samples.
+    split = call(s, "generate", prompts=[long, short], n=2, temperature=1.0, max_tokens=12, seed=7, batch_rows=2)["samples"]
+    assert [x["ids"] for x in split] == [x["ids"] for x in together]
