@@ -193,7 +193,9 @@ pub struct OpenRlhfRequest {
 
 #[derive(Debug, Serialize)]
 pub struct OpenRlhfResponse {
-    pub rewards: Vec<Option<f64>>,
-    pub scores: Vec<Option<f64>>,
+    /// 0 for a query that could not be scored (`extra_logs.cudal1_scored` is 0 for it): OpenRLHF
+    /// turns each value into a tensor, which a null would break.
+    pub rewards: Vec<f64>,
+    pub scores: Vec<f64>,
     pub extra_logs: serde_json::Map<String, serde_json::Value>,
 }

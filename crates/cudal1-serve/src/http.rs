@@ -293,7 +293,8 @@ async fn openrlhf(State(s): State<Arc<Service>>, ApiJson(req): ApiJson<OpenRlhfR
     for place in &places {
         let r = place.map(|p| &results[p]);
         let reward = r.and_then(|r| r.reward);
-        rewards.push(reward);
+        // OpenRLHF makes a tensor of every reward: no nulls (`cudal1_scored` tells them apart).
+        rewards.push(reward.unwrap_or(0.0));
         speedup.push(r.and_then(|r| r.speedup.as_ref()).map_or(0.0, |x| x.median));
         correct.push(f64::from(u8::from(r.is_some_and(|r| r.verdict.as_deref() == Some("correct")))));
         scored.push(f64::from(u8::from(reward.is_some())));

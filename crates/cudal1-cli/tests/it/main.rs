@@ -13,6 +13,7 @@ mod memory;
 mod optimize;
 mod output;
 mod pty;
+mod serve;
 mod train;
 
 fn repo() -> PathBuf {

@@ -143,7 +143,7 @@ async fn openrlhf_gets_its_own_shape() {
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{v}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    assert_eq!(v["rewards"], json!([1.0, 0.0, null]), "{v}");
+    assert_eq!(v["rewards"], json!([1.0, 0.0, 0.0]), "{v}");
     assert_eq!(v["scores"], v["rewards"]);
     assert_eq!(v["extra_logs"]["cudal1_correct"], json!([1.0, 0.0, 0.0]));
     assert_eq!(v["extra_logs"]["cudal1_scored"], json!([1.0, 1.0, 0.0]));

@@ -1,0 +1,154 @@
+"""A small client of `cudal1 serve` (standard library only).
+
+Reward requests are idempotent on the server (the same task, code and settings are one job), so
+the client sends the same request again when the connection fails, the server answers 5xx or
+items are still pending: a server restart or a slow queue costs time, never a second evaluation.
+"""
+
+import asyncio
+import json
+import os
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+DEFAULT_URL = "http://127.0.0.1:8377"
+
+
+class ServeError(RuntimeError):
+    """The server refused a request (4xx): retrying the same request cannot help."""
+
+    def __init__(self, status, body):
+        self.status = status
+        self.body = body
+        message = body.get("error") if isinstance(body, dict) else None
+        hint = body.get("hint") if isinstance(body, dict) else None
+        text = f"cudal1 serve answered {status}: {message or body}"
+        if hint:
+            text += f" (hint: {hint})"
+        super().__init__(text)
+
+
+class Client:
+    """`url` defaults to $CUDAL1_URL, then http://127.0.0.1:8377; the bearer token to
+    $CUDAL1_SERVE_TOKEN. `deadline_s` bounds how long one call keeps trying (long polls,
+    reconnections); items still pending then come back with `reward` None."""
+
+    def __init__(self, url=None, token=None, deadline_s=1800.0, poll_s=60.0, retry_pause_s=1.0):
+        self.url = (url or os.environ.get("CUDAL1_URL") or DEFAULT_URL).rstrip("/")
+        self.token = token if token is not None else os.environ.get("CUDAL1_SERVE_TOKEN")
+        self.deadline_s = float(deadline_s)
+        self.poll_s = float(poll_s)
+        self.retry_pause_s = float(retry_pause_s)
+
+    # -- transport --------------------------------------------------------------------------
+
+    def _request(self, method, path, body=None, timeout=None):
+        """One HTTP exchange: (status, parsed body). Connection failures raise OSError."""
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        if self.token:
+            req.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                status, raw = r.status, r.read()
+        except urllib.error.HTTPError as e:
+            status, raw = e.code, e.read()
+        ctype_json = raw[:1] in (b"{", b"[")
+        if ctype_json:
+            try:
+                return status, json.loads(raw)
+            except ValueError:
+                pass
+        return status, raw.decode("utf-8", "replace")
+
+    def _call(self, method, path, body=None, timeout=60.0, deadline=None):
+        """Retries connection failures and 5xx answers until `deadline` (monotonic seconds)."""
+        deadline = deadline if deadline is not None else time.monotonic() + self.deadline_s
+        last = None
+        while True:
+            try:
+                status, parsed = self._request(method, path, body, timeout=timeout)
+                if status < 500:
+                    if status >= 400:
+                        raise ServeError(status, parsed)
+                    return parsed
+                last = ServeError(status, parsed)
+            except OSError as e:  # refused, reset, timed out: the server may be restarting
+                last = e
+            if time.monotonic() + self.retry_pause_s >= deadline:
+                raise TimeoutError(f"cudal1 serve at {self.url} did not answer in time: {last}") from last
+            time.sleep(self.retry_pause_s)
+
+    # -- routes -----------------------------------------------------------------------------
+
+    def health(self):
+        return self._call("GET", "/health", timeout=10.0, deadline=time.monotonic() + 10.0)
+
+    def tasks(self):
+        return self._call("GET", "/v1/tasks")["tasks"]
+
+    def prompt(self, task, key=None, as_of=None, **sampler):
+        body = {"task": task, **{k: v for k, v in sampler.items() if v is not None}}
+        if key is not None:
+            body["key"] = key
+        if as_of is not None:
+            body["as_of"] = as_of
+        return self._call("POST", "/v1/prompt", body)
+
+    def export(self, tasks=None, per_task=1, key=None, as_of=None):
+        query = {"per_task": per_task}
+        if tasks:
+            query["tasks"] = ",".join(tasks)
+        if key is not None:
+            query["key"] = key
+        if as_of is not None:
+            query["as_of"] = as_of
+        text = self._call("GET", "/v1/prompts/export?" + urllib.parse.urlencode(query), timeout=300.0)
+        if isinstance(text, dict):  # a single row parses as one object
+            return [text]
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+    def rewards(self, items, mode=None, deadline_s=None):
+        """Results of `items` (dicts with `task`, `completion`, optionally `prompt_id`, `group`,
+        `id`), in order. Keeps asking until none is pending or the deadline passes."""
+        if not items:
+            return []
+        deadline = time.monotonic() + (self.deadline_s if deadline_s is None else float(deadline_s))
+        results = [None] * len(items)
+        todo = list(range(len(items)))
+        while todo:
+            left = deadline - time.monotonic()
+            body = {"items": [items[i] for i in todo], "wait_s": max(0.0, min(self.poll_s, left))}
+            if mode is not None:
+                body["mode"] = mode
+            answer = self._call("POST", "/v1/reward", body, timeout=body["wait_s"] + 30.0, deadline=deadline)
+            still = []
+            for place, r in zip(todo, answer["results"]):
+                results[place] = r
+                if r.get("state") == "pending":
+                    still.append(place)
+            todo = still
+            if todo and time.monotonic() >= deadline:
+                break
+        return results
+
+    async def arewards(self, items, mode=None, deadline_s=None):
+        """As `rewards`, off the event loop (one thread per call)."""
+        return await asyncio.to_thread(self.rewards, items, mode, deadline_s)
+
+    def openrlhf(self, queries, prompts, labels, deadline_s=None):
+        """OpenRLHF's remote reward shape, retried while the server answers 503 (still judging)."""
+        deadline = time.monotonic() + (self.deadline_s if deadline_s is None else float(deadline_s))
+        body = {"query": list(queries), "prompts": list(prompts), "labels": list(labels)}
+        return self._call("POST", "/openrlhf/get_reward", body, timeout=300.0, deadline=deadline)
+
+
+def reward_of(result, unscored=None):
+    """A result's reward, or `unscored` when it has none (failed, or still pending)."""
+    if result is None or result.get("reward") is None:
+        return unscored
+    return float(result["reward"])

@@ -1,0 +1,156 @@
+"""Each adapter called exactly as its engine calls it (same keywords, batch shapes and return
+types, read from the engines' code), against a real `cudal1 serve`."""
+
+import asyncio
+import importlib
+import importlib.util
+import inspect
+import os
+import uuid
+
+import pytest
+
+from conftest import REPO, answer
+
+SOFTMAX = "level1/11_Softmax_Explicit"
+LAYERNORM = "level1/12_LayerNorm_Explicit"
+
+
+def verl_load(name):
+    """verl's `load_extern_object("pkg://cudal1_rl.verl", name)`."""
+    module = importlib.import_module("cudal1_rl.verl")
+    assert hasattr(module, name)
+    return getattr(module, name)
+
+
+def fresh(task, variant):
+    """A program no one has judged yet (a unique comment makes it a new job)."""
+    return answer(task, variant, extra=f"# attempt {uuid.uuid4().hex}\n")
+
+
+def test_verl_compute_score_as_the_naive_prime_and_batch_managers_call_it(serve):
+    compute_score = verl_load("compute_score")
+    assert not inspect.iscoroutinefunction(compute_score)
+    # The naive manager: keywords, with reward_kwargs merged in.
+    r = compute_score(data_source="cudal1", solution_str=answer(SOFTMAX, "fast"), ground_truth=SOFTMAX, extra_info={"index": 0})
+    assert r == {"score": 1.0, "scored": 1.0, "correct": 1.0, "speedup": 0.0, "cached": r["cached"]}, r
+    # The prime manager: positionally.
+    r = compute_score("cudal1", answer(SOFTMAX, "wrong"), SOFTMAX, {"index": 1})
+    assert (r["score"], r["correct"], r["scored"]) == (0.0, 0.0, 1.0), r
+    # The batch manager: lists, one request; a reply without code scores 0 but is scored.
+    batch = verl_load("compute_score_batch")
+    out = batch(data_sources=["cudal1"] * 3, solution_strs=[answer(LAYERNORM, "fast"), answer(LAYERNORM, "wrong"), "I give up."],
+                ground_truths=[LAYERNORM] * 3, extra_infos=[{}, {}, {}])
+    assert [(x["score"], x["correct"], x["scored"]) for x in out] == [(1.0, 1.0, 1.0), (0.0, 0.0, 1.0), (0.0, 0.0, 1.0)], out
+    assert all(set(x) == {"score", "scored", "correct", "speedup", "cached"} for x in out), "verl needs the same keys for every item"
+    # Not judged within the deadline: a number (verl needs one), marked unscored.
+    r = compute_score("cudal1", fresh(SOFTMAX, "slow"), SOFTMAX, {}, deadline_s=0, unscored=-1.0)
+    assert (r["score"], r["scored"]) == (-1.0, 0.0), r
+
+
+def test_verl_async_compute_score_is_awaited_concurrently(serve):
+    compute_score_async = verl_load("compute_score_async")
+    assert inspect.iscoroutinefunction(compute_score_async), "verl's reward loop awaits coroutine functions"
+
+    async def many():
+        return await asyncio.gather(*[
+            compute_score_async(data_source="cudal1", solution_str=answer(SOFTMAX, v), ground_truth=SOFTMAX, extra_info={})
+            for v in ("fast", "slow", "wrong")
+        ])
+
+    out = asyncio.run(many())
+    assert [x["score"] for x in out] == [1.0, 1.0, 0.0], out
+
+
+def test_verl_dataset_gives_reproducible_contrastive_prompts_that_link_to_programs(serve):
+    import torch.utils.data
+
+    cls = verl_load("CudaL1PromptDataset")
+    assert issubclass(cls, torch.utils.data.Dataset), "verl's get_dataset_class checks this"
+    config = {"prompt_key": "prompt", "cudal1": {"tasks": [SOFTMAX, LAYERNORM], "per_task": 2, "key": "run-1", "refresh": False}}
+    ds = cls(data_files=["unused.parquet"], tokenizer=None, processor=None, config=config, max_samples=-1)
+    assert len(ds) == 4
+    item = ds[0]
+    assert item["reward_model"]["ground_truth"] == SOFTMAX and item["data_source"] == "cudal1"
+    assert item["raw_prompt"][-1]["role"] == "user" and "ModelNew" in item["raw_prompt"][-1]["content"]
+    assert item["dummy_tensor"].dtype == torch.uint8 and item["index"] == 0
+    again = cls(data_files=None, tokenizer=None, processor=None, config=config)
+    assert again[0]["raw_prompt"] == item["raw_prompt"] and again[0]["extra_info"]["prompt_id"] == item["extra_info"]["prompt_id"], "the same key gives the same prompt"
+    assert ds[1]["reward_model"]["ground_truth"] == LAYERNORM
+    assert len(cls(config=config, max_samples=3)) == 3
+    # verl's collate_fn and the reward manager hand extra_info on to compute_score: the program
+    # is filed under its prompt.
+    r = verl_load("compute_score")("cudal1", fresh(SOFTMAX, "fast"), SOFTMAX, item["extra_info"])
+    assert r["score"] == 1.0, r
+
+
+def test_trl_reward_function_as_grpo_trainer_calls_it(serve):
+    from cudal1_rl import trl
+
+    logged, metrics = {}, {}
+    reward_func = trl.make_reward_func()
+    prompts = [[{"role": "user", "content": "make it faster"}]] * 4
+    completions = [
+        [{"role": "assistant", "content": answer(SOFTMAX, "fast")}],
+        [{"role": "assistant", "content": answer(SOFTMAX, "wrong")}],
+        [{"role": "assistant", "content": answer(LAYERNORM, "fast")}],
+        [{"role": "assistant", "content": "no code here"}],
+    ]
+    out = reward_func(prompts=prompts, completions=completions, completion_ids=[[1, 2]] * 4,
+                      task=[SOFTMAX, SOFTMAX, LAYERNORM, LAYERNORM], prompt_id=[None] * 4, trainer_state=object(),
+                      log_extra=lambda c, v: logged.__setitem__(c, v), log_metric=lambda n, v: metrics.__setitem__(n, v))
+    assert out == [1.0, 0.0, 1.0, 0.0], out
+    assert logged["cudal1_verdict"] == ["correct", "incorrect", "correct", "no_code"], logged
+    assert metrics["cudal1/correct"] == 0.5 and metrics["cudal1/scored"] == 1.0
+    # Plain-text completions, and an item not judged in time: None (TRL makes it NaN).
+    impatient = trl.make_reward_func(deadline_s=0)
+    out = impatient(prompts=["p", "p"], completions=[answer(SOFTMAX, "fast"), fresh(LAYERNORM, "wrong")], task=[SOFTMAX, LAYERNORM])
+    assert out == [1.0, None], out
+    with pytest.raises(ValueError, match="`task` column"):
+        reward_func(prompts=["p"], completions=["x"])
+
+
+def test_trl_async_reward_function(serve):
+    from cudal1_rl import trl
+
+    f = trl.make_async_reward_func()
+    assert inspect.iscoroutinefunction(f)
+    out = asyncio.run(f(prompts=["p"], completions=[answer(LAYERNORM, "wrong")], completion_ids=[[1]], task=[LAYERNORM]))
+    assert out == [0.0]
+
+
+def test_openrlhf_reward_func_file_and_url(serve):
+    import torch
+
+    path = os.path.join(REPO, "python", "cudal1_rl", "openrlhf_reward_func.py")
+    # OpenRLHF's SingleTurnAgentExecutor loads the file this way.
+    spec = importlib.util.spec_from_file_location("reward_func", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    prompt = "<|im_start|>user\nMake it faster.<|im_end|>\n<|im_start|>assistant\n"
+    query = prompt + answer(SOFTMAX, "fast") + "<|im_end|>"
+    # One sample per call, as OpenRLHF sends them.
+    info = module.reward_func([query], [prompt], [SOFTMAX])
+    assert info["rewards"] == [1.0] and info["scores"] == [1.0], info
+    assert info["extra_logs"]["cudal1_correct"] == [1.0]
+    # What OpenRLHF does with it (samples_generator): tensors of every value.
+    torch.tensor([info["rewards"]])
+    for value in info["extra_logs"].values():
+        torch.tensor([value])
+    # A query whose prompt is not in it cannot be scored: a number still, marked unscored.
+    info = module.reward_func(["no prompt inside"], [prompt], [SOFTMAX])
+    assert info["rewards"] == [0.0] and info["extra_logs"]["cudal1_scored"] == [0.0], info
+    # `--remote_rm_url http://.../openrlhf/get_reward`: the same JSON over HTTP.
+    from cudal1_rl.client import Client
+
+    direct = Client().openrlhf([query, query.replace("Softmax", "x")], [prompt, prompt], [SOFTMAX, SOFTMAX])
+    assert set(direct) == {"rewards", "scores", "extra_logs"} and direct["rewards"][0] == 1.0
+
+
+def test_a_wrong_token_is_refused_with_a_clear_error(serve):
+    from cudal1_rl.client import Client, ServeError
+
+    with pytest.raises(ServeError, match="401"):
+        Client(token="wrong").rewards([{"task": SOFTMAX, "completion": "x"}])
+    with pytest.raises(ServeError, match="unknown task"):
+        Client().rewards([{"task": "level9/none", "completion": "x"}])
