@@ -100,7 +100,7 @@ pub fn run(a: BaselinesArgs) -> Result<Status> {
     }
 
     let interrupt = interrupt::install("the baselines under way");
-    let opts = Options { mode: Mode::Full, json_lines: false, progress_lines: !a.json, force: a.common.force, batch_id: None };
+    let opts = Options { mode: Mode::Full, json_lines: false, progress_lines: !a.json, force: a.common.force, batch_id: None, against: None };
     let finished = batch::run(&ws, &items, &opts, &interrupt)?;
     for row in &finished.rows {
         let (ti, b) = item_of[row.item];
