@@ -42,7 +42,7 @@ P=$(port); URL=http://127.0.0.1:$P
   --db "$O/serve.db" >"$O/serve.log" 2>&1 &
 S=$!
 if wait_up "$URL" $S; then
-  timeout 330 python3 bench/gpu_serve_clients.py --url "$URL" --out "$O/serve_clients.json" || echo "error: the clients failed (status $?)"
+  timeout "${CLIENT_SECONDS:-330}" python3 bench/gpu_serve_clients.py --url "$URL" --out "$O/serve_clients.json" || echo "error: the clients failed (status $?)"
 else
   echo "error: serve did not start"; tail -20 "$O/serve.log"
 fi
@@ -81,7 +81,7 @@ for n in 1 2; do
   eval W$n=$!
 done
 if wait_up "$URL" $S; then
-  timeout 240 python3 bench/gpu_serve_clients.py --url "$URL" --out "$O/pg_clients.json" --part queue --mode correctness || echo "error: the queue client failed"
+  timeout "${PG_SECONDS:-240}" python3 bench/gpu_serve_clients.py --url "$URL" --out "$O/pg_clients.json" --part queue --mode correctness || echo "error: the queue client failed"
 fi
 wait $W1 $W2
 stop $S
