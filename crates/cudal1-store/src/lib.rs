@@ -163,6 +163,16 @@ impl Store {
         batch::find(&self.conn(), &self.path, batch_id)
     }
 
+    /// Every batch's id, the most recently created first (`cudal1 report` shows the first).
+    pub fn batch_ids(&self) -> Result<Vec<String>, StoreError> {
+        batch::ids(&self.conn(), &self.path)
+    }
+
+    /// Every optimize run's id, the most recently created first.
+    pub fn run_ids(&self) -> Result<Vec<String>, StoreError> {
+        search::run_ids(&self.conn(), &self.path)
+    }
+
     /// Records an optimize run unless its id exists; returns the run as stored.
     pub fn begin_run(&self, r: &NewRun) -> Result<StoredRun, StoreError> {
         search::begin_run(&self.conn(), &self.path, r)

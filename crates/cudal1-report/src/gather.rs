@@ -1,0 +1,508 @@
+//! From the store to a [`Report`]: the batches asked for (the latest by default), their
+//! evaluations with code and diffs, summaries and fast_p against each baseline, optimize runs and
+//! training runs' metrics.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+use cudal1_eval::{Evaluation, Verdict};
+use cudal1_stats::{summarize, TaskResult};
+use cudal1_store::{ProgramDatabase, Store, StoredEvaluation};
+
+use crate::charts::{self, LineChart, Point, Series};
+use crate::model::{
+    BaselineTime, BatchView, ClaimsView, DiffLine, EvalDetail, FastPRow, LevelChart, LineageRow, Notice, Report, RoundRow, RunView, Speedup, Summary, TaskCell, TaskRow,
+};
+use crate::{train, ReportError};
+
+/// The p of the summary's fast_p columns (as `eval`'s summary).
+pub const SUMMARY_P: [f64; 3] = [1.0, 1.5, 2.0];
+/// The p of the fast_p table.
+const TABLE_P: [f64; 7] = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0];
+/// Bins of the speedup distribution: upper edges, and their labels.
+const BINS: [(f64, &str); 7] = [(0.5, "<0.5"), (0.9, "0.5–0.9"), (1.1, "0.9–1.1"), (1.5, "1.1–1.5"), (2.0, "1.5–2"), (5.0, "2–5"), (f64::INFINITY, "≥5")];
+
+/// What to put in the report.
+#[derive(Clone, Debug, Default)]
+pub struct Request {
+    pub title: Option<String>,
+    /// Batch ids; empty: the most recent batch.
+    pub batches: Vec<String>,
+    /// Optimize run ids; empty: every run in the store.
+    pub runs: Vec<String>,
+    /// Training run directories (each with `metrics.jsonl`).
+    pub training: Vec<PathBuf>,
+}
+
+/// Times of one baseline (e.g. `torch.compile`) per task, to measure candidates against.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BaselineSet {
+    pub name: String,
+    /// Milliseconds per call, by task hash.
+    pub times_ms: HashMap<String, f64>,
+}
+
+/// One evaluation with what the report needs beside the stored row.
+struct Row {
+    stored: StoredEvaluation,
+    eval: Option<Evaluation>,
+    claimed: Option<f64>,
+}
+
+impl Row {
+    fn correct(&self) -> bool {
+        self.stored.verdict == Verdict::Correct.as_str()
+    }
+
+    fn speedup(&self) -> Option<Speedup> {
+        let s = &self.stored;
+        let (median, ci_low, ci_high) = (s.speedup_median?, s.speedup_ci_low?, s.speedup_ci_high?);
+        let interval = cudal1_stats::Interval { median, ci_low, ci_high };
+        Some(Speedup { median, ci_low, ci_high, wide: interval.is_wide() })
+    }
+
+    fn task_result(&self) -> TaskResult {
+        let speedup = self.speedup().filter(|_| self.correct());
+        TaskResult { correct: self.correct(), speedup: speedup.map(|s| s.median), speedup_low: speedup.map(|s| s.ci_low), excluded: false }
+    }
+
+    /// The candidate's speedup over a baseline's time, when it was measured correct.
+    fn over(&self, baseline_ms: f64) -> Option<f64> {
+        let ms = self.stored.candidate_ms.filter(|m| *m > 0.0 && self.correct())?;
+        Some(baseline_ms / ms)
+    }
+
+    fn anchor(&self) -> String {
+        format!("e{}", self.stored.id)
+    }
+}
+
+/// A batch's rows.
+struct Batch {
+    view: BatchView,
+    rows: Vec<Row>,
+}
+
+/// Gathers the report from `store`, measuring candidates also against `baselines`.
+pub fn gather(store: &Store, request: &Request, baselines: &[BaselineSet]) -> Result<Report, ReportError> {
+    let ids = if request.batches.is_empty() { store.batch_ids()?.into_iter().take(1).collect() } else { request.batches.clone() };
+    let mut batches = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
+        batches.push(batch(store, id, i)?);
+    }
+    let mut report = Report {
+        title: request.title.clone().unwrap_or_else(|| "cudal1 report".to_owned()),
+        store: store.path().display().to_string(),
+        baselines: std::iter::once("reference".to_owned()).chain(baselines.iter().map(|b| b.name.clone())).collect(),
+        fast_p_columns: TABLE_P.iter().map(|p| format!("fast_{p}")).collect(),
+        ..Report::default()
+    };
+    fast_p(&mut report, &batches, baselines);
+    report.distributions = distributions(&batches);
+    report.tasks = task_rows(&batches, baselines);
+    for b in &batches {
+        for r in &b.rows {
+            report.details.push(detail(r, &b.view.label, baselines));
+        }
+        let (findings, warnings) = notices(b);
+        report.findings.extend(findings);
+        report.warnings.extend(warnings);
+        if let Some(c) = claims(b) {
+            report.claims.push(c);
+        }
+    }
+    report.batches = batches.into_iter().map(|b| b.view).collect();
+    let runs = if request.runs.is_empty() { store.run_ids()? } else { request.runs.clone() };
+    for id in &runs {
+        report.runs.push(run(store, id)?);
+    }
+    for dir in &request.training {
+        report.training.push(train::read(dir)?);
+    }
+    Ok(report)
+}
+
+fn batch(store: &Store, id: &str, index: usize) -> Result<Batch, ReportError> {
+    let stored = store.find_batch(id)?.ok_or_else(|| ReportError::UnknownBatch { store: store.path().to_owned(), batch: id.to_owned() })?;
+    let claimed = claimed_scores(&stored.settings);
+    let rows: Vec<Row> = store
+        .evaluations_for_batch(id)?
+        .into_iter()
+        .map(|s| {
+            let eval = serde_json::from_value::<Evaluation>(s.measurements.clone()).ok();
+            let claimed = claimed.get(&(s.key.task_hash.clone(), s.key.candidate_hash.clone())).copied();
+            Row { stored: s, eval, claimed }
+        })
+        .collect();
+    let first = rows.first().map(|r| &r.stored);
+    let mut verdicts: BTreeMap<&str, usize> = Verdict::ALL.iter().map(|v| (v.as_str(), 0)).collect();
+    for r in &rows {
+        *verdicts.entry(r.stored.verdict.as_str()).or_default() += 1;
+    }
+    let findings = rows.iter().map(|r| r.eval.as_ref().map_or(0, |e| e.measurements.findings.iter().map(|f| (&f.kind, &f.detail)).collect::<BTreeSet<_>>().len())).sum();
+    let warnings = rows.iter().map(|r| r.eval.as_ref().map_or(0, |e| e.warnings.len())).sum();
+    let short = Path::new(&stored.candidates_path).file_name().map_or_else(|| stored.candidates_path.clone(), |n| n.to_string_lossy().into_owned());
+    let view = BatchView {
+        id: stored.id.clone(),
+        label: format!("#{} {short}", index + 1),
+        created_at: stored.created_at.clone(),
+        suite_path: stored.suite_path.clone(),
+        candidates_path: stored.candidates_path.clone(),
+        device: first.map(|s| s.device.clone()).unwrap_or_default(),
+        gpu: rows.iter().find_map(|r| r.eval.as_ref()?.environment.gpu.clone()),
+        candidates: rows.len(),
+        verdicts: Verdict::ALL.iter().map(|v| (v.as_str().to_owned(), verdicts[v.as_str()])).collect(),
+        by_task: summary(&best_per_task(&rows).into_values().map(Row::task_result).collect::<Vec<_>>()),
+        by_candidate: summary(&rows.iter().map(Row::task_result).collect::<Vec<_>>()),
+        findings,
+        warnings,
+    };
+    Ok(Batch { view, rows })
+}
+
+/// Claims recorded with the batch (`eval --from cuda-l1`): `score_default` by task and candidate hash.
+fn claimed_scores(_settings: &serde_json::Value) -> HashMap<(String, String), f64> {
+    HashMap::new()
+}
+
+fn summary(results: &[TaskResult]) -> Summary {
+    let s = summarize(results, &SUMMARY_P);
+    Summary {
+        count: s.tasks,
+        correct: s.correct,
+        correct_rate: s.correct_rate,
+        mean_speedup: s.mean_speedup,
+        median_speedup: s.median_speedup,
+        geomean_speedup: s.geomean_speedup,
+        fast_p: s.fast_p.iter().zip(&s.fast_p_lower).map(|(a, b)| (a.0, a.1, b.1)).collect(),
+    }
+}
+
+/// Rank of a verdict when a task has no correct candidate: the nearest miss first.
+fn verdict_rank(v: &str) -> usize {
+    ["correct", "incorrect", "exploit", "timeout", "runtime_error", "compile_error"].iter().position(|x| *x == v).unwrap_or(9)
+}
+
+/// The best candidate of each task: the fastest correct one, else the nearest miss.
+fn best_per_task(rows: &[Row]) -> BTreeMap<&str, &Row> {
+    let mut best: BTreeMap<&str, &Row> = BTreeMap::new();
+    for r in rows {
+        let entry = best.entry(r.stored.task_name.as_str()).or_insert(r);
+        let better = match (r.correct(), entry.correct()) {
+            (true, true) => r.stored.speedup_median.unwrap_or(0.0) > entry.stored.speedup_median.unwrap_or(0.0),
+            (true, false) => true,
+            (false, false) => verdict_rank(&r.stored.verdict) < verdict_rank(&entry.stored.verdict),
+            (false, true) => false,
+        };
+        if better {
+            *entry = r;
+        }
+    }
+    best
+}
+
+/// fast_p against each baseline, per batch: the curve for p in [0, 5] and the table.
+fn fast_p(report: &mut Report, batches: &[Batch], baselines: &[BaselineSet]) {
+    let ps: Vec<f64> = (0..=100).map(|i| f64::from(i) * 0.05).collect();
+    let mut series = Vec::new();
+    for (bi, b) in batches.iter().enumerate() {
+        let best = best_per_task(&b.rows);
+        let mut against: Vec<(String, Vec<TaskResult>)> = vec![("reference".to_owned(), best.values().map(|r| r.task_result()).collect())];
+        for base in baselines {
+            let results = best
+                .values()
+                .map(|r| {
+                    let s = base.times_ms.get(&r.stored.key.task_hash).and_then(|ms| r.over(*ms));
+                    TaskResult { correct: r.correct(), speedup: s, speedup_low: None, excluded: false }
+                })
+                .collect();
+            against.push((base.name.clone(), results));
+        }
+        for (ai, (name, results)) in against.iter().enumerate() {
+            let curve = summarize(results, &ps);
+            let label = if batches.len() > 1 { format!("{} vs {name}", b.view.label) } else { format!("vs {name}") };
+            series.push(Series { name: label.clone(), points: curve.fast_p.clone(), color: charts::color(bi * (baselines.len() + 1) + ai), dashed: false });
+            if ai == 0 {
+                series.push(Series { name: format!("{label} (interval's lower bound)"), points: curve.fast_p_lower, color: charts::color(bi * (baselines.len() + 1)), dashed: true });
+            }
+            report.fast_p_rows.push(FastPRow { batch: b.view.label.clone(), baseline: name.clone(), values: summarize(results, &TABLE_P).fast_p.into_iter().map(|p| p.1).collect() });
+        }
+    }
+    report.fast_p_chart = charts::line_chart(&LineChart {
+        id: "fast-p".into(),
+        title: "fast_p: share of tasks correct and faster than p times".into(),
+        x_label: "p (speedup threshold)".into(),
+        y_label: "share of tasks".into(),
+        series,
+        x_range: Some((0.0, 5.0)),
+        y_range: Some((0.0, 1.0)),
+        dots: false,
+    });
+}
+
+fn level_of(task: &str) -> String {
+    task.split_once('/').map_or_else(|| "tasks".to_owned(), |(l, _)| l.to_owned())
+}
+
+/// Per level, how many tasks' best correct speedups fall in each bin, a bar per batch.
+fn distributions(batches: &[Batch]) -> Vec<LevelChart> {
+    let levels: BTreeSet<String> = batches.iter().flat_map(|b| b.rows.iter().map(|r| level_of(&r.stored.task_name))).collect();
+    levels
+        .into_iter()
+        .map(|level| {
+            let groups: Vec<(String, Vec<usize>)> = batches
+                .iter()
+                .map(|b| {
+                    let mut counts = vec![0; BINS.len()];
+                    for r in best_per_task(&b.rows).values().filter(|r| level_of(&r.stored.task_name) == level && r.correct()) {
+                        if let Some(s) = r.stored.speedup_median {
+                            counts[BINS.iter().position(|(hi, _)| s < *hi).unwrap_or(BINS.len() - 1)] += 1;
+                        }
+                    }
+                    (b.view.label.clone(), counts)
+                })
+                .collect();
+            let categories: Vec<String> = BINS.iter().map(|b| b.1.to_owned()).collect();
+            let svg = charts::grouped_bars(&format!("dist-{level}"), &format!("{level}: best correct speedup per task"), "speedup over the reference", &categories, &groups);
+            LevelChart { level, svg }
+        })
+        .collect()
+}
+
+fn task_rows(batches: &[Batch], baselines: &[BaselineSet]) -> Vec<TaskRow> {
+    let mut names: BTreeMap<String, (String, Option<f64>)> = BTreeMap::new();
+    for b in batches {
+        for r in &b.rows {
+            let entry = names.entry(r.stored.task_name.clone()).or_insert_with(|| (r.stored.key.task_hash.clone(), None));
+            entry.1 = entry.1.or(r.stored.ref_ms);
+        }
+    }
+    let bests: Vec<(BTreeMap<&str, &Row>, BTreeMap<&str, usize>)> = batches
+        .iter()
+        .map(|b| {
+            let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+            for r in &b.rows {
+                *counts.entry(r.stored.task_name.as_str()).or_default() += 1;
+            }
+            (best_per_task(&b.rows), counts)
+        })
+        .collect();
+    let mut rows: Vec<TaskRow> = names
+        .into_iter()
+        .map(|(task, (hash, ref_ms))| TaskRow {
+            level: level_of(&task),
+            ref_ms,
+            baseline_ms: baselines.iter().map(|b| b.times_ms.get(&hash).copied()).collect(),
+            cells: bests
+                .iter()
+                .map(|(best, counts)| {
+                    best.get(task.as_str()).map(|r| TaskCell {
+                        anchor: r.anchor(),
+                        verdict: r.stored.verdict.clone(),
+                        reason: first_line(&r.stored.reason),
+                        speedup: r.speedup().filter(|_| r.correct()),
+                        candidates: counts.get(task.as_str()).copied().unwrap_or(0),
+                        claimed: r.claimed,
+                    })
+                })
+                .collect(),
+            task,
+        })
+        .collect();
+    rows.sort_by(|a, b| natural_key(&a.task).cmp(&natural_key(&b.task)));
+    rows
+}
+
+/// `level1/12_Name` sorts after `level1/2_Name`.
+fn natural_key(task: &str) -> (String, u64, String) {
+    let (level, rest) = task.split_once('/').unwrap_or(("", task));
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    (level.to_owned(), digits.parse().unwrap_or(u64::MAX), rest.to_owned())
+}
+
+fn first_line(text: &str) -> String {
+    text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").to_owned()
+}
+
+fn detail(r: &Row, batch: &str, baselines: &[BaselineSet]) -> EvalDetail {
+    let s = &r.stored;
+    let code = source(&s.candidate_label, &s.key.candidate_hash);
+    let reference = source(&s.task_path, &s.key.task_hash);
+    let (diff, diff_note) = match (&reference, &code) {
+        (Some(a), Some(b)) => (unified_diff(a, b), None),
+        (None, _) => (Vec::new(), Some(format!("the reference `{}` is no longer where it was evaluated (or has changed)", s.task_path))),
+        (_, None) => (Vec::new(), Some("the candidate's code is not available".to_owned())),
+    };
+    let eval = r.eval.as_ref();
+    EvalDetail {
+        anchor: r.anchor(),
+        id: s.id,
+        batch: batch.to_owned(),
+        task: s.task_name.clone(),
+        candidate: s.candidate_label.clone(),
+        verdict: s.verdict.clone(),
+        reason: s.reason.clone(),
+        reason_class: eval.map(|e| e.reason_class.clone()).unwrap_or_default(),
+        speedup: r.speedup(),
+        ref_ms: s.ref_ms,
+        candidate_ms: s.candidate_ms,
+        baselines: baselines
+            .iter()
+            .map(|b| {
+                let ms = *b.times_ms.get(&s.key.task_hash)?;
+                Some(BaselineTime { name: b.name.clone(), ms, speedup: r.over(ms) })
+            })
+            .collect(),
+        claimed: r.claimed,
+        warnings: eval.map(|e| e.warnings.iter().map(|w| format!("{}: {}", w.class, w.message)).collect()).unwrap_or_default(),
+        findings: eval.map(|e| e.measurements.findings.iter().map(|f| format!("{}: {}", f.kind, f.detail)).collect::<BTreeSet<_>>().into_iter().collect()).unwrap_or_default(),
+        log_tail: eval.and_then(|e| e.measurements.log_tail.clone()).filter(|l| !l.trim().is_empty()),
+        code,
+        diff,
+        diff_note,
+    }
+}
+
+/// The program with content hash `hash`, read from `path` when the file still holds it.
+fn source(path: &str, hash: &str) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    (cudal1_task::content_hash(&text) == hash).then_some(text)
+}
+
+/// A unified diff of `new` against `old`, three lines of context.
+#[must_use]
+pub fn unified_diff(old: &str, new: &str) -> Vec<DiffLine> {
+    let diff = similar::TextDiff::from_lines(old, new);
+    let mut out = Vec::new();
+    for hunk in diff.unified_diff().context_radius(3).iter_hunks() {
+        out.push(DiffLine { kind: "hunk", text: hunk.header().to_string() });
+        for change in hunk.iter_changes() {
+            let (kind, sign) = match change.tag() {
+                similar::ChangeTag::Insert => ("add", '+'),
+                similar::ChangeTag::Delete => ("del", '-'),
+                similar::ChangeTag::Equal => ("ctx", ' '),
+            };
+            out.push(DiffLine { kind, text: format!("{sign}{}", change.value().trim_end_matches(['\n', '\r'])) });
+        }
+    }
+    out
+}
+
+fn notices(b: &Batch) -> (Vec<Notice>, Vec<Notice>) {
+    let mut findings = Vec::new();
+    let mut warnings = Vec::new();
+    for r in &b.rows {
+        let Some(e) = &r.eval else { continue };
+        let notice = |kind: &str, detail: &str| Notice {
+            anchor: r.anchor(),
+            batch: b.view.label.clone(),
+            task: r.stored.task_name.clone(),
+            candidate: r.stored.candidate_label.clone(),
+            verdict: r.stored.verdict.clone(),
+            kind: kind.to_owned(),
+            detail: detail.to_owned(),
+        };
+        // A finding repeats for each checked call that shows it: once per kind and detail.
+        let mut seen = BTreeSet::new();
+        for f in &e.measurements.findings {
+            if seen.insert((f.kind.as_str(), f.detail.as_str())) {
+                findings.push(notice(&f.kind, &f.detail));
+            }
+        }
+        // An exploit without a finding of its own is still one: its reason says why.
+        if r.stored.verdict == Verdict::Exploit.as_str() && e.measurements.findings.is_empty() {
+            findings.push(notice(&e.reason_class, &first_line(&e.reason)));
+        }
+        warnings.extend(e.warnings.iter().map(|w| notice(&w.class, &w.message)));
+    }
+    (findings, warnings)
+}
+
+fn claims(b: &Batch) -> Option<ClaimsView> {
+    let claimed_rows = b.rows.iter().filter(|r| r.claimed.is_some()).count();
+    if claimed_rows == 0 {
+        return None;
+    }
+    let pairs: Vec<(&Row, f64, Speedup)> = b.rows.iter().filter(|r| r.correct()).filter_map(|r| Some((r, r.claimed?, r.speedup()?))).filter(|(_, c, s)| *c > 0.0 && s.median > 0.0).collect();
+    let geomean = |xs: Vec<f64>| cudal1_stats::geometric_mean(&xs);
+    let points: Vec<Point> = pairs.iter().map(|(r, c, s)| Point { x: *c, y: s.median, label: r.stored.task_name.clone() }).collect();
+    Some(ClaimsView {
+        batch: b.view.label.clone(),
+        pairs: pairs.len(),
+        claimed_rows,
+        claimed_geomean: geomean(pairs.iter().map(|p| p.1).collect()),
+        measured_geomean: geomean(pairs.iter().map(|p| p.2.median).collect()),
+        overstated: pairs.iter().filter(|(_, c, s)| *c > s.ci_high).count(),
+        svg: charts::scatter(&format!("claims-{}", b.view.id), &format!("{}: claimed against measured", b.view.label), "claimed speedup", "measured speedup (median)", &points),
+    })
+}
+
+fn run(store: &Store, id: &str) -> Result<RunView, ReportError> {
+    let stored = store.find_run(id)?.ok_or_else(|| ReportError::UnknownRun { store: store.path().to_owned(), run: id.to_owned() })?;
+    let rounds: Vec<RoundRow> = store
+        .rounds_for_run(id)?
+        .into_iter()
+        .map(|r| RoundRow {
+            round: r.round.round,
+            samples: r.round.samples,
+            valid: r.round.valid,
+            correct: r.round.correct,
+            new_programs: r.round.new_programs,
+            best_speedup: r.round.best_speedup,
+            best_program_id: r.round.best_program_id,
+            cost_usd: r.round.cost_usd,
+        })
+        .collect();
+    let points: Vec<(f64, f64)> = rounds.iter().filter_map(|r| Some((f64::from(r.round), r.best_speedup?))).collect();
+    let chart = charts::line_chart(&LineChart {
+        id: format!("run-{id}"),
+        title: format!("{}: best speedup per round", stored.task_name),
+        x_label: "round".into(),
+        y_label: "best speedup".into(),
+        series: vec![Series { name: "best so far".into(), points, color: charts::color(0), dashed: false }],
+        x_range: None,
+        y_range: None,
+        dots: true,
+    });
+    let best = rounds.iter().rev().find_map(|r| r.best_program_id);
+    let mut lineage = Vec::new();
+    let mut best_code = None;
+    if let Some(best) = best {
+        let mut queue = std::collections::VecDeque::from([(best, 0usize)]);
+        let mut seen = BTreeSet::new();
+        while let Some((pid, depth)) = queue.pop_front() {
+            if !seen.insert(pid) || lineage.len() >= 200 {
+                continue;
+            }
+            let Some(p) = store.program(pid)? else { continue };
+            if depth == 0 {
+                best_code = Some(p.code.clone());
+            }
+            queue.extend(p.parent_ids.iter().map(|&q| (q, depth + 1)));
+            lineage.push(LineageRow { id: p.id, depth, round: p.round, verdict: p.verdict, speedup: p.speedup_median, parents: p.parent_ids });
+        }
+    }
+    Ok(RunView { id: stored.id, task: stored.task_name, created_at: stored.created_at, stop_reason: stored.stop_reason, rounds, chart, lineage, best_code })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_diff_marks_added_and_removed_lines() {
+        let d = unified_diff("a\nb\nc\n", "a\nB\nc\n");
+        let kinds: Vec<&str> = d.iter().map(|l| l.kind).collect();
+        assert_eq!(kinds, ["hunk", "ctx", "del", "add", "ctx"]);
+        assert_eq!(d[2].text, "-b");
+        assert_eq!(d[3].text, "+B");
+        assert!(unified_diff("same\n", "same\n").is_empty());
+    }
+
+    #[test]
+    fn tasks_sort_by_level_then_number() {
+        let mut names = vec!["level2/1_A", "level1/12_B", "level1/2_C"];
+        names.sort_by_key(|n| natural_key(n));
+        assert_eq!(names, ["level1/2_C", "level1/12_B", "level2/1_A"]);
+    }
+}
