@@ -7,7 +7,8 @@
 //! [`EvalKey`] (task, candidate and settings hashes): recording the same key again replaces the
 //! row, so a finished evaluation doubles as a cache entry. For `cudal1 optimize` it also keeps a
 //! program database per task ([`StoredProgram`], keyed by [`ProgramKey`]) and the runs, rounds
-//! and LLM samples that let an interrupted search resume, and the task checks of `tasks check`.
+//! and LLM samples that let an interrupted search resume, and the task checks of `tasks check`. The baselines of `cudal1 baselines` ([`StoredBaseline`],
+//! keyed by [`BaselineKey`]) are kept here too; like evaluations they are SQLite-only.
 //!
 //! The API is split by consumer ([`api`]): [`ProgramDatabase`] (programs and the prompts made
 //! from them) and [`JobQueue`] (the evaluation jobs of `serve` and `worker`) are traits that this
@@ -29,6 +30,7 @@
 //! ```
 
 pub mod api;
+mod baseline;
 mod batch;
 mod connection;
 mod error;
@@ -53,6 +55,7 @@ pub use api::{
     Artifact, Claim, ClaimedJob, Completion, Enqueued, JobKey, JobQueue, JobState, JobStatus, NewJob, ProgramDatabase,
     ProgramScore, PromptRecord, QueueCounts, QueueSignal, ServeStore, Stage,
 };
+pub use baseline::{BaselineFilter, BaselineKey, BaselineStatus, NewBaseline, StoredBaseline};
 pub use batch::{NewBatch, StoredBatch};
 pub use error::StoreError;
 pub use evaluation::{EvalKey, NewEvaluation, StoredEvaluation};
@@ -216,6 +219,23 @@ impl Store {
     /// Records a finished task check, replacing one of the same task and settings.
     pub fn insert_task_check(&self, c: &NewTaskCheck) -> Result<(), StoreError> {
         task_check::upsert(&self.conn(), &self.path, c)
+    }
+
+    /// Records a baseline, replacing one with the same key (task, settings, class of device,
+    /// name). NaN in a number field is refused.
+    pub fn record_baseline(&self, b: &NewBaseline) -> Result<(), StoreError> {
+        baseline::upsert(&self.conn(), &self.path, b)
+    }
+
+    /// The baseline recorded under `key`, if any.
+    pub fn find_baseline(&self, key: &BaselineKey) -> Result<Option<StoredBaseline>, StoreError> {
+        baseline::find(&self.conn(), &self.path, key)
+    }
+
+    /// The baselines that match `filter` (all with [`BaselineFilter::default`]), by task name,
+    /// then baseline name.
+    pub fn baselines(&self, filter: &BaselineFilter) -> Result<Vec<StoredBaseline>, StoreError> {
+        baseline::matching(&self.conn(), &self.path, filter)
     }
 
     fn conn(&self) -> MutexGuard<'_, Connection> {

@@ -185,6 +185,26 @@ const MIGRATIONS: &[&str] = &[
         as_of           INTEGER NOT NULL
     );
     ",
+    // 4 -> 5: baselines per task, settings, class of device and name (`cudal1 baselines`).
+    "
+    CREATE TABLE baselines (
+        task_hash       TEXT NOT NULL,
+        settings_hash   TEXT NOT NULL,
+        gpu_class       TEXT NOT NULL,
+        name            TEXT NOT NULL,
+        task_name       TEXT NOT NULL,
+        created_at      TEXT NOT NULL,
+        status          TEXT NOT NULL,
+        reason          TEXT NOT NULL,
+        speedup_median  REAL,
+        speedup_ci_low  REAL,
+        speedup_ci_high REAL,
+        baseline_ms     REAL,
+        reference_ms    REAL,
+        evaluation      TEXT NOT NULL,
+        PRIMARY KEY (task_hash, settings_hash, gpu_class, name)
+    );
+    ",
 ];
 
 /// The schema version this build writes.
@@ -293,6 +313,7 @@ mod tests {
         assert_eq!(
             tables,
             [
+                "baselines",
                 "batches",
                 "evaluations",
                 "jobs",
@@ -300,8 +321,8 @@ mod tests {
                 "optimize_runs",
                 "optimize_samples",
                 "programs",
-                "task_checks",
-                "prompts"
+                "prompts",
+                "task_checks"
             ]
         );
     }

@@ -526,3 +526,47 @@ fn default_file_name_is_cudal1_db() {
         Path::new("cudal1.db")
     );
 }
+
+#[test]
+fn baselines_survive_reopening_the_file_and_are_filtered_by_task() {
+    use cudal1_store::{BaselineFilter, BaselineKey, BaselineStatus, NewBaseline};
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("cudal1.db");
+    let measured = NewBaseline {
+        key: BaselineKey { task_hash: "t1".into(), settings_hash: "s".into(), gpu_class: "cpu".into(), name: "compile-default".into() },
+        task_name: "level1/19_ReLU".into(),
+        status: BaselineStatus::Measured,
+        reason: "correct on 3 seeds".into(),
+        speedup_median: Some(1.25),
+        speedup_ci_low: Some(1.2),
+        speedup_ci_high: Some(1.3),
+        baseline_ms: Some(0.8),
+        reference_ms: Some(1.0),
+        evaluation: json!({"verdict": "correct"}),
+    };
+    let failed = NewBaseline {
+        key: BaselineKey { task_hash: "t2".into(), name: "cuda-graphs".into(), ..measured.key.clone() },
+        task_name: "level1/23_Softmax".into(),
+        status: BaselineStatus::Failed,
+        reason: "CUDA graphs need a CUDA device".into(),
+        speedup_median: None,
+        speedup_ci_low: None,
+        speedup_ci_high: None,
+        baseline_ms: None,
+        reference_ms: None,
+        evaluation: json!(null),
+    };
+    {
+        let store = Store::open(&path).unwrap();
+        store.record_baseline(&measured).unwrap();
+        store.record_baseline(&failed).unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    let all = store.baselines(&BaselineFilter::default()).unwrap();
+    assert_eq!(all.iter().map(|b| b.baseline.clone()).collect::<Vec<_>>(), [measured.clone(), failed.clone()]);
+    let t2 = store.baselines(&BaselineFilter::task("t2")).unwrap();
+    assert_eq!(t2.len(), 1);
+    assert_eq!(t2[0].baseline.status, BaselineStatus::Failed);
+    assert!(t2[0].created_at.ends_with('Z'));
+    assert_eq!(store.find_baseline(&measured.key).unwrap().unwrap().baseline, measured);
+}
