@@ -21,6 +21,10 @@ pub struct ReportArgs {
     /// A training run directory (with `metrics.jsonl`) whose curves to show (repeatable).
     #[arg(long = "train", value_name = "RUN_DIR")]
     pub training: Vec<PathBuf>,
+    /// A baseline to measure candidates against besides the reference (repeatable:
+    /// `compile-default`, `cuda-graphs`, ...); default: every one the store has for the tasks.
+    #[arg(long = "baseline", value_name = "NAME")]
+    pub baselines: Vec<String>,
     /// The page's title.
     #[arg(long)]
     pub title: Option<String>,
@@ -34,8 +38,8 @@ pub struct ReportArgs {
 
 pub fn run(a: &ReportArgs) -> Result<Status> {
     let store = open_existing(&a.db)?;
-    let request = Request { title: a.title.clone(), batches: a.batches.clone(), runs: a.runs.clone(), training: a.training.clone() };
-    let report = match gather(&store, &request, &[]) {
+    let request = Request { title: a.title.clone(), batches: a.batches.clone(), runs: a.runs.clone(), training: a.training.clone(), baselines: a.baselines.clone() };
+    let report = match gather(&store, &request) {
         Ok(r) => r,
         Err(ReportError::UnknownBatch { store, batch }) => {
             let known = open_existing(&store)?.batch_ids()?;

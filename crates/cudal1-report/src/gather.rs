@@ -32,14 +32,58 @@ pub struct Request {
     pub runs: Vec<String>,
     /// Training run directories (each with `metrics.jsonl`).
     pub training: Vec<PathBuf>,
+    /// Baselines to measure against besides the reference; empty: every one the store has
+    /// measured for the batches' tasks.
+    pub baselines: Vec<String>,
 }
 
-/// Times of one baseline (e.g. `torch.compile`) per task, to measure candidates against.
+/// One baseline (e.g. `compile-max-autotune`) per task, to measure candidates against.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct BaselineSet {
     pub name: String,
-    /// Milliseconds per call, by task hash.
-    pub times_ms: HashMap<String, f64>,
+    /// By task hash.
+    pub by_task: HashMap<String, BaselineMeasure>,
+}
+
+/// A baseline measured on a task.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BaselineMeasure {
+    /// Its median time per call.
+    pub ms: Option<f64>,
+    /// Its speedup over eager PyTorch (the reference), measured beside the reference as
+    /// candidates are: a candidate's speedup over it is the candidate's over the reference
+    /// divided by this, each side normalised by its own reference timing.
+    pub speedup: f64,
+}
+
+/// The measured baselines of the batches' tasks, from the store: `names` (all but `eager`,
+/// which is the reference itself, when empty). A baseline measured under the batch's settings
+/// is preferred; else the most recent one of the task.
+pub fn baselines_for(store: &Store, batch_ids: &[String], names: &[String]) -> Result<Vec<BaselineSet>, ReportError> {
+    let mut tasks: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for id in batch_ids {
+        for e in store.evaluations_for_batch(id)? {
+            tasks.entry(e.key.task_hash).or_default().insert(e.key.settings_hash);
+        }
+    }
+    let mut sets: BTreeMap<String, BaselineSet> = names.iter().map(|n| (n.clone(), BaselineSet { name: n.clone(), by_task: HashMap::new() })).collect();
+    for (task, settings) in &tasks {
+        let mut found = store.baselines(&cudal1_store::BaselineFilter::task(task))?;
+        found.retain(|b| b.baseline.status == cudal1_store::BaselineStatus::Measured && b.baseline.key.name != "eager");
+        // Newest first, then those of the batch's settings first.
+        found.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        found.sort_by_key(|b| !settings.contains(&b.baseline.key.settings_hash));
+        for b in found {
+            let name = &b.baseline.key.name;
+            if !names.is_empty() && !names.contains(name) {
+                continue;
+            }
+            let Some(speedup) = b.baseline.speedup_median.filter(|s| *s > 0.0) else { continue };
+            let set = sets.entry(name.clone()).or_insert_with(|| BaselineSet { name: name.clone(), by_task: HashMap::new() });
+            set.by_task.entry(task.clone()).or_insert(BaselineMeasure { ms: b.baseline.baseline_ms, speedup });
+        }
+    }
+    Ok(sets.into_values().collect())
 }
 
 /// One evaluation with what the report needs beside the stored row.
@@ -66,10 +110,10 @@ impl Row {
         TaskResult { correct: self.correct(), speedup: speedup.map(|s| s.median), speedup_low: speedup.map(|s| s.ci_low), excluded: false }
     }
 
-    /// The candidate's speedup over a baseline's time, when it was measured correct.
-    fn over(&self, baseline_ms: f64) -> Option<f64> {
-        let ms = self.stored.candidate_ms.filter(|m| *m > 0.0 && self.correct())?;
-        Some(baseline_ms / ms)
+    /// The candidate's speedup over a baseline, when it was measured correct.
+    fn over(&self, baseline: &BaselineMeasure) -> Option<f64> {
+        let s = self.stored.speedup_median.filter(|s| *s > 0.0 && self.correct())?;
+        Some(s / baseline.speedup)
     }
 
     fn anchor(&self) -> String {
@@ -83,13 +127,14 @@ struct Batch {
     rows: Vec<Row>,
 }
 
-/// Gathers the report from `store`, measuring candidates also against `baselines`.
-pub fn gather(store: &Store, request: &Request, baselines: &[BaselineSet]) -> Result<Report, ReportError> {
-    let ids = if request.batches.is_empty() { store.batch_ids()?.into_iter().take(1).collect() } else { request.batches.clone() };
+/// Gathers the report from `store`.
+pub fn gather(store: &Store, request: &Request) -> Result<Report, ReportError> {
+    let ids: Vec<String> = if request.batches.is_empty() { store.batch_ids()?.into_iter().take(1).collect() } else { request.batches.clone() };
     let mut batches = Vec::new();
     for (i, id) in ids.iter().enumerate() {
         batches.push(batch(store, id, i)?);
     }
+    let baselines = &baselines_for(store, &ids, &request.baselines)?;
     let mut report = Report {
         title: request.title.clone().unwrap_or_else(|| "cudal1 report".to_owned()),
         store: store.path().display().to_string(),
@@ -212,7 +257,7 @@ fn fast_p(report: &mut Report, batches: &[Batch], baselines: &[BaselineSet]) {
             let results = best
                 .values()
                 .map(|r| {
-                    let s = base.times_ms.get(&r.stored.key.task_hash).and_then(|ms| r.over(*ms));
+                    let s = base.by_task.get(&r.stored.key.task_hash).and_then(|m| r.over(m));
                     TaskResult { correct: r.correct(), speedup: s, speedup_low: None, excluded: false }
                 })
                 .collect();
@@ -292,7 +337,7 @@ fn task_rows(batches: &[Batch], baselines: &[BaselineSet]) -> Vec<TaskRow> {
         .map(|(task, (hash, ref_ms))| TaskRow {
             level: level_of(&task),
             ref_ms,
-            baseline_ms: baselines.iter().map(|b| b.times_ms.get(&hash).copied()).collect(),
+            baseline_ms: baselines.iter().map(|b| b.by_task.get(&hash).and_then(|m| m.ms)).collect(),
             cells: bests
                 .iter()
                 .map(|(best, counts)| {
@@ -349,8 +394,8 @@ fn detail(r: &Row, batch: &str, baselines: &[BaselineSet]) -> EvalDetail {
         baselines: baselines
             .iter()
             .map(|b| {
-                let ms = *b.times_ms.get(&s.key.task_hash)?;
-                Some(BaselineTime { name: b.name.clone(), ms, speedup: r.over(ms) })
+                let m = b.by_task.get(&s.key.task_hash)?;
+                Some(BaselineTime { name: b.name.clone(), ms: m.ms, baseline_speedup: m.speedup, speedup: r.over(m) })
             })
             .collect(),
         claimed: r.claimed,

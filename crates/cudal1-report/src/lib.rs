@@ -9,7 +9,7 @@
 //! use cudal1_store::Store;
 //!
 //! let store = Store::open(std::path::Path::new("cudal1.db"))?;
-//! let report = gather(&store, &Request::default(), &[])?;
+//! let report = gather(&store, &Request::default())?;
 //! std::fs::write("report.html", render(&report)?)?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -22,7 +22,7 @@ mod train;
 
 use std::path::PathBuf;
 
-pub use gather::{gather, unified_diff, BaselineSet, Request, SUMMARY_P};
+pub use gather::{baselines_for, gather, unified_diff, BaselineMeasure, BaselineSet, Request, SUMMARY_P};
 pub use model::Report;
 pub use render::render;
 

@@ -147,7 +147,10 @@ pub struct EvalDetail {
 #[derive(Clone, Debug, Serialize)]
 pub struct BaselineTime {
     pub name: String,
-    pub ms: f64,
+    pub ms: Option<f64>,
+    /// The baseline's own speedup over the reference.
+    pub baseline_speedup: f64,
+    /// The candidate's speedup over the baseline.
     pub speedup: Option<f64>,
 }
 
