@@ -62,7 +62,7 @@ pub struct BaselineMeasure {
 pub fn baselines_for(store: &Store, batch_ids: &[String], names: &[String]) -> Result<Vec<BaselineSet>, ReportError> {
     let mut tasks: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for id in batch_ids {
-        for e in store.evaluations_for_batch(id)? {
+        for e in store.batch_evaluations(id)? {
             tasks.entry(e.key.task_hash).or_default().insert(e.key.settings_hash);
         }
     }
@@ -147,7 +147,9 @@ pub fn gather(store: &Store, request: &Request) -> Result<Report, ReportError> {
     report.tasks = task_rows(&batches, baselines);
     for b in &batches {
         for r in &b.rows {
-            report.details.push(detail(r, &b.view.label, baselines));
+            let code = source(store, &r.stored.candidate_label, &r.stored.key.candidate_hash)?;
+            let reference = source(store, &r.stored.task_path, &r.stored.key.task_hash)?;
+            report.details.push(detail(r, &b.view.label, baselines, code, reference));
         }
         let (findings, warnings) = notices(b);
         report.findings.extend(findings);
@@ -169,9 +171,9 @@ pub fn gather(store: &Store, request: &Request) -> Result<Report, ReportError> {
 
 fn batch(store: &Store, id: &str, index: usize) -> Result<Batch, ReportError> {
     let stored = store.find_batch(id)?.ok_or_else(|| ReportError::UnknownBatch { store: store.path().to_owned(), batch: id.to_owned() })?;
-    let claimed = claimed_scores(&stored.settings);
+    let claimed = claimed_scores(store, id)?;
     let rows: Vec<Row> = store
-        .evaluations_for_batch(id)?
+        .batch_evaluations(id)?
         .into_iter()
         .map(|s| {
             let eval = serde_json::from_value::<Evaluation>(s.measurements.clone()).ok();
@@ -206,8 +208,12 @@ fn batch(store: &Store, id: &str, index: usize) -> Result<Batch, ReportError> {
 }
 
 /// Claims recorded with the batch (`eval --from cuda-l1`): `score_default` by task and candidate hash.
-fn claimed_scores(_settings: &serde_json::Value) -> HashMap<(String, String), f64> {
-    HashMap::new()
+fn claimed_scores(store: &Store, batch_id: &str) -> Result<HashMap<(String, String), f64>, ReportError> {
+    Ok(store
+        .claims(batch_id)?
+        .into_iter()
+        .filter_map(|c| Some(((c.task_hash, c.candidate_hash), c.claimed.get("score_default")?.as_f64()?)))
+        .collect())
 }
 
 fn summary(results: &[TaskResult]) -> Summary {
@@ -369,13 +375,11 @@ fn first_line(text: &str) -> String {
     text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").to_owned()
 }
 
-fn detail(r: &Row, batch: &str, baselines: &[BaselineSet]) -> EvalDetail {
+fn detail(r: &Row, batch: &str, baselines: &[BaselineSet], code: Option<String>, reference: Option<String>) -> EvalDetail {
     let s = &r.stored;
-    let code = source(&s.candidate_label, &s.key.candidate_hash);
-    let reference = source(&s.task_path, &s.key.task_hash);
     let (diff, diff_note) = match (&reference, &code) {
         (Some(a), Some(b)) => (unified_diff(a, b), None),
-        (None, _) => (Vec::new(), Some(format!("the reference `{}` is no longer where it was evaluated (or has changed)", s.task_path))),
+        (None, _) => (Vec::new(), Some(format!("the reference is in neither the store nor `{}`", s.task_path))),
         (_, None) => (Vec::new(), Some("the candidate's code is not available".to_owned())),
     };
     let eval = r.eval.as_ref();
@@ -408,10 +412,14 @@ fn detail(r: &Row, batch: &str, baselines: &[BaselineSet]) -> EvalDetail {
     }
 }
 
-/// The program with content hash `hash`, read from `path` when the file still holds it.
-fn source(path: &str, hash: &str) -> Option<String> {
-    let text = std::fs::read_to_string(path).ok()?;
-    (cudal1_task::content_hash(&text) == hash).then_some(text)
+/// The program with content hash `hash`: from the store, else from `path` when the file still
+/// holds it (batches recorded before the store kept programs).
+fn source(store: &Store, path: &str, hash: &str) -> Result<Option<String>, ReportError> {
+    if let Some(text) = store.source(hash)? {
+        return Ok(Some(text));
+    }
+    let Ok(text) = std::fs::read_to_string(path) else { return Ok(None) };
+    Ok((cudal1_task::content_hash(&text) == hash).then_some(text))
 }
 
 /// A unified diff of `new` against `old`, three lines of context.

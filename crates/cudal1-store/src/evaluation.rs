@@ -185,6 +185,26 @@ pub(crate) fn for_batch(
     rows::all::<RawEvaluation>(conn, path, "evaluations_for_batch", &sql, [batch_id])
 }
 
+/// Every evaluation a batch showed: those recorded under its id and those it reused, oldest row
+/// first.
+pub(crate) fn members(conn: &Connection, path: &Path, batch_id: &str) -> Result<Vec<StoredEvaluation>, StoreError> {
+    let sql = format!("{SELECT} WHERE batch_id = ?1 OR id IN (SELECT evaluation_id FROM batch_evaluations WHERE batch_id = ?1) ORDER BY id");
+    rows::all::<RawEvaluation>(conn, path, "batch_evaluations", &sql, [batch_id])
+}
+
+/// Records that a batch showed these evaluations (new or reused).
+pub(crate) fn add_members(conn: &mut Connection, path: &Path, batch_id: &str, ids: &[i64]) -> Result<(), StoreError> {
+    let err = |e| query_error(path, "add_batch_evaluations", e);
+    let tx = conn.transaction().map_err(err)?;
+    {
+        let mut stmt = tx.prepare_cached("INSERT INTO batch_evaluations (batch_id, evaluation_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING").map_err(err)?;
+        for id in ids {
+            stmt.execute(rusqlite::params![batch_id, id]).map_err(err)?;
+        }
+    }
+    tx.commit().map_err(err)
+}
+
 /// The `limit` most recently recorded (or replaced) evaluations, newest first.
 pub(crate) fn recent(
     conn: &Connection,
@@ -332,6 +352,23 @@ mod tests {
             measurements: serde_json::json!([]),
             duration_ms: 1.0,
         }
+    }
+
+    #[test]
+    fn a_batch_holds_its_own_evaluations_and_those_it_reused() {
+        let mut conn = conn();
+        let p = Path::new("a.db");
+        let mut first = sample("t1");
+        first.batch_id = Some("b1".into());
+        let reused = upsert(&conn, p, &first).unwrap();
+        let mut own = sample("t2");
+        own.batch_id = Some("b2".into());
+        let own = upsert(&conn, p, &own).unwrap();
+        add_members(&mut conn, p, "b2", &[reused, own, reused]).unwrap();
+        let ids = |b: &str| members(&conn, p, b).unwrap().iter().map(|e| e.id).collect::<Vec<_>>();
+        assert_eq!(ids("b2"), [reused, own]);
+        assert_eq!(ids("b1"), [reused]);
+        assert!(ids("b3").is_empty());
     }
 
     #[test]
