@@ -2,7 +2,7 @@
 //! charts are inline SVG built by [`crate::charts`]).
 
 use minijinja::value::Serde;
-use minijinja::{context, Environment, Value};
+use minijinja::{context, AutoEscape, Environment, Error, ErrorKind, Value};
 
 use crate::model::Report;
 use crate::ReportError;
@@ -12,6 +12,14 @@ const TEMPLATE: &str = include_str!("../templates/report.html");
 /// Renders `report` as one HTML document.
 pub fn render(report: &Report) -> Result<String, ReportError> {
     let mut env = Environment::new();
+    // HTML escaping as the charts do it: `/` stays readable in paths and code.
+    env.set_formatter(|out, state, value| {
+        if value.is_safe() || !matches!(state.auto_escape(), AutoEscape::Html) || value.is_undefined() || value.is_none() {
+            return minijinja::escape_formatter(out, state, value);
+        }
+        let text = value.as_str().map_or_else(|| value.to_string(), str::to_owned);
+        out.write_str(&crate::charts::escape(&text)).map_err(|e| Error::new(ErrorKind::WriteFailure, e.to_string()))
+    });
     env.add_template("report.html", TEMPLATE).map_err(ReportError::Render)?;
     env.add_filter("x", |v: Option<f64>| v.map_or_else(|| "–".to_owned(), |v| format!("{v:.2}x")));
     env.add_filter("ms", |v: Option<f64>| v.map_or_else(|| "–".to_owned(), ms));

@@ -7,12 +7,14 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod adversarial;
+mod browser;
 mod cli;
 mod engine;
 mod memory;
 mod optimize;
 mod output;
 mod pty;
+mod report;
 mod train;
 
 fn repo() -> PathBuf {
