@@ -180,11 +180,17 @@ fn axes(out: &mut String, x: &Axis, y: &Axis, x_label: &str, y_label: &str, heig
     );
 }
 
-fn legend(out: &mut String, entries: &[(&str, &str, bool)]) {
+/// Height of the legend below a chart's plot.
+fn legend_height(entries: usize) -> f64 {
+    16.0 * entries as f64 + 4.0
+}
+
+/// The legend, below the plot (whose height is `top`), one entry per line.
+fn legend(out: &mut String, entries: &[(&str, &str, bool)], top: f64) {
     let _ = write!(out, r#"<g class="legend">"#);
     for (i, (name, color, dashed)) in entries.iter().enumerate() {
-        let y = TOP + 8.0 + 14.0 * i as f64;
-        let x = WIDTH - RIGHT - 190.0;
+        let y = top + 8.0 + 16.0 * i as f64;
+        let x = LEFT;
         let dash = if *dashed { r#" stroke-dasharray="4 3""# } else { "" };
         let _ = write!(
             out,
@@ -202,7 +208,7 @@ fn legend(out: &mut String, entries: &[(&str, &str, bool)]) {
 #[must_use]
 pub fn line_chart(chart: &LineChart) -> String {
     let mut out = String::new();
-    open(&mut out, &chart.id, &chart.title, HEIGHT);
+    open(&mut out, &chart.id, &chart.title, HEIGHT + legend_height(chart.series.len()));
     let xs = chart.x_range.or_else(|| range(chart.series.iter().flat_map(|s| s.points.iter().map(|p| p.0))));
     let ys = chart.y_range.or_else(|| range(chart.series.iter().flat_map(|s| s.points.iter().map(|p| p.1))));
     let (Some((x0, x1)), Some((y0, y1))) = (xs, ys) else {
@@ -225,7 +231,7 @@ pub fn line_chart(chart: &LineChart) -> String {
         }
     }
     let entries: Vec<(&str, &str, bool)> = chart.series.iter().map(|s| (s.name.as_str(), s.color, s.dashed)).collect();
-    legend(&mut out, &entries);
+    legend(&mut out, &entries, HEIGHT);
     out.push_str("</svg>");
     out
 }
@@ -234,7 +240,7 @@ pub fn line_chart(chart: &LineChart) -> String {
 #[must_use]
 pub fn grouped_bars(id: &str, title: &str, x_label: &str, categories: &[String], groups: &[(String, Vec<usize>)]) -> String {
     let mut out = String::new();
-    open(&mut out, id, title, HEIGHT);
+    open(&mut out, id, title, HEIGHT + legend_height(groups.len()));
     let max = groups.iter().flat_map(|g| g.1.iter().copied()).max().unwrap_or(0);
     if max == 0 || categories.is_empty() {
         let _ = write!(out, r#"<text class="no-data" x="{}" y="{}" text-anchor="middle">no correct candidates</text></svg>"#, WIDTH / 2.0, HEIGHT / 2.0);
@@ -265,7 +271,7 @@ pub fn grouped_bars(id: &str, title: &str, x_label: &str, categories: &[String],
         }
     }
     let entries: Vec<(&str, &str, bool)> = groups.iter().enumerate().map(|(g, (n, _))| (n.as_str(), color(g), false)).collect();
-    legend(&mut out, &entries);
+    legend(&mut out, &entries, HEIGHT);
     out.push_str("</svg>");
     out
 }

@@ -328,7 +328,9 @@ fn task_rows(batches: &[Batch], baselines: &[BaselineSet]) -> Vec<TaskRow> {
             entry.1 = entry.1.or(r.stored.ref_ms);
         }
     }
-    let bests: Vec<(BTreeMap<&str, &Row>, BTreeMap<&str, usize>)> = batches
+    // Per batch: each task's best candidate, and how many candidates it had.
+    type Best<'a> = (BTreeMap<&'a str, &'a Row>, BTreeMap<&'a str, usize>);
+    let bests: Vec<Best<'_>> = batches
         .iter()
         .map(|b| {
             let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
@@ -360,7 +362,7 @@ fn task_rows(batches: &[Batch], baselines: &[BaselineSet]) -> Vec<TaskRow> {
             task,
         })
         .collect();
-    rows.sort_by(|a, b| natural_key(&a.task).cmp(&natural_key(&b.task)));
+    rows.sort_by_key(|r| natural_key(&r.task));
     rows
 }
 
@@ -541,6 +543,136 @@ fn run(store: &Store, id: &str) -> Result<RunView, ReportError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cudal1_store::{BaselineKey, BaselineStatus, ClaimRecord, EvalKey, NewBaseline, NewBatch, NewEvaluation, NewProgram, NewRound, NewRun, ProgramKey};
+
+    fn evaluation(task: &str, cand: &str, verdict: &str, speedup: Option<(f64, f64, f64)>) -> NewEvaluation {
+        NewEvaluation {
+            key: EvalKey { task_hash: format!("t-{task}"), candidate_hash: format!("c-{cand}"), settings_hash: "s".into() },
+            batch_id: Some("b1".into()),
+            task_name: task.into(),
+            task_path: "/gone/ref.py".into(),
+            candidate_label: format!("/gone/{cand}.py"),
+            verdict: verdict.into(),
+            reason: format!("{verdict} because <reasons>"),
+            speedup_median: speedup.map(|s| s.0),
+            speedup_ci_low: speedup.map(|s| s.1),
+            speedup_ci_high: speedup.map(|s| s.2),
+            ref_ms: Some(2.0),
+            candidate_ms: speedup.map(|s| 2.0 / s.0),
+            device: "cpu".into(),
+            environment: serde_json::json!({}),
+            settings: serde_json::json!({}),
+            measurements: serde_json::json!({}),
+            duration_ms: 1.0,
+        }
+    }
+
+    /// A store with one batch (two tasks, three candidates), their code, a claim, a baseline and
+    /// an optimize run of three generations.
+    fn store() -> Store {
+        let store = Store::open_in_memory().unwrap();
+        store.create_batch(&NewBatch { id: "b1".into(), settings: serde_json::json!({}), suite_path: "tasks".into(), candidates_path: "cands".into() }).unwrap();
+        store.insert_evaluation(&evaluation("level1/1_A", "fast", "correct", Some((2.0, 1.8, 2.2)))).unwrap();
+        store.insert_evaluation(&evaluation("level1/1_A", "wrong", "incorrect", None)).unwrap();
+        store.insert_evaluation(&evaluation("level2/1_B", "slow", "correct", Some((0.5, 0.45, 0.55)))).unwrap();
+        store.record_sources(&[("t-level1/1_A", "def f(x):\n    return x\n"), ("c-fast", "def f(x):\n    return x * 1\n")]).unwrap();
+        store.record_claims(&[ClaimRecord { batch_id: "b1".into(), task_hash: "t-level1/1_A".into(), candidate_hash: "c-fast".into(), claimed: serde_json::json!({"score_default": 3.0}) }]).unwrap();
+        store
+            .record_baseline(&NewBaseline {
+                key: BaselineKey { task_hash: "t-level1/1_A".into(), settings_hash: "s".into(), gpu_class: "cpu".into(), name: "compile-default".into() },
+                task_name: "level1/1_A".into(),
+                status: BaselineStatus::Measured,
+                reason: String::new(),
+                speedup_median: Some(1.6),
+                speedup_ci_low: Some(1.5),
+                speedup_ci_high: Some(1.7),
+                baseline_ms: Some(1.25),
+                reference_ms: Some(2.0),
+                evaluation: serde_json::Value::Null,
+            })
+            .unwrap();
+        store.begin_run(&NewRun { id: "r1".into(), task_hash: "t".into(), task_name: "level1/1_A".into(), task_path: "p".into(), settings_hash: "s".into(), settings: serde_json::json!({}), config: serde_json::json!({}) }).unwrap();
+        let mut parents = Vec::new();
+        for (round, speedup) in [(1u32, 1.1), (2, 1.4), (3, 1.9)] {
+            let id = store
+                .insert_program(&NewProgram {
+                    key: ProgramKey { task_hash: "t".into(), code_hash: format!("p{round}"), settings_hash: "s".into() },
+                    code: format!("# round {round}"),
+                    run_id: "r1".into(),
+                    round,
+                    parent_ids: parents.clone(),
+                    verdict: "correct".into(),
+                    reason: String::new(),
+                    reason_class: String::new(),
+                    speedup_median: Some(speedup),
+                    speedup_ci_low: Some(speedup),
+                    speedup_ci_high: Some(speedup),
+                    evaluation: serde_json::json!({}),
+                })
+                .unwrap();
+            store
+                .finish_round(&NewRound { run_id: "r1".into(), round, samples: 2, valid: 2, correct: 1, new_programs: 1, best_program_id: Some(id), best_speedup: Some(speedup), prompt_tokens: 0, completion_tokens: 0, cost_usd: 0.0, wall_ms: 1.0 })
+                .unwrap();
+            parents = vec![id];
+        }
+        store
+    }
+
+    #[test]
+    fn the_report_holds_the_stores_numbers() {
+        let report = gather(&store(), &Request::default()).unwrap();
+        let b = &report.batches[0];
+        assert_eq!((b.id.as_str(), b.candidates), ("b1", 3));
+        assert_eq!((b.by_task.count, b.by_task.correct), (2, 2));
+        assert!((b.by_task.geomean_speedup.unwrap() - 1.0).abs() < 1e-12);
+        assert_eq!(b.by_task.fast_p[0], (1.0, 0.5, 0.5));
+        assert_eq!((b.by_candidate.count, b.by_candidate.correct), (3, 2));
+        // Against the baseline: 2.0 / 1.6 = 1.25 on the one task it was measured on.
+        assert_eq!(report.baselines, ["reference", "compile-default"]);
+        let row = report.fast_p_rows.iter().find(|r| r.baseline == "compile-default").unwrap();
+        assert_eq!(row.values[2], 0.5, "{row:?}");
+        let a = report.tasks.iter().find(|t| t.task == "level1/1_A").unwrap();
+        assert_eq!((a.ref_ms, a.baseline_ms.clone()), (Some(2.0), vec![Some(1.25)]));
+        let cell = a.cells[0].as_ref().unwrap();
+        assert_eq!((cell.verdict.as_str(), cell.candidates, cell.claimed), ("correct", 2, Some(3.0)));
+        assert_eq!(cell.speedup.unwrap().median, 2.0);
+        // Code and diff from the store, though the files are gone.
+        let fast = report.details.iter().find(|d| d.candidate == "/gone/fast.py").unwrap();
+        assert_eq!(fast.code.as_deref(), Some("def f(x):\n    return x * 1\n"));
+        assert!(fast.diff.iter().any(|l| l.kind == "add" && l.text == "+    return x * 1"), "{:?}", fast.diff);
+        assert!((fast.baselines[0].as_ref().unwrap().speedup.unwrap() - 1.25).abs() < 1e-12);
+        let wrong = report.details.iter().find(|d| d.candidate == "/gone/wrong.py").unwrap();
+        assert!(wrong.code.is_none() && wrong.diff_note.is_some());
+        // Claimed against measured.
+        let claims = &report.claims[0];
+        assert_eq!((claims.claimed_rows, claims.pairs, claims.overstated), (1, 1, 1));
+        assert!((claims.claimed_geomean.unwrap() - 3.0).abs() < 1e-12 && (claims.measured_geomean.unwrap() - 2.0).abs() < 1e-12, "{claims:?}");
+        // The optimize run: best per round and the lineage of the best, newest first.
+        let run = &report.runs[0];
+        assert_eq!(run.rounds.iter().map(|r| r.best_speedup.unwrap()).collect::<Vec<_>>(), [1.1, 1.4, 1.9]);
+        assert_eq!(run.lineage.iter().map(|l| (l.round, l.depth)).collect::<Vec<_>>(), [(3, 0), (2, 1), (1, 2)]);
+        assert_eq!(run.best_code.as_deref(), Some("# round 3"));
+    }
+
+    #[test]
+    fn the_page_escapes_what_it_shows() {
+        let store = store();
+        store.insert_evaluation(&evaluation("level1/2_<script>alert(1)</script>", "x", "timeout", None)).unwrap();
+        let html = crate::render(&gather(&store, &Request::default()).unwrap()).unwrap();
+        assert!(!html.contains("<script>alert(1)"), "unescaped task name");
+        assert!(html.contains("level1/2_&lt;script&gt;alert(1)&lt;/script&gt;"));
+        assert!(html.contains("correct because &lt;reasons&gt;"));
+        assert_eq!(html.matches("<script>").count(), 1, "only the page's own script");
+    }
+
+    #[test]
+    fn unknown_batches_and_runs_are_errors() {
+        let store = store();
+        let e = gather(&store, &Request { batches: vec!["nope".into()], ..Request::default() }).unwrap_err();
+        assert!(matches!(e, ReportError::UnknownBatch { ref batch, .. } if batch == "nope"), "{e:?}");
+        let e = gather(&store, &Request { runs: vec!["nope".into()], ..Request::default() }).unwrap_err();
+        assert!(matches!(e, ReportError::UnknownRun { .. }), "{e:?}");
+    }
 
     #[test]
     fn a_diff_marks_added_and_removed_lines() {
