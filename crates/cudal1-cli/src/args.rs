@@ -1,7 +1,7 @@
 //! Command-line arguments.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use cudal1_eval::{Device, Mode, TimingWindow};
+use cudal1_eval::{Baseline, Device, Mode, TimingWindow};
 use std::path::PathBuf;
 
 /// `--device`: one device or every visible GPU.
@@ -100,6 +100,11 @@ pub enum Command {
     /// Serve rewards and contrastive prompts to RL engines (verl, TRL, OpenRLHF) over HTTP:
     /// every completion is judged by the evaluator, on this machine or by `cudal1 worker`s.
     Serve(Box<crate::cmd_serve::ServeArgs>),
+    /// Measure baselines on every task of a suite: eager PyTorch, `torch.compile` (default,
+    /// reduce-overhead, max-autotune) and CUDA graphs, each by the same protocol as candidates,
+    /// stored so that `eval --baseline NAME` states speedups against them. Rerunning resumes.
+    #[command(allow_negative_numbers = true)]
+    Baselines(Box<BaselinesArgs>),
     /// Take evaluation jobs from a shared queue (`--queue postgres://...`) and judge them on this
     /// machine's device; one worker per GPU.
     Worker(Box<crate::cmd_worker::WorkerArgs>),
@@ -179,6 +184,12 @@ pub struct EvalArgs {
     /// no timing, so evaluations share a device and run in parallel).
     #[arg(long, default_value = "full", value_parser = parse_mode)]
     pub mode: Mode,
+    /// State speedups and fast_p against this baseline as well as against eager PyTorch:
+    /// `eager`, `compile-default`, `compile-reduce-overhead`, `compile-max-autotune` or
+    /// `cuda-graphs`, measured before by `cudal1 baselines` under the same settings, device class
+    /// and store. Where the baseline failed on a task, eager stands in for it.
+    #[arg(long, value_name = "NAME", value_parser = parse_baseline)]
+    pub baseline: Option<Baseline>,
     /// Print JSON (one object for `--task`; for a batch one row per line as each finishes, then a
     /// summary line).
     #[arg(long)]
@@ -189,6 +200,36 @@ pub struct EvalArgs {
     pub prefetch: Option<bool>,
     #[command(flatten)]
     pub common: CommonEval,
+}
+
+#[derive(Args, Debug)]
+pub struct BaselinesArgs {
+    /// The suite (a directory in KernelBench's layout, or one task file).
+    pub dir: PathBuf,
+    /// Only these tasks (`level1/12_Name`, repeatable).
+    #[arg(long, value_name = "TASK")]
+    pub only: Vec<String>,
+    /// The baselines to measure, comma-separated (default: all of `eager`, `compile-default`,
+    /// `compile-reduce-overhead`, `compile-max-autotune`, `cuda-graphs`).
+    #[arg(long, value_delimiter = ',', value_parser = parse_baseline)]
+    pub names: Vec<Baseline>,
+    /// `cpu`, `cuda`, `cuda:N`, or `all` (every visible GPU; the default when there are GPUs).
+    #[arg(long, value_parser = parse_device)]
+    pub device: Option<DeviceFlag>,
+    /// Print one JSON object per task and baseline, then a summary line.
+    #[arg(long)]
+    pub json: bool,
+    /// Seconds one call of a baseline may take, at least `--call-timeout`: the first call of
+    /// `torch.compile` compiles (minutes for `max-autotune`).
+    #[arg(long, value_name = "SECONDS", default_value_t = 600.0)]
+    pub compile_timeout: f64,
+    #[command(flatten)]
+    pub common: CommonEval,
+}
+
+/// A baseline's name.
+pub fn parse_baseline(text: &str) -> Result<Baseline, String> {
+    Baseline::parse(text).ok_or_else(|| format!("unknown baseline `{text}`: use one of {}", Baseline::names()))
 }
 
 #[derive(Args, Debug, Clone)]

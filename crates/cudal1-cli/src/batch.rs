@@ -36,6 +36,8 @@ pub struct Options<'a> {
     pub force: bool,
     /// The store's batch record the evaluations belong to.
     pub batch_id: Option<&'a str>,
+    /// `eval --baseline`: JSON rows also state the speedup against it.
+    pub against: Option<&'a crate::cmd_baselines::Against>,
 }
 
 /// A finished candidate.
@@ -82,6 +84,7 @@ pub fn run(ws: &Workspace, items: &[Item], opts: &Options<'_>, interrupt: &Inter
     let mut reporters = Reporters {
         progress: Progress::new(items.len(), done.len(), opts.progress_lines),
         json: opts.json_lines,
+        against: opts.against,
         recorder: Recorder { store: &ws.store, settings: &settings, batch_id: opts.batch_id, error: None },
     };
     for row in done.values() {
@@ -126,6 +129,7 @@ pub fn run(ws: &Workspace, items: &[Item], opts: &Options<'_>, interrupt: &Inter
 struct Reporters<'a> {
     progress: Progress,
     json: bool,
+    against: Option<&'a crate::cmd_baselines::Against>,
     recorder: Recorder<'a>,
 }
 
@@ -168,6 +172,9 @@ impl Reporters<'_> {
         v["reused"] = row.reused.into();
         if let Some(c) = &item.claimed {
             v["claimed"] = c.clone();
+        }
+        if let Some(against) = self.against {
+            v["baseline"] = against.json(&row.evaluation);
         }
         self.progress.bar.suspend(|| out::line(v))?;
         Ok(())

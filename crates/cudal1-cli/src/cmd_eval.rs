@@ -4,6 +4,7 @@
 
 use crate::args::{EvalArgs, FromFormat};
 use crate::batch::{self, Item, Options};
+use crate::cmd_baselines::{Against, Restated};
 use crate::exit::Status;
 use crate::interrupt;
 use crate::out;
@@ -42,10 +43,11 @@ fn single(a: &EvalArgs, task_path: &Path, cand_path: &Path) -> Result<Status> {
     let task = Task::load(task_path)?;
     let candidate = Candidate::load(cand_path)?;
     let ws = Workspace::resolve(&a.common, a.device.as_ref(), a.prefetch)?;
+    let against = against(a, &ws, &[&task])?;
     let interrupt = interrupt::install("the evaluation under way");
     let expect = expectation(&candidate.source);
     let items = vec![Item { task: Arc::new(task), candidate, expect, claimed: None }];
-    let opts = Options { mode: a.mode, json_lines: false, progress_lines: false, force: a.common.force, batch_id: None };
+    let opts = Options { mode: a.mode, json_lines: false, progress_lines: false, force: a.common.force, batch_id: None, against: None };
     let finished = batch::run(&ws, &items, &opts, &interrupt)?;
     if let Some((_, error)) = finished.task_failures.first() {
         bail!("{error}");
@@ -62,9 +64,15 @@ fn single(a: &EvalArgs, task_path: &Path, cand_path: &Path) -> Result<Status> {
         let mut v = serde_json::to_value(e)?;
         v["id"] = row.id.into();
         v["reused"] = row.reused.into();
+        if let Some(against) = &against {
+            v["baseline"] = against.json(e);
+        }
         out::line(serde_json::to_string_pretty(&v)?)?;
     } else {
         report::print_single(e, row.id)?;
+        if let Some(against) = &against {
+            out::line(format!("vs {}: {} (median, conservative interval)", against.baseline, vs_text(&against.restate(e))))?;
+        }
         if let (Some(id), true) = (row.id, e.measurements.log_tail.as_deref().is_some_and(|l| !l.trim().is_empty())) {
             out::line(format!("log:        {} line(s) of its output: `cudal1 show {id}`", e.measurements.log_tail.as_deref().unwrap_or("").lines().count()))?;
         }
@@ -189,19 +197,35 @@ fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, 
         })?;
     }
     record_inputs(&ws.store, &batch_id, &items)?;
+    let against = against(a, &ws, &items.iter().map(|i| &*i.task).collect::<Vec<_>>())?;
     let interrupt = interrupt::install("the evaluations under way");
-    let opts = Options { mode: a.mode, json_lines: a.json, progress_lines: !a.json, force: a.common.force, batch_id: Some(&batch_id) };
+    let opts = Options { mode: a.mode, json_lines: a.json, progress_lines: !a.json, force: a.common.force, batch_id: Some(&batch_id), against: against.as_ref() };
     let finished = batch::run(&ws, &items, &opts, &interrupt)?;
     ws.store.add_batch_evaluations(&batch_id, &finished.rows.iter().filter_map(|r| r.id).collect::<Vec<_>>())?;
     let rows: Vec<Row<'_>> = finished
         .rows
         .iter()
-        .map(|r| Row { evaluation: &r.evaluation, id: r.id, expect: items[r.item].expect.as_ref(), reused: r.reused, claimed: items[r.item].claimed.as_ref() })
+        .map(|r| Row {
+            evaluation: &r.evaluation,
+            id: r.id,
+            expect: items[r.item].expect.as_ref(),
+            reused: r.reused,
+            claimed: items[r.item].claimed.as_ref(),
+            vs_baseline: against.as_ref().map(|b| vs_text(&b.restate(&r.evaluation))),
+        })
         .collect();
     let timed = a.mode.times();
     let per_candidate: Vec<TaskResult> = rows.iter().map(|r| task_result(r.evaluation)).chain(missing.iter().map(|_| TaskResult::default())).collect();
     let by_candidate = summarize(&per_candidate, &FAST_P);
     let by_task = summarize(&best_per_task(&rows, &missing), &FAST_P);
+    // The same summaries with each speedup restated against `--baseline`.
+    let vs = against.as_ref().map(|b| {
+        let restated: Vec<TaskResult> = rows.iter().map(|r| restated_result(r.evaluation, b)).collect();
+        let per_candidate: Vec<TaskResult> = restated.iter().copied().chain(missing.iter().map(|_| TaskResult::default())).collect();
+        let best = best_of(rows.iter().map(|r| r.evaluation.task.as_str()).zip(restated.iter().copied()), &missing);
+        let fell_back = rows.iter().filter(|r| b.restate(r.evaluation).fell_back_to_eager).count();
+        (b.baseline, summarize(&per_candidate, &FAST_P), summarize(&best, &FAST_P), fell_back)
+    });
     ws.store.finish_batch(&batch_id, &serde_json::json!({"candidates": suite_json(&by_candidate), "tasks": suite_json(&by_task)}))?;
     let mismatched = rows.iter().filter(|r| report::expectation_met(r.evaluation, r.expect) == Some(false)).count();
     let failures: Vec<&str> = finished.task_failures.iter().map(|(_, e)| e.as_str()).collect();
@@ -238,11 +262,21 @@ fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, 
         if let Some(s) = &finished.stats {
             summary["engine"] = engine_json(s);
         }
+        if let Some((name, c, t, fell_back)) = &vs {
+            summary["baseline"] = serde_json::json!({"name": name.name(), "candidates": suite_json(c), "tasks": suite_json(t), "fell_back_to_eager": fell_back});
+        }
         out::line(serde_json::json!({ "summary": summary }))?;
     } else {
-        report::print_table(&rows, &missing.iter().map(|m| (m.task.as_str(), m.at.as_str(), m.reason.as_str())).collect::<Vec<_>>())?;
+        report::print_table(&rows, &missing.iter().map(|m| (m.task.as_str(), m.at.as_str(), m.reason.as_str())).collect::<Vec<_>>(), a.baseline.map(|b| b.name()))?;
         print_summary(&format!("{} candidates", rows.len() + missing.len()), &by_candidate, timed)?;
         print_summary(&format!("best per task ({} tasks)", by_task.tasks), &by_task, timed)?;
+        if let Some((name, c, t, fell_back)) = &vs {
+            print_summary(&format!("{} candidates against {name}", rows.len() + missing.len()), c, timed)?;
+            print_summary(&format!("best per task against {name} ({} tasks)", t.tasks), t, timed)?;
+            if *fell_back > 0 {
+                out::line(format!("{fell_back} candidate(s) are on tasks where {name} failed; eager stands in for it there (`cudal1 baselines` gives the reasons)"))?;
+            }
+        }
         if let Some(c) = &claims {
             out::line(format!(
                 "claimed against measured, over the {} candidates measured correct: claimed geomean {:.3}x, measured {:.3}x",
@@ -378,15 +412,49 @@ fn task_result(e: &Evaluation) -> TaskResult {
     TaskResult { correct, speedup: speedup.map(|s| s.median), speedup_low: speedup.map(|s| s.ci_low), excluded: false }
 }
 
+/// The baselines `--baseline` names, for these tasks (`None` without the flag).
+fn against(a: &EvalArgs, ws: &Workspace, tasks: &[&Task]) -> Result<Option<Against>> {
+    let Some(baseline) = a.baseline else { return Ok(None) };
+    if !a.mode.times() {
+        bail!("`--baseline {baseline}` compares speedups, but `--mode {}` does not time\nhint: leave out `--mode` (or use `--mode full`)", a.mode);
+    }
+    Against::load(ws, baseline, tasks).map(Some)
+}
+
+/// `2.00x [1.00, 4.00]`, and where the baseline failed on the task, that eager stood in.
+fn vs_text(r: &Restated) -> String {
+    let mut text = r.speedup.map_or("-".into(), |s| format!("{:.2}x [{:.2}, {:.2}]", s.median, s.ci_low, s.ci_high));
+    if r.fell_back_to_eager {
+        text.push_str(" (baseline failed: vs eager)");
+    }
+    text
+}
+
+/// As [`task_result`], with the speedup restated against a baseline.
+fn restated_result(e: &Evaluation, against: &Against) -> TaskResult {
+    let mut t = task_result(e);
+    if t.correct {
+        let s = against.restate(e).speedup;
+        t.speedup = s.map(|s| s.median);
+        t.speedup_low = s.map(|s| s.ci_low);
+    }
+    t
+}
+
 /// KernelBench counts tasks: a task is solved by its best correct candidate.
 fn best_per_task(rows: &[Row<'_>], missing: &[Missing]) -> Vec<TaskResult> {
+    best_of(rows.iter().map(|r| (r.evaluation.task.as_str(), task_result(r.evaluation))), missing)
+}
+
+/// The best result per task of `(task, result)` pairs; tasks with only missing rows count as not
+/// solved.
+fn best_of<'a>(results: impl Iterator<Item = (&'a str, TaskResult)>, missing: &'a [Missing]) -> Vec<TaskResult> {
     let mut best: BTreeMap<&str, TaskResult> = BTreeMap::new();
     for m in missing {
         best.entry(m.task.as_str()).or_default();
     }
-    for r in rows {
-        let t = task_result(r.evaluation);
-        let entry = best.entry(r.evaluation.task.as_str()).or_insert(t);
+    for (task, t) in results {
+        let entry = best.entry(task).or_insert(t);
         let better = match (t.correct, entry.correct) {
             (true, false) => true,
             (true, true) => t.speedup.unwrap_or(0.0) > entry.speedup.unwrap_or(0.0),

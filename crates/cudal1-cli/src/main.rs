@@ -2,6 +2,7 @@
 
 mod args;
 mod batch;
+mod cmd_baselines;
 mod cmd_eval;
 mod cmd_export;
 mod cmd_optimize;
@@ -29,6 +30,7 @@ fn main() -> ExitCode {
     style::init(cli.verbose);
     let result = match cli.command {
         args::Command::Eval(a) => cmd_eval::run(a),
+        args::Command::Baselines(a) => cmd_baselines::run(*a),
         args::Command::Tasks(a) => cmd_tasks::run(a),
         args::Command::Optimize(a) => cmd_optimize::run(*a),
         args::Command::Train(a) => cmd_train::run(*a),

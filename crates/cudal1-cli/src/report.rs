@@ -192,21 +192,28 @@ pub struct Row<'a> {
     pub reused: bool,
     /// Another system's claimed speedups (`eval --from`).
     pub claimed: Option<&'a serde_json::Value>,
+    /// `eval --baseline`: the speedup against the baseline, as the table shows it.
+    pub vs_baseline: Option<String>,
 }
 
 pub fn expectation_met(e: &Evaluation, expect: Option<&Expectation>) -> Option<bool> {
     expect.map(|x| x.verdict == e.verdict.as_str())
 }
 
-/// The table of a batch; `missing` rows (task, label, why) had nothing to evaluate.
-pub fn print_table(rows: &[Row<'_>], missing: &[(&str, &str, &str)]) -> io::Result<()> {
+/// The table of a batch; `missing` rows (task, label, why) had nothing to evaluate; with
+/// `baseline`, a column of speedups against it.
+pub fn print_table(rows: &[Row<'_>], missing: &[(&str, &str, &str)], baseline: Option<&str>) -> io::Result<()> {
     let claims = rows.iter().any(|r| r.claimed.is_some());
+    let vs_header = baseline.map(|b| format!("vs {b} [95% CI]"));
     // Below 120 columns the times give way to the reason (`cudal1 show` has them).
     let times = style::width().is_none_or(|w| w >= 120);
     let mut t = style::table();
     let mut header = vec!["id", "task", "candidate", "verdict", "speedup [95% CI]"];
     if claims {
         header.push("claimed");
+    }
+    if let Some(h) = &vs_header {
+        header.push(h);
     }
     if times {
         header.extend(["ref ms", "cand ms"]);
@@ -241,6 +248,9 @@ pub fn print_table(rows: &[Row<'_>], missing: &[(&str, &str, &str)]) -> io::Resu
             let claimed = r.claimed.and_then(|c| c.get("score_default")).and_then(serde_json::Value::as_f64);
             cells.push(comfy_table::Cell::new(claimed.map_or("-".into(), |c| format!("{c:.2}x"))));
         }
+        if vs_header.is_some() {
+            cells.push(comfy_table::Cell::new(r.vs_baseline.clone().unwrap_or_else(|| "-".into())));
+        }
         if times {
             cells.extend([ms(e.ref_ms), ms(e.candidate_ms)].map(comfy_table::Cell::new));
         }
@@ -250,6 +260,9 @@ pub fn print_table(rows: &[Row<'_>], missing: &[(&str, &str, &str)]) -> io::Resu
     for (task, label, why) in missing {
         let mut cells = vec!["-".to_owned(), (*task).to_owned(), (*label).to_owned(), "no code".into(), "-".into()];
         if claims {
+            cells.push("-".into());
+        }
+        if vs_header.is_some() {
             cells.push("-".into());
         }
         if times {

@@ -12,6 +12,7 @@
 //! ([`candidate::Unjudged::Host`], [`JobOutcome::HostFailed`]).
 
 pub mod bandwidth;
+pub mod baseline;
 pub mod candidate;
 pub mod compile;
 pub mod cores;
@@ -31,6 +32,7 @@ pub mod verdict;
 pub mod window;
 
 pub use engine::{default_lanes, Canceller, Done, EngineConfig, EngineStats, Event, EventKind, Evaluator, Job, JobHandle, JobId, JobOutcome, Work};
+pub use baseline::Baseline;
 pub use compile::{CompileCache, CompileOutcome};
 pub use reference::{ReferenceError, ReferenceSession};
 pub use runner::RunnerEnv;

@@ -7,6 +7,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod adversarial;
+mod baselines;
 mod browser;
 mod cli;
 mod engine;
