@@ -206,7 +206,7 @@ fn screenshot(browser: &mut Browser, to: &Path) -> usize {
 fn a_person_sees_the_report_in_a_real_browser_without_errors_or_requests() {
     let s = suite();
     let file = s.dir.join("browser.html");
-    report(&s.db, &[], &file);
+    report(&s.db, &["--batch", s.summary["batch"].as_str().unwrap()], &file);
     let url = format!("file://{}", file.canonicalize().unwrap().display());
     let mut b = Browser::start();
     b.open_page();

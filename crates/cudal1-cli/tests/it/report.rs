@@ -80,7 +80,8 @@ fn escape(text: &str) -> String {
 #[test]
 fn the_reports_numbers_are_the_stores() {
     let s = suite();
-    let html = report(&s.db, &[], &s.dir.join("numbers.html"));
+    // Other tests add batches to the store: name this one.
+    let html = report(&s.db, &["--batch", s.summary["batch"].as_str().unwrap()], &s.dir.join("numbers.html"));
     // The summary over tasks and over candidates: as `eval --json` summarised the batch.
     for (over, key) in [("tasks", "tasks"), ("candidates", "candidates")] {
         let expected = &s.summary[key];
@@ -198,4 +199,34 @@ fn an_unknown_batch_or_missing_store_says_what_to_do() {
     let out = cmd.output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("there is no store"));
+}
+
+#[test]
+fn candidates_are_measured_against_a_baseline_the_real_command_stored() {
+    let s = suite();
+    let task = "level1/1_Diagonal_Matmul";
+    let mut cmd = cudal1(&s.db);
+    cmd.args(["baselines", "tests/suite-cpu/tasks", "--only", task, "--names", "compile-default", "--json"]).args(FAST_TIMING);
+    let out = run(cmd);
+    assert!(out.status.success());
+    let measured = super::json_lines(&out).into_iter().find(|l| l["baseline"] == "compile-default").unwrap();
+    assert_eq!(measured["status"], "measured", "{measured}");
+    let (baseline_speedup, baseline_ms) = (measured["speedup"]["median"].as_f64().unwrap(), measured["baseline_ms"].as_f64().unwrap());
+
+    let html = report(&s.db, &["--batch", s.summary["batch"].as_str().unwrap(), "--baseline", "compile-default"], &s.dir.join("baseline.html"));
+    assert!(html.contains("<th class=\"sortable num\">compile-default</th>"), "no baseline column");
+    // The task's row shows the baseline's time; the fast candidate its speedup over the baseline.
+    let row = &html[html.find(&format!("data-task=\"{task}\"")).unwrap()..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(row.contains(&format!("data-value=\"{baseline_ms}\"")), "the baseline's time {baseline_ms} is not in {row}");
+    let fast = s.rows.iter().find(|r| r["candidate"].as_str().unwrap().ends_with("1_Diagonal_Matmul/fast.py")).unwrap();
+    let over = fast["speedup"]["median"].as_f64().unwrap() / baseline_speedup;
+    let line = &html[html.find(&format!("<tr class=\"candidate-row\" data-id=\"{}\">", fast["id"])).unwrap()..];
+    let line = &line[..line.find("</tr>").unwrap()];
+    assert!(line.contains(&format!("data-value=\"{over}\"")), "the speedup over the baseline {over} is not in {line}");
+    // fast_1 against it: only the task that has the baseline can count, of the three.
+    let table = &html[html.find("id=\"fast-p-table\"").unwrap()..];
+    let against = &table[table.find("<td>compile-default</td>").expect("a fast_p row for the baseline")..];
+    let fast_1: f64 = against.split("data-value=\"").nth(3).unwrap().split('"').next().unwrap().parse().unwrap();
+    assert!(close(fast_1, if over > 1.0 { 1.0 / 3.0 } else { 0.0 }), "fast_1 against compile-default: {fast_1}");
 }
