@@ -163,9 +163,10 @@ pub fn gather(store: &Store, request: &Request) -> Result<Report, ReportError> {
     for id in &runs {
         report.runs.push(run(store, id)?);
     }
-    for dir in &request.training {
-        report.training.push(train::read(dir)?);
-    }
+    report.runs_compared = compare_runs(&report.runs);
+    let training = request.training.iter().map(|d| train::read(d)).collect::<Result<Vec<_>, _>>()?;
+    report.training_compared = train::compare(&training);
+    report.training = training.into_iter().map(train::Run::into_view).collect();
     Ok(report)
 }
 
@@ -492,6 +493,24 @@ fn claims(b: &Batch) -> Option<ClaimsView> {
     })
 }
 
+/// Best speedup per round of every run in one chart, when there are several.
+fn compare_runs(runs: &[RunView]) -> String {
+    if runs.len() < 2 {
+        return String::new();
+    }
+    let series = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| Series {
+            name: format!("{} ({})", r.task, r.id.chars().take(12).collect::<String>()),
+            points: r.rounds.iter().filter_map(|rd| Some((f64::from(rd.round), rd.best_speedup?))).collect(),
+            color: charts::color(i),
+            dashed: false,
+        })
+        .collect();
+    charts::line_chart(&LineChart { id: "runs-compared".into(), title: "Best speedup per round, runs side by side".into(), x_label: "round".into(), y_label: "best speedup".into(), series, x_range: None, y_range: None, dots: true })
+}
+
 fn run(store: &Store, id: &str) -> Result<RunView, ReportError> {
     let stored = store.find_run(id)?.ok_or_else(|| ReportError::UnknownRun { store: store.path().to_owned(), run: id.to_owned() })?;
     let rounds: Vec<RoundRow> = store
@@ -652,6 +671,17 @@ mod tests {
         assert_eq!(run.rounds.iter().map(|r| r.best_speedup.unwrap()).collect::<Vec<_>>(), [1.1, 1.4, 1.9]);
         assert_eq!(run.lineage.iter().map(|l| (l.round, l.depth)).collect::<Vec<_>>(), [(3, 0), (2, 1), (1, 2)]);
         assert_eq!(run.best_code.as_deref(), Some("# round 3"));
+        assert!(report.runs_compared.is_empty(), "one run needs no comparison");
+    }
+
+    #[test]
+    fn several_runs_are_overlaid_in_one_chart() {
+        let store = store();
+        store.begin_run(&NewRun { id: "r2".into(), task_hash: "t".into(), task_name: "level1/1_A".into(), task_path: "p".into(), settings_hash: "s".into(), settings: serde_json::json!({}), config: serde_json::json!({}) }).unwrap();
+        store.finish_round(&NewRound { run_id: "r2".into(), round: 1, samples: 1, valid: 1, correct: 1, new_programs: 0, best_program_id: None, best_speedup: Some(1.2), prompt_tokens: 0, completion_tokens: 0, cost_usd: 0.0, wall_ms: 1.0 }).unwrap();
+        let report = gather(&store, &Request::default()).unwrap();
+        assert_eq!(report.runs.len(), 2);
+        assert_eq!(report.runs_compared.matches("<polyline").count(), 2, "{}", report.runs_compared);
     }
 
     #[test]

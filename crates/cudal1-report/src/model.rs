@@ -31,7 +31,11 @@ pub struct Report {
     /// Another system's claimed speedups beside the measured ones, per batch that has them.
     pub claims: Vec<ClaimsView>,
     pub runs: Vec<RunView>,
+    /// Inline SVG: every run's best speedup per round (empty for fewer than two runs).
+    pub runs_compared: String,
     pub training: Vec<TrainingView>,
+    /// Inline SVG per metric that several training runs share, a line per run.
+    pub training_compared: Vec<String>,
 }
 
 /// One batch's summary.

@@ -158,7 +158,13 @@ fn batches_side_by_side_with_claimed_numbers_and_training_curves() {
     let metrics: Vec<String> = (1..=6).map(|i| serde_json::json!({"step": i, "loss": 1.0 / f64::from(i), "reward": {"mean": 0.1 * f64::from(i)}}).to_string()).collect();
     std::fs::write(train.join("metrics.jsonl"), metrics.join("\n")).unwrap();
 
-    let html = report(&s.db, &["--batch", suite_batch, "--batch", claims_batch, "--train", train.to_str().unwrap(), "--title", "side by side"], &s.dir.join("side.html"));
+    // A second run of another stage, to be overlaid with the first.
+    let train2 = s.dir.join("train-run-2");
+    std::fs::create_dir_all(&train2).unwrap();
+    std::fs::write(train2.join("run.json"), r#"{"stage": "selfsup", "settings": {}}"#).unwrap();
+    std::fs::write(train2.join("metrics.jsonl"), metrics[..3].join("\n")).unwrap();
+
+    let html = report(&s.db, &["--batch", suite_batch, "--batch", claims_batch, "--train", train.to_str().unwrap(), "--train", train2.to_str().unwrap(), "--title", "side by side"], &s.dir.join("side.html"));
     assert!(html.contains("<title>side by side</title>"));
     assert!(html.contains(&format!("data-batch=\"{suite_batch}\"")) && html.contains(&format!("data-batch=\"{claims_batch}\"")));
     // A column per batch in the task table: the claimed batch's cell of a task it lacks is empty.
@@ -180,6 +186,8 @@ fn batches_side_by_side_with_claimed_numbers_and_training_curves() {
     assert!(training.contains("grpo, 6 step(s)"));
     let reward = training.find("train-train-run-reward-mean").expect("a reward curve");
     assert!(reward < training.find("train-train-run-loss").expect("a loss curve"));
+    let compared = &training[training.find("id=\"train-compare-reward-mean\"").expect("the runs' rewards overlaid")..];
+    assert_eq!(compared[..compared.find("</svg>").unwrap()].matches("<polyline").count(), 2);
 }
 
 #[test]
