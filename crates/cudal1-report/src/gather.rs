@@ -183,6 +183,7 @@ fn batch(store: &Store, id: &str, index: usize) -> Result<Batch, ReportError> {
         })
         .collect();
     let first = rows.first().map(|r| &r.stored);
+    let missing = missing(stored.summary.as_ref(), &rows);
     let mut verdicts: BTreeMap<&str, usize> = Verdict::ALL.iter().map(|v| (v.as_str(), 0)).collect();
     for r in &rows {
         *verdicts.entry(r.stored.verdict.as_str()).or_default() += 1;
@@ -200,12 +201,28 @@ fn batch(store: &Store, id: &str, index: usize) -> Result<Batch, ReportError> {
         gpu: rows.iter().find_map(|r| r.eval.as_ref()?.environment.gpu.clone()),
         candidates: rows.len(),
         verdicts: Verdict::ALL.iter().map(|v| (v.as_str().to_owned(), verdicts[v.as_str()])).collect(),
-        by_task: summary(&best_per_task(&rows).into_values().map(Row::task_result).collect::<Vec<_>>()),
-        by_candidate: summary(&rows.iter().map(Row::task_result).collect::<Vec<_>>()),
+        by_task: summary(&padded(best_per_task(&rows).into_values().map(Row::task_result).collect(), missing.0)),
+        by_candidate: summary(&padded(rows.iter().map(Row::task_result).collect(), missing.1)),
+        missing_tasks: missing.0,
+        missing_candidates: missing.1,
         findings,
         warnings,
     };
     Ok(Batch { view, rows })
+}
+
+/// Rows of the batch that had nothing to evaluate (a release's task without code): eval counts
+/// them as not solved, in its summary's counts over tasks and candidates; the report does too.
+fn missing(summary: Option<&serde_json::Value>, rows: &[Row]) -> (usize, usize) {
+    let count = |key: &str| summary.and_then(|s| s.get(key)?.get("count")?.as_u64()).and_then(|n| usize::try_from(n).ok());
+    let tasks = rows.iter().map(|r| r.stored.task_name.as_str()).collect::<BTreeSet<_>>().len();
+    (count("tasks").map_or(0, |n| n.saturating_sub(tasks)), count("candidates").map_or(0, |n| n.saturating_sub(rows.len())))
+}
+
+/// `results` and `n` unsolved results.
+fn padded(mut results: Vec<TaskResult>, n: usize) -> Vec<TaskResult> {
+    results.extend(std::iter::repeat_n(TaskResult::default(), n));
+    results
 }
 
 /// Claims recorded with the batch (`eval --from cuda-l1`): `score_default` by task and candidate hash.
@@ -259,7 +276,8 @@ fn fast_p(report: &mut Report, batches: &[Batch], baselines: &[BaselineSet]) {
     let mut series = Vec::new();
     for (bi, b) in batches.iter().enumerate() {
         let best = best_per_task(&b.rows);
-        let mut against: Vec<(String, Vec<TaskResult>)> = vec![("reference".to_owned(), best.values().map(|r| r.task_result()).collect())];
+        let pad = b.view.missing_tasks;
+        let mut against: Vec<(String, Vec<TaskResult>)> = vec![("reference".to_owned(), padded(best.values().map(|r| r.task_result()).collect(), pad))];
         for base in baselines {
             let results = best
                 .values()
@@ -268,7 +286,7 @@ fn fast_p(report: &mut Report, batches: &[Batch], baselines: &[BaselineSet]) {
                     TaskResult { correct: r.correct(), speedup: s, speedup_low: None, excluded: false }
                 })
                 .collect();
-            against.push((base.name.clone(), results));
+            against.push((base.name.clone(), padded(results, pad)));
         }
         for (ai, (name, results)) in against.iter().enumerate() {
             let curve = summarize(results, &ps);
@@ -672,6 +690,19 @@ mod tests {
         assert_eq!(run.lineage.iter().map(|l| (l.round, l.depth)).collect::<Vec<_>>(), [(3, 0), (2, 1), (1, 2)]);
         assert_eq!(run.best_code.as_deref(), Some("# round 3"));
         assert!(report.runs_compared.is_empty(), "one run needs no comparison");
+    }
+
+    #[test]
+    fn rows_without_code_count_as_unsolved_as_eval_counts_them() {
+        let store = store();
+        // eval's summary of a release with one more task and candidate that had no code.
+        store.finish_batch("b1", &serde_json::json!({"tasks": {"count": 3}, "candidates": {"count": 4}})).unwrap();
+        let report = gather(&store, &Request::default()).unwrap();
+        let b = &report.batches[0];
+        assert_eq!((b.missing_tasks, b.missing_candidates), (1, 1));
+        assert_eq!((b.by_task.count, b.by_task.correct, b.by_candidate.count), (3, 2, 4));
+        assert!((b.by_task.correct_rate - 2.0 / 3.0).abs() < 1e-12);
+        assert!((report.fast_p_rows[0].values[2] - 1.0 / 3.0).abs() < 1e-12, "{:?}", report.fast_p_rows[0]);
     }
 
     #[test]

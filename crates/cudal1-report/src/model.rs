@@ -58,6 +58,10 @@ pub struct BatchView {
     pub by_candidate: Summary,
     pub findings: usize,
     pub warnings: usize,
+    /// Tasks and candidates (rows of a release) that had no code to evaluate: counted as not
+    /// solved in the summaries and fast_p, as eval counts them.
+    pub missing_tasks: usize,
+    pub missing_candidates: usize,
 }
 
 /// A suite summary's numbers, raw and as text.
