@@ -201,7 +201,8 @@ fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, 
     let interrupt = interrupt::install("the evaluations under way");
     let opts = Options { mode: a.mode, json_lines: a.json, progress_lines: !a.json, force: a.common.force, batch_id: Some(&batch_id), against: against.as_ref() };
     let finished = batch::run(&ws, &items, &opts, &interrupt)?;
-    ws.store.add_batch_evaluations(&batch_id, &finished.rows.iter().filter_map(|r| r.id).collect::<Vec<_>>())?;
+    let members: Vec<(i64, &str, &str)> = finished.rows.iter().filter_map(|r| Some((r.id?, r.evaluation.task.as_str(), r.evaluation.candidate.as_str()))).collect();
+    ws.store.add_batch_evaluations(&batch_id, &members)?;
     let rows: Vec<Row<'_>> = finished
         .rows
         .iter()

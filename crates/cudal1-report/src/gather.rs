@@ -88,6 +88,8 @@ pub fn baselines_for(store: &Store, batch_ids: &[String], names: &[String]) -> R
 
 /// One evaluation with what the report needs beside the stored row.
 struct Row {
+    /// Which batch of the report it belongs to (an evaluation may be shown by several).
+    batch: usize,
     stored: StoredEvaluation,
     eval: Option<Evaluation>,
     claimed: Option<f64>,
@@ -116,8 +118,9 @@ impl Row {
         Some(s / baseline.speedup)
     }
 
+    /// Unique in the page: `b2-e17` is evaluation 17 as the second batch showed it.
     fn anchor(&self) -> String {
-        format!("e{}", self.stored.id)
+        format!("b{}-e{}", self.batch + 1, self.stored.id)
     }
 }
 
@@ -179,7 +182,7 @@ fn batch(store: &Store, id: &str, index: usize) -> Result<Batch, ReportError> {
         .map(|s| {
             let eval = serde_json::from_value::<Evaluation>(s.measurements.clone()).ok();
             let claimed = claimed.get(&(s.key.task_hash.clone(), s.key.candidate_hash.clone())).copied();
-            Row { stored: s, eval, claimed }
+            Row { batch: index, stored: s, eval, claimed }
         })
         .collect();
     let first = rows.first().map(|r| &r.stored);

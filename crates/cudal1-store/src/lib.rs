@@ -150,9 +150,11 @@ impl Store {
         evaluation::members(&self.conn(), &self.path, batch_id)
     }
 
-    /// Records that a batch showed these evaluations (by row id), whether new or reused.
-    pub fn add_batch_evaluations(&self, batch_id: &str, ids: &[i64]) -> Result<(), StoreError> {
-        evaluation::add_members(&mut self.conn(), &self.path, batch_id, ids)
+    /// Records that a batch showed these evaluations, whether new or reused: `(row id, task
+    /// name, candidate label)` as the batch named them ([`Store::batch_evaluations`] gives them
+    /// under these names).
+    pub fn add_batch_evaluations(&self, batch_id: &str, members: &[(i64, &str, &str)]) -> Result<(), StoreError> {
+        evaluation::add_members(&mut self.conn(), &self.path, batch_id, members)
     }
 
     /// The `limit` most recently recorded evaluations, newest first.

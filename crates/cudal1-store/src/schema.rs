@@ -211,6 +211,9 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE batch_evaluations (
         batch_id        TEXT NOT NULL,
         evaluation_id   INTEGER NOT NULL,
+        -- As the batch named them (a reused evaluation keeps the names it was recorded under).
+        task_name       TEXT NOT NULL,
+        candidate_label TEXT NOT NULL,
         PRIMARY KEY (batch_id, evaluation_id)
     );
     CREATE TABLE sources (

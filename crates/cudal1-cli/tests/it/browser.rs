@@ -235,7 +235,7 @@ fn a_person_sees_the_report_in_a_real_browser_without_errors_or_requests() {
     let finding = b.eval("Array.from(document.querySelectorAll('#findings-table tr.finding-row')).map(r => r.textContent)");
     assert!(finding.to_string().contains("output_aliases_input"), "{finding}");
     let opened = b.eval(&format!(
-        "(() => {{ document.querySelector('#findings-table a[href=\"#e{exploit}\"]').click(); const d = document.getElementById('e{exploit}'); return {{open: d.open, code: d.querySelector('pre.code').textContent, added: d.querySelectorAll('pre.diff .add').length, removed: d.querySelectorAll('pre.diff .del').length, codeHeight: d.querySelector('pre.code').getBoundingClientRect().height}}; }})()"
+        "(() => {{ document.querySelector('#findings-table a[href=\"#b1-e{exploit}\"]').click(); const d = document.getElementById('b1-e{exploit}'); return {{open: d.open, code: d.querySelector('pre.code').textContent, added: d.querySelectorAll('pre.diff .add').length, removed: d.querySelectorAll('pre.diff .del').length, codeHeight: d.querySelector('pre.code').getBoundingClientRect().height}}; }})()"
     ));
     assert_eq!(opened["open"], json!(true), "{opened}");
     assert!(opened["code"].as_str().unwrap().contains("class ModelNew"), "{opened}");

@@ -108,7 +108,7 @@ fn the_reports_numbers_are_the_stores() {
         if let Some(m) = row["speedup"]["median"].as_f64() {
             assert!(line.contains(&format!("data-value=\"{m}\"")), "row {id} lacks its speedup {m}: {line}");
         }
-        let details = format!("<details class=\"candidate\" id=\"e{id}\"");
+        let details = format!("<details class=\"candidate\" id=\"b1-e{id}\"");
         let d = html.find(&details).unwrap_or_else(|| panic!("no details for {id}"));
         let block = &html[d..d + html[d..].find("</details>\n").unwrap()];
         let label = row["candidate"].as_str().unwrap();
@@ -120,7 +120,7 @@ fn the_reports_numbers_are_the_stores() {
     let exploit = s.rows.iter().find(|r| r["verdict"] == "exploit").unwrap();
     let findings = &html[html.find("id=\"findings-table\"").expect("a findings table")..];
     let findings = &findings[..findings.find("</table>").unwrap()];
-    assert!(findings.contains(&format!("href=\"#e{}\"", exploit["id"])), "{findings}");
+    assert!(findings.contains(&format!("href=\"#b1-e{}\"", exploit["id"])), "{findings}");
     assert_eq!(findings.matches("output_aliases_input").count(), 1, "{findings}");
     // A chart per level and the fast_p curves; nothing from the network.
     assert!(html.contains("id=\"dist-level1\"") && html.contains("id=\"dist-level2\"") && html.contains("<svg class=\"chart\" id=\"fast-p\""));
@@ -181,6 +181,12 @@ fn batches_side_by_side_with_claimed_numbers_and_training_curves() {
     let scatter = &scatter[..scatter.find("</svg>").unwrap()];
     assert_eq!(scatter.matches("class=\"point\"").count(), claimed["rows"].as_u64().unwrap() as usize);
     assert!(html.contains("claimed 40.00x"));
+    // The release's rows reuse the suite's evaluations, under the release's labels and their own anchors.
+    let fast = s.rows.iter().find(|r| r["candidate"].as_str().unwrap().ends_with("1_Diagonal_Matmul/fast.py")).unwrap()["id"].as_i64().unwrap();
+    for (anchor, label) in [(format!("b1-e{fast}"), "1_Diagonal_Matmul/fast.py"), (format!("b2-e{fast}"), "release.jsonl:1")] {
+        let d = &html[html.find(&format!("<details class=\"candidate\" id=\"{anchor}\"")).unwrap_or_else(|| panic!("no {anchor}"))..];
+        assert!(d[..d.find("</summary>").unwrap()].contains(label), "{anchor} should be {label}");
+    }
     // Training curves, reward first.
     let training = &html[html.find("id=\"training\"").expect("a training section")..];
     assert!(training.contains("grpo, 6 step(s)"));
