@@ -303,6 +303,7 @@ pub struct EvalArgs {
     pub sample_seed: u64,
     #[command(flatten)]
     pub policy: PolicyArgs,
+    /// Where the samples are evaluated: `cpu`, `cuda`, `cuda:N` or `all` (every GPU, the default when there are any).
     #[arg(long, value_parser = crate::args::parse_device)]
     pub device: Option<DeviceFlag>,
     #[command(flatten)]
