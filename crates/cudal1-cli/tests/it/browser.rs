@@ -58,7 +58,7 @@ struct Browser {
     events: Vec<Value>,
     next_id: u64,
     session: Option<String>,
-    _profile: tempfile::TempDir,
+    profile: tempfile::TempDir,
 }
 
 impl Browser {
@@ -87,7 +87,7 @@ impl Browser {
         .arg("about:blank")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        .stderr(std::fs::File::create(profile.path().join("chromium.log")).unwrap());
         // SAFETY: only async-signal-safe calls (fcntl, dup2) between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
@@ -121,7 +121,7 @@ impl Browser {
                 }
             }
         });
-        Browser { child, commands: std::fs::File::from(cmd_write), messages, events: Vec::new(), next_id: 1, session: None, _profile: profile }
+        Browser { child, commands: std::fs::File::from(cmd_write), messages, events: Vec::new(), next_id: 1, session: None, profile }
     }
 
     /// Sends a command (to the page's session once attached) and waits for its result.
@@ -138,7 +138,7 @@ impl Browser {
         let deadline = Instant::now() + WAIT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let m = self.messages.recv_timeout(left).unwrap_or_else(|_| panic!("no reply to `{method}` within {WAIT:?}"));
+            let m = self.messages.recv_timeout(left).unwrap_or_else(|_| panic!("no reply to `{method}` within {WAIT:?}; Chromium said:\n{}", self.log()));
             if m["id"] == json!(id) {
                 assert!(m.get("error").is_none(), "`{method}` failed: {m}");
                 return m["result"].clone();
@@ -155,13 +155,19 @@ impl Browser {
         let deadline = Instant::now() + WAIT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let m = self.messages.recv_timeout(left).unwrap_or_else(|_| panic!("no `{method}` within {WAIT:?}"));
+            let m = self.messages.recv_timeout(left).unwrap_or_else(|_| panic!("no `{method}` within {WAIT:?}; Chromium said:\n{}", self.log()));
             let done = m["method"] == method;
             self.events.push(m);
             if done {
                 return;
             }
         }
+    }
+
+    /// The end of Chromium's stderr, to explain a browser that does not answer.
+    fn log(&self) -> String {
+        let text = std::fs::read_to_string(self.profile.path().join("chromium.log")).unwrap_or_default();
+        text.lines().rev().take(30).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
     }
 
     /// Opens a page target and attaches to it (flat sessions).
