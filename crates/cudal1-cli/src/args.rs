@@ -92,6 +92,9 @@ pub enum Command {
     Show(ShowArgs),
     /// Write the store's evaluations as JSON lines or CSV.
     Export(ExportArgs),
+    /// Write one self-contained HTML report from the store: summaries, fast_p curves, every
+    /// task's verdicts with code and diffs, findings, optimize histories and training curves.
+    Report(crate::cmd_report::ReportArgs),
     /// Print a shell completion script (`cudal1 completions bash > ~/.local/share/bash-completion/completions/cudal1`).
     Completions(CompletionsArgs),
     /// Serve rewards and contrastive prompts to RL engines (verl, TRL, OpenRLHF) over HTTP:

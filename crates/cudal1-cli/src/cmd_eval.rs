@@ -14,7 +14,7 @@ use anyhow::{bail, Result};
 use clap::ValueEnum;
 use cudal1_eval::{Evaluation, Verdict};
 use cudal1_stats::{summarize, SuiteSummary, TaskResult};
-use cudal1_store::NewBatch;
+use cudal1_store::{ClaimRecord, NewBatch};
 use cudal1_task::{expectation, load_suite, match_candidates, read_cuda_l1, Candidate, CandidateSource, Task, TaskError};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -196,10 +196,13 @@ fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, 
             candidates_path: paths.1.display().to_string(),
         })?;
     }
+    record_inputs(&ws.store, &batch_id, &items)?;
     let against = against(a, &ws, &items.iter().map(|i| &*i.task).collect::<Vec<_>>())?;
     let interrupt = interrupt::install("the evaluations under way");
     let opts = Options { mode: a.mode, json_lines: a.json, progress_lines: !a.json, force: a.common.force, batch_id: Some(&batch_id), against: against.as_ref() };
     let finished = batch::run(&ws, &items, &opts, &interrupt)?;
+    let members: Vec<(i64, &str, &str)> = finished.rows.iter().filter_map(|r| Some((r.id?, r.evaluation.task.as_str(), r.evaluation.candidate.as_str()))).collect();
+    ws.store.add_batch_evaluations(&batch_id, &members)?;
     let rows: Vec<Row<'_>> = finished
         .rows
         .iter()
@@ -310,6 +313,24 @@ fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, 
     }
     let problems = (a.common.check_expectations && mismatched > 0) || !failures.is_empty() || !host_failures.is_empty() || !input_problems.is_empty();
     Ok(Status::problems_if(problems))
+}
+
+/// Keeps the programs' text and another system's claims in the store, for `cudal1 report`.
+fn record_inputs(store: &cudal1_store::Store, batch_id: &str, items: &[Item]) -> Result<()> {
+    let mut sources: Vec<(&str, &str)> = Vec::new();
+    for i in items {
+        sources.push((&i.task.hash, &i.task.source));
+        sources.push((&i.candidate.hash, &i.candidate.source));
+    }
+    store.record_sources(&sources)?;
+    let claims: Vec<ClaimRecord> = items
+        .iter()
+        .filter_map(|i| Some(ClaimRecord { batch_id: batch_id.to_owned(), task_hash: i.task.hash.clone(), candidate_hash: i.candidate.hash.clone(), claimed: i.claimed.clone()? }))
+        .collect();
+    if !claims.is_empty() {
+        store.record_claims(&claims)?;
+    }
+    Ok(())
 }
 
 /// The items and missing rows of the tasks `--only` names (all without it); every name must

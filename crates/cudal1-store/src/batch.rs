@@ -129,6 +129,14 @@ pub(crate) fn find(
     }))
 }
 
+/// Every batch id, the most recently created first.
+pub(crate) fn ids(conn: &Connection, path: &Path) -> Result<Vec<String>, StoreError> {
+    let err = |e| query_error(path, "batch_ids", e);
+    let mut stmt = conn.prepare_cached("SELECT id FROM batches ORDER BY created_at DESC, rowid DESC").map_err(err)?;
+    let ids = stmt.query_map([], |r| r.get(0)).map_err(err)?.collect::<Result<Vec<String>, _>>().map_err(err)?;
+    Ok(ids)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,6 +184,15 @@ mod tests {
             matches!(&err, StoreError::UnknownBatch { batch_id, .. } if batch_id == "nope"),
             "{err:?}"
         );
+    }
+
+    #[test]
+    fn batch_ids_come_newest_first() {
+        let conn = conn();
+        for id in ["old", "new"] {
+            create(&conn, Path::new("a.db"), &batch(id)).unwrap();
+        }
+        assert_eq!(ids(&conn, Path::new("a.db")).unwrap(), ["new", "old"]);
     }
 
     #[test]

@@ -185,6 +185,38 @@ pub(crate) fn for_batch(
     rows::all::<RawEvaluation>(conn, path, "evaluations_for_batch", &sql, [batch_id])
 }
 
+/// Every evaluation a batch showed: those recorded under its id and those it reused, oldest row
+/// first.
+/// Each evaluation carries the task name and candidate label the batch gave it.
+pub(crate) fn members(conn: &Connection, path: &Path, batch_id: &str) -> Result<Vec<StoredEvaluation>, StoreError> {
+    let sql = "SELECT e.id, e.created_at, e.task_hash, e.candidate_hash, e.settings_hash, e.batch_id,
+        coalesce(m.task_name, e.task_name), e.task_path, coalesce(m.candidate_label, e.candidate_label),
+        e.verdict, e.reason, e.speedup_median, e.speedup_ci_low, e.speedup_ci_high, e.ref_ms,
+        e.candidate_ms, e.device, e.environment, e.settings, e.measurements, e.duration_ms
+        FROM evaluations e LEFT JOIN batch_evaluations m ON m.evaluation_id = e.id AND m.batch_id = ?1
+        WHERE e.batch_id = ?1 OR m.batch_id IS NOT NULL ORDER BY e.id";
+    rows::all::<RawEvaluation>(conn, path, "batch_evaluations", sql, [batch_id])
+}
+
+/// Records that a batch showed these evaluations (new or reused): `(id, task name, candidate
+/// label)` as the batch named them.
+pub(crate) fn add_members(conn: &mut Connection, path: &Path, batch_id: &str, members: &[(i64, &str, &str)]) -> Result<(), StoreError> {
+    let err = |e| query_error(path, "add_batch_evaluations", e);
+    let tx = conn.transaction().map_err(err)?;
+    {
+        let mut stmt = tx
+            .prepare_cached(
+                "INSERT INTO batch_evaluations (batch_id, evaluation_id, task_name, candidate_label) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (batch_id, evaluation_id) DO UPDATE SET task_name = excluded.task_name, candidate_label = excluded.candidate_label",
+            )
+            .map_err(err)?;
+        for (id, task, label) in members {
+            stmt.execute(rusqlite::params![batch_id, id, task, label]).map_err(err)?;
+        }
+    }
+    tx.commit().map_err(err)
+}
+
 /// The `limit` most recently recorded (or replaced) evaluations, newest first.
 pub(crate) fn recent(
     conn: &Connection,
@@ -332,6 +364,24 @@ mod tests {
             measurements: serde_json::json!([]),
             duration_ms: 1.0,
         }
+    }
+
+    #[test]
+    fn a_batch_holds_its_own_evaluations_and_those_it_reused() {
+        let mut conn = conn();
+        let p = Path::new("a.db");
+        let mut first = sample("t1");
+        first.batch_id = Some("b1".into());
+        let reused = upsert(&conn, p, &first).unwrap();
+        let mut own = sample("t2");
+        own.batch_id = Some("b2".into());
+        let own = upsert(&conn, p, &own).unwrap();
+        add_members(&mut conn, p, "b2", &[(reused, "level1/1_Renamed", "release.json:1"), (own, "t2", "cand"), (reused, "level1/1_Renamed", "release.json:1")]).unwrap();
+        let names = |b: &str| members(&conn, p, b).unwrap().iter().map(|e| (e.id, e.task_name.clone(), e.candidate_label.clone())).collect::<Vec<_>>();
+        // The reused one under the name the second batch gave it; the first batch keeps its own.
+        assert_eq!(names("b2"), [(reused, "level1/1_Renamed".into(), "release.json:1".into()), (own, "t2".into(), "cand".into())]);
+        assert_eq!(names("b1"), [(reused, "t1".into(), "cand".into())]);
+        assert!(names("b3").is_empty());
     }
 
     #[test]

@@ -42,6 +42,7 @@ mod retry;
 mod rows;
 mod schema;
 mod search;
+mod source;
 mod task_check;
 
 use std::path::{Path, PathBuf};
@@ -61,6 +62,7 @@ pub use error::StoreError;
 pub use evaluation::{EvalKey, NewEvaluation, StoredEvaluation};
 pub use program::{NewProgram, ProgramKey, StoredProgram};
 pub use search::{NewRound, NewRun, NewSample, StoredRound, StoredRun, StoredSample};
+pub use source::ClaimRecord;
 pub use task_check::{NewTaskCheck, StoredTaskCheck};
 
 /// The default database file name.
@@ -142,6 +144,19 @@ impl Store {
         evaluation::for_batch(&self.conn(), &self.path, batch_id)
     }
 
+    /// Every evaluation a batch showed: those recorded under its id and those it reused from
+    /// the store ([`Store::add_batch_evaluations`]), oldest row first.
+    pub fn batch_evaluations(&self, batch_id: &str) -> Result<Vec<StoredEvaluation>, StoreError> {
+        evaluation::members(&self.conn(), &self.path, batch_id)
+    }
+
+    /// Records that a batch showed these evaluations, whether new or reused: `(row id, task
+    /// name, candidate label)` as the batch named them ([`Store::batch_evaluations`] gives them
+    /// under these names).
+    pub fn add_batch_evaluations(&self, batch_id: &str, members: &[(i64, &str, &str)]) -> Result<(), StoreError> {
+        evaluation::add_members(&mut self.conn(), &self.path, batch_id, members)
+    }
+
     /// The `limit` most recently recorded evaluations, newest first.
     pub fn recent_evaluations(&self, limit: usize) -> Result<Vec<StoredEvaluation>, StoreError> {
         evaluation::recent(&self.conn(), &self.path, limit)
@@ -164,6 +179,37 @@ impl Store {
     /// The batch with this id, if any.
     pub fn find_batch(&self, batch_id: &str) -> Result<Option<StoredBatch>, StoreError> {
         batch::find(&self.conn(), &self.path, batch_id)
+    }
+
+    /// Keeps programs' text by content hash (`(hash, text)`; a hash recorded already is kept), so
+    /// that reports can show code after its files are gone.
+    pub fn record_sources(&self, sources: &[(&str, &str)]) -> Result<(), StoreError> {
+        source::record_sources(&mut self.conn(), &self.path, sources)
+    }
+
+    /// The program text recorded under this content hash, if any.
+    pub fn source(&self, hash: &str) -> Result<Option<String>, StoreError> {
+        source::source(&self.conn(), &self.path, hash)
+    }
+
+    /// Records another system's claims for candidates of a batch (replacing earlier ones).
+    pub fn record_claims(&self, claims: &[ClaimRecord]) -> Result<(), StoreError> {
+        source::record_claims(&mut self.conn(), &self.path, claims)
+    }
+
+    /// The claims recorded for a batch, in the order recorded.
+    pub fn claims(&self, batch_id: &str) -> Result<Vec<ClaimRecord>, StoreError> {
+        source::claims(&self.conn(), &self.path, batch_id)
+    }
+
+    /// Every batch's id, the most recently created first (`cudal1 report` shows the first).
+    pub fn batch_ids(&self) -> Result<Vec<String>, StoreError> {
+        batch::ids(&self.conn(), &self.path)
+    }
+
+    /// Every optimize run's id, the most recently created first.
+    pub fn run_ids(&self) -> Result<Vec<String>, StoreError> {
+        search::run_ids(&self.conn(), &self.path)
     }
 
     /// Records an optimize run unless its id exists; returns the run as stored.

@@ -205,6 +205,29 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (task_hash, settings_hash, gpu_class, name)
     );
     ",
+    // 5 -> 6: for `report`: programs' text by content hash, another system's claims per batch,
+    // and every evaluation a batch showed (reused ones keep the batch_id they were recorded with).
+    "
+    CREATE TABLE batch_evaluations (
+        batch_id        TEXT NOT NULL,
+        evaluation_id   INTEGER NOT NULL,
+        -- As the batch named them (a reused evaluation keeps the names it was recorded under).
+        task_name       TEXT NOT NULL,
+        candidate_label TEXT NOT NULL,
+        PRIMARY KEY (batch_id, evaluation_id)
+    );
+    CREATE TABLE sources (
+        hash            TEXT PRIMARY KEY NOT NULL,
+        text            TEXT NOT NULL
+    );
+    CREATE TABLE claims (
+        batch_id        TEXT NOT NULL,
+        task_hash       TEXT NOT NULL,
+        candidate_hash  TEXT NOT NULL,
+        claimed         TEXT NOT NULL,
+        PRIMARY KEY (batch_id, task_hash, candidate_hash)
+    );
+    ",
 ];
 
 /// The schema version this build writes.
@@ -314,7 +337,9 @@ mod tests {
             tables,
             [
                 "baselines",
+                "batch_evaluations",
                 "batches",
+                "claims",
                 "evaluations",
                 "jobs",
                 "optimize_rounds",
@@ -322,6 +347,7 @@ mod tests {
                 "optimize_samples",
                 "programs",
                 "prompts",
+                "sources",
                 "task_checks"
             ]
         );

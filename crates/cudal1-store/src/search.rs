@@ -135,6 +135,14 @@ pub(crate) fn begin_run(
     })
 }
 
+/// Every optimize run's id, the most recently created first.
+pub(crate) fn run_ids(conn: &Connection, path: &Path) -> Result<Vec<String>, StoreError> {
+    let err = |e| query_error(path, "run_ids", e);
+    let mut stmt = conn.prepare_cached("SELECT id FROM optimize_runs ORDER BY created_at DESC, rowid DESC").map_err(err)?;
+    let ids = stmt.query_map([], |r| r.get(0)).map_err(err)?.collect::<Result<Vec<String>, _>>().map_err(err)?;
+    Ok(ids)
+}
+
 pub(crate) fn find_run(
     conn: &Connection,
     path: &Path,

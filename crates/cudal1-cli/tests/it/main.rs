@@ -8,12 +8,14 @@ use std::time::{Duration, Instant};
 
 mod adversarial;
 mod baselines;
+mod browser;
 mod cli;
 mod engine;
 mod memory;
 mod optimize;
 mod output;
 mod pty;
+mod report;
 mod serve;
 mod train;
 

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Issue 15 part 2: the report of a GPU session. Evaluates the bundled suite (tasks/ + solutions/)
+# and, when CUDA_L1_JSON names one, CUDA-L1's release for this GPU (claimed beside measured; with
+# KERNELBENCH=path/to/KernelBench for KernelBench's task names), into the store that
+# bench/gpu_baselines.sh filled (DB; its baselines become fast_p curves), then writes one
+# self-contained report.html with both batches side by side. Each evaluation pass is cut by
+# `timeout -s INT` so that what finished is saved; run it again to resume.
+# On the GPU machine, from the repository root:
+#   DB=$OUT/baselines.db CUDA_L1_JSON=CUDA-L1/optimized_cuda_code/h100.json bash bench/gpu_report.sh .carry/cudal1
+# Everything comes back under $OUT: the JSON lines of each pass, a log, the store and report.html.
+set -u
+B=$(realpath "${1:-.carry/cudal1}")
+O=${OUT:-/tmp/cudal1-out}
+mkdir -p "$O"
+DB=${DB:-$O/report.db}
+DEVICE=${DEVICE:-cuda}
+SUITE=${SUITE:-tasks}
+CANDS=${CANDS:-solutions}
+LIMIT=${LIMIT:-240}
+export CUDAL1_PYTHON=${CUDAL1_PYTHON:-$(command -v python3)}
+exec > >(tee -a "$O/report.log") 2>&1
+date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null; nproc
+
+batch_of() { python3 -c 'import json,sys; print(next((json.loads(l)["summary"]["batch"] for l in open(sys.argv[1]) if l.startswith("{\"summary\"")), ""))' "$1"; }
+
+echo "== the bundled suite: $SUITE with $CANDS (limit $LIMIT s)"
+timeout -s INT -k 30 "$LIMIT" "$B" eval --suite "$SUITE" --candidates "$CANDS" --device "$DEVICE" --db "$DB" --json > "$O/suite.jsonl"
+echo "exit $? (130: cut by the limit; what finished is stored)"
+args=()
+b=$(batch_of "$O/suite.jsonl"); [ -n "$b" ] && args+=(--batch "$b")
+if [ -n "${CUDA_L1_JSON:-}" ]; then
+  echo "== CUDA-L1's release: $CUDA_L1_JSON (limit $LIMIT s)"
+  timeout -s INT -k 30 "$LIMIT" "$B" eval --from cuda-l1 "$CUDA_L1_JSON" ${KERNELBENCH:+--suite "$KERNELBENCH"} --device "$DEVICE" --db "$DB" --json > "$O/cuda_l1.jsonl"
+  echo "exit $? (130: cut by the limit; what finished is stored)"
+  b=$(batch_of "$O/cuda_l1.jsonl"); [ -n "$b" ] && args+=(--batch "$b")
+fi
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+"$B" report --db "$DB" "${args[@]}" --title "cudal1 on ${gpu:-$DEVICE}" -o "$O/report.html"
+python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$DB"
+date -u
