@@ -19,7 +19,9 @@ EVAL=(--budget "${BUDGET:-1}" --call-timeout "${CALL_TIMEOUT:-20}" --db "$R/trai
 # MODEL_DIR: the policy from a Hugging Face directory (e.g. the embedded GGUF model saved once
 # with save_pretrained: dequantising the GGUF file takes ~45 s at every start).
 POL=(); [ -n "${MODEL_DIR:-}" ] && POL=(--model-dir "$MODEL_DIR")
-HELD=(--samples "${HELD_SAMPLES:-8}" --max-tokens "${MAX_TOKENS:-768}" --sample-seed 1234)
+# A 135M model writes word salad at temperature 1 (session 7); 0.3 gives code.
+TEMP=(--temperature "${TEMPERATURE:-0.5}")
+HELD=("${TEMP[@]}" --samples "${HELD_SAMPLES:-8}" --max-tokens "${MAX_TOKENS:-768}" --sample-seed 1234)
 [ -d "$R/synth" ] || "$B" tasks synth "$R/synth" --scale gpu --train 4 --heldout 2
 # `timeout -s INT` reaches every step's process: the one running drains and commits, and no
 # later step starts.
@@ -33,14 +35,14 @@ for part in ${PARTS:-data base sft selfsup rl control}; do
   data) step "$B" train sft-data --suite "$R/synth/train" --from-solutions "$R/synth/solutions/train" --out "$R/sft.jsonl" "${EVAL[@]}" ;;
   base) heldout "$R/heldout-base.json" ;;
   sft)
-    step "$B" train sft "${POL[@]}" --data "$R/sft.jsonl" --out "$R/sft" --epochs "${EPOCHS:-4}" --batch-size 8
+    step "$B" train sft "${POL[@]}" --data "$R/sft.jsonl" --out "$R/sft" --epochs "${EPOCHS:-8}" --batch-size 8
     heldout "$R/heldout-sft.json" --init "$R/sft" ;;
   selfsup)
-    step "$B" train self-sup "${POL[@]}" --suite "$R/synth/train" --data "$R/sft.jsonl" --init "$R/sft" --out "$R/self-sup" --rounds "${ROUNDS:-2}" --samples "${SELF_SAMPLES:-4}" --max-tokens "${MAX_TOKENS:-768}" "${EVAL[@]}"
+    step "$B" train self-sup "${POL[@]}" --suite "$R/synth/train" --data "$R/sft.jsonl" --init "$R/sft" --out "$R/self-sup" "${TEMP[@]}" --rounds "${ROUNDS:-2}" --samples "${SELF_SAMPLES:-4}" --max-tokens "${MAX_TOKENS:-768}" "${EVAL[@]}"
     heldout "$R/heldout-self-sup.json" --init "$R/self-sup" ;;
   rl|control)
     reward=speedup; [ "$part" = control ] && reward=correct
-    step "$B" train rl "${POL[@]}" --suite "$R/synth/train" --init "$R/self-sup" --out "$R/$part" --reward "$reward" --steps "${STEPS:-12}" --groups "${RL_GROUPS:-4}" --group-size "${GROUP_SIZE:-8}" --max-tokens "${MAX_TOKENS:-768}" "${EVAL[@]}"
+    step "$B" train rl "${POL[@]}" --suite "$R/synth/train" --init "$R/self-sup" --out "$R/$part" "${TEMP[@]}" --reward "$reward" --steps "${STEPS:-12}" --groups "${RL_GROUPS:-4}" --group-size "${GROUP_SIZE:-8}" --max-tokens "${MAX_TOKENS:-768}" "${EVAL[@]}"
     heldout "$R/heldout-$part.json" --init "$R/$part" ;;
   esac
 done
