@@ -405,3 +405,26 @@ mod tests {
         assert!(parse_size("4X").is_err() && parse_size("0").is_err() && parse_size("-1G").is_err());
     }
 }
+
+/// How a contrastive prompt draws earlier variants of a task (CUDA-L1's exemplar sampler):
+/// `optimize`, `serve` and `train rl` take the same flags.
+#[derive(Args, Debug, Clone)]
+pub struct ExemplarArgs {
+    /// Earlier correct variants a contrastive prompt shows (CUDA-L1: 2).
+    #[arg(long, default_value_t = 2)]
+    pub exemplars: usize,
+    /// Width of the exemplar sampler's speedup buckets (variants within one width count as alike).
+    #[arg(long, default_value_t = 0.25)]
+    pub bucket_width: f64,
+    /// Softmax temperature over bucket mean speedups: lower favours the fastest variants, higher
+    /// draws more evenly.
+    #[arg(long, default_value_t = 1.0)]
+    pub exemplar_temperature: f64,
+}
+
+impl ExemplarArgs {
+    /// The sampler, or an error naming the flag that is out of range.
+    pub fn sampler(&self) -> anyhow::Result<cudal1_search::ExemplarSampler> {
+        cudal1_search::ExemplarSampler::new(self.bucket_width, self.exemplar_temperature).map_err(|e| anyhow::anyhow!("{e}"))
+    }
+}

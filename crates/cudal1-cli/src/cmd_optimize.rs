@@ -49,16 +49,8 @@ pub struct OptimizeArgs {
     /// Print one JSON summary per task on stdout.
     #[arg(long)]
     pub json: bool,
-    /// Earlier correct variants shown by the contrastive prompt of rounds 2 and later (CUDA-L1: 2).
-    #[arg(long, default_value_t = 2)]
-    pub exemplars: usize,
-    /// Width of the exemplar sampler's speedup buckets (variants within one width count as alike).
-    #[arg(long, default_value_t = 0.25)]
-    pub bucket_width: f64,
-    /// Softmax temperature over bucket mean speedups: lower favours the fastest variants, higher
-    /// draws more evenly.
-    #[arg(long, default_value_t = 1.0)]
-    pub exemplar_temperature: f64,
+    #[command(flatten)]
+    pub exemplar: crate::args::ExemplarArgs,
     /// Stop after this many finished rounds in a row without a faster correct program.
     #[arg(long)]
     pub patience: Option<u32>,
@@ -128,9 +120,9 @@ pub fn run(a: OptimizeArgs) -> Result<Status> {
     };
     let (llm, defaults) = build_llm(&a, &ws.interpreter, &ws.cache)?;
     let config = OptimizeConfig {
-        exemplars: a.exemplars,
-        bucket_width: a.bucket_width,
-        exemplar_temperature: a.exemplar_temperature,
+        exemplars: a.exemplar.exemplars,
+        bucket_width: a.exemplar.bucket_width,
+        exemplar_temperature: a.exemplar.exemplar_temperature,
         patience: a.patience,
         max_wall: a.max_wall.map(|s| Duration::try_from_secs_f64(s).context("`--max-wall` must be a number of seconds")).transpose()?,
         max_total_tokens: a.max_total_tokens,

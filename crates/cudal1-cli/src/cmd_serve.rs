@@ -69,15 +69,8 @@ pub struct ServeArgs {
     /// Largest completion, in KiB.
     #[arg(long, default_value_t = 256)]
     pub max_completion: usize,
-    /// Earlier correct variants a contrastive prompt shows (CUDA-L1: 2).
-    #[arg(long, default_value_t = 2)]
-    pub exemplars: usize,
-    /// Width of the exemplar sampler's speedup buckets.
-    #[arg(long, default_value_t = 0.25)]
-    pub bucket_width: f64,
-    /// Softmax temperature over bucket mean speedups.
-    #[arg(long, default_value_t = 1.0)]
-    pub exemplar_temperature: f64,
+    #[command(flatten)]
+    pub exemplar: crate::args::ExemplarArgs,
     /// Clip of group-normalised rewards (CUDA-L1: 1.5).
     #[arg(long, default_value_t = 1.5)]
     pub clip: f64,
@@ -162,14 +155,14 @@ pub fn run(a: ServeArgs) -> Result<Status> {
     config.default_wait = Duration::from_secs_f64(a.wait);
     config.max_wait = Duration::from_secs_f64(a.max_wait);
     config.openrlhf_wait = Duration::from_secs_f64(a.openrlhf_wait);
-    config.prompt_defaults = PromptDefaults { exemplars: a.exemplars, temperature: a.exemplar_temperature, bucket_width: a.bucket_width };
+    config.prompt_defaults = PromptDefaults { exemplars: a.exemplar.exemplars, temperature: a.exemplar.exemplar_temperature, bucket_width: a.exemplar.bucket_width };
     config.clip = a.clip;
     config.max_attempts = a.max_attempts;
     config.compile_stage = a.compile_stage;
     if !(a.clip.is_finite() && a.clip > 0.0) {
         bail!("`--clip` must be a positive number");
     }
-    cudal1_search::ExemplarSampler::new(a.bucket_width, a.exemplar_temperature).map_err(|e| anyhow::anyhow!("{e}"))?;
+    a.exemplar.sampler()?;
     let task_count = config.tasks.len();
     let service = Service::new(config, backend.serve_store());
 

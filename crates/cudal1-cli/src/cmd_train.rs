@@ -14,7 +14,7 @@ use cudal1_eval::{Device, Mode};
 use cudal1_llm::{ChatRequest, Llm, OpenAiClient, OpenAiConfig};
 use cudal1_model::messages::{Aggregation, Lora, ModelSource, Optimizer};
 use cudal1_model::ModelConfig;
-use cudal1_search::{ExemplarSampler, Prompts};
+use cudal1_search::Prompts;
 use cudal1_task::{load_suite, match_candidates, CandidateSource, Task};
 use cudal1_train::data::{self, Candidate, Collected, SftExample};
 use cudal1_train::grpo::{self, GrpoConfig};
@@ -219,15 +219,8 @@ pub struct RlArgs {
     /// PPO updates per batch (at least 2, so that the ratio clip acts).
     #[arg(long, default_value_t = 2)]
     pub updates: u32,
-    /// Earlier variants a contrastive prompt shows (CUDA-L1: 2).
-    #[arg(long, default_value_t = 2)]
-    pub exemplars: usize,
-    /// Width of the exemplar sampler's speedup buckets.
-    #[arg(long, default_value_t = 0.25)]
-    pub bucket_width: f64,
-    /// Softmax temperature over bucket mean speedups (lower favours the fastest variants).
-    #[arg(long, default_value_t = 1.0)]
-    pub exemplar_temperature: f64,
+    #[command(flatten)]
+    pub exemplar: crate::args::ExemplarArgs,
     /// PPO ratio clip (both sides).
     #[arg(long, default_value_t = 0.2)]
     pub clip: f64,
@@ -616,10 +609,10 @@ fn rl(a: &RlArgs) -> Result<Status> {
         seed: ws.seed_for_training(),
     };
     config.check()?;
-    let sampler = ExemplarSampler::new(a.bucket_width, a.exemplar_temperature).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let sampler = a.exemplar.sampler()?;
     let settings = json!({
         "policy": spec, "config": config, "init": a.policy.init, "suite": a.suite, "eval": ws.settings.key_hash(),
-        "exemplars": a.exemplars, "bucket_width": a.bucket_width, "exemplar_temperature": a.exemplar_temperature, "low_reward": a.low_reward, "reward": a.reward,
+        "exemplars": a.exemplar.exemplars, "bucket_width": a.exemplar.bucket_width, "exemplar_temperature": a.exemplar.exemplar_temperature, "low_reward": a.low_reward, "reward": a.reward,
     });
     let (run, state) = RunDir::open(&a.out, "rl", &settings)?;
     let run_id = cudal1_task::content_hash(&format!("train-rl|{}", std::fs::canonicalize(&a.out).unwrap_or_else(|_| a.out.clone()).display()))[..16].to_owned();
@@ -633,7 +626,7 @@ fn rl(a: &RlArgs) -> Result<Status> {
     let (engine, _events) = ws.engine()?;
     interrupt.watch(engine.canceller());
     let prompts = Prompts::builtin();
-    let mut env = KernelEnv::new(tasks, &engine, &ws.store, &prompts, sampler, a.exemplars, run_id);
+    let mut env = KernelEnv::new(tasks, &engine, &ws.store, &prompts, sampler, a.exemplar.exemplars, run_id);
     env.low_reward = a.low_reward;
     env.reward = reward;
     let stop = || interrupt.interrupted();

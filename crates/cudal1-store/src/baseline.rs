@@ -217,7 +217,6 @@ impl RawRow for RawBaseline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema;
 
     fn baseline(task: &str, name: &str, gpu_class: &str, speedup: Option<f64>) -> NewBaseline {
         NewBaseline {
@@ -236,9 +235,8 @@ mod tests {
 
     #[test]
     fn baselines_are_found_by_key_filtered_and_replaced() {
-        let mut conn = Connection::open_in_memory().unwrap();
+        let conn = crate::schema::tests::migrated();
         let path = Path::new(":memory:");
-        schema::migrate(&mut conn, path).unwrap();
         upsert(&conn, path, &baseline("b", "eager", "cpu", Some(1.0))).unwrap();
         upsert(&conn, path, &baseline("a", "compile-default", "cpu", Some(1.5))).unwrap();
         upsert(&conn, path, &baseline("a", "cuda-graphs", "cpu", None)).unwrap();
@@ -265,9 +263,8 @@ mod tests {
 
     #[test]
     fn a_nan_speedup_is_refused() {
-        let mut conn = Connection::open_in_memory().unwrap();
+        let conn = crate::schema::tests::migrated();
         let path = Path::new(":memory:");
-        schema::migrate(&mut conn, path).unwrap();
         let e = upsert(&conn, path, &baseline("a", "eager", "cpu", Some(f64::NAN))).unwrap_err();
         assert!(matches!(e, StoreError::NotANumber { field: "speedup_median", .. }), "{e:?}");
     }

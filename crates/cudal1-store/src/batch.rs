@@ -140,13 +140,7 @@ pub(crate) fn ids(conn: &Connection, path: &Path) -> Result<Vec<String>, StoreEr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema;
-
-    fn conn() -> Connection {
-        let mut conn = Connection::open_in_memory().unwrap();
-        schema::migrate(&mut conn, Path::new(":memory:")).unwrap();
-        conn
-    }
+    use crate::schema::tests::migrated as conn;
 
     fn batch(id: &str) -> NewBatch {
         NewBatch {

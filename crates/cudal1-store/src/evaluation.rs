@@ -332,13 +332,7 @@ impl RawRow for RawEvaluation {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema;
-
-    fn conn() -> Connection {
-        let mut conn = Connection::open_in_memory().unwrap();
-        schema::migrate(&mut conn, Path::new(":memory:")).unwrap();
-        conn
-    }
+    use crate::schema::tests::migrated as conn;
 
     fn sample(task: &str) -> NewEvaluation {
         NewEvaluation {

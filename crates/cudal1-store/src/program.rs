@@ -273,13 +273,7 @@ impl RawRow for RawProgram {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema;
-
-    fn conn() -> Connection {
-        let mut conn = Connection::open_in_memory().unwrap();
-        schema::migrate(&mut conn, Path::new(":memory:")).unwrap();
-        conn
-    }
+    use crate::schema::tests::migrated as conn;
 
     fn program(code_hash: &str, speedup: Option<f64>) -> NewProgram {
         NewProgram {

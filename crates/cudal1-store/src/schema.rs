@@ -309,11 +309,18 @@ fn check_ownership(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn memory() -> Connection {
         Connection::open_in_memory().unwrap()
+    }
+
+    /// A database in memory at the current schema, for the store's unit tests.
+    pub(crate) fn migrated() -> Connection {
+        let mut conn = memory();
+        migrate(&mut conn, Path::new(":memory:")).unwrap();
+        conn
     }
 
     fn header(conn: &Connection) -> (i64, i32) {

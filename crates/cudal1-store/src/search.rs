@@ -444,15 +444,9 @@ impl RawRow for RawSample {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema;
+    use crate::schema::tests::migrated as conn;
 
     const P: &str = ":memory:";
-
-    fn conn() -> Connection {
-        let mut conn = Connection::open_in_memory().unwrap();
-        schema::migrate(&mut conn, Path::new(P)).unwrap();
-        conn
-    }
 
     fn run(id: &str) -> NewRun {
         NewRun {

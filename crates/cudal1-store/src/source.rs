@@ -77,13 +77,7 @@ pub(crate) fn claims(conn: &Connection, path: &Path, batch_id: &str) -> Result<V
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema;
-
-    fn conn() -> Connection {
-        let mut conn = Connection::open_in_memory().unwrap();
-        schema::migrate(&mut conn, Path::new(":memory:")).unwrap();
-        conn
-    }
+    use crate::schema::tests::migrated as conn;
 
     #[test]
     fn a_source_is_kept_once_by_its_hash() {

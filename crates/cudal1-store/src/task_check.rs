@@ -87,13 +87,11 @@ impl RawRow for RawTaskCheck {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema;
 
     #[test]
     fn a_check_is_found_by_task_and_settings_and_replaced_by_a_new_one() {
-        let mut conn = Connection::open_in_memory().unwrap();
+        let conn = crate::schema::tests::migrated();
         let path = Path::new(":memory:");
-        schema::migrate(&mut conn, path).unwrap();
         let check = |flags: serde_json::Value| NewTaskCheck { task_hash: "t".into(), settings_hash: "s".into(), task_name: "level1/1_X".into(), result: serde_json::json!({"flags": flags}) };
         assert!(find(&conn, path, "t", "s").unwrap().is_none());
         upsert(&conn, path, &check(serde_json::json!([]))).unwrap();
