@@ -360,14 +360,25 @@ fn start_policy(a: &PolicyArgs, spec: &PolicySpec, python: &Path, cache: &Path, 
 /// The evaluation workspace; with several GPUs and no `--device`, the policy's GPU is left to it.
 fn eval_workspace(common: &CommonEval, device: Option<&DeviceFlag>, policy_device: &str) -> Result<Workspace> {
     let mut ws = Workspace::resolve(common, device, None)?;
-    if device.is_none() && ws.devices.len() > 1 {
-        if let Ok(Device::Cuda(n)) = Device::parse(policy_device) {
-            ws.devices.retain(|d| *d != Device::Cuda(n));
-        }
+    if device.is_none() {
+        ws.devices = evaluation_devices(std::mem::take(&mut ws.devices), policy_device);
     }
     tracing::info!(devices = ?ws.devices, policy = policy_device, "evaluation devices");
     Ok(ws)
 }
+
+/// The devices that judge programs when none was asked for: with several GPUs, all but the
+/// policy's (it generates and trains there while they time); with one, that one, in turn with
+/// the policy.
+fn evaluation_devices(mut devices: Vec<Device>, policy_device: &str) -> Vec<Device> {
+    if devices.len() > 1 {
+        if let Ok(Device::Cuda(n)) = Device::parse(policy_device) {
+            devices.retain(|d| *d != Device::Cuda(n));
+        }
+    }
+    devices
+}
+
 
 /// Progress of a stage: a bar over its steps and a line per step.
 struct Reporter {
@@ -665,4 +676,21 @@ fn eval(a: &EvalArgs) -> Result<Status> {
     std::fs::write(&a.out, serde_json::to_string_pretty(&full)?).with_context(|| format!("writing `{}`", a.out.display()))?;
     out::line(json!({"summary": report.summary(), "report": a.out}))?;
     Ok(Status::Done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_policys_gpu_is_left_out_of_evaluation_when_there_are_others() {
+        let gpus = |n: u32| (0..n).map(Device::Cuda).collect::<Vec<_>>();
+        assert_eq!(evaluation_devices(gpus(4), "cuda:1"), vec![Device::Cuda(0), Device::Cuda(2), Device::Cuda(3)]);
+        assert_eq!(evaluation_devices(gpus(2), "cuda:0"), vec![Device::Cuda(1)]);
+        // One GPU is shared in turn; a policy on the CPU or elsewhere leaves every GPU to timing.
+        assert_eq!(evaluation_devices(gpus(1), "cuda:0"), gpus(1));
+        assert_eq!(evaluation_devices(gpus(2), "cpu"), gpus(2));
+        assert_eq!(evaluation_devices(gpus(2), "cuda:7"), gpus(2));
+        assert_eq!(evaluation_devices(vec![Device::Cpu], "cpu"), vec![Device::Cpu]);
+    }
 }
