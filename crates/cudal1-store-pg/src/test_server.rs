@@ -68,7 +68,13 @@ impl TestPostgres {
     }
 
     fn pg_ctl_start(&self) {
-        let opts = format!("-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200", self.port, self.dir.path().display());
+        // Shared memory segments in the data directory (mmap), not in /dev/shm: a server a test
+        // kills would leave them there, in RAM, after the test is gone.
+        let opts = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200 -c dynamic_shared_memory_type=mmap",
+            self.port,
+            self.dir.path().display()
+        );
         let mut cmd = Command::new(self.bin.join("pg_ctl"));
         cmd.arg("-D").arg(self.data_dir()).arg("-l").arg(self.dir.path().join("log")).args(["-w", "-t", "60", "-o", &opts, "start"]);
         as_postgres_user(&mut cmd, self.dir.path());
