@@ -33,8 +33,9 @@ def sample_many(loaded, prompts, n: int, temperature: float, top_p: float, max_t
     """``n`` completions of each prompt, decoded together in one batch (left-padded, with the
     attention mask and positions of each row's own tokens): a list per prompt of
     [{ids, logprobs, finish_reason}]. Each prompt draws from its own generator seeded with its
-    seed, so its samples do not depend on the other prompts of the batch. Nothing waits for the
-    device per token: tokens, log-probabilities and finished rows stay on it."""
+    seed, so its random draws do not depend on the other prompts of the batch (the numbers may
+    differ in the last bits with the padding). Nothing waits for the device per token: tokens,
+    log-probabilities and finished rows stay on it."""
     model, device = loaded.model, loaded.device
     generators = []
     for seed in seeds:
@@ -55,7 +56,8 @@ def sample_many(loaded, prompts, n: int, temperature: float, top_p: float, max_t
     done = torch.zeros(len(rows), dtype=torch.bool, device=device)
     steps = 0
     with torch.no_grad():
-        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
+        # Only the last position's logits: rows x width x vocabulary would not fit for long prompts.
+        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
         past, logits = out.past_key_values, out.logits[:, -1, :]
         last = positions[:, -1]
         for step in range(max_tokens):

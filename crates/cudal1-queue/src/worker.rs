@@ -60,6 +60,9 @@ pub enum WorkerEvent<'a> {
     Finished { job: i64, task: &'a str, verdict: Option<&'a str>, error: Option<&'a str>, first: bool },
     /// A job went back to the queue unfinished.
     Released { job: i64 },
+    /// The machine ran out of memory under a job: no verdict; its lease is left to run out, so
+    /// that it comes back counted as an attempt.
+    HostFailed { job: i64, error: &'a str },
     /// Another worker may have taken a job whose lease ran out; the first result wins.
     LeaseLost { job: i64 },
     /// The queue could not be reached; the worker keeps trying.
@@ -294,9 +297,15 @@ impl State<'_> {
         let completion = match done.outcome {
             JobOutcome::Evaluated(e) => completion_of(&flight.job, &e),
             JobOutcome::TaskFailed { error, .. } => Completion::Failed { error: format!("the task's reference failed: {error}") },
-            // The machine ran out of memory, not the candidate: no verdict; the job goes back to
-            // the queue for another attempt (each claim counts toward its attempts).
-            JobOutcome::Cancelled | JobOutcome::HostFailed { .. } => {
+            // The machine ran out of memory, not the candidate: no verdict. The job is not given
+            // back (a release would not count the attempt, and a job that does this every time
+            // would come back for ever): its lease runs out, it is queued again with this attempt
+            // counted, and after `max_attempts` it fails with the reason.
+            JobOutcome::HostFailed { error } => {
+                on_event(WorkerEvent::HostFailed { job: job_id, error: &error });
+                return;
+            }
+            JobOutcome::Cancelled => {
                 if let Err(e) = self.queue.release(job_id, &self.config.name) {
                     // The lease expires and the job goes back anyway.
                     self.store_problem(e, on_event);

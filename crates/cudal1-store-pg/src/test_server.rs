@@ -56,7 +56,22 @@ impl TestPostgres {
         let port = free_port();
         let server = TestPostgres { bin, dir, port };
         server.pg_ctl_start();
+        server.stop_when_this_process_ends();
         Ok(server)
+    }
+
+    /// A server kept in a `static` is never dropped: a watcher stops it (immediate shutdown) and
+    /// removes its directory once the test process is gone, so that no server outlives its tests.
+    fn stop_when_this_process_ends(&self) {
+        let script = format!(
+            "while kill -0 {pid} 2>/dev/null; do sleep 1; done; \
+             p=$(head -n 1 '{data}/postmaster.pid' 2>/dev/null) && kill -QUIT \"$p\" 2>/dev/null; sleep 2; rm -rf '{dir}'",
+            pid = std::process::id(),
+            data = self.data_dir().display(),
+            dir = self.dir.path().display(),
+        );
+        // No inherited output: the test harness must not wait on the watcher's pipes.
+        let _ = Command::new("sh").args(["-c", &script]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn();
     }
 
     pub fn url(&self) -> String {
