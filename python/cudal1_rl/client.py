@@ -118,6 +118,7 @@ class Client:
         if not items:
             return []
         deadline = time.monotonic() + (self.deadline_s if deadline_s is None else float(deadline_s))
+        items = _indexed(items)
         results = [None] * len(items)
         todo = list(range(len(items)))
         while todo:
@@ -152,3 +153,19 @@ def reward_of(result, unscored=None):
     if result is None or result.get("reward") is None:
         return unscored
     return float(result["reward"])
+
+
+def _indexed(items):
+    """`items` with every group member's `index` filled in (its place among this call's members of
+    the group, as the server would take it): the calls that ask again for pending items send only
+    some members, and without an index they would take other members' places."""
+    counts = {}
+    out = []
+    for item in items:
+        group = item.get("group")
+        if group and group.get("index") is None:
+            place = counts.get(group["id"], 0)
+            counts[group["id"]] = place + 1
+            item = {**item, "group": {**group, "index": place}}
+        out.append(item)
+    return out

@@ -57,10 +57,26 @@ impl Service {
             return Err(ApiError::unprocessable(format!("unknown task `{first}` ({} item(s) name tasks the suite does not have)", unknown.len()))
                 .hint(format!("tasks are named as `cudal1 eval` names them ({}); `GET /v1/tasks` lists them", some.join(", "))));
         }
+        let mut in_request: std::collections::HashMap<&str, (u32, bool)> = std::collections::HashMap::new();
         for (i, item) in items.iter().enumerate() {
             if let Some(g) = &item.group {
                 if g.size == 0 || g.size > 65_536 || g.index.is_some_and(|x| x >= g.size) || g.id.is_empty() {
                     return Err(ApiError::unprocessable(format!("item {i}: a group needs an id, a size from 1 to 65536 and an index below its size")));
+                }
+                let seen = in_request.entry(g.id.as_str()).or_insert((0, false));
+                seen.0 += 1;
+                seen.1 |= g.index.is_none();
+            }
+        }
+        // A member without an index takes its place among this request's members of the group,
+        // which is only its place in the group when the request holds the whole group: a retry
+        // of some members would otherwise land on other members' places.
+        for item in items {
+            if let Some(g) = &item.group {
+                let (count, unindexed) = in_request[g.id.as_str()];
+                if unindexed && count != g.size {
+                    return Err(ApiError::unprocessable(format!("group `{}`: this request holds {count} of its {} members, and some have no `index`", g.id, g.size))
+                        .hint("give every member its `index` when a group's members come in separate requests (or are sent again)"));
                 }
             }
         }

@@ -118,9 +118,13 @@ async fn a_group_split_over_two_requests_is_normalised_once_both_are_scored() {
     assert_eq!((a["reward"].as_f64(), b["reward"].as_f64()), (Some(1.0), Some(0.0)), "{a} {b}");
     assert_eq!((a["group_reward"].as_f64(), b["group_reward"].as_f64()), (Some(1.0), Some(-1.0)), "{a} {b}");
     // A group that never completes has no group reward, and says nothing false.
-    let (_, lone) = post(&url, &json!({"items": [{"task": "level1/2_Swish", "completion": answer("level1/2_Swish", "correct"), "group": {"id": "g2", "size": 3}}], "wait_s": 1})).await;
+    let (_, lone) = post(&url, &json!({"items": [{"task": "level1/2_Swish", "completion": answer("level1/2_Swish", "correct"), "group": {"id": "g2", "size": 3, "index": 0}}], "wait_s": 1})).await;
     assert!(results(&lone)[0].get("group_reward").is_none_or(Value::is_null), "{lone}");
     assert_eq!(results(&lone)[0]["reward"].as_f64(), Some(1.0));
+    // Part of a group without indexes would take other members' places: refused, saying what to do.
+    let (status, refused) = post(&url, &json!({"items": [{"task": "level1/2_Swish", "completion": answer("level1/2_Swish", "correct"), "group": {"id": "g3", "size": 2}}], "wait_s": 1})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    assert!(refused.to_string().contains("index"), "{refused}");
     server.finish();
 }
 
