@@ -12,9 +12,18 @@ use crate::{Decode, CHANNEL};
 
 pub(crate) fn enqueue(c: &mut Client, jobs: &[NewJob]) -> Result<Vec<(i64, String, bool)>, postgres::Error> {
     let mut tx = c.transaction()?;
-    let mut out = Vec::with_capacity(jobs.len());
+    let mut out = vec![(0, String::new(), false); jobs.len()];
     let mut created_any = false;
-    for j in jobs {
+    // Rows are inserted in the order of their keys: two requests whose jobs overlap then wait on
+    // each other's rows in one order, never in a cycle (a deadlock, which PostgreSQL would break
+    // by failing one of them).
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (x, y) = (&jobs[a].key, &jobs[b].key);
+        (&x.task_hash, &x.candidate_hash, &x.settings_hash, &x.gpu_class).cmp(&(&y.task_hash, &y.candidate_hash, &y.settings_hash, &y.gpu_class))
+    });
+    for place in order {
+        let j = &jobs[place];
         let parents = serde_json::Value::from(j.parent_ids.clone()).to_string();
         let inserted = tx.query_opt(
             &format!(
@@ -46,14 +55,14 @@ pub(crate) fn enqueue(c: &mut Client, jobs: &[NewJob]) -> Result<Vec<(i64, Strin
         match inserted {
             Some(r) => {
                 created_any = true;
-                out.push((r.get(0), "queued".to_owned(), true));
+                out[place] = (r.get(0), "queued".to_owned(), true);
             }
             None => {
                 let r = tx.query_one(
                     "SELECT id, state FROM jobs WHERE task_hash = $1 AND candidate_hash = $2 AND settings_hash = $3 AND gpu_class = $4",
                     &[&j.key.task_hash, &j.key.candidate_hash, &j.key.settings_hash, &j.key.gpu_class],
                 )?;
-                out.push((r.get(0), r.get(1), false));
+                out[place] = (r.get(0), r.get(1), false);
             }
         }
     }
