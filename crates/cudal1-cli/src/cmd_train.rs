@@ -11,7 +11,7 @@ use crate::workspace::Workspace;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use cudal1_eval::{Device, Mode};
-use cudal1_llm::{ChatRequest, Llm, OpenAiClient, OpenAiConfig};
+use cudal1_llm::{ChatRequest, Llm, OpenAiClient};
 use cudal1_model::messages::{Aggregation, Lora, ModelSource, Optimizer};
 use cudal1_model::ModelConfig;
 use cudal1_search::Prompts;
@@ -91,15 +91,9 @@ pub struct SftDataArgs {
     /// The JSONL file of examples to write.
     #[arg(long)]
     pub out: PathBuf,
-    /// Base URL of an OpenAI-compatible server to sample from.
-    #[arg(long, requires = "model")]
-    pub llm_url: Option<String>,
-    /// The model name the server expects.
-    #[arg(long, requires = "llm_url")]
-    pub model: Option<String>,
-    /// The environment variable holding the API key.
-    #[arg(long, default_value = "OPENAI_API_KEY")]
-    pub api_key_env: String,
+    /// The server to sample from.
+    #[command(flatten)]
+    pub endpoint: crate::args::EndpointArgs,
     /// Replies sampled per task.
     #[arg(long, default_value_t = 4)]
     pub samples: u32,
@@ -463,7 +457,7 @@ impl Reporter {
 }
 
 fn sft_data(a: &SftDataArgs) -> Result<Status> {
-    if a.llm_url.is_none() && a.from_solutions.is_none() {
+    if a.endpoint.llm_url.is_none() && a.from_solutions.is_none() {
         bail!("nothing to collect\nhint: give `--llm-url URL --model NAME` to sample, and/or `--from-solutions DIR` for a corpus");
     }
     let tasks = tasks_of(&a.suite)?;
@@ -492,9 +486,7 @@ fn sft_data(a: &SftDataArgs) -> Result<Status> {
             });
         }
     }
-    if let (Some(url), Some(model)) = (&a.llm_url, &a.model) {
-        let mut c = OpenAiConfig::new(url.clone(), model.clone());
-        c.api_key_env = a.api_key_env.clone();
+    if let Some(mut c) = a.endpoint.config() {
         c.max_concurrent = a.concurrency.max(1);
         let llm = OpenAiClient::new(c)?;
         let request = ChatRequest::new(vec![]).with_max_tokens(a.max_tokens).with_temperature(a.temperature);
