@@ -86,5 +86,5 @@ def sample_many(loaded, prompts, n: int, temperature: float, top_p: float, max_t
     for i in range(len(rows)):
         row = tokens[i]
         end = next((j + 1 for j, t in enumerate(row) if t in loaded.eos_ids), len(row))
-        results.append({"ids": row[:end], "logprobs": logprobs[i][:end], "finish_reason": "stop" if end <= len(row) and row[:end] and row[end - 1] in loaded.eos_ids else "length"})
+        results.append({"ids": row[:end], "logprobs": logprobs[i][:end], "finish_reason": "stop" if row[:end] and row[end - 1] in loaded.eos_ids else "length"})
     return [results[k * n:(k + 1) * n] for k in range(len(prompts))]
