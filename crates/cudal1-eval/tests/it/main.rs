@@ -250,35 +250,3 @@ fn a_reference_that_cannot_load_fails_its_task_and_tasks_can_be_described_and_ch
     engine.finish();
 }
 
-/// Issue 17 on the CPU: a device list of two (the CPU twice, standing in for two GPUs) gives two
-/// timing slots that time at once, fed from one queue; every job runs once and both devices'
-/// slots do timed work.
-#[test]
-fn two_devices_time_at_once_from_one_queue() {
-    let dir = tempfile::tempdir().unwrap();
-    let settings = EvalSettings { timing_budget: Duration::from_millis(600), call_timeout: Duration::from_secs(20), ..EvalSettings::default() };
-    let mut config = EngineConfig::new(runner_env(&dir.path().join("cache")), vec![Device::Cpu, Device::Cpu], settings, CompileCache { root: dir.path().join("extensions") });
-    config.scratch_parent = dir.path().join("scratch");
-    config.compile_workers = 1;
-    config.lanes = 1;
-    config.seed = 7;
-    let (engine, events) = Evaluator::start(config).unwrap();
-    let swish = task("level1/2_Swish.py");
-    let ids: Vec<JobId> = (0..4).map(|_| engine.submit(Job::evaluate(Arc::clone(&swish), candidate("level1/2_Swish/correct.py"))).id).collect();
-    let (all, by_job) = collect(&events, ids.len());
-    for id in &ids {
-        let JobOutcome::Evaluated(e) = outcome(&by_job[id]) else { panic!("{id}: {:?}", by_job[id]) };
-        assert!(e.verdict == Verdict::Correct && e.speedup.is_some(), "{id}: {} {}", e.verdict, e.reason);
-        let started = by_job[id].iter().filter(|k| matches!(k, EventKind::Started { .. })).count();
-        assert_eq!(started, 1, "{id} started once");
-    }
-    // Two timed jobs held their devices at the same time: one slot per device, not one in all.
-    let spans = held(&all);
-    let overlap = |x: (usize, usize), y: (usize, usize)| x.0 < y.1 && y.0 < x.1;
-    assert!(ids.iter().any(|a| ids.iter().any(|b| a != b && overlap(spans[a], spans[b]))), "no two timed jobs overlapped: {spans:?}");
-    let stats = engine.finish();
-    assert_eq!(stats.timing_busy.len(), 2);
-    for (device, busy) in &stats.timing_busy {
-        assert!(*busy > Duration::ZERO, "{device}'s slot never timed: {stats:?}");
-    }
-}
