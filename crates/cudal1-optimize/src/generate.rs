@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::Scope;
 use std::time::Instant;
 
-use crossbeam_channel::{unbounded, Receiver};
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use cudal1_llm::{ChatRequest, Completion, Llm, LlmError};
 
 use crate::plan::Planned;
@@ -48,10 +48,16 @@ pub struct Sampling {
     pub max_tokens: u32,
 }
 
+/// Held by the loop while it accounts one reply; the worker that sent the request starts its next
+/// one only after this is dropped, so a budget the reply spends closes the gate in time: at most
+/// one request per worker is ever sent past the point where the budget is known to be spent.
+#[derive(Debug)]
+pub struct Accounting(#[allow(dead_code)] Sender<()>);
+
 /// What became of one planned request.
 #[derive(Debug)]
 pub enum Generated {
-    Reply { planned: Planned, result: Result<Completion, LlmError> },
+    Reply { planned: Planned, result: Result<Completion, LlmError>, accounting: Accounting },
     /// Not sent: the gate was closed when its turn came.
     NotSent { planned: Planned },
 }
@@ -87,9 +93,12 @@ pub fn spawn<'scope, 'env>(
                     .with_seed(planned.seed);
                 tracing::debug!(round = planned.round, index = planned.index, "sending LLM request");
                 let result = llm.complete(&request);
-                if tx.send(Generated::Reply { planned, result }).is_err() {
+                let (accounting, accounted) = bounded::<()>(0);
+                if tx.send(Generated::Reply { planned, result, accounting: Accounting(accounting) }).is_err() {
                     break;
                 }
+                // Returns once the loop has dropped the reply's `Accounting`.
+                let _ = accounted.recv();
             }
         });
     }
@@ -158,7 +167,7 @@ mod tests {
             spawn(s, &llm, &gate, SAMPLING, jobs(7), 3)
                 .iter()
                 .map(|g| match g {
-                    Generated::Reply { planned, result } => (planned.index, result.unwrap().text),
+                    Generated::Reply { planned, result, .. } => (planned.index, result.unwrap().text),
                     Generated::NotSent { .. } => panic!("the gate is open"),
                 })
                 .collect()
@@ -177,13 +186,40 @@ mod tests {
         let (url, seeds, server) = echo_server(Some((2, Arc::clone(&cancel))));
         let llm = OpenAiClient::new(OpenAiConfig::new(url, "m")).unwrap();
         let gate = Gate::new(&cancel, None);
-        let events: Vec<Generated> = std::thread::scope(|s| spawn(s, &llm, &gate, SAMPLING, jobs(6), 1).iter().collect());
+        let replied: Vec<bool> =
+            std::thread::scope(|s| spawn(s, &llm, &gate, SAMPLING, jobs(6), 1).iter().map(|g| matches!(g, Generated::Reply { .. })).collect());
         server.unblock();
-        assert_eq!(events.len(), 6);
-        let sent = events.iter().filter(|g| matches!(g, Generated::Reply { .. })).count();
-        assert_eq!(sent, 2);
+        assert_eq!(replied.len(), 6);
+        assert_eq!(replied.iter().filter(|r| **r).count(), 2);
         assert_eq!(seeds.lock().unwrap().len(), 2);
         assert!(gate.cancelled());
+    }
+
+    #[test]
+    fn a_worker_waits_until_its_reply_is_accounted_before_sending_again() {
+        // The consumer closes the gate on the second reply, slowly; a worker that went on before
+        // the reply was accounted would have sent a third request by then.
+        let (url, seeds, server) = echo_server(None);
+        let llm = OpenAiClient::new(OpenAiConfig::new(url, "m")).unwrap();
+        let cancel = AtomicBool::new(false);
+        let gate = Gate::new(&cancel, None);
+        let replied = std::thread::scope(|s| {
+            let mut replied = 0;
+            for g in spawn(s, &llm, &gate, SAMPLING, jobs(6), 1).iter() {
+                if let Generated::Reply { accounting, .. } = g {
+                    replied += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                    if replied == 2 {
+                        gate.close();
+                    }
+                    drop(accounting);
+                }
+            }
+            replied
+        });
+        server.unblock();
+        assert_eq!(replied, 2);
+        assert_eq!(seeds.lock().unwrap().len(), 2);
     }
 
     #[test]

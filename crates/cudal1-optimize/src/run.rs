@@ -276,9 +276,10 @@ impl<'o, 'a> Loop<'o, 'a> {
             let replies_rx = if replies_open { &replies } else { &closed };
             select! {
                 recv(replies_rx) -> msg => match msg {
-                    Ok(Generated::Reply { planned, result }) => {
+                    Ok(Generated::Reply { planned, result, accounting }) => {
                         self.invocation.requests += 1;
                         self.on_reply(planned, result, gate, on_event)?;
+                        drop(accounting);
                     }
                     Ok(Generated::NotSent { planned }) => {
                         tracing::debug!(round = planned.round, index = planned.index, "request not sent: the gate is closed");
