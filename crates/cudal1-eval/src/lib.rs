@@ -23,6 +23,7 @@ mod failure;
 pub mod findings;
 pub mod intake;
 pub mod memory;
+pub mod profile;
 pub mod reference;
 pub mod runner;
 pub mod scratch;

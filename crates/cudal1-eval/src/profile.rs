@@ -1,0 +1,583 @@
+//! Nsight Compute profiles: where a program's GPU time goes, kernel by kernel.
+//!
+//! A [`Profiler`] runs `ncu` over `python -m cudal1_runner.profile`, which imports the program,
+//! builds its model, warms it up, and calls it between `cudaProfilerStart` and `cudaProfilerStop`
+//! (`--profile-from-start off`), so that only those calls' kernels are profiled. ncu writes its
+//! CSV (one row per kernel launch and metric) to a log file, which [`parse_ncu_csv`] reads; the
+//! launches are summed per kernel into a [`Profile`]: each kernel's share of the GPU time,
+//! achieved compute and memory throughput (percent of peak), achieved occupancy, registers and
+//! launch shape.
+//!
+//! A profile informs people and prompts; it never decides a verdict. ncu must attach to the
+//! program, so it runs outside the evaluation sandbox, in its own scratch directory and with the
+//! runner's scrubbed environment; clocks are left alone (`--clock-control none`).
+//!
+//! ```
+//! use cudal1_eval::profile::{parse_ncu_csv, Profile};
+//!
+//! let log = "==PROF== Connected to process 7\n\
+//! \"ID\",\"Process ID\",\"Process Name\",\"Host Name\",\"Kernel Name\",\"Context\",\"Stream\",\"Block Size\",\"Grid Size\",\"Device\",\"CC\",\"Section Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n\
+//! \"0\",\"7\",\"python3\",\"127.0.0.1\",\"k\",\"1\",\"7\",\"(256, 1, 1)\",\"(64, 1, 1)\",\"0\",\"9.0\",\"Command line profiler metrics\",\"gpu__time_duration.sum\",\"nsecond\",\"2,048\"\n";
+//! let launches = parse_ncu_csv(log).unwrap();
+//! let profile = Profile::from_launches(&launches, 1);
+//! assert_eq!(profile.kernels[0].time_ns, 2048.0);
+//! ```
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::runner::RunnerEnv;
+use crate::settings::Device;
+
+/// Kernel time.
+pub const DURATION: &str = "gpu__time_duration.sum";
+/// Achieved compute (SM) throughput, percent of peak.
+pub const COMPUTE: &str = "sm__throughput.avg.pct_of_peak_sustained_elapsed";
+/// Achieved memory throughput (the busiest of DRAM, L2 and L1), percent of peak.
+pub const MEMORY: &str = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed";
+/// DRAM throughput, percent of peak.
+pub const DRAM: &str = "dram__throughput.avg.pct_of_peak_sustained_elapsed";
+/// Achieved occupancy: active warps, percent of the most an SM holds.
+pub const OCCUPANCY: &str = "sm__warps_active.avg.pct_of_peak_sustained_active";
+/// Registers per thread.
+pub const REGISTERS: &str = "launch__registers_per_thread";
+
+/// The metrics asked of ncu.
+pub const METRICS: [&str; 6] = [DURATION, COMPUTE, MEMORY, DRAM, OCCUPANCY, REGISTERS];
+
+/// One kernel launch as ncu reported it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelLaunch {
+    /// ncu's launch id (the `ID` column).
+    pub id: u64,
+    pub name: String,
+    pub block: String,
+    pub grid: String,
+    /// Metric name to value, in base units (time in nanoseconds).
+    pub metrics: BTreeMap<String, f64>,
+}
+
+/// One kernel (every launch of one name) in a profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelSummary {
+    pub name: String,
+    pub launches: u32,
+    /// GPU time of all its launches, nanoseconds.
+    pub time_ns: f64,
+    /// Its part of the profile's GPU time, 0 to 1.
+    pub share: f64,
+    /// Time-weighted over its launches; `None` where ncu gave no value.
+    pub compute_pct: Option<f64>,
+    pub memory_pct: Option<f64>,
+    pub dram_pct: Option<f64>,
+    pub occupancy_pct: Option<f64>,
+    pub registers: Option<f64>,
+    /// The launch shape of its longest launch, as ncu writes it: `(256, 1, 1)`.
+    pub block: String,
+    pub grid: String,
+}
+
+/// Where a program's GPU time goes during its profiled calls.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    /// The profiled calls of the model.
+    pub calls: u32,
+    pub launches: u32,
+    /// GPU time of every launch, nanoseconds (kernels only: no copies, no host time).
+    pub total_ns: f64,
+    /// Longest first.
+    pub kernels: Vec<KernelSummary>,
+}
+
+impl Profile {
+    /// Sums launches per kernel name.
+    #[must_use]
+    pub fn from_launches(launches: &[KernelLaunch], calls: u32) -> Profile {
+        struct Acc<'a> {
+            launches: u32,
+            time: f64,
+            weighted: BTreeMap<&'static str, (f64, f64)>,
+            longest: (f64, &'a KernelLaunch),
+        }
+        let mut by_name: BTreeMap<&str, Acc<'_>> = BTreeMap::new();
+        for l in launches {
+            let t = l.metrics.get(DURATION).copied().unwrap_or(0.0);
+            let acc = by_name.entry(l.name.as_str()).or_insert_with(|| Acc { launches: 0, time: 0.0, weighted: BTreeMap::new(), longest: (-1.0, l) });
+            acc.launches += 1;
+            acc.time += t;
+            if t > acc.longest.0 {
+                acc.longest = (t, l);
+            }
+            for m in [COMPUTE, MEMORY, DRAM, OCCUPANCY, REGISTERS] {
+                if let Some(v) = l.metrics.get(m) {
+                    // Weighted by time; a launch ncu timed at zero still counts once.
+                    let w = t.max(f64::MIN_POSITIVE);
+                    let e = acc.weighted.entry(m).or_insert((0.0, 0.0));
+                    e.0 += v * w;
+                    e.1 += w;
+                }
+            }
+        }
+        let total_ns: f64 = by_name.values().map(|a| a.time).sum();
+        let mut kernels: Vec<KernelSummary> = by_name
+            .into_iter()
+            .map(|(name, a)| {
+                let avg = |m: &str| a.weighted.get(m).map(|(s, w)| s / w);
+                KernelSummary {
+                    name: name.to_owned(),
+                    launches: a.launches,
+                    time_ns: a.time,
+                    share: if total_ns > 0.0 { a.time / total_ns } else { 0.0 },
+                    compute_pct: avg(COMPUTE),
+                    memory_pct: avg(MEMORY),
+                    dram_pct: avg(DRAM),
+                    occupancy_pct: avg(OCCUPANCY),
+                    registers: avg(REGISTERS),
+                    block: a.longest.1.block.clone(),
+                    grid: a.longest.1.grid.clone(),
+                }
+            })
+            .collect();
+        kernels.sort_by(|a, b| b.time_ns.total_cmp(&a.time_ns).then_with(|| a.name.cmp(&b.name)));
+        Profile { calls, launches: launches.len() as u32, total_ns, kernels }
+    }
+
+    /// A few lines for a person or a prompt: the totals, then the `top` longest kernels with
+    /// their share of the time and what bounds them.
+    #[must_use]
+    pub fn brief(&self, top: usize) -> String {
+        let calls = if self.calls == 1 { "1 call".to_owned() } else { format!("{} calls", self.calls) };
+        let mut out = format!(
+            "{} kernel launch{} ({} distinct kernel{}) in {calls}, {} of GPU time.",
+            self.launches,
+            if self.launches == 1 { "" } else { "es" },
+            self.kernels.len(),
+            if self.kernels.len() == 1 { "" } else { "s" },
+            duration_text(self.total_ns)
+        );
+        for k in self.kernels.iter().take(top) {
+            let mut facts = Vec::new();
+            if let Some(v) = k.compute_pct {
+                facts.push(format!("compute {v:.0}% of peak"));
+            }
+            if let Some(v) = k.memory_pct {
+                facts.push(format!("memory {v:.0}% of peak"));
+            }
+            if let Some(v) = k.dram_pct {
+                facts.push(format!("DRAM {v:.0}%"));
+            }
+            if let Some(v) = k.occupancy_pct {
+                facts.push(format!("achieved occupancy {v:.0}%"));
+            }
+            if let Some(v) = k.registers {
+                facts.push(format!("{v:.0} registers/thread"));
+            }
+            facts.push(format!("grid {} block {}", k.grid, k.block));
+            let launches = if k.launches == 1 { String::new() } else { format!(", {} launches", k.launches) };
+            out.push_str(&format!(
+                "\n- {:.0}% `{}` ({}{launches}): {}",
+                k.share * 100.0,
+                short_name(&k.name, 100),
+                duration_text(k.time_ns),
+                facts.join(", ")
+            ));
+        }
+        if self.kernels.len() > top {
+            let rest: f64 = self.kernels[top..].iter().map(|k| k.share).sum();
+            out.push_str(&format!("\n- {:.0}% in {} other kernel{}", rest * 100.0, self.kernels.len() - top, if self.kernels.len() - top == 1 { "" } else { "s" }));
+        }
+        out
+    }
+}
+
+/// `1.23 ms`, `45.6 µs`, `789 ns`.
+#[must_use]
+pub fn duration_text(ns: f64) -> String {
+    if ns >= 1e6 {
+        format!("{:.2} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.1} µs", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
+
+/// A kernel name cut to `max` characters (C++ template names run to thousands).
+#[must_use]
+pub fn short_name(name: &str, max: usize) -> String {
+    if name.chars().count() <= max {
+        return name.to_owned();
+    }
+    let mut s: String = name.chars().take(max.saturating_sub(1)).collect();
+    s.push('…');
+    s
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error(
+        "Nsight Compute (`ncu`) was not found on PATH, in $CUDA_HOME/bin, /usr/local/cuda/bin or /opt/nvidia/nsight-compute; \
+         install it (it ships with the CUDA toolkit) or pass --ncu PATH"
+    )]
+    NcuNotFound,
+    #[error("`{}` is not an executable file: pass the path of Nsight Compute's `ncu`", .0.display())]
+    NcuNotExecutable(PathBuf),
+    #[error("profiling needs a CUDA device; this run is on the CPU (use --device cuda or cuda:N)")]
+    NeedsGpu,
+    #[error("could not start `{}`: {source}", program.display())]
+    Spawn {
+        program: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the profiled run did not end within {}s (raise --timeout; ncu replays each kernel once per metric pass)", .0.as_secs())]
+    Timeout(Duration),
+    #[error("the program failed before it could be profiled ({kind}): {message}")]
+    Program { kind: String, message: String },
+    #[error("ncu failed ({status}): {tail}")]
+    Ncu { status: String, tail: String },
+    #[error("ncu's output could not be read: {0}")]
+    Parse(String),
+    #[error("ncu profiled no kernel: the profiled calls launched none on the GPU, or ncu could not read the counters. Its log ends: {0}")]
+    NoKernels(String),
+    #[error("profiler scratch space: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Finds `ncu`: `explicit` if given, else PATH, `$CUDA_HOME/bin`, `/usr/local/cuda/bin`, then the
+/// newest `/opt/nvidia/nsight-compute/*/ncu`.
+pub fn locate_ncu(explicit: Option<&Path>) -> Result<PathBuf, ProfileError> {
+    if let Some(p) = explicit {
+        return if is_executable(p) { Ok(p.to_owned()) } else { Err(ProfileError::NcuNotExecutable(p.to_owned())) };
+    }
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
+    for var in ["CUDA_HOME", "CUDA_PATH"] {
+        if let Some(home) = std::env::var_os(var) {
+            dirs.push(PathBuf::from(home).join("bin"));
+        }
+    }
+    dirs.push("/usr/local/cuda/bin".into());
+    if let Some(p) = dirs.iter().map(|d| d.join("ncu")).find(|p| is_executable(p)) {
+        return Ok(p);
+    }
+    let mut installed: Vec<PathBuf> = std::fs::read_dir("/opt/nvidia/nsight-compute")
+        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path().join("ncu"))).filter(|p| is_executable(p)).collect())
+        .unwrap_or_default();
+    installed.sort();
+    installed.pop().ok_or(ProfileError::NcuNotFound)
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// How to profile.
+#[derive(Debug, Clone)]
+pub struct Profiler {
+    pub ncu: PathBuf,
+    /// Calls before profiling starts (builds, autotuning, caches).
+    pub warmup: u32,
+    /// Calls profiled.
+    pub calls: u32,
+    /// For the whole profiled run, ncu's replays included.
+    pub timeout: Duration,
+    /// Where extension builds go (the compile cache), so that a build made for evaluation is reused.
+    pub extensions: Option<PathBuf>,
+}
+
+/// One program to profile: the task, and the candidate (its `ModelNew`) or none (the task's `Model`).
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    pub task: &'a Path,
+    pub candidate: Option<&'a Path>,
+    pub device: &'a Device,
+    pub seed: u64,
+}
+
+impl Profiler {
+    #[must_use]
+    pub fn new(ncu: PathBuf) -> Profiler {
+        Profiler { ncu, warmup: 3, calls: 1, timeout: Duration::from_secs(300), extensions: None }
+    }
+
+    /// ncu's arguments before the program's command line.
+    #[must_use]
+    pub fn ncu_args(&self, log: &Path) -> Vec<OsString> {
+        let mut args: Vec<OsString> = [
+            "--target-processes",
+            "all",
+            "--profile-from-start",
+            "off",
+            // Clocks as the evaluator sees them; locking them would also disturb other work on the GPU.
+            "--clock-control",
+            "none",
+            "--csv",
+            "--print-units",
+            "base",
+            "--metrics",
+        ]
+        .iter()
+        .map(OsString::from)
+        .collect();
+        args.push(METRICS.join(",").into());
+        args.push("--log-file".into());
+        args.push(log.into());
+        args
+    }
+
+    /// Profiles `target` in `scratch` (a directory of its own, kept for inspection).
+    pub fn profile(&self, env: &RunnerEnv, target: Target<'_>, scratch: &Path) -> Result<Profile, ProfileError> {
+        if *target.device == Device::Cpu {
+            return Err(ProfileError::NeedsGpu);
+        }
+        let log = scratch.join("ncu.csv");
+        let _ = std::fs::remove_file(&log);
+        run_driver(env, self, Some(&self.ncu_args(&log)), target, scratch)?;
+        let text = std::fs::read_to_string(&log).map_err(|e| ProfileError::Parse(format!("reading `{}`: {e}", log.display())))?;
+        let launches = parse_ncu_csv(&text)?;
+        if launches.is_empty() {
+            return Err(ProfileError::NoKernels(tail(&text, 800)));
+        }
+        Ok(Profile::from_launches(&launches, self.calls))
+    }
+
+    /// Runs the target's calls as [`Profiler::profile`] would, without ncu: whether the program
+    /// loads and runs under the profiling driver (on any device).
+    pub fn dry_run(&self, env: &RunnerEnv, target: Target<'_>, scratch: &Path) -> Result<(), ProfileError> {
+        run_driver(env, self, None, target, scratch)
+    }
+}
+
+fn run_driver(env: &RunnerEnv, profiler: &Profiler, ncu: Option<&[OsString]>, target: Target<'_>, scratch: &Path) -> Result<(), ProfileError> {
+    std::fs::create_dir_all(scratch)?;
+    let status_file = scratch.join("status.json");
+    let _ = std::fs::remove_file(&status_file);
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_owned());
+    let mut driver: Vec<OsString> = vec![env.python.clone().into(), "-m".into(), "cudal1_runner.profile".into()];
+    driver.extend(["--task".into(), abs(target.task).into()]);
+    if let Some(c) = target.candidate {
+        driver.extend(["--candidate".into(), abs(c).into()]);
+    }
+    let device = match target.device {
+        Device::Cpu => "cpu".to_owned(),
+        // CUDA_VISIBLE_DEVICES below leaves only the chosen GPU, as cuda:0.
+        Device::Cuda(_) => "cuda:0".to_owned(),
+    };
+    driver.extend(["--device".into(), device.into(), "--seed".into(), target.seed.to_string().into()]);
+    driver.extend(["--warmup".into(), profiler.warmup.to_string().into(), "--calls".into(), profiler.calls.to_string().into()]);
+    driver.extend(["--status".into(), status_file.clone().into()]);
+    let (program, args): (PathBuf, Vec<OsString>) = match ncu {
+        Some(ncu_args) => (profiler.ncu.clone(), ncu_args.iter().cloned().chain(driver).collect()),
+        None => (env.python.clone(), driver.into_iter().skip(1).collect()),
+    };
+    let mut cmd = Command::new(&program);
+    cmd.args(&args).current_dir(scratch).env_clear().process_group(0).stdin(Stdio::null());
+    for key in ["PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "LANG", "TERM"] {
+        if let Some(v) = std::env::var_os(key) {
+            cmd.env(key, v);
+        }
+    }
+    cmd.env("HOME", scratch).env("TMPDIR", scratch).env("PYTHONPATH", &env.package_root);
+    cmd.env("PYTHONDONTWRITEBYTECODE", "1").env("PYTHONNOUSERSITE", "1").env("PYTHONHASHSEED", "0");
+    match target.device {
+        Device::Cpu => cmd.env("CUDA_VISIBLE_DEVICES", ""),
+        Device::Cuda(n) => cmd.env("CUDA_VISIBLE_DEVICES", n.to_string()),
+    };
+    if let Some(arch) = &env.cuda_arch {
+        cmd.env("TORCH_CUDA_ARCH_LIST", arch);
+    }
+    if let Some(ext) = &profiler.extensions {
+        cmd.env("TORCH_EXTENSIONS_DIR", ext);
+    }
+    let out_path = scratch.join("output.log");
+    let out = std::fs::File::create(&out_path)?;
+    cmd.stdout(out.try_clone()?).stderr(out);
+    let mut child = cmd.spawn().map_err(|source| ProfileError::Spawn { program: program.clone(), source })?;
+    let started = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait()? {
+            break s;
+        }
+        if started.elapsed() >= profiler.timeout {
+            // SAFETY: kill has no memory-safety preconditions; the child leads its own group.
+            unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+            let _ = child.wait();
+            return Err(ProfileError::Timeout(profiler.timeout));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // ncu's own helpers may outlive it; nothing of this run is left behind.
+    // SAFETY: as above.
+    unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+    let output = std::fs::read_to_string(&out_path).unwrap_or_default();
+    match std::fs::read_to_string(&status_file).ok().and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok()) {
+        Some(v) if v["ok"] == true => Ok(()),
+        Some(v) => Err(ProfileError::Program {
+            kind: v["kind"].as_str().unwrap_or("internal").to_owned(),
+            message: v["message"].as_str().unwrap_or("").to_owned(),
+        }),
+        None => Err(ProfileError::Ncu { status: status.to_string(), tail: tail(&output, 1500) }),
+    }
+}
+
+fn tail(text: &str, max: usize) -> String {
+    let t = text.trim_end();
+    match t.char_indices().rev().nth(max) {
+        Some((i, _)) => format!("…{}", &t[i..]),
+        None => t.to_owned(),
+    }
+}
+
+/// Reads ncu's CSV (`--csv`, the default details page: one row per launch and metric), skipping
+/// the `==PROF==` lines and program output around it. Values are in the units ncu prints; times
+/// are converted to nanoseconds and thousands separators dropped.
+pub fn parse_ncu_csv(text: &str) -> Result<Vec<KernelLaunch>, ProfileError> {
+    let lines: Vec<&str> = text.lines().collect();
+    let Some(start) = lines.iter().position(|l| l.starts_with("\"ID\"") && l.contains("\"Metric Name\"")) else {
+        if text.contains("==PROF==") || text.contains("==ERROR==") || text.trim().is_empty() {
+            return Ok(Vec::new());
+        }
+        return Err(ProfileError::Parse(format!("no header row in ncu's output: {}", tail(text, 400))));
+    };
+    let body = lines[start..].iter().copied().filter(|l| l.starts_with('"')).collect::<Vec<_>>().join("\n");
+    let mut reader = csv::ReaderBuilder::new().flexible(true).from_reader(body.as_bytes());
+    let headers = reader.headers().map_err(|e| ProfileError::Parse(e.to_string()))?.clone();
+    let col = |name: &str| headers.iter().position(|h| h == name).ok_or_else(|| ProfileError::Parse(format!("no `{name}` column")));
+    let (id, kernel, block, grid, metric, unit, value) =
+        (col("ID")?, col("Kernel Name")?, col("Block Size")?, col("Grid Size")?, col("Metric Name")?, col("Metric Unit")?, col("Metric Value")?);
+    let mut launches: BTreeMap<u64, KernelLaunch> = BTreeMap::new();
+    for record in reader.records() {
+        let r = record.map_err(|e| ProfileError::Parse(e.to_string()))?;
+        let get = |i: usize| r.get(i).unwrap_or("");
+        let Ok(launch_id) = get(id).trim().parse::<u64>() else { continue };
+        let entry = launches.entry(launch_id).or_insert_with(|| KernelLaunch {
+            id: launch_id,
+            name: get(kernel).to_owned(),
+            block: get(block).to_owned(),
+            grid: get(grid).to_owned(),
+            metrics: BTreeMap::new(),
+        });
+        let name = get(metric).trim();
+        if name.is_empty() {
+            continue;
+        }
+        if let Some(v) = metric_value(get(value), get(unit)) {
+            entry.metrics.insert(name.to_owned(), v);
+        }
+    }
+    Ok(launches.into_values().collect())
+}
+
+/// A value in base units: times in nanoseconds; `n/a` and the like are `None`.
+fn metric_value(text: &str, unit: &str) -> Option<f64> {
+    let v: f64 = text.trim().replace(',', "").parse().ok()?;
+    let scale = match unit.trim() {
+        "usecond" | "us" => 1e3,
+        "msecond" | "ms" => 1e6,
+        "second" | "s" => 1e9,
+        _ => 1.0,
+    };
+    v.is_finite().then_some(v * scale)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER: &str = "\"ID\",\"Process ID\",\"Process Name\",\"Host Name\",\"Kernel Name\",\"Context\",\"Stream\",\"Block Size\",\"Grid Size\",\"Device\",\"CC\",\"Section Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"";
+
+    fn row(id: u32, kernel: &str, metric: &str, unit: &str, value: &str) -> String {
+        format!("\"{id}\",\"4242\",\"python3\",\"127.0.0.1\",\"{kernel}\",\"1\",\"7\",\"(256, 1, 1)\",\"(1024, 1, 1)\",\"0\",\"9.0\",\"Command line profiler metrics\",\"{metric}\",\"{unit}\",\"{value}\"")
+    }
+
+    fn log() -> String {
+        let mut lines = vec!["==PROF== Connected to process 4242 (/usr/bin/python3.12)".to_owned(), HEADER.to_owned()];
+        // Launch 0 and 2 of one kernel, 1 of another; times in three units.
+        for (id, k, t, unit, c, m, occ) in [
+            (0, "void gemm<float>(float*, int)", "1,500", "nsecond", "80.5", "20", "40"),
+            (1, "elementwise_add", "0.5", "usecond", "5", "90", "80"),
+            (2, "void gemm<float>(float*, int)", "0.0005", "msecond", "60.5", "10", "20"),
+        ] {
+            lines.push(row(id, k, DURATION, unit, t));
+            lines.push(row(id, k, COMPUTE, "%", c));
+            lines.push(row(id, k, MEMORY, "%", m));
+            lines.push(row(id, k, OCCUPANCY, "%", occ));
+            lines.push(row(id, k, REGISTERS, "register/thread", "32"));
+            lines.push(row(id, k, DRAM, "%", "n/a"));
+        }
+        lines.push("==PROF== Disconnected from process 4242".to_owned());
+        lines.join("\n")
+    }
+
+    #[test]
+    fn launches_are_read_with_units_and_separators() {
+        let launches = parse_ncu_csv(&log()).unwrap();
+        assert_eq!(launches.len(), 3);
+        assert_eq!(launches[0].name, "void gemm<float>(float*, int)");
+        assert_eq!(launches[0].metrics[DURATION], 1500.0);
+        assert_eq!(launches[1].metrics[DURATION], 500.0);
+        assert_eq!(launches[2].metrics[DURATION], 500.0);
+        assert_eq!(launches[0].grid, "(1024, 1, 1)");
+        assert!(!launches[0].metrics.contains_key(DRAM), "n/a is no value");
+    }
+
+    #[test]
+    fn kernels_are_summed_and_weighted_by_time() {
+        let p = Profile::from_launches(&parse_ncu_csv(&log()).unwrap(), 1);
+        assert_eq!(p.launches, 3);
+        assert_eq!(p.total_ns, 2500.0);
+        assert_eq!(p.kernels.len(), 2);
+        let gemm = &p.kernels[0];
+        assert_eq!((gemm.launches, gemm.time_ns, gemm.share), (2, 2000.0, 0.8));
+        // (80.5 * 1500 + 60.5 * 500) / 2000
+        assert!((gemm.compute_pct.unwrap() - 75.5).abs() < 1e-9);
+        assert!((gemm.occupancy_pct.unwrap() - 35.0).abs() < 1e-9);
+        assert_eq!(gemm.dram_pct, None);
+        let brief = p.brief(1);
+        assert!(brief.starts_with("3 kernel launches (2 distinct kernels) in 1 call, 2.5 µs of GPU time."), "{brief}");
+        assert!(brief.contains("- 80% `void gemm<float>(float*, int)` (2.0 µs, 2 launches): compute 76% of peak, memory 18% of peak"), "{brief}");
+        assert!(brief.contains("32 registers/thread, grid (1024, 1, 1) block (256, 1, 1)"), "{brief}");
+        assert!(brief.ends_with("- 20% in 1 other kernel"), "{brief}");
+    }
+
+    #[test]
+    fn a_log_without_kernels_is_empty_and_garbage_is_an_error() {
+        assert!(parse_ncu_csv("==PROF== Connected to process 1\n==WARNING== No kernels were profiled.\n").unwrap().is_empty());
+        assert!(matches!(parse_ncu_csv("Segmentation fault"), Err(ProfileError::Parse(_))));
+    }
+
+    #[test]
+    fn ncu_is_asked_for_the_profiled_range_with_clocks_left_alone() {
+        let args: Vec<String> = Profiler::new("/x/ncu".into()).ncu_args(Path::new("/s/ncu.csv")).iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        let joined = args.join(" ");
+        for part in ["--profile-from-start off", "--clock-control none", "--target-processes all", "--csv", "--log-file /s/ncu.csv"] {
+            assert!(joined.contains(part), "{joined}");
+        }
+        assert!(joined.contains(&METRICS.join(",")));
+    }
+
+    #[test]
+    fn a_missing_or_unusable_ncu_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("ncu");
+        std::fs::write(&file, "").unwrap();
+        assert!(matches!(locate_ncu(Some(&file)), Err(ProfileError::NcuNotExecutable(_))));
+        let msg = ProfileError::NcuNotFound.to_string();
+        assert!(msg.contains("--ncu PATH"), "{msg}");
+    }
+
+    #[test]
+    fn long_names_are_cut() {
+        assert_eq!(short_name("abcdef", 4), "abc…");
+        assert_eq!(short_name("abc", 4), "abc");
+        assert_eq!(duration_text(1_234_567.0), "1.23 ms");
+        assert_eq!(duration_text(999.0), "999 ns");
+    }
+}
