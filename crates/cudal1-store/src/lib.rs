@@ -8,7 +8,8 @@
 //! row, so a finished evaluation doubles as a cache entry. For `cudal1 optimize` it also keeps a
 //! program database per task ([`StoredProgram`], keyed by [`ProgramKey`]) and the runs, rounds
 //! and LLM samples that let an interrupted search resume, and the task checks of `tasks check`. The baselines of `cudal1 baselines` ([`StoredBaseline`],
-//! keyed by [`BaselineKey`]) are kept here too; like evaluations they are SQLite-only.
+//! keyed by [`BaselineKey`]) and the Nsight Compute profiles of `cudal1 profile` ([`StoredProfile`])
+//! are kept here too; like evaluations they are SQLite-only.
 //!
 //! The API is split by consumer ([`api`]): [`ProgramDatabase`] (programs and the prompts made
 //! from them) and [`JobQueue`] (the evaluation jobs of `serve` and `worker`) are traits that this
@@ -37,6 +38,7 @@ mod error;
 mod evaluation;
 mod jobs;
 mod json;
+mod profile;
 mod program;
 mod retry;
 mod rows;
@@ -60,6 +62,7 @@ pub use baseline::{BaselineFilter, BaselineKey, BaselineStatus, NewBaseline, Sto
 pub use batch::{NewBatch, StoredBatch};
 pub use error::StoreError;
 pub use evaluation::{EvalKey, NewEvaluation, StoredEvaluation};
+pub use profile::{NewProfile, ProfileKey, StoredProfile, REFERENCE_PROGRAM};
 pub use program::{NewProgram, ProgramKey, StoredProgram};
 pub use search::{NewRound, NewRun, NewSample, StoredRound, StoredRun, StoredSample};
 pub use source::ClaimRecord;
@@ -272,6 +275,22 @@ impl Store {
     /// then baseline name.
     pub fn baselines(&self, filter: &BaselineFilter) -> Result<Vec<StoredBaseline>, StoreError> {
         baseline::matching(&self.conn(), &self.path, filter)
+    }
+
+    /// Records an Nsight Compute profile, replacing one with the same key (task, program, class
+    /// of device).
+    pub fn record_profile(&self, p: &NewProfile) -> Result<(), StoreError> {
+        profile::upsert(&self.conn(), &self.path, p)
+    }
+
+    /// The profile recorded under `key`, if any.
+    pub fn find_profile(&self, key: &ProfileKey) -> Result<Option<StoredProfile>, StoreError> {
+        profile::find(&self.conn(), &self.path, key)
+    }
+
+    /// Every profile, or those of one task, by task name, then label.
+    pub fn profiles(&self, task_hash: Option<&str>) -> Result<Vec<StoredProfile>, StoreError> {
+        profile::matching(&self.conn(), &self.path, task_hash)
     }
 
     fn conn(&self) -> MutexGuard<'_, Connection> {

@@ -228,6 +228,20 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (batch_id, task_hash, candidate_hash)
     );
     ",
+    // 6 -> 7: Nsight Compute profiles per task, program and class of device (`cudal1 profile`).
+    "
+    CREATE TABLE profiles (
+        task_hash       TEXT NOT NULL,
+        program         TEXT NOT NULL,
+        gpu_class       TEXT NOT NULL,
+        task_name       TEXT NOT NULL,
+        label           TEXT NOT NULL,
+        created_at      TEXT NOT NULL,
+        brief           TEXT NOT NULL,
+        profile         TEXT NOT NULL,
+        PRIMARY KEY (task_hash, program, gpu_class)
+    );
+    ",
 ];
 
 /// The schema version this build writes.
@@ -352,6 +366,7 @@ pub(crate) mod tests {
                 "optimize_rounds",
                 "optimize_runs",
                 "optimize_samples",
+                "profiles",
                 "programs",
                 "prompts",
                 "sources",
