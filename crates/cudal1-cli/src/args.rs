@@ -95,6 +95,9 @@ pub enum Command {
     /// Write one self-contained HTML report from the store: summaries, fast_p curves, every
     /// task's verdicts with code and diffs, findings, optimize histories and training curves.
     Report(crate::cmd_report::ReportArgs),
+    /// Profile programs with Nsight Compute: each kernel's share of the GPU time, its compute and
+    /// memory throughput, occupancy and launch shape; stored for `report` and `optimize --profile`.
+    Profile(Box<crate::cmd_profile::ProfileArgs>),
     /// Print a shell completion script (`cudal1 completions bash > ~/.local/share/bash-completion/completions/cudal1`).
     Completions(CompletionsArgs),
     /// Serve rewards and contrastive prompts to RL engines (verl, TRL, OpenRLHF) over HTTP:

@@ -23,15 +23,19 @@ use std::time::Duration;
 /// The class of device results are filed under: the GPU's class as the job queue names it
 /// (`nvidia-h100-80gb-hbm3`), or `cpu`.
 pub fn gpu_class(ws: &Workspace) -> Result<String> {
-    match &ws.devices[0] {
+    class_of(&ws.devices[0], &ws.interpreter)
+}
+
+/// The class of `device` as [`gpu_class`] names it.
+pub fn class_of(device: &Device, interpreter: &cudal1_python::Interpreter) -> Result<String> {
+    match device {
         Device::Cpu => Ok("cpu".into()),
-        Device::Cuda(i) => ws
-            .interpreter
+        Device::Cuda(i) => interpreter
             .probe
             .gpu_names
             .get(*i as usize)
             .map(|n| cudal1_queue::gpu_class_of(n))
-            .context("PyTorch did not name the GPU, so its baselines cannot be filed under a class of GPU"),
+            .context("PyTorch did not name the GPU, so its results cannot be filed under a class of GPU"),
     }
 }
 

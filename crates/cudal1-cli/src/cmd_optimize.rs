@@ -94,6 +94,12 @@ pub struct OptimizeArgs {
     /// The GGUF file inside `--gguf-dir`, when it holds several.
     #[arg(long, requires = "gguf_dir")]
     pub gguf_file: Option<String>,
+    /// Show Nsight Compute profiles in the prompts: the reference's, and each correct program's
+    /// beside it (each profiled once, between rounds, and stored; needs a GPU and `ncu`).
+    #[arg(long)]
+    pub profile: bool,
+    #[command(flatten)]
+    pub ncu: crate::cmd_profile::NcuArgs,
     #[command(flatten)]
     pub common: CommonEval,
 }
@@ -135,7 +141,23 @@ pub fn run(a: OptimizeArgs) -> Result<Status> {
     let interrupt = interrupt::install("the requests and evaluations under way");
     let (engine, _events) = ws.engine()?;
     interrupt.watch(engine.canceller());
-    let optimizer = Optimizer { llm: llm.as_ref(), prompts: &prompts, store: &ws.store, engine: &engine, config: &config, cancel: interrupt.flag() };
+    let profiling = if a.profile {
+        if ws.devices[0] == cudal1_eval::Device::Cpu {
+            bail!("`--profile` needs a CUDA device: Nsight Compute profiles GPU kernels\nhint: drop `--profile`, or run on a GPU (`--device cuda`)");
+        }
+        Some(crate::cmd_profile::Profiling::new(&a.ncu, &ws.env, &ws.interpreter, ws.devices[0].clone(), &ws.cache, &ws.store, false, false)?)
+    } else {
+        None
+    };
+    let optimizer = Optimizer {
+        llm: llm.as_ref(),
+        prompts: &prompts,
+        store: &ws.store,
+        engine: &engine,
+        config: &config,
+        cancel: interrupt.flag(),
+        profiles: profiling.as_ref().map(|p| p as &dyn cudal1_optimize::Profiles),
+    };
     let mut failed = 0usize;
     for task in &tasks {
         let dir = if suite { a.out.join(task.key()) } else { a.out.clone() };
@@ -320,6 +342,13 @@ impl Progress {
             Event::ReferenceFailed { error } => {
                 self.evaluating = self.evaluating.saturating_sub(1);
                 self.say(format!("  the reference failed (a fresh one starts): {}", error.lines().next().unwrap_or("")));
+            }
+            Event::Profiling { round, programs } => {
+                self.say(format!("round {round}: profiling {programs} program(s) with Nsight Compute for the prompts"));
+            }
+            Event::ProfileFailed { program_id, error } => {
+                let what = program_id.map_or_else(|| "the reference".to_owned(), |id| format!("program #{id}"));
+                self.say(format!("  {what} could not be profiled (prompts show it without): {}", error.lines().next().unwrap_or("")));
             }
             Event::RoundFinished { totals: t } => {
                 self.clear();

@@ -6,6 +6,7 @@ mod cmd_baselines;
 mod cmd_eval;
 mod cmd_export;
 mod cmd_optimize;
+mod cmd_profile;
 mod cmd_report;
 mod cmd_serve;
 mod cmd_show;
@@ -37,6 +38,7 @@ fn main() -> ExitCode {
         args::Command::Show(a) => cmd_show::run(&a),
         args::Command::Export(a) => cmd_export::run(&a),
         args::Command::Report(a) => cmd_report::run(&a),
+        args::Command::Profile(a) => cmd_profile::run(&a),
         args::Command::Completions(a) => completions(a.shell),
         args::Command::Serve(a) => cmd_serve::run(*a),
         args::Command::Worker(a) => cmd_worker::run(*a),

@@ -51,6 +51,11 @@ pub enum Event {
     /// The machine ran out of memory while a program was judged (not the program's fault): it
     /// has no verdict, and the next invocation evaluates it again.
     HostFailed { error: String },
+    /// Programs are being profiled for the round's prompts (`--profile`): the reference (once)
+    /// and each correct program not profiled yet.
+    Profiling { round: u32, programs: usize },
+    /// A program (`None`: the reference) could not be profiled; prompts show it without a profile.
+    ProfileFailed { program_id: Option<i64>, error: String },
     RoundFinished { totals: NewRound },
     Stopped { reason: StopReason },
 }

@@ -35,7 +35,7 @@ pub use event::Event;
 pub use lineage::LineageNode;
 pub use output::{render_report, write_outputs, OutputFiles};
 pub use plan::PromptKind;
-pub use run::{run_id, Optimizer};
+pub use run::{run_id, Optimizer, Profiles};
 pub use stop::StopReason;
 pub use summary::{BestProgram, Invocation, RunSummary, SampleLine, Totals};
 pub use tally::Outcome;

@@ -1,7 +1,9 @@
 //! The prompts of a round: round 1 shows the reference alone; later rounds show it with up to N
 //! earlier correct variants of the task, drawn by CUDA-L1's bucketed softmax.
 
-use cudal1_search::{draw_prompt, ExemplarSampler, PromptError, Prompts, Variant};
+use std::collections::HashMap;
+
+use cudal1_search::{draw_prompt, ExemplarSampler, PromptError, Prompts, Reference, Variant};
 use cudal1_store::StoredProgram;
 use rand::Rng;
 use serde::Serialize;
@@ -57,17 +59,21 @@ pub struct PlanInput<'a> {
     pub sampler: &'a ExemplarSampler,
     pub exemplars: usize,
     pub seed: u64,
+    /// Nsight Compute briefs to show (`optimize --profile`): the reference's, and programs' by id.
+    pub reference_profile: Option<&'a str>,
+    pub profiles: &'a HashMap<i64, String>,
 }
 
 /// The prompts for the sample slots `indices` of round `input.round`; each slot draws its own
 /// exemplars.
 pub fn plan_round(input: &PlanInput<'_>, indices: &[u32], rng: &mut impl Rng) -> Result<Vec<Planned>, PromptError> {
     let variants: Vec<Variant> =
-        input.programs.iter().map(|p| Variant { id: p.id, code: p.code.clone(), speedup: correct_speedup(p) }).collect();
+        input.programs.iter().map(|p| Variant { id: p.id, code: p.code.clone(), speedup: correct_speedup(p), profile: input.profiles.get(&p.id).cloned() }).collect();
+    let reference = Reference { code: input.reference, profile: input.reference_profile };
     indices
         .iter()
         .map(|&index| {
-            let drawn = draw_prompt(input.prompts, input.reference, &variants, input.round > 1, input.sampler, input.exemplars, rng)?;
+            let drawn = draw_prompt(input.prompts, reference, &variants, input.round > 1, input.sampler, input.exemplars, rng)?;
             Ok(Planned {
                 round: input.round,
                 index,
@@ -92,7 +98,8 @@ mod tests {
         let prompts = Prompts::builtin();
         let sampler = ExemplarSampler::new(0.25, 1.0).unwrap();
         let refs: Vec<&StoredProgram> = programs.iter().collect();
-        let input = PlanInput { round, reference: REFERENCE, prompts: &prompts, programs: &refs, sampler: &sampler, exemplars: 2, seed: 7 };
+        let profiles = HashMap::new();
+        let input = PlanInput { round, reference: REFERENCE, prompts: &prompts, programs: &refs, sampler: &sampler, exemplars: 2, seed: 7, reference_profile: None, profiles: &profiles };
         plan_round(&input, indices, &mut StdRng::seed_from_u64(1)).unwrap()
     }
 

@@ -3,7 +3,7 @@
 //! evaluator at once, and finishes when every sample is recorded and every evaluation is back.
 //! Everything is written to the store as it happens, so a crash or Ctrl-C resumes from there.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
@@ -21,7 +21,7 @@ use crate::generate::{self, Gate, Generated, Sampling};
 use crate::plan::{plan_round, sample_seed, PlanInput, Planned};
 use crate::stop::{self, Budget, Spend, StopReason};
 use crate::summary::{self, Invocation, RunSummary};
-use crate::tally::{index_programs, round_totals, Outcome, ProgramIndex};
+use crate::tally::{correct_speedup, index_programs, round_totals, Outcome, ProgramIndex};
 use crate::{Event, OptimizeConfig, OptimizeError};
 
 /// Everything a run needs. One optimizer can run several tasks in turn.
@@ -35,6 +35,18 @@ pub struct Optimizer<'a> {
     pub config: &'a OptimizeConfig,
     /// Set once (Ctrl-C): no new requests, evaluations under way finish, the round resumes later.
     pub cancel: &'a AtomicBool,
+    /// Where prompts' Nsight Compute profiles come from (`--profile`); `None` shows none.
+    pub profiles: Option<&'a dyn Profiles>,
+}
+
+/// Nsight Compute briefs for prompts (`optimize --profile`). Called while a round is planned,
+/// when none of the run's evaluations is under way, so that a profile never runs beside the run's
+/// timing. An error is shown as an event and the prompt goes without that profile.
+pub trait Profiles {
+    /// The brief of the task's reference.
+    fn reference(&self, task: &Task) -> Result<String, String>;
+    /// The brief of one of the task's programs.
+    fn program(&self, task: &Task, program: &StoredProgram) -> Result<String, String>;
 }
 
 /// The run id: the same task, evaluation settings and output label continue the same run.
@@ -70,6 +82,11 @@ struct Loop<'o, 'a> {
     /// Why the round under way must end early, once what is in flight is back.
     stop_in_round: Option<StopReason>,
     fatal: Option<OptimizeError>,
+    /// The reference's brief once it was tried (`None` inside: it failed).
+    reference_profile: Option<Option<String>>,
+    /// Programs' briefs, and the ids tried (failures are not tried again).
+    profiles: HashMap<i64, String>,
+    profiles_tried: HashSet<i64>,
 }
 
 impl Optimizer<'_> {
@@ -115,6 +132,9 @@ impl Optimizer<'_> {
             invocation: Invocation::default(),
             stop_in_round: None,
             fatal: None,
+            reference_profile: None,
+            profiles: HashMap::new(),
+            profiles_tried: HashSet::new(),
         };
         let mut rounds: Vec<NewRound> =
             self.store.rounds_for_run(&state.run_id).map_err(store_err)?.into_iter().map(|r| r.round).collect();
@@ -191,7 +211,7 @@ impl<'o, 'a> Loop<'o, 'a> {
             let next = self.samples.iter().filter(this_round).map(|s| s.sample.index).max().map_or(0, |m| m + 1);
             let missing = config.samples.saturating_sub(u32::try_from(answered).unwrap_or(u32::MAX));
             let indices: Vec<u32> = (next..next + missing).collect();
-            let planned = self.plan(round, &indices, &sampler)?;
+            let planned = self.plan(round, &indices, &sampler, on_event)?;
             let first_new = self.samples.len();
             on_event(Event::RoundStarted {
                 round,
@@ -244,7 +264,8 @@ impl<'o, 'a> Loop<'o, 'a> {
         })
     }
 
-    fn plan(&self, round: u32, indices: &[u32], sampler: &ExemplarSampler) -> Result<Vec<Planned>, OptimizeError> {
+    fn plan(&mut self, round: u32, indices: &[u32], sampler: &ExemplarSampler, on_event: &mut dyn FnMut(Event)) -> Result<Vec<Planned>, OptimizeError> {
+        self.profile_for_prompts(round, on_event);
         let config = self.opt.config;
         let mut programs: Vec<&StoredProgram> = self.programs.values().collect();
         programs.sort_by_key(|p| p.id);
@@ -256,9 +277,48 @@ impl<'o, 'a> Loop<'o, 'a> {
             sampler,
             exemplars: config.exemplars,
             seed: config.seed ^ seed_of(&self.run_id),
+            reference_profile: self.reference_profile.as_ref().and_then(Option::as_deref),
+            profiles: &self.profiles,
         };
         let mut rng = StdRng::seed_from_u64(sample_seed(input.seed, round, u32::MAX));
         plan_round(&input, indices, &mut rng).map_err(|source| OptimizeError::Prompt { task: self.task.key(), source: Box::new(source) })
+    }
+
+    /// With `--profile`: the reference's brief (once), and one for each correct program that has
+    /// none yet. Runs between rounds: every evaluation of the run is back by now.
+    fn profile_for_prompts(&mut self, round: u32, on_event: &mut dyn FnMut(Event)) {
+        let Some(source) = self.opt.profiles else { return };
+        let mut todo: Vec<&StoredProgram> =
+            self.programs.values().filter(|p| correct_speedup(p).is_some() && !self.profiles_tried.contains(&p.id)).collect();
+        todo.sort_by_key(|p| p.id);
+        let reference = self.reference_profile.is_none();
+        if todo.is_empty() && !reference {
+            return;
+        }
+        on_event(Event::Profiling { round, programs: todo.len() + usize::from(reference) });
+        if reference {
+            let got = source.reference(self.task);
+            if let Err(error) = &got {
+                on_event(Event::ProfileFailed { program_id: None, error: error.clone() });
+            }
+            self.reference_profile = Some(got.ok());
+        }
+        let mut found = Vec::new();
+        for p in todo {
+            match source.program(self.task, p) {
+                Ok(brief) => found.push((p.id, Some(brief))),
+                Err(error) => {
+                    on_event(Event::ProfileFailed { program_id: Some(p.id), error });
+                    found.push((p.id, None));
+                }
+            }
+        }
+        for (id, brief) in found {
+            self.profiles_tried.insert(id);
+            if let Some(b) = brief {
+                self.profiles.insert(id, b);
+            }
+        }
     }
 
     /// Records replies as they come and evaluates new programs as they come, until every

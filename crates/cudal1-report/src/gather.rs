@@ -11,8 +11,10 @@ use cudal1_store::{ProgramDatabase, Store, StoredEvaluation};
 
 use crate::charts::{self, LineChart, Point, Series};
 use crate::model::{
-    BaselineTime, BatchView, ClaimsView, DiffLine, EvalDetail, FastPRow, LevelChart, LineageRow, Notice, Report, RoundRow, RunView, Speedup, Summary, TaskCell, TaskRow,
+    BaselineTime, BatchView, ClaimsView, DiffLine, EvalDetail, FastPRow, KernelRow, LevelChart, LineageRow, Notice, ProfileView, Report, RoundRow, RunView, Speedup,
+    Summary, TaskCell, TaskRow,
 };
+use cudal1_eval::profile::{duration_text, short_name, Profile};
 use crate::{train, ReportError};
 
 /// The p of the summary's fast_p columns (as `eval`'s summary).
@@ -148,8 +150,10 @@ pub fn gather(store: &Store, request: &Request) -> Result<Report, ReportError> {
     fast_p(&mut report, &batches, baselines);
     report.distributions = distributions(&batches);
     report.tasks = task_rows(&batches, baselines);
+    let mut shown: BTreeSet<String> = BTreeSet::new();
     for b in &batches {
         for r in &b.rows {
+            shown.insert(r.stored.key.task_hash.clone());
             let code = source(store, &r.stored.candidate_label, &r.stored.key.candidate_hash)?;
             let reference = source(store, &r.stored.task_path, &r.stored.key.task_hash)?;
             report.details.push(detail(r, &b.view.label, baselines, code, reference));
@@ -170,7 +174,57 @@ pub fn gather(store: &Store, request: &Request) -> Result<Report, ReportError> {
     let training = request.training.iter().map(|d| train::read(d)).collect::<Result<Vec<_>, _>>()?;
     report.training_compared = train::compare(&training);
     report.training = training.into_iter().map(train::Run::into_view).collect();
+    for id in &runs {
+        if let Some(r) = store.find_run(id)? {
+            shown.insert(r.task_hash);
+        }
+    }
+    report.profiles = profiles(store, &shown)?;
     Ok(report)
+}
+
+/// The stored profiles of these tasks, the reference's first within a task.
+fn profiles(store: &Store, tasks: &BTreeSet<String>) -> Result<Vec<ProfileView>, ReportError> {
+    let mut rows: Vec<_> = store.profiles(None)?.into_iter().filter(|p| tasks.contains(&p.profile.key.task_hash)).collect();
+    rows.sort_by_key(|p| (p.profile.task_name.clone(), p.profile.key.program != cudal1_store::REFERENCE_PROGRAM, p.profile.label.clone()));
+    Ok(rows.into_iter().map(profile_view).collect())
+}
+
+fn profile_view(stored: cudal1_store::StoredProfile) -> ProfileView {
+    let p = stored.profile;
+    let pct = |v: Option<f64>| v.map_or_else(|| "–".to_owned(), |v| format!("{v:.0}"));
+    let parsed = serde_json::from_value::<Profile>(p.profile).ok();
+    let kernels = parsed
+        .as_ref()
+        .map(|prof| {
+            prof.kernels
+                .iter()
+                .map(|k| KernelRow {
+                    name: short_name(&k.name, 90),
+                    full_name: k.name.clone(),
+                    share: k.share,
+                    time: duration_text(k.time_ns),
+                    launches: k.launches,
+                    compute: pct(k.compute_pct),
+                    memory: pct(k.memory_pct),
+                    dram: pct(k.dram_pct),
+                    occupancy: pct(k.occupancy_pct),
+                    registers: pct(k.registers),
+                    grid: k.grid.clone(),
+                    block: k.block.clone(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    ProfileView {
+        task: p.task_name,
+        label: p.label,
+        gpu_class: p.key.gpu_class,
+        created_at: stored.created_at,
+        summary: p.brief.lines().next().unwrap_or("").to_owned(),
+        kernels,
+        brief: p.brief,
+    }
 }
 
 fn batch(store: &Store, id: &str, index: usize) -> Result<Batch, ReportError> {
@@ -753,5 +807,37 @@ mod tests {
         let mut names = vec!["level2/1_A", "level1/12_B", "level1/2_C"];
         names.sort_by_key(|n| natural_key(n));
         assert_eq!(names, ["level1/2_C", "level1/12_B", "level2/1_A"]);
+    }
+
+    #[test]
+    fn profiles_of_the_tasks_shown_come_with_their_kernels() {
+        let store = store();
+        let kernel = |name: &str, share: f64, compute: Option<f64>| {
+            serde_json::json!({"name": name, "launches": 2, "time_ns": share * 1e4, "share": share, "compute_pct": compute, "memory_pct": 81.0,
+                "dram_pct": null, "occupancy_pct": 45.5, "registers": 32.0, "block": "(256, 1, 1)", "grid": "(80, 1, 1)"})
+        };
+        let profile = serde_json::json!({"calls": 1, "launches": 4, "total_ns": 1e4, "kernels": [kernel("gemm<float>", 0.75, Some(12.0)), kernel("add", 0.25, None)]});
+        for (task, program, label) in [("t-level1/1_A", "c-fast", "/gone/fast.py"), ("t-level1/1_A", cudal1_store::REFERENCE_PROGRAM, "reference"), ("t-elsewhere", "x", "x.py")] {
+            store
+                .record_profile(&cudal1_store::NewProfile {
+                    key: cudal1_store::ProfileKey { task_hash: task.into(), program: program.into(), gpu_class: "nvidia-h100".into() },
+                    task_name: "level1/1_A".into(),
+                    label: label.into(),
+                    brief: "4 kernel launches (2 distinct kernels) in 1 call, 10.0 µs of GPU time.\n- 75% `gemm<float>`".into(),
+                    profile: profile.clone(),
+                })
+                .unwrap();
+        }
+        let report = gather(&store, &Request::default()).unwrap();
+        let labels: Vec<&str> = report.profiles.iter().map(|p| p.label.as_str()).collect();
+        assert_eq!(labels, ["reference", "/gone/fast.py"], "the reference first; tasks not shown are left out");
+        let p = &report.profiles[1];
+        assert_eq!(p.summary, "4 kernel launches (2 distinct kernels) in 1 call, 10.0 µs of GPU time.");
+        assert_eq!(p.kernels.len(), 2);
+        let k = &p.kernels[0];
+        assert_eq!((k.name.as_str(), k.time.as_str(), k.compute.as_str(), k.occupancy.as_str(), k.dram.as_str()), ("gemm<float>", "7.5 µs", "12", "46", "–"));
+        let html = crate::render::render(&report).unwrap();
+        assert!(html.contains("<section id=\"profiles\">"));
+        assert!(html.contains("<code title=\"gemm&lt;float&gt;\">gemm&lt;float&gt;</code></td><td class=\"num\">75.0%</td>"), "escaped and shown");
     }
 }

@@ -36,6 +36,40 @@ pub struct Report {
     pub training: Vec<TrainingView>,
     /// Inline SVG per metric that several training runs share, a line per run.
     pub training_compared: Vec<String>,
+    /// Nsight Compute profiles of the tasks shown (`cudal1 profile`, `optimize --profile`).
+    pub profiles: Vec<ProfileView>,
+}
+
+/// One program's Nsight Compute profile.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProfileView {
+    pub task: String,
+    /// `reference`, a candidate's file, or `program #ID` of an optimize run.
+    pub label: String,
+    pub gpu_class: String,
+    pub created_at: String,
+    /// Its first line: launches, distinct kernels and GPU time.
+    pub summary: String,
+    /// Longest first; empty when the stored profile could not be read (then `brief` is shown).
+    pub kernels: Vec<KernelRow>,
+    pub brief: String,
+}
+
+/// One kernel of a profile, its numbers as text (`–` where ncu gave none).
+#[derive(Clone, Debug, Serialize)]
+pub struct KernelRow {
+    pub name: String,
+    pub full_name: String,
+    pub share: f64,
+    pub time: String,
+    pub launches: u32,
+    pub compute: String,
+    pub memory: String,
+    pub dram: String,
+    pub occupancy: String,
+    pub registers: String,
+    pub grid: String,
+    pub block: String,
 }
 
 /// One batch's summary.

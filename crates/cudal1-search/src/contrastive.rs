@@ -4,7 +4,7 @@
 
 use rand::Rng;
 
-use crate::{Exemplar, ExemplarSampler, PromptError, Prompts, ScoredVariant};
+use crate::{Exemplar, ExemplarSampler, PromptError, Prompts, Reference, ScoredVariant};
 
 /// An earlier program of the task as a prompt may show it.
 #[derive(Debug, Clone, PartialEq)]
@@ -14,6 +14,8 @@ pub struct Variant {
     pub code: String,
     /// The measured speedup, when it is a correct program; others are never shown.
     pub speedup: Option<f64>,
+    /// Its Nsight Compute brief, shown with it when set.
+    pub profile: Option<String>,
 }
 
 /// A rendered prompt and what it shows.
@@ -28,21 +30,25 @@ pub struct Drawn {
 /// The prompt for `reference` given its earlier `variants`: the first-round prompt when
 /// `contrastive` is false or no variant is correct, else up to `n` correct variants drawn by
 /// `sampler`.
-pub fn draw_prompt(
+pub fn draw_prompt<'r>(
     prompts: &Prompts,
-    reference: &str,
+    reference: impl Into<Reference<'r>>,
     variants: &[Variant],
     contrastive: bool,
     sampler: &ExemplarSampler,
     n: usize,
     rng: &mut impl Rng,
 ) -> Result<Drawn, PromptError> {
+    let reference = reference.into();
     let correct: Vec<(&Variant, f64)> = variants.iter().filter_map(|v| v.speedup.filter(|s| s.is_finite()).map(|s| (v, s))).collect();
     if !contrastive || correct.is_empty() || n == 0 {
         return Ok(Drawn { prompt: prompts.first(reference)?, contrastive: false, shown: vec![] });
     }
     let scored: Vec<ScoredVariant> = correct.iter().map(|(_, s)| ScoredVariant { speedup: *s, correct: true }).collect();
     let picked = sampler.sample(&scored, n, rng);
-    let shown: Vec<Exemplar> = picked.iter().map(|&i| Exemplar::measured(correct[i].0.code.clone(), correct[i].1)).collect();
+    let shown: Vec<Exemplar> = picked
+        .iter()
+        .map(|&i| Exemplar { profile: correct[i].0.profile.clone(), ..Exemplar::measured(correct[i].0.code.clone(), correct[i].1) })
+        .collect();
     Ok(Drawn { prompt: prompts.contrastive(reference, &shown)?, contrastive: true, shown: picked.iter().map(|&i| correct[i].0.id).collect() })
 }

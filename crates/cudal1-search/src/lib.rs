@@ -13,7 +13,7 @@
 //! use cudal1_search::{extract_program, Exemplar, Prompts};
 //! let prompts = Prompts::builtin();
 //! let reference = "class Model(nn.Module):\n    def forward(self, x):\n        return x + 1\n";
-//! let shown = [Exemplar { code: "class ModelNew(nn.Module): ...".into(), speedup: 1.3, verdict: "correct".into() }];
+//! let shown = [Exemplar { code: "class ModelNew(nn.Module): ...".into(), speedup: 1.3, verdict: "correct".into(), profile: None }];
 //! let prompt = prompts.contrastive(reference, &shown)?;
 //! assert!(prompt.contains("speedup 1.30x"));
 //! let reply = "Analysis ...\n```python\nclass ModelNew(nn.Module):\n    pass\n```\n";
@@ -31,6 +31,6 @@ mod sampler;
 pub use contrastive::{draw_prompt, Drawn, Variant};
 pub use extract::{extract_program, ExtractError};
 pub use normalize::{normalize, normalized_hash};
-pub use prompts::{Exemplar, PromptError, Prompts, TEMPLATE_NAMES};
+pub use prompts::{Exemplar, PromptError, Prompts, Reference, TEMPLATE_NAMES};
 pub use reward::{group_advantages, group_normalized_rewards};
 pub use sampler::{Bucket, ExemplarSampler, SamplerError, ScoredVariant};

@@ -28,6 +28,9 @@ pub struct Exemplar {
     pub speedup: f64,
     /// The evaluator's verdict in words, e.g. `correct` or `correct, slower than the reference`.
     pub verdict: String,
+    /// Where its GPU time goes (an Nsight Compute brief), when the prompt shows profiles
+    /// (`optimize --profile`).
+    pub profile: Option<String>,
 }
 
 impl Exemplar {
@@ -35,7 +38,27 @@ impl Exemplar {
     /// reference.
     pub fn measured(code: String, speedup: f64) -> Exemplar {
         let verdict = if speedup < 1.0 { "correct, slower than the reference" } else { "correct" };
-        Exemplar { code, speedup, verdict: verdict.to_owned() }
+        Exemplar { code, speedup, verdict: verdict.to_owned(), profile: None }
+    }
+}
+
+/// The reference program as a prompt shows it: its code, and its profile when prompts show
+/// profiles. A `&str` is the code alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reference<'a> {
+    pub code: &'a str,
+    pub profile: Option<&'a str>,
+}
+
+impl<'a> From<&'a str> for Reference<'a> {
+    fn from(code: &'a str) -> Self {
+        Reference { code, profile: None }
+    }
+}
+
+impl<'a> From<&'a String> for Reference<'a> {
+    fn from(code: &'a String) -> Self {
+        Reference { code, profile: None }
     }
 }
 
@@ -46,12 +69,13 @@ struct ExemplarView<'a> {
     speedup: f64,
     speedup_text: String,
     verdict: &'a str,
+    profile: Option<&'a str>,
 }
 
 impl<'a> From<&'a Exemplar> for ExemplarView<'a> {
     fn from(e: &'a Exemplar) -> Self {
         let speedup_text = if e.speedup.is_finite() { format!("{:.2}x", e.speedup) } else { "n/a".to_owned() };
-        Self { code: e.code.trim_end(), speedup: e.speedup, speedup_text, verdict: &e.verdict }
+        Self { code: e.code.trim_end(), speedup: e.speedup, speedup_text, verdict: &e.verdict, profile: e.profile.as_deref() }
     }
 }
 
@@ -131,8 +155,13 @@ impl Prompts {
         }
         let prompts = Self { env, origins };
         prompts.first("class Model: pass")?;
-        let probe = Exemplar { code: "class ModelNew: pass".to_owned(), speedup: 1.0, verdict: "correct".to_owned() };
+        let probe = Exemplar { code: "class ModelNew: pass".to_owned(), speedup: 1.0, verdict: "correct".to_owned(), profile: None };
         prompts.contrastive("class Model: pass", &[probe])?;
+        // With profiles too: a template that uses them must render them.
+        let probe = Exemplar { profile: Some("1 kernel launch".to_owned()), ..Exemplar::measured("class ModelNew: pass".to_owned(), 1.0) };
+        let reference = Reference { code: "class Model: pass", profile: Some("1 kernel launch") };
+        prompts.first(reference)?;
+        prompts.contrastive(reference, &[probe])?;
         Ok(prompts)
     }
 
@@ -145,19 +174,24 @@ impl Prompts {
         template.render(ctx).map_err(|source| PromptError::Template { name: name.to_owned(), origin: origin(), source })
     }
 
-    /// The first-round prompt: the reference program alone.
-    pub fn first(&self, reference: &str) -> Result<String, PromptError> {
-        self.render(FIRST, context! { reference => reference.trim_end() })
+    /// The first-round prompt: the reference program alone (with its profile, if given).
+    pub fn first<'r>(&self, reference: impl Into<Reference<'r>>) -> Result<String, PromptError> {
+        let r = reference.into();
+        self.render(FIRST, context! { reference => r.code.trim_end(), reference_profile => r.profile })
     }
 
     /// The contrastive prompt: the reference and earlier variants with their
-    /// measured speedups, in the order given.
-    pub fn contrastive(&self, reference: &str, exemplars: &[Exemplar]) -> Result<String, PromptError> {
+    /// measured speedups (and profiles, if given), in the order given.
+    pub fn contrastive<'r>(&self, reference: impl Into<Reference<'r>>, exemplars: &[Exemplar]) -> Result<String, PromptError> {
         if exemplars.is_empty() {
             return Err(PromptError::NoExemplars);
         }
+        let r = reference.into();
         let views: Vec<ExemplarView<'_>> = exemplars.iter().map(ExemplarView::from).collect();
-        self.render(CONTRASTIVE, context! { reference => reference.trim_end(), exemplars => Value::from(Serde(&views)) })
+        self.render(
+            CONTRASTIVE,
+            context! { reference => r.code.trim_end(), reference_profile => r.profile, exemplars => Value::from(Serde(&views)) },
+        )
     }
 }
 
@@ -168,7 +202,7 @@ mod tests {
     const REFERENCE: &str = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n";
 
     fn exemplar(code: &str, speedup: f64, verdict: &str) -> Exemplar {
-        Exemplar { code: code.to_owned(), speedup, verdict: verdict.to_owned() }
+        Exemplar { code: code.to_owned(), speedup, verdict: verdict.to_owned(), profile: None }
     }
 
     #[test]
@@ -180,6 +214,21 @@ mod tests {
         assert!(p.contains("ONE ```python"));
         assert!(p.contains("plain PyTorch.\n\nStart with a short plan"), "rules and the closing paragraph stay apart");
         assert!(!p.contains("{{") && !p.contains("{%"));
+    }
+
+    #[test]
+    fn profiles_are_shown_only_when_given() {
+        let prompts = Prompts::builtin();
+        let plain = prompts.first(REFERENCE).unwrap();
+        assert!(!plain.contains("Nsight Compute"), "{plain}");
+        let reference = Reference { code: REFERENCE, profile: Some("2 kernel launches, 40 µs\n- 90% `gemm`") };
+        let first = prompts.first(reference).unwrap();
+        assert!(first.contains("```\n\nNsight Compute profiled the reference on the GPU:\n\n2 kernel launches, 40 µs\n- 90% `gemm`\n\nWrite a new program"), "{first}");
+        let ex = [Exemplar { profile: Some("1 kernel launch, 12 µs".to_owned()), ..exemplar("class ModelNew: a = 1", 2.0, "correct") }, exemplar("class ModelNew: b = 1", 1.5, "correct")];
+        let c = prompts.contrastive(reference, &ex).unwrap();
+        assert!(c.contains("class ModelNew: a = 1\n```\n\nNsight Compute profile of variant 1:\n\n1 kernel launch, 12 µs\n"), "{c}");
+        assert!(!c.contains("profile of variant 2"), "{c}");
+        assert!(c.contains("Nsight Compute profiled the reference"));
     }
 
     #[test]

@@ -115,6 +115,7 @@ impl<'a> KernelEnv<'a> {
                 id: p.id,
                 speedup: (p.verdict == Verdict::Correct.as_str()).then_some(p.speedup_median).flatten().filter(|s| s.is_finite()),
                 code: p.code,
+                profile: None,
             })
             .collect())
     }

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use cudal1_eval::{CompileCache, Device, EngineConfig, EvalSettings, Evaluator, RunnerEnv};
 use cudal1_llm::{OpenAiClient, OpenAiConfig, RetryPolicy};
-use cudal1_optimize::{run_id, Event, OptimizeConfig, Optimizer, RunSummary, StopReason};
+use cudal1_optimize::{run_id, Event, OptimizeConfig, Optimizer, Profiles, RunSummary, StopReason};
 use cudal1_search::{normalized_hash, Prompts};
-use cudal1_store::{NewSample, Store};
+use cudal1_store::{NewSample, Store, StoredProgram};
 use cudal1_task::Task;
 use serde_json::json;
 
@@ -143,7 +143,7 @@ fn files_below(dir: &Path) -> Vec<PathBuf> {
 fn run(llm: &OpenAiClient, store: &Store, config: &OptimizeConfig, cancel: &AtomicBool, env: &RunnerEnv, dir: &Path) -> (RunSummary, Vec<Event>) {
     let prompts = Prompts::builtin();
     let engine = engine(env, dir);
-    let optimizer = Optimizer { llm, prompts: &prompts, store, engine: &engine, config, cancel };
+    let optimizer = Optimizer { llm, prompts: &prompts, store, engine: &engine, config, cancel, profiles: None };
     let mut events = Vec::new();
     let summary = optimizer.run(&task(), "it", &mut |e| events.push(e)).unwrap();
     let left = settled_files_below(engine.scratch());
@@ -289,7 +289,7 @@ fn a_rejected_key_stops_the_run_with_an_error_and_records_nothing() {
     let engine = engine(&unused_env(), dir.path());
     let config = OptimizeConfig::new(2, 3);
     let cancel = AtomicBool::new(false);
-    let optimizer = Optimizer { llm: &llm, prompts: &prompts, store: &store, engine: &engine, config: &config, cancel: &cancel };
+    let optimizer = Optimizer { llm: &llm, prompts: &prompts, store: &store, engine: &engine, config: &config, cancel: &cancel, profiles: None };
     let err = optimizer.run(&task(), "it", &mut |_| {}).unwrap_err();
     assert!(matches!(err, cudal1_optimize::OptimizeError::Llm { .. }), "{err:?}");
     let cause = std::error::Error::source(&err).unwrap().to_string();
@@ -297,4 +297,54 @@ fn a_rejected_key_stops_the_run_with_an_error_and_records_nothing() {
     let run = run_id(&task().hash, &settings.key_hash(), "it");
     assert!(store.samples_for_run(&run).unwrap().is_empty());
     assert!(store.rounds_for_run(&run).unwrap().is_empty());
+}
+
+/// Profiles from a source that fails for the reference and names each program; it counts what
+/// it was asked.
+#[derive(Default)]
+struct NamedProfiles {
+    asked: Mutex<Vec<Option<i64>>>,
+}
+
+impl Profiles for NamedProfiles {
+    fn reference(&self, _task: &Task) -> Result<String, String> {
+        self.asked.lock().unwrap().push(None);
+        Err("ncu could not read the counters".into())
+    }
+
+    fn program(&self, _task: &Task, program: &StoredProgram) -> Result<String, String> {
+        self.asked.lock().unwrap().push(Some(program.id));
+        Ok(format!("1 kernel launch of program {}", program.id))
+    }
+}
+
+#[test]
+fn with_profiles_prompts_show_each_correct_programs_profile_taken_once_between_rounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.db")).unwrap();
+    let env = runner_env(&dir.path().join("cache"));
+    let fast = std::fs::read_to_string(repo().join("tests/suite-cpu/candidates/level1/1_Diagonal_Matmul/fast.py")).unwrap();
+    let reply: &'static str = Box::leak(format!("Broadcast instead.\n```python\n{fast}```\n").into_boxed_str());
+    let server = Server::start(200, reply, None);
+    let (llm, prompts, config, cancel) = (client(&server.url), Prompts::builtin(), OptimizeConfig::new(3, 1), AtomicBool::new(false));
+    let engine = engine(&env, dir.path());
+    let profiles = NamedProfiles::default();
+    let optimizer = Optimizer { llm: &llm, prompts: &prompts, store: &store, engine: &engine, config: &config, cancel: &cancel, profiles: Some(&profiles) };
+    let mut events = Vec::new();
+    let s = optimizer.run(&task(), "it", &mut |e| events.push(e)).unwrap();
+    engine.finish();
+    let id = s.best.as_ref().expect("the fast program is correct").program_id;
+
+    // The reference is tried once (its failure is an event, not an error); the program once.
+    assert_eq!(*profiles.asked.lock().unwrap(), vec![None, Some(id)]);
+    let profiling: Vec<(u32, usize)> = events.iter().filter_map(|e| if let Event::Profiling { round, programs } = e { Some((*round, *programs)) } else { None }).collect();
+    assert_eq!(profiling, vec![(1, 1), (2, 1)]);
+    assert!(events.iter().any(|e| matches!(e, Event::ProfileFailed { program_id: None, error } if error.contains("counters"))), "{events:?}");
+
+    let prompts: Vec<String> = server.seen.lock().unwrap().iter().map(|b| serde_json::from_str::<serde_json::Value>(b).unwrap()["messages"][0]["content"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(prompts.len(), 3);
+    assert!(!prompts[0].contains("Nsight Compute"), "no profile of the reference to show");
+    for later in &prompts[1..] {
+        assert!(later.contains(&format!("Nsight Compute profile of variant 1:\n\n1 kernel launch of program {id}")), "{later}");
+    }
 }

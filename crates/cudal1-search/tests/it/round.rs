@@ -29,7 +29,7 @@ fn a_round_from_database_to_rewards() {
 
     let exemplars: Vec<Exemplar> = picked
         .iter()
-        .map(|&i| Exemplar { code: db[i].0.clone(), speedup: db[i].1.speedup, verdict: "correct".into() })
+        .map(|&i| Exemplar { code: db[i].0.clone(), speedup: db[i].1.speedup, verdict: "correct".into(), profile: None })
         .collect();
     let prompt = Prompts::builtin().contrastive(REFERENCE, &exemplars).unwrap();
     for e in &exemplars {

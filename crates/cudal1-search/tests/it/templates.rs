@@ -5,7 +5,7 @@ use std::fs;
 use cudal1_search::{Exemplar, PromptError, Prompts};
 
 fn exemplar() -> Exemplar {
-    Exemplar { code: "class ModelNew(nn.Module): pass".into(), speedup: 1.25, verdict: "correct".into() }
+    Exemplar { code: "class ModelNew(nn.Module): pass".into(), speedup: 1.25, verdict: "correct".into(), profile: None }
 }
 
 #[test]
@@ -43,7 +43,7 @@ fn a_contrastive_override_sees_speedups_and_verdicts() {
     )
     .unwrap();
     let prompts = Prompts::from_dir(dir.path()).unwrap();
-    let two = [exemplar(), Exemplar { code: "x".into(), speedup: 0.5, verdict: "slower".into() }];
+    let two = [exemplar(), Exemplar { code: "x".into(), speedup: 0.5, verdict: "slower".into(), profile: None }];
     assert_eq!(prompts.contrastive("r", &two).unwrap(), "[1] 1.25x 1.25 correct\n[2] 0.50x 0.5 slower\n");
 }
 
