@@ -14,6 +14,7 @@ mod engine;
 mod memory;
 mod optimize;
 mod output;
+mod profile;
 mod pty;
 mod report;
 mod serve;

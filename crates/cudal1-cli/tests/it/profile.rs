@@ -1,0 +1,46 @@
+//! `cudal1 profile` and `optimize --profile` on a machine without a GPU: `--dry-run` runs each
+//! program under the profiling driver and says which fail and why; asking for a real profile, or
+//! for profiles in prompts, without a GPU is a clear error. Profiles themselves are read from
+//! Nsight Compute on the GPU (`bench/gpu_profile.sh`); their parsing, storing and reporting are
+//! tested in their crates.
+
+use super::{cudal1, json_lines, repo};
+
+const TASK: &str = "tests/suite-cpu/tasks/level1/2_Swish.py";
+
+#[test]
+fn a_dry_run_checks_each_program_and_a_profile_without_a_gpu_says_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.db");
+    let cands = repo().join("tests/suite-cpu/candidates/level1/2_Swish");
+    let out = cudal1(&db)
+        .args(["profile", TASK, "--dry-run", "--device", "cpu", "--json"])
+        .arg(cands.join("correct.py"))
+        .arg(cands.join("raises_in_forward.py"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "a program that fails is a problem to look at");
+    let rows = json_lines(&out);
+    let ok: Vec<(String, bool)> = rows.iter().map(|r| (r["program"].as_str().unwrap().rsplit('/').next().unwrap().to_owned(), r["ok"].as_bool().unwrap())).collect();
+    assert_eq!(ok, [("reference".to_owned(), true), ("correct.py".to_owned(), true), ("raises_in_forward.py".to_owned(), false)]);
+    let error = rows[2]["error"].as_str().unwrap();
+    assert!(error.contains("runtime_error") && error.contains("warm-up"), "{error}");
+
+    let out = cudal1(&db).args(["profile", TASK, "--device", "cpu"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("profiling needs a CUDA device"), "{err}");
+
+    let out = cudal1(&db).args(["profile", TASK, "--no-reference"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to profile"));
+
+    let out = cudal1(&db)
+        .args(["optimize", TASK, "--device", "cpu", "--profile", "--llm-url", "http://127.0.0.1:9/v1", "--model", "m", "--out"])
+        .arg(dir.path().join("o"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`--profile` needs a CUDA device") && err.contains("hint:"), "{err}");
+}
