@@ -348,6 +348,12 @@ impl WorkerCgroup {
         v2.or_else(|| procfs::read_keyed(&dir.join("memory.oom_control"), "oom_kill")).unwrap_or(0)
     }
 
+    /// OOM kills of the cgroup's members by any OOM killer, the machine's included: v2's
+    /// `memory.events` counts them all; `None` on v1 (it counts only its own limit's kills).
+    pub(crate) fn oom_kills_of_members(&self) -> Option<u64> {
+        procfs::read_keyed(&self.memory.as_ref()?.join("memory.events"), "oom_kill")
+    }
+
     /// Whether the memory cgroup reached its own limit (v2: `oom` of `memory.events`, which the
     /// kernel's global OOM killer does not count; v1: an OOM kill in the cgroup).
     pub(crate) fn limit_reached(&self) -> bool {

@@ -413,10 +413,16 @@ impl Worker {
     fn observed_limit(&self, outcome: &Outcome) -> Option<LimitHit> {
         let sb = &self.sandbox;
         let own = self.watchdog.as_ref().is_some_and(RssWatchdog::fired) || self.cgroup.as_ref().is_some_and(WorkerCgroup::limit_reached);
-        let oom_killer_ran = self.cgroup.as_ref().is_some_and(|c| c.oom_kills() > 0)
-            || matches!((self.oom_kills_at_start, procfs::oom_kills_since_boot()), (Some(before), Some(now)) if now > before);
         let killed = outcome.leader_signal() == Some(libc::SIGKILL);
-        if let Some(hit) = memory_hit(own, sb.memory_bytes, killed, oom_killer_ran, self.peak_bytes) {
+        // Only worth finding out for a SIGKILL: the OOM killer sends nothing else.
+        let oom_killed = killed
+            && oom_killed(
+                self.cgroup.as_ref().and_then(WorkerCgroup::oom_kills_of_members),
+                || procfs::kernel_log_names_oom_kill(self.pid),
+                || self.cgroup.as_ref().is_some_and(|c| c.oom_kills() > 0)
+                    || matches!((self.oom_kills_at_start, procfs::oom_kills_since_boot()), (Some(before), Some(now)) if now > before),
+            );
+        if let Some(hit) = memory_hit(own, sb.memory_bytes, killed, oom_killed, self.peak_bytes) {
             return Some(hit);
         }
         if let (Some(libc::SIGXCPU), Some(limit_seconds)) = (outcome.leader_signal(), sb.cpu_seconds) {
@@ -545,13 +551,36 @@ impl Drop for Worker {
 }
 
 /// The memory limit that ended a worker, if one did: its own (the watchdog fired or its cgroup
-/// reached its limit), or the machine's, when it was killed while the kernel's OOM killer was
-/// at work and not for its own limit (the kill might, rarely, have been someone else's).
-fn memory_hit(own_limit_reached: bool, limit_bytes: Option<u64>, killed: bool, oom_killer_ran: bool, peak_bytes: Option<u64>) -> Option<LimitHit> {
+/// reached its limit), or the machine's, when the kernel's OOM killer killed it ([`oom_killed`])
+/// and not for its own limit.
+fn memory_hit(own_limit_reached: bool, limit_bytes: Option<u64>, killed: bool, oom_killed: bool, peak_bytes: Option<u64>) -> Option<LimitHit> {
     match limit_bytes {
         Some(limit_bytes) if own_limit_reached => Some(LimitHit::Memory { limit_bytes, peak_bytes }),
-        _ if killed && oom_killer_ran => Some(LimitHit::HostMemory { peak_bytes }),
+        _ if killed && oom_killed => Some(LimitHit::HostMemory { peak_bytes }),
         _ => None,
+    }
+}
+
+/// Whether the OOM killer, rather than the worker itself or anyone else, sent the SIGKILL that
+/// ended the worker. A worker that kills itself while some other process runs the machine out of
+/// memory must not pass for a victim (it would get no verdict instead of its own), so the
+/// evidence must name this worker: its v2 memory cgroup's count of OOM kills of its members
+/// (`cgroup_kills`), else the kernel log naming its pid. Only where neither can be read (no v2
+/// memory cgroup, and `/dev/kmsg` needs privileges) does a machine-wide OOM kill during its run
+/// count (`anyone_killed`), which is a guess.
+fn oom_killed(cgroup_kills: Option<u64>, kernel_log: impl FnOnce() -> Option<bool>, anyone_killed: impl FnOnce() -> bool) -> bool {
+    if let Some(n) = cgroup_kills {
+        return n > 0;
+    }
+    match kernel_log() {
+        Some(named) => named,
+        None => {
+            let guess = anyone_killed();
+            if guess {
+                tracing::warn!("a worker was SIGKILLed while the OOM killer ran; with no memory cgroup and no readable kernel log, it is taken for a victim");
+            }
+            guess
+        }
     }
 }
 
@@ -613,6 +642,20 @@ mod tests {
         assert_eq!(memory_hit(false, Some(1 << 30), true, false, peak), None);
         // The OOM killer ran but this worker ended otherwise.
         assert_eq!(memory_hit(false, Some(1 << 30), false, true, peak), None);
+    }
+
+    #[test]
+    fn only_evidence_that_names_the_worker_makes_it_an_oom_victim() {
+        let unreadable = || None;
+        // A v2 cgroup counts its members' kills, by any OOM killer: nothing else is asked.
+        assert!(oom_killed(Some(1), || panic!("not read"), || panic!("not read")));
+        assert!(!oom_killed(Some(0), || panic!("not read"), || true), "someone else's OOM kill");
+        // The kernel log names the pid, or does not.
+        assert!(oom_killed(None, || Some(true), || false));
+        assert!(!oom_killed(None, || Some(false), || true), "killed itself while another process was OOM-killed");
+        // Neither readable: a machine-wide kill during the run is the only hint left.
+        assert!(oom_killed(None, unreadable, || true));
+        assert!(!oom_killed(None, unreadable, || false));
     }
 
     #[test]
