@@ -58,6 +58,19 @@ pub(crate) fn enqueue(c: &mut Client, jobs: &[NewJob]) -> Result<Vec<(i64, Strin
                 out[place] = (r.get(0), "queued".to_owned(), true);
             }
             None => {
+                // A failure is no result to hand out again: asking again queues the job again.
+                let requeued = tx.query_opt(
+                    "UPDATE jobs SET state = 'queued', stage = $5, attempts = 0, worker = NULL, lease_until = NULL,
+                        error = NULL, finished_at = NULL, artifact = NULL, artifact_env = NULL
+                    WHERE task_hash = $1 AND candidate_hash = $2 AND settings_hash = $3 AND gpu_class = $4 AND state = 'failed'
+                    RETURNING id",
+                    &[&j.key.task_hash, &j.key.candidate_hash, &j.key.settings_hash, &j.key.gpu_class, &j.stage.as_str()],
+                )?;
+                if let Some(r) = requeued {
+                    created_any = true;
+                    out[place] = (r.get(0), "queued".to_owned(), true);
+                    continue;
+                }
                 let r = tx.query_one(
                     "SELECT id, state FROM jobs WHERE task_hash = $1 AND candidate_hash = $2 AND settings_hash = $3 AND gpu_class = $4",
                     &[&j.key.task_hash, &j.key.candidate_hash, &j.key.settings_hash, &j.key.gpu_class],

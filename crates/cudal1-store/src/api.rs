@@ -155,7 +155,8 @@ pub struct NewJob {
 pub struct Enqueued {
     pub id: i64,
     pub state: JobState,
-    /// A new job; `false`: one with the same key was queued before (maybe already done).
+    /// New work: a new job, or a failed one queued again (a failure is not kept as a result);
+    /// `false`: one with the same key is queued, running or done.
     pub created: bool,
 }
 

@@ -63,7 +63,15 @@ pub(crate) fn enqueue(conn: &mut Connection, path: &Path, jobs: &[NewJob]) -> Re
                     .map_err(err)?
                     .query_row(params![j.key.task_hash, j.key.candidate_hash, j.key.settings_hash, j.key.gpu_class], |r| Ok((r.get(0)?, r.get(1)?)))
                     .map_err(err)?;
-                Enqueued { id, state: state_of(&state, path, id)?, created: false }
+                // A failure is no result to hand out again (workers went away, a reference
+                // failed): asking again queues the job again.
+                let requeued = state == JobState::Failed.as_str()
+                    && tx.prepare_cached(REQUEUE_FAILED).map_err(err)?.execute(params![id, j.stage.as_str()]).map_err(err)? == 1;
+                if requeued {
+                    Enqueued { id, state: JobState::Queued, created: true }
+                } else {
+                    Enqueued { id, state: state_of(&state, path, id)?, created: false }
+                }
             }
         };
         out.push(e);
@@ -71,6 +79,11 @@ pub(crate) fn enqueue(conn: &mut Connection, path: &Path, jobs: &[NewJob]) -> Re
     tx.commit().map_err(err)?;
     Ok(out)
 }
+
+/// A failed job queued again from scratch.
+const REQUEUE_FAILED: &str = "UPDATE jobs SET state = 'queued', stage = ?2, attempts = 0, worker = NULL, lease_until = NULL,
+        error = NULL, finished_at = NULL, artifact = NULL, artifact_env = NULL
+    WHERE id = ?1 AND state = 'failed'";
 
 /// Fails abandoned jobs, then takes the next ones; returns the jobs taken and the ids failed.
 pub(crate) fn claim(conn: &mut Connection, path: &Path, c: &Claim) -> Result<(Vec<ClaimedJob>, Vec<i64>), StoreError> {
@@ -177,16 +190,21 @@ pub(crate) fn heartbeat(conn: &Connection, path: &Path, worker: &str, ids: &[i64
 pub(crate) fn complete(conn: &mut Connection, path: &Path, id: i64, worker: &str, c: &Completion) -> Result<bool, StoreError> {
     let err = |e| query_error(path, "complete", e);
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(err)?;
-    let open: Option<String> = tx
-        .prepare_cached("SELECT state FROM jobs WHERE id = ?1 AND state IN ('queued', 'running')")
+    let row: Option<(String, Option<String>)> = tx
+        .prepare_cached("SELECT state, worker FROM jobs WHERE id = ?1")
         .map_err(err)?
-        .query_row([id], |r| r.get(0))
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()
         .map_err(err)?;
-    if open.is_none() {
-        tx.execute("UPDATE jobs SET discarded = discarded + 1 WHERE id = ?1", [id]).map_err(err)?;
+    let Some((state, holder)) = row else { return Ok(false) };
+    if state == JobState::Done.as_str() || state == JobState::Failed.as_str() {
+        // The same worker finding its own result: a retry after a lost reply, not a second result.
+        let own = holder.as_deref() == Some(worker);
+        if !own {
+            tx.execute("UPDATE jobs SET discarded = discarded + 1 WHERE id = ?1", [id]).map_err(err)?;
+        }
         tx.commit().map_err(err)?;
-        return Ok(false);
+        return Ok(own);
     }
     match c {
         Completion::Evaluated { evaluation, verdict, program } => {

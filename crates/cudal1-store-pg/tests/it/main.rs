@@ -235,6 +235,18 @@ fn an_expired_lease_requeues_the_job_and_too_many_attempts_fail_it() {
             signals.try_iter().any(|sig| sig == QueueSignal::Finished(id)).then_some(())
         });
         assert!(!q.complete(id, "other", &evaluated("correct", None)).unwrap(), "a failed job stays failed");
+
+        // A failure is no result to cache: the same job asked for again is queued again, afresh.
+        let again = q.enqueue(&[job("l", "1")]).unwrap().pop().unwrap();
+        assert_eq!((again.id, again.state, again.created), (id, JobState::Queued, true));
+        let s = q.status(&[id]).unwrap().pop().unwrap();
+        assert_eq!((s.state, s.attempts, s.error.as_deref()), (JobState::Queued, 0, None));
+        let taken = q.claim(&claim("fourth", 1, Duration::from_secs(60))).unwrap();
+        assert_eq!((taken[0].id, taken[0].attempt), (id, 1));
+        assert!(q.complete(id, "fourth", &evaluated("correct", None)).unwrap());
+        // Done is a result: asking again hands it out.
+        let cached = q.enqueue(&[job("l", "1")]).unwrap().pop().unwrap();
+        assert_eq!((cached.state, cached.created), (JobState::Done, false));
     });
 }
 
@@ -265,6 +277,9 @@ fn the_first_result_wins_and_later_ones_are_counted_and_dropped() {
         q.claim(&claim("slow", 1, Duration::from_millis(100))).unwrap();
         let taken = eventually(Duration::from_secs(10), "the lease to expire", || q.claim(&claim("fast", 1, Duration::from_secs(60))).unwrap().pop());
         assert_eq!(taken.id, id);
+        assert!(q.complete(id, "fast", &evaluated("correct", Some(new_program("r", "1", Some(1.25))))).unwrap());
+        // The winner sending its result again (its reply was lost) is told it was taken, and
+        // nothing is counted; the loser's result is dropped and counted.
         assert!(q.complete(id, "fast", &evaluated("correct", Some(new_program("r", "1", Some(1.25))))).unwrap());
         assert!(!q.complete(id, "slow", &evaluated("incorrect", None)).unwrap());
         let s = q.status(&[id]).unwrap().pop().unwrap();
