@@ -73,13 +73,18 @@ async fn not_found() -> ApiError {
 }
 
 async fn auth(State(s): State<Arc<Service>>, headers: HeaderMap, req: Request, next: Next) -> Response {
-    if let Some(token) = &s.config.token {
-        let given = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer ")).unwrap_or("");
-        if !constant_time_eq(given.as_bytes(), token.as_bytes()) {
-            return ApiError::unauthorized().into_response();
-        }
+    if !authorized(&s, &headers) {
+        return ApiError::unauthorized().into_response();
     }
     next.run(req).await
+}
+
+/// Whether the request carries the server's bearer token (always, when it has none).
+fn authorized(s: &Service, headers: &HeaderMap) -> bool {
+    s.config.token.as_ref().is_none_or(|token| {
+        let given = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer ")).unwrap_or("");
+        constant_time_eq(given.as_bytes(), token.as_bytes())
+    })
 }
 
 /// Compares without an early exit on the first differing byte.
@@ -104,7 +109,11 @@ async fn observe(State(s): State<Arc<Service>>, req: Request, next: Next) -> Res
     response
 }
 
-async fn health(State(s): State<Arc<Service>>) -> Result<Json<serde_json::Value>, ApiError> {
+/// Liveness for anyone; the store, tasks and queue only with the token (when there is one).
+async fn health(State(s): State<Arc<Service>>, headers: HeaderMap) -> Result<Json<serde_json::Value>, ApiError> {
+    if !authorized(&s, &headers) {
+        return Ok(Json(serde_json::json!({"status": "ok"})));
+    }
     let store = Arc::clone(&s.store);
     let counts = s.blocking(move || store.counts()).await?;
     Ok(Json(serde_json::json!({

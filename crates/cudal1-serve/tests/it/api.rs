@@ -27,7 +27,13 @@ async fn a_wrong_or_missing_token_is_401_and_health_needs_none() {
     assert_eq!(queued(&server.store), 0, "nothing was queued");
     let ok = client.post(format!("{}/v1/reward/submit", server.url)).bearer_auth("s3cret").json(&body).send().await.unwrap();
     assert_eq!(ok.status(), StatusCode::ACCEPTED);
-    assert_eq!(client.get(format!("{}/health", server.url)).send().await.unwrap().status(), StatusCode::OK);
+    let open = client.get(format!("{}/health", server.url)).send().await.unwrap();
+    assert_eq!(open.status(), StatusCode::OK);
+    let open: serde_json::Value = open.json().await.unwrap();
+    assert_eq!(open, json!({"status": "ok"}), "without the token, liveness only: no store, tasks or queue");
+    let full: serde_json::Value = client.get(format!("{}/health", server.url)).bearer_auth("s3cret").send().await.unwrap().json().await.unwrap();
+    assert_eq!(full["queue"]["queued"], 1, "{full}");
+    assert!(full["store"].as_str().is_some(), "{full}");
     assert_eq!(queued(&server.store), 1);
 }
 
