@@ -427,6 +427,7 @@ impl Reporter {
             }
             TrainEvent::Committed { step } => tracing::info!(step, "committed"),
             TrainEvent::Resumed { step } => self.say(format!("resuming after step {step}")),
+            TrainEvent::Reused { what } => self.say(format!("using {what} again")),
         }
     }
 
@@ -653,21 +654,33 @@ fn eval(a: &EvalArgs) -> Result<Status> {
     let mut reporter = Reporter::new("held-out", &[]);
     let prompts = Prompts::builtin();
     let sampling = Sampling { temperature: a.temperature, top_p: 1.0, max_tokens: a.max_tokens };
-    let report = heldout::evaluate(&mut policy, &engine, &prompts, &tasks, a.samples, sampling, a.sample_seed, &mut |e| reporter.event(e))?;
+    // Replies and verdicts are kept beside the report as they come: a rerun of the same
+    // evaluation (policy checkpoint, tasks, sampling, seed, settings) generates nothing again.
+    let progress = heldout::Progress::at(progress_path(&a.out));
+    if let Some(parent) = a.out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    let checkpoint = a.policy.init.as_deref().map(committed_checkpoint).transpose()?;
+    let who = json!({"policy": spec, "checkpoint": checkpoint, "eval": ws.settings.key_hash()});
+    let report = heldout::evaluate(&mut policy, &engine, &prompts, &tasks, a.samples, sampling, a.sample_seed, Some((&progress, who)), &mut |e| reporter.event(e))?;
     reporter.finish();
     engine.finish();
     policy.shutdown();
     if interrupt.interrupted() {
-        eprintln!("interrupted: the report would be incomplete and was not written");
+        eprintln!("interrupted: the report would be incomplete and was not written; the same command resumes (replies and verdicts so far are in `{}`)", progress_path(&a.out).display());
         return Ok(Status::Interrupted);
     }
     let full = json!({"summary": report.summary(), "init": a.policy.init, "samples": report.samples, "mode": Mode::Full});
-    if let Some(parent) = a.out.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)?;
-    }
     std::fs::write(&a.out, serde_json::to_string_pretty(&full)?).with_context(|| format!("writing `{}`", a.out.display()))?;
     out::line(json!({"summary": report.summary(), "report": a.out}))?;
     Ok(Status::Done)
+}
+
+/// `report.json` keeps its replies and verdicts in `report.json.progress.jsonl`.
+fn progress_path(out: &Path) -> PathBuf {
+    let mut name = out.file_name().map(std::ffi::OsStr::to_os_string).unwrap_or_default();
+    name.push(".progress.jsonl");
+    out.with_file_name(name)
 }
 
 #[cfg(test)]

@@ -4,14 +4,15 @@
 //! and the best of a task's G samples; each with a bootstrap interval over tasks.
 
 use crate::data::task_messages;
-use crate::kernels::{correct_speedup, judge};
+use crate::kernels::{correct_speedup, judge_each};
 use crate::policy::{Policy, Sampling};
 use crate::{TrainError, TrainEvent};
 use cudal1_eval::{Evaluator, JobOutcome, Mode};
 use cudal1_search::{extract_program, Prompts};
 use cudal1_stats::{statistic_interval, Interval};
 use cudal1_task::Task;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -45,7 +46,87 @@ pub struct HeldoutReport {
 
 const RESAMPLES: usize = 2000;
 
+/// A generated reply, as the progress file keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Reply {
+    prompt_index: usize,
+    text: String,
+    finish_reason: String,
+}
+
+/// A judged program, as the progress file keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Judged {
+    item: usize,
+    verdict: String,
+    speedup: Option<f64>,
+}
+
+/// One line of the progress file.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Line {
+    /// What was asked: the first line; a file for anything else is started over.
+    Asked(Value),
+    Replies(Vec<Reply>),
+    Judged(Judged),
+}
+
+/// Where a held-out evaluation keeps its replies and verdicts as they come (JSON lines), so that
+/// a rerun after Ctrl-C or a crash generates nothing again and judges only what is missing; a
+/// rerun of a finished one rebuilds its report at once.
+pub struct Progress {
+    path: PathBuf,
+}
+
+impl Progress {
+    #[must_use]
+    pub fn at(path: PathBuf) -> Progress {
+        Progress { path }
+    }
+
+    /// What the file holds for `asked`: its replies, if they were all generated, and the verdicts.
+    fn load(&self, asked: &Value) -> Result<(Option<Vec<Reply>>, Vec<Judged>), TrainError> {
+        let Ok(text) = std::fs::read_to_string(&self.path) else { return Ok((None, Vec::new())) };
+        let mut lines = text.lines().map(serde_json::from_str::<Line>);
+        match lines.next() {
+            Some(Ok(Line::Asked(a))) if a == *asked => {}
+            _ => return Ok((None, Vec::new())),
+        }
+        let (mut replies, mut judged) = (None, Vec::new());
+        // A line cut off by a crash ends what is kept.
+        for line in lines.map_while(Result::ok) {
+            match line {
+                Line::Replies(r) => replies = Some(r),
+                Line::Judged(j) => judged.push(j),
+                Line::Asked(_) => break,
+            }
+        }
+        Ok((replies, judged))
+    }
+
+    fn start(&self, asked: &Value, replies: &[Reply]) -> Result<(), TrainError> {
+        let mut text = serde_json::to_string(&Line::Asked(asked.clone())).expect("serialisable");
+        text.push('\n');
+        text.push_str(&serde_json::to_string(&Line::Replies(replies.to_vec())).expect("serialisable"));
+        text.push('\n');
+        let tmp = self.path.with_extension("tmp");
+        std::fs::write(&tmp, text).map_err(TrainError::io("write", &tmp))?;
+        std::fs::rename(&tmp, &self.path).map_err(TrainError::io("replace", &self.path))
+    }
+
+    fn append(&self, judged: &Judged) -> Result<(), TrainError> {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(&self.path).map_err(TrainError::io("append to", &self.path))?;
+        let line = serde_json::to_string(&Line::Judged(judged.clone())).expect("serialisable");
+        writeln!(f, "{line}").map_err(TrainError::io("append to", &self.path))
+    }
+}
+
 /// Samples `per_task` replies for each task with fixed seeds and judges them (full mode).
+/// `asked` names the policy and the evaluation settings; with `progress`, replies and verdicts of
+/// an earlier run of the same `asked`, tasks, sampling and seed are used again.
+#[allow(clippy::too_many_arguments)]
 pub fn evaluate(
     policy: &mut Policy,
     engine: &Evaluator,
@@ -54,20 +135,51 @@ pub fn evaluate(
     per_task: u32,
     sampling: Sampling,
     seed: u64,
+    progress: Option<(&Progress, Value)>,
     on_event: &mut dyn FnMut(TrainEvent),
 ) -> Result<HeldoutReport, TrainError> {
-    let mut prompt_ids = Vec::with_capacity(tasks.len());
-    for task in tasks {
-        prompt_ids.push(policy.prompt_ids(&task_messages(prompts, task)?[0].content)?);
-    }
-    on_event(TrainEvent::Phase { step: 0, phase: "generate" });
-    let samples = policy.generate(prompt_ids, per_task, sampling, seed)?;
+    let asked = progress.as_ref().map(|(_, who)| {
+        json!({
+            "policy": who,
+            "tasks": tasks.iter().map(|t| t.hash.clone()).collect::<Vec<_>>(),
+            "per_task": per_task,
+            "sampling": {"temperature": sampling.temperature, "top_p": sampling.top_p, "max_tokens": sampling.max_tokens},
+            "seed": seed,
+        })
+    });
+    let (kept, judged) = match (&progress, &asked) {
+        (Some((p, _)), Some(a)) => p.load(a)?,
+        _ => (None, Vec::new()),
+    };
+    let replies = match kept {
+        Some(r) => {
+            on_event(TrainEvent::Reused { what: format!("{} replies and {} verdicts of an earlier run", r.len(), judged.len()) });
+            r
+        }
+        None => {
+            let mut prompt_ids = Vec::with_capacity(tasks.len());
+            for task in tasks {
+                prompt_ids.push(policy.prompt_ids(&task_messages(prompts, task)?[0].content)?);
+            }
+            on_event(TrainEvent::Phase { step: 0, phase: "generate" });
+            let samples = policy.generate(prompt_ids, per_task, sampling, seed)?;
+            let replies: Vec<Reply> = samples.into_iter().map(|s| Reply { prompt_index: s.prompt_index, text: s.text, finish_reason: s.finish_reason }).collect();
+            if let (Some((p, _)), Some(a)) = (&progress, &asked) {
+                p.start(a, &replies)?;
+            }
+            replies
+        }
+    };
     on_event(TrainEvent::Phase { step: 0, phase: "evaluate" });
-    let mut results: Vec<SampleResult> = Vec::with_capacity(samples.len());
+    let mut results: Vec<SampleResult> = Vec::with_capacity(replies.len());
     let mut items = Vec::new();
     let mut item_of = Vec::new();
-    for s in &samples {
-        let task = &tasks[s.prompt_index];
+    for s in &replies {
+        let task = tasks.get(s.prompt_index).ok_or_else(|| TrainError::Data {
+            path: PathBuf::from("held-out progress"),
+            line: 0,
+            reason: format!("a reply names prompt {} of {}", s.prompt_index, tasks.len()),
+        })?;
         let program = extract_program(&s.text).ok();
         results.push(SampleResult {
             task: task.key(),
@@ -85,12 +197,41 @@ pub fn evaluate(
             None => item_of.push(None),
         }
     }
-    let outcomes = judge(engine, Mode::Full, &items, &mut |done, of| on_event(TrainEvent::Progress { done, of, what: "programs judged" }));
+    // Verdicts kept from before; the rest are judged now, each kept as it comes.
+    let mut verdicts: Vec<Option<(String, Option<f64>)>> = vec![None; items.len()];
+    for j in judged.into_iter().filter(|j| j.item < items.len()) {
+        verdicts[j.item] = Some((j.verdict, j.speedup));
+    }
+    let todo: Vec<usize> = (0..items.len()).filter(|&i| verdicts[i].is_none()).collect();
+    let batch: Vec<_> = todo.iter().map(|&i| items[i].clone()).collect();
+    let mut write_error = None;
+    let outcomes = judge_each(
+        engine,
+        Mode::Full,
+        &batch,
+        &mut |k, outcome| {
+            if let (JobOutcome::Evaluated(e), Some((p, _))) = (outcome, &progress) {
+                let j = Judged { item: todo[k], verdict: e.verdict.as_str().to_owned(), speedup: correct_speedup(e) };
+                if let Err(err) = p.append(&j) {
+                    write_error.get_or_insert(err);
+                }
+            }
+        },
+        &mut |done, of| on_event(TrainEvent::Progress { done, of, what: "programs judged" }),
+    );
+    if let Some(e) = write_error {
+        return Err(e);
+    }
+    for (k, outcome) in outcomes.iter().enumerate() {
+        if let JobOutcome::Evaluated(e) = outcome {
+            verdicts[todo[k]] = Some((e.verdict.as_str().to_owned(), correct_speedup(e)));
+        }
+    }
     for (r, i) in results.iter_mut().zip(item_of) {
-        if let Some(JobOutcome::Evaluated(e)) = i.map(|i| &outcomes[i]) {
-            r.verdict = Some(e.verdict.as_str().to_owned());
-            r.speedup = correct_speedup(e);
-            r.correct = r.speedup.is_some();
+        if let Some((verdict, speedup)) = i.and_then(|i| verdicts[i].clone()) {
+            r.verdict = Some(verdict);
+            r.speedup = speedup;
+            r.correct = speedup.is_some();
         }
     }
     Ok(report(tasks.len(), per_task, results, seed))

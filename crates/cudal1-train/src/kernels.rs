@@ -18,6 +18,18 @@ use std::sync::Arc;
 
 /// Evaluates programs through the engine, each distinct (task, normalised code) once per call.
 pub fn judge(engine: &Evaluator, mode: Mode, items: &[(Arc<Task>, String, String)], on_progress: &mut dyn FnMut(usize, usize)) -> Vec<JobOutcome> {
+    judge_each(engine, mode, items, &mut |_, _| {}, on_progress)
+}
+
+/// [`judge`], telling `on_outcome` each item's outcome as it comes (items with the same task and
+/// program share the first one's, and are told once, under the first one's index).
+pub fn judge_each(
+    engine: &Evaluator,
+    mode: Mode,
+    items: &[(Arc<Task>, String, String)],
+    on_outcome: &mut dyn FnMut(usize, &JobOutcome),
+    on_progress: &mut dyn FnMut(usize, usize),
+) -> Vec<JobOutcome> {
     let (tx, rx) = unbounded();
     let mut first: HashMap<(String, String), usize> = HashMap::new();
     let mut of_item = Vec::with_capacity(items.len());
@@ -38,6 +50,7 @@ pub fn judge(engine: &Evaluator, mode: Mode, items: &[(Arc<Task>, String, String
     for done in 0..total {
         let Ok(d) = rx.recv() else { break };
         if let Some(&i) = ids.get(&d.id) {
+            on_outcome(i, &d.outcome);
             outcomes[i] = Some(d.outcome);
         }
         on_progress(done + 1, total);

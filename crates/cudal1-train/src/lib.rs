@@ -38,4 +38,6 @@ pub enum TrainEvent {
     Committed { step: u64 },
     /// Progress inside a long phase (samples collected, programs judged).
     Progress { done: usize, of: usize, what: &'static str },
+    /// Work of an interrupted run is used again (`what` says which).
+    Reused { what: String },
 }

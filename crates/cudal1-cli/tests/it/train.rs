@@ -128,20 +128,57 @@ fn a_short_rl_run_and_the_held_out_evaluation_run_end_to_end() {
     assert!(run_dir.join("metrics.svg").exists());
 
     let report = dir.path().join("heldout.json");
-    let mut cmd = cudal1(&dir.path().join("s.db"));
-    cmd.args(["train", "eval", "--samples", "2", "--max-tokens", "8", "--device", "cpu", "--model-dir"])
-        .arg(tiny_model())
-        .args(POLICY)
-        .arg("--init")
-        .arg(&run_dir)
-        .arg("--suite")
-        .arg(suite.join("heldout"))
-        .arg("--out")
-        .arg(&report);
-    let out = run(cmd);
-    assert!(out.status.success());
-    let full: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let eval = |extra: &[&str]| {
+        let mut cmd = cudal1(&dir.path().join("s.db"));
+        cmd.args(["train", "eval", "--samples", "2", "--max-tokens", "8", "--device", "cpu", "--budget", "0.3", "--model-dir"])
+            .arg(tiny_model())
+            .args(POLICY)
+            .arg("--init")
+            .arg(&run_dir)
+            .arg("--suite")
+            .arg(suite.join("heldout"))
+            .arg("--out")
+            .arg(&report)
+            .args(extra);
+        let out = run(cmd);
+        assert!(out.status.success());
+        let full: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        (full, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (full, _) = eval(&[]);
     assert_eq!(full["summary"]["tasks"], 6);
     assert_eq!(full["samples"].as_array().unwrap().len(), 12);
     assert_eq!(full["summary"]["correct_rate"]["median"], 0.0);
+
+    // The replies are kept: a rerun uses them, and judges only what has no verdict yet. To show
+    // it, the first kept reply is replaced by a correct program (the task's own model).
+    let progress = dir.path().join("heldout.json.progress.jsonl");
+    let lines: Vec<Value> = std::fs::read_to_string(&progress).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2, "what was asked, then the replies; nothing judged");
+    let mut replies = lines[1].clone();
+    assert_eq!(replies["replies"].as_array().unwrap().len(), 12);
+    let task = full["samples"][0]["task"].as_str().unwrap().to_owned();
+    let source = std::fs::read_to_string(suite.join("heldout").join(format!("{task}.py"))).unwrap();
+    replies["replies"][0]["text"] = format!("```python\n{source}\n\nclass ModelNew(Model):\n    pass\n```\n").into();
+    let write = |lines: &[Value]| std::fs::write(&progress, lines.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+    write(&[lines[0].clone(), replies.clone()]);
+    let (full, stderr) = eval(&[]);
+    assert!(stderr.contains("using 12 replies and 0 verdicts of an earlier run again"), "{stderr}");
+    assert_eq!(full["samples"][0]["verdict"], "correct", "{}", full["samples"][0]);
+    assert!(full["samples"].as_array().unwrap()[1..].iter().all(|s| s["verdict"].is_null()));
+
+    // Its verdict is kept too: a rerun judges nothing (a planted speedup comes back as it is).
+    let mut lines: Vec<Value> = std::fs::read_to_string(&progress).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[2]["judged"]["item"], 0);
+    lines[2]["judged"]["speedup"] = 7.0.into();
+    write(&lines);
+    let (full, stderr) = eval(&[]);
+    assert!(stderr.contains("12 replies and 1 verdicts"), "{stderr}");
+    assert_eq!(full["samples"][0]["speedup"], 7.0);
+
+    // Other sampling is another evaluation: it generates again.
+    let (full, stderr) = eval(&["--temperature", "0.5"]);
+    assert!(!stderr.contains("of an earlier run"), "{stderr}");
+    assert!(full["samples"][0]["verdict"].is_null());
 }
