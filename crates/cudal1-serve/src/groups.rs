@@ -77,8 +77,9 @@ impl Groups {
                         ItemState::Failed => Slot::Unscored,
                         ItemState::Pending => Slot::Pending,
                     };
-                    // A retry of a member never takes back a score.
-                    if slot != Slot::Pending || !g.slots.contains_key(index) {
+                    // A retry of a member never takes back a score; a member that could not be
+                    // scored and is being judged again (its job was queued again) is waited for.
+                    if slot != Slot::Pending || !matches!(g.slots.get(index), Some(Slot::Scored(_))) {
                         g.slots.insert(*index, slot);
                     }
                     g.notify.notify_waiters();

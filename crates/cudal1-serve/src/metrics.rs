@@ -67,7 +67,7 @@ impl Metrics {
         registry.register("http_request_duration_seconds", "Time to answer a request, by route", latency.clone());
         registry.register("reward_items", "Reward items answered, by state", items.clone());
         registry.register("reward_verdicts", "Reward items answered with a verdict, by verdict", verdicts.clone());
-        registry.register("jobs_created", "Evaluation jobs queued (new task, code and settings)", jobs_created.clone());
+        registry.register("jobs_created", "Evaluation jobs queued (new task, code and settings, or one given up for want of workers and asked for again)", jobs_created.clone());
         registry.register("reward_cached", "Reward items answered from an earlier evaluation", cached.clone());
         registry.register("prompts", "Prompts made, by kind", prompts.clone());
         registry.register("queue_jobs", "Jobs in the queue, by state (when scraped)", queue.clone());

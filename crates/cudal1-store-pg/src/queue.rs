@@ -58,11 +58,13 @@ pub(crate) fn enqueue(c: &mut Client, jobs: &[NewJob]) -> Result<Vec<(i64, Strin
                 out[place] = (r.get(0), "queued".to_owned(), true);
             }
             None => {
-                // A failure is no result to hand out again: asking again queues the job again.
+                // Given up because workers went away (no worker left on it): no result to hand
+                // out again, so asking again queues it again. A failure a worker reported stays.
                 let requeued = tx.query_opt(
                     "UPDATE jobs SET state = 'queued', stage = $5, attempts = 0, worker = NULL, lease_until = NULL,
                         error = NULL, finished_at = NULL, artifact = NULL, artifact_env = NULL
-                    WHERE task_hash = $1 AND candidate_hash = $2 AND settings_hash = $3 AND gpu_class = $4 AND state = 'failed'
+                    WHERE task_hash = $1 AND candidate_hash = $2 AND settings_hash = $3 AND gpu_class = $4
+                        AND state = 'failed' AND worker IS NULL
                     RETURNING id",
                     &[&j.key.task_hash, &j.key.candidate_hash, &j.key.settings_hash, &j.key.gpu_class, &j.stage.as_str()],
                 )?;
@@ -179,6 +181,12 @@ pub(crate) fn complete(c: &mut Client, id: i64, worker: &str, completion: &Compl
         }
         tx.commit()?;
         return Ok(own);
+    }
+    // A failure counts only from the worker that holds the job now (see the SQLite store).
+    if matches!(completion, Completion::Failed { .. }) && (state != "running" || holder.as_deref() != Some(worker)) {
+        tx.execute("UPDATE jobs SET discarded = discarded + 1 WHERE id = $1", &[&id])?;
+        tx.commit()?;
+        return Ok(false);
     }
     match completion {
         Completion::Evaluated { evaluation, verdict, program } => {

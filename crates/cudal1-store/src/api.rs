@@ -155,8 +155,8 @@ pub struct NewJob {
 pub struct Enqueued {
     pub id: i64,
     pub state: JobState,
-    /// New work: a new job, or a failed one queued again (a failure is not kept as a result);
-    /// `false`: one with the same key is queued, running or done.
+    /// New work: a new job, or one given up for want of workers queued again (that is no
+    /// result); `false`: one with the same key is queued, running, done or failed by a worker.
     pub created: bool,
 }
 

@@ -63,8 +63,9 @@ pub(crate) fn enqueue(conn: &mut Connection, path: &Path, jobs: &[NewJob]) -> Re
                     .map_err(err)?
                     .query_row(params![j.key.task_hash, j.key.candidate_hash, j.key.settings_hash, j.key.gpu_class], |r| Ok((r.get(0)?, r.get(1)?)))
                     .map_err(err)?;
-                // A failure is no result to hand out again (workers went away, a reference
-                // failed): asking again queues the job again.
+                // Given up because workers went away (the reaper leaves no worker): that is no
+                // result to hand out again, so asking again queues the job again. A failure a
+                // worker reported (the task's reference failed) stays.
                 let requeued = state == JobState::Failed.as_str()
                     && tx.prepare_cached(REQUEUE_FAILED).map_err(err)?.execute(params![id, j.stage.as_str()]).map_err(err)? == 1;
                 if requeued {
@@ -80,10 +81,10 @@ pub(crate) fn enqueue(conn: &mut Connection, path: &Path, jobs: &[NewJob]) -> Re
     Ok(out)
 }
 
-/// A failed job queued again from scratch.
+/// A job given up for want of workers, queued again from scratch.
 const REQUEUE_FAILED: &str = "UPDATE jobs SET state = 'queued', stage = ?2, attempts = 0, worker = NULL, lease_until = NULL,
         error = NULL, finished_at = NULL, artifact = NULL, artifact_env = NULL
-    WHERE id = ?1 AND state = 'failed'";
+    WHERE id = ?1 AND state = 'failed' AND worker IS NULL";
 
 /// Fails abandoned jobs, then takes the next ones; returns the jobs taken and the ids failed.
 pub(crate) fn claim(conn: &mut Connection, path: &Path, c: &Claim) -> Result<(Vec<ClaimedJob>, Vec<i64>), StoreError> {
@@ -205,6 +206,14 @@ pub(crate) fn complete(conn: &mut Connection, path: &Path, id: i64, worker: &str
         }
         tx.commit().map_err(err)?;
         return Ok(own);
+    }
+    // A failure counts only from the worker that holds the job now: one from a worker whose
+    // lease ran out (the job was given up and queued again since) must not end the new attempt.
+    // A verdict is a verdict, whoever brings it.
+    if matches!(c, Completion::Failed { .. }) && (state != JobState::Running.as_str() || holder.as_deref() != Some(worker)) {
+        tx.execute("UPDATE jobs SET discarded = discarded + 1 WHERE id = ?1", [id]).map_err(err)?;
+        tx.commit().map_err(err)?;
+        return Ok(false);
     }
     match c {
         Completion::Evaluated { evaluation, verdict, program } => {

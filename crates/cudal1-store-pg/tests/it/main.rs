@@ -241,6 +241,9 @@ fn an_expired_lease_requeues_the_job_and_too_many_attempts_fail_it() {
         assert_eq!((again.id, again.state, again.created), (id, JobState::Queued, true));
         let s = q.status(&[id]).unwrap().pop().unwrap();
         assert_eq!((s.state, s.attempts, s.error.as_deref()), (JobState::Queued, 0, None));
+        // A failure from a worker of the given-up attempt does not end the new one.
+        assert!(!q.complete(id, "dies", &Completion::Failed { error: "late".into() }).unwrap());
+        assert_eq!(q.status(&[id]).unwrap()[0].state, JobState::Queued);
         let taken = q.claim(&claim("fourth", 1, Duration::from_secs(60))).unwrap();
         assert_eq!((taken[0].id, taken[0].attempt), (id, 1));
         assert!(q.complete(id, "fourth", &evaluated("correct", None)).unwrap());
@@ -298,6 +301,9 @@ fn the_first_result_wins_and_later_ones_are_counted_and_dropped() {
         assert!(q.complete(id2, "w", &Completion::Failed { error: "the reference failed".into() }).unwrap());
         let s = q.status(&[id2]).unwrap().pop().unwrap();
         assert_eq!((s.state, s.error.as_deref()), (JobState::Failed, Some("the reference failed")));
+        // A failure a worker reported (the task's fault) is kept: asking again is answered with it.
+        let again = q.enqueue(&[job("r", "2")]).unwrap().pop().unwrap();
+        assert_eq!((again.id, again.state, again.created), (id2, JobState::Failed, false));
         let counts = q.counts().unwrap();
         assert_eq!((counts.done, counts.failed, counts.queued, counts.running), (1, 1, 0, 0));
     });
