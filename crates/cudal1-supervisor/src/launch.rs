@@ -37,6 +37,8 @@ pub(crate) struct Launched {
     pub leader_peak: Arc<AtomicU64>,
     /// The kernel's OOM kills since boot when the worker started.
     pub oom_kills_at_start: Option<u64>,
+    /// The kernel's log from just before the start, where it can be read.
+    pub kernel_log: Option<procfs::KernelLog>,
     pub stderr: Arc<StderrTail>,
     pub pipe_inodes: Vec<u64>,
     pub cgroup: Option<WorkerCgroup>,
@@ -130,6 +132,8 @@ pub(crate) fn launch(spec: &WorkerSpec, options: &SpawnOptions) -> Result<Launch
         .stderr(Stdio::piped());
     // SAFETY: `apply` only makes async-signal-safe system calls on prepared data.
     unsafe { command.pre_exec(move || setup.apply()) };
+    // Opened before the start, so that a kill of this worker is in what it reads later.
+    let kernel_log = procfs::KernelLog::from_now();
     let mut child = spawner::spawn(command).map_err(|source| SpawnError::Spawn {
         label: spec.label.clone(),
         program: spec.program.clone(),
@@ -176,7 +180,7 @@ pub(crate) fn launch(spec: &WorkerSpec, options: &SpawnOptions) -> Result<Launch
     // The child has exec'd by now, so it is in the namespace it made; one that kept ours is no tag.
     let tag = if spec.sandbox.enabled { procfs::net_namespace(pid).filter(|ns| Some(*ns) != procfs::net_namespace(std::process::id())) } else { None };
     tracing::debug!(label, pid, sandboxed = spec.sandbox.enabled, ?tag, "worker started");
-    Ok(Launched { pid, stdin, lines, exits, leader_peak, oom_kills_at_start, stderr: tail, pipe_inodes, cgroup, watchdog, tag })
+    Ok(Launched { pid, stdin, lines, exits, leader_peak, oom_kills_at_start, kernel_log, stderr: tail, pipe_inodes, cgroup, watchdog, tag })
 }
 
 /// Waits for the leader with `wait4`, which also says the most memory it held (`ru_maxrss`):

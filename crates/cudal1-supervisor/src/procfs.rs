@@ -155,37 +155,52 @@ pub(crate) fn oom_kills_since_boot() -> Option<u64> {
     keyed_value(&fs::read_to_string("/proc/vmstat").ok()?, "oom_kill")
 }
 
-/// Whether the kernel's log says the OOM killer killed `pid` (`Out of memory: Killed process
-/// PID (...)`, or the same from a memory cgroup); `None` when the log cannot be read
-/// (`/dev/kmsg` needs root or `kernel.dmesg_restrict = 0`).
-pub(crate) fn kernel_log_names_oom_kill(pid: u32) -> Option<bool> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut kmsg = fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open("/dev/kmsg").ok()?;
-    let needle = format!("Killed process {pid} (");
-    // One record per read; a buffer smaller than a record is refused (EINVAL).
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        match kmsg.read(&mut buf) {
-            Ok(0) => return Some(false),
-            Ok(n) => {
-                if names_kill(&buf[..n], &needle) {
-                    return Some(true);
-                }
+/// The kernel's log (`/dev/kmsg`) from the moment it was opened: what the OOM killer did to a
+/// worker started after that. `None` where the log cannot be read (it needs root or
+/// `kernel.dmesg_restrict = 0`).
+#[derive(Debug)]
+pub(crate) struct KernelLog(fs::File);
+
+impl KernelLog {
+    pub(crate) fn from_now() -> Option<KernelLog> {
+        use std::io::{Seek, SeekFrom};
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut kmsg = fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open("/dev/kmsg").ok()?;
+        kmsg.seek(SeekFrom::End(0)).ok()?;
+        Some(KernelLog(kmsg))
+    }
+
+    /// Whether a record written since [`KernelLog::from_now`] says the OOM killer killed `pid`;
+    /// `None` when the log could not be read to its end.
+    pub(crate) fn names_oom_kill(&self, pid: u32) -> Option<bool> {
+        use std::io::Read;
+        let needle = format!("Killed process {pid} (");
+        // One record per read; a buffer smaller than a record is refused (EINVAL).
+        let mut buf = vec![0u8; 16 * 1024];
+        let mut found = false;
+        loop {
+            match (&self.0).read(&mut buf) {
+                Ok(0) => return Some(found),
+                Ok(n) => found |= names_kill(&buf[..n], &needle),
+                // The record was overwritten while we read: go on with the next.
+                Err(e) if e.raw_os_error() == Some(libc::EPIPE) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Some(found),
+                Err(_) => return None,
             }
-            // The record was overwritten while we read: go on with the next.
-            Err(e) if e.raw_os_error() == Some(libc::EPIPE) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Some(false),
-            Err(_) => return None,
         }
     }
 }
 
-/// Whether one `/dev/kmsg` record (`prio,seq,time,flags;message`) is an OOM kill with `needle`.
+/// Whether one `/dev/kmsg` record (`prio,seq,time,flags;message`) is the kernel's own (facility
+/// 0: what user space writes there is filed under another) and says the OOM killer killed the
+/// process of `needle` (`Killed process PID (`): `Out of memory: Killed process ...`, `Memory
+/// cgroup out of memory: Killed process ...`, or a line of its own on older kernels).
 fn names_kill(record: &[u8], needle: &str) -> bool {
     let text = String::from_utf8_lossy(record);
-    let message = text.split_once(';').map_or(&*text, |(_, m)| m);
-    message.contains("out of memory") && message.contains(needle) || message.starts_with(&format!("Out of memory: {needle}"))
+    let Some((header, message)) = text.split_once(';') else { return false };
+    let kernel = header.split(',').next().and_then(|p| p.parse::<u32>().ok()).is_some_and(|prio| prio >> 3 == 0);
+    kernel && (message.starts_with(needle) || message.contains(&format!("of memory: {needle}")))
 }
 
 /// Inode of the file behind a descriptor (for pipes: the pipe's identity in `/proc/*/fd`).
@@ -293,9 +308,13 @@ mod tests {
         let needle = "Killed process 4242 (";
         assert!(names_kill(b"3,1977,123456789,-;Out of memory: Killed process 4242 (python3) total-vm:1234kB, anon-rss:99kB", needle));
         assert!(names_kill(b"3,1978,1,-;Memory cgroup out of memory: Killed process 4242 (python3) total-vm:1kB", needle));
-        assert!(!names_kill(b"3,1979,1,-;Out of memory: Killed process 42420 (python3)", needle));
-        assert!(!names_kill(b"6,1980,1,-;oom_reaper: reaped process 4242 (python3), now anon-rss:0kB", needle));
-        assert!(!names_kill(b"6,1981,1,-;audit: Killed process 4242 (python3) by a signal", needle));
+        assert!(names_kill(b"3,1979,1,-;Killed process 4242 (python3) total-vm:1kB, anon-rss:1kB", needle), "older kernels");
+        assert!(!names_kill(b"3,1980,1,-;Out of memory: Killed process 42420 (python3)", needle));
+        assert!(!names_kill(b"6,1981,1,-;oom_reaper: reaped process 4242 (python3), now anon-rss:0kB", needle));
+        assert!(!names_kill(b"6,1982,1,-;audit: Killed process 4242 (python3) by a signal", needle));
+        // The same words written by user space (facility 1 and up) are no evidence.
+        assert!(!names_kill(b"11,1983,1,-;Out of memory: Killed process 4242 (python3)", needle));
+        assert!(!names_kill(b"no header", needle));
     }
 
     #[test]
@@ -303,7 +322,9 @@ mod tests {
         // Readable (root, or dmesg_restrict off) or not; either way it returns, and this test's
         // own process was never OOM-killed.
         let started = std::time::Instant::now();
-        assert_ne!(kernel_log_names_oom_kill(std::process::id()), Some(true));
+        if let Some(log) = KernelLog::from_now() {
+            assert_eq!(log.names_oom_kill(std::process::id()), Some(false));
+        }
         assert!(started.elapsed() < std::time::Duration::from_secs(10));
     }
 }

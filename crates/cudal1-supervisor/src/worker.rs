@@ -45,6 +45,7 @@ pub struct Worker {
     leader_peak: Arc<AtomicU64>,
     /// The kernel's OOM kills since boot when the worker started (see [`LimitHit::HostMemory`]).
     oom_kills_at_start: Option<u64>,
+    kernel_log: Option<procfs::KernelLog>,
     /// The most memory the worker was seen to hold, recorded when it finished.
     peak_bytes: Option<u64>,
     /// How the leader ended, once the waiter thread has told us.
@@ -83,7 +84,7 @@ impl Worker {
     /// # Errors
     /// As [`Worker::spawn`].
     pub fn spawn_with_options(spec: WorkerSpec, options: SpawnOptions) -> Result<Worker, SpawnError> {
-        let Launched { pid, stdin, lines, exits, leader_peak, oom_kills_at_start, stderr, pipe_inodes, cgroup, watchdog, tag } = launch(&spec, &options)?;
+        let Launched { pid, stdin, lines, exits, leader_peak, oom_kills_at_start, kernel_log, stderr, pipe_inodes, cgroup, watchdog, tag } = launch(&spec, &options)?;
         Ok(Worker {
             label: spec.label,
             pid,
@@ -95,6 +96,7 @@ impl Worker {
             exits,
             leader_peak,
             oom_kills_at_start,
+            kernel_log,
             peak_bytes: None,
             leader: None,
             finished: None,
@@ -418,7 +420,7 @@ impl Worker {
         let oom_killed = killed
             && oom_killed(
                 self.cgroup.as_ref().and_then(WorkerCgroup::oom_kills_of_members),
-                || procfs::kernel_log_names_oom_kill(self.pid),
+                || self.kernel_log.as_ref().and_then(|log| log.names_oom_kill(self.pid)),
                 || self.cgroup.as_ref().is_some_and(|c| c.oom_kills() > 0)
                     || matches!((self.oom_kills_at_start, procfs::oom_kills_since_boot()), (Some(before), Some(now)) if now > before),
             );
