@@ -98,6 +98,10 @@ pub enum Command {
     /// Profile programs with Nsight Compute: each kernel's share of the GPU time, its compute and
     /// memory throughput, occupancy and launch shape; stored for `report` and `optimize --profile`.
     Profile(Box<crate::cmd_profile::ProfileArgs>),
+    /// Confine this process and run a program in it (for tools that must start the program
+    /// themselves, such as Nsight Compute).
+    #[command(hide = true)]
+    SandboxExec(crate::cmd_sandbox::SandboxExecArgs),
     /// Print a shell completion script (`cudal1 completions bash > ~/.local/share/bash-completion/completions/cudal1`).
     Completions(CompletionsArgs),
     /// Serve rewards and contrastive prompts to RL engines (verl, TRL, OpenRLHF) over HTTP:

@@ -8,8 +8,8 @@ use crate::exit::Status;
 use crate::out;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use cudal1_eval::profile::{locate_ncu, Profile, ProfileError, Profiler, Target};
-use cudal1_eval::{Device, RunnerEnv};
+use cudal1_eval::profile::{locate_ncu, Cancel, Profile, ProfileError, Profiler, Target};
+use cudal1_eval::{CompileCache, Device, RunnerEnv};
 use cudal1_python::Interpreter;
 use cudal1_store::{NewProfile, ProfileKey, Store, StoredProgram, REFERENCE_PROGRAM};
 use cudal1_task::{content_hash, Candidate, Task};
@@ -58,6 +58,10 @@ pub struct ProfileArgs {
     /// Profile again even when the store has a profile of the same task, program and GPU class.
     #[arg(long)]
     pub force: bool,
+    /// Run the programs unconfined (by default each confines itself before it runs: it writes
+    /// only to its scratch and build directories).
+    #[arg(long)]
+    pub no_sandbox: bool,
     /// One JSON object per program on stdout.
     #[arg(long)]
     pub json: bool,
@@ -90,7 +94,20 @@ pub struct Profiling<'a> {
     class: String,
     store: &'a Store,
     scratch: tempfile::TempDir,
+    /// Where evaluation put each program's builds.
+    builds: CompileCache,
     force: bool,
+}
+
+/// How [`Profiling`] runs programs besides ncu's own flags.
+pub struct Options {
+    pub force: bool,
+    /// Without ncu ([`Profiling::dry_run`] only).
+    pub dry_run: bool,
+    /// Programs confine themselves (`cudal1 sandbox-exec`).
+    pub sandbox: bool,
+    /// Ends a profile under way (Ctrl-C).
+    pub cancel: Option<Cancel>,
 }
 
 /// Kernels in a stored brief (what prompts show).
@@ -98,17 +115,19 @@ const BRIEF_TOP: usize = 5;
 
 impl<'a> Profiling<'a> {
     /// Finds ncu (unless `dry_run`), and names the GPU class profiles are filed under.
-    pub fn new(args: &NcuArgs, env: &'a RunnerEnv, interp: &Interpreter, device: Device, cache: &Path, store: &'a Store, force: bool, dry_run: bool) -> Result<Self> {
-        let ncu = if dry_run { PathBuf::from("ncu") } else { locate_ncu(args.ncu.as_deref())? };
+    pub fn new(args: &NcuArgs, env: &'a RunnerEnv, interp: &Interpreter, device: Device, cache: &Path, store: &'a Store, o: Options) -> Result<Self> {
+        let ncu = if o.dry_run { PathBuf::from("ncu") } else { locate_ncu(args.ncu.as_deref())? };
         let timeout = Duration::try_from_secs_f64(args.profile_timeout).ok().filter(|d| !d.is_zero()).context("`--profile-timeout` must be a positive number of seconds")?;
         if args.profile_calls == 0 {
             bail!("`--profile-calls` must be at least 1");
         }
-        let profiler = Profiler { ncu, warmup: args.profile_warmup, calls: args.profile_calls, timeout, extensions: Some(cache.join("extensions")) };
+        let sandbox = if o.sandbox { Some(std::env::current_exe().context("finding the cudal1 binary, which confines profiled programs")?) } else { None };
+        let profiler = Profiler { ncu, warmup: args.profile_warmup, calls: args.profile_calls, timeout, sandbox, cancel: o.cancel };
+        let (builds, force) = (CompileCache { root: cache.join("extensions") }, o.force);
         let class = crate::cmd_baselines::class_of(&device, interp)?;
         let parent = cudal1_eval::scratch::default_parent();
         let scratch = std::fs::create_dir_all(&parent).and_then(|()| tempfile::Builder::new().prefix("cudal1-profile-").tempdir_in(&parent)).context("making a scratch directory for profiles\nhint: set CUDAL1_WORK_DIR to a writable directory with room")?;
-        Ok(Profiling { profiler, env, device, class, store, scratch, force })
+        Ok(Profiling { profiler, env, device, class, store, scratch, builds, force })
     }
 
     fn key(&self, task: &Task, program: &Program<'_>) -> ProfileKey {
@@ -120,14 +139,16 @@ impl<'a> Profiling<'a> {
         ProfileKey { task_hash: task.hash.clone(), program, gpu_class: self.class.clone() }
     }
 
-    fn target_file(&self, key: &ProfileKey, program: &Program<'_>) -> Result<Option<PathBuf>, ProfileError> {
+    /// The candidate file to run (none for the reference), and its build directory.
+    fn target_file(&self, key: &ProfileKey, program: &Program<'_>) -> Result<(Option<PathBuf>, PathBuf), ProfileError> {
+        let builds = self.builds.root.join(&key.program[..key.program.len().min(32)]);
         Ok(match program {
-            Program::Reference => None,
-            Program::File(_, path) => Some(path.to_path_buf()),
+            Program::Reference => (None, self.scratch.path().join("reference-builds")),
+            Program::File(_, path) => (Some(path.to_path_buf()), builds),
             Program::Stored(p) => {
                 let path = self.scratch.path().join(format!("program-{}.py", key.program));
                 std::fs::write(&path, &p.code)?;
-                Some(path)
+                (Some(path), builds)
             }
         })
     }
@@ -141,9 +162,9 @@ impl<'a> Profiling<'a> {
                 return Ok((found.profile, true));
             }
         }
-        let candidate = self.target_file(&key, program)?;
+        let (candidate, builds) = self.target_file(&key, program)?;
         let dir = self.scratch.path().join(format!("run-{}", &key.program[..key.program.len().min(16)]));
-        let target = Target { task: &task.path, candidate: candidate.as_deref(), device: &self.device, seed: 1 };
+        let target = Target { task: &task.path, candidate: candidate.as_deref(), device: &self.device, seed: 1, extensions: Some(&builds) };
         let profile = self.profiler.profile(self.env, target, &dir)?;
         let label = match program {
             Program::Reference => REFERENCE_PROGRAM.to_owned(),
@@ -158,9 +179,9 @@ impl<'a> Profiling<'a> {
     /// Runs the program under the profiling driver without ncu.
     pub fn dry_run(&self, task: &Task, program: &Program<'_>) -> Result<()> {
         let key = self.key(task, program);
-        let candidate = self.target_file(&key, program)?;
+        let (candidate, builds) = self.target_file(&key, program)?;
         let dir = self.scratch.path().join(format!("dry-{}", &key.program[..key.program.len().min(16)]));
-        let target = Target { task: &task.path, candidate: candidate.as_deref(), device: &self.device, seed: 1 };
+        let target = Target { task: &task.path, candidate: candidate.as_deref(), device: &self.device, seed: 1, extensions: Some(&builds) };
         Ok(self.profiler.dry_run(self.env, target, &dir)?)
     }
 }
@@ -196,7 +217,13 @@ pub fn run(a: &ProfileArgs) -> Result<Status> {
         bail!("{}", ProfileError::NeedsGpu);
     }
     let store = Store::open(&a.db)?;
-    let profiling = Profiling::new(&a.ncu, &env, &interp, device, &cache, &store, a.force, a.dry_run)?;
+    let interrupt = crate::interrupt::install("the profile under way");
+    let cancel = {
+        let i = std::sync::Arc::clone(&interrupt);
+        Cancel(std::sync::Arc::new(move || i.interrupted()))
+    };
+    let options = Options { force: a.force, dry_run: a.dry_run, sandbox: !a.no_sandbox, cancel: Some(cancel) };
+    let profiling = Profiling::new(&a.ncu, &env, &interp, device, &cache, &store, options)?;
     let mut programs: Vec<(String, Program<'_>)> = Vec::new();
     if !a.no_reference {
         programs.push((REFERENCE_PROGRAM.to_owned(), Program::Reference));
@@ -205,6 +232,9 @@ pub fn run(a: &ProfileArgs) -> Result<Status> {
 
     let mut failures = 0;
     for (label, program) in &programs {
+        if interrupt.interrupted() {
+            return Ok(Status::Interrupted);
+        }
         if a.dry_run {
             let result = profiling.dry_run(&task, program);
             if result.is_err() {
@@ -252,6 +282,9 @@ pub fn run(a: &ProfileArgs) -> Result<Status> {
                 }
             }
         }
+    }
+    if interrupt.interrupted() {
+        return Ok(Status::Interrupted);
     }
     Ok(Status::problems_if(failures > 0))
 }

@@ -8,6 +8,7 @@ mod cmd_export;
 mod cmd_optimize;
 mod cmd_profile;
 mod cmd_report;
+mod cmd_sandbox;
 mod cmd_serve;
 mod cmd_show;
 mod cmd_tasks;
@@ -39,6 +40,7 @@ fn main() -> ExitCode {
         args::Command::Export(a) => cmd_export::run(&a),
         args::Command::Report(a) => cmd_report::run(&a),
         args::Command::Profile(a) => cmd_profile::run(&a),
+        args::Command::SandboxExec(a) => cmd_sandbox::run(&a),
         args::Command::Completions(a) => completions(a.shell),
         args::Command::Serve(a) => cmd_serve::run(*a),
         args::Command::Worker(a) => cmd_worker::run(*a),

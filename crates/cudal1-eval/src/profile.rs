@@ -8,9 +8,12 @@
 //! achieved compute and memory throughput (percent of peak), achieved occupancy, registers and
 //! launch shape.
 //!
-//! A profile informs people and prompts; it never decides a verdict. ncu must attach to the
-//! program, so it runs outside the evaluation sandbox, in its own scratch directory and with the
-//! runner's scrubbed environment; clocks are left alone (`--clock-control none`).
+//! A profile informs people and prompts; it never decides a verdict. ncu starts the program and
+//! injects itself into it, so the evaluation's sandbox cannot hold the two; instead the program
+//! confines itself before any of its code runs ([`Profiler::sandbox`]: `cudal1 sandbox-exec`,
+//! Landlock, seccomp, rlimits): it writes only its scratch and build directories, reads only
+//! what a runner reads, and keeps the network (ncu talks to it). Its
+//! environment is the runner's, scrubbed; clocks are left alone (`--clock-control none`).
 //!
 //! ```
 //! use cudal1_eval::profile::{parse_ncu_csv, Profile};
@@ -236,8 +239,10 @@ pub enum ProfileError {
         #[source]
         source: std::io::Error,
     },
-    #[error("the profiled run did not end within {}s (raise --timeout; ncu replays each kernel once per metric pass)", .0.as_secs())]
+    #[error("the profiled run did not end within {}s (raise --profile-timeout; ncu replays each kernel once per metric pass)", .0.as_secs())]
     Timeout(Duration),
+    #[error("profiling was interrupted")]
+    Cancelled,
     #[error("the program failed before it could be profiled ({kind}): {message}")]
     Program { kind: String, message: String },
     #[error("ncu failed ({status}): {tail}")]
@@ -278,6 +283,16 @@ fn is_executable(p: &Path) -> bool {
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
+/// Asked between polls of a profiled run: `true` ends it (Ctrl-C).
+#[derive(Clone)]
+pub struct Cancel(pub std::sync::Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl std::fmt::Debug for Cancel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Cancel")
+    }
+}
+
 /// How to profile.
 #[derive(Debug, Clone)]
 pub struct Profiler {
@@ -288,8 +303,11 @@ pub struct Profiler {
     pub calls: u32,
     /// For the whole profiled run, ncu's replays included.
     pub timeout: Duration,
-    /// Where extension builds go (the compile cache), so that a build made for evaluation is reused.
-    pub extensions: Option<PathBuf>,
+    /// A `cudal1` binary whose `sandbox-exec` confines the program before it runs (Landlock,
+    /// seccomp, rlimits, no capabilities): writes only to its scratch directory and its own
+    /// build directory, reads only what a runner may. `None`: the program runs unconfined.
+    pub sandbox: Option<PathBuf>,
+    pub cancel: Option<Cancel>,
 }
 
 /// One program to profile: the task, and the candidate (its `ModelNew`) or none (the task's `Model`).
@@ -299,12 +317,15 @@ pub struct Target<'a> {
     pub candidate: Option<&'a Path>,
     pub device: &'a Device,
     pub seed: u64,
+    /// Where its extension builds go: the compile cache's directory for this program
+    /// ([`crate::CompileCache::dir_for`]), so that a build made for its evaluation is found.
+    pub extensions: Option<&'a Path>,
 }
 
 impl Profiler {
     #[must_use]
     pub fn new(ncu: PathBuf) -> Profiler {
-        Profiler { ncu, warmup: 3, calls: 1, timeout: Duration::from_secs(300), extensions: None }
+        Profiler { ncu, warmup: 3, calls: 1, timeout: Duration::from_secs(300), sandbox: None, cancel: None }
     }
 
     /// ncu's arguments before the program's command line.
@@ -332,38 +353,66 @@ impl Profiler {
         args
     }
 
-    /// Profiles `target` in `scratch` (a directory of its own, kept for inspection).
+    /// Profiles `target` in `scratch` (a directory of its own).
     pub fn profile(&self, env: &RunnerEnv, target: Target<'_>, scratch: &Path) -> Result<Profile, ProfileError> {
         if *target.device == Device::Cpu {
             return Err(ProfileError::NeedsGpu);
         }
         let log = scratch.join("ncu.csv");
         let _ = std::fs::remove_file(&log);
-        run_driver(env, self, Some(&self.ncu_args(&log)), target, scratch)?;
+        let status = run_driver(env, self, Some(&self.ncu_args(&log)), target, scratch)?;
         let text = std::fs::read_to_string(&log).map_err(|e| ProfileError::Parse(format!("reading `{}`: {e}", log.display())))?;
         let launches = parse_ncu_csv(&text)?;
         if launches.is_empty() {
-            return Err(ProfileError::NoKernels(tail(&text, 800)));
+            return Err(ProfileError::NoKernels(format!("ncu {status}; its log ends: {}", tail(&text, 800))));
         }
         Ok(Profile::from_launches(&launches, self.calls))
     }
 
-    /// Runs the target's calls as [`Profiler::profile`] would, without ncu: whether the program
-    /// loads and runs under the profiling driver (on any device).
+    /// Runs the target's calls as [`Profiler::profile`] would (in the same confinement), without
+    /// ncu: whether the program loads and runs under the profiling driver (on any device).
     pub fn dry_run(&self, env: &RunnerEnv, target: Target<'_>, scratch: &Path) -> Result<(), ProfileError> {
-        run_driver(env, self, None, target, scratch)
+        run_driver(env, self, None, target, scratch).map(|_| ())
     }
 }
 
-fn run_driver(env: &RunnerEnv, profiler: &Profiler, ncu: Option<&[OsString]>, target: Target<'_>, scratch: &Path) -> Result<(), ProfileError> {
+/// `cudal1 sandbox-exec`'s arguments that confine the driver of `target` (before `--`).
+fn confinement(env: &RunnerEnv, target: &Target<'_>, scratch: &Path) -> Vec<OsString> {
+    // ncu's injected library talks to its host: the network (loopback) and abstract sockets
+    // outside stay reachable. It writes only its scratch directory (also its HOME and TMPDIR)
+    // and its build directory.
+    let mut args: Vec<OsString> = ["sandbox-exec", "--network", "--outside-ipc", "--max-processes", "4096"].iter().map(OsString::from).collect();
+    let mut writes = vec![scratch.to_owned()];
+    writes.extend(target.extensions.map(Path::to_owned));
+    let mut reads = vec![env.package_root.clone(), target.task.to_owned()];
+    reads.extend(env.python_dirs.iter().cloned());
+    reads.extend(target.candidate.map(Path::to_owned));
+    for w in writes {
+        args.extend(["--write".into(), w.into()]);
+    }
+    for r in reads {
+        args.extend(["--read".into(), r.into()]);
+    }
+    args.push("--".into());
+    args
+}
+
+/// Runs the driver (under ncu when `ncu` holds its arguments); the exit status of what ran.
+fn run_driver(env: &RunnerEnv, profiler: &Profiler, ncu: Option<&[OsString]>, target: Target<'_>, scratch: &Path) -> Result<std::process::ExitStatus, ProfileError> {
     std::fs::create_dir_all(scratch)?;
+    let scratch = &std::path::absolute(scratch).unwrap_or_else(|_| scratch.to_owned());
+    if let Some(ext) = target.extensions {
+        std::fs::create_dir_all(ext)?;
+    }
     let status_file = scratch.join("status.json");
     let _ = std::fs::remove_file(&status_file);
     let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_owned());
+    let (task, candidate) = (abs(target.task), target.candidate.map(abs));
+    let target = Target { task: &task, candidate: candidate.as_deref(), ..target };
     let mut driver: Vec<OsString> = vec![env.python.clone().into(), "-m".into(), "cudal1_runner.profile".into()];
-    driver.extend(["--task".into(), abs(target.task).into()]);
-    if let Some(c) = target.candidate {
-        driver.extend(["--candidate".into(), abs(c).into()]);
+    driver.extend(["--task".into(), task.clone().into()]);
+    if let Some(c) = &candidate {
+        driver.extend(["--candidate".into(), c.into()]);
     }
     let device = match target.device {
         Device::Cpu => "cpu".to_owned(),
@@ -373,12 +422,19 @@ fn run_driver(env: &RunnerEnv, profiler: &Profiler, ncu: Option<&[OsString]>, ta
     driver.extend(["--device".into(), device.into(), "--seed".into(), target.seed.to_string().into()]);
     driver.extend(["--warmup".into(), profiler.warmup.to_string().into(), "--calls".into(), profiler.calls.to_string().into()]);
     driver.extend(["--status".into(), status_file.clone().into()]);
-    let (program, args): (PathBuf, Vec<OsString>) = match ncu {
-        Some(ncu_args) => (profiler.ncu.clone(), ncu_args.iter().cloned().chain(driver).collect()),
-        None => (env.python.clone(), driver.into_iter().skip(1).collect()),
-    };
+    let mut line: Vec<OsString> = Vec::new();
+    if let Some(ncu_args) = ncu {
+        line.push(profiler.ncu.clone().into());
+        line.extend(ncu_args.iter().cloned());
+    }
+    if let Some(launcher) = &profiler.sandbox {
+        line.push(launcher.clone().into());
+        line.extend(confinement(env, &target, scratch));
+    }
+    line.extend(driver);
+    let program = PathBuf::from(&line[0]);
     let mut cmd = Command::new(&program);
-    cmd.args(&args).current_dir(scratch).env_clear().process_group(0).stdin(Stdio::null());
+    cmd.args(&line[1..]).current_dir(scratch).env_clear().process_group(0).stdin(Stdio::null());
     for key in ["PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "LANG", "TERM"] {
         if let Some(v) = std::env::var_os(key) {
             cmd.env(key, v);
@@ -393,37 +449,50 @@ fn run_driver(env: &RunnerEnv, profiler: &Profiler, ncu: Option<&[OsString]>, ta
     if let Some(arch) = &env.cuda_arch {
         cmd.env("TORCH_CUDA_ARCH_LIST", arch);
     }
-    if let Some(ext) = &profiler.extensions {
+    if let Some(ext) = target.extensions {
         cmd.env("TORCH_EXTENSIONS_DIR", ext);
     }
     let out_path = scratch.join("output.log");
     let out = std::fs::File::create(&out_path)?;
     cmd.stdout(out.try_clone()?).stderr(out);
     let mut child = cmd.spawn().map_err(|source| ProfileError::Spawn { program: program.clone(), source })?;
+    let group = child.id() as libc::pid_t;
+    // SAFETY: kill has no memory-safety preconditions; the child leads its own group and is not
+    // reaped before this is sent (see `exited`), so the group id is still ours.
+    let kill_group = || unsafe { libc::kill(-group, libc::SIGKILL) };
     let started = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait()? {
-            break s;
+    loop {
+        if exited(group) {
+            // Whatever it left behind (ncu's helpers) goes with it, before the leader is reaped.
+            kill_group();
+            break;
         }
-        if started.elapsed() >= profiler.timeout {
-            // SAFETY: kill has no memory-safety preconditions; the child leads its own group.
-            unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+        let cancelled = profiler.cancel.as_ref().is_some_and(|c| (c.0)());
+        if cancelled || started.elapsed() >= profiler.timeout {
+            kill_group();
             let _ = child.wait();
-            return Err(ProfileError::Timeout(profiler.timeout));
+            return Err(if cancelled { ProfileError::Cancelled } else { ProfileError::Timeout(profiler.timeout) });
         }
         std::thread::sleep(Duration::from_millis(20));
-    };
-    // ncu's own helpers may outlive it; nothing of this run is left behind.
-    // SAFETY: as above.
-    unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+    }
+    let status = child.wait()?;
     let output = std::fs::read_to_string(&out_path).unwrap_or_default();
     match std::fs::read_to_string(&status_file).ok().and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok()) {
-        Some(v) if v["ok"] == true => Ok(()),
+        Some(v) if v["ok"] == true => Ok(status),
         Some(v) => Err(ProfileError::Program {
             kind: v["kind"].as_str().unwrap_or("internal").to_owned(),
             message: v["message"].as_str().unwrap_or("").to_owned(),
         }),
         None => Err(ProfileError::Ncu { status: status.to_string(), tail: tail(&output, 1500) }),
+    }
+}
+
+/// Whether the process `pid` has exited, without reaping it (`waitid` with `WNOWAIT`).
+fn exited(pid: libc::pid_t) -> bool {
+    // SAFETY: a zeroed siginfo_t is a valid out-parameter; waitid only writes to it.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) == 0 && info.si_pid() != 0
     }
 }
 

@@ -182,6 +182,7 @@ impl RunnerClient {
             cpu_seconds: None,
             memory_bytes: if launch.sandbox { launch.memory_bytes } else { None },
             max_processes: if launch.sandbox { Some(4096) } else { None },
+            outside_ipc: false,
         };
         let spec = WorkerSpec {
             label: launch.label,

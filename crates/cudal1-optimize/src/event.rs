@@ -52,7 +52,7 @@ pub enum Event {
     /// has no verdict, and the next invocation evaluates it again.
     HostFailed { error: String },
     /// Programs are being profiled for the round's prompts (`--profile`): the reference (once)
-    /// and each correct program not profiled yet.
+    /// and each program the prompts show that was not profiled yet.
     Profiling { round: u32, programs: usize },
     /// A program (`None`: the reference) could not be profiled; prompts show it without a profile.
     ProfileFailed { program_id: Option<i64>, error: String },

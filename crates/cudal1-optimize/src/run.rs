@@ -21,7 +21,7 @@ use crate::generate::{self, Gate, Generated, Sampling};
 use crate::plan::{plan_round, sample_seed, PlanInput, Planned};
 use crate::stop::{self, Budget, Spend, StopReason};
 use crate::summary::{self, Invocation, RunSummary};
-use crate::tally::{correct_speedup, index_programs, round_totals, Outcome, ProgramIndex};
+use crate::tally::{index_programs, round_totals, Outcome, ProgramIndex};
 use crate::{Event, OptimizeConfig, OptimizeError};
 
 /// Everything a run needs. One optimizer can run several tasks in turn.
@@ -264,8 +264,23 @@ impl<'o, 'a> Loop<'o, 'a> {
         })
     }
 
+    /// The round's prompts. With `--profile`, the programs they show (and the reference) are
+    /// profiled if they are not yet, and the same draws are rendered again with the profiles.
     fn plan(&mut self, round: u32, indices: &[u32], sampler: &ExemplarSampler, on_event: &mut dyn FnMut(Event)) -> Result<Vec<Planned>, OptimizeError> {
-        self.profile_for_prompts(round, on_event);
+        let planned = self.draw(round, indices, sampler)?;
+        if self.opt.profiles.is_none() {
+            return Ok(planned);
+        }
+        let shown: std::collections::BTreeSet<i64> = planned.iter().flat_map(|p| p.exemplar_ids.iter().copied()).collect();
+        if self.profile_for_prompts(round, &shown, on_event) {
+            self.draw(round, indices, sampler)
+        } else {
+            Ok(planned)
+        }
+    }
+
+    /// The round's prompts, drawn from the round's own seed: drawing again gives the same draws.
+    fn draw(&self, round: u32, indices: &[u32], sampler: &ExemplarSampler) -> Result<Vec<Planned>, OptimizeError> {
         let config = self.opt.config;
         let mut programs: Vec<&StoredProgram> = self.programs.values().collect();
         programs.sort_by_key(|p| p.id);
@@ -284,27 +299,32 @@ impl<'o, 'a> Loop<'o, 'a> {
         plan_round(&input, indices, &mut rng).map_err(|source| OptimizeError::Prompt { task: self.task.key(), source: Box::new(source) })
     }
 
-    /// With `--profile`: the reference's brief (once), and one for each correct program that has
-    /// none yet. Runs between rounds: every evaluation of the run is back by now.
-    fn profile_for_prompts(&mut self, round: u32, on_event: &mut dyn FnMut(Event)) {
-        let Some(source) = self.opt.profiles else { return };
-        let mut todo: Vec<&StoredProgram> =
-            self.programs.values().filter(|p| correct_speedup(p).is_some() && !self.profiles_tried.contains(&p.id)).collect();
+    /// With `--profile`: the reference's brief (once), and one for each program in `shown` that
+    /// was not profiled yet; whether any was. Runs between rounds: every evaluation of the run is
+    /// back by now. Ctrl-C stops it; the prompts then go without what is missing.
+    fn profile_for_prompts(&mut self, round: u32, shown: &std::collections::BTreeSet<i64>, on_event: &mut dyn FnMut(Event)) -> bool {
+        let Some(source) = self.opt.profiles else { return false };
+        let mut todo: Vec<&StoredProgram> = shown.iter().filter(|id| !self.profiles_tried.contains(id)).filter_map(|id| self.programs.values().find(|p| p.id == *id)).collect();
         todo.sort_by_key(|p| p.id);
         let reference = self.reference_profile.is_none();
         if todo.is_empty() && !reference {
-            return;
+            return false;
         }
         on_event(Event::Profiling { round, programs: todo.len() + usize::from(reference) });
-        if reference {
+        let cancelled = || self.opt.cancel.load(std::sync::atomic::Ordering::SeqCst);
+        let mut reference_brief = None;
+        if reference && !cancelled() {
             let got = source.reference(self.task);
             if let Err(error) = &got {
                 on_event(Event::ProfileFailed { program_id: None, error: error.clone() });
             }
-            self.reference_profile = Some(got.ok());
+            reference_brief = Some(got.ok());
         }
         let mut found = Vec::new();
         for p in todo {
+            if cancelled() {
+                break;
+            }
             match source.program(self.task, p) {
                 Ok(brief) => found.push((p.id, Some(brief))),
                 Err(error) => {
@@ -313,12 +333,17 @@ impl<'o, 'a> Loop<'o, 'a> {
                 }
             }
         }
+        let any = reference_brief.is_some() || !found.is_empty();
+        if reference_brief.is_some() {
+            self.reference_profile = reference_brief;
+        }
         for (id, brief) in found {
             self.profiles_tried.insert(id);
             if let Some(b) = brief {
                 self.profiles.insert(id, b);
             }
         }
+        any
     }
 
     /// Records replies as they come and evaluates new programs as they come, until every

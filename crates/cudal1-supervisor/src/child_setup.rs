@@ -159,7 +159,22 @@ impl ChildSetup {
         // Close-on-exec rather than close: std reports exec failure through one of them.
         libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
 
-        let Some(steps) = &self.sandbox else { return Ok(()) };
+        match &self.sandbox {
+            Some(steps) => steps.apply(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl SandboxSteps {
+    /// Confines the calling process (and what it executes): between fork and exec, or in a
+    /// process about to exec ([`crate::confine_self`]).
+    ///
+    /// # Safety
+    /// It changes process-wide state of the calling process; between fork and exec it only makes
+    /// async-signal-safe system calls on prepared data.
+    pub(crate) unsafe fn apply(&self) -> io::Result<()> {
+        let steps = self;
         for procs in &steps.cgroup_procs {
             write_file(procs, b"0")?;
         }

@@ -119,7 +119,8 @@ pub(crate) fn build(sandbox: &Sandbox, program: &Path) -> Result<Option<OwnedFd>
     }
     // No signals to processes outside the sandbox (as root, kill(-1) would reach everything),
     // no abstract unix sockets outside it.
-    ruleset = ruleset.scope(Scope::from_all(TARGET_ABI)).map_err(err("scopes".into()))?;
+    let scopes = if sandbox.outside_ipc { Scope::Signal.into() } else { Scope::from_all(TARGET_ABI) };
+    ruleset = ruleset.scope(scopes).map_err(err("scopes".into()))?;
     let mut created = ruleset.create().map_err(err("creating the ruleset".into()))?;
 
     if sandbox.read_paths.is_empty() {

@@ -4,6 +4,7 @@
 
 use std::fs::File;
 use std::io;
+use std::path::Path;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::os::unix::process::ExitStatusExt;
@@ -18,7 +19,7 @@ use crate::child_setup::{ChildSetup, NetIsolation, SandboxSteps};
 use crate::error::SpawnError;
 use crate::pipes::{self, StderrTail, StdoutEvent};
 use crate::procfs;
-use crate::spec::{SpawnOptions, WorkerSpec};
+use crate::spec::{Sandbox, SpawnOptions, WorkerSpec};
 use crate::support::sandbox_support;
 use crate::watchdog::{self, RssWatchdog};
 use crate::{landlock_rules, spawner};
@@ -61,13 +62,22 @@ fn confine(spec: &WorkerSpec) -> Result<Confinement, SpawnError> {
     let cgroup = WorkerCgroup::create(&support.cgroups, sb.memory_bytes, sb.max_processes).map_err(|e| {
         SpawnError::Cgroup { label: spec.label.clone(), path: e.path, source: e.source }
     })?;
+    let steps = steps(sb, &spec.program, &spec.label, cgroup.as_ref())?;
+    let watchdog_limit = sb.memory_bytes.filter(|_| support.cgroups.memory.is_none());
+    Ok(Confinement { steps, cgroup, watchdog_limit })
+}
+
+/// The confinement steps of `sb` for `program`, in `cgroup` if there is one.
+fn steps(sb: &Sandbox, program: &Path, label: &str, cgroup: Option<&WorkerCgroup>) -> Result<SandboxSteps, SpawnError> {
+    let support = sandbox_support();
     // No core dumps of crashing candidates.
     let mut rlimits = vec![(libc::RLIMIT_CORE, 0, 0)];
     if let Some(secs) = sb.cpu_seconds {
         // SIGXCPU at the soft limit says clearly what happened; SIGKILL a second later.
         rlimits.push((libc::RLIMIT_CPU, secs, secs.saturating_add(1)));
     }
-    if let (Some(n), None, false) = (sb.max_processes, &support.cgroups.pids, support.root) {
+    let pids_by_cgroup = cgroup.is_some() && support.cgroups.pids.is_some();
+    if let (Some(n), false, false) = (sb.max_processes, pids_by_cgroup, support.root) {
         rlimits.push((libc::RLIMIT_NPROC, n, n));
     }
     let net = match (sb.network, support.network_namespace, support.network_needs_user_namespace) {
@@ -76,16 +86,11 @@ fn confine(spec: &WorkerSpec) -> Result<Confinement, SpawnError> {
         _ => NetIsolation::Keep,
     };
     let landlock = match support.landlock {
-        Some(_) => landlock_rules::build(sb, &spec.program).map_err(|e| SpawnError::Landlock {
-            label: spec.label.clone(),
-            detail: e.detail,
-            source: e.source,
-        })?,
+        Some(_) => landlock_rules::build(sb, program).map_err(|e| SpawnError::Landlock { label: label.to_owned(), detail: e.detail, source: e.source })?,
         None => None,
     };
-    let watchdog_limit = sb.memory_bytes.filter(|_| support.cgroups.memory.is_none());
-    let steps = SandboxSteps {
-        cgroup_procs: cgroup.as_ref().map(|c| c.procs_files().to_vec()).unwrap_or_default(),
+    Ok(SandboxSteps {
+        cgroup_procs: cgroup.map(|c| c.procs_files().to_vec()).unwrap_or_default(),
         rlimits,
         seccomp: crate::seccomp::namespace_filter(),
         net,
@@ -95,8 +100,18 @@ fn confine(spec: &WorkerSpec) -> Result<Confinement, SpawnError> {
             _ => 0,
         },
         landlock,
-    };
-    Ok(Confinement { steps, cgroup, watchdog_limit })
+    })
+}
+
+/// Confines this process as `sandbox` says (network, Landlock, seccomp, rlimits, no
+/// capabilities), for `program`, which it is about to exec: for a process that another tool
+/// must start, such as a profiler's target. There is no cgroup: `memory_bytes` is not enforced
+/// and `max_processes` is `RLIMIT_NPROC` (which root ignores).
+pub fn confine_self(sandbox: &Sandbox, program: &Path) -> Result<(), SpawnError> {
+    let label = "this process";
+    let steps = steps(sandbox, program, label, None)?;
+    // SAFETY: the steps only change this process's own limits, namespaces and rights.
+    unsafe { steps.apply() }.map_err(|source| SpawnError::Spawn { label: label.to_owned(), program: program.to_owned(), source })
 }
 
 fn thread_error(label: &str, pid: u32) -> impl FnOnce(io::Error) -> SpawnError + '_ {

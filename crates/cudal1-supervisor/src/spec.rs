@@ -36,6 +36,9 @@ pub struct Sandbox {
     pub memory_bytes: Option<u64>,
     /// cgroup `pids.max` where possible, else `RLIMIT_NPROC`.
     pub max_processes: Option<u64>,
+    /// Abstract unix sockets made outside the sandbox may be reached: a profiler that
+    /// injects itself into the process talks to its host that way. Signals stay scoped.
+    pub outside_ipc: bool,
 }
 
 impl Sandbox {

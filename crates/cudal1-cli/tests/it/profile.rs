@@ -44,3 +44,34 @@ fn a_dry_run_checks_each_program_and_a_profile_without_a_gpu_says_what_to_do() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("`--profile` needs a CUDA device") && err.contains("hint:"), "{err}");
 }
+
+/// A profiled program confines itself before it runs: one that writes beside the store fails
+/// (and writes nothing); `--no-sandbox` lets the same program write, which shows what stopped it.
+#[test]
+fn a_profiled_program_cannot_write_outside_its_own_directories() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.db");
+    let planted = dir.path().join("planted.txt");
+    let candidate = dir.path().join("writes_beside_the_store.py");
+    std::fs::write(
+        &candidate,
+        format!(
+            "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        open({:?}, 'w').write('planted')\n\n    def forward(self, x):\n        return x * torch.sigmoid(x)\n",
+            planted.display().to_string()
+        ),
+    )
+    .unwrap();
+    let profile = |extra: &[&str]| {
+        let out = cudal1(&db).args(["profile", TASK, "--no-reference", "--dry-run", "--device", "cpu", "--json"]).arg(&candidate).args(extra).output().unwrap();
+        let rows = json_lines(&out);
+        assert_eq!(rows.len(), 1, "{}", String::from_utf8_lossy(&out.stderr));
+        rows[0].clone()
+    };
+    let confined = profile(&[]);
+    assert_eq!(confined["ok"], false, "{confined}");
+    assert!(confined["error"].as_str().unwrap().contains("PermissionError"), "{confined}");
+    assert!(!planted.exists());
+    let free = profile(&["--no-sandbox"]);
+    assert_eq!(free["ok"], true, "{free}");
+    assert_eq!(std::fs::read_to_string(&planted).unwrap(), "planted");
+}
