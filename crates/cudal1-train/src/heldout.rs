@@ -8,7 +8,7 @@ use crate::kernels::{correct_speedup, judge_each};
 use crate::policy::{Policy, Sampling};
 use crate::{TrainError, TrainEvent};
 use cudal1_eval::{Evaluator, JobOutcome, Mode};
-use cudal1_search::{extract_program, Prompts};
+use cudal1_search::{extract_program, normalized_hash, Prompts};
 use cudal1_stats::{statistic_interval, Interval};
 use cudal1_task::Task;
 use serde::{Deserialize, Serialize};
@@ -94,8 +94,8 @@ impl Progress {
             _ => return Ok((None, Vec::new())),
         }
         let (mut replies, mut judged) = (None, Vec::new());
-        // A line cut off by a crash ends what is kept.
-        for line in lines.map_while(Result::ok) {
+        // A line cut off by a crash is passed over.
+        for line in lines.filter_map(Result::ok) {
             match line {
                 Line::Replies(r) => replies = Some(r),
                 Line::Judged(j) => judged.push(j),
@@ -116,10 +116,17 @@ impl Progress {
     }
 
     fn append(&self, judged: &Judged) -> Result<(), TrainError> {
-        use std::io::Write;
-        let mut f = std::fs::OpenOptions::new().append(true).open(&self.path).map_err(TrainError::io("append to", &self.path))?;
-        let line = serde_json::to_string(&Line::Judged(judged.clone())).expect("serialisable");
-        writeln!(f, "{line}").map_err(TrainError::io("append to", &self.path))
+        use std::io::{Read, Seek, SeekFrom, Write};
+        let io = TrainError::io("append to", &self.path);
+        let mut f = std::fs::OpenOptions::new().read(true).append(true).open(&self.path).map_err(io)?;
+        // A line a crash cut off is ended first, so that this one stands on its own.
+        let mut last = [0u8; 1];
+        let cut = f.seek(SeekFrom::End(-1)).is_ok() && f.read_exact(&mut last).is_ok() && last[0] != b'\n';
+        let mut line = if cut { "\n".to_owned() } else { String::new() };
+        line.push_str(&serde_json::to_string(&Line::Judged(judged.clone())).expect("serialisable"));
+        line.push('\n');
+        // One write: a line is whole or cut, never interleaved.
+        f.write_all(line.as_bytes()).map_err(TrainError::io("append to", &self.path))
     }
 }
 
@@ -204,6 +211,9 @@ pub fn evaluate(
     }
     let todo: Vec<usize> = (0..items.len()).filter(|&i| verdicts[i].is_none()).collect();
     let batch: Vec<_> = todo.iter().map(|&i| items[i].clone()).collect();
+    // The engine judges each task and program once; every item that is that program is kept.
+    let keys: Vec<(String, String)> = batch.iter().map(|(t, code, _)| (t.hash.clone(), normalized_hash(code))).collect();
+    let same = |k: usize| (0..keys.len()).filter(|&m| keys[m] == keys[k]).collect::<Vec<_>>();
     let mut write_error = None;
     let outcomes = judge_each(
         engine,
@@ -211,9 +221,11 @@ pub fn evaluate(
         &batch,
         &mut |k, outcome| {
             if let (JobOutcome::Evaluated(e), Some((p, _))) = (outcome, &progress) {
-                let j = Judged { item: todo[k], verdict: e.verdict.as_str().to_owned(), speedup: correct_speedup(e) };
-                if let Err(err) = p.append(&j) {
-                    write_error.get_or_insert(err);
+                for m in same(k) {
+                    let j = Judged { item: todo[m], verdict: e.verdict.as_str().to_owned(), speedup: correct_speedup(e) };
+                    if let Err(err) = p.append(&j) {
+                        write_error.get_or_insert(err);
+                    }
                 }
             }
         },
@@ -293,6 +305,7 @@ impl HeldoutReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     fn sample(task: &str, speedup: Option<f64>) -> SampleResult {
         SampleResult { task: task.into(), has_program: true, truncated: false, verdict: None, correct: speedup.is_some(), speedup }
@@ -316,5 +329,23 @@ mod tests {
         assert!((r.solved_rate.unwrap().median - 2.0 / 3.0).abs() < 1e-12);
         // Best per solved task: 2 and 0.5, geomean 1.
         assert!((r.best_of_g_geomean.unwrap().median - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn progress_survives_a_line_cut_off_by_a_crash_and_is_only_for_what_was_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let progress = Progress::at(dir.path().join("p.jsonl"));
+        let asked = json!({"seed": 1});
+        let replies = vec![Reply { prompt_index: 0, text: "a".into(), finish_reason: "stop".into() }];
+        progress.start(&asked, &replies).unwrap();
+        progress.append(&Judged { item: 0, verdict: "correct".into(), speedup: Some(2.0) }).unwrap();
+        // A crash mid-line, then a rerun appending after it.
+        std::fs::OpenOptions::new().append(true).open(dir.path().join("p.jsonl")).unwrap().write_all(b"{\"judged\":{\"item\":1,\"ver").unwrap();
+        progress.append(&Judged { item: 2, verdict: "incorrect".into(), speedup: None }).unwrap();
+        let (kept, judged) = progress.load(&asked).unwrap();
+        assert_eq!(kept, Some(replies));
+        assert_eq!(judged.iter().map(|j| j.item).collect::<Vec<_>>(), vec![0, 2]);
+        let (kept, judged) = progress.load(&json!({"seed": 2})).unwrap();
+        assert!(kept.is_none() && judged.is_empty(), "another evaluation starts over");
     }
 }
