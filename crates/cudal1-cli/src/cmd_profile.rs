@@ -158,7 +158,9 @@ impl<'a> Profiling<'a> {
     pub fn get(&self, task: &Task, program: &Program<'_>) -> Result<(NewProfile, bool)> {
         let key = self.key(task, program);
         if !self.force {
-            if let Some(found) = self.store.find_profile(&key)? {
+            // One of as many profiled calls as asked for now.
+            let same_calls = |p: &NewProfile| p.profile["calls"].as_u64() == Some(u64::from(self.profiler.calls));
+            if let Some(found) = self.store.find_profile(&key)?.filter(|f| same_calls(&f.profile)) {
                 return Ok((found.profile, true));
             }
         }
