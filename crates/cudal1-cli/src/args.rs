@@ -292,6 +292,10 @@ pub struct CommonEval {
     /// device (default: 4 per GPU, one per two cores on the CPU). Timed ones always run alone.
     #[arg(long)]
     pub lanes: Option<usize>,
+    /// Load and check timed candidates on every lane, side by side, and hold the device alone
+    /// only to time them (one at a time): the timing slot waits less for loading.
+    #[arg(long)]
+    pub pipeline: bool,
     /// Where the runner package and built extensions are cached (default: ~/.cache/cudal1).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,

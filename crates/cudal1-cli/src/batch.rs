@@ -232,6 +232,7 @@ impl Progress {
                 tracing::info!(candidate = %item.candidate.label, ms, cached, ok, "compiled");
             }
             EventKind::Started { device } => self.bar.set_message(format!("{label} on {device}")),
+            EventKind::Timing => self.bar.set_message(format!("timing {label}")),
             EventKind::Finished(outcome) => {
                 self.bar.inc(1);
                 let line = match outcome {

@@ -73,6 +73,9 @@ pub struct WorkerArgs {
     /// Start the next candidates' processes while one is timed (default: on GPUs).
     #[arg(long, value_name = "BOOL")]
     pub prefetch: Option<bool>,
+    /// Load and check timed candidates on every lane, and hold the device alone only to time them.
+    #[arg(long)]
+    pub pipeline: bool,
     /// Print a line per job on stderr.
     #[arg(long)]
     pub progress: bool,
@@ -125,7 +128,7 @@ pub fn run(a: WorkerArgs) -> Result<Status> {
     };
     // The settings come with each job; these only seed the engine's configuration.
     let seed_settings = EvalSettings::for_device(devices[0].clone());
-    let parts = EngineParts { compile_workers: a.compile_workers, lanes: a.lanes, prefetch: a.prefetch, seed: rand::random() };
+    let parts = EngineParts { compile_workers: a.compile_workers, lanes: a.lanes, prefetch: a.prefetch, pipeline: a.pipeline, seed: rand::random() };
     let engine = workspace::engine_config(&env, &devices, &seed_settings, &cache, &parts);
     let ahead = a.ahead.unwrap_or(engine.compile_workers + engine.lanes.max(2));
     let config = WorkerConfig {

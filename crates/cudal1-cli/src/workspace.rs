@@ -22,6 +22,7 @@ pub struct Workspace {
     pub compile_workers: Option<usize>,
     pub lanes: Option<usize>,
     pub prefetch: Option<bool>,
+    pub pipeline: bool,
     pub seed: u64,
     /// `--seed` as given.
     seed_flag: Option<u64>,
@@ -44,6 +45,7 @@ impl Workspace {
             compile_workers: common.compile_workers,
             lanes: common.lanes,
             prefetch,
+            pipeline: common.pipeline,
             seed: common.seed.unwrap_or_else(rand::random),
             seed_flag: common.seed,
         })
@@ -64,7 +66,7 @@ impl Workspace {
 
     /// What [`Workspace::engine`] starts an engine from.
     pub fn engine_config(&self) -> EngineConfig {
-        let parts = EngineParts { compile_workers: self.compile_workers, lanes: self.lanes, prefetch: self.prefetch, seed: self.seed };
+        let parts = EngineParts { compile_workers: self.compile_workers, lanes: self.lanes, prefetch: self.prefetch, pipeline: self.pipeline, seed: self.seed };
         engine_config(&self.env, &self.devices, &self.settings, &self.cache, &parts)
     }
 }
@@ -74,6 +76,7 @@ pub struct EngineParts {
     pub compile_workers: Option<usize>,
     pub lanes: Option<usize>,
     pub prefetch: Option<bool>,
+    pub pipeline: bool,
     pub seed: u64,
 }
 
@@ -87,6 +90,7 @@ pub fn engine_config(env: &RunnerEnv, devices: &[Device], settings: &EvalSetting
         config.lanes = n;
     }
     config.prefetch = parts.prefetch;
+    config.pipeline = parts.pipeline;
     config.seed = parts.seed;
     config
 }

@@ -30,6 +30,9 @@ pub struct EvalContext<'a> {
     /// Where a finished candidate's process is ended in the background (its exit, a CUDA
     /// context's teardown, takes about a second); `None`: ended before the evaluation returns.
     pub retired: Option<&'a Retired>,
+    /// Called once the outputs are checked and before timing starts: the lane takes the device
+    /// for itself there (a pipelined engine).
+    pub before_timing: Option<&'a dyn Fn()>,
 }
 
 /// Candidate processes being ended in the background; [`Retired::wait`] waits for all of them.
@@ -426,6 +429,11 @@ impl Run<'_, '_> {
         if !settings.mode.times() {
             let reason = format!("matches the reference on {} checked calls (correctness only: not timed)", self.m.checks.len());
             return Ok(Ok((Judgement::new(Verdict::Correct, "correct", reason), None, None)));
+        }
+        if let Some(take_the_device) = self.ctx.before_timing {
+            let waited = Instant::now();
+            take_the_device();
+            self.m.phase("device_wait_timing", waited.elapsed());
         }
         let phase = Instant::now();
 

@@ -90,16 +90,17 @@ pub struct RunnerClient {
     _live: Live,
 }
 
-/// The process groups of every runner this process has started and not yet ended, so that an
-/// engine stopping at once can kill what runs under it ([`kill_all`]).
-static LIVE: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+/// The process groups of every runner this process has started and not yet ended, with the
+/// scratch directory each works in, so that an engine stopping at once can kill what runs under
+/// its own scratch directory ([`kill_under`]) and nothing of another engine in the process.
+static LIVE: std::sync::Mutex<Vec<(u32, PathBuf)>> = std::sync::Mutex::new(Vec::new());
 
 /// A runner's entry in [`LIVE`], removed when its client goes.
 struct Live(u32);
 
 impl Live {
-    fn register(pid: u32) -> Live {
-        LIVE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(pid);
+    fn register(pid: u32, scratch: &Path) -> Live {
+        LIVE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((pid, scratch.to_owned()));
         Live(pid)
     }
 }
@@ -107,20 +108,24 @@ impl Live {
 impl Drop for Live {
     fn drop(&mut self) {
         let mut live = LIVE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(i) = live.iter().position(|p| *p == self.0) {
+        if let Some(i) = live.iter().position(|(p, _)| *p == self.0) {
             live.swap_remove(i);
         }
     }
 }
 
-/// Kills the whole process group of every runner that is running now (their callers then get
-/// errors at once). For stopping immediately: a second Ctrl-C, or an engine dropped mid-run.
-pub fn kill_all() {
+/// Kills the whole process group of every runner working below `root` (an engine's scratch
+/// directory) that is running now; their callers then get errors at once. For stopping
+/// immediately: a second Ctrl-C, or an engine dropped mid-run.
+pub fn kill_under(root: &Path) {
     let live = LIVE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    for &pid in live.iter() {
+    for (pid, scratch) in live.iter() {
+        if !scratch.starts_with(root) {
+            continue;
+        }
         // Each runner leads its own process group; the entry is removed only after the group is
         // reaped, so the pid cannot have been reused by another process.
-        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(*pid as i32), nix::sys::signal::Signal::SIGKILL);
     }
 }
 
@@ -193,7 +198,7 @@ impl RunnerClient {
             sandbox,
         };
         let worker = Worker::spawn(spec)?;
-        let live = Live::register(worker.pid());
+        let live = Live::register(worker.pid(), launch.scratch);
         Ok(RunnerClient { worker, _live: live })
     }
 

@@ -169,7 +169,10 @@ pub enum EventKind {
     Queued { task: String, label: String, mode: Option<Mode> },
     Compiling,
     Compiled { ms: f64, cached: bool, ok: bool },
-    /// A device took the job: from here to `Finished` it holds the device (alone, if it times).
+    /// A device took the job: from here to `Finished` it holds the device (alone, if it times;
+    /// with [`crate::EngineConfig::pipeline`], shared until `Timing`).
     Started { device: Device },
+    /// The job holds the device alone from here to `Finished`: it is being timed.
+    Timing,
     Finished(JobOutcome),
 }

@@ -85,7 +85,7 @@ pub(super) fn run(shared: &Shared, device_index: usize, lane_index: usize) {
 
 impl Lane<'_> {
     fn accepts(&self, entry: &Entry) -> bool {
-        self.times || !entry.job.times()
+        self.times || !entry.job.times() || self.shared.config.pipeline
     }
 
     fn serve(&mut self) {
@@ -137,7 +137,7 @@ impl Lane<'_> {
                 self.starting.push((hash.clone(), r));
             }
         }
-        let ctx = EvalContext { env: &self.shared.config.env, settings: &settings, work_root: &self.shared.scratch, retired: None };
+        let ctx = EvalContext { env: &self.shared.config.env, settings: &settings, work_root: &self.shared.scratch, retired: None, before_timing: None };
         CandidateProcess::start(&ctx, &entry.job.task.path, candidate, &entry.compiled).ok()
     }
 
@@ -146,13 +146,29 @@ impl Lane<'_> {
         let picked = Instant::now();
         let settings = job_settings(&self.shared.config.settings, &self.device, &entry.job);
         let gate = &self.shared.gates[self.device_index];
-        let held = if entry.job.times() { gate.exclusive() } else { gate.shared() };
+        // Pipelined, a timed job shares the device until its outputs are checked, then takes it
+        // alone (`before_timing`); otherwise it holds it alone from the start.
+        let alone_from_start = entry.job.times() && !self.shared.config.pipeline;
+        let held = std::cell::RefCell::new(Some(if alone_from_start { gate.exclusive() } else { gate.shared() }));
         let slot_wait = picked.elapsed();
         self.shared.emit(entry.id, EventKind::Started { device: self.device.clone() });
+        if alone_from_start {
+            self.shared.emit(entry.id, EventKind::Timing);
+        }
+        let id = entry.id;
+        let take_alone = || {
+            // Let go of the shared hold first: waiting for the exclusive one while holding it
+            // would wait for ourselves.
+            held.borrow_mut().take();
+            let alone = gate.exclusive();
+            *held.borrow_mut() = Some(alone);
+            self.shared.emit(id, EventKind::Timing);
+        };
+        let before_timing: Option<&dyn Fn()> = if entry.job.times() && !alone_from_start { Some(&take_alone) } else { None };
         let outcome = match &entry.job.work {
             Work::Evaluate { candidate, .. } => {
                 let task = Arc::clone(&entry.job.task);
-                match self.evaluate(&task, candidate, &entry.compiled, process, &settings) {
+                match self.evaluate(&task, candidate, &entry.compiled, process, &settings, before_timing) {
                     Ok(mut e) => {
                         account(&mut e, &entry, picked, slot_wait);
                         JobOutcome::Evaluated(Arc::new(e))
@@ -186,9 +202,10 @@ impl Lane<'_> {
         compiled: &CompileOutcome,
         process: Option<CandidateProcess>,
         settings: &EvalSettings,
+        before_timing: Option<&dyn Fn()>,
     ) -> Result<Evaluation, Unjudged> {
         let started = Instant::now();
-        let plain = EvalContext { env: &self.shared.config.env, settings, work_root: &self.shared.scratch, retired: None };
+        let plain = EvalContext { env: &self.shared.config.env, settings, work_root: &self.shared.scratch, retired: None, before_timing: None };
         // Decided from the source and the build alone: no reference is started for it.
         if let Some(e) = prejudged(&plain, task, candidate, compiled) {
             if let Some(p) = process {
@@ -207,7 +224,7 @@ impl Lane<'_> {
         };
         let job_rng = StdRng::from_rng(&mut self.rng);
         let reference_ready = started.elapsed();
-        let ctx = EvalContext { env: &self.shared.config.env, settings, work_root: &self.shared.scratch, retired: Some(&self.retired) };
+        let ctx = EvalContext { env: &self.shared.config.env, settings, work_root: &self.shared.scratch, retired: Some(&self.retired), before_timing };
         let mut result = evaluate_in(&ctx, &mut self.references[i].1, candidate, compiled, process, job_rng);
         if let Ok(e) = &mut result {
             e.measurements.phase("reference", reference_ready);

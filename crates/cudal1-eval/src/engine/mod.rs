@@ -62,6 +62,10 @@ pub struct EngineConfig {
     pub prefetch: Option<bool>,
     /// Seeds the engine's random choices (input seeds, block order).
     pub seed: u64,
+    /// Every lane takes timed jobs too: a job loads its candidate and checks its outputs while it
+    /// shares the device (beside other lanes' checks), and holds the device alone only to time
+    /// it. Off: a timed job holds the device alone from its start, on one lane per device.
+    pub pipeline: bool,
 }
 
 impl EngineConfig {
@@ -80,6 +84,7 @@ impl EngineConfig {
             lanes,
             prefetch: None,
             seed: rand::random(),
+            pipeline: false,
         }
     }
 }
@@ -247,7 +252,7 @@ impl Evaluator {
         self.canceller().cancel();
     }
 
-    /// Stops now: cancels, and kills every runner process of this program, so that evaluations
+    /// Stops now: cancels, and kills every runner process of this engine, so that evaluations
     /// under way end at once (as cancelled, not with a verdict).
     pub fn kill(&self) {
         self.canceller().kill();
@@ -345,7 +350,7 @@ impl Canceller {
     pub fn kill(&self) {
         self.shared.killed.store(true, Ordering::SeqCst);
         self.cancel();
-        crate::runner::kill_all();
+        crate::runner::kill_under(&self.shared.scratch);
     }
 }
 

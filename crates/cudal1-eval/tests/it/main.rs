@@ -37,12 +37,17 @@ fn candidate(rel: &str) -> Candidate {
 
 /// A CPU engine with short timing, `lanes` lanes, scratch under `dir/scratch`.
 fn engine(dir: &Path, lanes: usize, call_timeout: Duration) -> (Evaluator, crossbeam_channel::Receiver<Event>) {
+    engine_with(dir, lanes, call_timeout, false)
+}
+
+fn engine_with(dir: &Path, lanes: usize, call_timeout: Duration, pipeline: bool) -> (Evaluator, crossbeam_channel::Receiver<Event>) {
     let settings = EvalSettings { timing_budget: Duration::from_millis(300), call_timeout, ..EvalSettings::default() };
     let mut config = EngineConfig::new(runner_env(&dir.join("cache")), vec![Device::Cpu], settings, CompileCache { root: dir.join("extensions") });
     config.scratch_parent = dir.join("scratch");
     config.compile_workers = 1;
     config.lanes = lanes;
     config.seed = 7;
+    config.pipeline = pipeline;
     Evaluator::start(config).unwrap()
 }
 
@@ -115,8 +120,10 @@ fn every_job_reports_queued_then_started_then_exactly_one_finished_and_the_scrat
     for (id, kinds) in &by_job {
         assert!(matches!(kinds.first(), Some(EventKind::Queued { .. })), "{id}: {kinds:?}");
         assert_eq!(kinds.iter().filter(|k| matches!(k, EventKind::Finished(_))).count(), 1, "{id}: {kinds:?}");
+        // Started, then (for a job that is timed) Timing, then Finished.
         let started = kinds.iter().position(|k| matches!(k, EventKind::Started { .. })).unwrap();
-        assert_eq!(started, kinds.len() - 2, "{id}: Started comes right before Finished: {kinds:?}");
+        let timing = usize::from(matches!(kinds[kinds.len() - 2], EventKind::Timing));
+        assert_eq!(started, kinds.len() - 2 - timing, "{id}: Started comes right before Finished: {kinds:?}");
     }
     assert_eq!(verdict(&by_job[&fast.id]), Verdict::Correct);
     assert_eq!(verdict(&by_job[&wrong.id]), Verdict::Incorrect);
@@ -150,6 +157,55 @@ fn held(all: &[Event]) -> BTreeMap<JobId, (usize, usize)> {
         }
     }
     spans
+}
+
+/// When each timed job held the device alone: (`Timing`, `Finished`) by the order of events.
+fn alone(all: &[Event]) -> BTreeMap<JobId, (usize, usize)> {
+    let mut spans: BTreeMap<JobId, (usize, usize)> = BTreeMap::new();
+    for (i, e) in all.iter().enumerate() {
+        match e.kind {
+            EventKind::Timing => {
+                spans.insert(e.job, (i, usize::MAX));
+            }
+            EventKind::Finished(_) => {
+                if let Some(s) = spans.get_mut(&e.job) {
+                    s.1 = i;
+                }
+            }
+            _ => {}
+        }
+    }
+    spans
+}
+
+/// Issue 12: pipelined, every lane takes timed jobs: they load and check side by side, and each
+/// holds the device alone only while it is timed, one at a time; a wrong one never does.
+#[test]
+fn pipelined_timed_jobs_are_checked_side_by_side_and_timed_one_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, events) = engine_with(dir.path(), 3, Duration::from_secs(20), true);
+    let job = |t: &str, c: &str| engine.submit(Job::evaluate(task(t), candidate(c))).id;
+    let swish = job("level1/2_Swish.py", "level1/2_Swish/correct.py");
+    let softmax = job("level1/3_Softmax_Rows.py", "level1/3_Softmax_Rows/correct.py");
+    let wrong = job("level1/2_Swish.py", "level1/2_Swish/nan_output.py");
+    let (all, by_job) = collect(&events, 3);
+    for id in [swish, softmax] {
+        let JobOutcome::Evaluated(e) = outcome(&by_job[&id]) else { panic!("{id}: {:?}", by_job[&id]) };
+        assert!(e.verdict == Verdict::Correct && e.speedup.is_some(), "{id}: {} {}", e.verdict, e.reason);
+        assert!(e.measurements.phases_ms.contains_key("device_wait_timing"), "{:?}", e.measurements.phases_ms);
+    }
+    assert_eq!(verdict(&by_job[&wrong]), Verdict::Incorrect);
+    assert!(!by_job[&wrong].iter().any(|k| matches!(k, EventKind::Timing)), "a wrong candidate never holds the device alone");
+    let overlap = |x: (usize, usize), y: (usize, usize)| x.0 < y.1 && y.0 < x.1;
+    let timed = alone(&all);
+    assert_eq!(timed.len(), 2);
+    assert!(!overlap(timed[&swish], timed[&softmax]), "timed at once: {timed:?}");
+    // Checked side by side: some two jobs were on the device at once.
+    let spans = held(&all);
+    let ids = [swish, softmax, wrong];
+    assert!(ids.iter().any(|a| ids.iter().any(|b| a != b && overlap(spans[a], spans[b]))), "one at a time: {spans:?}");
+    let stats = engine.finish();
+    assert!(stats.timing_busy[0].1 > Duration::ZERO);
 }
 
 #[test]
@@ -252,3 +308,35 @@ fn a_reference_that_cannot_load_fails_its_task_and_tasks_can_be_described_and_ch
     engine.finish();
 }
 
+/// Issue 17 on the CPU: a device list of two (the CPU twice, standing in for two GPUs) gives two
+/// timing slots that time at once, fed from one queue; every job runs once and both devices'
+/// slots do timed work.
+#[test]
+fn two_devices_time_at_once_from_one_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = EvalSettings { timing_budget: Duration::from_millis(600), call_timeout: Duration::from_secs(20), ..EvalSettings::default() };
+    let mut config = EngineConfig::new(runner_env(&dir.path().join("cache")), vec![Device::Cpu, Device::Cpu], settings, CompileCache { root: dir.path().join("extensions") });
+    config.scratch_parent = dir.path().join("scratch");
+    config.compile_workers = 1;
+    config.lanes = 1;
+    config.seed = 7;
+    let (engine, events) = Evaluator::start(config).unwrap();
+    let swish = task("level1/2_Swish.py");
+    let ids: Vec<JobId> = (0..4).map(|_| engine.submit(Job::evaluate(Arc::clone(&swish), candidate("level1/2_Swish/correct.py"))).id).collect();
+    let (all, by_job) = collect(&events, ids.len());
+    for id in &ids {
+        let JobOutcome::Evaluated(e) = outcome(&by_job[id]) else { panic!("{id}: {:?}", by_job[id]) };
+        assert!(e.verdict == Verdict::Correct && e.speedup.is_some(), "{id}: {} {}", e.verdict, e.reason);
+        let started = by_job[id].iter().filter(|k| matches!(k, EventKind::Started { .. })).count();
+        assert_eq!(started, 1, "{id} started once");
+    }
+    // Two timed jobs held their devices at the same time: one slot per device, not one in all.
+    let spans = held(&all);
+    let overlap = |x: (usize, usize), y: (usize, usize)| x.0 < y.1 && y.0 < x.1;
+    assert!(ids.iter().any(|a| ids.iter().any(|b| a != b && overlap(spans[a], spans[b]))), "no two timed jobs overlapped: {spans:?}");
+    let stats = engine.finish();
+    assert_eq!(stats.timing_busy.len(), 2);
+    for (device, busy) in &stats.timing_busy {
+        assert!(*busy > Duration::ZERO, "{device}'s slot never timed: {stats:?}");
+    }
+}
