@@ -6,6 +6,8 @@
 #   PARTS="new" / PARTS="old"                        # one of the two
 #   PARTS="correctness" bash bench/gpu_engine.sh     # the same batch, --mode correctness, cold and warm caches
 #   PARTS="release" bash bench/gpu_engine.sh         # every row of the release through --from cuda-l1 (resumes)
+#   PARTS="pipeline" bash bench/gpu_engine.sh        # the same batch, new binary, without then with --pipeline
+#                                                    # (timed jobs loaded and checked on every lane, timed one at a time)
 # Everything comes back under $OUT: logs, JSON rows, the stores (checkpointed).
 set -u
 C=$(realpath .carry)
@@ -35,6 +37,9 @@ for part in ${PARTS:-throughput}; do
     batch new "$C/cudal1-new" "${NEW_LIMIT:-250}" /tmp/cache-new
     batch old "$C/cudal1-old" "${OLD_LIMIT:-290}" /tmp/cache-old ;;
   new) batch new "$C/cudal1-new" "${NEW_LIMIT:-250}" /tmp/cache-new ;;
+  pipeline)  # the build cache is warmed by the first pass, so both timed passes find the builds
+    batch serial "$C/cudal1-new" "${NEW_LIMIT:-250}" /tmp/cache-new
+    batch pipelined "$C/cudal1-new" "${NEW_LIMIT:-250}" /tmp/cache-new --force --pipeline ;;
   correctness_lanes)  # after `new`: its build cache is warm
     batch correctness_lanes "$C/cudal1-new" 90 /tmp/cache-new --mode correctness --lanes "${LANES:-8}" ;;
   old) batch old "$C/cudal1-old" "${OLD_LIMIT:-290}" /tmp/cache-old ;;
