@@ -38,9 +38,9 @@ for part in ${PARTS:-throughput}; do
     batch old "$C/cudal1-old" "${OLD_LIMIT:-290}" /tmp/cache-old ;;
   new) batch new "$C/cudal1-new" "${NEW_LIMIT:-250}" /tmp/cache-new ;;
   pipeline)  # a correctness pass warms the build cache, so that both timed passes find every build
-    batch warm "$C/cudal1-new" 150 /tmp/cache-pipe --mode correctness
-    batch serial "$C/cudal1-new" "${NEW_LIMIT:-200}" /tmp/cache-pipe --force
-    batch pipelined "$C/cudal1-new" "${NEW_LIMIT:-200}" /tmp/cache-pipe --force --pipeline ;;
+    batch warm "$C/cudal1-new" 120 /tmp/cache-pipe --mode correctness
+    batch serial "$C/cudal1-new" "${NEW_LIMIT:-180}" /tmp/cache-pipe --force
+    batch pipelined "$C/cudal1-new" "${NEW_LIMIT:-180}" /tmp/cache-pipe --force --pipeline ;;
   correctness_lanes)  # after `new`: its build cache is warm
     batch correctness_lanes "$C/cudal1-new" 90 /tmp/cache-new --mode correctness --lanes "${LANES:-8}" ;;
   old) batch old "$C/cudal1-old" "${OLD_LIMIT:-290}" /tmp/cache-old ;;
