@@ -399,12 +399,17 @@ fn confinement(env: &RunnerEnv, target: &Target<'_>, scratch: &Path) -> Vec<OsSt
 
 /// Runs the driver (under ncu when `ncu` holds its arguments); the exit status of what ran.
 fn run_driver(env: &RunnerEnv, profiler: &Profiler, ncu: Option<&[OsString]>, target: Target<'_>, scratch: &Path) -> Result<std::process::ExitStatus, ProfileError> {
+    // `scratch` is ours: ncu's log and the program's output go there. The program's own
+    // directory (its cwd, HOME and TMPDIR, where it writes its status) is `scratch/work`, and a
+    // confined program can neither write nor read outside it.
     std::fs::create_dir_all(scratch)?;
     let scratch = &std::path::absolute(scratch).unwrap_or_else(|_| scratch.to_owned());
+    let work = scratch.join("work");
+    std::fs::create_dir_all(&work)?;
     if let Some(ext) = target.extensions {
         std::fs::create_dir_all(ext)?;
     }
-    let status_file = scratch.join("status.json");
+    let status_file = work.join("status.json");
     let _ = std::fs::remove_file(&status_file);
     let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_owned());
     let (task, candidate) = (abs(target.task), target.candidate.map(abs));
@@ -429,18 +434,18 @@ fn run_driver(env: &RunnerEnv, profiler: &Profiler, ncu: Option<&[OsString]>, ta
     }
     if let Some(launcher) = &profiler.sandbox {
         line.push(launcher.clone().into());
-        line.extend(confinement(env, &target, scratch));
+        line.extend(confinement(env, &target, &work));
     }
     line.extend(driver);
     let program = PathBuf::from(&line[0]);
     let mut cmd = Command::new(&program);
-    cmd.args(&line[1..]).current_dir(scratch).env_clear().process_group(0).stdin(Stdio::null());
+    cmd.args(&line[1..]).current_dir(&work).env_clear().process_group(0).stdin(Stdio::null());
     for key in ["PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "LANG", "TERM"] {
         if let Some(v) = std::env::var_os(key) {
             cmd.env(key, v);
         }
     }
-    cmd.env("HOME", scratch).env("TMPDIR", scratch).env("PYTHONPATH", &env.package_root);
+    cmd.env("HOME", &work).env("TMPDIR", &work).env("PYTHONPATH", &env.package_root);
     cmd.env("PYTHONDONTWRITEBYTECODE", "1").env("PYTHONNOUSERSITE", "1").env("PYTHONHASHSEED", "0");
     match target.device {
         Device::Cpu => cmd.env("CUDA_VISIBLE_DEVICES", ""),
@@ -477,7 +482,8 @@ fn run_driver(env: &RunnerEnv, profiler: &Profiler, ncu: Option<&[OsString]>, ta
     }
     let status = child.wait()?;
     let output = std::fs::read_to_string(&out_path).unwrap_or_default();
-    match std::fs::read_to_string(&status_file).ok().and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok()) {
+    // The status comes from the program's process: a claim, read without following links.
+    match read_claim(&status_file).and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok()) {
         Some(v) if v["ok"] == true => Ok(status),
         Some(v) => Err(ProfileError::Program {
             kind: v["kind"].as_str().unwrap_or("internal").to_owned(),
@@ -485,6 +491,19 @@ fn run_driver(env: &RunnerEnv, profiler: &Profiler, ncu: Option<&[OsString]>, ta
         }),
         None => Err(ProfileError::Ncu { status: status.to_string(), tail: tail(&output, 1500) }),
     }
+}
+
+/// A small regular file the program wrote, opened without following a link; `None` otherwise.
+fn read_claim(path: &Path) -> Option<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path).ok()?;
+    if !f.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut text = String::new();
+    f.take(1 << 20).read_to_string(&mut text).ok()?;
+    Some(text)
 }
 
 /// Whether the process `pid` has exited, without reaping it (`waitid` with `WNOWAIT`).
@@ -640,6 +659,19 @@ mod tests {
         assert!(matches!(locate_ncu(Some(&file)), Err(ProfileError::NcuNotExecutable(_))));
         let msg = ProfileError::NcuNotFound.to_string();
         assert!(msg.contains("--ncu PATH"), "{msg}");
+    }
+
+    #[test]
+    fn a_status_that_is_a_link_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let (secret, status) = (dir.path().join("secret"), dir.path().join("status.json"));
+        std::fs::write(&secret, "{\"ok\": true}").unwrap();
+        std::os::unix::fs::symlink(&secret, &status).unwrap();
+        assert_eq!(read_claim(&status), None);
+        std::fs::remove_file(&status).unwrap();
+        std::fs::write(&status, "{\"ok\": false}").unwrap();
+        assert_eq!(read_claim(&status).as_deref(), Some("{\"ok\": false}"));
+        assert_eq!(read_claim(dir.path()), None, "a directory");
     }
 
     #[test]
