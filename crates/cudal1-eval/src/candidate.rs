@@ -139,6 +139,10 @@ pub fn evaluate_in(
     })
 }
 
+/// The class of a judgement a pipelined lane does not keep: the candidate ran out of device
+/// memory beside other lanes' work, and is evaluated again alone.
+pub const PIPELINED_OUT_OF_MEMORY: &str = "pipelined_out_of_memory";
+
 /// What is decided from the program and its build alone, before any process runs (a syntax error,
 /// a missing `ModelNew`, a decisive static finding, a failed build), with the static screen's
 /// warnings.
@@ -322,7 +326,19 @@ impl Run<'_, '_> {
     /// `spawned`: when the candidate's process was started or taken over (the `start` phase).
     fn with_client(&mut self, process: &mut CandidateProcess, task_path: &Path, spawned: Instant) -> Result<Decided, ReferenceError> {
         let settings = self.ctx.settings;
-        let fail = |client: &RunnerClient, e: CallError, doing: &str| judge_call_error(&e, doing, &client.stderr_tail());
+        let pipelined = self.ctx.before_timing.is_some();
+        let fail = |client: &RunnerClient, e: CallError, doing: &str| {
+            let j = judge_call_error(&e, doing, &client.stderr_tail());
+            // Pipelined, other lanes' candidates and references share the device's memory, so
+            // running out of it is no verdict yet: the lane evaluates the candidate again holding
+            // the device alone (the claim of an out-of-memory error buys a rerun, nothing more).
+            match &e {
+                CallError::Runner(r) if pipelined && r.kind == cudal1_protocol::ErrorKind::Oom => {
+                    Judgement::new(j.verdict, PIPELINED_OUT_OF_MEMORY, format!("the device ran out of memory while {doing}, with other candidates loaded beside it"))
+                }
+                _ => j,
+            }
+        };
         let CandidateProcess { scratch, file, client } = process;
         let scratch = scratch.path();
         let phase = spawned;
@@ -431,8 +447,11 @@ impl Run<'_, '_> {
             return Ok(Ok((Judgement::new(Verdict::Correct, "correct", reason), None, None)));
         }
         if let Some(take_the_device) = self.ctx.before_timing {
+            // Stopped while it waits: nothing of it runs beside another candidate's timing.
             let waited = Instant::now();
+            client.pause();
             take_the_device();
+            client.resume();
             self.m.phase("device_wait_timing", waited.elapsed());
         }
         let phase = Instant::now();

@@ -202,6 +202,16 @@ impl RunnerClient {
         Ok(RunnerClient { worker, _live: live })
     }
 
+    /// Stops every process of the runner's group (SIGSTOP) between requests; [`RunnerClient::resume`]
+    /// lets them go on.
+    pub fn pause(&self) {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(self.worker.pid() as i32), nix::sys::signal::Signal::SIGSTOP);
+    }
+
+    pub fn resume(&self) {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(self.worker.pid() as i32), nix::sys::signal::Signal::SIGCONT);
+    }
+
     /// Sends one request and waits for its reply.
     pub fn call<R: Request>(&mut self, request: &R, timeout: Duration) -> Result<R::Reply, CallError> {
         let reply = self.worker.request(request.to_json(), timeout)?;

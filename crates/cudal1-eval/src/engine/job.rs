@@ -170,7 +170,8 @@ pub enum EventKind {
     Compiling,
     Compiled { ms: f64, cached: bool, ok: bool },
     /// A device took the job: from here to `Finished` it holds the device (alone, if it times;
-    /// with [`crate::EngineConfig::pipeline`], shared until `Timing`).
+    /// with [`crate::EngineConfig::pipeline`], shared while it loads and checks, then, its
+    /// process stopped, nothing while it waits for `Timing`).
     Started { device: Device },
     /// The job holds the device alone from here to `Finished`: it is being timed.
     Timing,

@@ -4,7 +4,7 @@
 //! candidates' processes while the current one runs.
 
 use super::{job_settings, Entry, JobOutcome, Shared, Work};
-use crate::candidate::{evaluate_in, prejudge, prejudged, CandidateProcess, EvalContext, Retired, Unjudged};
+use crate::candidate::{evaluate_in, prejudge, prejudged, CandidateProcess, EvalContext, Retired, Unjudged, PIPELINED_OUT_OF_MEMORY};
 use crate::failure::host_out_of_memory;
 use crate::compile::CompileOutcome;
 use crate::degenerate::check_task;
@@ -168,7 +168,15 @@ impl Lane<'_> {
         let outcome = match &entry.job.work {
             Work::Evaluate { candidate, .. } => {
                 let task = Arc::clone(&entry.job.task);
-                match self.evaluate(&task, candidate, &entry.compiled, process, &settings, before_timing) {
+                let mut result = self.evaluate(&task, candidate, &entry.compiled, process, &settings, before_timing);
+                if matches!(&result, Ok(e) if e.reason_class == PIPELINED_OUT_OF_MEMORY) {
+                    // Out of device memory beside other lanes' work: again, holding the device alone.
+                    held.borrow_mut().take();
+                    *held.borrow_mut() = Some(gate.exclusive());
+                    self.shared.emit(id, EventKind::Timing);
+                    result = self.evaluate(&task, candidate, &entry.compiled, None, &settings, None);
+                }
+                match result {
                     Ok(mut e) => {
                         account(&mut e, &entry, picked, slot_wait);
                         JobOutcome::Evaluated(Arc::new(e))
@@ -224,7 +232,10 @@ impl Lane<'_> {
         };
         let job_rng = StdRng::from_rng(&mut self.rng);
         let reference_ready = started.elapsed();
-        let ctx = EvalContext { env: &self.shared.config.env, settings, work_root: &self.shared.scratch, retired: Some(&self.retired), before_timing };
+        // Pipelined, the next job may start timing as soon as this one lets the device go: its
+        // process (a CUDA context's teardown) ends before then, not in the background.
+        let retired = if before_timing.is_some() { None } else { Some(&self.retired) };
+        let ctx = EvalContext { env: &self.shared.config.env, settings, work_root: &self.shared.scratch, retired, before_timing };
         let mut result = evaluate_in(&ctx, &mut self.references[i].1, candidate, compiled, process, job_rng);
         if let Ok(e) = &mut result {
             e.measurements.phase("reference", reference_ready);

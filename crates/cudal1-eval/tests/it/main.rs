@@ -208,6 +208,22 @@ fn pipelined_timed_jobs_are_checked_side_by_side_and_timed_one_at_a_time() {
     assert!(stats.timing_busy[0].1 > Duration::ZERO);
 }
 
+/// Pipelined, running out of memory is not kept as a verdict at once (other lanes' work shares
+/// the device): the candidate is evaluated again holding the device alone, and that verdict stands.
+#[test]
+fn pipelined_out_of_memory_is_judged_again_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, events) = engine_with(dir.path(), 2, Duration::from_secs(20), true);
+    let swish = task("level1/2_Swish.py");
+    let source = format!("{}\n\nclass ModelNew(Model):\n    def forward(self, x):\n        raise MemoryError('out of memory')\n", swish.source);
+    let id = engine.submit(Job::evaluate(swish, Candidate::from_source("oom.py".into(), source))).id;
+    let (_, by_job) = collect(&events, 1);
+    let JobOutcome::Evaluated(e) = outcome(&by_job[&id]) else { panic!("{:?}", by_job[&id]) };
+    assert_eq!((e.verdict, e.reason_class.as_str()), (Verdict::RuntimeError, "out_of_memory"), "{}", e.reason);
+    assert!(by_job[&id].iter().any(|k| matches!(k, EventKind::Timing)), "the second try held the device alone");
+    engine.finish();
+}
+
 #[test]
 fn correctness_checks_share_the_device_and_a_timed_job_holds_it_alone() {
     let dir = tempfile::tempdir().unwrap();
