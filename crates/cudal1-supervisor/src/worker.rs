@@ -417,13 +417,23 @@ impl Worker {
         let own = self.watchdog.as_ref().is_some_and(RssWatchdog::fired) || self.cgroup.as_ref().is_some_and(WorkerCgroup::limit_reached);
         let killed = outcome.leader_signal() == Some(libc::SIGKILL);
         // Only worth finding out for a SIGKILL: the OOM killer sends nothing else.
-        let oom_killed = killed
-            && oom_killed(
-                self.cgroup.as_ref().and_then(WorkerCgroup::oom_kills_of_members),
-                || self.kernel_log.as_ref().and_then(|log| log.names_oom_kill(self.pid)),
-                || self.cgroup.as_ref().is_some_and(|c| c.oom_kills() > 0)
-                    || matches!((self.oom_kills_at_start, procfs::oom_kills_since_boot()), (Some(before), Some(now)) if now > before),
-            );
+        let anyone_killed = || {
+            self.cgroup.as_ref().is_some_and(|c| c.oom_kills() > 0)
+                || matches!((self.oom_kills_at_start, procfs::oom_kills_since_boot()), (Some(before), Some(now)) if now > before)
+        };
+        let named_in_log = || {
+            let log = self.kernel_log.as_ref()?;
+            match log.names_oom_kill(self.pid)? {
+                // The kernel logs the kill just after sending it: when an OOM kill happened, a
+                // moment later the line is there if it is about this worker.
+                false if anyone_killed() => {
+                    std::thread::sleep(Duration::from_millis(100));
+                    log.names_oom_kill(self.pid)
+                }
+                named => Some(named),
+            }
+        };
+        let oom_killed = killed && oom_killed(self.cgroup.as_ref().and_then(WorkerCgroup::oom_kills_of_members), named_in_log, anyone_killed);
         if let Some(hit) = memory_hit(own, sb.memory_bytes, killed, oom_killed, self.peak_bytes) {
             return Some(hit);
         }
