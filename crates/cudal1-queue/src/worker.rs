@@ -231,41 +231,44 @@ impl State<'_> {
             for job in jobs {
                 self.summary.claimed += 1;
                 on_event(WorkerEvent::Claimed { job: &job });
-                if let Err(error) = self.start(job.clone(), on_event) {
-                    self.write(job.id, job.task_name.clone(), Completion::Failed { error }, on_event);
+                if let Err(failure) = self.start(job.clone(), on_event) {
+                    self.write(job.id, job.task_name.clone(), failure, on_event);
                 }
             }
         }
         Ok(claimed_any)
     }
 
-    /// Hands a claimed job to the engine; `Err` with the reason when it cannot run here.
-    fn start(&mut self, job: ClaimedJob, on_event: &mut dyn FnMut(WorkerEvent<'_>)) -> Result<(), String> {
-        let settings: EvalSettings =
-            serde_json::from_value(job.settings.clone()).map_err(|e| format!("this worker cannot read the job's settings (made by another version of cudal1?): {e}"))?;
+    /// Hands a claimed job to the engine; `Err` with how it ends when it cannot run: failed when
+    /// the job is at fault, unrunnable when this worker is (another may run it).
+    fn start(&mut self, job: ClaimedJob, on_event: &mut dyn FnMut(WorkerEvent<'_>)) -> Result<(), Completion> {
+        let failed = |error: String| Completion::Failed { error };
+        let unrunnable = |error: String| Completion::Unrunnable { error };
+        let settings: EvalSettings = serde_json::from_value(job.settings.clone())
+            .map_err(|e| failed(format!("this worker cannot read the job's settings (made by another version of cudal1?): {e}")))?;
         if settings.key_hash() != job.key.settings_hash {
-            return Err("the job's settings do not hash to its key (made by another version of cudal1?)".into());
+            return Err(failed("the job's settings do not hash to its key (made by another version of cudal1?)".into()));
         }
         if !settings.sandbox && !self.config.allow_unsandboxed {
-            return Err(format!("worker `{}` runs no job without the sandbox (start it with `--no-sandbox` to allow them)", self.config.name));
+            return Err(unrunnable(format!("worker `{}` runs no job without the sandbox (start it with `--no-sandbox` to allow them)", self.config.name)));
         }
         let device = self.config.engine.devices.first().cloned().unwrap_or(cudal1_eval::Device::Cpu);
         if settings.device.is_cuda() != device.is_cuda() {
-            return Err(format!("the job is for {}, but worker `{}` runs on {device}", settings.device, self.config.name));
+            return Err(unrunnable(format!("the job is for {}, but worker `{}` runs on {device}", settings.device, self.config.name)));
         }
-        let task = Task::materialize(&self.config.task_root, &job.task_name, job.task_source.clone()).map_err(|e| format!("the job's task: {e}"))?;
+        let task = Task::materialize(&self.config.task_root, &job.task_name, job.task_source.clone()).map_err(|e| failed(format!("the job's task: {e}")))?;
         if task.hash != job.key.task_hash {
-            return Err("the job's task source does not hash to its key".into());
+            return Err(failed("the job's task source does not hash to its key".into()));
         }
         let candidate = Candidate::from_source(format!("job {}", job.id), job.candidate_source.clone());
         if candidate.hash != job.key.candidate_hash {
-            return Err("the job's code does not hash to its key".into());
+            return Err(failed("the job's code does not hash to its key".into()));
         }
         if let Some(a) = &job.artifact {
             artifact::install(&self.config.engine.compile_cache, &candidate, a, &self.config.build_environment);
         }
         let family = crate::job::settings_family(&settings);
-        self.ensure_engine(&settings, &family, on_event).map_err(|e| format!("the engine could not start: {e}"))?;
+        self.ensure_engine(&settings, &family, on_event).map_err(|e| unrunnable(format!("the engine could not start: {e}")))?;
         let engine = self.engine.as_ref().expect("started above");
         let id = engine.evaluator.submit_to(Job::evaluate(Arc::new(task), candidate).mode(settings.mode).priority(job.priority), &self.done_tx);
         self.by_engine.insert(id, job.id);
@@ -331,7 +334,7 @@ impl State<'_> {
                 Ok(first) => {
                     let (verdict, error) = match &completion {
                         Completion::Evaluated { verdict, .. } => (Some(verdict.as_str()), None),
-                        Completion::Failed { error } => (None, Some(error.as_str())),
+                        Completion::Failed { error } | Completion::Unrunnable { error } => (None, Some(error.as_str())),
                     };
                     match (first, error) {
                         (false, _) => self.summary.discarded += 1,

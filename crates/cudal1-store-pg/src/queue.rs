@@ -183,7 +183,7 @@ pub(crate) fn complete(c: &mut Client, id: i64, worker: &str, completion: &Compl
         return Ok(own);
     }
     // A failure counts only from the worker that holds the job now (see the SQLite store).
-    if matches!(completion, Completion::Failed { .. }) && (state != "running" || holder.as_deref() != Some(worker)) {
+    if matches!(completion, Completion::Failed { .. } | Completion::Unrunnable { .. }) && (state != "running" || holder.as_deref() != Some(worker)) {
         tx.execute("UPDATE jobs SET discarded = discarded + 1 WHERE id = $1", &[&id])?;
         tx.commit()?;
         return Ok(false);
@@ -202,13 +202,15 @@ pub(crate) fn complete(c: &mut Client, id: i64, worker: &str, completion: &Compl
                 &[&id, &worker, verdict, &evaluation.to_string(), &program_id],
             )?;
         }
-        Completion::Failed { error } => {
+        Completion::Failed { error } | Completion::Unrunnable { error } => {
+            // An unrunnable job keeps no worker: it counts as given up (see the SQLite store).
+            let by = if matches!(completion, Completion::Failed { .. }) { Some(worker) } else { None };
             tx.execute(
                 &format!(
                     "UPDATE jobs SET state = 'failed', worker = $2, error = $3, lease_until = NULL, artifact = NULL,
                         finished_at = {NOW_TEXT} WHERE id = $1"
                 ),
-                &[&id, &worker, error],
+                &[&id, &by, error],
             )?;
         }
     }

@@ -211,6 +211,10 @@ pub enum Completion {
     Evaluated { evaluation: serde_json::Value, verdict: String, program: Option<NewProgram> },
     /// No verdict can be given (the reference failed); recorded, and final.
     Failed { error: String },
+    /// This worker cannot run the job (no sandbox, another device, its engine would not start):
+    /// recorded as failed like a job given up for want of workers, so that asking for it again
+    /// queues it again.
+    Unrunnable { error: String },
 }
 
 /// A job as the queue holds it.

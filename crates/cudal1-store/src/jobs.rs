@@ -210,7 +210,7 @@ pub(crate) fn complete(conn: &mut Connection, path: &Path, id: i64, worker: &str
     // A failure counts only from the worker that holds the job now: one from a worker whose
     // lease ran out (the job was given up and queued again since) must not end the new attempt.
     // A verdict is a verdict, whoever brings it.
-    if matches!(c, Completion::Failed { .. }) && (state != JobState::Running.as_str() || holder.as_deref() != Some(worker)) {
+    if matches!(c, Completion::Failed { .. } | Completion::Unrunnable { .. }) && (state != JobState::Running.as_str() || holder.as_deref() != Some(worker)) {
         tx.execute("UPDATE jobs SET discarded = discarded + 1 WHERE id = ?1", [id]).map_err(err)?;
         tx.commit().map_err(err)?;
         return Ok(false);
@@ -230,14 +230,16 @@ pub(crate) fn complete(conn: &mut Connection, path: &Path, id: i64, worker: &str
             .execute(params![id, worker, verdict, json::encode(evaluation), program_id])
             .map_err(err)?;
         }
-        Completion::Failed { error } => {
+        Completion::Failed { error } | Completion::Unrunnable { error } => {
+            // An unrunnable job keeps no worker: it counts as given up, not as the task's failure.
+            let by = if matches!(c, Completion::Failed { .. }) { Some(worker) } else { None };
             tx.prepare_cached(
                 "UPDATE jobs SET state = 'failed', worker = ?2, error = ?3, lease_until = NULL, artifact = NULL,
                     finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
                 WHERE id = ?1",
             )
             .map_err(err)?
-            .execute(params![id, worker, error])
+            .execute(params![id, by, error])
             .map_err(err)?;
         }
     }

@@ -304,8 +304,19 @@ fn the_first_result_wins_and_later_ones_are_counted_and_dropped() {
         // A failure a worker reported (the task's fault) is kept: asking again is answered with it.
         let again = q.enqueue(&[job("r", "2")]).unwrap().pop().unwrap();
         assert_eq!((again.id, again.state, again.created), (id2, JobState::Failed, false));
+        // One a worker could not run (no sandbox, another device) is failed, but asked for again
+        // it is queued again, for another worker.
+        let id3 = q.enqueue(&[job("r", "3")]).unwrap()[0].id;
+        q.claim(&claim("w", 1, Duration::from_secs(60))).unwrap();
+        assert!(q.complete(id3, "w", &Completion::Unrunnable { error: "no sandbox here".into() }).unwrap());
+        let s = q.status(&[id3]).unwrap().pop().unwrap();
+        assert_eq!((s.state, s.worker.as_deref()), (JobState::Failed, None));
+        let again = q.enqueue(&[job("r", "3")]).unwrap().pop().unwrap();
+        assert_eq!((again.id, again.state, again.created), (id3, JobState::Queued, true));
+        q.claim(&claim("w", 1, Duration::from_secs(60))).unwrap();
+        assert!(q.complete(id3, "w", &Completion::Failed { error: "the reference failed".into() }).unwrap());
         let counts = q.counts().unwrap();
-        assert_eq!((counts.done, counts.failed, counts.queued, counts.running), (1, 1, 0, 0));
+        assert_eq!((counts.done, counts.failed, counts.queued, counts.running), (1, 2, 0, 0));
     });
 }
 
