@@ -167,6 +167,8 @@ impl<'a> Profiling<'a> {
         let (candidate, builds) = self.target_file(&key, program)?;
         let dir = self.scratch.path().join(format!("run-{}", &key.program[..key.program.len().min(16)]));
         let target = Target { task: &task.path, candidate: candidate.as_deref(), device: &self.device, seed: 1, extensions: Some(&builds) };
+        // The build directory is the evaluation's: no build of this program runs meanwhile.
+        let _builds_lock = cudal1_eval::compile::lock(&builds);
         let profile = self.profiler.profile(self.env, target, &dir)?;
         let label = match program {
             Program::Reference => REFERENCE_PROGRAM.to_owned(),

@@ -108,8 +108,9 @@ pub fn compile(env: &RunnerEnv, task: &Task, candidate: &Candidate, cache: &Comp
 }
 
 /// An exclusive lock on `<dir>.lock`, held until dropped; none when the file cannot be made (the
-/// build then goes ahead unguarded, as before locks existed).
-fn lock(dir: &Path) -> Option<nix::fcntl::Flock<std::fs::File>> {
+/// build then goes ahead unguarded, as before locks existed). Whatever else builds into a
+/// program's directory (a profile) takes it too.
+pub fn lock(dir: &Path) -> Option<nix::fcntl::Flock<std::fs::File>> {
     let path = dir.with_extension("lock");
     std::fs::create_dir_all(path.parent()?).ok()?;
     let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).ok()?;
