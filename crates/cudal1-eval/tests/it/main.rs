@@ -142,18 +142,17 @@ fn every_job_reports_queued_then_started_then_exactly_one_finished_and_the_scrat
 
 /// When each job held the device: (start, end) by the order of events.
 fn held(all: &[Event]) -> BTreeMap<JobId, (usize, usize)> {
+    spans_from(all, |k| matches!(k, EventKind::Started { .. }))
+}
+
+/// (the first event `starts`, `Finished`) per job, by the order of events.
+fn spans_from(all: &[Event], starts: impl Fn(&EventKind) -> bool) -> BTreeMap<JobId, (usize, usize)> {
     let mut spans: BTreeMap<JobId, (usize, usize)> = BTreeMap::new();
     for (i, e) in all.iter().enumerate() {
-        match e.kind {
-            EventKind::Started { .. } => {
-                spans.insert(e.job, (i, usize::MAX));
-            }
-            EventKind::Finished(_) => {
-                if let Some(s) = spans.get_mut(&e.job) {
-                    s.1 = i;
-                }
-            }
-            _ => {}
+        if starts(&e.kind) {
+            spans.insert(e.job, (i, usize::MAX));
+        } else if let (EventKind::Finished(_), Some(s)) = (&e.kind, spans.get_mut(&e.job)) {
+            s.1 = i;
         }
     }
     spans
@@ -161,21 +160,7 @@ fn held(all: &[Event]) -> BTreeMap<JobId, (usize, usize)> {
 
 /// When each timed job held the device alone: (`Timing`, `Finished`) by the order of events.
 fn alone(all: &[Event]) -> BTreeMap<JobId, (usize, usize)> {
-    let mut spans: BTreeMap<JobId, (usize, usize)> = BTreeMap::new();
-    for (i, e) in all.iter().enumerate() {
-        match e.kind {
-            EventKind::Timing => {
-                spans.insert(e.job, (i, usize::MAX));
-            }
-            EventKind::Finished(_) => {
-                if let Some(s) = spans.get_mut(&e.job) {
-                    s.1 = i;
-                }
-            }
-            _ => {}
-        }
-    }
-    spans
+    spans_from(all, |k| matches!(k, EventKind::Timing))
 }
 
 /// Issue 12: pipelined, every lane takes timed jobs: they load and check side by side, and each
