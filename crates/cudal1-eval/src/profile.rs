@@ -440,23 +440,7 @@ fn run_driver(env: &RunnerEnv, profiler: &Profiler, ncu: Option<&[OsString]>, ta
     let program = PathBuf::from(&line[0]);
     let mut cmd = Command::new(&program);
     cmd.args(&line[1..]).current_dir(&work).env_clear().process_group(0).stdin(Stdio::null());
-    for key in ["PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "LANG", "TERM"] {
-        if let Some(v) = std::env::var_os(key) {
-            cmd.env(key, v);
-        }
-    }
-    cmd.env("HOME", &work).env("TMPDIR", &work).env("PYTHONPATH", &env.package_root);
-    cmd.env("PYTHONDONTWRITEBYTECODE", "1").env("PYTHONNOUSERSITE", "1").env("PYTHONHASHSEED", "0");
-    match target.device {
-        Device::Cpu => cmd.env("CUDA_VISIBLE_DEVICES", ""),
-        Device::Cuda(n) => cmd.env("CUDA_VISIBLE_DEVICES", n.to_string()),
-    };
-    if let Some(arch) = &env.cuda_arch {
-        cmd.env("TORCH_CUDA_ARCH_LIST", arch);
-    }
-    if let Some(ext) = target.extensions {
-        cmd.env("TORCH_EXTENSIONS_DIR", ext);
-    }
+    cmd.envs(crate::runner::environment(env, &work, target.device, true, target.extensions));
     let out_path = scratch.join("output.log");
     let out = std::fs::File::create(&out_path)?;
     cmd.stdout(out.try_clone()?).stderr(out);

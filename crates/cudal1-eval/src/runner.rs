@@ -129,47 +129,53 @@ pub fn kill_under(root: &Path) {
     }
 }
 
+/// The environment of a Python child that runs task or candidate code, built from scratch:
+/// nothing of the user's leaks into it except what toolchains need to be found. `scratch` is its
+/// HOME and TMPDIR; `sees_gpu`: the device's GPU is visible (a compile worker sees none).
+pub fn environment(env: &RunnerEnv, scratch: &Path, device: &Device, sees_gpu: bool, extensions: Option<&Path>) -> Vec<(OsString, OsString)> {
+    let mut vars: Vec<(OsString, OsString)> = Vec::new();
+    let mut set = |k: &str, v: &dyn AsRef<std::ffi::OsStr>| vars.push((k.into(), v.as_ref().to_owned()));
+    for key in ["PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "LANG", "TERM"] {
+        if let Some(v) = std::env::var_os(key) {
+            set(key, &v);
+        }
+    }
+    set("HOME", &scratch);
+    set("TMPDIR", &scratch);
+    set("PYTHONPATH", &env.package_root);
+    set("PYTHONDONTWRITEBYTECODE", &"1");
+    set("PYTHONUNBUFFERED", &"1");
+    set("PYTHONHASHSEED", &"0");
+    // OpenMP's workers sleep after a parallel region instead of spinning: spinning burns CPU
+    // between requests, which the idle guard rightly reports as work done behind the timer.
+    set("OMP_WAIT_POLICY", &"PASSIVE");
+    set("PYTHONNOUSERSITE", &"1");
+    let visible = match device {
+        Device::Cuda(n) if sees_gpu => n.to_string(),
+        _ => String::new(),
+    };
+    set("CUDA_VISIBLE_DEVICES", &visible);
+    if *device == Device::Cpu {
+        // One intra-op thread on the CPU: a thread pool on oversubscribed cores (a CI machine,
+        // the other runner) stalls for milliseconds at random, which swamps the measurement.
+        set("OMP_NUM_THREADS", &"1");
+        set("MKL_NUM_THREADS", &"1");
+    }
+    if let Some(arch) = &env.cuda_arch {
+        set("TORCH_CUDA_ARCH_LIST", arch);
+    }
+    if let Some(ext) = extensions {
+        set("TORCH_EXTENSIONS_DIR", &ext);
+    }
+    vars
+}
+
 impl RunnerClient {
     pub fn spawn(env: &RunnerEnv, launch: Launch<'_>) -> Result<RunnerClient, CallError> {
-        let mut vars: Vec<(OsString, OsString)> = Vec::new();
-        let mut set = |k: &str, v: &dyn AsRef<std::ffi::OsStr>| vars.push((k.into(), v.as_ref().to_owned()));
-        // The environment is built from scratch: nothing of the user's leaks into candidate code
-        // except what toolchains need to be found.
-        for key in ["PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "LANG", "TERM"] {
-            if let Some(v) = std::env::var_os(key) {
-                set(key, &v);
-            }
-        }
-        set("HOME", &launch.scratch);
-        set("TMPDIR", &launch.scratch);
-        set("PYTHONPATH", &env.package_root);
-        set("PYTHONDONTWRITEBYTECODE", &"1");
-        set("PYTHONUNBUFFERED", &"1");
-        set("PYTHONHASHSEED", &"0");
-        // OpenMP's workers sleep after a parallel region instead of spinning: spinning burns CPU
-        // between requests, which the idle guard rightly reports as work done behind the timer.
-        set("OMP_WAIT_POLICY", &"PASSIVE");
-        set("PYTHONNOUSERSITE", &"1");
-        let visible = match (launch.role, launch.device) {
-            (Role::Compile, _) | (_, Device::Cpu) => String::new(),
-            (_, Device::Cuda(n)) => n.to_string(),
-        };
-        set("CUDA_VISIBLE_DEVICES", &visible);
-        if *launch.device == Device::Cpu {
-            // One intra-op thread on the CPU: a thread pool on oversubscribed cores (a CI machine,
-            // the other runner) stalls for milliseconds at random, which swamps the measurement.
-            set("OMP_NUM_THREADS", &"1");
-            set("MKL_NUM_THREADS", &"1");
-        }
-        if let Some(arch) = &env.cuda_arch {
-            set("TORCH_CUDA_ARCH_LIST", arch);
-        }
-        if let Some(ext) = launch.extensions {
-            set("TORCH_EXTENSIONS_DIR", &ext);
-        }
+        let mut vars = environment(env, launch.scratch, launch.device, launch.role != Role::Compile, launch.extensions);
         if launch.role == Role::Compile {
             let jobs = std::thread::available_parallelism().map_or(2, |n| n.get()).min(8);
-            set("MAX_JOBS", &jobs.to_string());
+            vars.push(("MAX_JOBS".into(), jobs.to_string().into()));
         }
         let mut write_paths = vec![launch.scratch.to_owned()];
         let mut read_paths = vec![launch.scratch.to_owned(), env.package_root.clone()];
