@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use cudal1_store::{Artifact, Claim, ClaimedJob, Completion, Enqueued, JobKey, JobState, JobStatus, NewJob, ProgramKey, QueueCounts, Stage, StoreError};
+use cudal1_store::{Acceptance, Artifact, Claim, ClaimedJob, Completion, Enqueued, JobKey, JobState, JobStatus, NewJob, ProgramKey, QueueCounts, Stage, StoreError};
 use postgres::{Client, GenericClient, Row};
 
 use crate::schema::NOW_TEXT;
@@ -173,20 +173,14 @@ pub(crate) fn complete(c: &mut Client, id: i64, worker: &str, completion: &Compl
         return Ok(false);
     };
     let (state, holder): (String, Option<String>) = (row.get(0), row.get(1));
-    if state == "done" || state == "failed" {
-        // The same worker finding its own result: a retry after a lost reply, not a second result.
-        let own = holder.as_deref() == Some(worker);
-        if !own {
+    match completion.acceptance(&state, holder.as_deref(), worker) {
+        Acceptance::Write => {}
+        Acceptance::Again => return Ok(true),
+        Acceptance::Discard => {
             tx.execute("UPDATE jobs SET discarded = discarded + 1 WHERE id = $1", &[&id])?;
+            tx.commit()?;
+            return Ok(false);
         }
-        tx.commit()?;
-        return Ok(own);
-    }
-    // A failure counts only from the worker that holds the job now (see the SQLite store).
-    if matches!(completion, Completion::Failed { .. } | Completion::Unrunnable { .. }) && (state != "running" || holder.as_deref() != Some(worker)) {
-        tx.execute("UPDATE jobs SET discarded = discarded + 1 WHERE id = $1", &[&id])?;
-        tx.commit()?;
-        return Ok(false);
     }
     match completion {
         Completion::Evaluated { evaluation, verdict, program } => {

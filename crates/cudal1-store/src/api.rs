@@ -217,6 +217,37 @@ pub enum Completion {
     Unrunnable { error: String },
 }
 
+/// What a worker's completion does to a job, in every backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Acceptance {
+    /// It is the job's result: written, and waiters are told.
+    Write,
+    /// The same worker sending its own result again (its reply was lost): taken, nothing written.
+    Again,
+    /// Dropped and counted (`discarded`): the job is final already, or a failure comes from a
+    /// worker that does not hold the job now.
+    Discard,
+}
+
+impl Completion {
+    /// How a job in `state`, held by `holder`, takes this completion from `worker`. A verdict is
+    /// a verdict whoever brings it (the first one wins); a failure counts only from the worker
+    /// that holds the job now, so that a worker whose lease ran out (the job was given up and
+    /// queued again since) cannot end the new attempt.
+    #[must_use]
+    pub fn acceptance(&self, state: &str, holder: Option<&str>, worker: &str) -> Acceptance {
+        let own = holder == Some(worker);
+        if state == JobState::Done.as_str() || state == JobState::Failed.as_str() {
+            return if own { Acceptance::Again } else { Acceptance::Discard };
+        }
+        match self {
+            Completion::Evaluated { .. } => Acceptance::Write,
+            Completion::Failed { .. } | Completion::Unrunnable { .. } if state == JobState::Running.as_str() && own => Acceptance::Write,
+            Completion::Failed { .. } | Completion::Unrunnable { .. } => Acceptance::Discard,
+        }
+    }
+}
+
 /// A job as the queue holds it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct JobStatus {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row, TransactionBehavior};
 
-use crate::api::{Artifact, Claim, ClaimedJob, Completion, Enqueued, JobKey, JobState, JobStatus, NewJob, QueueCounts, Stage};
+use crate::api::{Acceptance, Artifact, Claim, ClaimedJob, Completion, Enqueued, JobKey, JobState, JobStatus, NewJob, QueueCounts, Stage};
 use crate::error::{query_error, StoreError};
 use crate::json;
 use crate::program::{self, ProgramKey};
@@ -198,22 +198,14 @@ pub(crate) fn complete(conn: &mut Connection, path: &Path, id: i64, worker: &str
         .optional()
         .map_err(err)?;
     let Some((state, holder)) = row else { return Ok(false) };
-    if state == JobState::Done.as_str() || state == JobState::Failed.as_str() {
-        // The same worker finding its own result: a retry after a lost reply, not a second result.
-        let own = holder.as_deref() == Some(worker);
-        if !own {
+    match c.acceptance(&state, holder.as_deref(), worker) {
+        Acceptance::Write => {}
+        Acceptance::Again => return Ok(true),
+        Acceptance::Discard => {
             tx.execute("UPDATE jobs SET discarded = discarded + 1 WHERE id = ?1", [id]).map_err(err)?;
+            tx.commit().map_err(err)?;
+            return Ok(false);
         }
-        tx.commit().map_err(err)?;
-        return Ok(own);
-    }
-    // A failure counts only from the worker that holds the job now: one from a worker whose
-    // lease ran out (the job was given up and queued again since) must not end the new attempt.
-    // A verdict is a verdict, whoever brings it.
-    if matches!(c, Completion::Failed { .. } | Completion::Unrunnable { .. }) && (state != JobState::Running.as_str() || holder.as_deref() != Some(worker)) {
-        tx.execute("UPDATE jobs SET discarded = discarded + 1 WHERE id = ?1", [id]).map_err(err)?;
-        tx.commit().map_err(err)?;
-        return Ok(false);
     }
     match c {
         Completion::Evaluated { evaluation, verdict, program } => {

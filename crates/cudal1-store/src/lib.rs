@@ -55,7 +55,7 @@ use crossbeam_channel::{unbounded, Receiver, Sender};
 use rusqlite::Connection;
 
 pub use api::{
-    Artifact, Claim, ClaimedJob, Completion, Enqueued, JobKey, JobQueue, JobState, JobStatus, NewJob, ProgramDatabase,
+    Acceptance, Artifact, Claim, ClaimedJob, Completion, Enqueued, JobKey, JobQueue, JobState, JobStatus, NewJob, ProgramDatabase,
     ProgramScore, PromptRecord, QueueCounts, QueueSignal, ServeStore, Stage,
 };
 pub use baseline::{BaselineFilter, BaselineKey, BaselineStatus, NewBaseline, StoredBaseline};
