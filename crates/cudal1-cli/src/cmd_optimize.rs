@@ -145,12 +145,8 @@ pub fn run(a: OptimizeArgs) -> Result<Status> {
         if ws.devices[0] == cudal1_eval::Device::Cpu {
             bail!("`--profile` needs a CUDA device: Nsight Compute profiles GPU kernels\nhint: drop `--profile`, or run on a GPU (`--device cuda`)");
         }
-        let cancel = {
-            let i = std::sync::Arc::clone(&interrupt);
-            cudal1_eval::profile::Cancel(std::sync::Arc::new(move || i.interrupted()))
-        };
         // LLM-written programs: confined like their evaluation unless `--no-sandbox` says otherwise.
-        let options = crate::cmd_profile::Options { force: false, dry_run: false, sandbox: !a.common.no_sandbox, cancel: Some(cancel) };
+        let options = crate::cmd_profile::Options { force: false, dry_run: false, sandbox: !a.common.no_sandbox, cancel: Some(interrupt::profile_cancel(&interrupt)) };
         Some(crate::cmd_profile::Profiling::new(&a.ncu, &ws.env, &ws.interpreter, ws.devices[0].clone(), &ws.cache, &ws.store, options)?)
     } else {
         None

@@ -139,6 +139,11 @@ impl<'a> Profiling<'a> {
         ProfileKey { task_hash: task.hash.clone(), program, gpu_class: self.class.clone() }
     }
 
+    /// A directory of its own for one run of the program of `key`.
+    fn run_dir(&self, key: &ProfileKey, what: &str) -> PathBuf {
+        self.scratch.path().join(format!("{what}-{}", &key.program[..key.program.len().min(16)]))
+    }
+
     /// The candidate file to run (none for the reference), and its build directory.
     fn target_file(&self, key: &ProfileKey, program: &Program<'_>) -> Result<(Option<PathBuf>, PathBuf), ProfileError> {
         let builds = self.builds.root.join(&key.program[..key.program.len().min(32)]);
@@ -165,7 +170,7 @@ impl<'a> Profiling<'a> {
             }
         }
         let (candidate, builds) = self.target_file(&key, program)?;
-        let dir = self.scratch.path().join(format!("run-{}", &key.program[..key.program.len().min(16)]));
+        let dir = self.run_dir(&key, "run");
         let target = Target { task: &task.path, candidate: candidate.as_deref(), device: &self.device, seed: 1, extensions: Some(&builds) };
         // The build directory is the evaluation's: no build of this program runs meanwhile.
         let _builds_lock = cudal1_eval::compile::lock(&builds);
@@ -184,7 +189,7 @@ impl<'a> Profiling<'a> {
     pub fn dry_run(&self, task: &Task, program: &Program<'_>) -> Result<()> {
         let key = self.key(task, program);
         let (candidate, builds) = self.target_file(&key, program)?;
-        let dir = self.scratch.path().join(format!("dry-{}", &key.program[..key.program.len().min(16)]));
+        let dir = self.run_dir(&key, "dry");
         let target = Target { task: &task.path, candidate: candidate.as_deref(), device: &self.device, seed: 1, extensions: Some(&builds) };
         Ok(self.profiler.dry_run(self.env, target, &dir)?)
     }
@@ -222,11 +227,7 @@ pub fn run(a: &ProfileArgs) -> Result<Status> {
     }
     let store = Store::open(&a.db)?;
     let interrupt = crate::interrupt::install("the profile under way");
-    let cancel = {
-        let i = std::sync::Arc::clone(&interrupt);
-        Cancel(std::sync::Arc::new(move || i.interrupted()))
-    };
-    let options = Options { force: a.force, dry_run: a.dry_run, sandbox: !a.no_sandbox, cancel: Some(cancel) };
+    let options = Options { force: a.force, dry_run: a.dry_run, sandbox: !a.no_sandbox, cancel: Some(crate::interrupt::profile_cancel(&interrupt)) };
     let profiling = Profiling::new(&a.ncu, &env, &interp, device, &cache, &store, options)?;
     let mut programs: Vec<(String, Program<'_>)> = Vec::new();
     if !a.no_reference {

@@ -76,3 +76,9 @@ pub fn install(under_way: &'static str) -> Arc<Interrupt> {
     *state.under_way.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = under_way;
     Arc::clone(state)
 }
+
+/// Ends a profile under way when the run is interrupted.
+pub fn profile_cancel(interrupt: &Arc<Interrupt>) -> cudal1_eval::profile::Cancel {
+    let i = Arc::clone(interrupt);
+    cudal1_eval::profile::Cancel(Arc::new(move || i.interrupted()))
+}

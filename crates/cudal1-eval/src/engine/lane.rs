@@ -171,9 +171,7 @@ impl Lane<'_> {
                 let mut result = self.evaluate(&task, candidate, &entry.compiled, process, &settings, before_timing);
                 if matches!(&result, Ok(e) if e.reason_class == PIPELINED_OUT_OF_MEMORY) {
                     // Out of device memory beside other lanes' work: again, holding the device alone.
-                    held.borrow_mut().take();
-                    *held.borrow_mut() = Some(gate.exclusive());
-                    self.shared.emit(id, EventKind::Timing);
+                    take_alone();
                     result = self.evaluate(&task, candidate, &entry.compiled, None, &settings, None);
                 }
                 match result {
