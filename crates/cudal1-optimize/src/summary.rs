@@ -108,7 +108,7 @@ pub fn parts(rounds: Vec<NewRound>, samples: &[StoredSample], programs: &Program
             lineage: lineage(p.id, &by_id),
         })
     });
-    let lines: Vec<SampleLine> = samples
+    let mut lines: Vec<SampleLine> = samples
         .iter()
         .map(|s| {
             let program = program_of(s, programs);
@@ -128,6 +128,9 @@ pub fn parts(rounds: Vec<NewRound>, samples: &[StoredSample], programs: &Program
             }
         })
         .collect();
+    // In the order of the run's slots, not of the replies' arrival (several requests are in
+    // flight at once).
+    lines.sort_by_key(|l| (l.round, l.index));
     let mut distinct: Vec<i64> = lines.iter().filter_map(|l| l.program_id).collect();
     distinct.sort_unstable();
     distinct.dedup();
