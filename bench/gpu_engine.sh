@@ -5,7 +5,8 @@
 #   PARTS="throughput" bash bench/gpu_engine.sh      # 40 CUDA-L1 kernels (20 build extensions): new, then old
 #   PARTS="new" / PARTS="old"                        # one of the two
 #   PARTS="correctness" bash bench/gpu_engine.sh     # the same batch, --mode correctness, cold and warm caches
-#   PARTS="release" bash bench/gpu_engine.sh         # every row of the release through --from cuda-l1 (resumes)
+#   PARTS="release" bash bench/gpu_engine.sh         # every row of the release through --from cuda-l1 (resumes;
+#                                                    # REL_ARGS=--pipeline, REL_DB=/root/rel.db across calls)
 #   PARTS="pipeline" bash bench/gpu_engine.sh        # the same batch, new binary, without then with --pipeline
 #                                                    # (timed jobs loaded and checked on every lane, timed one at a time)
 # Everything comes back under $OUT: logs, JSON rows, the stores (checkpointed).
@@ -48,16 +49,20 @@ for part in ${PARTS:-throughput}; do
     batch correctness_cold "$C/cudal1-new" 200 /tmp/cache-corr --mode correctness
     batch correctness_warm "$C/cudal1-new" 120 /tmp/cache-corr --mode correctness --force ;;
   release)
-    echo "== release: every row of h100.json (budget $BUDGET s)"
-    # A run cut off earlier resumes from its store, carried back in.
-    [ -f "$C/release.db" ] && cp "$C/release.db" "$O/release.db"
+    echo "== release: every row of h100.json (budget $BUDGET s) ${REL_ARGS:-}"
+    # A run cut off earlier resumes from its store: REL_DB on this machine (kept between calls of
+    # one lease), else the one carried back in as .carry/release.db.
+    DB=${REL_DB:-$O/release.db}
+    mkdir -p "$(dirname "$DB")"
+    [ -f "$DB" ] || { [ -f "$C/release.db" ] && cp "$C/release.db" "$DB"; }
     start=$(date +%s.%N)
     CUDAL1_CACHE_DIR=/tmp/cache-rel timeout -s INT -k 60 "${REL_LIMIT:-520}" "$C/cudal1-new" eval --from cuda-l1 "$C/h100.json" \
-      --device cuda --json --budget "$BUDGET" --db "$O/release.db" > "$O/release.jsonl"
+      --device cuda --json --budget "$BUDGET" --db "$DB" ${REL_ARGS:-} > "$O/release.jsonl"
     echo "exit $?"
     end=$(date +%s.%N)
     python3 bench/engine_report.py release "$O/release.jsonl" "$start" "$end" | tee -a "$O/summary.jsonl"
-    python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$O/release.db"
+    python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$DB"
+    [ "$DB" -ef "$O/release.db" ] || cp "$DB" "$O/release.db"
     gzip -f "$O/release.jsonl" ;;
   esac
 done

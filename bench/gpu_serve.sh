@@ -42,7 +42,7 @@ P=$(port); URL=http://127.0.0.1:$P
   --db "$O/serve.db" >"$O/serve.log" 2>&1 &
 S=$!
 if wait_up "$URL" $S; then
-  timeout "${CLIENT_SECONDS:-330}" python3 bench/gpu_serve_clients.py --url "$URL" --out "$O/serve_clients.json" || echo "error: the clients failed (status $?)"
+  timeout "${CLIENT_SECONDS:-330}" python3 bench/gpu_serve_clients.py --url "$URL" --out "$O/serve_clients.json" --seconds "$(( ${CLIENT_SECONDS:-330} - 40 ))" || echo "error: the clients failed (status $?)"
 else
   echo "error: serve did not start"; tail -20 "$O/serve.log"
 fi

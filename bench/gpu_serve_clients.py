@@ -5,6 +5,11 @@ awaited for many items at once as verl's reward loop does) and a TRL-shaped one
 solutions (solutions/) of the bundled tasks (tasks/). Prints and writes one JSON object.
 
   python3 bench/gpu_serve_clients.py --url URL --out FILE [--filter REGEX] [--part verl,trl|queue]
+      [--seconds S]
+
+With --seconds, the verl client stops waiting after 55% of S and the TRL client starts no batch
+that would likely end after S: what was answered by then is summarised (unanswered items count as such), so that a
+slow machine still gives numbers rather than nothing.
 """
 
 import argparse
@@ -48,16 +53,17 @@ def pct(xs, q):
     return None if not xs else round(xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))] * 1e3, 1)
 
 
-def summary(name, latencies, elapsed, rewards, rows):
+def summary(name, latencies, elapsed, rewards, rows, answered=None):
+    answered = len(rows) if answered is None else answered
     verdict_ok = sum(1 for r, row in zip(rewards, rows) if r is not None and (("expect=correct" in row["expect"]) == (r > 0)))
-    return {"client": name, "items": len(rows), "elapsed_s": round(elapsed, 2),
-            "items_per_s": round(len(rows) / elapsed, 3) if elapsed else None,
+    return {"client": name, "items": len(rows), "answered": answered, "elapsed_s": round(elapsed, 2),
+            "items_per_s": round(answered / elapsed, 3) if elapsed else None,
             "p50_ms": pct(latencies, 0.5), "p99_ms": pct(latencies, 0.99),
             "scored": sum(r is not None for r in rewards), "matching_expectation": verdict_ok,
             "rewards": [{"task": row["task"], "variant": row["variant"], "reward": r} for r, row in zip(rewards, rows)]}
 
 
-async def verl_client(rows, concurrency):
+async def verl_client(rows, concurrency, seconds=None):
     sem = asyncio.Semaphore(concurrency)
     latencies = []
 
@@ -70,22 +76,32 @@ async def verl_client(rows, concurrency):
             return None if r["scored"] == 0 else r["score"]
 
     t0 = time.monotonic()
-    rewards = await asyncio.gather(*[one(r) for r in rows])
-    return summary("verl compute_score_async", latencies, time.monotonic() - t0, rewards, rows)
+    tasks = [asyncio.ensure_future(one(r)) for r in rows]
+    done, pending = await asyncio.wait(tasks, timeout=seconds)
+    elapsed = time.monotonic() - t0
+    for t in pending:
+        t.cancel()
+    rewards = [t.result() if t in done and not t.exception() else None for t in tasks]
+    return summary("verl compute_score_async", latencies, elapsed, rewards, rows, answered=len(done))
 
 
-def trl_client(rows, batch):
+def trl_client(rows, batch, seconds=None):
     f = trl_adapter.make_reward_func()
     latencies, rewards = [], []
     t0 = time.monotonic()
     for i in range(0, len(rows), batch):
+        # No batch starts that would likely end after the deadline (the last batch's time as guess).
+        if seconds is not None and time.monotonic() - t0 + (latencies[-1] if latencies else 0) > seconds:
+            break
         part = rows[i:i + batch]
         t = time.monotonic()
         rewards += f(prompts=[[{"role": "user", "content": "make it faster"}]] * len(part),
                      completions=[[{"role": "assistant", "content": r["completion"]}] for r in part],
                      task=[r["task"] for r in part])
         latencies.append(time.monotonic() - t)
-    return summary("trl reward function (per batch)", latencies, time.monotonic() - t0, rewards, rows)
+    answered = len(rewards)
+    rewards += [None] * (len(rows) - answered)
+    return summary("trl reward function (per batch)", latencies, time.monotonic() - t0, rewards, rows, answered=answered)
 
 
 def main():
@@ -97,6 +113,7 @@ def main():
     ap.add_argument("--mode", default=None)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seconds", type=float, default=None)
     a = ap.parse_args()
     os.environ["CUDAL1_URL"] = a.url
     rows = solutions(a.filter)
@@ -110,8 +127,11 @@ def main():
     else:
         # Half of the solutions for each client, so that neither is answered from the other's jobs.
         verl_rows, trl_rows = rows[0::2], rows[1::2]
-        report["verl"] = asyncio.run(verl_client(verl_rows, a.concurrency))
-        report["trl"] = trl_client(trl_rows, a.batch)
+        t0 = time.monotonic()
+        verl_s = None if a.seconds is None else 0.55 * a.seconds
+        report["verl"] = asyncio.run(verl_client(verl_rows, a.concurrency, verl_s))
+        trl_s = None if a.seconds is None else max(0.0, a.seconds - (time.monotonic() - t0))
+        report["trl"] = trl_client(trl_rows, a.batch, trl_s)
     with open(a.out, "w") as f:
         json.dump(report, f, indent=1)
     brief = {k: ({kk: vv for kk, vv in v.items() if kk != "rewards"} if isinstance(v, dict) else v) for k, v in report.items() if k != "jobs"}
