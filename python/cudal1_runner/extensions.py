@@ -6,7 +6,8 @@ the candidate is imported:
 - a program's own ``build_directory`` is dropped, so every build goes to
   ``TORCH_EXTENSIONS_DIR/<name>``: the one place the sandbox lets it write, and the one the compile
   pool built into, so that the candidate's build in its own process finds the library built
-  (ninja has nothing left to do);
+  (ninja has nothing left to do); a name made of the process id is made the same in both
+  processes (``_stable_name``);
 - the wall time of each call is added up (``spent_ms``): on a device that is the time a build, or
   the check that nothing needs building, held the device's slot;
 - the program line of each call is recorded, so the compile role knows which builds happened;
@@ -28,6 +29,7 @@ import hashlib
 import inspect
 import json
 import os
+import re
 import sys
 import time
 import types
@@ -108,6 +110,7 @@ def _wrap(original):
             return original(*args, **kwargs)  # torch says what is wrong with the call
         if bound.arguments.get("build_directory") is not None and os.environ.get("TORCH_EXTENSIONS_DIR"):
             bound.arguments["build_directory"] = None
+        _stable_name(bound)
         global _building
         site = _caller()
         fingerprint = _fingerprint(bound)
@@ -131,6 +134,22 @@ def _wrap(original):
         return built
 
     return build
+
+
+def _stable_name(bound) -> None:
+    """A name made of the process id (``f"ext_{os.getpid()}"``, seen in published kernels) differs
+    between the compile pool's process and the candidate's, so the candidate would build the same
+    code again on its device's time. The process id in the name becomes a tag of the build's other
+    arguments: the same in both processes, and different for different code."""
+    name = bound.arguments.get("name")
+    if not isinstance(name, str):
+        return
+    pid = re.compile(rf"(?<![0-9]){os.getpid()}(?![0-9])")
+    if not pid.search(name):
+        return
+    rest = {k: v for k, v in bound.arguments.items() if k not in ("name", "build_directory", "verbose")}
+    tag = "p" + hashlib.sha256(repr(sorted(rest.items())).encode("utf-8", "replace")).hexdigest()[:12]
+    bound.arguments["name"] = pid.sub(tag, name)
 
 
 def _caller():

@@ -317,3 +317,49 @@ def test_a_build_on_the_first_call_is_built_ahead_and_found_built_by_the_candida
     assert library.stat().st_mtime_ns == built_at
     assert result["extension_ms"] > 0
     assert not list(tmp_path.glob("**/own_build_dir/**/*.so"))
+
+
+PID_NAMED_CPP_CANDIDATE = '''
+import os
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+SOURCE = """
+#include <torch/extension.h>
+torch::Tensor add_three(torch::Tensor x) { return x + 3; }
+"""
+
+# Published kernels name their extension after the process, "to avoid name conflicts".
+ext = load_inline(name=f"cudal1_test_pid_{os.getpid()}", cpp_sources=[SOURCE], functions=["add_three"])
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+
+    def forward(self, x):
+        return ext.add_three(x)
+'''
+
+
+@pytest.mark.slow
+def test_an_extension_named_after_its_process_is_built_once_for_both_processes(start_runner, write, reference, tmp_path):
+    ext_dir = tmp_path / "extensions"
+    env = {"TORCH_EXTENSIONS_DIR": str(ext_dir)}
+    candidate = write("pid_cpp.py", PID_NAMED_CPP_CANDIDATE)
+    compiler = start_runner("compile", env)
+    reply = compiler.ok("compile", candidate=candidate, reference=reference)
+    (name,) = reply["built"]
+    assert name.startswith("cudal1_test_pid_p") and len(name) == len("cudal1_test_pid_p") + 12, name
+    library = next((ext_dir / name).glob("*.so"))
+    built_at = library.stat().st_mtime_ns
+
+    cand = start_runner("candidate", env)
+    load(cand, reference, candidate)
+    result = cand.ok("outputs", seeds=[3], dir=str(tmp_path / "out"))["results"][0]
+    (out,) = torch.load(result["path"], weights_only=True)["outputs"]
+    torch.manual_seed(3)
+    assert torch.equal(out, torch.randn(4, 8) + 3)
+    # The candidate's process (another pid) asked for the same name: nothing was built again.
+    assert [p.name for p in ext_dir.iterdir() if p.is_dir()] == [name]
+    assert library.stat().st_mtime_ns == built_at
