@@ -7,9 +7,9 @@ solutions (solutions/) of the bundled tasks (tasks/). Prints and writes one JSON
   python3 bench/gpu_serve_clients.py --url URL --out FILE [--filter REGEX] [--part verl,trl|queue]
       [--seconds S]
 
-With --seconds, the verl client stops waiting after 55% of S and the TRL client starts no batch
-that would likely end after S: what was answered by then is summarised (unanswered items count as such), so that a
-slow machine still gives numbers rather than nothing.
+With --seconds, the verl client gives its items a deadline of 55% of S and the TRL client the rest
+(the adapters' own `deadline_s`, as an RL engine would set it): items still pending then are
+unscored, and the summary counts what was answered, so that a slow machine still gives numbers.
 """
 
 import argparse
@@ -66,41 +66,41 @@ def summary(name, latencies, elapsed, rewards, rows, answered=None):
 async def verl_client(rows, concurrency, seconds=None):
     sem = asyncio.Semaphore(concurrency)
     latencies = []
+    # The adapters' own deadline (what an RL engine sets): an item still pending by then is
+    # unscored, and the call returns.
+    deadline = None if seconds is None else time.monotonic() + seconds
 
     async def one(row):
         async with sem:
             t = time.monotonic()
+            extra = {} if deadline is None else {"deadline_s": max(1.0, deadline - t)}
             r = await verl_adapter.compute_score_async(data_source="cudal1", solution_str=row["completion"],
-                                                       ground_truth=row["task"], extra_info={}, unscored=float("nan"))
+                                                       ground_truth=row["task"], extra_info={}, unscored=float("nan"), **extra)
             latencies.append(time.monotonic() - t)
             return None if r["scored"] == 0 else r["score"]
 
     t0 = time.monotonic()
-    tasks = [asyncio.ensure_future(one(r)) for r in rows]
-    done, pending = await asyncio.wait(tasks, timeout=seconds)
-    elapsed = time.monotonic() - t0
-    for t in pending:
-        t.cancel()
-    rewards = [t.result() if t in done and not t.exception() else None for t in tasks]
-    return summary("verl compute_score_async", latencies, elapsed, rewards, rows, answered=len(done))
+    rewards = await asyncio.gather(*[one(r) for r in rows])
+    answered = sum(r is not None for r in rewards)
+    return summary("verl compute_score_async", latencies, time.monotonic() - t0, rewards, rows, answered=answered)
 
 
 def trl_client(rows, batch, seconds=None):
-    f = trl_adapter.make_reward_func()
     latencies, rewards = [], []
     t0 = time.monotonic()
     for i in range(0, len(rows), batch):
-        # No batch starts that would likely end after the deadline (the last batch's time as guess).
-        if seconds is not None and time.monotonic() - t0 + (latencies[-1] if latencies else 0) > seconds:
+        left = None if seconds is None else seconds - (time.monotonic() - t0)
+        if left is not None and left < 1.0:
+            rewards += [None] * (len(rows) - i)
             break
+        f = trl_adapter.make_reward_func(**({} if left is None else {"deadline_s": left}))
         part = rows[i:i + batch]
         t = time.monotonic()
         rewards += f(prompts=[[{"role": "user", "content": "make it faster"}]] * len(part),
                      completions=[[{"role": "assistant", "content": r["completion"]}] for r in part],
                      task=[r["task"] for r in part])
         latencies.append(time.monotonic() - t)
-    answered = len(rewards)
-    rewards += [None] * (len(rows) - answered)
+    answered = sum(r is not None for r in rewards)
     return summary("trl reward function (per batch)", latencies, time.monotonic() - t0, rewards, rows, answered=answered)
 
 
@@ -129,13 +129,18 @@ def main():
         verl_rows, trl_rows = rows[0::2], rows[1::2]
         t0 = time.monotonic()
         verl_s = None if a.seconds is None else 0.55 * a.seconds
-        report["verl"] = asyncio.run(verl_client(verl_rows, a.concurrency, verl_s))
+        # Not asyncio.run: it would wait for the blocking calls still out past the deadline.
+        loop = asyncio.new_event_loop()
+        report["verl"] = loop.run_until_complete(verl_client(verl_rows, a.concurrency, verl_s))
+        loop.close()
         trl_s = None if a.seconds is None else max(0.0, a.seconds - (time.monotonic() - t0))
         report["trl"] = trl_client(trl_rows, a.batch, trl_s)
     with open(a.out, "w") as f:
         json.dump(report, f, indent=1)
     brief = {k: ({kk: vv for kk, vv in v.items() if kk != "rewards"} if isinstance(v, dict) else v) for k, v in report.items() if k != "jobs"}
-    print(json.dumps(brief))
+    print(json.dumps(brief), flush=True)
+    # Calls cut off by a deadline may still be waiting on the server in threads: do not wait.
+    os._exit(0)
 
 
 if __name__ == "__main__":
