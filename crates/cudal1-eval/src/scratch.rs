@@ -3,6 +3,7 @@
 //! room and the host has memory to spare besides (on a disk-backed temp directory those files took
 //! most of an evaluation's time); `CUDAL1_WORK_DIR` chooses the place by hand.
 
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// The environment variable that names the scratch directory's parent.
@@ -27,6 +28,48 @@ pub fn default_parent() -> PathBuf {
     } else {
         std::env::temp_dir()
     }
+}
+
+/// The file an engine's scratch directory holds, locked by the engine for as long as it lives.
+pub const OWNER_FILE: &str = ".cudal1-owner";
+
+/// Marks `dir` as in use by this process for as long as the returned lock is held: a later
+/// [`sweep`] leaves it alone. The file is locked before it gets its name, so that no sweep can
+/// find it unlocked in between.
+pub(crate) fn claim(dir: &Path) -> std::io::Result<nix::fcntl::Flock<std::fs::File>> {
+    let unnamed = dir.join(format!("{OWNER_FILE}.new"));
+    let file = std::fs::OpenOptions::new().create_new(true).write(true).open(&unnamed)?;
+    let lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|(_, e)| std::io::Error::from(e))?;
+    std::fs::rename(&unnamed, dir.join(OWNER_FILE))?;
+    Ok(lock)
+}
+
+/// Removes the scratch directories (`cudal1-*` under `parent`) that engines left behind when they
+/// were killed (SIGKILL, the OOM killer, a crash): their owner file is no longer locked. In a
+/// memory-backed `/dev/shm` such leftovers hold tens of GB of the host's memory. Directories
+/// without an owner file (older cudal1, other programs) are left alone. Returns how many went.
+pub(crate) fn sweep(parent: &Path) -> usize {
+    let mut removed = 0;
+    for entry in std::fs::read_dir(parent).into_iter().flatten().flatten() {
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if !is_dir || !entry.file_name().to_string_lossy().starts_with("cudal1-") {
+            continue;
+        }
+        let dir = entry.path();
+        let owner = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(dir.join(OWNER_FILE));
+        let Ok(owner) = owner else { continue };
+        // Held by a live engine (in this process or another): the lock is refused.
+        let Ok(unlocked) = nix::fcntl::Flock::lock(owner, nix::fcntl::FlockArg::LockExclusiveNonblock) else { continue };
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => {
+                removed += 1;
+                tracing::info!(dir = %dir.display(), "removed the scratch directory of an engine that was killed");
+            }
+            Err(e) => tracing::warn!(dir = %dir.display(), error = %e, "could not remove the scratch directory of an engine that was killed"),
+        }
+        drop(unlocked);
+    }
+    removed
 }
 
 fn free_bytes(dir: &Path) -> Option<u64> {
@@ -60,6 +103,35 @@ mod tests {
         assert_eq!(meminfo_field(text, "MemAvailable:"), Some(20_000_000 * 1024));
         assert_eq!(meminfo_field(text, "Nope:"), None);
         assert!(available_memory().is_some_and(|m| m > 0));
+    }
+
+    #[test]
+    fn a_sweep_removes_only_scratch_left_by_engines_that_are_gone() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = |name: &str| {
+            let d = parent.path().join(name);
+            std::fs::create_dir(&d).unwrap();
+            std::fs::write(d.join("expected-0.pt"), vec![0u8; 4096]).unwrap();
+            d
+        };
+        // Left by a killed engine: its owner file is there, and nobody holds it.
+        let stale = dir("cudal1-stale");
+        drop(claim(&stale).unwrap());
+        // A live engine's: claimed and held.
+        let live = dir("cudal1-live");
+        let held = claim(&live).unwrap();
+        // Not an engine's (no owner file), and not named as one.
+        let unowned = dir("cudal1-unowned");
+        let other = dir("other-program");
+        std::fs::write(other.join(OWNER_FILE), "").unwrap();
+
+        assert_eq!(sweep(parent.path()), 1);
+        assert!(!stale.exists());
+        assert!(live.join("expected-0.pt").exists() && unowned.exists() && other.exists());
+
+        drop(held);
+        assert_eq!(sweep(parent.path()), 1);
+        assert!(!live.exists() && unowned.exists());
     }
 
     #[test]

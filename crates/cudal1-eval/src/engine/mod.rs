@@ -171,6 +171,9 @@ pub struct Evaluator {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
     scratch: Option<tempfile::TempDir>,
+    /// Held while the engine lives, so that another engine's start does not take its scratch
+    /// directory for one left behind ([`crate::scratch::sweep`]).
+    _owner: nix::fcntl::Flock<std::fs::File>,
 }
 
 impl Evaluator {
@@ -178,7 +181,9 @@ impl Evaluator {
     /// Fails only when the scratch directory cannot be made.
     pub fn start(config: EngineConfig) -> std::io::Result<(Evaluator, Receiver<Event>)> {
         std::fs::create_dir_all(&config.scratch_parent)?;
+        crate::scratch::sweep(&config.scratch_parent);
         let scratch = tempfile::Builder::new().prefix("cudal1-").tempdir_in(&config.scratch_parent)?;
+        let owner = crate::scratch::claim(scratch.path())?;
         let (events, stream) = unbounded();
         let compile_workers = config.compile_workers.max(1);
         let shared = Arc::new(Shared {
@@ -206,7 +211,7 @@ impl Evaluator {
                 threads.push(spawn_named(format!("lane-{d}-{l}"), move || lane::run(&shared, d, l)));
             }
         }
-        Ok((Evaluator { shared, threads, scratch: Some(scratch) }, stream))
+        Ok((Evaluator { shared, threads, scratch: Some(scratch), _owner: owner }, stream))
     }
 
     /// Queues a job; its outcome arrives on the handle and as its last event. After

@@ -94,14 +94,15 @@ fn settled_files_below(dir: &Path) -> Vec<PathBuf> {
     }
 }
 
-/// Files (not directories) below `dir`.
+/// Files (not directories) below `dir`, but the engine's mark of its scratch.
 fn files_below(dir: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let path = entry.path();
         if path.is_dir() {
             found.extend(files_below(&path));
-        } else {
+        } else if entry.file_name() != cudal1_eval::scratch::OWNER_FILE {
+            // (The engine's own mark that its scratch is in use stays while the engine lives.)
             found.push(path);
         }
     }
