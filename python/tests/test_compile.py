@@ -319,34 +319,15 @@ def test_a_build_on_the_first_call_is_built_ahead_and_found_built_by_the_candida
     assert not list(tmp_path.glob("**/own_build_dir/**/*.so"))
 
 
-PID_NAMED_CPP_CANDIDATE = '''
-import os
-import torch
-import torch.nn as nn
-from torch.utils.cpp_extension import load_inline
-
-SOURCE = """
-#include <torch/extension.h>
-torch::Tensor add_three(torch::Tensor x) { return x + 3; }
-"""
-
 # Published kernels name their extension after the process, "to avoid name conflicts".
-ext = load_inline(name=f"cudal1_test_pid_{os.getpid()}", cpp_sources=[SOURCE], functions=["add_three"])
-
-class ModelNew(nn.Module):
-    def __init__(self, scale):
-        super().__init__()
-
-    def forward(self, x):
-        return ext.add_three(x)
-'''
+PID_NAMED_CPP_CANDIDATE = CPP_CANDIDATE.replace('name="cudal1_test_add_one"', 'name=f"cudal1_test_pid_{os.getpid()}"')
 
 
 @pytest.mark.slow
 def test_an_extension_named_after_its_process_is_built_once_for_both_processes(start_runner, write, reference, tmp_path):
     ext_dir = tmp_path / "extensions"
     env = {"TORCH_EXTENSIONS_DIR": str(ext_dir)}
-    candidate = write("pid_cpp.py", PID_NAMED_CPP_CANDIDATE)
+    candidate = write("pid_cpp.py", PID_NAMED_CPP_CANDIDATE.replace("BODY", "3"))
     compiler = start_runner("compile", env)
     reply = compiler.ok("compile", candidate=candidate, reference=reference)
     (name,) = reply["built"]
