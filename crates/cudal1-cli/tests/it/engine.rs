@@ -196,6 +196,41 @@ fn ctrl_c_once_drains_and_twice_stops_now_and_both_exit_130_with_scratch_removed
     assert_eq!(scratch_dirs(&work), Vec::<String>::new());
 }
 
+#[test]
+fn the_scratch_of_a_run_killed_outright_is_removed_by_the_next_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    // Not an engine's: the next run leaves it alone.
+    std::fs::create_dir_all(work.join("cudal1-someone-elses")).unwrap();
+    let mut cmd = cudal1(&dir.path().join("k.db"));
+    cmd.env("CUDAL1_WORK_DIR", &work)
+        .args(["eval", "--task", "tests/suite-cpu/tasks/level1/2_Swish.py", "--candidate", "tests/suite-cpu/candidates/level1/2_Swish/infinite_loop.py"])
+        .args(["--device", "cpu", "--call-timeout", "600"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !has_candidate_dir(&work) {
+        assert!(Instant::now() < deadline, "the candidate never started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // SIGKILL, as the OOM killer or `timeout -k` would: nothing of cudal1 runs to clean up.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut left = scratch_dirs(&work);
+    left.sort();
+    assert_eq!(left.len(), 2, "the killed run's scratch stays behind: {left:?}");
+
+    let mut cmd = cudal1(&dir.path().join("k.db"));
+    cmd.env("CUDAL1_WORK_DIR", &work)
+        .args(["eval", "--task", "tests/suite-cpu/tasks/level1/2_Swish.py", "--candidate", "tests/suite-cpu/candidates/level1/2_Swish/missing_modelnew.py"])
+        .args(["--device", "cpu"]);
+    let out = run(cmd);
+    assert!(out.status.code().is_some(), "{out:?}");
+    assert_eq!(scratch_dirs(&work), vec!["cudal1-someone-elses".to_owned()], "the killed run's scratch is gone, the other kept");
+}
+
 fn has_candidate_dir(work: &Path) -> bool {
     scratch_dirs(work).iter().any(|s| std::fs::read_dir(work.join(s)).into_iter().flatten().flatten().any(|e| e.file_name().to_string_lossy().starts_with("candidate-")))
 }
