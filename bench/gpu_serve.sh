@@ -102,4 +102,6 @@ report = {"jobs": len(c["jobs"]), "pending": c["pending"], "workers": workers, "
 json.dump(report, open(f"{o}/pg_queue.json", "w"), indent=1)
 print(json.dumps(report))
 PY
+# A device call brings back at most 8 files: the servers' and workers' logs travel as one.
+(cd "$O" && tar czf logs.tgz serve.log serve_pg.log worker1.log worker2.log pg_init.log 2>/dev/null && rm -f serve.log serve_pg.log worker1.log worker2.log pg_init.log)
 date -u
