@@ -197,8 +197,7 @@ pub(crate) fn complete(c: &mut Client, id: i64, worker: &str, completion: &Compl
             )?;
         }
         Completion::Failed { error } | Completion::Unrunnable { error } => {
-            // An unrunnable job keeps no worker: it counts as given up (see the SQLite store).
-            let by = if matches!(completion, Completion::Failed { .. }) { Some(worker) } else { None };
+            let by = completion.kept_worker(worker);
             tx.execute(
                 &format!(
                     "UPDATE jobs SET state = 'failed', worker = $2, error = $3, lease_until = NULL, artifact = NULL,

@@ -246,6 +246,13 @@ impl Completion {
             Completion::Failed { .. } | Completion::Unrunnable { .. } => Acceptance::Discard,
         }
     }
+
+    /// The worker a job ended by this completion keeps: an unrunnable job keeps none, so that it
+    /// counts as given up (asking for it again queues it again), not as the task's failure.
+    #[must_use]
+    pub fn kept_worker<'a>(&self, worker: &'a str) -> Option<&'a str> {
+        (!matches!(self, Completion::Unrunnable { .. })).then_some(worker)
+    }
 }
 
 /// A job as the queue holds it.

@@ -223,8 +223,7 @@ pub(crate) fn complete(conn: &mut Connection, path: &Path, id: i64, worker: &str
             .map_err(err)?;
         }
         Completion::Failed { error } | Completion::Unrunnable { error } => {
-            // An unrunnable job keeps no worker: it counts as given up, not as the task's failure.
-            let by = if matches!(c, Completion::Failed { .. }) { Some(worker) } else { None };
+            let by = c.kept_worker(worker);
             tx.prepare_cached(
                 "UPDATE jobs SET state = 'failed', worker = ?2, error = ?3, lease_until = NULL, artifact = NULL,
                     finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
