@@ -35,6 +35,15 @@ class ModelNew(nn.Module):
 '''
 
 
+
+def output_for_seed_3(cand, tmp_path):
+    """The reply of one `outputs` call on seed 3, and its one output; then the task's input for
+    that seed (`torch.randn(4, 8)` after seeding), for the caller to compare with."""
+    reply = cand.ok("outputs", seeds=[3], dir=str(tmp_path / "out"))
+    (out,) = torch.load(reply["results"][0]["path"], weights_only=True)["outputs"]
+    torch.manual_seed(3)
+    return reply, out, torch.randn(4, 8)
+
 @pytest.mark.slow
 def test_compile_builds_a_cpp_extension_that_the_candidate_role_then_uses(start_runner, write, reference, tmp_path):
     ext_dir = tmp_path / "extensions"
@@ -52,10 +61,8 @@ def test_compile_builds_a_cpp_extension_that_the_candidate_role_then_uses(start_
 
     cand = start_runner("candidate", env)
     load(cand, reference, candidate)
-    result = cand.ok("outputs", seeds=[3], dir=str(tmp_path / "out"))["results"][0]
-    (out,) = torch.load(result["path"], weights_only=True)["outputs"]
-    torch.manual_seed(3)
-    assert torch.equal(out, torch.randn(4, 8) + 1)
+    _, out, x = output_for_seed_3(cand, tmp_path)
+    assert torch.equal(out, x + 1)
 
 
 @pytest.mark.slow
@@ -308,10 +315,8 @@ def test_a_build_on_the_first_call_is_built_ahead_and_found_built_by_the_candida
     cand = start_runner("candidate", env)
     loaded = load(cand, reference, candidate)
     assert loaded["extension_ms"] == 0.0, "nothing is built before the first call"
-    result = cand.ok("outputs", seeds=[3], dir=str(tmp_path / "out"))
-    (out,) = torch.load(result["results"][0]["path"], weights_only=True)["outputs"]
-    torch.manual_seed(3)
-    assert torch.equal(out, torch.randn(4, 8) + 2)
+    result, out, x = output_for_seed_3(cand, tmp_path)
+    assert torch.equal(out, x + 2)
     # The candidate's own build found the library built: ninja rebuilt nothing, and nothing was
     # built in the directory the program named.
     assert library.stat().st_mtime_ns == built_at
@@ -337,10 +342,8 @@ def test_an_extension_named_after_its_process_is_built_once_for_both_processes(s
 
     cand = start_runner("candidate", env)
     load(cand, reference, candidate)
-    result = cand.ok("outputs", seeds=[3], dir=str(tmp_path / "out"))["results"][0]
-    (out,) = torch.load(result["path"], weights_only=True)["outputs"]
-    torch.manual_seed(3)
-    assert torch.equal(out, torch.randn(4, 8) + 3)
+    _, out, x = output_for_seed_3(cand, tmp_path)
+    assert torch.equal(out, x + 3)
     # The candidate's process (another pid) asked for the same name: nothing was built again.
     assert [p.name for p in ext_dir.iterdir() if p.is_dir()] == [name]
     assert library.stat().st_mtime_ns == built_at
