@@ -149,20 +149,8 @@ fn ctrl_c_once_drains_and_twice_stops_now_and_both_exit_130_with_scratch_removed
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
-    // A candidate that never returns, with a call limit far away: only Ctrl-C ends it.
-    let mut cmd = cudal1(&dir.path().join("i.db"));
-    cmd.env("CUDAL1_WORK_DIR", &work)
-        .args(["eval", "--task", "tests/suite-cpu/tasks/level1/2_Swish.py", "--candidate", "tests/suite-cpu/candidates/level1/2_Swish/infinite_loop.py"])
-        .args(["--device", "cpu", "--call-timeout", "600"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    // Wait until the candidate's process runs (its scratch directory exists), then press twice.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !has_candidate_dir(&work) {
-        assert!(Instant::now() < deadline, "the candidate never started");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    // Once the candidate runs, press twice.
+    let mut child = hanging_eval(&dir.path().join("i.db"), &work);
     std::thread::sleep(Duration::from_secs(2));
     interrupt(child.id());
     std::thread::sleep(Duration::from_secs(1));
@@ -203,18 +191,7 @@ fn the_scratch_of_a_run_killed_outright_is_removed_by_the_next_run() {
     std::fs::create_dir_all(&work).unwrap();
     // Not an engine's: the next run leaves it alone.
     std::fs::create_dir_all(work.join("cudal1-someone-elses")).unwrap();
-    let mut cmd = cudal1(&dir.path().join("k.db"));
-    cmd.env("CUDAL1_WORK_DIR", &work)
-        .args(["eval", "--task", "tests/suite-cpu/tasks/level1/2_Swish.py", "--candidate", "tests/suite-cpu/candidates/level1/2_Swish/infinite_loop.py"])
-        .args(["--device", "cpu", "--call-timeout", "600"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let mut child = cmd.spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !has_candidate_dir(&work) {
-        assert!(Instant::now() < deadline, "the candidate never started");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mut child = hanging_eval(&dir.path().join("k.db"), &work);
     // SIGKILL, as the OOM killer or `timeout -k` would: nothing of cudal1 runs to clean up.
     child.kill().unwrap();
     child.wait().unwrap();
@@ -229,6 +206,24 @@ fn the_scratch_of_a_run_killed_outright_is_removed_by_the_next_run() {
     let out = run(cmd);
     assert!(out.status.code().is_some(), "{out:?}");
     assert_eq!(scratch_dirs(&work), vec!["cudal1-someone-elses".to_owned()], "the killed run's scratch is gone, the other kept");
+}
+
+/// `cudal1 eval` of a candidate that never returns, with a call limit far away (only a signal ends
+/// it), scratch under `work`; returned once the candidate's process runs (its directory exists).
+fn hanging_eval(db: &Path, work: &Path) -> std::process::Child {
+    let mut cmd = cudal1(db);
+    cmd.env("CUDAL1_WORK_DIR", work)
+        .args(["eval", "--task", "tests/suite-cpu/tasks/level1/2_Swish.py", "--candidate", "tests/suite-cpu/candidates/level1/2_Swish/infinite_loop.py"])
+        .args(["--device", "cpu", "--call-timeout", "600"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !has_candidate_dir(work) {
+        assert!(Instant::now() < deadline, "the candidate never started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child
 }
 
 fn has_candidate_dir(work: &Path) -> bool {
