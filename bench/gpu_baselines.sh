@@ -5,6 +5,7 @@
 # saved; the whole script stays under ~8 minutes. Run it again to resume where it stopped (stored
 # baselines are not measured again).
 # On the GPU machine, from the repository root:  bash bench/gpu_baselines.sh .carry/cudal1
+# DB names the store (default $OUT/baselines.db; one kept on the machine lets a later call resume).
 # Everything comes back under $OUT: the JSON lines of each pass, a log and the store (checkpointed).
 set -u
 B=$(realpath "${1:-.carry/cudal1}")
@@ -12,13 +13,14 @@ O=${OUT:-/tmp/cudal1-out}
 mkdir -p "$O"
 export CUDAL1_PYTHON=${CUDAL1_PYTHON:-$(command -v python3)}
 BUDGET=${BUDGET:-1}
+DB=${DB:-$O/baselines.db}
 exec > >(tee -a "$O/baselines.log") 2>&1
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
 
 pass() { # NAME LIMIT_S ARGS...
   local name=$1 limit=$2; shift 2
   echo "== $name (limit $limit s): $*"
-  timeout -s INT -k 30 "$limit" "$B" baselines tasks --device cuda --budget "$BUDGET" --json --db "$O/baselines.db" "$@" > "$O/$name.jsonl"
+  timeout -s INT -k 30 "$limit" "$B" baselines tasks --device cuda --budget "$BUDGET" --json --db "$DB" "$@" > "$O/$name.jsonl"
   echo "exit $? (130: cut by the limit; what finished is stored)"
   python3 - "$O/$name.jsonl" <<'PY'
 import json, sys
@@ -33,8 +35,8 @@ for line in open(sys.argv[1]):
     print(f"{r['task']:<40} {r['baseline']:<24} {r['status']:<9} {speed:<22} {ms(r['baseline_ms']):>9} {ms(r['reference_ms']):>9}  {r['reason'][:100] if r['status'] == 'failed' else ''}")
 PY
 }
-pass eager_graphs_compile 230 --names eager,cuda-graphs,compile-default
-pass reduce_overhead 110 --names compile-reduce-overhead
-pass max_autotune 110 --names compile-max-autotune
-python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$O/baselines.db"
+pass eager_graphs_compile ${LIMIT1:-230} --names eager,cuda-graphs,compile-default
+pass reduce_overhead ${LIMIT2:-110} --names compile-reduce-overhead
+pass max_autotune ${LIMIT3:-110} --names compile-max-autotune
+python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$DB"
 date -u

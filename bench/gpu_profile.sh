@@ -15,10 +15,11 @@ B=$(realpath "${1:-.carry/cudal1}")
 O=${OUT:-/tmp/cudal1-out}
 mkdir -p "$O"
 export CUDAL1_PYTHON=${CUDAL1_PYTHON:-$(command -v python3)}
-DB="$O/profile.db"
+DB=${DB:-$O/profile.db}
 TASKS=${TASKS:-"7_Swish_Activation 8_GELU_Tanh_Formula 11_Softmax_Explicit 5_Diagonal_Matmul"}
 ROUNDS=${ROUNDS:-2}
 SAMPLES=${SAMPLES:-4}
+MAX_TOKENS=${MAX_TOKENS:-1024}
 LLM=()
 if [ -n "${LLM_URL:-}" ]; then LLM=(--llm-url "$LLM_URL" --model "${LLM_MODEL:?set LLM_MODEL to the model name of the server}"); else LLM=(--llm-device cuda:0 --temperature "${TEMPERATURE:-0.5}"); fi
 exec > >(tee -a "$O/profile.log") 2>&1
@@ -47,7 +48,7 @@ for t in $TASKS; do
   for mode in plain profile; do
     left=$(( end - $(date +%s) )); [ "$left" -gt 10 ] || break 2
     flag=(); [ "$mode" = profile ] && flag=(--profile)
-    timeout -s INT -k 20 "$left" "$B" optimize "tasks/level1/$t.py" "${LLM[@]}" --rounds "$ROUNDS" --samples "$SAMPLES" \
+    timeout -s INT -k 20 "$left" "$B" optimize "tasks/level1/$t.py" "${LLM[@]}" --rounds "$ROUNDS" --samples "$SAMPLES" --max-tokens "$MAX_TOKENS" \
       --device cuda --seed 1 --db "$DB" --out "$O/opt/$mode/$t" --json "${flag[@]}" > "$O/opt-$mode-$t.json"
     echo "$t $mode: exit $?"
   done

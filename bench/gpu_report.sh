@@ -17,20 +17,25 @@ DEVICE=${DEVICE:-cuda}
 SUITE=${SUITE:-tasks}
 CANDS=${CANDS:-solutions}
 LIMIT=${LIMIT:-240}
+SUITE_LIMIT=${SUITE_LIMIT:-$LIMIT}
+REL_LIMIT=${REL_LIMIT:-$LIMIT}
+# One second of timed blocks per candidate, as bench/gpu_baselines.sh and bench/gpu_engine.sh use:
+# the budget is part of the key that resumes a run from the store.
+BUDGET=${BUDGET:-1}
 export CUDAL1_PYTHON=${CUDAL1_PYTHON:-$(command -v python3)}
 exec > >(tee -a "$O/report.log") 2>&1
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null; nproc
 
 batch_of() { python3 -c 'import json,sys; print(next((json.loads(l)["summary"]["batch"] for l in open(sys.argv[1]) if l.startswith("{\"summary\"")), ""))' "$1"; }
 
-echo "== the bundled suite: $SUITE with $CANDS (limit $LIMIT s)"
-timeout -s INT -k 30 "$LIMIT" "$B" eval --suite "$SUITE" --candidates "$CANDS" --device "$DEVICE" --db "$DB" --json > "$O/suite.jsonl"
+echo "== the bundled suite: $SUITE with $CANDS (limit $SUITE_LIMIT s, budget $BUDGET s)"
+timeout -s INT -k 30 "$SUITE_LIMIT" "$B" eval --suite "$SUITE" --candidates "$CANDS" --device "$DEVICE" --budget "$BUDGET" --db "$DB" --json > "$O/suite.jsonl"
 echo "exit $? (130: cut by the limit; what finished is stored)"
 args=()
 b=$(batch_of "$O/suite.jsonl"); [ -n "$b" ] && args+=(--batch "$b")
 if [ -n "${CUDA_L1_JSON:-}" ]; then
-  echo "== CUDA-L1's release: $CUDA_L1_JSON (limit $LIMIT s)"
-  timeout -s INT -k 30 "$LIMIT" "$B" eval --from cuda-l1 "$CUDA_L1_JSON" ${KERNELBENCH:+--suite "$KERNELBENCH"} --device "$DEVICE" --db "$DB" --json > "$O/cuda_l1.jsonl"
+  echo "== CUDA-L1's release: $CUDA_L1_JSON (limit $REL_LIMIT s, budget $BUDGET s)"
+  timeout -s INT -k 30 "$REL_LIMIT" "$B" eval --from cuda-l1 "$CUDA_L1_JSON" ${KERNELBENCH:+--suite "$KERNELBENCH"} --device "$DEVICE" --budget "$BUDGET" --db "$DB" --json > "$O/cuda_l1.jsonl"
   echo "exit $? (130: cut by the limit; what finished is stored)"
   b=$(batch_of "$O/cuda_l1.jsonl"); [ -n "$b" ] && args+=(--batch "$b")
 fi

