@@ -5,7 +5,7 @@
 # saved; the whole script stays under ~8 minutes. Run it again to resume where it stopped (stored
 # baselines are not measured again).
 # On the GPU machine, from the repository root:  bash bench/gpu_baselines.sh .carry/cudal1
-# DB names the store (default $OUT/baselines.db; one kept on the machine lets a later call resume).
+# BASE_ARGS: more flags for every pass (e.g. --pipeline). DB names the store (default $OUT/baselines.db; one kept on the machine lets a later call resume).
 # Everything comes back under $OUT: the JSON lines of each pass, a log and the store (checkpointed).
 set -u
 B=$(realpath "${1:-.carry/cudal1}")
@@ -20,7 +20,7 @@ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
 pass() { # NAME LIMIT_S ARGS...
   local name=$1 limit=$2; shift 2
   echo "== $name (limit $limit s): $*"
-  timeout -s INT -k 30 "$limit" "$B" baselines tasks --device cuda --budget "$BUDGET" --json --db "$DB" "$@" > "$O/$name.jsonl"
+  timeout -s INT -k 30 "$limit" "$B" baselines tasks --device cuda --budget "$BUDGET" --json --db "$DB" ${BASE_ARGS:-} "$@" > "$O/$name.jsonl"
   echo "exit $? (130: cut by the limit; what finished is stored)"
   python3 - "$O/$name.jsonl" <<'PY'
 import json, sys
@@ -39,4 +39,5 @@ pass eager_graphs_compile ${LIMIT1:-230} --names eager,cuda-graphs,compile-defau
 pass reduce_overhead ${LIMIT2:-110} --names compile-reduce-overhead
 pass max_autotune ${LIMIT3:-110} --names compile-max-autotune
 python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$DB"
+echo "== the kernel's OOM kills, if any"; dmesg 2>/dev/null | grep -iE "killed process|out of memory" | tail -5
 date -u

@@ -54,7 +54,8 @@ pub struct Finished {
     pub rows: Vec<Row>,
     /// Candidates whose task's reference failed (no verdict), with the error.
     pub task_failures: Vec<(usize, String)>,
-    /// Candidates that got no verdict because the machine failed (it ran out of memory).
+    /// Candidates that got no verdict because the machine failed (it ran out of memory, or a runner
+    /// died before the candidate was loaded).
     pub host_failures: Vec<(usize, String)>,
     /// Candidates left undone by an interrupt.
     pub cancelled: usize,

@@ -148,7 +148,7 @@ pub fn run(a: BaselinesArgs) -> Result<Status> {
             out::line(format!("reference failed, no baselines: {f}"))?;
         }
         for f in &host_failures {
-            out::line(format!("no result (the machine ran out of memory; run the same command again): {f}"))?;
+            out::line(format!("no result (the machine failed, not the baseline; run the same command again): {f}"))?;
         }
         if finished.cancelled > 0 {
             out::line(format!("{} baseline(s) skipped after the interrupt; run the same command again to resume", finished.cancelled))?;

@@ -22,8 +22,8 @@ use std::sync::Arc;
 
 const FAST_P: [f64; 3] = [1.0, 1.5, 2.0];
 
-/// What to do when the machine ran out of memory under an evaluation.
-const HOST_HINT: &str = "the machine ran out of memory, not because of the candidate: run fewer evaluations at once (`--lanes 1`, fewer programs beside cudal1), shrink the task for a trial (`--scale 0.25`), or use a machine with more memory; the same command evaluates it again";
+/// What to do when the machine failed under an evaluation (most often: it ran out of memory).
+const HOST_HINT: &str = "the machine failed, not the candidate (the reason says how); when it ran out of memory: run fewer evaluations at once (`--lanes 1`, fewer programs beside cudal1), shrink the task for a trial (`--scale 0.25`), or use a machine with more memory; the same command evaluates it again";
 
 pub fn run(a: EvalArgs) -> Result<Status> {
     crate::workspace::check(&a.common)?;
@@ -294,7 +294,7 @@ fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, 
             out::line(format!("{} candidate(s) got no verdict because their reference failed", failures.len()))?;
         }
         if !host_failures.is_empty() {
-            out::line(format!("{} candidate(s) got no verdict because the machine ran out of memory (not their fault); run the same command again to evaluate them", host_failures.len()))?;
+            out::line(format!("{} candidate(s) got no verdict because the machine failed (not their fault); run the same command again to evaluate them", host_failures.len()))?;
             eprintln!("hint: {HOST_HINT}");
         }
         if finished.cancelled > 0 {

@@ -175,7 +175,7 @@ pub fn run(a: ServeArgs) -> Result<Status> {
                     WorkerEvent::EngineStarted { canceller } => interrupt.watch(canceller),
                     WorkerEvent::Finished { job, task, verdict, error, .. } => tracing::info!(job, task, verdict, error, "judged"),
                     WorkerEvent::StoreProblem { error } => eprintln!("warning: the queue: {error}"),
-                    WorkerEvent::HostFailed { job, error } => tracing::warn!(job, error, "no verdict: the machine ran out of memory; the job comes back when its lease runs out"),
+                    WorkerEvent::HostFailed { job, error } => tracing::warn!(job, error, "no verdict: the machine failed, not the candidate; the job comes back when its lease runs out"),
                     _ => {}
                 })
             })

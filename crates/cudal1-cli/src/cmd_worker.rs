@@ -154,7 +154,7 @@ pub fn run(a: WorkerArgs) -> Result<Status> {
             eprintln!("job {job} ({task}): {what}{kept}");
         }
         WorkerEvent::Released { job } if progress => eprintln!("job {job}: given back to the queue"),
-        WorkerEvent::HostFailed { job, error } => eprintln!("warning: job {job}: no verdict, the machine ran out of memory ({error}); it comes back when its lease runs out"),
+        WorkerEvent::HostFailed { job, error } => eprintln!("warning: job {job}: no verdict, the machine failed, not the candidate ({error}); it comes back when its lease runs out"),
         WorkerEvent::LeaseLost { job } => eprintln!("warning: job {job}: its lease ran out; another worker may take it (the first result wins)"),
         WorkerEvent::StoreProblem { error } => eprintln!("warning: the queue: {error}"),
         _ => {}

@@ -4,10 +4,10 @@
 
 use crate::bandwidth::{self, Floor, FloorCheck};
 use crate::compile::CompileOutcome;
-use crate::failure::{judge_call_error, HOST_OUT_OF_MEMORY};
+use crate::failure::{judge_call_error, HOST_OUT_OF_MEMORY, RUNNER_DID_NOT_START};
 use crate::findings::judge_findings;
 use crate::reference::{absolute, runner_device, ReferenceError, ReferenceSession, INIT_SEED};
-use crate::runner::{CallError, Launch, Role, RunnerClient, RunnerEnv};
+use crate::runner::{CallError, Launch, Role, RunnerClient, RunnerEnv, HELLO_TIMEOUT};
 use crate::settings::EvalSettings;
 use crate::correctness::SeedOutcome;
 use crate::timing::{self, RevealedCall, Side, TimingRun};
@@ -105,7 +105,7 @@ pub fn evaluate_in(
         Ok((j, s, t)) => (j, s, t),
         Err(j) => (j, None, None),
     };
-    if judgement.class == HOST_OUT_OF_MEMORY {
+    if judgement.class == HOST_OUT_OF_MEMORY || judgement.class == RUNNER_DID_NOT_START {
         return Err(Unjudged::Host(judgement.reason));
     }
     run.m.log_tail = failure_log(judgement.log.as_deref(), run.m.log_tail.as_deref());
@@ -282,15 +282,13 @@ impl Run<'_, '_> {
         }
 
         let spawned = Instant::now();
-        let mut process = match process {
-            Some(p) => p,
-            None => match CandidateProcess::start(self.ctx, &self.reference.task.path, self.candidate, compiled) {
-                Ok(p) => p,
-                Err(j) => return Ok(Err(j)),
-            },
+        let mut process = match self.started(process, compiled) {
+            Ok(p) => p,
+            Err(j) => return Ok(Err(j)),
         };
+        self.m.phase("start", spawned.elapsed());
         let task_path = absolute(&self.reference.task.path);
-        let outcome = match self.with_client(&mut process, &task_path, spawned) {
+        let outcome = match self.with_client(&mut process, &task_path) {
             Ok(Err(j)) if j.class == HOST_OUT_OF_MEMORY => Ok(Err(self.host_out_of_memory(j, process.client.peak_memory()))),
             other => other,
         };
@@ -323,8 +321,40 @@ impl Run<'_, '_> {
         }
     }
 
-    /// `spawned`: when the candidate's process was started or taken over (the `start` phase).
-    fn with_client(&mut self, process: &mut CandidateProcess, task_path: &Path, spawned: Instant) -> Result<Decided, ReferenceError> {
+    /// A candidate process that has answered `Hello`: the one started ahead, else a new one.
+    /// Until it answers, the process has run none of the candidate's code (the candidate is
+    /// loaded by the next request), so a process that dies or hangs before then is not the
+    /// candidate's doing: it is replaced once, and a second failure is the machine's (no verdict,
+    /// [`RUNNER_DID_NOT_START`]).
+    fn started(&mut self, ahead: Option<CandidateProcess>, compiled: &CompileOutcome) -> Result<CandidateProcess, Judgement> {
+        let mut ahead = ahead;
+        let mut failures = Vec::new();
+        for _ in 0..2 {
+            let mut process = match ahead.take() {
+                Some(p) => p,
+                None => CandidateProcess::start(self.ctx, &self.reference.task.path, self.candidate, compiled)?,
+            };
+            match process.client.call(&Hello {}, HELLO_TIMEOUT) {
+                Ok(_) => return Ok(process),
+                Err(e) => {
+                    let reason = judge_call_error(&e, "starting", &process.client.stderr_tail()).reason;
+                    tracing::warn!(candidate = %self.candidate.label, %reason, "a candidate's runner failed before the candidate was loaded; starting another");
+                    failures.push(reason);
+                    process.discard();
+                }
+            }
+        }
+        Err(Judgement::new(
+            Verdict::RuntimeError,
+            RUNNER_DID_NOT_START,
+            format!(
+                "the runner's process failed twice before the candidate was loaded, so the candidate is not the cause: {}",
+                failures.join("; then: ")
+            ),
+        ))
+    }
+
+    fn with_client(&mut self, process: &mut CandidateProcess, task_path: &Path) -> Result<Decided, ReferenceError> {
         let settings = self.ctx.settings;
         let pipelined = self.ctx.before_timing.is_some();
         let fail = |client: &RunnerClient, e: CallError, doing: &str| {
@@ -341,11 +371,6 @@ impl Run<'_, '_> {
         };
         let CandidateProcess { scratch, file, client } = process;
         let scratch = scratch.path();
-        let phase = spawned;
-        if let Err(e) = client.call(&Hello {}, Duration::from_secs(120)) {
-            return Ok(Err(fail(client, e, "starting")));
-        }
-        self.m.phase("start", phase.elapsed());
         let phase = Instant::now();
         let load = Load {
             reference: task_path.to_owned(),

@@ -8,7 +8,7 @@ use crate::verdict::{Judgement, Verdict};
 use cudal1_protocol::{CompileRequest, ErrorKind, Hello};
 use cudal1_task::{Candidate, Task};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 const BUILT: &str = ".cudal1-built";
 const FAILED: &str = ".cudal1-failed";
@@ -153,7 +153,7 @@ fn build(env: &RunnerEnv, task: &Task, candidate: &Candidate, ext_dir: &Path, se
     )
     .map_err(|e| judge_call_error(&e, "starting the compiler", ""))?;
     let result = client
-        .call(&Hello {}, Duration::from_secs(120))
+        .call(&Hello {}, crate::runner::HELLO_TIMEOUT)
         .and_then(|_| client.call(&CompileRequest { candidate: file, reference: task_path }, settings.compile_timeout));
     let outcome = match result {
         Ok(reply) => {

@@ -104,7 +104,7 @@ pub fn check_task(env: &RunnerEnv, task: &Task, settings: &EvalSettings, work_ro
     std::fs::create_dir_all(&ref_dir).map_err(|e| fail("creating its directory", CallError::Protocol(e.to_string())))?;
     let mut reference = RunnerClient::spawn(env, launch(Role::Reference, "reference", &ref_dir, vec![], settings)).map_err(|e| fail("starting the reference", e))?;
     let result = (|| {
-        let hello = reference.call(&Hello {}, Duration::from_secs(120)).map_err(|e| fail("starting the reference", e))?;
+        let hello = reference.call(&Hello {}, crate::runner::HELLO_TIMEOUT).map_err(|e| fail("starting the reference", e))?;
         crate::memory::refuse_if_too_large(&mut reference, &task_path, settings, &hello).map_err(|e| fail("checking that it fits in memory", e))?;
         let loaded: LoadReply = reference.call(&load(None), settings.load_timeout).map_err(|e| fail("loading the reference", e))?;
         let expected = reference
@@ -133,7 +133,7 @@ pub fn check_task(env: &RunnerEnv, task: &Task, settings: &EvalSettings, work_ro
         std::fs::write(&probe_file, PROBE_SOURCE).map_err(|e| fail("writing the probe", CallError::Protocol(e.to_string())))?;
         let mut probe = RunnerClient::spawn(env, launch(Role::Candidate, "probe", &probe_dir, vec![task_path.clone()], settings)).map_err(|e| fail("starting the probe", e))?;
         let outcome = (|| {
-            probe.call(&Hello {}, Duration::from_secs(120)).map_err(|e| fail("starting the probe", e))?;
+            probe.call(&Hello {}, crate::runner::HELLO_TIMEOUT).map_err(|e| fail("starting the probe", e))?;
             probe.call(&load(Some(probe_file.clone())), settings.load_timeout).map_err(|e| fail("loading the probe", e))?;
             let mut run_mode = |mode: &str, compare: &mut dyn FnMut(&Path, &Path) -> Result<bool, CheckError>| -> Result<Result<bool, String>, CheckError> {
                 std::fs::write(probe_dir.join("probe-mode"), mode).map_err(|e| fail("writing the probe", CallError::Protocol(e.to_string())))?;

@@ -9,6 +9,10 @@ use cudal1_supervisor::{human_bytes, LimitHit, WorkerError};
 /// was not the cause ([`crate::candidate::Unjudged::Host`]).
 pub const HOST_OUT_OF_MEMORY: &str = "host_out_of_memory";
 
+/// The class of a judgement that is no verdict: a candidate's runner process failed twice before
+/// any of the candidate's code ran (killed from outside, or the interpreter could not start).
+pub const RUNNER_DID_NOT_START: &str = "runner_did_not_start";
+
 /// Whether a call failed because the machine ran out of memory (not for the process's own
 /// limit): no verdict can be drawn from it.
 pub fn host_out_of_memory(err: &CallError) -> bool {

@@ -116,7 +116,7 @@ fn launch_reference(env: &RunnerEnv, task: &Task, settings: &EvalSettings, dir: 
 
 fn hello_and_load(client: &mut RunnerClient, task: &Task, settings: &EvalSettings) -> Result<(HelloReply, LoadReply), ReferenceError> {
     let fail = |doing, source: CallError, client: &RunnerClient| ReferenceError { task: task.key(), doing, source, stderr: tail(&client.stderr_tail()) };
-    let hello = client.call(&Hello {}, Duration::from_secs(120)).map_err(|e| fail("starting", e, client))?;
+    let hello = client.call(&Hello {}, crate::runner::HELLO_TIMEOUT).map_err(|e| fail("starting", e, client))?;
     crate::memory::refuse_if_too_large(client, &absolute(&task.path), settings, &hello).map_err(|e| fail(FITTING, e, client))?;
     let load = Load { reference: absolute(&task.path), candidate: None, device: runner_device(&settings.device), init_seed: INIT_SEED, scale: settings.scale };
     let load = client.call(&load, settings.load_timeout).map_err(|e| fail("loading", e, client))?;
@@ -272,7 +272,7 @@ impl Describer {
             memory_bytes: None,
         };
         let mut client = RunnerClient::spawn(env, launch).map_err(|e| ("starting", e))?;
-        if let Err(e) = client.call(&Hello {}, Duration::from_secs(120)) {
+        if let Err(e) = client.call(&Hello {}, crate::runner::HELLO_TIMEOUT) {
             client.shutdown();
             return Err(("starting", e));
         }

@@ -114,6 +114,10 @@ impl Drop for Live {
     }
 }
 
+/// How long a runner may take to start and answer `Hello` (an interpreter importing torch on a
+/// busy machine).
+pub const HELLO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// Kills the whole process group of every runner working below `root` (an engine's scratch
 /// directory) that is running now; their callers then get errors at once. For stopping
 /// immediately: a second Ctrl-C, or an engine dropped mid-run.
@@ -150,6 +154,12 @@ pub fn environment(env: &RunnerEnv, scratch: &Path, device: &Device, sees_gpu: b
     // between requests, which the idle guard rightly reports as work done behind the timer.
     set("OMP_WAIT_POLICY", &"PASSIVE");
     set("PYTHONNOUSERSITE", &"1");
+    // Inductor compiles inside the process, not in a pool of worker processes: that pool starts
+    // in the background at the first `torch.compile` and its workers (one per core, each importing
+    // torch) work while the other side is timed, which the idle guard reports as work behind the
+    // timer (every `torch.compile` baseline on the H100, docs/bench/2026-11-24-gpu-session10).
+    // The kernels are the same; only the compile is serial.
+    set("TORCHINDUCTOR_COMPILE_THREADS", &"1");
     let visible = match device {
         Device::Cuda(n) if sees_gpu => n.to_string(),
         _ => String::new(),

@@ -48,7 +48,8 @@ pub enum Event {
     },
     /// The reference failed while judging one program; the next starts a fresh reference.
     ReferenceFailed { error: String },
-    /// The machine ran out of memory while a program was judged (not the program's fault): it
+    /// The machine failed while a program was judged (it ran out of memory, or the runner died
+    /// before the program was loaded; not the program's fault): it
     /// has no verdict, and the next invocation evaluates it again.
     HostFailed { error: String },
     /// Programs are being profiled for the round's prompts (`--profile`): the reference (once)

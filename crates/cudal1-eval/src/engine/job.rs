@@ -103,8 +103,9 @@ pub enum JobOutcome {
     /// `at_start`: it failed to start or load, so no job of this task can be judged.
     TaskFailed { error: String, at_start: bool },
     /// The machine failed, not the task or the candidate: it ran out of memory (the kernel's
-    /// OOM killer ended a process that held no more than its share). No verdict; the same job
-    /// may succeed another time, with fewer jobs at once or more memory.
+    /// OOM killer ended a process that held no more than its share), or the candidate's runner
+    /// failed twice before the candidate was loaded. No verdict; the same job may succeed another
+    /// time, with fewer jobs at once or more memory.
     HostFailed { error: String },
     /// Not run, or stopped unfinished, because the engine was cancelled.
     Cancelled,
