@@ -6,6 +6,8 @@
 # baselines are not measured again).
 # On the GPU machine, from the repository root:  bash bench/gpu_baselines.sh .carry/cudal1
 # BASE_ARGS: more flags for every pass (e.g. --pipeline). DB names the store (default $OUT/baselines.db; one kept on the machine lets a later call resume).
+# A pass cut by its limit finishes what is under way (a CUDA-L1 row can take a minute) and is
+# killed 90 s later; keep the whole call inside the device's limit with an outer `timeout -s INT`.
 # Everything comes back under $OUT: the JSON lines of each pass, a log and the store (checkpointed).
 set -u
 B=$(realpath "${1:-.carry/cudal1}")
@@ -20,7 +22,7 @@ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
 pass() { # NAME LIMIT_S ARGS...
   local name=$1 limit=$2; shift 2
   echo "== $name (limit $limit s): $*"
-  timeout -s INT -k 30 "$limit" "$B" baselines tasks --device cuda --budget "$BUDGET" --json --db "$DB" ${BASE_ARGS:-} "$@" > "$O/$name.jsonl"
+  timeout -s INT -k 90 "$limit" "$B" baselines tasks --device cuda --budget "$BUDGET" --json --db "$DB" ${BASE_ARGS:-} "$@" > "$O/$name.jsonl"
   echo "exit $? (130: cut by the limit; what finished is stored)"
   python3 - "$O/$name.jsonl" <<'PY'
 import json, sys

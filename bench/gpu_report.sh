@@ -7,6 +7,8 @@
 # `timeout -s INT` so that what finished is saved; run it again to resume.
 # On the GPU machine, from the repository root:
 #   DB=$OUT/baselines.db CUDA_L1_JSON=CUDA-L1/optimized_cuda_code/h100.json bash bench/gpu_report.sh .carry/cudal1
+# A pass cut by its limit finishes what is under way (a CUDA-L1 row can take a minute) and is
+# killed 90 s later; keep the whole call inside the device's limit with an outer `timeout -s INT`.
 # Everything comes back under $OUT: the JSON lines of each pass, a log, the store and report.html.
 set -u
 B=$(realpath "${1:-.carry/cudal1}")
@@ -29,13 +31,13 @@ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev
 batch_of() { python3 -c 'import json,sys; print(next((json.loads(l)["summary"]["batch"] for l in open(sys.argv[1]) if l.startswith("{\"summary\"")), ""))' "$1"; }
 
 echo "== the bundled suite: $SUITE with $CANDS (limit $SUITE_LIMIT s, budget $BUDGET s)"
-timeout -s INT -k 30 "$SUITE_LIMIT" "$B" eval --suite "$SUITE" --candidates "$CANDS" --device "$DEVICE" --budget "$BUDGET" --db "$DB" --json > "$O/suite.jsonl"
+timeout -s INT -k 90 "$SUITE_LIMIT" "$B" eval --suite "$SUITE" --candidates "$CANDS" --device "$DEVICE" --budget "$BUDGET" --db "$DB" --json > "$O/suite.jsonl"
 echo "exit $? (130: cut by the limit; what finished is stored)"
 args=()
 b=$(batch_of "$O/suite.jsonl"); [ -n "$b" ] && args+=(--batch "$b")
 if [ -n "${CUDA_L1_JSON:-}" ]; then
   echo "== CUDA-L1's release: $CUDA_L1_JSON (limit $REL_LIMIT s, budget $BUDGET s)"
-  timeout -s INT -k 30 "$REL_LIMIT" "$B" eval --from cuda-l1 "$CUDA_L1_JSON" ${KERNELBENCH:+--suite "$KERNELBENCH"} --device "$DEVICE" --budget "$BUDGET" --db "$DB" --json > "$O/cuda_l1.jsonl"
+  timeout -s INT -k 90 "$REL_LIMIT" "$B" eval --from cuda-l1 "$CUDA_L1_JSON" ${KERNELBENCH:+--suite "$KERNELBENCH"} --device "$DEVICE" --budget "$BUDGET" --db "$DB" --json > "$O/cuda_l1.jsonl"
   echo "exit $? (130: cut by the limit; what finished is stored)"
   b=$(batch_of "$O/cuda_l1.jsonl"); [ -n "$b" ] && args+=(--batch "$b")
 fi

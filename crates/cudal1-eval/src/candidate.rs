@@ -64,6 +64,8 @@ struct Run<'a, 'c> {
     warnings: Vec<Warning>,
     /// The first correctness seed's saved output, for its size.
     first_output: Option<PathBuf>,
+    /// The phase under way and when it began ([`Run::begin`]).
+    open_phase: Option<(&'static str, Instant)>,
 }
 
 /// Why an evaluation ended without a verdict.
@@ -100,7 +102,7 @@ pub fn evaluate_in(
     rng: StdRng,
 ) -> Result<Evaluation, Unjudged> {
     let started = Instant::now();
-    let mut run = Run { ctx, reference, candidate, m: Measurements::default(), rng, warnings: Vec::new(), first_output: None };
+    let mut run = Run { ctx, reference, candidate, m: Measurements::default(), rng, warnings: Vec::new(), first_output: None, open_phase: None };
     let (judgement, speedup, times) = match run.go(compiled, process)? {
         Ok((j, s, t)) => (j, s, t),
         Err(j) => (j, None, None),
@@ -292,6 +294,7 @@ impl Run<'_, '_> {
             Ok(Err(j)) if j.class == HOST_OUT_OF_MEMORY => Ok(Err(self.host_out_of_memory(j, process.client.peak_memory()))),
             other => other,
         };
+        self.end_phase();
         if let Ok(Err(_)) = &outcome {
             self.m.log_tail = Some(crate::reference::tail(&process.client.stderr_tail()));
         }
@@ -371,7 +374,7 @@ impl Run<'_, '_> {
         };
         let CandidateProcess { scratch, file, client } = process;
         let scratch = scratch.path();
-        let phase = Instant::now();
+        self.begin("load");
         let load = Load {
             reference: task_path.to_owned(),
             candidate: Some(file.clone()),
@@ -392,8 +395,7 @@ impl Run<'_, '_> {
         if let Some(j) = escaped(client, "loading") {
             return Ok(Err(j));
         }
-        self.m.phase("load", phase.elapsed());
-        let phase = Instant::now();
+        self.begin("correctness");
 
         // Correctness on fresh random seeds, compared in the reference process.
         let seeds: Vec<u64> = (0..settings.correctness_seeds).map(|_| self.rng.random_range(1..1u64 << 31)).collect();
@@ -466,7 +468,7 @@ impl Run<'_, '_> {
 
         self.first_output = taken.first().cloned();
 
-        self.m.phase("correctness", phase.elapsed());
+        self.end_phase();
         if !settings.mode.times() {
             let reason = format!("matches the reference on {} checked calls (correctness only: not timed)", self.m.checks.len());
             return Ok(Ok((Judgement::new(Verdict::Correct, "correct", reason), None, None)));
@@ -479,7 +481,7 @@ impl Run<'_, '_> {
             client.resume();
             self.m.phase("device_wait_timing", waited.elapsed());
         }
-        let phase = Instant::now();
+        self.begin("timing");
 
         // Timing.
         let cand_first = median(&results.iter().map(|r| r.ms).collect::<Vec<_>>()).unwrap_or(1.0);
@@ -503,11 +505,8 @@ impl Run<'_, '_> {
         // A suspicious clock or a large speedup is measured again: an exploit verdict needs the
         // outer clock to disagree both times, and of two speedups the lower one stands.
         let Some(why) = remeasure_reason(&first, settings) else {
-            self.m.phase("timing", phase.elapsed());
-            let phase = Instant::now();
-            let decided = self.decide_after_timing(scratch, first, (false, false), None);
-            self.m.phase("verdict", phase.elapsed());
-            return decided;
+            self.begin("verdict");
+            return self.decide_after_timing(scratch, first, (false, false), None);
         };
         let second = match measure(self, client)? {
             Ok(r) => r,
@@ -521,12 +520,23 @@ impl Run<'_, '_> {
         let first_speedup = quick_speedup(&first);
         let (mut kept, other) = if first_speedup.unwrap_or(f64::MAX) < quick_speedup(&second).unwrap_or(f64::MAX) { (first, second) } else { (second, first) };
         kept.checked.extend(other.checked);
-        self.m.phase("timing", phase.elapsed());
-        let phase = Instant::now();
-        let decided = self.decide_after_timing(scratch, kept, (hidden_twice, bounded_twice), Some(Remeasure { why, first_speedup }));
-        self.m.phase("verdict", phase.elapsed());
-        decided
+        self.begin("verdict");
+        self.decide_after_timing(scratch, kept, (hidden_twice, bounded_twice), Some(Remeasure { why, first_speedup }))
     }
+
+    /// Starts a phase of the evaluation, ending the one under way: a phase is recorded however
+    /// it ends, so that the time of a failed check is its phase's, not unaccounted.
+    fn begin(&mut self, phase: &'static str) {
+        self.end_phase();
+        self.open_phase = Some((phase, Instant::now()));
+    }
+
+    fn end_phase(&mut self) {
+        if let Some((name, since)) = self.open_phase.take() {
+            self.m.phase(name, since.elapsed());
+        }
+    }
+
 
     /// The earlier seed whose expected output a wrong output (already taken into custody)
     /// matches, if any.

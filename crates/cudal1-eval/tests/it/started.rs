@@ -1,7 +1,8 @@
 //! A candidate's runner that dies before the candidate is loaded (a process started ahead and
 //! killed from outside, an interpreter that cannot start) has run none of the candidate's code:
 //! it is replaced once, and a second failure is no verdict rather than the candidate's crash. And
-//! what else a runner inherits from cudal1 so that honest programs are not judged for it.
+//! what else a runner inherits from cudal1 so that honest programs are not judged for it, and
+//! the phases an evaluation records however it ends.
 
 use super::{candidate, runner_env, task};
 use cudal1_eval::candidate::{evaluate_in, CandidateProcess, EvalContext, Unjudged};
@@ -67,4 +68,23 @@ fn inductor_compiles_inside_the_runner_without_a_pool_of_worker_processes() {
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1", "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_failed_check_is_timed_as_its_phase() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = runner_env(&dir.path().join("cache"));
+    let settings = settings();
+    let task = task("level1/2_Swish.py");
+    let mut reference = ReferenceSession::start(&env, &task, &settings, dir.path()).unwrap();
+    let ctx = EvalContext { env: &env, settings: &settings, work_root: dir.path(), retired: None, before_timing: None };
+    let program = candidate("level1/2_Swish/nan_output.py");
+    let e = evaluate_in(&ctx, &mut reference, &program, &CompileOutcome::NotNeeded, None, rand::rngs::StdRng::seed_from_u64(1)).unwrap();
+    assert_eq!(e.verdict, Verdict::Incorrect, "{}", e.reason);
+    let phases = &e.measurements.phases_ms;
+    for name in ["start", "load", "correctness"] {
+        assert!(phases.get(name).is_some_and(|ms| *ms > 0.0), "no {name} phase in {phases:?}");
+    }
+    assert!(!phases.contains_key("timing"), "{phases:?}");
+    reference.shutdown();
 }
