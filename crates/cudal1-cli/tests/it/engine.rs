@@ -208,6 +208,29 @@ fn the_scratch_of_a_run_killed_outright_is_removed_by_the_next_run() {
     assert_eq!(scratch_dirs(&work), vec!["cudal1-someone-elses".to_owned()], "the killed run's scratch is gone, the other kept");
 }
 
+#[test]
+fn a_batch_killed_outright_keeps_the_members_it_finished() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("b.db");
+    let mut cmd = cudal1(&db);
+    cmd.args(["eval", "--suite", "tests/suite-cpu/tasks", "--candidates", "tests/suite-cpu/candidates", "--json"])
+        .args(FAST_TIMING)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    reader.read_line(&mut first).unwrap();
+    let row: Value = serde_json::from_str(&first).unwrap();
+    child.kill().unwrap(); // SIGKILL: no summary, no end of the batch
+    child.wait().unwrap();
+    let store = cudal1_store::Store::open(&db).unwrap();
+    let batches = store.batch_ids().unwrap();
+    assert_eq!(batches.len(), 1, "{batches:?}");
+    let members = store.batch_evaluations(&batches[0]).unwrap();
+    assert!(members.iter().any(|m| m.candidate_label == row["candidate"].as_str().unwrap()), "{row} not among {} member(s)", members.len());
+}
+
 /// `cudal1 eval` of a candidate that never returns, with a call limit far away (only a signal ends
 /// it), scratch under `work`; returned once the candidate's process runs (its directory exists).
 fn hanging_eval(db: &Path, work: &Path) -> std::process::Child {
