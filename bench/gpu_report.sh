@@ -33,14 +33,17 @@ batch_of() { python3 -c 'import json,sys; print(next((json.loads(l)["summary"]["
 echo "== the bundled suite: $SUITE with $CANDS (limit $SUITE_LIMIT s, budget $BUDGET s)"
 timeout -s INT -k 90 "$SUITE_LIMIT" "$B" eval --suite "$SUITE" --candidates "$CANDS" --device "$DEVICE" --budget "$BUDGET" --db "$DB" --json > "$O/suite.jsonl"
 echo "exit $? (130: cut by the limit; what finished is stored)"
-args=()
-b=$(batch_of "$O/suite.jsonl"); [ -n "$b" ] && args+=(--batch "$b")
+# The report shows the batches of these passes; a pass killed before its summary (no batch id
+# printed) makes it show every batch in the store, so that its rows are not left out.
+args=(); unnamed=0
+b=$(batch_of "$O/suite.jsonl"); if [ -n "$b" ]; then args+=(--batch "$b"); else unnamed=1; fi
 if [ -n "${CUDA_L1_JSON:-}" ]; then
   echo "== CUDA-L1's release: $CUDA_L1_JSON (limit $REL_LIMIT s, budget $BUDGET s)"
   timeout -s INT -k 90 "$REL_LIMIT" "$B" eval --from cuda-l1 "$CUDA_L1_JSON" ${KERNELBENCH:+--suite "$KERNELBENCH"} --device "$DEVICE" --budget "$BUDGET" --db "$DB" --json > "$O/cuda_l1.jsonl"
   echo "exit $? (130: cut by the limit; what finished is stored)"
-  b=$(batch_of "$O/cuda_l1.jsonl"); [ -n "$b" ] && args+=(--batch "$b")
+  b=$(batch_of "$O/cuda_l1.jsonl"); if [ -n "$b" ]; then args+=(--batch "$b"); else unnamed=1; fi
 fi
+[ "$unnamed" = 1 ] && { echo "a pass ended without its summary: the report shows every batch in the store"; args=(); }
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 "$B" report --db "$DB" "${args[@]}" --title "cudal1 on ${gpu:-$DEVICE}" -o "$O/report.html"
 python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$DB"
