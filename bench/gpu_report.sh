@@ -43,7 +43,10 @@ if [ -n "${CUDA_L1_JSON:-}" ]; then
   echo "exit $? (130: cut by the limit; what finished is stored)"
   b=$(batch_of "$O/cuda_l1.jsonl"); if [ -n "$b" ]; then args+=(--batch "$b"); else unnamed=1; fi
 fi
-[ "$unnamed" = 1 ] && { echo "a pass ended without its summary: the report shows every batch in the store"; args=(); }
+if [ "$unnamed" = 1 ]; then
+  echo "a pass ended without its summary: the report shows every batch in the store"
+  args=(); for b in $(python3 -c "import sqlite3,sys; [print(r[0]) for r in sqlite3.connect(sys.argv[1]).execute('select id from batches')]" "$DB"); do args+=(--batch "$b"); done
+fi
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 "$B" report --db "$DB" "${args[@]}" --title "cudal1 on ${gpu:-$DEVICE}" -o "$O/report.html"
 python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$DB"
