@@ -111,8 +111,22 @@ fn a_kernelbench_generation_directory_is_matched_by_level_and_problem() {
 #[test]
 fn a_reader_that_goes_away_ends_the_run_quietly() {
     let dir = tempfile::tempdir().unwrap();
-    let mut cmd = cudal1(&dir.path().join("p.db"));
-    cmd.env("CUDAL1_WORK_DIR", dir.path())
+    let (child, reader, first) = suite_batch(&dir.path().join("p.db"), dir.path());
+    assert!(serde_json::from_str::<Value>(&first).is_ok(), "{first}");
+    drop(reader); // `| head -1`
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("panicked") && !err.contains("error"), "{err}");
+    assert_eq!(scratch_dirs(dir.path()), Vec::<String>::new(), "the engine's scratch is removed");
+}
+
+/// `cudal1 eval --json` of the CPU suite's whole batch, scratch under `work`, started and read up
+/// to its first JSON line (a finished candidate): the child (stderr piped), the rest of its output
+/// and that line.
+fn suite_batch(db: &Path, work: &Path) -> (std::process::Child, BufReader<std::process::ChildStdout>, String) {
+    let mut cmd = cudal1(db);
+    cmd.env("CUDAL1_WORK_DIR", work)
         .args(["eval", "--suite", "tests/suite-cpu/tasks", "--candidates", "tests/suite-cpu/candidates", "--json"])
         .args(FAST_TIMING)
         .stdout(Stdio::piped())
@@ -121,13 +135,7 @@ fn a_reader_that_goes_away_ends_the_run_quietly() {
     let mut reader = BufReader::new(child.stdout.take().unwrap());
     let mut first = String::new();
     reader.read_line(&mut first).unwrap();
-    assert!(serde_json::from_str::<Value>(&first).is_ok(), "{first}");
-    drop(reader); // `| head -1`
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    assert!(!err.contains("panicked") && !err.contains("error"), "{err}");
-    assert_eq!(scratch_dirs(dir.path()), Vec::<String>::new(), "the engine's scratch is removed");
+    (child, reader, first)
 }
 
 /// The engine scratch directories (`cudal1-*`) under `dir`.
@@ -165,16 +173,7 @@ fn ctrl_c_once_drains_and_twice_stops_now_and_both_exit_130_with_scratch_removed
     assert_eq!(scratch_dirs(&work), Vec::<String>::new(), "scratch removed after stopping now");
 
     // A batch interrupted once finishes what runs, skips the rest, and does not exit 0.
-    let mut cmd = cudal1(&dir.path().join("i.db"));
-    cmd.env("CUDAL1_WORK_DIR", &work)
-        .args(["eval", "--suite", "tests/suite-cpu/tasks", "--candidates", "tests/suite-cpu/candidates", "--json"])
-        .args(FAST_TIMING)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let mut reader = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    reader.read_line(&mut first).unwrap();
+    let (mut child, reader, _) = suite_batch(&dir.path().join("i.db"), &work);
     interrupt(child.id());
     let rest: Vec<String> = reader.lines().map(Result::unwrap).collect();
     let status = child.wait().unwrap();
@@ -212,15 +211,7 @@ fn the_scratch_of_a_run_killed_outright_is_removed_by_the_next_run() {
 fn a_batch_killed_outright_keeps_the_members_it_finished() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("b.db");
-    let mut cmd = cudal1(&db);
-    cmd.args(["eval", "--suite", "tests/suite-cpu/tasks", "--candidates", "tests/suite-cpu/candidates", "--json"])
-        .args(FAST_TIMING)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut child = cmd.spawn().unwrap();
-    let mut reader = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    reader.read_line(&mut first).unwrap();
+    let (mut child, _, first) = suite_batch(&db, dir.path());
     let row: Value = serde_json::from_str(&first).unwrap();
     child.kill().unwrap(); // SIGKILL: no summary, no end of the batch
     child.wait().unwrap();

@@ -7,52 +7,69 @@
 use super::{candidate, runner_env, task};
 use cudal1_eval::candidate::{evaluate_in, CandidateProcess, EvalContext, Unjudged};
 use cudal1_eval::runner::kill_under;
-use cudal1_eval::{CompileOutcome, EvalSettings, ReferenceSession, RunnerEnv, Verdict};
+use cudal1_eval::{CompileOutcome, EvalSettings, Evaluation, ReferenceSession, RunnerEnv, Verdict};
 use rand::SeedableRng;
+use std::path::Path;
 use std::time::Duration;
 
-fn settings() -> EvalSettings {
-    EvalSettings { timing_budget: Duration::from_millis(300), ..EvalSettings::default() }
+/// Swish's reference, started with the runner environment, for evaluations to call directly;
+/// its scratch under `dir/references`.
+struct Swish {
+    env: RunnerEnv,
+    settings: EvalSettings,
+    task: std::sync::Arc<cudal1_task::Task>,
+    reference: ReferenceSession,
+}
+
+impl Swish {
+    fn start(dir: &Path) -> Swish {
+        let env = runner_env(&dir.join("cache"));
+        let settings = EvalSettings { timing_budget: Duration::from_millis(300), ..EvalSettings::default() };
+        let task = task("level1/2_Swish.py");
+        let references = dir.join("references");
+        std::fs::create_dir_all(&references).unwrap();
+        let reference = ReferenceSession::start(&env, &task, &settings, &references).unwrap();
+        Swish { env, settings, task, reference }
+    }
+
+    /// Evaluates a candidate of `candidates/level1/2_Swish/` under `env` (the candidate's side),
+    /// in the process started ahead if one is given.
+    fn evaluate(&mut self, env: &RunnerEnv, work_root: &Path, file: &str, ahead: Option<CandidateProcess>) -> Result<Evaluation, Unjudged> {
+        let ctx = EvalContext { env, settings: &self.settings, work_root, retired: None, before_timing: None };
+        let program = candidate(&format!("level1/2_Swish/{file}"));
+        evaluate_in(&ctx, &mut self.reference, &program, &CompileOutcome::NotNeeded, ahead, rand::rngs::StdRng::seed_from_u64(1))
+    }
 }
 
 #[test]
 fn a_runner_killed_before_the_candidate_loads_is_replaced_and_the_candidate_judged() {
     let dir = tempfile::tempdir().unwrap();
-    let env = runner_env(&dir.path().join("cache"));
-    let settings = settings();
-    let (references, candidates) = (dir.path().join("references"), dir.path().join("candidates"));
-    std::fs::create_dir_all(&references).unwrap();
+    let mut swish = Swish::start(dir.path());
+    let candidates = dir.path().join("candidates");
     std::fs::create_dir_all(&candidates).unwrap();
-    let task = task("level1/2_Swish.py");
-    let mut reference = ReferenceSession::start(&env, &task, &settings, &references).unwrap();
-    let program = candidate("level1/2_Swish/correct.py");
-    let ctx = EvalContext { env: &env, settings: &settings, work_root: &candidates, retired: None, before_timing: None };
-    let ahead = CandidateProcess::start(&ctx, &task.path, &program, &CompileOutcome::NotNeeded).unwrap();
+    let ctx = EvalContext { env: &swish.env, settings: &swish.settings, work_root: &candidates, retired: None, before_timing: None };
+    let ahead = CandidateProcess::start(&ctx, &swish.task.path, &candidate("level1/2_Swish/correct.py"), &CompileOutcome::NotNeeded).unwrap();
     // Killed from outside as the OOM killer or an operator would: only the candidate's runner
     // works below `candidates`.
     kill_under(&candidates);
-    let e = evaluate_in(&ctx, &mut reference, &program, &CompileOutcome::NotNeeded, Some(ahead), rand::rngs::StdRng::seed_from_u64(1)).unwrap();
+    let env = swish.env.clone();
+    let e = swish.evaluate(&env, &candidates, "correct.py", Some(ahead)).unwrap();
     assert_eq!(e.verdict, Verdict::Correct, "{}: {}", e.reason_class, e.reason);
-    reference.shutdown();
+    swish.reference.shutdown();
 }
 
 #[test]
 fn a_runner_that_never_starts_gives_no_verdict() {
     let dir = tempfile::tempdir().unwrap();
-    let env = runner_env(&dir.path().join("cache"));
-    let settings = settings();
-    let task = task("level1/2_Swish.py");
-    let mut reference = ReferenceSession::start(&env, &task, &settings, dir.path()).unwrap();
+    let mut swish = Swish::start(dir.path());
     // An interpreter that exits at once, for the candidate's side only.
-    let broken = RunnerEnv { python: "/bin/false".into(), ..env.clone() };
-    let ctx = EvalContext { env: &broken, settings: &settings, work_root: dir.path(), retired: None, before_timing: None };
-    let program = candidate("level1/2_Swish/correct.py");
-    match evaluate_in(&ctx, &mut reference, &program, &CompileOutcome::NotNeeded, None, rand::rngs::StdRng::seed_from_u64(1)) {
+    let broken = RunnerEnv { python: "/bin/false".into(), ..swish.env.clone() };
+    match swish.evaluate(&broken, dir.path(), "correct.py", None) {
         Err(Unjudged::Host(reason)) => assert!(reason.contains("failed twice before the candidate was loaded"), "{reason}"),
         Ok(e) => panic!("a verdict for a candidate that never ran: {:?} {}", e.verdict, e.reason),
         Err(e) => panic!("{e}"),
     }
-    reference.shutdown();
+    swish.reference.shutdown();
 }
 
 #[test]
@@ -73,18 +90,14 @@ fn inductor_compiles_inside_the_runner_without_a_pool_of_worker_processes() {
 #[test]
 fn a_failed_check_is_timed_as_its_phase() {
     let dir = tempfile::tempdir().unwrap();
-    let env = runner_env(&dir.path().join("cache"));
-    let settings = settings();
-    let task = task("level1/2_Swish.py");
-    let mut reference = ReferenceSession::start(&env, &task, &settings, dir.path()).unwrap();
-    let ctx = EvalContext { env: &env, settings: &settings, work_root: dir.path(), retired: None, before_timing: None };
-    let program = candidate("level1/2_Swish/nan_output.py");
-    let e = evaluate_in(&ctx, &mut reference, &program, &CompileOutcome::NotNeeded, None, rand::rngs::StdRng::seed_from_u64(1)).unwrap();
+    let mut swish = Swish::start(dir.path());
+    let env = swish.env.clone();
+    let e = swish.evaluate(&env, dir.path(), "nan_output.py", None).unwrap();
     assert_eq!(e.verdict, Verdict::Incorrect, "{}", e.reason);
     let phases = &e.measurements.phases_ms;
     for name in ["start", "load", "correctness"] {
         assert!(phases.get(name).is_some_and(|ms| *ms > 0.0), "no {name} phase in {phases:?}");
     }
     assert!(!phases.contains_key("timing"), "{phases:?}");
-    reference.shutdown();
+    swish.reference.shutdown();
 }
