@@ -39,7 +39,9 @@ args=(); unnamed=0
 b=$(batch_of "$O/suite.jsonl"); if [ -n "$b" ]; then args+=(--batch "$b"); else unnamed=1; fi
 if [ -n "${CUDA_L1_JSON:-}" ]; then
   echo "== CUDA-L1's release: $CUDA_L1_JSON (limit $REL_LIMIT s, budget $BUDGET s)"
-  timeout -s INT -k 90 "$REL_LIMIT" "$B" eval --from cuda-l1 "$CUDA_L1_JSON" ${KERNELBENCH:+--suite "$KERNELBENCH"} --device "$DEVICE" --budget "$BUDGET" --db "$DB" --json > "$O/cuda_l1.jsonl"
+  # -v: each candidate's compiling, compiled, started and timing go to cuda_l1.log, so that a
+  # pass that judges nothing for minutes (session 10's call 6) says what held the device.
+  timeout -s INT -k 90 "$REL_LIMIT" "$B" -v eval --from cuda-l1 "$CUDA_L1_JSON" ${KERNELBENCH:+--suite "$KERNELBENCH"} --device "$DEVICE" --budget "$BUDGET" --db "$DB" --json > "$O/cuda_l1.jsonl" 2> "$O/cuda_l1.log"
   echo "exit $? (130: cut by the limit; what finished is stored)"
   b=$(batch_of "$O/cuda_l1.jsonl"); if [ -n "$b" ]; then args+=(--batch "$b"); else unnamed=1; fi
 fi

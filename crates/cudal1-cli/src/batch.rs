@@ -228,12 +228,22 @@ impl Progress {
         let label = report::short_label(&item.candidate.label);
         match &event.kind {
             EventKind::Queued { .. } => {}
-            EventKind::Compiling => self.bar.set_message(format!("compiling {label}")),
+            EventKind::Compiling => {
+                tracing::info!(candidate = %item.candidate.label, "compiling");
+                self.bar.set_message(format!("compiling {label}"));
+            }
             EventKind::Compiled { ms, cached, ok } => {
                 tracing::info!(candidate = %item.candidate.label, ms, cached, ok, "compiled");
             }
-            EventKind::Started { device } => self.bar.set_message(format!("{label} on {device}")),
-            EventKind::Timing => self.bar.set_message(format!("timing {label}")),
+            // Logged too (`-v`), so that a run that seems stuck says what holds the device.
+            EventKind::Started { device } => {
+                tracing::info!(candidate = %item.candidate.label, %device, "started");
+                self.bar.set_message(format!("{label} on {device}"));
+            }
+            EventKind::Timing => {
+                tracing::info!(candidate = %item.candidate.label, "timing");
+                self.bar.set_message(format!("timing {label}"));
+            }
             EventKind::Finished(outcome) => {
                 self.bar.inc(1);
                 let line = match outcome {

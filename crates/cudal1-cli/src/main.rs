@@ -28,8 +28,8 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = args::Cli::parse();
-    init_logging(cli.verbose);
     style::init(cli.verbose);
+    init_logging(cli.verbose);
     let result = match cli.command {
         args::Command::Eval(a) => cmd_eval::run(a),
         args::Command::Baselines(a) => cmd_baselines::run(*a),
@@ -69,5 +69,6 @@ fn init_logging(verbose: u8) {
         _ => "debug",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+    // Colours as for the rest of stderr: none in a file or a pipe (`2> run.log`), or with `NO_COLOR`.
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(style::stderr_in_color()).with_target(false).init();
 }

@@ -26,6 +26,11 @@ pub fn init(verbose: u8) {
     });
 }
 
+/// Whether what goes to stderr (messages, logs) is coloured.
+pub fn stderr_in_color() -> bool {
+    style().color_err
+}
+
 fn style() -> &'static Style {
     STYLE.get_or_init(|| Style { color_out: false, color_err: false, width: None, verbose: 0 })
 }
