@@ -5,8 +5,9 @@
 # saved; the whole script stays under ~8 minutes. Run it again to resume where it stopped (stored
 # baselines are not measured again).
 # On the GPU machine, from the repository root:  bash bench/gpu_baselines.sh .carry/cudal1
-# BASE_ARGS: more flags for every pass (e.g. --pipeline). DB names the store (default $OUT/baselines.db; one kept on the machine lets a later call resume).
-# A pass cut by its limit finishes what is under way (a CUDA-L1 row can take a minute) and is
+# BASE_ARGS: more flags for every pass (e.g. --pipeline). DB names the store (default
+# $OUT/baselines.db; one kept on the machine lets a later call resume).
+# A pass cut by its limit finishes what is under way (a baseline can take 40 s) and is
 # killed 90 s later; keep the whole call inside the device's limit with an outer `timeout -s INT`.
 # Everything comes back under $OUT: the JSON lines of each pass, a log and the store (checkpointed).
 set -u

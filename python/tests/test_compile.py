@@ -35,6 +35,17 @@ class ModelNew(nn.Module):
 '''
 
 
+def compiled_ahead(start_runner, write, reference, tmp_path, file, source):
+    """`source`, written as `file`, built by a compile runner into `tmp_path/extensions`: the
+    extensions directory, the runners' environment, the candidate's path, the compile runner and
+    its reply."""
+    ext_dir = tmp_path / "extensions"
+    env = {"TORCH_EXTENSIONS_DIR": str(ext_dir)}
+    candidate = write(file, source)
+    compiler = start_runner("compile", env)
+    reply = compiler.ok("compile", candidate=candidate, reference=reference)
+    return ext_dir, env, candidate, compiler, reply
+
 
 def output_for_seed_3(cand, tmp_path):
     """The reply of one `outputs` call on seed 3, and its one output; then the task's input for
@@ -44,13 +55,10 @@ def output_for_seed_3(cand, tmp_path):
     torch.manual_seed(3)
     return reply, out, torch.randn(4, 8)
 
+
 @pytest.mark.slow
 def test_compile_builds_a_cpp_extension_that_the_candidate_role_then_uses(start_runner, write, reference, tmp_path):
-    ext_dir = tmp_path / "extensions"
-    env = {"TORCH_EXTENSIONS_DIR": str(ext_dir)}
-    candidate = write("cpp_cand.py", CPP_CANDIDATE.replace("BODY", "1"))
-    compiler = start_runner("compile", env)
-    reply = compiler.ok("compile", candidate=candidate, reference=reference)
+    ext_dir, env, candidate, compiler, reply = compiled_ahead(start_runner, write, reference, tmp_path, "cpp_cand.py", CPP_CANDIDATE.replace("BODY", "1"))
     assert reply["built"] == ["cudal1_test_add_one"]
     assert reply["compile_ms"] > 0
     # The failure after the build is not a compile error; its text is in the log.
@@ -302,11 +310,7 @@ class ModelNew(nn.Module):
 
 @pytest.mark.slow
 def test_a_build_on_the_first_call_is_built_ahead_and_found_built_by_the_candidate(start_runner, write, reference, tmp_path):
-    ext_dir = tmp_path / "extensions"
-    env = {"TORCH_EXTENSIONS_DIR": str(ext_dir)}
-    candidate = write("lazy_cpp.py", LAZY_CPP_CANDIDATE)
-    compiler = start_runner("compile", env)
-    reply = compiler.ok("compile", candidate=candidate, reference=reference)
+    ext_dir, env, candidate, _, reply = compiled_ahead(start_runner, write, reference, tmp_path, "lazy_cpp.py", LAZY_CPP_CANDIDATE)
     assert reply["built"] == ["cudal1_test_lazy_add_two"], reply["log"]
     assert reply["sites"] == 1 and reply["missed"] == []
     library = next((ext_dir / "cudal1_test_lazy_add_two").glob("*.so"))
@@ -330,11 +334,7 @@ PID_NAMED_CPP_CANDIDATE = CPP_CANDIDATE.replace('name="cudal1_test_add_one"', 'n
 
 @pytest.mark.slow
 def test_an_extension_named_after_its_process_is_built_once_for_both_processes(start_runner, write, reference, tmp_path):
-    ext_dir = tmp_path / "extensions"
-    env = {"TORCH_EXTENSIONS_DIR": str(ext_dir)}
-    candidate = write("pid_cpp.py", PID_NAMED_CPP_CANDIDATE.replace("BODY", "3"))
-    compiler = start_runner("compile", env)
-    reply = compiler.ok("compile", candidate=candidate, reference=reference)
+    ext_dir, env, candidate, _, reply = compiled_ahead(start_runner, write, reference, tmp_path, "pid_cpp.py", PID_NAMED_CPP_CANDIDATE.replace("BODY", "3"))
     (name,) = reply["built"]
     assert name.startswith("cudal1_test_pid_p") and len(name) == len("cudal1_test_pid_p") + 12, name
     library = next((ext_dir / name).glob("*.so"))
