@@ -329,7 +329,7 @@ impl Run<'_, '_> {
     /// loaded by the next request), so a process that dies or hangs before then is not the
     /// candidate's doing: it is replaced once, and a second failure is the machine's (no verdict,
     /// [`RUNNER_DID_NOT_START`]).
-    fn started(&mut self, ahead: Option<CandidateProcess>, compiled: &CompileOutcome) -> Result<CandidateProcess, Judgement> {
+    fn started(&self, ahead: Option<CandidateProcess>, compiled: &CompileOutcome) -> Result<CandidateProcess, Judgement> {
         let mut ahead = ahead;
         let mut failures = Vec::new();
         for _ in 0..2 {
