@@ -38,16 +38,23 @@ def read_outputs(path: str) -> list:
     return list(outputs)
 
 
-def compare_files(expected_path: str, actual_path: str, atol: float, rtol: float, device=None) -> dict:
-    """Compares two outputs files; the arithmetic runs on `device` (the reference's GPU, where a
-    float64 pass over a ~1 GB output takes milliseconds instead of seconds), else on the CPU."""
+def compare(expected: dict, actual: dict, atol: float, rtol: float, device=None) -> dict:
+    """Compares the expected outputs (``{"file": path}`` or ``{"tensors": [...]}``, the
+    reference's own) with a candidate's (``{"file": path}``, or ``{"open": fn}``: a function
+    returning the reference's copies of them, ``sharing.open_copy``). The arithmetic runs on
+    `device` (the reference's GPU, where a float64 pass over a ~1 GB output takes milliseconds
+    instead of seconds), else on the CPU. A candidate's output that cannot be read is reported in
+    ``load_error``; an expected one that cannot be, raised (it is ours)."""
+    if "tensors" in expected:
+        expected = expected["tensors"]
+    else:
+        try:
+            expected = read_outputs(expected["file"])
+        except Exception as exc:
+            # The expected file is ours; failing to read it is not the candidate's fault.
+            raise RunnerError(INTERNAL, f"expected outputs {expected['file']} unreadable: {type(exc).__name__}: {exc}") from exc
     try:
-        expected = read_outputs(expected_path)
-    except Exception as exc:
-        # The expected file is ours; failing to read it is not the candidate's fault.
-        raise RunnerError(INTERNAL, f"expected outputs {expected_path} unreadable: {type(exc).__name__}: {exc}") from exc
-    try:
-        actual = read_outputs(actual_path)
+        actual = read_outputs(actual["file"]) if "file" in actual else actual["open"]()
     except Exception as exc:
         return {
             "outputs": [],

@@ -16,9 +16,9 @@ from . import environment, extensions, precision, seeding
 from . import inputs as inputs_mod
 from . import outputs as outputs_mod
 from . import requests as req
-from . import timing
+from . import sharing, timing
 from .capture import capture
-from .compare import compare_files
+from .compare import compare
 from .errors import BAD_REQUEST, INTERNAL, LOAD_ERROR, RUNTIME_ERROR, RunnerError, classify, with_context
 from .loading import load_module, require
 from .guard import Guard
@@ -29,8 +29,8 @@ from .seeding import seed_all
 _MAX_SPIN_US = 100_000
 
 _OPS = {
-    "reference": {"hello", "shutdown", "load", "outputs", "expected", "compare", "time", "describe"},
-    "candidate": {"hello", "shutdown", "load", "outputs", "time", "reveal"},
+    "reference": {"hello", "shutdown", "load", "outputs", "expected", "compare", "time", "describe", "release"},
+    "candidate": {"hello", "shutdown", "load", "outputs", "time", "reveal", "release"},
     "compile": {"hello", "shutdown", "compile"},
 }
 
@@ -44,6 +44,9 @@ class Session:
         self.feeder = None
         # The last timed block's captured outputs, until the next request that runs the model.
         self.kept = None
+        # Outputs kept on the device instead of saved (``share_bytes``): the candidate's exported
+        # copies, or the reference's expected outputs by seed. Until ``release``.
+        self.held = Held()
         self._flushers = {}
         # Touches no GPU until it first spins (it calibrates then).
         self.spinner = timing.Spinner()
@@ -188,12 +191,13 @@ class Session:
         self._require_loaded()
         seeds = req.seeds(request)
         out_dir = req.abs_path(request, "dir")
+        share_bytes = _share_bytes(request)
         self.kept = None
         results = []
         with torch.no_grad():
             for seed in seeds:
                 try:
-                    results.append(self._one_output(seed, out_dir))
+                    results.append(self._one_output(seed, out_dir, share_bytes))
                 except BaseException as exc:
                     if isinstance(exc, KeyboardInterrupt):
                         raise
@@ -202,7 +206,7 @@ class Session:
 
     _op_expected = _op_outputs
 
-    def _one_output(self, seed: int, out_dir: str) -> dict:
+    def _one_output(self, seed: int, out_dir: str, share_bytes: int) -> dict:
         args = self.feeder.next(seed)
         # Fingerprint before the call: the model may edit its inputs.
         input_digest = inputs_mod.digest(args)
@@ -227,11 +231,14 @@ class Session:
             if early is not None:
                 findings += outputs_mod.readiness_findings(early, flat)
             findings += outputs_mod.changed_findings(captured, flat)
-        path = os.path.join(out_dir, f"seed-{seed}.pt")
-        outputs_mod.save(path, captured.host())
+        where = self.held.keep(self, seed, captured, share_bytes)
+        if where is None:
+            where = {"path": os.path.join(out_dir, f"seed-{seed}.pt")}
+            outputs_mod.save(where["path"], captured.host())
         return {
             "seed": seed,
-            "path": path,
+            **where,
+            "nbytes": captured.nbytes,
             "ms": ms,
             "findings": findings,
             "input_digest": input_digest,
@@ -239,12 +246,25 @@ class Session:
         }
 
     def _op_compare(self, request: dict) -> dict:
-        expected = req.abs_path(request, "expected")
-        actual = req.abs_path(request, "actual")
+        expected = _output_ref(request, "expected")
+        actual = _output_ref(request, "actual")
         atol = req.number(request, "atol")
         rtol = req.number(request, "rtol")
         device = self.device if self.device is not None and self.device.type == "cuda" else None
-        return compare_files(expected, actual, atol, rtol, device)
+        if "kept" in expected:
+            copies = self.held.expected.get(expected["kept"])
+            if copies is None:
+                raise RunnerError(BAD_REQUEST, f"no expected output of seed {expected['kept']} is kept")
+            expected = {"tensors": copies}
+        if "shared" in actual:
+            if device is None:
+                raise RunnerError(BAD_REQUEST, "shared outputs need a CUDA device")
+            entries = actual["shared"]
+            actual = {"open": lambda: sharing.open_copy(entries, device)}
+        return compare(expected, actual, atol, rtol, device)
+
+    def _op_release(self, request: dict) -> dict:
+        return {"released_bytes": self.held.release()}
 
     def _op_time(self, request: dict) -> dict:
         self._require_loaded()
@@ -267,13 +287,14 @@ class Session:
         """The kept outputs of some of the last block's calls, chosen after the block returned."""
         calls = req.field(request, "calls", list)
         out_dir = req.abs_path(request, "dir")
+        share_bytes = _share_bytes(request)
         kept = self.kept
         if kept is None:
             raise RunnerError(BAD_REQUEST, "no timed block to reveal outputs of")
         for i in calls:
             if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < len(kept.copies) or kept.copies[i] is None:
                 raise RunnerError(BAD_REQUEST, f"call {i!r} of the last block has no kept output")
-        return timing.reveal(self, calls, out_dir)
+        return timing.reveal(self, calls, out_dir, share_bytes)
 
     def _op_compile(self, request: dict) -> dict:
         candidate = req.abs_path(request, "candidate")
@@ -295,6 +316,64 @@ class Session:
         if key not in self._flushers:
             self._flushers[key] = timing.L2Flusher(self.device)
         return self._flushers[key]
+
+
+class Held:
+    """Outputs kept on the device in place of files, within the byte budget a request names."""
+
+    def __init__(self) -> None:
+        self.exported = []
+        self.expected = {}
+        self.nbytes = 0
+
+    def keep(self, session, seed: int, captured, budget: int):
+        """The reply's fields for an output kept on the device, or None: save it to a file."""
+        copies = captured.copies
+        if budget <= 0 or self.nbytes + captured.nbytes > budget or not sharing.shareable(copies, session.device):
+            return None
+        if session.inspects:
+            try:
+                entries = [sharing.export(t) for t in copies]
+            except sharing.SharingError:
+                return None
+            session._sync()
+            self.exported.append(copies)
+            self.nbytes += captured.nbytes
+            return {"shared": entries}
+        self.expected[seed] = copies
+        self.nbytes += captured.nbytes
+        return {"kept": True}
+
+    def release(self) -> int:
+        released = self.nbytes
+        self.exported, self.expected, self.nbytes = [], {}, 0
+        return released
+
+
+def _share_bytes(request: dict) -> int:
+    value = req.field(request, "share_bytes", int, 0)
+    if isinstance(value, bool) or value < 0:
+        raise RunnerError(BAD_REQUEST, "`share_bytes` must be a non-negative number of bytes")
+    return value
+
+
+def _output_ref(request: dict, name: str) -> dict:
+    """A path (a file), ``{"kept": seed}`` or ``{"shared": [...]}``."""
+    value = req.field(request, name, (str, dict))
+    if isinstance(value, str):
+        value = {"file": value}
+    if len(value) != 1:
+        raise RunnerError(BAD_REQUEST, f"`{name}` must have exactly one of `file`, `kept`, `shared`")
+    (kind, item), = value.items()
+    if kind == "file":
+        if not isinstance(item, str) or not os.path.isabs(item):
+            raise RunnerError(BAD_REQUEST, f"`{name}.file` must be an absolute path, got {item!r}")
+        return {"file": item}
+    if kind == "kept":
+        return {"kept": req.seed(item, f"{name}.kept")}
+    if kind == "shared":
+        return {"shared": item}
+    raise RunnerError(BAD_REQUEST, f"`{name}` must have exactly one of `file`, `kept`, `shared`, not `{kind}`")
 
 
 def _described(source, cls, method: str, note) -> dict:

@@ -207,15 +207,18 @@ def run(session, seeds: list, flush_l2: bool, warmup: bool, cpu=None, spin_us=No
     }
 
 
-def reveal(session, calls: list, out_dir: str) -> dict:
-    """Saves the kept outputs of the last block's calls ``calls`` as ``time-<seed>.pt``."""
+def reveal(session, calls: list, out_dir: str, share_bytes: int = 0) -> dict:
+    """The kept outputs of the last block's calls ``calls``: exported on the device within
+    ``share_bytes`` (``session.held``), else saved as ``time-<seed>.pt``."""
     kept = session.kept
     checked = []
     for i in calls:
         captured = kept.copies[i]
         seed = kept.seeds[i]
-        path = os.path.join(out_dir, f"time-{seed}.pt")
-        outputs_mod.save(path, captured.host())
-        checked.append({"seed": seed, "path": path, "findings": []})
+        where = session.held.keep(session, seed, captured, share_bytes)
+        if where is None:
+            where = {"path": os.path.join(out_dir, f"time-{seed}.pt")}
+            outputs_mod.save(where["path"], captured.host())
+        checked.append({"seed": seed, **where, "findings": []})
     findings = session.guard.findings() if session.inspects else []
     return {"checked": checked, "findings": findings}

@@ -6,6 +6,7 @@ import os
 import pytest
 import torch
 
+from cudal1_runner import PROTOCOL_VERSION
 from conftest import load
 
 CPP_CANDIDATE = '''
@@ -82,7 +83,7 @@ def test_a_failing_build_is_a_compile_error_with_the_compiler_output(start_runne
     assert err["kind"] == "compile_error"
     assert "undeclared_thing_42" in err["message"] and "error" in err["message"]
     assert len(err["message"]) <= 20000
-    assert compiler.ok("hello")["protocol"] == 1
+    assert compiler.ok("hello")["protocol"] == PROTOCOL_VERSION
 
 
 def test_compile_role_reports_syntax_errors_as_load_errors(start_runner, write, tmp_path):

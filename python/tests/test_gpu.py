@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from cudal1_runner import PROTOCOL_VERSION
 from conftest import REFERENCE, SAME_CANDIDATE, load
 
 
@@ -46,6 +47,59 @@ def test_gpu_outputs_match_across_roles_and_time_runs(start_runner, write, refer
     assert cmp["outputs"][0]["mismatches"] == 0
     # The reference recomputes the GPU fingerprint (position-weighted sums) of the revealed file.
     assert cmp["fingerprint"] == reply["fingerprints"][19]
+
+
+def test_outputs_handed_over_on_the_device_compare_like_files(start_runner, write, reference, tmp_path):
+    """``share_bytes``: the reference keeps its expected outputs, the candidate exports its own
+    (CUDA IPC); the comparison and the fingerprint are those of the saved files."""
+    candidate = write("same.py", SAME_CANDIDATE)
+    ref, cand = start_runner("reference"), start_runner("candidate")
+    load(ref, reference, device="cuda:0")
+    load(cand, reference, candidate, device="cuda:0")
+    (kept,) = ref.ok("expected", seeds=[3], dir=str(tmp_path / "r"), share_bytes=1 << 30)["results"]
+    assert kept["kept"] is True and "path" not in kept and kept["nbytes"] > 0
+    (shared,) = cand.ok("outputs", seeds=[3], dir=str(tmp_path / "c"), share_bytes=1 << 30)["results"]
+    assert "path" not in shared and len(shared["shared"]) == 1 and shared["nbytes"] == kept["nbytes"]
+    cmp = ref.ok("compare", expected={"kept": 3}, actual={"shared": shared["shared"]}, atol=0, rtol=0)
+    assert cmp["load_error"] is None and cmp["outputs"][0]["mismatches"] == 0
+    assert cmp["fingerprint"] == shared["fingerprint"]
+    (filed,) = cand.ok("outputs", seeds=[3], dir=str(tmp_path / "c"))["results"]
+    assert ref.ok("compare", expected={"kept": 3}, actual=filed["path"], atol=0, rtol=0)["outputs"][0]["mismatches"] == 0
+
+    # Claims the reference checks before it reads a byte.
+    entry = shared["shared"][0]
+    lies = {
+        # Far beyond any segment of the caching allocator (within one, the memory is the candidate's own).
+        "a size beyond the allocation": {**entry, "shape": [1 << 30, *entry["shape"][1:]]},
+        "an offset beyond the allocation": {**entry, "offset": entry["offset"] + (1 << 40)},
+        "a forged handle": {**entry, "handle": "00" * 64},
+        "an unknown dtype": {**entry, "dtype": "object"},
+    }
+    for why, lie in lies.items():
+        reply = ref.ok("compare", expected={"kept": 3}, actual={"shared": [lie]}, atol=0, rtol=0)
+        assert reply["load_error"], why
+    # Still serving, on a healthy context.
+    assert ref.ok("compare", expected={"kept": 3}, actual={"shared": shared["shared"]}, atol=0, rtol=0)["load_error"] is None
+
+    # Exported outputs are released on request; the budget counts what is held.
+    assert cand.ok("release")["released_bytes"] == shared["nbytes"]
+    small = cand.ok("outputs", seeds=[4, 5], dir=str(tmp_path / "c"), share_bytes=shared["nbytes"])["results"]
+    assert "shared" in small[0] and "path" in small[1]
+    assert ref.ok("release")["released_bytes"] == kept["nbytes"]
+    assert ref.error("compare", expected={"kept": 3}, actual=filed["path"], atol=0, rtol=0)["kind"] == "bad_request"
+
+
+def test_timed_outputs_are_revealed_on_the_device(start_runner, write, reference, tmp_path):
+    candidate = write("same.py", SAME_CANDIDATE)
+    ref, cand = start_runner("reference"), start_runner("candidate")
+    load(ref, reference, device="cuda:0")
+    load(cand, reference, candidate, device="cuda:0")
+    reply = cand.ok("time", seeds=[700, 701, 702], flush_l2=True, keep_bytes=1 << 30)
+    (checked,) = cand.ok("reveal", calls=[2], dir=str(tmp_path / "c"), share_bytes=1 << 30)["checked"]
+    assert "path" not in checked and checked["shared"]
+    ref.ok("expected", seeds=[702], dir=str(tmp_path / "r"), share_bytes=1 << 30)
+    cmp = ref.ok("compare", expected={"kept": 702}, actual={"shared": checked["shared"]}, atol=0, rtol=0)
+    assert cmp["outputs"][0]["mismatches"] == 0 and cmp["fingerprint"] == reply["fingerprints"][2]
 
 
 def test_output_left_on_the_host_is_reported(start_runner, write, reference, tmp_path):
@@ -172,7 +226,7 @@ def test_oom_is_reported_as_oom(start_runner, write, reference, tmp_path):
     cand = start_runner("candidate")
     load(cand, reference, candidate, device="cuda:0")
     assert cand.error("outputs", seeds=[1], dir=str(tmp_path))["kind"] == "oom"
-    assert cand.ok("hello")["protocol"] == 1
+    assert cand.ok("hello")["protocol"] == PROTOCOL_VERSION
 
 
 CUDA_CANDIDATE = '''
@@ -242,4 +296,4 @@ def test_cuda_extension_builds_in_the_compile_role_and_runs_on_the_gpu(start_run
     load(faulty, reference, wild, device="cuda:0")
     err = faulty.error("outputs", seeds=[1], dir=str(tmp_path / "w"))
     assert err["kind"] == "cuda_error", err
-    assert faulty.ok("hello")["protocol"] == 1
+    assert faulty.ok("hello")["protocol"] == PROTOCOL_VERSION

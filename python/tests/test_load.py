@@ -2,6 +2,7 @@
 
 import torch
 
+from cudal1_runner import PROTOCOL_VERSION
 from conftest import REFERENCE, SAME_CANDIDATE, load
 
 
@@ -174,7 +175,7 @@ def test_syntax_error_is_a_load_error(start_runner, write, reference):
     err = runner.error("load", reference=reference, candidate=candidate, device="cpu", init_seed=1)
     assert err["kind"] == "load_error"
     assert "SyntaxError" in err["message"]
-    assert runner.ok("hello")["protocol"] == 1
+    assert runner.ok("hello")["protocol"] == PROTOCOL_VERSION
 
 
 def test_missing_symbols(start_runner, write, reference):
@@ -209,7 +210,7 @@ def test_exception_at_import_and_sys_exit_are_load_errors(start_runner, write, r
     assert err["kind"] == "load_error" and "import time failure" in err["message"]
     err = runner.error("load", reference=reference, candidate=exiting, device="cpu", init_seed=1)
     assert err["kind"] == "load_error" and "SystemExit" in err["message"]
-    assert runner.ok("hello")["protocol"] == 1
+    assert runner.ok("hello")["protocol"] == PROTOCOL_VERSION
 
 
 def test_get_inputs_returning_a_string_is_bad_inputs(start_runner, write):

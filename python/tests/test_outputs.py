@@ -2,6 +2,7 @@
 
 import torch
 
+from cudal1_runner import PROTOCOL_VERSION
 from conftest import REFERENCE, SAME_CANDIDATE, load
 
 
@@ -181,7 +182,7 @@ def test_exception_in_forward_is_a_runtime_error_naming_the_seed(start_runner, w
     assert "seed 21" in err["message"] and "forward broke" in err["message"]
     err = runner.error("time", seeds=[50, 51, 52])
     assert err["kind"] == "runtime_error" and "seed 50" in err["message"]
-    assert runner.ok("hello")["protocol"] == 1
+    assert runner.ok("hello")["protocol"] == PROTOCOL_VERSION
 
 
 def test_out_of_memory_message_is_oom(start_runner, write, reference, tmp_path):

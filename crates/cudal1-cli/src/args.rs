@@ -40,6 +40,11 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     Ok(bytes as u64)
 }
 
+/// [`parse_size`], or `0`.
+pub fn parse_size_or_zero(text: &str) -> Result<u64, String> {
+    if text.trim() == "0" { Ok(0) } else { parse_size(text) }
+}
+
 fn parse_window(text: &str) -> Result<TimingWindow, String> {
     TimingWindow::parse(text)
 }
@@ -276,6 +281,11 @@ pub struct CommonEval {
     /// are killed and the verdict is `runtime_error` (out of memory).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub memory: Option<u64>,
+    /// On a GPU, outputs checked for correctness (up to SIZE per check, default 8G) go from the
+    /// candidate to the reference on the device (CUDA IPC) instead of through files; `0`: files
+    /// only. Results are the same either way.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_or_zero)]
+    pub device_outputs: Option<u64>,
     /// The Python interpreter with PyTorch (default: CUDAL1_PYTHON, VIRTUAL_ENV, .venv, python3).
     #[arg(long)]
     pub python: Option<PathBuf>,
@@ -414,6 +424,8 @@ mod tests {
         assert_eq!(parse_size("800"), Ok(800));
         assert!(parse_size("lots").unwrap_err().contains("`512M`"));
         assert!(parse_size("4X").is_err() && parse_size("0").is_err() && parse_size("-1G").is_err());
+        assert_eq!((parse_size_or_zero("0"), parse_size_or_zero("2G")), (Ok(0), Ok(2 << 30)));
+        assert!(parse_size_or_zero("-1").is_err());
     }
 }
 

@@ -182,6 +182,7 @@ pub fn settings(common: &CommonEval, device: Device) -> Result<EvalSettings> {
         mode: Mode::Full,
         memory_bytes: common.memory.or(EvalSettings::default().memory_bytes),
         scale: common.scale.filter(|s| *s < 1.0),
+        device_output_bytes: common.device_outputs.unwrap_or(cudal1_eval::DEFAULT_DEVICE_OUTPUT_BYTES),
         ..EvalSettings::for_device(device)
     })
 }

@@ -13,7 +13,7 @@ use crate::correctness::SeedOutcome;
 use crate::timing::{self, RevealedCall, Side, TimingRun};
 use crate::verdict::{Evaluation, Judgement, Measurements, Remeasure, SeedCheck, TimingReport, Verdict, Warning};
 use crate::window::{self, WindowUsed};
-use cudal1_protocol::{Hello, Load, Outputs};
+use cudal1_protocol::{Hello, Load, OutputRef, Outputs, Release, SeedResult};
 use cudal1_stats::{median, median_interval, speedup_interval, Interval};
 use cudal1_supervisor::human_bytes;
 use cudal1_task::{Candidate, TaskError};
@@ -62,8 +62,8 @@ struct Run<'a, 'c> {
     m: Measurements,
     rng: StdRng,
     warnings: Vec<Warning>,
-    /// The first correctness seed's saved output, for its size.
-    first_output: Option<PathBuf>,
+    /// The bytes of the task's outputs, by the reference's count (known after correctness).
+    output_bytes: Option<u64>,
     /// The phase under way and when it began ([`Run::begin`]).
     open_phase: Option<(&'static str, Instant)>,
 }
@@ -102,7 +102,7 @@ pub fn evaluate_in(
     rng: StdRng,
 ) -> Result<Evaluation, Unjudged> {
     let started = Instant::now();
-    let mut run = Run { ctx, reference, candidate, m: Measurements::default(), rng, warnings: Vec::new(), first_output: None, open_phase: None };
+    let mut run = Run { ctx, reference, candidate, m: Measurements::default(), rng, warnings: Vec::new(), output_bytes: None, open_phase: None };
     let (judgement, speedup, times) = match run.go(compiled, process)? {
         Ok((j, s, t)) => (j, s, t),
         Err(j) => (j, None, None),
@@ -403,20 +403,37 @@ impl Run<'_, '_> {
         self.reference.ensure_expected(&seeds, seed_limit + Duration::from_secs(60))?;
         let out_dir = scratch.join("outputs");
         let _ = std::fs::create_dir_all(&out_dir);
-        // One request per seed, so a hang is caught after one call's time limit.
-        let mut results = Vec::with_capacity(seeds.len());
+        // One request per seed, so a hang is caught after one call's time limit. Each seed's
+        // outputs are compared as soon as they exist, and outputs exported on the device are
+        // released before the next call, so that one seed's outputs are held at a time. The first
+        // seed that decides the verdict is kept while the calls go on: every seed's findings are
+        // judged before it.
+        let mut decided: Option<Judgement> = None;
+        let mut call_ms = Vec::with_capacity(seeds.len());
         for (i, &seed) in seeds.iter().enumerate() {
             let limit = if i == 0 { settings.call_timeout + build_time } else { settings.call_timeout };
-            match client.call(&Outputs { seeds: vec![seed], dir: out_dir.clone() }, limit) {
-                Ok(r) => {
-                    self.m.extension_ms = r.extension_ms.or(self.m.extension_ms);
-                    results.extend(r.results);
-                }
+            let reply = match client.call(&Outputs { seeds: vec![seed], dir: out_dir.clone(), share_bytes: settings.share_bytes() }, limit) {
+                Ok(r) => r,
                 Err(e) => return Ok(Err(fail(client, e, "running the correctness checks"))),
+            };
+            self.m.extension_ms = reply.extension_ms.or(self.m.extension_ms);
+            let result = match <[SeedResult; 1]>::try_from(reply.results) {
+                Ok([r]) if r.seed == seed => r,
+                Ok([r]) => return Ok(Err(fail(client, CallError::Protocol(format!("the outputs of input seed {seed} came back as input seed {}'s", r.seed)), "running the correctness checks"))),
+                Err(got) => return Ok(Err(fail(client, CallError::Protocol(format!("the outputs of one input seed came back as {}", got.len())), "running the correctness checks"))),
+            };
+            self.m.findings.extend(result.findings.iter().cloned());
+            call_ms.push(result.ms);
+            if decided.is_none() {
+                let output = result.output();
+                let shared = matches!(output, Some(OutputRef::Shared(_)));
+                decided = self.check_seed(scratch, &result, output, &seeds[..i])?;
+                if shared {
+                    if let Err(e) = client.call(&Release {}, settings.call_timeout) {
+                        return Ok(Err(fail(client, e, "releasing its checked outputs")));
+                    }
+                }
             }
-        }
-        for r in &results {
-            self.m.findings.extend(r.findings.iter().cloned());
         }
         if let Some(j) = judge_findings(&self.m.findings) {
             return Ok(Err(j));
@@ -424,49 +441,10 @@ impl Run<'_, '_> {
         if let Some(j) = escaped(client, "the correctness checks") {
             return Ok(Err(j));
         }
-        // Each file is taken out of the candidate's reach before the reference reads it.
-        let mut taken = Vec::with_capacity(results.len());
-        for r in &results {
-            match self.reference.take_output(scratch, &r.path) {
-                Ok(p) => taken.push(p),
-                Err(e) => return Ok(Err(tampered_file(&e))),
-            }
+        if let Some(j) = decided {
+            return Ok(Err(j));
         }
-        for (i, r) in results.iter().enumerate() {
-            let outcome = match self.compare_candidate(r.seed, &taken[i])? {
-                Ok(o) => o,
-                Err(j) => return Ok(Err(j)),
-            };
-            if let Some(j) = changed_after_saving(r.fingerprint.as_deref(), &outcome, r.seed) {
-                return Ok(Err(j));
-            }
-            self.m.checks.push(SeedCheck {
-                seed: r.seed,
-                timed: false,
-                passed: outcome.failure.is_none(),
-                max_abs: outcome.max_abs,
-                max_rel: outcome.max_rel,
-                mismatches: outcome.mismatches,
-                candidate_ms: Some(r.ms),
-            });
-            if let Some(why) = outcome.failure {
-                let earlier: Vec<u64> = results[..i].iter().map(|e| e.seed).collect();
-                match self.stale_match(&taken[i], &earlier)? {
-                    Ok(Some(earlier)) => {
-                        return Ok(Err(Judgement::new(
-                            Verdict::Exploit,
-                            "stale_result",
-                            format!("for input seed {} it returned the result of an earlier call (input seed {earlier}): results are cached across calls (keyed on an address, a shape, an id or a counter) or read from stale buffers", r.seed),
-                        )))
-                    }
-                    Ok(None) => {}
-                    Err(j) => return Ok(Err(j)),
-                }
-                return Ok(Err(Judgement::new(Verdict::Incorrect, "mismatch", format!("wrong result for input seed {}: {why}", r.seed))));
-            }
-        }
-
-        self.first_output = taken.first().cloned();
+        self.output_bytes = seeds.first().and_then(|&s| self.reference.expected_bytes(s));
 
         self.end_phase();
         if !settings.mode.times() {
@@ -484,10 +462,9 @@ impl Run<'_, '_> {
         self.begin("timing");
 
         // Timing.
-        let cand_first = median(&results.iter().map(|r| r.ms).collect::<Vec<_>>()).unwrap_or(1.0);
+        let cand_first = median(&call_ms).unwrap_or(1.0);
         let ref_first = self.reference.first_call_ms.unwrap_or(cand_first);
-        // The file holds the outputs' bytes uncompressed, and a little more: an upper bound.
-        let output_bytes = self.first_output.as_ref().and_then(|p| std::fs::metadata(p).ok()).map_or(1, |m| m.len().max(1));
+        let output_bytes = self.output_bytes.unwrap_or(1).max(1);
         let measure = |run: &mut Run<'_, '_>, client: &mut RunnerClient| -> Result<Result<TimingRun, Judgement>, ReferenceError> {
             match timing::measure(&mut run.reference.client, client, &out_dir, (ref_first, cand_first), output_bytes, settings, &mut run.rng) {
                 Ok(r) => Ok(Ok(r)),
@@ -540,7 +517,7 @@ impl Run<'_, '_> {
 
     /// The earlier seed whose expected output a wrong output (already taken into custody)
     /// matches, if any.
-    fn stale_match(&mut self, wrong: &Path, earlier: &[u64]) -> Result<Result<Option<u64>, Judgement>, ReferenceError> {
+    fn stale_match(&mut self, wrong: &OutputRef, earlier: &[u64]) -> Result<Result<Option<u64>, Judgement>, ReferenceError> {
         for &seed in earlier.iter().rev() {
             match self.compare_candidate(seed, wrong)? {
                 Ok(o) if o.failure.is_none() => return Ok(Ok(Some(seed))),
@@ -551,11 +528,55 @@ impl Run<'_, '_> {
         Ok(Ok(None))
     }
 
-    /// Compares a candidate's output file (taken into custody) with the expected output of
-    /// `seed`. The file is the only thing of the candidate's that the reference reads: if the
-    /// reference fails on it (dies, hangs, errs), the candidate did that. The reference is then
-    /// started afresh for the evaluations that follow, and the candidate gets the verdict.
-    fn compare_candidate(&mut self, seed: u64, taken: &Path) -> Result<Result<SeedOutcome, Judgement>, ReferenceError> {
+    /// Checks one correctness seed's outputs against the reference, recording the check; the
+    /// judgement it decides, if any. `earlier`: the seeds checked before it, for a stale result.
+    fn check_seed(&mut self, scratch: &Path, r: &SeedResult, output: Option<OutputRef>, earlier: &[u64]) -> Result<Option<Judgement>, ReferenceError> {
+        let taken = match self.take_output(scratch, output) {
+            Ok(p) => p,
+            Err(j) => return Ok(Some(j)),
+        };
+        let outcome = match self.compare_candidate(r.seed, &taken)? {
+            Ok(o) => o,
+            Err(j) => return Ok(Some(j)),
+        };
+        if let Some(j) = changed_after_saving(r.fingerprint.as_deref(), &outcome, r.seed) {
+            return Ok(Some(j));
+        }
+        self.m.checks.push(seed_check(r.seed, false, &outcome, Some(r.ms)));
+        let Some(why) = outcome.failure else { return Ok(None) };
+        Ok(Some(match self.stale_match(&taken, earlier)? {
+            Ok(Some(earlier)) => Judgement::new(
+                Verdict::Exploit,
+                "stale_result",
+                format!("for input seed {} it returned the result of an earlier call (input seed {earlier}): results are cached across calls (keyed on an address, a shape, an id or a counter) or read from stale buffers", r.seed),
+            ),
+            Ok(None) => Judgement::new(Verdict::Incorrect, "mismatch", format!("wrong result for input seed {}: {why}", r.seed)),
+            Err(j) => j,
+        }))
+    }
+
+    /// Where the reference will read a checked call's outputs: a file is taken out of the
+    /// candidate's reach first ([`crate::intake`]); outputs exported on the device are opened and
+    /// checked by the reference itself. A runner that names neither, or claims outputs kept on
+    /// the device (only the reference keeps its own), is refused.
+    fn take_output(&mut self, scratch: &Path, output: Option<OutputRef>) -> Result<OutputRef, Judgement> {
+        match output {
+            Some(OutputRef::File(path)) => self.reference.take_output(scratch, &path).map(OutputRef::File).map_err(|e| tampered_file(&e)),
+            Some(shared @ OutputRef::Shared(_)) => Ok(shared),
+            Some(OutputRef::Kept(_)) | None => Err(Judgement::new(
+                Verdict::Exploit,
+                "output_file_tampered",
+                "its runner named neither a saved file nor outputs exported on the device for a checked call".to_string(),
+            )),
+        }
+    }
+
+    /// Compares a candidate's outputs (a file taken into custody, or outputs exported on the
+    /// device) with the expected output of `seed`. They are the only thing of the candidate's
+    /// that the reference reads: if the reference fails on them (dies, hangs, errs), the
+    /// candidate did that. The reference is then started afresh for the evaluations that follow,
+    /// and the candidate gets the verdict.
+    fn compare_candidate(&mut self, seed: u64, taken: &OutputRef) -> Result<Result<SeedOutcome, Judgement>, ReferenceError> {
         match self.reference.compare(seed, taken, self.ctx.settings) {
             Ok(o) => Ok(Ok(o)),
             Err(e) => {
@@ -580,7 +601,7 @@ impl Run<'_, '_> {
             bandwidth::device_gbps(&gpu)
         })?;
         // The candidate passed the checks, so its saved outputs have the reference's shapes and dtypes.
-        let output_bytes = self.first_output.as_ref().and_then(|p| std::fs::metadata(p).ok()).map_or(0, |m| bandwidth::saved_output_bytes(m.len()));
+        let output_bytes = self.output_bytes.unwrap_or(0);
         let floor = Floor { input_bytes: bandwidth::input_bytes(&self.reference.load.inputs), output_bytes, gbps };
         match floor.check(candidate_ms) {
             FloorCheck::Fine => None,
@@ -618,9 +639,9 @@ impl Run<'_, '_> {
             format!("timed block {block} kept {kept} of its {calls} outputs for checking, which fit when they had the checked calls' size: its timed calls return something else")
         });
         for RevealedCall { call: c, fingerprint } in &run.checked {
-            let taken = match self.reference.take_output(scratch, &c.path) {
+            let taken = match self.take_output(scratch, c.output()) {
                 Ok(p) => p,
-                Err(e) => return Ok(Err(tampered_file(&e))),
+                Err(j) => return Ok(Err(j)),
             };
             let outcome = match self.compare_candidate(c.seed, &taken)? {
                 Ok(o) => o,
@@ -629,15 +650,7 @@ impl Run<'_, '_> {
             if let Some(j) = changed_after_saving(Some(fingerprint), &outcome, c.seed) {
                 return Ok(Err(j));
             }
-            self.m.checks.push(SeedCheck {
-                seed: c.seed,
-                timed: true,
-                passed: outcome.failure.is_none(),
-                max_abs: outcome.max_abs,
-                max_rel: outcome.max_rel,
-                mismatches: outcome.mismatches,
-                candidate_ms: None,
-            });
+            self.m.checks.push(seed_check(c.seed, true, &outcome, None));
             if let (None, Some(why)) = (&timed_failure, outcome.failure) {
                 timed_failure = Some(format!("seed {}: {why}", c.seed));
             }
@@ -789,6 +802,11 @@ fn escaped(client: &mut RunnerClient, during: &str) -> Option<Judgement> {
 
 /// A candidate's output file that is not a plain file of its own (a link to an expected output,
 /// a FIFO, a path elsewhere).
+/// A checked call's record.
+fn seed_check(seed: u64, timed: bool, outcome: &SeedOutcome, candidate_ms: Option<f64>) -> SeedCheck {
+    SeedCheck { seed, timed, passed: outcome.failure.is_none(), max_abs: outcome.max_abs, max_rel: outcome.max_rel, mismatches: outcome.mismatches, candidate_ms }
+}
+
 fn tampered_file(e: &crate::intake::Refused) -> Judgement {
     Judgement::new(Verdict::Exploit, "output_file_tampered", format!("its saved output was replaced: {e}"))
 }

@@ -17,7 +17,7 @@ use crate::correctness::{distinct_tolerances, judge};
 use crate::reference::{absolute, runner_device, INIT_SEED};
 use crate::runner::{CallError, Launch, Role, RunnerClient, RunnerEnv};
 use crate::settings::EvalSettings;
-use cudal1_protocol::{Compare, CompareReply, Expected, Hello, Load, LoadReply, Outputs};
+use cudal1_protocol::{Compare, CompareReply, Expected, Hello, Load, LoadReply, OutputRef, Outputs};
 use cudal1_task::Task;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -108,10 +108,13 @@ pub fn check_task(env: &RunnerEnv, task: &Task, settings: &EvalSettings, work_ro
         crate::memory::refuse_if_too_large(&mut reference, &task_path, settings, &hello).map_err(|e| fail("checking that it fits in memory", e))?;
         let loaded: LoadReply = reference.call(&load(None), settings.load_timeout).map_err(|e| fail("loading the reference", e))?;
         let expected = reference
-            .call(&Expected { seeds: seeds.to_vec(), dir: ref_dir.join("expected") }, limit)
+            .call(&Expected { seeds: seeds.to_vec(), dir: ref_dir.join("expected"), share_bytes: 0 }, limit)
             .map_err(|e| fail("running the reference", e))?
             .results;
-        let expected: Vec<PathBuf> = expected.into_iter().map(|r| r.path).collect();
+        let expected: Vec<PathBuf> = expected
+            .into_iter()
+            .map(|r| r.path.ok_or_else(|| fail("running the reference", CallError::Protocol(format!("no file of expected outputs for seed {}", r.seed)))))
+            .collect::<Result<_, _>>()?;
         let mut check = TaskCheck { task: task.key(), flags: Vec::new(), parameters: loaded.parameters, unjudged: Vec::new() };
         let mut compare = |expected: &Path, actual: &Path| -> Result<bool, CheckError> {
             passes(&mut reference, expected, actual, settings).map_err(|e| fail("comparing outputs", e))
@@ -141,14 +144,14 @@ pub fn check_task(env: &RunnerEnv, task: &Task, settings: &EvalSettings, work_ro
                 // Seed by seed, stopping at the first mismatch: a healthy task fails every null
                 // candidate on its first seed.
                 for (&seed, e) in seeds.iter().zip(&expected) {
-                    let reply = match probe.call(&Outputs { seeds: vec![seed], dir: out_dir.clone() }, limit) {
+                    let reply = match probe.call(&Outputs { seeds: vec![seed], dir: out_dir.clone(), share_bytes: 0 }, limit) {
                         Ok(r) => r,
                         // A probe that cannot run on this task (an echo of the wrong kind) judges nothing.
                         Err(CallError::Runner(e)) => return Ok(Err(e.message.lines().next().unwrap_or("").to_owned())),
                         Err(e) => return Err(fail(&format!("running the probe ({mode})"), e)),
                     };
-                    let Some(r) = reply.results.first() else { return Ok(Ok(false)) };
-                    if !compare(e, &r.path)? {
+                    let Some(path) = reply.results.first().and_then(|r| r.path.as_deref()) else { return Ok(Ok(false)) };
+                    if !compare(e, path)? {
                         return Ok(Ok(false));
                     }
                 }
@@ -212,7 +215,7 @@ fn launch<'a>(role: Role, label: &str, scratch: &'a Path, reads: Vec<PathBuf>, s
 fn passes(reference: &mut RunnerClient, expected: &Path, actual: &Path, settings: &EvalSettings) -> Result<bool, CallError> {
     let timeout = Duration::from_secs(120);
     let (atol, rtol) = settings.tolerance.for_dtype("float32");
-    let request = |atol, rtol| Compare { expected: expected.to_owned(), actual: actual.to_owned(), atol, rtol };
+    let request = |atol, rtol| Compare { expected: OutputRef::File(expected.to_owned()), actual: OutputRef::File(actual.to_owned()), atol, rtol };
     let first: CompareReply = reference.call(&request(atol, rtol), timeout)?;
     let mut replies = vec![((atol, rtol), first)];
     for t in distinct_tolerances(&replies[0].1, &settings.tolerance) {

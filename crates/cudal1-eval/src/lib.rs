@@ -37,5 +37,5 @@ pub use baseline::Baseline;
 pub use compile::{CompileCache, CompileOutcome};
 pub use reference::{ReferenceError, ReferenceSession};
 pub use runner::RunnerEnv;
-pub use settings::{Device, EvalSettings, Mode, TimingWindow, Tolerance};
+pub use settings::{Device, EvalSettings, Mode, TimingWindow, Tolerance, DEFAULT_DEVICE_OUTPUT_BYTES};
 pub use verdict::{Environment, Evaluation, Judgement, Measurements, Verdict, Warning};

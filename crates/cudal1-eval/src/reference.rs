@@ -7,7 +7,7 @@ use crate::correctness::{distinct_tolerances, judge, SeedOutcome};
 use crate::runner::{CallError, Launch, Role, RunnerClient, RunnerEnv};
 use crate::settings::{Device, EvalSettings};
 use crate::verdict::Environment;
-use cudal1_protocol::{Compare, Describe, DescribeReply, DeviceInfo, Expected, Hello, HelloReply, Load, LoadReply};
+use cudal1_protocol::{Compare, Describe, DescribeReply, DeviceInfo, Expected, Hello, HelloReply, Load, LoadReply, OutputRef, Release};
 use cudal1_task::Task;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -54,13 +54,21 @@ pub struct ReferenceSession {
     pub load: LoadReply,
     /// Private: expected outputs live here, outside every candidate's readable paths.
     dir: tempfile::TempDir,
-    expected: HashMap<u64, PathBuf>,
+    /// Each seed's expected outputs: a file in `dir`, or kept on the reference's device.
+    expected: HashMap<u64, Expectation>,
     /// Candidates' output files taken into custody ([`ReferenceSession::take_output`]).
     taken: u64,
     /// Eager time of the reference's correctness calls, a first estimate of its speed.
     pub first_call_ms: Option<f64>,
     env: RunnerEnv,
     settings: EvalSettings,
+}
+
+/// A seed's expected outputs, as the reference made them.
+struct Expectation {
+    at: OutputRef,
+    /// Their bytes, from the (trusted) reference.
+    nbytes: Option<u64>,
 }
 
 /// Where candidates' output files are moved before they are compared.
@@ -181,34 +189,49 @@ impl ReferenceSession {
         if missing.is_empty() {
             return Ok(());
         }
+        let share_bytes = self.settings.share_bytes();
         let reply = self
             .client
-            .call(&Expected { seeds: missing, dir: self.dir.path().to_owned() }, timeout)
+            .call(&Expected { seeds: missing, dir: self.dir.path().to_owned(), share_bytes }, timeout)
             .map_err(|e| self.error("computing expected outputs", e))?;
         for r in reply.results {
             if self.first_call_ms.is_none() {
                 self.first_call_ms = Some(r.ms);
             }
-            self.expected.insert(r.seed, r.path);
+            let Some(at) = r.output() else {
+                let detail = format!("its expected outputs of seed {} name no file and are not kept", r.seed);
+                return Err(self.error("computing expected outputs", CallError::Protocol(detail)));
+            };
+            self.expected.insert(r.seed, Expectation { at, nbytes: r.nbytes });
         }
         Ok(())
     }
 
-    /// Compares a candidate's output file for `seed` with the expected one.
-    pub fn compare(&mut self, seed: u64, actual: &Path, settings: &EvalSettings) -> Result<SeedOutcome, ReferenceError> {
-        let expected = self.expected.get(&seed).cloned().expect("ensure_expected runs before compare");
+    /// The bytes of the expected outputs of `seed` (made by [`Self::ensure_expected`]).
+    pub fn expected_bytes(&self, seed: u64) -> Option<u64> {
+        let e = self.expected.get(&seed)?;
+        e.nbytes.or_else(|| match &e.at {
+            OutputRef::File(p) => std::fs::metadata(p).ok().map(|m| crate::bandwidth::saved_output_bytes(m.len())),
+            _ => None,
+        })
+    }
+
+    /// Compares a candidate's outputs for `seed` (a file in custody, or exported on the device)
+    /// with the expected ones.
+    pub fn compare(&mut self, seed: u64, actual: &OutputRef, settings: &EvalSettings) -> Result<SeedOutcome, ReferenceError> {
+        let expected = self.expected.get(&seed).map(|e| e.at.clone()).expect("ensure_expected runs before compare");
         let timeout = Duration::from_secs(120);
         let (atol, rtol) = settings.tolerance.for_dtype("float32");
         let first = self
             .client
-            .call(&Compare { expected: expected.clone(), actual: actual.to_owned(), atol, rtol }, timeout)
+            .call(&Compare { expected: expected.clone(), actual: actual.clone(), atol, rtol }, timeout)
             .map_err(|e| self.error("comparing outputs", e))?;
         let mut replies = vec![((atol, rtol), first)];
         for (atol, rtol) in distinct_tolerances(&replies[0].1, &settings.tolerance) {
             if replies.iter().all(|(t, _)| *t != (atol, rtol)) {
                 let r = self
                     .client
-                    .call(&Compare { expected: expected.clone(), actual: actual.to_owned(), atol, rtol }, timeout)
+                    .call(&Compare { expected: expected.clone(), actual: actual.clone(), atol, rtol }, timeout)
                     .map_err(|e| self.error("comparing outputs", e))?;
                 replies.push(((atol, rtol), r));
             }
@@ -220,8 +243,20 @@ impl ReferenceSession {
     /// Deletes every expected output. Seeds are fresh for each candidate, so nothing is reused,
     /// and large outputs (hundreds of MB each) would otherwise fill the disk over a batch.
     pub fn clear_expected(&mut self) {
-        for (_, path) in self.expected.drain() {
-            let _ = std::fs::remove_file(path);
+        let mut kept = false;
+        for (_, e) in self.expected.drain() {
+            match e.at {
+                OutputRef::File(path) => {
+                    let _ = std::fs::remove_file(path);
+                }
+                _ => kept = true,
+            }
+        }
+        if kept {
+            if let Err(e) = self.client.call(&Release {}, Duration::from_secs(60)) {
+                // The next expected outputs are made with the budget this one still holds.
+                tracing::warn!(task = %self.task.key(), error = %e, "the reference did not release its kept expected outputs");
+            }
         }
         if let Ok(entries) = std::fs::read_dir(self.dir.path().join(INTAKE)) {
             for entry in entries.flatten() {

@@ -192,6 +192,18 @@ pub struct EvalSettings {
     /// name (see `bandwidth`), and none on the CPU. Left out of the key when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bandwidth_gbps: Option<f64>,
+    /// On a GPU, outputs of up to this many bytes per side and check are handed to the reference
+    /// on the device (CUDA IPC) instead of through files; 0: always files. How outputs travel
+    /// changes no result, so it is not part of the key.
+    #[serde(skip, default = "default_device_output_bytes")]
+    pub device_output_bytes: u64,
+}
+
+/// 8 GiB: ten seeds of KernelBench's largest level-1 outputs (~800 MB) on an 80 GB GPU.
+pub const DEFAULT_DEVICE_OUTPUT_BYTES: u64 = 8 << 30;
+
+fn default_device_output_bytes() -> u64 {
+    DEFAULT_DEVICE_OUTPUT_BYTES
 }
 
 impl Default for EvalSettings {
@@ -218,6 +230,7 @@ impl Default for EvalSettings {
             memory_bytes: Some(32 << 30),
             scale: None,
             bandwidth_gbps: None,
+            device_output_bytes: DEFAULT_DEVICE_OUTPUT_BYTES,
         }
     }
 }
@@ -232,6 +245,12 @@ const GPU_BLOCK: Duration = Duration::from_millis(10);
 const CPU_BLOCK: Duration = Duration::from_millis(100);
 
 impl EvalSettings {
+    /// The bytes of outputs a runner may keep on the device for one check instead of saving them
+    /// ([`cudal1_protocol::Outputs::share_bytes`]): none off a GPU.
+    pub fn share_bytes(&self) -> u64 {
+        if self.device.is_cuda() { self.device_output_bytes } else { 0 }
+    }
+
     /// The defaults for `device`.
     pub fn for_device(device: Device) -> EvalSettings {
         let block_target = if device.is_cuda() { GPU_BLOCK } else { CPU_BLOCK };

@@ -107,6 +107,8 @@ struct Sides<'a> {
     reference: &'a mut RunnerClient,
     candidate: &'a mut RunnerClient,
     candidate_dir: &'a Path,
+    /// [`Reveal::share_bytes`].
+    share_bytes: u64,
 }
 
 /// One block as cudal1 saw it from outside: the reply, the wall time around the request, the
@@ -139,19 +141,30 @@ impl Sides<'_> {
         Ok(Seen { reply, outer_ms, cpu_ms, candidate_cpu_ms })
     }
 
-    /// Saves the kept output of candidate call `call` of the last block.
-    fn reveal(&mut self, call: u32, fingerprint: &str, timeout: Duration, run: &mut TimingRun) -> Result<(), TimingError> {
+    /// Saves the kept output of candidate call `call` of the last block, whose input seed was
+    /// `seed`: a reply that names another seed would have the output of some other call (one it
+    /// computed) checked in place of the chosen one, and is a forged reply.
+    fn reveal(&mut self, call: u32, seed: u64, fingerprint: &str, timeout: Duration, run: &mut TimingRun) -> Result<(), TimingError> {
         let side = Side::Candidate;
         let reply = self
             .candidate
-            .call(&Reveal { calls: vec![call], dir: self.candidate_dir.to_owned() }, timeout)
+            .call(&Reveal { calls: vec![call], dir: self.candidate_dir.to_owned(), share_bytes: self.share_bytes }, timeout)
             .map_err(|error| TimingError { side, error })?;
         run.findings.extend(reply.findings);
-        let [checked] = <[CheckedCall; 1]>::try_from(reply.checked)
-            .map_err(|got| TimingError { side, error: CallError::Protocol(format!("`reveal` of one call answered with {} outputs", got.len())) })?;
+        let checked = revealed(reply.checked, call, seed).map_err(|detail| TimingError { side, error: CallError::Protocol(detail) })?;
         run.checked.push(RevealedCall { call: checked, fingerprint: fingerprint.to_owned() });
         Ok(())
     }
+}
+
+/// The one output a `reveal` of call `call` (input seed `seed`) answers with; anything else is a
+/// forged reply.
+fn revealed(checked: Vec<CheckedCall>, call: u32, seed: u64) -> Result<CheckedCall, String> {
+    let [checked] = <[CheckedCall; 1]>::try_from(checked).map_err(|got| format!("`reveal` of one call answered with {} outputs", got.len()))?;
+    if checked.seed != seed {
+        return Err(format!("`reveal` of call {call} (input seed {seed}) answered with the output of input seed {}", checked.seed));
+    }
+    Ok(checked)
 }
 
 /// What an honest runner's `time` reply looks like: one entry per call in every list, finite
@@ -199,7 +212,7 @@ pub fn measure(
     settings: &EvalSettings,
     rng: &mut impl Rng,
 ) -> Result<TimingRun, TimingError> {
-    let mut sides = Sides { reference, candidate, candidate_dir };
+    let mut sides = Sides { reference, candidate, candidate_dir, share_bytes: settings.share_bytes() };
     let slowest = estimate_ms.0.max(estimate_ms.1).max(1e-3);
     let limit = |calls: u32| settings.call_timeout + Duration::from_secs_f64(calls as f64 * slowest * 20.0 / 1e3);
     // Both sides, every block: the one core this device times on.
@@ -260,7 +273,8 @@ pub fn measure(
         let mut order = [Side::Reference, Side::Candidate];
         order.shuffle(rng);
         for side in order {
-            let Seen { reply, outer_ms, cpu_ms, candidate_cpu_ms } = sides.time(side, &block(calls, false, spin_us, rng), limit(calls), &mut run.findings)?;
+            let request = block(calls, false, spin_us, rng);
+            let Seen { reply, outer_ms, cpu_ms, candidate_cpu_ms } = sides.time(side, &request, limit(calls), &mut run.findings)?;
             let clock = BlockClock {
                 outer_ms,
                 timed_ms: reply.host_ms.iter().sum(),
@@ -290,7 +304,7 @@ pub fn measure(
                     }
                     if kept > 0 && (rng.random_bool(reveal_chance) || (last && run.checked.is_empty())) {
                         let call = rng.random_range(0..kept);
-                        sides.reveal(call, &reply.fingerprints[call as usize], limit(1), &mut run)?;
+                        sides.reveal(call, request.seeds[call as usize], &reply.fingerprints[call as usize], limit(1), &mut run)?;
                     }
                 }
             }
@@ -558,6 +572,16 @@ mod tests {
         // Untimed work that dwarfs the call: the outer clock cannot resolve it, and says nothing.
         let b = outer_bound(&run_with(block(500.0, 1.0, 10), block(530.0, 0.1, 10), 0.01)).unwrap();
         assert_eq!((b.floor_ms, b.factor()), (0.0, 1.0));
+    }
+
+    #[test]
+    fn a_reveal_must_answer_with_the_chosen_calls_seed() {
+        let call = |seed: u64| CheckedCall { seed, path: Some("/o/time.pt".into()), shared: None, findings: vec![] };
+        assert_eq!(revealed(vec![call(41)], 3, 41).map(|c| c.seed), Ok(41));
+        // The output of another call (one the candidate did compute) in place of the chosen one.
+        assert!(revealed(vec![call(40)], 3, 41).unwrap_err().contains("output of input seed 40"));
+        assert!(revealed(vec![], 3, 41).unwrap_err().contains("0 outputs"));
+        assert!(revealed(vec![call(41), call(41)], 3, 41).unwrap_err().contains("2 outputs"));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::path::PathBuf;
 
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// A request: its `op` name and fields.
 pub trait Request: Serialize {
@@ -194,6 +194,11 @@ impl Request for Describe {
 pub struct Outputs {
     pub seeds: Vec<u64>,
     pub dir: PathBuf,
+    /// On a GPU, outputs are kept on the device instead of saved, up to this many bytes in all
+    /// until [`Release`]: the candidate exports them ([`SeedResult::shared`]), the reference keeps
+    /// its expected ones ([`SeedResult::kept`]). 0: every output is saved to a file.
+    #[serde(default)]
+    pub share_bytes: u64,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -207,13 +212,82 @@ pub struct OutputsReply {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 pub struct SeedResult {
     pub seed: u64,
-    pub path: PathBuf,
+    /// The saved outputs; absent where they were kept on the device.
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+    /// The candidate's outputs exported on the device (CUDA IPC), as the reference opens them.
+    #[serde(default)]
+    pub shared: Option<Vec<SharedTensor>>,
+    /// The reference's expected outputs kept in its own device memory (compare with
+    /// [`OutputRef::Kept`]).
+    #[serde(default)]
+    pub kept: bool,
+    /// The outputs' bytes (a claim where the candidate says it).
+    #[serde(default)]
+    pub nbytes: Option<u64>,
     pub ms: f64,
     #[serde(default)]
     pub findings: Vec<Finding>,
     /// The digest of the saved outputs, as `compare` recomputes it (docs/protocol.md).
     #[serde(default)]
     pub fingerprint: Option<String>,
+}
+
+impl SeedResult {
+    /// Where the outputs are, for a [`Compare`]; `None` where the reply names no place at all.
+    pub fn output(&self) -> Option<OutputRef> {
+        output_ref(self.path.as_ref(), self.shared.as_ref(), self.kept.then_some(self.seed))
+    }
+}
+
+fn output_ref(path: Option<&PathBuf>, shared: Option<&Vec<SharedTensor>>, kept: Option<u64>) -> Option<OutputRef> {
+    match (path, shared, kept) {
+        (Some(p), None, None) => Some(OutputRef::File(p.clone())),
+        (None, Some(s), None) => Some(OutputRef::Shared(s.clone())),
+        (None, None, Some(seed)) => Some(OutputRef::Kept(seed)),
+        _ => None,
+    }
+}
+
+/// One output tensor exported on the device by the candidate's runner: a claim, which the
+/// reference checks against the driver's own record of the memory before it reads a byte
+/// (docs/protocol.md, "Outputs on the device").
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SharedTensor {
+    /// The CUDA IPC handle of the allocation, 64 bytes in hex; `None` for an empty tensor.
+    pub handle: Option<String>,
+    pub offset: u64,
+    pub dtype: String,
+    pub shape: Vec<u64>,
+}
+
+/// Where a [`Compare`] finds outputs.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputRef {
+    /// A saved file (a candidate's, taken into the reference's custody first).
+    File(PathBuf),
+    /// The reference's expected outputs of this seed, kept on its device.
+    Kept(u64),
+    /// A candidate's outputs exported on the device.
+    Shared(Vec<SharedTensor>),
+}
+
+/// Drops what `share_bytes` kept on the device (the candidate's exported outputs, the
+/// reference's expected ones).
+#[derive(Debug, Clone, Serialize)]
+pub struct Release {}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct ReleaseReply {
+    #[serde(default)]
+    pub released_bytes: u64,
+}
+
+impl Request for Release {
+    const OP: &'static str = "release";
+    type Reply = ReleaseReply;
 }
 
 /// Something a runner noticed about a candidate's behaviour (see the protocol for the kinds).
@@ -234,6 +308,9 @@ impl Request for Outputs {
 pub struct Expected {
     pub seeds: Vec<u64>,
     pub dir: PathBuf,
+    /// As [`Outputs::share_bytes`]: expected outputs kept on the reference's device.
+    #[serde(default)]
+    pub share_bytes: u64,
 }
 
 impl Request for Expected {
@@ -243,8 +320,8 @@ impl Request for Expected {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Compare {
-    pub expected: PathBuf,
-    pub actual: PathBuf,
+    pub expected: OutputRef,
+    pub actual: OutputRef,
     pub atol: f64,
     pub rtol: f64,
 }
@@ -342,6 +419,9 @@ impl Request for Time {
 pub struct Reveal {
     pub calls: Vec<u32>,
     pub dir: PathBuf,
+    /// As [`Outputs::share_bytes`].
+    #[serde(default)]
+    pub share_bytes: u64,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -360,9 +440,19 @@ impl Request for Reveal {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 pub struct CheckedCall {
     pub seed: u64,
-    pub path: PathBuf,
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+    #[serde(default)]
+    pub shared: Option<Vec<SharedTensor>>,
     #[serde(default)]
     pub findings: Vec<Finding>,
+}
+
+impl CheckedCall {
+    /// As [`SeedResult::output`].
+    pub fn output(&self) -> Option<OutputRef> {
+        output_ref(self.path.as_ref(), self.shared.as_ref(), None)
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -414,8 +504,41 @@ mod tests {
         assert!(v.get("cpu").is_none(), "no core: the field is left out");
         assert_eq!(v["seeds"][1], 4);
         assert_eq!(v["keep_bytes"], 64);
-        let v = Reveal { calls: vec![3], dir: "/d".into() }.to_json();
+        let v = Reveal { calls: vec![3], dir: "/d".into(), share_bytes: 0 }.to_json();
         assert_eq!((v["op"].as_str(), v["calls"][0].as_u64()), (Some("reveal"), Some(3)));
+    }
+
+    #[test]
+    fn a_compare_names_where_each_side_is() {
+        let shared = SharedTensor { handle: Some("ab".repeat(64)), offset: 512, dtype: "float32".into(), shape: vec![2, 3] };
+        let v = Compare { expected: OutputRef::Kept(7), actual: OutputRef::Shared(vec![shared.clone()]), atol: 0.0, rtol: 0.0 }.to_json();
+        assert_eq!(v["expected"], serde_json::json!({"kept": 7}));
+        assert_eq!(v["actual"]["shared"][0]["offset"], 512);
+        assert_eq!(v["actual"]["shared"][0]["shape"], serde_json::json!([2, 3]));
+        let v = Compare { expected: OutputRef::File("/e.pt".into()), actual: OutputRef::File("/a.pt".into()), atol: 0.0, rtol: 0.0 }.to_json();
+        assert_eq!((v["expected"]["file"].as_str(), v["actual"]["file"].as_str()), (Some("/e.pt"), Some("/a.pt")));
+    }
+
+    #[test]
+    fn a_seed_result_names_exactly_one_place() {
+        let parse = |extra: serde_json::Value| -> SeedResult {
+            let mut v = serde_json::json!({"seed": 5, "ms": 1.0});
+            v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            serde_json::from_value(v).unwrap()
+        };
+        let shared = serde_json::json!([{"handle": null, "offset": 0, "dtype": "float32", "shape": [0]}]);
+        assert_eq!(parse(serde_json::json!({"path": "/s.pt"})).output(), Some(OutputRef::File("/s.pt".into())));
+        assert!(matches!(parse(serde_json::json!({"shared": shared})).output(), Some(OutputRef::Shared(t)) if t.len() == 1));
+        assert_eq!(parse(serde_json::json!({"kept": true})).output(), Some(OutputRef::Kept(5)));
+        assert_eq!(parse(serde_json::json!({})).output(), None, "nowhere");
+        assert_eq!(parse(serde_json::json!({"path": "/s.pt", "shared": shared})).output(), None, "two places at once");
+        assert_eq!(parse(serde_json::json!({"path": "/s.pt", "kept": true})).output(), None);
+        // A timed call's output is never one the reference keeps.
+        let checked: CheckedCall = serde_json::from_value(serde_json::json!({"seed": 1, "kept": true})).unwrap();
+        assert_eq!(checked.output(), None);
+        // An exported tensor with fields the reference does not know is refused outright.
+        let odd = serde_json::json!({"handle": null, "offset": 0, "dtype": "float32", "shape": [], "size": 1});
+        assert!(serde_json::from_value::<SharedTensor>(odd).is_err());
     }
 
     #[test]
