@@ -23,6 +23,7 @@ reference exports nothing.
 """
 
 import ctypes
+import math
 
 import torch
 
@@ -119,10 +120,7 @@ def _entry(entry) -> tuple:
     offset = entry.get("offset")
     if type(offset) is not int or not 0 <= offset < 1 << 48:
         raise SharingError("a shared output's offset is not a non-negative integer")
-    numel = 1
-    for n in shape:
-        numel *= n
-    nbytes = numel * torch.empty((), dtype=dtype).element_size()
+    nbytes = math.prod(shape) * dtype.itemsize
     handle = entry.get("handle")
     if nbytes == 0:
         return dtype, shape, None, 0, 0

@@ -96,11 +96,6 @@ pub fn dtype_bytes(dtype: &str) -> u64 {
     }
 }
 
-/// A lower bound of the bytes of a saved output file: its size less the archive's own records.
-pub fn saved_output_bytes(file_size: u64) -> u64 {
-    file_size.saturating_sub(4096)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,6 +130,5 @@ mod tests {
             ValueSpec::Int { value: 3 },
         ];
         assert_eq!(input_bytes(&specs), 4 * 1024 * 1024 + 16);
-        assert_eq!(saved_output_bytes(1000), 0);
     }
 }

@@ -600,7 +600,7 @@ impl Run<'_, '_> {
             let gpu = self.reference.environment().gpu.filter(|_| settings.device.is_cuda())?;
             bandwidth::device_gbps(&gpu)
         })?;
-        // The candidate passed the checks, so its saved outputs have the reference's shapes and dtypes.
+        // The reference's output bytes: the candidate passed the checks, so its outputs have their shapes and dtypes.
         let output_bytes = self.output_bytes.unwrap_or(0);
         let floor = Floor { input_bytes: bandwidth::input_bytes(&self.reference.load.inputs), output_bytes, gbps };
         match floor.check(candidate_ms) {

@@ -68,7 +68,7 @@ pub struct ReferenceSession {
 struct Expectation {
     at: OutputRef,
     /// Their bytes, from the (trusted) reference.
-    nbytes: Option<u64>,
+    nbytes: u64,
 }
 
 /// Where candidates' output files are moved before they are compared.
@@ -198,22 +198,18 @@ impl ReferenceSession {
             if self.first_call_ms.is_none() {
                 self.first_call_ms = Some(r.ms);
             }
-            let Some(at) = r.output() else {
-                let detail = format!("its expected outputs of seed {} name no file and are not kept", r.seed);
+            let (Some(at), Some(nbytes)) = (r.output(), r.nbytes) else {
+                let detail = format!("its expected outputs of seed {} name no place (a file, or kept) or no size", r.seed);
                 return Err(self.error("computing expected outputs", CallError::Protocol(detail)));
             };
-            self.expected.insert(r.seed, Expectation { at, nbytes: r.nbytes });
+            self.expected.insert(r.seed, Expectation { at, nbytes });
         }
         Ok(())
     }
 
     /// The bytes of the expected outputs of `seed` (made by [`Self::ensure_expected`]).
     pub fn expected_bytes(&self, seed: u64) -> Option<u64> {
-        let e = self.expected.get(&seed)?;
-        e.nbytes.or_else(|| match &e.at {
-            OutputRef::File(p) => std::fs::metadata(p).ok().map(|m| crate::bandwidth::saved_output_bytes(m.len())),
-            _ => None,
-        })
+        self.expected.get(&seed).map(|e| e.nbytes)
     }
 
     /// Compares a candidate's outputs for `seed` (a file in custody, or exported on the device)
