@@ -5,6 +5,8 @@
 #   PARTS="throughput" bash bench/gpu_engine.sh      # 40 CUDA-L1 kernels (20 build extensions): new, then old
 #   PARTS="new" / PARTS="old"                        # one of the two
 #   PARTS="correctness" bash bench/gpu_engine.sh     # the same batch, --mode correctness, cold and warm caches
+#   PARTS="new correctness_lanes" LANES="4 8"        # after `new`, correctness mode with its warm build cache, per lane count
+# Binaries carried compressed (.carry/cudal1-new.xz) are unpacked first.
 #   PARTS="release" bash bench/gpu_engine.sh         # every row of the release through --from cuda-l1 (resumes;
 #                                                    # REL_ARGS=--pipeline, REL_DB=/root/rel.db across calls)
 #   PARTS="pipeline" bash bench/gpu_engine.sh        # the same batch, new binary, without then with --pipeline
@@ -18,11 +20,16 @@ export CUDAL1_PYTHON=$(command -v python3)
 BUDGET=${BUDGET:-1}
 exec > >(tee -a "$O/engine.log") 2>&1
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
+for b in cudal1-new cudal1-old; do
+  [ -f "$C/$b" ] || { [ -f "$C/$b.xz" ] && xz -dc "$C/$b.xz" > "$C/$b" && chmod +x "$C/$b"; }
+done
 python3 bench/cuda_l1_batch.py "$C/h100.json" /tmp/tp
 
 batch() { # NAME BINARY LIMIT_S CACHE EXTRA...
   local name=$1 bin=$2 limit=$3 cache=$4; shift 4
   echo "== $name (budget $BUDGET s, limit $limit s) $*"
+  # A run cut off in an earlier call resumes from its store, carried back in as .carry/NAME.db.
+  [ -f "$O/$name.db" ] || { [ -f "$C/$name.db" ] && cp "$C/$name.db" "$O/$name.db"; }
   local start=$(date +%s.%N)
   CUDAL1_CACHE_DIR="$cache" timeout -s INT -k 45 "$limit" "$bin" eval --suite /tmp/tp/tasks --candidates /tmp/tp/candidates.jsonl \
     --device cuda --json --budget "$BUDGET" --db "$O/$name.db" "$@" > "$O/$name.jsonl"
@@ -43,7 +50,7 @@ for part in ${PARTS:-throughput}; do
     batch serial "$C/cudal1-new" "${NEW_LIMIT:-180}" /tmp/cache-pipe --force
     batch pipelined "$C/cudal1-new" "${NEW_LIMIT:-180}" /tmp/cache-pipe --force --pipeline ;;
   correctness_lanes)  # after `new`: its build cache is warm
-    batch correctness_lanes "$C/cudal1-new" 90 /tmp/cache-new --mode correctness --lanes "${LANES:-8}" ;;
+    for l in ${LANES:-8}; do batch "correctness_lanes$l" "$C/cudal1-new" 90 /tmp/cache-new --mode correctness --lanes "$l"; done ;;
   old) batch old "$C/cudal1-old" "${OLD_LIMIT:-290}" /tmp/cache-old ;;
   correctness)
     batch correctness_cold "$C/cudal1-new" 200 /tmp/cache-corr --mode correctness

@@ -44,6 +44,10 @@ def main(argv=None) -> None:
 
     precision.apply(False)
     session = Session(args.role)
+    if args.role == "reference":
+        from .session import warm_meta
+
+        warm_meta()
     # Bound before any task or candidate code runs: replacing the methods on their classes
     # later does not change what this loop calls.
     read, send, serve = channel.read_line, channel.send, session.serve

@@ -142,7 +142,9 @@ class Session:
             if guard is not None:
                 guard.check_precision("while ModelNew was constructed")
             precision.apply(allow_tf32)
-            probe = _phase(lambda: _input_specs(source), "reference get_inputs()", LOAD_ERROR)
+            # Only the reference's specs are used (a candidate's would be a claim about inputs it
+            # never makes), and reading them costs a first meta-tensor operation.
+            probe = _phase(lambda: _input_specs(source), "reference get_inputs()", LOAD_ERROR) if self.role == "reference" else []
         parameters = _phase(lambda: sum(int(p.numel()) for p in model.parameters()), f"{label}.parameters()", LOAD_ERROR)
         if guard is not None:
             guard.constructed(model)
@@ -447,6 +449,15 @@ def _input_specs(source) -> list:
     except Exception:
         values = _seeded(0, source.get_inputs)
     return [inputs_mod.spec(v) for v in values]
+
+
+def warm_meta() -> None:
+    """Pays PyTorch's first operation on meta tensors, which imports sympy and PyTorch's
+    reference implementations (2-3 s where their bytecode is not cached). The reference role
+    sizes tasks and reads input specs on meta tensors; doing this before the first request moves
+    that cost into the time a reference started ahead waits for its turn."""
+    with torch.device("meta"):
+        torch.randn(1)
 
 
 def _seeded(seed: int, fn):

@@ -18,6 +18,12 @@ pub struct RunnerEnv {
     /// `TORCH_CUDA_ARCH_LIST` for extension builds, e.g. `9.0`; compile workers see no GPU, so
     /// they must be told, and the candidate process must see the same value for the build to be reused.
     pub cuda_arch: Option<String>,
+    /// Where runners keep Python's compiled bytecode (`PYTHONPYCACHEPREFIX`): written by trusted
+    /// runners only, read by all. Without it every runner compiles what it imports from source
+    /// where the installation has no `__pycache__` (an image installed with `--no-compile`, or
+    /// one whose `PYTHONDONTWRITEBYTECODE` kept them from being written): 2-6 s of CPU per process
+    /// for torch and sympy on the H100 machines (docs/bench/2026-11-24-gpu-session12).
+    pub bytecode: Option<PathBuf>,
 }
 
 impl RunnerEnv {
@@ -31,7 +37,9 @@ impl RunnerEnv {
         if let Some(dir) = std::fs::canonicalize(&interpreter.path).ok().and_then(|real| real.parent()?.parent().map(Path::to_owned)) {
             python_dirs.push(dir);
         }
-        Ok(RunnerEnv { python: interpreter.path.clone(), python_dirs, package_root, cuda_arch: probe.gpus.first().cloned() })
+        let bytecode = cache.join("bytecode");
+        std::fs::create_dir_all(&bytecode)?;
+        Ok(RunnerEnv { python: interpreter.path.clone(), python_dirs, package_root, cuda_arch: probe.gpus.first().cloned(), bytecode: Some(bytecode) })
     }
 }
 
@@ -135,8 +143,11 @@ pub fn kill_under(root: &Path) {
 
 /// The environment of a Python child that runs task or candidate code, built from scratch:
 /// nothing of the user's leaks into it except what toolchains need to be found. `scratch` is its
-/// HOME and TMPDIR; `sees_gpu`: the device's GPU is visible (a compile worker sees none).
-pub fn environment(env: &RunnerEnv, scratch: &Path, device: &Device, sees_gpu: bool, extensions: Option<&Path>) -> Vec<(OsString, OsString)> {
+/// HOME and TMPDIR; `sees_gpu`: the device's GPU is visible (a compile worker sees none);
+/// `trusted`: no candidate code runs in it (a reference), so it may write the bytecode cache
+/// that every runner reads ([`RunnerEnv::bytecode`]). A process that runs a candidate's code
+/// only reads it: bytecode it wrote would run in the trusted processes.
+pub fn environment(env: &RunnerEnv, scratch: &Path, device: &Device, sees_gpu: bool, extensions: Option<&Path>, trusted: bool) -> Vec<(OsString, OsString)> {
     let mut vars: Vec<(OsString, OsString)> = Vec::new();
     let mut set = |k: &str, v: &dyn AsRef<std::ffi::OsStr>| vars.push((k.into(), v.as_ref().to_owned()));
     for key in ["PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "LANG", "TERM"] {
@@ -147,7 +158,12 @@ pub fn environment(env: &RunnerEnv, scratch: &Path, device: &Device, sees_gpu: b
     set("HOME", &scratch);
     set("TMPDIR", &scratch);
     set("PYTHONPATH", &env.package_root);
-    set("PYTHONDONTWRITEBYTECODE", &"1");
+    if let Some(dir) = &env.bytecode {
+        set("PYTHONPYCACHEPREFIX", dir);
+    }
+    if !(trusted && env.bytecode.is_some()) {
+        set("PYTHONDONTWRITEBYTECODE", &"1");
+    }
     set("PYTHONUNBUFFERED", &"1");
     set("PYTHONHASHSEED", &"0");
     // OpenMP's workers sleep after a parallel region instead of spinning: spinning burns CPU
@@ -182,7 +198,7 @@ pub fn environment(env: &RunnerEnv, scratch: &Path, device: &Device, sees_gpu: b
 
 impl RunnerClient {
     pub fn spawn(env: &RunnerEnv, launch: Launch<'_>) -> Result<RunnerClient, CallError> {
-        let mut vars = environment(env, launch.scratch, launch.device, launch.role != Role::Compile, launch.extensions);
+        let mut vars = environment(env, launch.scratch, launch.device, launch.role != Role::Compile, launch.extensions, launch.role == Role::Reference);
         if launch.role == Role::Compile {
             let jobs = std::thread::available_parallelism().map_or(2, |n| n.get()).min(8);
             vars.push(("MAX_JOBS".into(), jobs.to_string().into()));
@@ -190,6 +206,7 @@ impl RunnerClient {
         let mut write_paths = vec![launch.scratch.to_owned()];
         let mut read_paths = vec![launch.scratch.to_owned(), env.package_root.clone()];
         read_paths.extend(env.python_dirs.iter().cloned());
+        read_paths.extend(env.bytecode.iter().cloned());
         read_paths.extend(launch.reads.iter().cloned());
         if let Some(ext) = launch.extensions {
             write_paths.push(ext.to_owned());

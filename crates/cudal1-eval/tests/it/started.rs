@@ -77,7 +77,7 @@ fn inductor_compiles_inside_the_runner_without_a_pool_of_worker_processes() {
     // A pool's workers would work while the other side is timed (the idle guard's exploit).
     let dir = tempfile::tempdir().unwrap();
     let env = runner_env(&dir.path().join("cache"));
-    let vars = cudal1_eval::runner::environment(&env, dir.path(), &cudal1_eval::Device::Cpu, true, None);
+    let vars = cudal1_eval::runner::environment(&env, dir.path(), &cudal1_eval::Device::Cpu, true, None, false);
     let out = std::process::Command::new(&env.python)
         .env_clear()
         .envs(vars)
@@ -100,4 +100,63 @@ fn a_failed_check_is_timed_as_its_phase() {
     }
     assert!(!phases.contains_key("timing"), "{phases:?}");
     swish.reference.shutdown();
+}
+
+/// Every `.pyc` file below `dir`, as paths relative to it.
+fn bytecode_files(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "pyc") {
+                found.push(path.strip_prefix(dir).unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn references_fill_the_bytecode_cache_and_candidates_only_read_it() {
+    // Where an installation has no bytecode, every runner would compile torch from source
+    // (seconds of CPU each). References keep it in one cache; a candidate's process must not
+    // write there, since what it wrote would run in the trusted reference.
+    let dir = tempfile::tempdir().unwrap();
+    let mut swish = Swish::start(dir.path());
+    let cache = swish.env.bytecode.clone().expect("RunnerEnv::prepare names a bytecode cache");
+    let env = swish.env.clone();
+    let e = swish.evaluate(&env, dir.path(), "correct.py", None).unwrap();
+    assert_eq!(e.verdict, Verdict::Correct, "{}", e.reason);
+
+    let hostile = dir.path().join("poisoner.py");
+    std::fs::write(
+        &hostile,
+        "import os, sys\n\
+         import torch\n\
+         prefix = sys.pycache_prefix or os.environ.get('PYTHONPYCACHEPREFIX', '')\n\
+         try:\n    open(os.path.join(prefix, 'poison.pyc'), 'wb').write(b'x')\n\
+         except OSError:\n    pass\n\
+         class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.nn.functional.silu(x)\n",
+    )
+    .unwrap();
+    let ctx = EvalContext { env: &env, settings: &swish.settings, work_root: dir.path(), retired: None, before_timing: None };
+    let program = cudal1_task::Candidate::load(&hostile).unwrap();
+    let e = evaluate_in(&ctx, &mut swish.reference, &program, &CompileOutcome::NotNeeded, None, rand::rngs::StdRng::seed_from_u64(2)).unwrap();
+    swish.reference.shutdown();
+
+    let files = bytecode_files(&cache);
+    let has = |part: &str| files.iter().any(|f| f.contains(part));
+    // The reference's own imports and the task it loaded are cached...
+    assert!(has("torch") && has("2_Swish"), "{} files, none of torch or the task: {:?}", files.len(), files.iter().take(5).collect::<Vec<_>>());
+    // ... and nothing of the candidates' code: an honest one does not write, a hostile one cannot.
+    assert!(!has("correct") && !has("poisoner"), "{files:?}");
+    // The attempt itself is seen (a file outside its own directory)...
+    assert_eq!(e.verdict, Verdict::Exploit, "{}", e.reason);
+    // ... and the sandbox refused the write.
+    if cudal1_supervisor::sandbox_support().landlock.is_some() {
+        assert!(!cache.join("poison.pyc").exists(), "a sandboxed candidate wrote into the bytecode cache");
+    }
 }

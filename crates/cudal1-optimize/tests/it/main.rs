@@ -98,6 +98,7 @@ fn runner_env(cache: &Path) -> RunnerEnv {
         python_dirs: vec![interp.probe.prefix.clone(), interp.probe.base_prefix.clone()],
         package_root,
         cuda_arch: None,
+        bytecode: None,
     }
 }
 
@@ -156,7 +157,7 @@ fn run(llm: &OpenAiClient, store: &Store, config: &OptimizeConfig, cancel: &Atom
 
 /// An environment that is never used: these loops evaluate nothing.
 fn unused_env() -> RunnerEnv {
-    RunnerEnv { python: "/nonexistent/python".into(), python_dirs: vec![], package_root: "/nonexistent".into(), cuda_arch: None }
+    RunnerEnv { python: "/nonexistent/python".into(), python_dirs: vec![], package_root: "/nonexistent".into(), cuda_arch: None, bytecode: None }
 }
 
 const NO_CODE: &str = "Use a broadcast instead of a diagonal matrix.";
