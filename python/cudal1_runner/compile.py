@@ -5,7 +5,8 @@ should be done here, so that the candidate's process finds it built and a device
 nvcc. The role imports the program, constructs ``ModelNew`` on the CPU, and then lets
 ``extensions.discover`` find the builds that did not happen yet: it calls the methods that hold
 them, makes one call of the model on small CPU inputs, and works out the remaining calls'
-arguments from the source. The reply says how many build sites the program has and which were
+arguments from the source. Builds still missing in a program that asks ``torch.cuda.is_available()``
+get one more try with that question answered True. The reply says how many build sites the program has and which were
 missed, so that the Rust side can give those candidates the time a build takes.
 
 fds 1 and 2 point at a temporary file while the candidate runs, so the output of ninja, the host
@@ -81,6 +82,8 @@ def run(candidate: str, reference) -> dict:
         if module is not None and (failure is None or failure.kind != COMPILE_ERROR):
             forward = (lambda: _forward(instance, source, notes)) if instance is not None and source is not None else None
             found = extensions.discover(module, candidate, instance, forward, notes)
+            if found["missed"] and reference is not None and _asks_for_a_gpu(candidate):
+                found = _as_if_on_a_gpu(candidate, reference, notes) or found
     log = _read(sink)
     sink.close()
     extensions.save_failures()
@@ -103,6 +106,41 @@ def run(candidate: str, reference) -> dict:
         "sites": found["sites"],
         "missed": found["missed"],
     }
+
+
+def _asks_for_a_gpu(path: str) -> bool:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return "is_available" in f.read()
+    except OSError:
+        return False
+
+
+def _as_if_on_a_gpu(candidate: str, reference: str, notes: list):
+    """Builds behind ``if torch.cuda.is_available():`` (in ``__init__``, often through helpers
+    whose sources are made by other methods) are not reached where the role hides the GPUs. The
+    program is imported and constructed once more with ``is_available()`` answering True, and the
+    builds still missing are looked for again; no call of the model is made (it would take the
+    GPU path with CPU tensors). Everything that fails here is a note, a failed build too: the
+    candidate's own process makes the same build on the GPU path and is judged by it (the
+    failure is recorded, so it fails there at once). Returns ``discover``'s result, or None when
+    the program could not even be imported this way."""
+    import torch.cuda
+
+    saved = torch.cuda.is_available
+    torch.cuda.is_available = lambda: True
+    try:
+        try:
+            module = load_module(candidate, "candidate")
+        except RunnerError as err:
+            notes.append(f"importing it again as if on a GPU failed: {err.message}")
+            return None
+        failure, instance, _ = _construct(module, reference, notes)
+        if failure is not None:
+            notes.append(f"constructing ModelNew as if on a GPU: {failure.message}")
+        return extensions.discover(module, candidate, instance, None, notes)
+    finally:
+        torch.cuda.is_available = saved
 
 
 class _TooLong(Exception):

@@ -111,6 +111,7 @@ def _wrap(original):
         if bound.arguments.get("build_directory") is not None and os.environ.get("TORCH_EXTENSIONS_DIR"):
             bound.arguments["build_directory"] = None
         _stable_name(bound)
+        _stable_sources(bound)
         global _building
         site = _caller()
         fingerprint = _fingerprint(bound)
@@ -150,6 +151,51 @@ def _stable_name(bound) -> None:
     rest = {k: v for k, v in bound.arguments.items() if k not in ("name", "build_directory", "verbose")}
     tag = "p" + hashlib.sha256(repr(sorted(rest.items())).encode("utf-8", "replace")).hexdigest()[:12]
     bound.arguments["name"] = pid.sub(tag, name)
+
+
+_HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".hxx", ".cuh", ".inl", ".inc")
+
+
+def _stable_sources(bound) -> None:
+    """``load(sources=[...])`` with files the program wrote to a fresh temporary directory
+    (``tempfile.mkdtemp()``, seen in published kernels): the paths differ between the compile
+    pool's process and the candidate's, ninja sees new build commands, and the candidate builds
+    the same code again on its device's time. Each source is copied to a path named by its
+    content under ``TORCH_EXTENSIONS_DIR``, the same in both processes. A source whose directory
+    holds headers it may include by a relative path is left where it is."""
+    root = os.environ.get("TORCH_EXTENSIONS_DIR")
+    sources = bound.arguments.get("sources")
+    if not root or sources is None:
+        return
+    single = isinstance(sources, (str, os.PathLike))
+    paths = [sources] if single else sources
+    if not isinstance(paths, (list, tuple)) or not all(isinstance(p, (str, os.PathLike)) for p in paths):
+        return
+    moved = []
+    for path in paths:
+        path = os.fspath(path)
+        try:
+            folder = os.path.dirname(os.path.abspath(path))
+            if any(f.endswith(_HEADER_SUFFIXES) for f in os.listdir(folder)):
+                return
+            with open(path, "rb") as f:
+                content = f.read()
+        except OSError:
+            return  # torch reports the missing file
+        digest = hashlib.sha256(content).hexdigest()[:16]
+        target_dir = os.path.join(root, ".cudal1-sources", digest)
+        target = os.path.join(target_dir, os.path.basename(path))
+        try:
+            if not os.path.isfile(target):
+                os.makedirs(target_dir, exist_ok=True)
+                staging = f"{target}.{os.getpid()}.tmp"
+                with open(staging, "wb") as f:
+                    f.write(content)
+                os.replace(staging, target)
+        except OSError:
+            return
+        moved.append(target)
+    bound.arguments["sources"] = moved[0] if single else moved
 
 
 def _caller():

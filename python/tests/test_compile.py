@@ -269,6 +269,40 @@ class ModelNew(nn.Module):
     assert result["reply"]["missed"] == []
 
 
+def test_a_build_behind_is_available_whose_sources_come_from_another_method_is_made_ahead(tmp_path, write, reference):
+    # The compile role sees no GPU: the program skips its build, and the build's own method
+    # fails quietly without the sources (CUDA-L1's level3/6 on the H100 built in the slot).
+    source = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        if torch.cuda.is_available():
+            self.code = self._make_code()
+            self.ext = self._load()
+        else:
+            self.ext = None
+
+    def _make_code(self):
+        return "__global__ void k() {}"
+
+    def _load(self):
+        try:
+            return load_inline(name="gated_by_is_available", cpp_sources="", cuda_sources=self.code, functions=["k"])
+        except Exception:
+            return None
+
+    def forward(self, x):
+        return x
+'''
+    result = _discover(tmp_path, write, reference, source)
+    assert [a["name"] for a in result["asked"]] == ["gated_by_is_available"], result
+    assert result["reply"]["sites"] == 1 and result["reply"]["missed"] == [], result["reply"]
+
+
 def test_a_build_that_fails_is_recorded_and_fails_at_once_the_next_time(tmp_path, write, reference):
     first = _discover(tmp_path, write, reference, LAZY_BUILDS, FAKE_BUILD_FAILS="1")
     assert {a["name"] for a in first["asked"]} == {"behind_is_cuda", "from_helper_method"}
@@ -347,4 +381,46 @@ def test_an_extension_named_after_its_process_is_built_once_for_both_processes(s
     assert torch.equal(out, x + 3)
     # The candidate's process (another pid) asked for the same name: nothing was built again.
     assert [p.name for p in ext_dir.iterdir() if p.is_dir()] == [name]
+    assert library.stat().st_mtime_ns == built_at
+
+
+# Published kernels write their sources to a fresh temporary directory and `load` them from there.
+TMP_SOURCES_CANDIDATE = '''
+import os
+import tempfile
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load
+
+folder = tempfile.mkdtemp()
+path = os.path.join(folder, "add_n.cpp")
+with open(path, "w") as f:
+    f.write("""
+#include <torch/extension.h>
+torch::Tensor add_n(torch::Tensor x) { return x + BODY; }
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("add_n", &add_n); }
+""")
+ext = load(name="cudal1_test_tmp_sources", sources=[path], verbose=True)
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+
+    def forward(self, x):
+        return ext.add_n(x)
+'''
+
+
+@pytest.mark.slow
+def test_sources_loaded_from_a_fresh_temporary_directory_are_built_once_for_both_processes(start_runner, write, reference, tmp_path):
+    ext_dir, env, candidate, _, reply = compiled_ahead(start_runner, write, reference, tmp_path, "tmp_sources.py", TMP_SOURCES_CANDIDATE.replace("BODY", "5"))
+    assert reply["built"] == ["cudal1_test_tmp_sources"], reply["log"]
+    library = next((ext_dir / "cudal1_test_tmp_sources").glob("*.so"))
+    built_at = library.stat().st_mtime_ns
+
+    cand = start_runner("candidate", env)
+    load(cand, reference, candidate)
+    _, out, x = output_for_seed_3(cand, tmp_path)
+    assert torch.equal(out, x + 5)
+    # Another temporary directory in the candidate's process, the same source: not built again.
     assert library.stat().st_mtime_ns == built_at
