@@ -216,7 +216,25 @@ def _construct(module, reference: str, notes: list):
             return err, None, source
         text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         notes.append(f"constructing ModelNew on the CPU failed (not a build error): {text}")
+        partial = _partly_constructed(exc, cls)
+        if partial is not None:
+            notes.append("its methods are searched for builds on the instance as far as __init__ got")
+        return None, partial, source
     return None, None, source
+
+
+def _partly_constructed(exc: BaseException, cls):
+    """The instance whose ``__init__`` raised, as far as it got (``self.x = ...`` done before a
+    ``.cuda()`` that fails where no GPU is visible): the methods that hold builds often need only
+    those attributes. Found in the frames of the traceback."""
+    code = getattr(getattr(cls, "__init__", None), "__code__", None)
+    found = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if code is not None and tb.tb_frame.f_code is code:
+            found = tb.tb_frame.f_locals.get("self")
+        tb = tb.tb_next
+    return found if isinstance(found, cls) else None
 
 
 def built_extensions(root: str) -> list:

@@ -303,6 +303,32 @@ class ModelNew(nn.Module):
     assert result["reply"]["sites"] == 1 and result["reply"]["missed"] == [], result["reply"]
 
 
+def test_builds_in_methods_of_a_model_whose_init_fails_without_a_gpu_are_made_ahead(tmp_path, write, reference):
+    # __init__ moves a tensor to the GPU before it builds (CUDA-L1's level2/23 built for 20 s in
+    # the slot): the instance as far as __init__ got still holds what the build needs.
+    source = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.width = 3
+        self.buf = torch.zeros(1).cuda()
+        self.fn = self._load()
+
+    def _load(self):
+        return load_inline(name=f"partial_{self.width}", cpp_sources="", cuda_sources="// k", functions=["k"])
+
+    def forward(self, x):
+        return x
+'''
+    result = _discover(tmp_path, write, reference, source, CUDA_VISIBLE_DEVICES="")
+    assert [a["name"] for a in result["asked"]] == ["partial_3"], result
+    assert result["reply"]["missed"] == [], result["reply"]
+
+
 def test_a_build_that_fails_is_recorded_and_fails_at_once_the_next_time(tmp_path, write, reference):
     first = _discover(tmp_path, write, reference, LAZY_BUILDS, FAKE_BUILD_FAILS="1")
     assert {a["name"] for a in first["asked"]} == {"behind_is_cuda", "from_helper_method"}
