@@ -24,6 +24,10 @@ def load_module(path: str, label: str):
         raise RunnerError(LOAD_ERROR, f"{label} cannot be imported from {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    # A program's own bytecode is never read again (each run has its own files): it stays out of
+    # the bytecode cache that runners share (PYTHONPYCACHEPREFIX), which would only grow.
+    writes = sys.dont_write_bytecode
+    sys.dont_write_bytecode = True
     try:
         spec.loader.exec_module(module)
     except BaseException as exc:  # SystemExit from loaded code must not end the runner
@@ -32,6 +36,8 @@ def load_module(path: str, label: str):
             raise
         err = classify(exc, LOAD_ERROR)
         raise RunnerError(err.kind, f"importing {label} {path}: {err.message}", err.tb, exc) from None
+    finally:
+        sys.dont_write_bytecode = writes
     return module
 
 
