@@ -110,6 +110,10 @@ class Session:
             raise RunnerError(BAD_REQUEST, "`reference` is required")
         if self.role == "candidate" and candidate is None:
             raise RunnerError(BAD_REQUEST, "the candidate role needs `candidate`")
+        if self.role == "reference" and self.model is not None:
+            # Another task in the same process (correctness checks reuse references): what the
+            # last task's module may have changed goes back to PyTorch's defaults first.
+            _reset_process_state(self)
         self.model = self.source = self.feeder = None
         guard = self.guard
 
@@ -449,6 +453,21 @@ def _input_specs(source) -> list:
     except Exception:
         values = _seeded(0, source.get_inputs)
     return [inputs_mod.spec(v) for v in values]
+
+
+def _reset_process_state(session) -> None:
+    """PyTorch's process-wide settings that a task's module may change at import (as KernelBench
+    tasks sometimes do) back to their defaults, and the last task's module and outputs gone,
+    before a reference loads its next task."""
+    session.held.release()
+    session.kept = None
+    torch.set_default_dtype(torch.float32)
+    torch.set_default_device(None)
+    torch.set_grad_enabled(True)
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = False
+    for name in [n for n in sys.modules if n.startswith("_cudal1_reference_")]:
+        sys.modules.pop(name, None)
 
 
 def warm_meta() -> None:

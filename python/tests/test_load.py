@@ -291,3 +291,35 @@ def test_a_task_without_a_leading_dimension_constant_cannot_be_scaled(start_runn
     error = start_runner("reference").error("load", reference=fixed, device="cpu", init_seed=42, scale=0.5)
     assert error["kind"] == "bad_inputs"
     assert "no module-level integer gives an input's leading dimension" in error["message"], error
+
+
+def test_a_reference_loading_another_task_starts_from_pytorchs_defaults(start_runner, write, reference, tmp_path):
+    """Correctness checks load one task after another into a reference's process: what a task's
+    module changed (the default dtype, cuDNN's autotuner) must not carry over to the next."""
+    changing = write(
+        "changing.py",
+        """
+        import torch
+        torch.set_default_dtype(torch.float64)
+        torch.backends.cudnn.benchmark = True
+        class Model(torch.nn.Module):
+            def forward(self, x):
+                return x * 2
+        def get_inputs():
+            return [torch.randn(3, 5)]
+        def get_init_inputs():
+            return []
+        """,
+    )
+    kept = start_runner("reference")
+    load(kept, changing)
+    first = kept.ok("outputs", seeds=[4], dir=str(tmp_path / "a"))["results"][0]
+    assert _saved(first["path"])[0].dtype == torch.float64
+    load(kept, reference)
+    again = kept.ok("outputs", seeds=[9], dir=str(tmp_path / "b"))["results"][0]
+    fresh = start_runner("reference")
+    load(fresh, reference)
+    want = fresh.ok("outputs", seeds=[9], dir=str(tmp_path / "c"))["results"][0]
+    (got,), (expected,) = _saved(again["path"]), _saved(want["path"])
+    assert got.dtype == torch.float32 and torch.equal(got, expected)
+    assert again["input_digest"] == want["input_digest"]

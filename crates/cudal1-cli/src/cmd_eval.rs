@@ -377,6 +377,8 @@ fn engine_json(s: &cudal1_eval::EngineStats) -> serde_json::Value {
     let wall = s.wall.as_secs_f64();
     serde_json::json!({
         "wall_s": wall,
+        "references_started": s.references_started,
+        "references_reused": s.references_reused,
         "timing_busy_s": s.timing_busy.iter().map(|(d, t)| serde_json::json!({"device": d.to_string(), "s": t.as_secs_f64(), "share": t.as_secs_f64() / wall.max(1e-9)})).collect::<Vec<_>>(),
     })
 }

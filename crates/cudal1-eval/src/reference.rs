@@ -123,12 +123,20 @@ fn launch_reference(env: &RunnerEnv, task: &Task, settings: &EvalSettings, dir: 
 }
 
 fn hello_and_load(client: &mut RunnerClient, task: &Task, settings: &EvalSettings) -> Result<(HelloReply, LoadReply), ReferenceError> {
-    let fail = |doing, source: CallError, client: &RunnerClient| ReferenceError { task: task.key(), doing, source, stderr: tail(&client.stderr_tail()) };
-    let hello = client.call(&Hello {}, crate::runner::HELLO_TIMEOUT).map_err(|e| fail("starting", e, client))?;
-    crate::memory::refuse_if_too_large(client, &absolute(&task.path), settings, &hello).map_err(|e| fail(FITTING, e, client))?;
-    let load = Load { reference: absolute(&task.path), candidate: None, device: runner_device(&settings.device), init_seed: INIT_SEED, scale: settings.scale };
-    let load = client.call(&load, settings.load_timeout).map_err(|e| fail("loading", e, client))?;
+    let hello = client.call(&Hello {}, crate::runner::HELLO_TIMEOUT).map_err(|e| failed(task, "starting", e, client))?;
+    let load = load_task(client, task, settings, &hello)?;
     Ok((hello, load))
+}
+
+fn failed(task: &Task, doing: &'static str, source: CallError, client: &RunnerClient) -> ReferenceError {
+    ReferenceError { task: task.key(), doing, source, stderr: tail(&client.stderr_tail()) }
+}
+
+/// Checks that `task` fits and loads it in a reference runner that has said hello.
+fn load_task(client: &mut RunnerClient, task: &Task, settings: &EvalSettings, hello: &HelloReply) -> Result<LoadReply, ReferenceError> {
+    crate::memory::refuse_if_too_large(client, &absolute(&task.path), settings, hello).map_err(|e| failed(task, FITTING, e, client))?;
+    let load = Load { reference: absolute(&task.path), candidate: None, device: runner_device(&settings.device), init_seed: INIT_SEED, scale: settings.scale };
+    client.call(&load, settings.load_timeout).map_err(|e| failed(task, "loading", e, client))
 }
 
 impl ReferenceSession {
@@ -163,6 +171,30 @@ impl ReferenceSession {
         self.load = load;
         self.clear_expected();
         Ok(())
+    }
+
+    /// Loads another task in this reference's process, saving an interpreter's and a CUDA
+    /// context's start. For correctness checks only: a task's module can change its process's
+    /// global state (cuDNN's autotuner, say), which a timed reference must not carry over; the
+    /// runner resets what PyTorch's defaults are known to be. The old task's expected outputs go.
+    /// A failure ends the process.
+    pub fn reload(mut self, task: &Task, settings: &EvalSettings) -> Result<ReferenceSession, ReferenceError> {
+        self.clear_expected();
+        self.client.relabel(format!("reference {}", task.key()));
+        match load_task(&mut self.client, task, settings, &self.hello) {
+            Ok(load) => {
+                self.task = task.clone();
+                self.device = settings.device.clone();
+                self.settings = settings.clone();
+                self.load = load;
+                self.first_call_ms = None;
+                Ok(self)
+            }
+            Err(e) => {
+                self.shutdown();
+                Err(e)
+            }
+        }
     }
 
     /// Moves a candidate's output file (below its `scratch` directory) out of its reach,

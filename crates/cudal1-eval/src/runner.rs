@@ -255,6 +255,11 @@ impl RunnerClient {
         }
     }
 
+    /// Names the runner anew in its errors and logs (a reference given another task).
+    pub fn relabel(&mut self, label: String) {
+        self.worker.relabel(label);
+    }
+
     pub fn stderr_tail(&self) -> String {
         self.worker.stderr_tail()
     }

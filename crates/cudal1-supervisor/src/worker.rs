@@ -151,6 +151,11 @@ impl Worker {
         &self.label
     }
 
+    /// Names the worker anew in its errors and logs (a worker given other work).
+    pub fn relabel(&mut self, label: impl Into<String>) {
+        self.label = label.into();
+    }
+
     /// The last ~64 KiB (`SpawnOptions::stderr_tail_bytes`) of stderr, lossily decoded.
     #[must_use]
     pub fn stderr_tail(&self) -> String {

@@ -132,8 +132,11 @@ impl Lane<'_> {
         let settings = job_settings(&self.shared.config.settings, &self.device, &entry.job);
         let hash = &entry.job.task.hash;
         let known = self.references.iter().any(|(h, _)| h == hash) || self.starting.iter().any(|(h, _)| h == hash);
-        if !known {
+        // A check that is not timed reuses the oldest reference's process once the lane is full.
+        let reuses = !settings.mode.times() && self.references.len() >= self.capacity;
+        if !known && !reuses {
             if let Ok(r) = ReferenceSession::spawn(&self.shared.config.env, &entry.job.task, &settings, &self.shared.scratch) {
+                self.shared.references_started.fetch_add(1, Ordering::Relaxed);
                 self.starting.push((hash.clone(), r));
             }
         }
@@ -269,6 +272,17 @@ impl Lane<'_> {
         result
     }
 
+    /// For a check that is not timed, when the lane keeps as many references as it may: the
+    /// oldest, whose process loads the new task instead of a fresh process starting (an
+    /// interpreter and a CUDA context: seconds of CPU per task in correctness mode, where every
+    /// candidate may bring its own task).
+    fn reusable(&mut self, settings: &EvalSettings) -> Option<ReferenceSession> {
+        if settings.mode.times() || self.references.len() < self.capacity {
+            return None;
+        }
+        self.references.pop_front().map(|(_, r)| r)
+    }
+
     /// The index of the task's running reference, started (and the oldest one ended) if need be.
     fn reference(&mut self, task: &Task, settings: &EvalSettings) -> Result<usize, ReferenceError> {
         if let Some(i) = self.references.iter().position(|(hash, _)| *hash == task.hash) {
@@ -276,7 +290,16 @@ impl Lane<'_> {
         }
         let session = match self.starting.iter().position(|(hash, _)| *hash == task.hash) {
             Some(i) => self.starting.swap_remove(i).1.ready(settings)?,
-            None => ReferenceSession::start(&self.shared.config.env, task, settings, &self.shared.scratch)?,
+            None => match self.reusable(settings) {
+                Some(old) => {
+                    self.shared.references_reused.fetch_add(1, Ordering::Relaxed);
+                    old.reload(task, settings)?
+                }
+                None => {
+                    self.shared.references_started.fetch_add(1, Ordering::Relaxed);
+                    ReferenceSession::start(&self.shared.config.env, task, settings, &self.shared.scratch)?
+                }
+            },
         };
         if self.references.len() >= self.capacity {
             if let Some((_, old)) = self.references.pop_front() {

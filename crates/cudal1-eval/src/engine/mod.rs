@@ -106,6 +106,10 @@ pub struct EngineStats {
     pub wall: Duration,
     /// Per device: how long a timed job held it alone.
     pub timing_busy: Vec<(Device, Duration)>,
+    /// Reference processes started, and tasks loaded into a kept reference's process instead
+    /// (checks that are not timed, [`lane`]).
+    pub references_started: usize,
+    pub references_reused: usize,
 }
 
 /// Where a job's outcome goes besides the event stream.
@@ -137,6 +141,8 @@ struct Shared {
     next_id: AtomicU64,
     compilers_alive: AtomicUsize,
     started: Instant,
+    references_started: AtomicUsize,
+    references_reused: AtomicUsize,
 }
 
 impl Shared {
@@ -197,6 +203,8 @@ impl Evaluator {
             next_id: AtomicU64::new(1),
             compilers_alive: AtomicUsize::new(compile_workers),
             started: Instant::now(),
+            references_started: AtomicUsize::new(0),
+            references_reused: AtomicUsize::new(0),
             config,
         });
         let mut threads = Vec::new();
@@ -295,6 +303,8 @@ impl Evaluator {
         EngineStats {
             wall: s.started.elapsed(),
             timing_busy: s.config.devices.iter().cloned().zip(s.gates.iter().map(Gate::exclusive_busy)).collect(),
+            references_started: s.references_started.load(Ordering::Relaxed),
+            references_reused: s.references_reused.load(Ordering::Relaxed),
         }
     }
 

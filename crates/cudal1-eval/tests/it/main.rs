@@ -242,6 +242,35 @@ fn correctness_checks_share_the_device_and_a_timed_job_holds_it_alone() {
 }
 
 #[test]
+fn checks_of_new_tasks_reuse_the_oldest_references_process_and_judge_as_fresh_ones() {
+    // One lane keeps three references. A fourth task's check loads into the oldest's process
+    // instead of starting an interpreter; timed jobs never do.
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, events) = engine(dir.path(), 1, Duration::from_secs(20));
+    let check = |t: &str, c: &str| Job::evaluate(task(t), candidate(c)).mode(Mode::Correctness);
+    let jobs = [
+        (check("level1/1_Diagonal_Matmul.py", "level1/1_Diagonal_Matmul/fast.py"), Verdict::Correct),
+        (check("level1/2_Swish.py", "level1/2_Swish/correct.py"), Verdict::Correct),
+        (check("level1/3_Softmax_Rows.py", "level1/3_Softmax_Rows/correct.py"), Verdict::Correct),
+        // The oldest (task 1) is reused for task 5; task 3 is still kept for its wrong candidate.
+        (check("level1/5_Small_Matmul.py", "level1/5_Small_Matmul/correct.py"), Verdict::Correct),
+        (check("level1/3_Softmax_Rows.py", "level1/3_Softmax_Rows/wrong_shape.py"), Verdict::Incorrect),
+        // Task 1 again, in task 2's process.
+        (check("level1/1_Diagonal_Matmul.py", "level1/1_Diagonal_Matmul/wrong_axis.py"), Verdict::Incorrect),
+        (check("level1/1_Diagonal_Matmul.py", "level1/1_Diagonal_Matmul/fast.py"), Verdict::Correct),
+    ];
+    let n = jobs.len();
+    let handles: Vec<_> = jobs.into_iter().map(|(job, want)| (engine.submit(job), want)).collect();
+    let (_, by_job) = collect(&events, n);
+    for (h, want) in &handles {
+        let JobOutcome::Evaluated(e) = outcome(&by_job[&h.id]) else { panic!("{:?}", outcome(&by_job[&h.id])) };
+        assert_eq!(e.verdict, *want, "{}: {}", e.task, e.reason);
+    }
+    let stats = engine.finish();
+    assert_eq!((stats.references_started, stats.references_reused), (3, 2), "{stats:?}");
+}
+
+#[test]
 fn a_higher_priority_job_overtakes_earlier_ones_still_queued() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, events) = engine(dir.path(), 1, Duration::from_secs(20));
