@@ -60,6 +60,9 @@ pub struct ReferenceSession {
     taken: u64,
     /// Eager time of the reference's correctness calls, a first estimate of its speed.
     pub first_call_ms: Option<f64>,
+    /// Whether the process loaded another task before this one ([`ReferenceSession::reload`]):
+    /// such a reference checks outputs but is never timed.
+    pub reloaded: bool,
     env: RunnerEnv,
     settings: EvalSettings,
 }
@@ -97,6 +100,7 @@ impl StartingReference {
             expected: HashMap::new(),
             taken: 0,
             first_call_ms: None,
+            reloaded: false,
             env: self.env,
             settings: settings.clone(),
         })
@@ -188,6 +192,7 @@ impl ReferenceSession {
                 self.settings = settings.clone();
                 self.load = load;
                 self.first_call_ms = None;
+                self.reloaded = true;
                 Ok(self)
             }
             Err(e) => {

@@ -286,7 +286,13 @@ impl Lane<'_> {
     /// The index of the task's running reference, started (and the oldest one ended) if need be.
     fn reference(&mut self, task: &Task, settings: &EvalSettings) -> Result<usize, ReferenceError> {
         if let Some(i) = self.references.iter().position(|(hash, _)| *hash == task.hash) {
-            return Ok(i);
+            if !(settings.mode.times() && self.references[i].1.reloaded) {
+                return Ok(i);
+            }
+            // A process that held another task before is not timed: a fresh one is.
+            if let Some((_, r)) = self.references.remove(i) {
+                r.shutdown();
+            }
         }
         let session = match self.starting.iter().position(|(hash, _)| *hash == task.hash) {
             Some(i) => self.starting.swap_remove(i).1.ready(settings)?,

@@ -259,15 +259,19 @@ fn checks_of_new_tasks_reuse_the_oldest_references_process_and_judge_as_fresh_on
         (check("level1/1_Diagonal_Matmul.py", "level1/1_Diagonal_Matmul/wrong_axis.py"), Verdict::Incorrect),
         (check("level1/1_Diagonal_Matmul.py", "level1/1_Diagonal_Matmul/fast.py"), Verdict::Correct),
     ];
-    let n = jobs.len();
+    let n = jobs.len() + 1;
     let handles: Vec<_> = jobs.into_iter().map(|(job, want)| (engine.submit(job), want)).collect();
+    // Task 5's kept reference is a reused process: a timed job of task 5 gets a fresh one.
+    let timed = engine.submit(Job::evaluate(task("level1/5_Small_Matmul.py"), candidate("level1/5_Small_Matmul/correct.py")));
     let (_, by_job) = collect(&events, n);
     for (h, want) in &handles {
         let JobOutcome::Evaluated(e) = outcome(&by_job[&h.id]) else { panic!("{:?}", outcome(&by_job[&h.id])) };
         assert_eq!(e.verdict, *want, "{}: {}", e.task, e.reason);
     }
+    let JobOutcome::Evaluated(e) = outcome(&by_job[&timed.id]) else { panic!("{:?}", outcome(&by_job[&timed.id])) };
+    assert!(e.verdict == Verdict::Correct && e.speedup.is_some(), "{}: {}", e.verdict, e.reason);
     let stats = engine.finish();
-    assert_eq!((stats.references_started, stats.references_reused), (3, 2), "{stats:?}");
+    assert_eq!((stats.references_started, stats.references_reused), (4, 2), "{stats:?}");
 }
 
 #[test]
