@@ -64,11 +64,13 @@ _CodeType = type(compile("", "<audit>", "exec"))
 
 
 def _code_roots() -> tuple:
-    """Where importable code lives: the interpreter's trees, ``sys.path`` and the extension cache.
+    """Where importable code lives: the interpreter's trees, ``sys.path``, the extension cache and
+    the bytecode cache.
 
     Read at each check, since ``sys.path`` may grow; the candidate's working directory is not on it.
     """
-    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.environ.get("TORCH_EXTENSIONS_DIR", "")}
+    # sys.pycache_prefix: the runners' shared bytecode cache, read by every import.
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.environ.get("TORCH_EXTENSIONS_DIR", ""), sys.pycache_prefix or ""}
     roots.update(p for p in sys.path if p)
     out = []
     for root in roots:
