@@ -63,6 +63,16 @@ _TRACEBACK_PY = os.path.realpath(traceback.__file__)
 _CodeType = type(compile("", "<audit>", "exec"))
 
 
+def _writes(event: str, args) -> bool:
+    """An ``open`` for writing (its mode, or flags other than read-only)."""
+    if event != "open" or len(args) < 3:
+        return False
+    mode, flags = args[1], args[2]
+    if isinstance(mode, str):
+        return any(c in mode for c in "wax+")
+    return isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND) != 0
+
+
 def _code_roots() -> tuple:
     """Where importable code lives: the interpreter's trees, ``sys.path``, the extension cache and
     the bytecode cache.
@@ -199,6 +209,10 @@ class Auditor:
         home = self._home
         if path == home or path.startswith(home + os.sep):
             return False
+        prefix = os.path.realpath(sys.pycache_prefix) if sys.pycache_prefix else None
+        if prefix and (path == prefix or path.startswith(prefix + os.sep)) and _writes(event, args):
+            return True  # bytecode written there would run in the trusted reference
+
         if any(path == root or path.startswith(root + os.sep) for root in _code_roots()):
             return False  # importing code (a venv or the extension cache may well sit under /tmp)
         if home.startswith(path.rstrip(os.sep) + os.sep) or path == os.path.dirname(home):
