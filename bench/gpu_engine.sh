@@ -9,6 +9,8 @@
 # Binaries carried compressed (.carry/cudal1-new.xz) are unpacked first.
 #   PARTS="release" bash bench/gpu_engine.sh         # every row of the release through --from cuda-l1 (resumes;
 #                                                    # REL_ARGS=--pipeline, REL_DB=/root/rel.db across calls)
+#   PARTS="release_rows" REL_ROWS="3/6 1/93" bash bench/gpu_engine.sh  # those rows of the release again (--force),
+#                                                    # into REL_DB (e.g. the store that holds the whole release)
 #   PARTS="pipeline" bash bench/gpu_engine.sh        # the same batch, new binary, without then with --pipeline
 #                                                    # (timed jobs loaded and checked on every lane, timed one at a time)
 # Everything comes back under $OUT: logs, JSON rows, the stores (checkpointed).
@@ -71,6 +73,26 @@ for part in ${PARTS:-throughput}; do
     python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$DB"
     [ "$DB" -ef "$O/release.db" ] || cp "$DB" "$O/release.db"
     gzip -f "$O/release.jsonl" ;;
+  release_rows)
+    echo "== release rows again: ${REL_ROWS:?names like 3/6} (budget $BUDGET s)"
+    DB=${REL_DB:-$O/release.db}
+    python3 - "$C/h100.json" /tmp/rows.json $REL_ROWS <<'PY'
+import json, sys
+src, dst, wanted = sys.argv[1], sys.argv[2], set(sys.argv[3:])
+with open(src) as f, open(dst, "w") as out:
+    for line in f:
+        r = json.loads(line)
+        if f"{r['level_id']}/{r['task_id']}" in wanted:
+            out.write(line)
+PY
+    start=$(date +%s.%N)
+    CUDAL1_CACHE_DIR=/tmp/cache-rows timeout -s INT -k 60 "${REL_LIMIT:-300}" "$C/cudal1-new" eval --from cuda-l1 /tmp/rows.json \
+      --device cuda --json --budget "$BUDGET" --db "$DB" --force > "$O/release_rows.jsonl"
+    echo "exit $?"
+    end=$(date +%s.%N)
+    python3 bench/engine_report.py release_rows "$O/release_rows.jsonl" "$start" "$end" | tee -a "$O/summary.jsonl"
+    python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$DB"
+    [ "$DB" -ef "$O/release.db" ] || cp "$DB" "$O/release.db" ;;
   esac
 done
 date -u

@@ -385,7 +385,31 @@ impl Run<'_, '_> {
         // A build the compile pool missed happens in the candidate's process, at load or on the
         // first call: those get the time a build may take on top of their own limit.
         let build_time = if self.m.missed_builds.is_empty() { Duration::ZERO } else { settings.compile_timeout };
-        match client.call(&load, settings.load_timeout + build_time) {
+        // Correctness on fresh random seeds, compared in the reference process. The reference
+        // makes its expected outputs while the candidate loads: two processes, and neither
+        // waits for the other. The candidate sees nothing of it (the reference's outputs stay in
+        // its own process and directory until compared).
+        let seeds: Vec<u64> = (0..settings.correctness_seeds).map(|_| self.rng.random_range(1..1u64 << 31)).collect();
+        let expected_limit = settings.call_timeout * settings.correctness_seeds.max(1) as u32 + Duration::from_secs(60);
+        let reference = &mut *self.reference;
+        let (loaded, expected) = std::thread::scope(|s| {
+            let expected = std::thread::Builder::new()
+                .name("expected-outputs".into())
+                .spawn_scoped(s, || reference.ensure_expected(&seeds, expected_limit));
+            let loaded = client.call(&load, settings.load_timeout + build_time);
+            // Without a thread (none could be made), the outputs are made after the load.
+            let expected = expected.map(|h| h.join().expect("the expected outputs' thread does not panic"));
+            (loaded, expected.ok())
+        });
+        // A reference that failed is the task's fault, whatever the candidate did; one that ran
+        // out of device memory beside the candidate's load tries again alone.
+        let expected_again = match expected {
+            None => true,
+            Some(Err(e)) if e.out_of_device_memory() => true,
+            Some(Err(e)) => return Err(e),
+            Some(Ok(())) => false,
+        };
+        match loaded {
             Ok(reply) => {
                 self.m.load_ms = Some(reply.load_ms);
                 self.m.extension_ms = reply.extension_ms;
@@ -396,11 +420,9 @@ impl Run<'_, '_> {
             return Ok(Err(j));
         }
         self.begin("correctness");
-
-        // Correctness on fresh random seeds, compared in the reference process.
-        let seeds: Vec<u64> = (0..settings.correctness_seeds).map(|_| self.rng.random_range(1..1u64 << 31)).collect();
-        let seed_limit = settings.call_timeout * settings.correctness_seeds.max(1) as u32;
-        self.reference.ensure_expected(&seeds, seed_limit + Duration::from_secs(60))?;
+        if expected_again {
+            self.reference.ensure_expected(&seeds, expected_limit)?;
+        }
         let out_dir = scratch.join("outputs");
         let _ = std::fs::create_dir_all(&out_dir);
         // One request per seed, so a hang is caught after one call's time limit. Each seed's

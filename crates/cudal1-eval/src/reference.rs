@@ -33,6 +33,11 @@ impl ReferenceError {
         AT_START.contains(&self.doing)
     }
 
+    /// The device ran out of memory in one of its calls (the process lives on).
+    pub fn out_of_device_memory(&self) -> bool {
+        matches!(&self.source, CallError::Runner(r) if r.kind == cudal1_protocol::ErrorKind::Oom)
+    }
+
     /// The machine ran out of memory under it (the kernel's OOM killer, not a limit of ours):
     /// the task is not necessarily at fault.
     pub fn host_out_of_memory(&self) -> bool {

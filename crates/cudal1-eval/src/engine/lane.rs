@@ -1,7 +1,8 @@
 //! One lane of a device: the only loop in cudal1 that runs work on a device. It takes ready jobs
 //! from the engine's queue, holds the device's gate while a job runs (alone for a timed job,
 //! shared for checks), keeps the references of its last tasks alive, and on GPUs starts the next
-//! candidates' processes while the current one runs.
+//! candidates' processes while the current one runs. Between checks that are not timed, a kept
+//! reference process loads the next job's task while the current job runs.
 
 use super::{job_settings, Entry, JobOutcome, Shared, Work};
 use crate::candidate::{evaluate_in, prejudge, prejudged, CandidateProcess, EvalContext, Retired, Unjudged, PIPELINED_OUT_OF_MEMORY};
@@ -18,6 +19,7 @@ use rand::SeedableRng;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// References a lane keeps alive (they hold weights on the device). The timing lane keeps more:
@@ -45,6 +47,9 @@ struct Lane<'a> {
     references: VecDeque<(String, ReferenceSession)>,
     /// References started ahead for staged jobs, by task hash.
     starting: Vec<(String, StartingReference)>,
+    /// A kept reference loading the next job's task beside the current job, by task hash. It
+    /// works on the device, so it is joined before the lane lets the device go.
+    reloading: Option<(String, JoinHandle<Result<ReferenceSession, ReferenceError>>)>,
     /// Candidate processes of finished jobs, ending in the background.
     retired: Retired,
     /// The runner that describes tasks (`tasks list`), kept from one task to the next.
@@ -65,6 +70,7 @@ pub(super) fn run(shared: &Shared, device_index: usize, lane_index: usize) {
         times,
         references: VecDeque::new(),
         starting: Vec::new(),
+        reloading: None,
         retired: Retired::default(),
         describer: None,
         capacity: if times { REFERENCES_TIMING_LANE } else { REFERENCES_OTHER_LANE },
@@ -107,7 +113,7 @@ impl Lane<'_> {
                 let process = self.start_ahead(&entry);
                 ahead.push_back(Staged { entry, process });
             }
-            self.run_one(staged);
+            self.run_one(staged, ahead.front().map(|s| &s.entry));
         }
         for staged in ahead {
             self.cancel(staged);
@@ -130,21 +136,28 @@ impl Lane<'_> {
             return None;
         }
         let settings = job_settings(&self.shared.config.settings, &self.device, &entry.job);
-        let hash = &entry.job.task.hash;
-        let known = self.references.iter().any(|(h, _)| h == hash) || self.starting.iter().any(|(h, _)| h == hash);
-        // A check that is not timed reuses the oldest reference's process once the lane is full.
-        let reuses = !settings.mode.times() && self.references.len() >= self.capacity;
+        let known = self.holds(&entry.job.task.hash, &settings);
+        // A check that is not timed loads its task into a reference process the lane already
+        // has (ahead, or at its turn), once the lane has one.
+        let reuses = !settings.mode.times() && (!self.references.is_empty() || !self.starting.is_empty());
         if !known && !reuses {
             if let Ok(r) = ReferenceSession::spawn(&self.shared.config.env, &entry.job.task, &settings, &self.shared.scratch) {
                 self.shared.references_started.fetch_add(1, Ordering::Relaxed);
-                self.starting.push((hash.clone(), r));
+                self.starting.push((entry.job.task.hash.clone(), r));
             }
         }
         let ctx = EvalContext { env: &self.shared.config.env, settings: &settings, work_root: &self.shared.scratch, retired: None, before_timing: None };
         CandidateProcess::start(&ctx, &entry.job.task.path, candidate, &entry.compiled).ok()
     }
 
-    fn run_one(&mut self, staged: Staged) {
+    /// Whether the lane has a reference, running or starting, that may serve a job of this task
+    /// and settings: one that loaded another task before serves only checks that are not timed.
+    fn holds(&self, hash: &str, settings: &EvalSettings) -> bool {
+        self.references.iter().any(|(h, r)| h == hash && !(settings.mode.times() && r.reloaded)) || self.starting.iter().any(|(h, _)| h == hash)
+    }
+
+    /// `next` is the job staged after this one, whose task a kept reference may load meanwhile.
+    fn run_one(&mut self, staged: Staged, next: Option<&Entry>) {
         let Staged { entry, process } = staged;
         let picked = Instant::now();
         let settings = job_settings(&self.shared.config.settings, &self.device, &entry.job);
@@ -171,11 +184,13 @@ impl Lane<'_> {
         let outcome = match &entry.job.work {
             Work::Evaluate { candidate, .. } => {
                 let task = Arc::clone(&entry.job.task);
-                let mut result = self.evaluate(&task, candidate, &entry.compiled, process, &settings, before_timing);
+                let next = if entry.job.times() { None } else { next };
+                let mut result = self.evaluate(&task, candidate, &entry.compiled, process, &settings, before_timing, next);
                 if matches!(&result, Ok(e) if e.reason_class == PIPELINED_OUT_OF_MEMORY) {
                     // Out of device memory beside other lanes' work: again, holding the device alone.
+                    self.settle_reload();
                     take_alone();
-                    result = self.evaluate(&task, candidate, &entry.compiled, None, &settings, None);
+                    result = self.evaluate(&task, candidate, &entry.compiled, None, &settings, None, None);
                 }
                 match result {
                     Ok(mut e) => {
@@ -201,6 +216,7 @@ impl Lane<'_> {
         // Reported before the device is let go, so that in the event stream no job starts on a
         // device before the one that held it alone has finished.
         self.shared.end(entry, outcome);
+        self.settle_reload();
         drop(held);
     }
 
@@ -212,6 +228,7 @@ impl Lane<'_> {
         process: Option<CandidateProcess>,
         settings: &EvalSettings,
         before_timing: Option<&dyn Fn()>,
+        next: Option<&Entry>,
     ) -> Result<Evaluation, Unjudged> {
         let started = Instant::now();
         let plain = EvalContext { env: &self.shared.config.env, settings, work_root: &self.shared.scratch, retired: None, before_timing: None };
@@ -231,6 +248,7 @@ impl Lane<'_> {
                 return Err(e.into());
             }
         };
+        let i = self.reload_ahead(next, i);
         let job_rng = StdRng::from_rng(&mut self.rng);
         let reference_ready = started.elapsed();
         // Pipelined, the next job may start timing as soon as this one lets the device go: its
@@ -270,6 +288,53 @@ impl Lane<'_> {
             describer.shutdown();
         }
         result
+    }
+
+    /// Starts loading `next`'s task, a check that is not timed, into a kept reference that the
+    /// current job (its reference at `current`) does not use, unless the lane has one for it.
+    /// The load runs beside the current job, on the device the lane holds; the process is the
+    /// lane's oldest idle reference. Returns the current reference's index after the removal.
+    fn reload_ahead(&mut self, next: Option<&Entry>, current: usize) -> usize {
+        let Some(next) = next else { return current };
+        let Work::Evaluate { candidate, .. } = &next.job.work else { return current };
+        let settings = job_settings(&self.shared.config.settings, &self.device, &next.job);
+        if settings.mode.times() || self.reloading.is_some() || prejudge(candidate, &next.compiled).0.is_some() || self.holds(&next.job.task.hash, &settings) {
+            return current;
+        }
+        let Some(idle) = (0..self.references.len()).find(|&k| k != current) else { return current };
+        let Some((_, session)) = self.references.remove(idle) else { return current };
+        let task = Task::clone(&next.job.task);
+        let hash = task.hash.clone();
+        match std::thread::Builder::new().name("reference-reload".into()).spawn(move || session.reload(&task, &settings)) {
+            Ok(handle) => {
+                self.shared.references_reused.fetch_add(1, Ordering::Relaxed);
+                self.reloading = Some((hash, handle));
+            }
+            Err(e) => tracing::warn!(error = %e, "no thread to load the next task ahead; it loads at its turn"),
+        }
+        if idle < current {
+            current - 1
+        } else {
+            current
+        }
+    }
+
+    /// Waits for the reference loading ahead, and keeps it for its job. One that failed is gone
+    /// (its process ended); the job then gets a reference at its turn, which reports the failure.
+    fn settle_reload(&mut self) {
+        let Some((hash, handle)) = self.reloading.take() else { return };
+        match handle.join() {
+            Ok(Ok(session)) => {
+                if self.references.len() >= self.capacity {
+                    if let Some((_, old)) = self.references.pop_front() {
+                        old.shutdown();
+                    }
+                }
+                self.references.push_back((hash, session));
+            }
+            Ok(Err(e)) => tracing::debug!(error = %e, "loading the next task ahead failed"),
+            Err(_) => tracing::warn!("the thread loading the next task ahead panicked"),
+        }
     }
 
     /// For a check that is not timed, when the lane keeps as many references as it may: the

@@ -275,6 +275,44 @@ fn checks_of_new_tasks_reuse_the_oldest_references_process_and_judge_as_fresh_on
 }
 
 #[test]
+fn staged_checks_of_new_tasks_load_into_a_kept_reference_while_the_job_before_runs() {
+    // With candidates started ahead, a lane starts two references (its first job's, and one
+    // ahead for the next); every later task of a check loads into the reference the running job
+    // does not use. A timed job still gets a fresh process.
+    let dir = tempfile::tempdir().unwrap();
+    let settings = EvalSettings { timing_budget: Duration::from_millis(300), call_timeout: Duration::from_secs(20), ..EvalSettings::default() };
+    let mut config = EngineConfig::new(runner_env(&dir.path().join("cache")), vec![Device::Cpu], settings, CompileCache { root: dir.path().join("extensions") });
+    config.scratch_parent = dir.path().join("scratch");
+    config.compile_workers = 1;
+    config.lanes = 1;
+    config.seed = 7;
+    config.prefetch = Some(true);
+    let (engine, events) = Evaluator::start(config).unwrap();
+    let check = |t: &str, c: &str| Job::evaluate(task(t), candidate(c)).mode(Mode::Correctness);
+    let jobs = [
+        (check("level1/1_Diagonal_Matmul.py", "level1/1_Diagonal_Matmul/fast.py"), Verdict::Correct),
+        (check("level1/2_Swish.py", "level1/2_Swish/correct.py"), Verdict::Correct),
+        (check("level1/3_Softmax_Rows.py", "level1/3_Softmax_Rows/correct.py"), Verdict::Correct),
+        (check("level1/5_Small_Matmul.py", "level1/5_Small_Matmul/correct.py"), Verdict::Correct),
+        (check("level1/1_Diagonal_Matmul.py", "level1/1_Diagonal_Matmul/wrong_axis.py"), Verdict::Incorrect),
+        (check("level1/2_Swish.py", "level1/2_Swish/nan_output.py"), Verdict::Incorrect),
+        (check("level1/3_Softmax_Rows.py", "level1/3_Softmax_Rows/wrong_shape.py"), Verdict::Incorrect),
+    ];
+    let n = jobs.len() + 1;
+    let handles: Vec<_> = jobs.into_iter().map(|(job, want)| (engine.submit(job), want)).collect();
+    let timed = engine.submit(Job::evaluate(task("level1/5_Small_Matmul.py"), candidate("level1/5_Small_Matmul/correct.py")));
+    let (_, by_job) = collect(&events, n);
+    for (h, want) in &handles {
+        let JobOutcome::Evaluated(e) = outcome(&by_job[&h.id]) else { panic!("{:?}", outcome(&by_job[&h.id])) };
+        assert_eq!(e.verdict, *want, "{}: {}", e.task, e.reason);
+    }
+    let JobOutcome::Evaluated(e) = outcome(&by_job[&timed.id]) else { panic!("{:?}", outcome(&by_job[&timed.id])) };
+    assert!(e.verdict == Verdict::Correct && e.speedup.is_some(), "{}: {}", e.verdict, e.reason);
+    let stats = engine.finish();
+    assert_eq!((stats.references_started, stats.references_reused), (3, 5), "{stats:?}");
+}
+
+#[test]
 fn a_higher_priority_job_overtakes_earlier_ones_still_queued() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, events) = engine(dir.path(), 1, Duration::from_secs(20));
