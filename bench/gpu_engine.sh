@@ -33,9 +33,10 @@ batch() { # NAME BINARY LIMIT_S CACHE EXTRA...
   # A run cut off in an earlier call resumes from its store, carried back in as .carry/NAME.db.
   [ -f "$O/$name.db" ] || { [ -f "$C/$name.db" ] && cp "$C/$name.db" "$O/$name.db"; }
   local start=$(date +%s.%N)
+  echo "start $(date -u +%FT%T.%NZ)"
   CUDAL1_CACHE_DIR="$cache" timeout -s INT -k 45 "$limit" "$bin" eval --suite /tmp/tp/tasks --candidates /tmp/tp/candidates.jsonl \
     --device cuda --json --budget "$BUDGET" --db "$O/$name.db" "$@" > "$O/$name.jsonl"
-  echo "exit $?"
+  echo "exit $? at $(date -u +%FT%T.%NZ)"
   local end=$(date +%s.%N)
   python3 bench/engine_report.py "$name" "$O/$name.jsonl" "$start" "$end" | tee -a "$O/summary.jsonl"
   python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$O/$name.db"

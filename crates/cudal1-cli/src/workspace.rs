@@ -112,7 +112,7 @@ pub fn cache_dir(flag: Option<&Path>) -> PathBuf {
 /// The interpreter, probed, the runner package installed in the cache, and the cache.
 pub fn interpreter(python: Option<&Path>, cache_flag: Option<&Path>) -> Result<(Interpreter, RunnerEnv, PathBuf)> {
     let cache = cache_dir(cache_flag);
-    let interp = find_interpreter(&PythonRequest { flag: python.map(Path::to_owned), start_dir: None })?;
+    let interp = find_interpreter(&PythonRequest { flag: python.map(Path::to_owned), start_dir: None, probe_cache: Some(cache.join("python")) })?;
     tracing::info!(python = %interp.path.display(), source = %interp.source, torch = ?interp.probe.torch, "using Python");
     let env = RunnerEnv::prepare(&interp, &cache).with_context(|| format!("installing the runner package under `{}`", cache.display()))?;
     Ok((interp, env, cache))

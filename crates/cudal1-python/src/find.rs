@@ -1,6 +1,7 @@
 //! Finding a Python with PyTorch, as a typed request with a recorded source.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -33,10 +34,12 @@ pub struct PythonRequest {
     pub flag: Option<PathBuf>,
     /// Where to start looking for `.venv` (normally the working directory).
     pub start_dir: Option<PathBuf>,
+    /// A directory that remembers probes ([`cached_probe`]); without one, every search probes.
+    pub probe_cache: Option<PathBuf>,
 }
 
 /// What the embedded probe script reported.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Probe {
     pub executable: PathBuf,
     pub version: String,
@@ -134,7 +137,11 @@ pub fn find_interpreter(req: &PythonRequest) -> Result<Interpreter, PythonError>
             searched.push(format!("{source} (absent)"));
             continue;
         }
-        let probe = probe(&path).map_err(|detail| PythonError::Probe { path: path.clone(), source_kind: source.clone(), detail })?;
+        let probe = match &req.probe_cache {
+            Some(dir) => cached_probe(&path, dir),
+            None => probe(&path),
+        };
+        let probe = probe.map_err(|detail| PythonError::Probe { path: path.clone(), source_kind: source.clone(), detail })?;
         if let Some(error) = probe.torch_error.clone().filter(|_| probe.torch.is_none()) {
             if matches!(source, Source::Flag | Source::EnvVar | Source::VirtualEnv | Source::DotVenv(_)) {
                 return Err(PythonError::NoTorch { path, source_kind: source, error });
@@ -146,6 +153,83 @@ pub fn find_interpreter(req: &PythonRequest) -> Result<Interpreter, PythonError>
         return Ok(Interpreter { path, source, probe });
     }
     Err(PythonError::NotFound { searched })
+}
+
+/// A probe remembered in `dir`, else a fresh one, remembered when it found torch. Probing imports
+/// torch and asks the driver about every GPU: 1-3 s, paid by every command. A remembered probe is
+/// used only while everything it depends on is unchanged ([`probe_key`]): the interpreter's file,
+/// its environment's `pyvenv.cfg`, the variables that change what Python and CUDA see, the boot,
+/// the NVIDIA driver, and torch's installed `version.py`.
+pub fn cached_probe(path: &Path, dir: &Path) -> Result<Probe, String> {
+    let Some(key) = probe_key(path) else { return probe(path) };
+    let file = dir.join(format!("{key}.json"));
+    if let Some(remembered) = std::fs::read(&file).ok().and_then(|b| serde_json::from_slice::<Remembered>(&b).ok()) {
+        if remembered.torch_stamp == torch_stamp(&remembered.probe) {
+            tracing::debug!(python = %path.display(), file = %file.display(), "a remembered probe");
+            return Ok(remembered.probe);
+        }
+    }
+    let fresh = probe(path)?;
+    if fresh.torch.is_some() {
+        let remembered = Remembered { torch_stamp: torch_stamp(&fresh), probe: fresh.clone() };
+        // Remembering is an optimisation: a cache that cannot be written costs a probe next time.
+        let written = std::fs::create_dir_all(dir).and_then(|()| {
+            let tmp = tempfile::NamedTempFile::new_in(dir)?;
+            serde_json::to_writer(&tmp, &remembered)?;
+            tmp.persist(&file).map(|_| ()).map_err(|e| e.error)
+        });
+        if let Err(e) = written {
+            tracing::debug!(error = %e, dir = %dir.display(), "cannot remember the Python probe");
+        }
+    }
+    Ok(fresh)
+}
+
+#[derive(Serialize, Deserialize)]
+struct Remembered {
+    /// Torch's `version.py` when probed (size and modification time): a reinstall changes it.
+    torch_stamp: Option<String>,
+    probe: Probe,
+}
+
+/// Variables that change which Python modules load or which GPUs CUDA shows.
+const PROBE_VARIABLES: [&str; 8] =
+    ["CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "PYTHONPATH", "PYTHONHOME", "PYTHONSAFEPATH", "LD_LIBRARY_PATH", "LD_PRELOAD"];
+
+/// What a probe of `path` depends on, hashed; `None` where the interpreter's file cannot be read.
+fn probe_key(path: &Path) -> Option<String> {
+    let real = std::fs::canonicalize(path).ok()?;
+    let mut h = Sha256::new();
+    let mut add = |label: &str, value: &[u8]| {
+        h.update(label.as_bytes());
+        h.update((value.len() as u64).to_le_bytes());
+        h.update(value);
+    };
+    add("path", path.as_os_str().as_encoded_bytes());
+    add("real", real.as_os_str().as_encoded_bytes());
+    add("exe", stamp(&real)?.as_bytes());
+    // A virtual environment's configuration sits beside its bin/.
+    let cfg = path.parent().and_then(Path::parent).map(|d| d.join("pyvenv.cfg"));
+    add("pyvenv", cfg.as_deref().and_then(stamp).unwrap_or_default().as_bytes());
+    for var in PROBE_VARIABLES {
+        add(var, std::env::var_os(var).map(|v| v.as_encoded_bytes().to_vec()).unwrap_or_default().as_slice());
+    }
+    for file in ["/proc/sys/kernel/random/boot_id", "/proc/driver/nvidia/version"] {
+        add(file, &std::fs::read(file).unwrap_or_default());
+    }
+    let digest = h.finalize();
+    Some(digest.iter().take(16).map(|b| format!("{b:02x}")).collect())
+}
+
+/// A file's size and modification time, as text.
+fn stamp(path: &Path) -> Option<String> {
+    let m = std::fs::metadata(path).ok()?;
+    let modified = m.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?;
+    Some(format!("{}:{}", m.len(), modified.as_nanos()))
+}
+
+fn torch_stamp(probe: &Probe) -> Option<String> {
+    probe.torch_dir.as_ref().and_then(|d| stamp(&d.join("version.py")))
 }
 
 fn probe(path: &Path) -> Result<Probe, String> {
@@ -164,7 +248,7 @@ mod tests {
 
     #[test]
     fn a_missing_flag_path_is_an_error_naming_the_flag() {
-        let req = PythonRequest { flag: Some("/nonexistent/python".into()), start_dir: None };
+        let req = PythonRequest { flag: Some("/nonexistent/python".into()), ..Default::default() };
         let err = find_interpreter(&req).unwrap_err();
         assert!(err.to_string().contains("--python"), "{err}");
     }
@@ -177,11 +261,70 @@ mod tests {
         let venv = dir.path().join("env");
         let ok = Command::new(&python3).args(["-m", "venv", "--without-pip"]).arg(&venv).status().unwrap();
         assert!(ok.success());
-        let req = PythonRequest { flag: Some(venv.join("bin/python")), start_dir: None };
+        let req = PythonRequest { flag: Some(venv.join("bin/python")), ..Default::default() };
         match find_interpreter(&req).unwrap_err() {
             PythonError::NoTorch { error, .. } => assert!(error.contains("torch"), "{error}"),
             other => panic!("expected NoTorch, got {other}"),
         }
+    }
+
+    /// A stand-in interpreter: a script that answers the probe with `torch_dir`'s torch (or none)
+    /// and counts its runs in `runs`.
+    fn fake_python(dir: &Path, torch_dir: Option<&Path>, runs: &Path) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let torch = match torch_dir {
+            Some(d) => format!(r#""torch": "2.0", "torch_dir": "{}""#, d.display()),
+            None => r#""torch": null, "torch_error": "ModuleNotFoundError""#.to_owned(),
+        };
+        let script = dir.join("python");
+        let body = format!(
+            "#!/bin/sh\necho run >> {}\necho '{{\"executable\": \"x\", \"version\": \"3\", \"prefix\": \"/\", \"base_prefix\": \"/\", {torch}}}'\n",
+            runs.display()
+        );
+        std::fs::write(&script, body).unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        script
+    }
+
+    fn count(runs: &Path) -> usize {
+        std::fs::read_to_string(runs).map(|s| s.lines().count()).unwrap_or(0)
+    }
+
+    #[test]
+    fn a_probe_is_remembered_until_the_interpreter_or_torch_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let torch = dir.path().join("torch");
+        std::fs::create_dir(&torch).unwrap();
+        std::fs::write(torch.join("version.py"), "__version__ = '2.0'\n").unwrap();
+        let runs = dir.path().join("runs");
+        let python = fake_python(dir.path(), Some(&torch), &runs);
+        let cache = dir.path().join("cache");
+        let first = cached_probe(&python, &cache).unwrap();
+        assert_eq!(first.torch.as_deref(), Some("2.0"));
+        assert_eq!(cached_probe(&python, &cache).unwrap(), first);
+        assert_eq!(count(&runs), 1, "the second answer is the remembered one");
+        // torch reinstalled: its version.py changes.
+        std::fs::write(torch.join("version.py"), "__version__ = '2.0.1'\n").unwrap();
+        cached_probe(&python, &cache).unwrap();
+        assert_eq!(count(&runs), 2);
+        cached_probe(&python, &cache).unwrap();
+        assert_eq!(count(&runs), 2);
+        // Another interpreter at the same path.
+        std::fs::write(&python, std::fs::read_to_string(&python).unwrap() + "# rebuilt\n").unwrap();
+        cached_probe(&python, &cache).unwrap();
+        assert_eq!(count(&runs), 3);
+    }
+
+    #[test]
+    fn an_interpreter_without_torch_is_probed_every_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let runs = dir.path().join("runs");
+        let python = fake_python(dir.path(), None, &runs);
+        let cache = dir.path().join("cache");
+        for _ in 0..2 {
+            assert!(cached_probe(&python, &cache).unwrap().torch.is_none());
+        }
+        assert_eq!(count(&runs), 2, "what may be installed next is found at once");
     }
 
     #[test]
@@ -189,7 +332,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let nested = dir.path().join("a/b");
         std::fs::create_dir_all(&nested).unwrap();
-        let req = PythonRequest { flag: None, start_dir: Some(nested) };
+        let req = PythonRequest { start_dir: Some(nested), ..Default::default() };
         let list = candidates(&req);
         assert!(list.iter().any(|(s, p)| matches!(s, Source::DotVenv(_)) && p == &dir.path().join(".venv/bin/python")));
     }

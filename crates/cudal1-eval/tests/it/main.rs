@@ -24,7 +24,7 @@ fn runner_env(cache: &Path) -> RunnerEnv {
         .find_map(std::env::var_os)
         .map(PathBuf::from)
         .or_else(|| Some(repo().join(".venv/bin/python")).filter(|p| p.exists()));
-    let interp = cudal1_python::find_interpreter(&cudal1_python::PythonRequest { flag, start_dir: Some(repo()) }).unwrap();
+    let interp = cudal1_python::find_interpreter(&cudal1_python::PythonRequest { flag, start_dir: Some(repo()), ..Default::default() }).unwrap();
     RunnerEnv::prepare(&interp, cache).unwrap()
 }
 

@@ -91,7 +91,7 @@ fn settings() -> EvalSettings {
 /// runner package installed under `cache`.
 fn runner_env(cache: &Path) -> RunnerEnv {
     let flag = std::env::var_os("CUDAL1_TEST_PYTHON").map(PathBuf::from).or_else(|| Some(repo().join(".venv/bin/python")).filter(|p| p.exists()));
-    let interp = cudal1_python::find_interpreter(&cudal1_python::PythonRequest { flag, start_dir: Some(repo()) }).unwrap();
+    let interp = cudal1_python::find_interpreter(&cudal1_python::PythonRequest { flag, start_dir: Some(repo()), ..Default::default() }).unwrap();
     let package_root = cudal1_python::RUNNER.install(cache).unwrap();
     RunnerEnv {
         python: interp.path.clone(),

@@ -18,7 +18,7 @@ fn repo() -> PathBuf {
 
 fn runner_env(cache: &Path) -> RunnerEnv {
     let flag = std::env::var_os("CUDAL1_TEST_PYTHON").map(PathBuf::from).or_else(|| Some(repo().join(".venv/bin/python")).filter(|p| p.exists()));
-    let interp = cudal1_python::find_interpreter(&cudal1_python::PythonRequest { flag, start_dir: Some(repo()) }).unwrap();
+    let interp = cudal1_python::find_interpreter(&cudal1_python::PythonRequest { flag, start_dir: Some(repo()), ..Default::default() }).unwrap();
     RunnerEnv::prepare(&interp, cache).unwrap()
 }
 

@@ -170,7 +170,7 @@ fn a_run_resumes_at_its_last_committed_step_with_the_same_policy() {
 }
 
 fn runner_env(cache: &Path) -> RunnerEnv {
-    let interp = cudal1_python::find_interpreter(&cudal1_python::PythonRequest { flag: Some(python()), start_dir: Some(repo()) }).unwrap();
+    let interp = cudal1_python::find_interpreter(&cudal1_python::PythonRequest { flag: Some(python()), start_dir: Some(repo()), ..Default::default() }).unwrap();
     RunnerEnv::prepare(&interp, cache).unwrap()
 }
 
