@@ -256,6 +256,11 @@ impl CandidateProcess {
         Ok(CandidateProcess { scratch, file, client })
     }
 
+    /// See [`RunnerClient::set_nice`].
+    pub fn set_nice(&self, nice: i32) -> bool {
+        self.client.set_nice(nice)
+    }
+
     /// Ends a process that will not be evaluated.
     pub fn discard(self) {
         self.client.shutdown();

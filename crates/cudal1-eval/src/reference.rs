@@ -111,6 +111,11 @@ impl StartingReference {
         })
     }
 
+    /// See [`RunnerClient::set_nice`].
+    pub fn set_nice(&self, nice: i32) -> bool {
+        self.client.set_nice(nice)
+    }
+
     /// Ends a reference that will not be used.
     pub fn discard(self) {
         self.client.shutdown();

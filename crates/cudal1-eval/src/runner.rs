@@ -122,6 +122,11 @@ impl Drop for Live {
     }
 }
 
+/// The nice value of a process that checks (no timing) started ahead of its turn: where many
+/// interpreters start at once (every lane of a correctness run), those whose turn it is get the
+/// cores first.
+pub const AHEAD_NICE: i32 = 10;
+
 /// How long a runner may take to start and answer `Hello` (an interpreter importing torch on a
 /// busy machine).
 pub const HELLO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
@@ -253,6 +258,15 @@ impl RunnerClient {
             Ok(Err(e)) => Err(CallError::Runner(e)),
             Err(detail) => Err(CallError::Protocol(detail)),
         }
+    }
+
+    /// Sets the nice value of every thread of the runner's process group: [`AHEAD_NICE`] for a
+    /// process started ahead of its turn, 0 when its turn comes. Best effort: going back to 0
+    /// needs root or `CAP_SYS_NICE`, without which the process stays niced. Returns whether it
+    /// took.
+    pub fn set_nice(&self, nice: i32) -> bool {
+        // SAFETY: setpriority has no memory-safety preconditions.
+        unsafe { libc::setpriority(libc::PRIO_PGRP as _, self.worker.pid() as libc::id_t, nice) == 0 }
     }
 
     /// Names the runner anew in its errors and logs (a reference given another task).

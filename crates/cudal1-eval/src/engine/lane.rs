@@ -6,6 +6,7 @@
 
 use super::{job_settings, Entry, JobOutcome, Shared, Work};
 use crate::candidate::{evaluate_in, prejudge, prejudged, CandidateProcess, EvalContext, Retired, Unjudged, PIPELINED_OUT_OF_MEMORY};
+use crate::runner::AHEAD_NICE;
 use crate::failure::host_out_of_memory;
 use crate::compile::CompileOutcome;
 use crate::degenerate::check_task;
@@ -26,6 +27,9 @@ use std::time::{Duration, Instant};
 /// an `optimize` or training run returns to the same few tasks.
 const REFERENCES_TIMING_LANE: usize = 3;
 const REFERENCES_OTHER_LANE: usize = 2;
+
+/// Reference processes a lane starts for checks that are not timed: later tasks load into them.
+const CHECK_REFERENCES: usize = 2;
 
 /// How many candidate processes a lane starts ahead: two, so that a candidate that fails at once
 /// still finds the next one's interpreter ready.
@@ -99,8 +103,12 @@ impl Lane<'_> {
         loop {
             let staged = match ahead.pop_front() {
                 Some(s) => s,
+                // Its candidate's interpreter starts beside its reference's, not after it.
                 None => match self.shared.ready_q.pop(|e| self.accepts(e)) {
-                    Some(entry) => Staged { entry, process: None },
+                    Some(entry) => {
+                        let process = if self.prefetch && !self.shared.cancelled() { self.start_ahead(&entry) } else { None };
+                        Staged { entry, process }
+                    }
                     None => break,
                 },
             };
@@ -138,16 +146,27 @@ impl Lane<'_> {
         let settings = job_settings(&self.shared.config.settings, &self.device, &entry.job);
         let known = self.holds(&entry.job.task.hash, &settings);
         // A check that is not timed loads its task into a reference process the lane already
-        // has (ahead, or at its turn), once the lane has one.
-        let reuses = !settings.mode.times() && (!self.references.is_empty() || !self.starting.is_empty());
+        // has (ahead, or at its turn), once the lane has two: the running job's, and one to load
+        // the next job's task meanwhile.
+        let reuses = !settings.mode.times() && self.references.len() + self.starting.len() >= CHECK_REFERENCES;
+        // Processes of checks yield the cores to those whose turn it is until theirs comes;
+        // those of timed jobs never run niced.
+        let nice = !settings.mode.times();
         if !known && !reuses {
             if let Ok(r) = ReferenceSession::spawn(&self.shared.config.env, &entry.job.task, &settings, &self.shared.scratch) {
                 self.shared.references_started.fetch_add(1, Ordering::Relaxed);
+                if nice {
+                    r.set_nice(AHEAD_NICE);
+                }
                 self.starting.push((entry.job.task.hash.clone(), r));
             }
         }
         let ctx = EvalContext { env: &self.shared.config.env, settings: &settings, work_root: &self.shared.scratch, retired: None, before_timing: None };
-        CandidateProcess::start(&ctx, &entry.job.task.path, candidate, &entry.compiled).ok()
+        let process = CandidateProcess::start(&ctx, &entry.job.task.path, candidate, &entry.compiled).ok();
+        if let (Some(p), true) = (&process, nice) {
+            p.set_nice(AHEAD_NICE);
+        }
+        process
     }
 
     /// Whether the lane has a reference, running or starting, that may serve a job of this task
@@ -159,6 +178,9 @@ impl Lane<'_> {
     /// `next` is the job staged after this one, whose task a kept reference may load meanwhile.
     fn run_one(&mut self, staged: Staged, next: Option<&Entry>) {
         let Staged { entry, process } = staged;
+        if let Some(p) = &process {
+            p.set_nice(0);
+        }
         let picked = Instant::now();
         let settings = job_settings(&self.shared.config.settings, &self.device, &entry.job);
         let gate = &self.shared.gates[self.device_index];
@@ -360,7 +382,11 @@ impl Lane<'_> {
             }
         }
         let session = match self.starting.iter().position(|(hash, _)| *hash == task.hash) {
-            Some(i) => self.starting.swap_remove(i).1.ready(settings)?,
+            Some(i) => {
+                let starting = self.starting.swap_remove(i).1;
+                starting.set_nice(0);
+                starting.ready(settings)?
+            }
             None => match self.reusable(settings) {
                 Some(old) => {
                     self.shared.references_reused.fetch_add(1, Ordering::Relaxed);

@@ -42,14 +42,35 @@ fn engine(dir: &Path, lanes: usize, call_timeout: Duration) -> (Evaluator, cross
 }
 
 fn engine_with(dir: &Path, lanes: usize, call_timeout: Duration, pipeline: bool) -> (Evaluator, crossbeam_channel::Receiver<Event>) {
+    let mut config = engine_config(dir, lanes, call_timeout);
+    config.pipeline = pipeline;
+    Evaluator::start(config).unwrap()
+}
+
+fn engine_config(dir: &Path, lanes: usize, call_timeout: Duration) -> EngineConfig {
     let settings = EvalSettings { timing_budget: Duration::from_millis(300), call_timeout, ..EvalSettings::default() };
     let mut config = EngineConfig::new(runner_env(&dir.join("cache")), vec![Device::Cpu], settings, CompileCache { root: dir.join("extensions") });
     config.scratch_parent = dir.join("scratch");
     config.compile_workers = 1;
     config.lanes = lanes;
     config.seed = 7;
-    config.pipeline = pipeline;
-    Evaluator::start(config).unwrap()
+    config
+}
+
+/// Submits checks with the verdicts they must get, then a timed job that must be judged correct
+/// with a speedup, waits for all, and ends the engine.
+fn checks_then_timed(engine: Evaluator, events: &crossbeam_channel::Receiver<Event>, jobs: Vec<(Job, Verdict)>, timed: Job) -> cudal1_eval::EngineStats {
+    let n = jobs.len() + 1;
+    let handles: Vec<_> = jobs.into_iter().map(|(job, want)| (engine.submit(job), want)).collect();
+    let timed = engine.submit(timed);
+    let (_, by_job) = collect(events, n);
+    for (h, want) in &handles {
+        let JobOutcome::Evaluated(e) = outcome(&by_job[&h.id]) else { panic!("{:?}", outcome(&by_job[&h.id])) };
+        assert_eq!(e.verdict, *want, "{}: {}", e.task, e.reason);
+    }
+    let JobOutcome::Evaluated(e) = outcome(&by_job[&timed.id]) else { panic!("{:?}", outcome(&by_job[&timed.id])) };
+    assert!(e.verdict == Verdict::Correct && e.speedup.is_some(), "{}: {}", e.verdict, e.reason);
+    engine.finish()
 }
 
 /// Events of each job, in the order the stream gave them, until `jobs` have finished.
@@ -248,7 +269,7 @@ fn checks_of_new_tasks_reuse_the_oldest_references_process_and_judge_as_fresh_on
     let dir = tempfile::tempdir().unwrap();
     let (engine, events) = engine(dir.path(), 1, Duration::from_secs(20));
     let check = |t: &str, c: &str| Job::evaluate(task(t), candidate(c)).mode(Mode::Correctness);
-    let jobs = [
+    let jobs = vec![
         (check("level1/1_Diagonal_Matmul.py", "level1/1_Diagonal_Matmul/fast.py"), Verdict::Correct),
         (check("level1/2_Swish.py", "level1/2_Swish/correct.py"), Verdict::Correct),
         (check("level1/3_Softmax_Rows.py", "level1/3_Softmax_Rows/correct.py"), Verdict::Correct),
@@ -259,18 +280,9 @@ fn checks_of_new_tasks_reuse_the_oldest_references_process_and_judge_as_fresh_on
         (check("level1/1_Diagonal_Matmul.py", "level1/1_Diagonal_Matmul/wrong_axis.py"), Verdict::Incorrect),
         (check("level1/1_Diagonal_Matmul.py", "level1/1_Diagonal_Matmul/fast.py"), Verdict::Correct),
     ];
-    let n = jobs.len() + 1;
-    let handles: Vec<_> = jobs.into_iter().map(|(job, want)| (engine.submit(job), want)).collect();
     // Task 5's kept reference is a reused process: a timed job of task 5 gets a fresh one.
-    let timed = engine.submit(Job::evaluate(task("level1/5_Small_Matmul.py"), candidate("level1/5_Small_Matmul/correct.py")));
-    let (_, by_job) = collect(&events, n);
-    for (h, want) in &handles {
-        let JobOutcome::Evaluated(e) = outcome(&by_job[&h.id]) else { panic!("{:?}", outcome(&by_job[&h.id])) };
-        assert_eq!(e.verdict, *want, "{}: {}", e.task, e.reason);
-    }
-    let JobOutcome::Evaluated(e) = outcome(&by_job[&timed.id]) else { panic!("{:?}", outcome(&by_job[&timed.id])) };
-    assert!(e.verdict == Verdict::Correct && e.speedup.is_some(), "{}: {}", e.verdict, e.reason);
-    let stats = engine.finish();
+    let timed = Job::evaluate(task("level1/5_Small_Matmul.py"), candidate("level1/5_Small_Matmul/correct.py"));
+    let stats = checks_then_timed(engine, &events, jobs, timed);
     assert_eq!((stats.references_started, stats.references_reused), (4, 2), "{stats:?}");
 }
 
@@ -278,18 +290,14 @@ fn checks_of_new_tasks_reuse_the_oldest_references_process_and_judge_as_fresh_on
 fn staged_checks_of_new_tasks_load_into_a_kept_reference_while_the_job_before_runs() {
     // With candidates started ahead, a lane starts two references (its first job's, and one
     // ahead for the next); every later task of a check loads into the reference the running job
-    // does not use. A timed job still gets a fresh process.
+    // does not use. A timed job still gets a fresh process. Processes of checks started ahead
+    // run niced until their turn.
     let dir = tempfile::tempdir().unwrap();
-    let settings = EvalSettings { timing_budget: Duration::from_millis(300), call_timeout: Duration::from_secs(20), ..EvalSettings::default() };
-    let mut config = EngineConfig::new(runner_env(&dir.path().join("cache")), vec![Device::Cpu], settings, CompileCache { root: dir.path().join("extensions") });
-    config.scratch_parent = dir.path().join("scratch");
-    config.compile_workers = 1;
-    config.lanes = 1;
-    config.seed = 7;
+    let mut config = engine_config(dir.path(), 1, Duration::from_secs(20));
     config.prefetch = Some(true);
     let (engine, events) = Evaluator::start(config).unwrap();
     let check = |t: &str, c: &str| Job::evaluate(task(t), candidate(c)).mode(Mode::Correctness);
-    let jobs = [
+    let jobs = vec![
         (check("level1/1_Diagonal_Matmul.py", "level1/1_Diagonal_Matmul/fast.py"), Verdict::Correct),
         (check("level1/2_Swish.py", "level1/2_Swish/correct.py"), Verdict::Correct),
         (check("level1/3_Softmax_Rows.py", "level1/3_Softmax_Rows/correct.py"), Verdict::Correct),
@@ -297,18 +305,14 @@ fn staged_checks_of_new_tasks_load_into_a_kept_reference_while_the_job_before_ru
         (check("level1/1_Diagonal_Matmul.py", "level1/1_Diagonal_Matmul/wrong_axis.py"), Verdict::Incorrect),
         (check("level1/2_Swish.py", "level1/2_Swish/nan_output.py"), Verdict::Incorrect),
         (check("level1/3_Softmax_Rows.py", "level1/3_Softmax_Rows/wrong_shape.py"), Verdict::Incorrect),
+        // Started ahead niced, and given its priority back at its turn where that is allowed.
+        (
+            Job::evaluate(task("level1/2_Swish.py"), started::nice_sensitive()).mode(Mode::Correctness),
+            if nix::unistd::geteuid().is_root() { Verdict::Correct } else { Verdict::Incorrect },
+        ),
     ];
-    let n = jobs.len() + 1;
-    let handles: Vec<_> = jobs.into_iter().map(|(job, want)| (engine.submit(job), want)).collect();
-    let timed = engine.submit(Job::evaluate(task("level1/5_Small_Matmul.py"), candidate("level1/5_Small_Matmul/correct.py")));
-    let (_, by_job) = collect(&events, n);
-    for (h, want) in &handles {
-        let JobOutcome::Evaluated(e) = outcome(&by_job[&h.id]) else { panic!("{:?}", outcome(&by_job[&h.id])) };
-        assert_eq!(e.verdict, *want, "{}: {}", e.task, e.reason);
-    }
-    let JobOutcome::Evaluated(e) = outcome(&by_job[&timed.id]) else { panic!("{:?}", outcome(&by_job[&timed.id])) };
-    assert!(e.verdict == Verdict::Correct && e.speedup.is_some(), "{}: {}", e.verdict, e.reason);
-    let stats = engine.finish();
+    let timed = Job::evaluate(task("level1/5_Small_Matmul.py"), candidate("level1/5_Small_Matmul/correct.py"));
+    let stats = checks_then_timed(engine, &events, jobs, timed);
     assert_eq!((stats.references_started, stats.references_reused), (3, 5), "{stats:?}");
 }
 

@@ -161,3 +161,34 @@ fn references_fill_the_bytecode_cache_and_candidates_only_read_it() {
         assert!(!cache.join("poison.pyc").exists(), "a sandboxed candidate wrote into the bytecode cache");
     }
 }
+
+/// Swish's candidate that is right only when its process runs at nice value 0.
+pub fn nice_sensitive() -> cudal1_task::Candidate {
+    let source = "import os\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        # Wrong while the process runs niced.\n        return F.silu(x) + os.getpriority(os.PRIO_PROCESS, 0)\n";
+    cudal1_task::Candidate::from_source("nice_sensitive.py".into(), source.into())
+}
+
+#[test]
+fn a_process_started_ahead_for_a_check_runs_niced_until_its_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut swish = Swish::start(dir.path());
+    let candidates = dir.path().join("candidates");
+    std::fs::create_dir_all(&candidates).unwrap();
+    let ctx = EvalContext { env: &swish.env, settings: &swish.settings, work_root: &candidates, retired: None, before_timing: None };
+    let program = nice_sensitive();
+    let rng = || rand::rngs::StdRng::seed_from_u64(1);
+    // Niced ahead and left so: every thread of the candidate runs niced.
+    let ahead = CandidateProcess::start(&ctx, &swish.task.path, &program, &CompileOutcome::NotNeeded).unwrap();
+    assert!(ahead.set_nice(cudal1_eval::runner::AHEAD_NICE));
+    let e = evaluate_in(&ctx, &mut swish.reference, &program, &CompileOutcome::NotNeeded, Some(ahead), rng()).unwrap();
+    assert_eq!(e.verdict, Verdict::Incorrect, "{}: {}", e.reason_class, e.reason);
+    // Given its priority back at its turn, where the user may raise priorities (root).
+    let ahead = CandidateProcess::start(&ctx, &swish.task.path, &program, &CompileOutcome::NotNeeded).unwrap();
+    ahead.set_nice(cudal1_eval::runner::AHEAD_NICE);
+    let raised = ahead.set_nice(0);
+    assert_eq!(raised, nix::unistd::geteuid().is_root(), "only root may raise a priority here");
+    let e = evaluate_in(&ctx, &mut swish.reference, &program, &CompileOutcome::NotNeeded, Some(ahead), rng()).unwrap();
+    let want = if raised { Verdict::Correct } else { Verdict::Incorrect };
+    assert_eq!(e.verdict, want, "{}: {}", e.reason_class, e.reason);
+    swish.reference.shutdown();
+}
