@@ -299,7 +299,8 @@ pub struct CommonEval {
     #[arg(long)]
     pub compile_workers: Option<usize>,
     /// Evaluations that do not time (`--mode correctness`, task checks) run this many at once per
-    /// device (default: 4 per GPU, one per two cores on the CPU). Timed ones always run alone.
+    /// device (default on a GPU: one per 2.7 of its share of the cores, 2 to 8; on the CPU: one
+    /// per two cores). Timed ones always run alone.
     #[arg(long)]
     pub lanes: Option<usize>,
     /// Load and check timed candidates on every lane, side by side, and hold the device alone
@@ -400,7 +401,8 @@ pub struct CheckArgs {
     /// Where the runner package is cached (default: ~/.cache/cudal1).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
-    /// Tasks checked at once per device (default: 4 per GPU, one per two cores on the CPU).
+    /// Tasks checked at once per device (default on a GPU: one per 2.7 of its share of the cores,
+    /// 2 to 8; on the CPU: one per two cores).
     #[arg(long)]
     pub lanes: Option<usize>,
     /// The SQLite store: finished checks are saved there, so that a stopped check resumes.

@@ -73,7 +73,7 @@ impl EngineConfig {
     /// [`crate::scratch::default_parent`] says, lanes as [`default_lanes`] says.
     pub fn new(env: RunnerEnv, devices: Vec<Device>, settings: EvalSettings, compile_cache: CompileCache) -> EngineConfig {
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-        let lanes = default_lanes(devices.first().unwrap_or(&Device::Cpu), cores);
+        let lanes = default_lanes(devices.first().unwrap_or(&Device::Cpu), cores, devices.len());
         EngineConfig {
             env,
             devices,
@@ -89,11 +89,22 @@ impl EngineConfig {
     }
 }
 
-/// Lanes per device by default: on a GPU four (checks are short and the device has room); on
-/// the CPU one per two cores (a check runs a reference and a candidate process).
-pub fn default_lanes(device: &Device, cores: usize) -> usize {
+/// Lanes per device by default. On a GPU, a check's time goes mostly to its processes' start-up
+/// and loads on the CPU, not to the device: about one lane per 2.7 of the device's share of the
+/// cores, from 2 to 8 (6 for an H100 with 16 cores: 120 checks a minute, where 8 lanes gave 111
+/// and 12 gave 83, docs/bench/2026-11-25-gpu-session13). On the CPU one per two cores (a check
+/// runs a reference and a candidate process).
+///
+/// ```
+/// use cudal1_eval::{default_lanes, Device};
+/// assert_eq!(default_lanes(&Device::Cuda(0), 16, 1), 6);
+/// assert_eq!(default_lanes(&Device::Cuda(0), 128, 8), 6);
+/// assert_eq!(default_lanes(&Device::Cuda(0), 4, 1), 2);
+/// assert_eq!(default_lanes(&Device::Cpu, 2, 1), 1);
+/// ```
+pub fn default_lanes(device: &Device, cores: usize, devices: usize) -> usize {
     if device.is_cuda() {
-        4
+        (cores / devices.max(1) * 3 / 8).clamp(2, 8)
     } else {
         (cores / 2).max(1)
     }
