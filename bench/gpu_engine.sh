@@ -6,6 +6,7 @@
 #   PARTS="new" / PARTS="old"                        # one of the two
 #   PARTS="correctness" bash bench/gpu_engine.sh     # the same batch, --mode correctness, cold and warm caches
 #   PARTS="new correctness_lanes" LANES="4 8"        # after `new`, correctness mode with its warm build cache, per lane count
+#                                                    # (LANES="default default": twice without --lanes)
 # Binaries carried compressed (.carry/cudal1-new.xz) are unpacked first.
 #   PARTS="release" bash bench/gpu_engine.sh         # every row of the release through --from cuda-l1 (resumes;
 #                                                    # REL_ARGS=--pipeline, REL_DB=/root/rel.db across calls)
@@ -52,8 +53,11 @@ for part in ${PARTS:-throughput}; do
     batch warm "$C/cudal1-new" 120 /tmp/cache-pipe --mode correctness
     batch serial "$C/cudal1-new" "${NEW_LIMIT:-180}" /tmp/cache-pipe --force
     batch pipelined "$C/cudal1-new" "${NEW_LIMIT:-180}" /tmp/cache-pipe --force --pipeline ;;
-  correctness_lanes)  # after `new`: its build cache is warm
-    for l in ${LANES:-8}; do batch "correctness_lanes$l" "$C/cudal1-new" 90 /tmp/cache-new --mode correctness --lanes "$l"; done ;;
+  correctness_lanes)  # after `new`: its build cache is warm; LANES=default: no --lanes flag
+    for l in ${LANES:-8}; do
+      if [ "$l" = default ]; then batch "correctness_default$((++default_runs))" "$C/cudal1-new" 90 /tmp/cache-new --mode correctness
+      else batch "correctness_lanes$l" "$C/cudal1-new" 90 /tmp/cache-new --mode correctness --lanes "$l"; fi
+    done ;;
   old) batch old "$C/cudal1-old" "${OLD_LIMIT:-290}" /tmp/cache-old ;;
   correctness)
     batch correctness_cold "$C/cudal1-new" 200 /tmp/cache-corr --mode correctness
