@@ -21,6 +21,7 @@ O=${OUT:-/tmp/cudal1-out}
 mkdir -p "$O"
 export CUDAL1_PYTHON=$(command -v python3)
 BUDGET=${BUDGET:-1}
+default_runs=0
 exec > >(tee -a "$O/engine.log") 2>&1
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
 for b in cudal1-new cudal1-old; do
