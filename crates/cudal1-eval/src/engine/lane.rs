@@ -8,7 +8,6 @@ use super::{job_settings, Entry, JobOutcome, Shared, Work};
 use crate::candidate::{evaluate_in, prejudge, prejudged, CandidateProcess, EvalContext, Retired, Unjudged, PIPELINED_OUT_OF_MEMORY};
 use crate::runner::AHEAD_NICE;
 use crate::failure::host_out_of_memory;
-use crate::compile::CompileOutcome;
 use crate::degenerate::check_task;
 use crate::engine::EventKind;
 use crate::reference::{Describer, ReferenceError, ReferenceSession, StartingReference};
@@ -205,14 +204,13 @@ impl Lane<'_> {
         let before_timing: Option<&dyn Fn()> = if entry.job.times() && !alone_from_start { Some(&take_alone) } else { None };
         let outcome = match &entry.job.work {
             Work::Evaluate { candidate, .. } => {
-                let task = Arc::clone(&entry.job.task);
                 let next = if entry.job.times() { None } else { next };
-                let mut result = self.evaluate(&task, candidate, &entry.compiled, process, &settings, before_timing, next);
+                let mut result = self.evaluate(&entry, candidate, process, &settings, before_timing, next);
                 if matches!(&result, Ok(e) if e.reason_class == PIPELINED_OUT_OF_MEMORY) {
                     // Out of device memory beside other lanes' work: again, holding the device alone.
                     self.settle_reload();
                     take_alone();
-                    result = self.evaluate(&task, candidate, &entry.compiled, None, &settings, None, None);
+                    result = self.evaluate(&entry, candidate, None, &settings, None, None);
                 }
                 match result {
                     Ok(mut e) => {
@@ -242,17 +240,18 @@ impl Lane<'_> {
         drop(held);
     }
 
+    /// Judges `entry`'s candidate (`candidate`, from its work).
     fn evaluate(
         &mut self,
-        task: &Task,
+        entry: &Entry,
         candidate: &cudal1_task::Candidate,
-        compiled: &CompileOutcome,
         process: Option<CandidateProcess>,
         settings: &EvalSettings,
         before_timing: Option<&dyn Fn()>,
         next: Option<&Entry>,
     ) -> Result<Evaluation, Unjudged> {
         let started = Instant::now();
+        let (task, compiled) = (&*entry.job.task, &entry.compiled);
         let plain = EvalContext { env: &self.shared.config.env, settings, work_root: &self.shared.scratch, retired: None, before_timing: None };
         // Decided from the source and the build alone: no reference is started for it.
         if let Some(e) = prejudged(&plain, task, candidate, compiled) {
