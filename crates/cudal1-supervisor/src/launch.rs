@@ -44,6 +44,8 @@ pub(crate) struct Launched {
     pub pipe_inodes: Vec<u64>,
     pub cgroup: Option<WorkerCgroup>,
     pub watchdog: Option<RssWatchdog>,
+    /// When the leader started (see `procfs::group_is_ours`).
+    pub start_time: Option<u64>,
     /// The network namespace of a sandboxed worker that got one of its own: every process it
     /// starts is in it too (see `procfs::in_net_namespace`).
     pub tag: Option<u64>,
@@ -155,6 +157,8 @@ pub(crate) fn launch(spec: &WorkerSpec, options: &SpawnOptions) -> Result<Launch
         source,
     })?;
     let pid = child.id();
+    // Read before anything can reap the child: with the pid, it names this process alone.
+    let start_time = procfs::stat(pid).and_then(|s| s.start_time);
     let label = &spec.label;
 
     let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take()) else {
@@ -187,7 +191,7 @@ pub(crate) fn launch(spec: &WorkerSpec, options: &SpawnOptions) -> Result<Launch
     pipes::spawn_stderr_reader(format!("cudal1-stderr-{pid}"), stderr, tail.clone()).map_err(thread_error(label, pid))?;
     let watchdog = match watchdog_limit {
         Some(limit) => Some(
-            RssWatchdog::start(format!("cudal1-rss-{pid}"), pid as i32, limit, watchdog::INTERVAL)
+            RssWatchdog::start(format!("cudal1-rss-{pid}"), pid as i32, start_time, limit, watchdog::INTERVAL)
                 .map_err(thread_error(label, pid))?,
         ),
         None => None,
@@ -195,7 +199,7 @@ pub(crate) fn launch(spec: &WorkerSpec, options: &SpawnOptions) -> Result<Launch
     // The child has exec'd by now, so it is in the namespace it made; one that kept ours is no tag.
     let tag = if spec.sandbox.enabled { procfs::net_namespace(pid).filter(|ns| Some(*ns) != procfs::net_namespace(std::process::id())) } else { None };
     tracing::debug!(label, pid, sandboxed = spec.sandbox.enabled, ?tag, "worker started");
-    Ok(Launched { pid, stdin, lines, exits, leader_peak, oom_kills_at_start, kernel_log, stderr: tail, pipe_inodes, cgroup, watchdog, tag })
+    Ok(Launched { pid, stdin, lines, exits, leader_peak, oom_kills_at_start, kernel_log, stderr: tail, pipe_inodes, cgroup, watchdog, tag, start_time })
 }
 
 /// Waits for the leader with `wait4`, which also says the most memory it held (`ru_maxrss`):

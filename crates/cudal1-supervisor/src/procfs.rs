@@ -13,6 +13,9 @@ pub(crate) struct Stat {
     /// CPU time in clock ticks: the process's own (all threads, user and system) and that of
     /// the children it has waited for.
     pub ticks: u64,
+    /// When the process started, in clock ticks since boot: with the pid, it names one process
+    /// (a pid alone may be reused once its process is reaped).
+    pub start_time: Option<u64>,
 }
 
 /// Parses `/proc/<pid>/stat`. The command name sits in parentheses and may itself contain
@@ -24,7 +27,9 @@ pub(crate) fn parse_stat(text: &str) -> Option<Stat> {
     let pgrp = fields.get(2)?.parse().ok()?;
     // utime, stime, cutime, cstime: fields 14-17 of stat(5), 11-14 after the name.
     let ticks = (11..15).map(|i| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0)).sum();
-    Some(Stat { state, pgrp, ticks })
+    // starttime: field 22 of stat(5), 19 after the name.
+    let start_time = fields.get(19).and_then(|f| f.parse().ok());
+    Some(Stat { state, pgrp, ticks, start_time })
 }
 
 pub(crate) fn stat(pid: u32) -> Option<Stat> {
@@ -47,6 +52,31 @@ pub(crate) fn group_members(pgid: i32) -> Vec<u32> {
         .into_iter()
         .filter(|&pid| stat(pid).is_some_and(|s| s.pgrp == pgid && s.state != 'Z' && s.state != 'X'))
         .collect()
+}
+
+/// Whether process group `pgid` may still be the one whose leader started at `leader_start`
+/// (`None`: not known). A group's id is its leader's pid, which the kernel gives to a new process
+/// once the leader is reaped and the group is empty; that process may start a group of its own
+/// under the same id (every runner does, with `setsid`). So: while a process with that pid
+/// exists (a zombie too), the group is ours only if that process is our leader; once none
+/// exists, no one else can have made a group of that id, and its members are ours.
+pub(crate) fn group_is_ours(pgid: i32, leader_start: Option<u64>) -> bool {
+    let Ok(pid) = u32::try_from(pgid) else { return false };
+    match (stat(pid), leader_start) {
+        (Some(s), Some(start)) => s.start_time == Some(start),
+        _ => true,
+    }
+}
+
+/// Live members of process group `pgid`, if it is still the group of the leader that started at
+/// `leader_start` ([`group_is_ours`]); none otherwise.
+pub(crate) fn own_group(pgid: i32, leader_start: Option<u64>) -> Vec<u32> {
+    if group_is_ours(pgid, leader_start) {
+        group_members(pgid)
+    } else {
+        tracing::debug!(pgid, "a process group's id now belongs to another process");
+        Vec::new()
+    }
 }
 
 /// Processes other than `exclude` that hold a pipe with one of `inodes` open for writing:
@@ -229,10 +259,24 @@ mod tests {
     #[test]
     fn stat_survives_hostile_command_names() {
         let s = parse_stat("42 (a) b (c) S 1 777 777 0 -1").unwrap();
-        assert_eq!(s, Stat { state: 'S', pgrp: 777, ticks: 0 });
+        assert_eq!(s, Stat { state: 'S', pgrp: 777, ticks: 0, start_time: None });
         assert_eq!(parse_stat("garbage"), None);
-        let s = parse_stat("42 (x) R 1 7 7 0 -1 4194304 100 0 0 0 250 50 3 2 20 0 1 0").unwrap();
-        assert_eq!((s.pgrp, s.ticks), (7, 305));
+        let s = parse_stat("42 (x) R 1 7 7 0 -1 4194304 100 0 0 0 250 50 3 2 20 0 1 0 98765").unwrap();
+        assert_eq!((s.pgrp, s.ticks, s.start_time), (7, 305, Some(98765)));
+    }
+
+    #[test]
+    fn a_group_id_taken_by_another_process_is_not_ours() {
+        let me = std::process::id();
+        let started = stat(me).unwrap().start_time;
+        assert!(started.is_some());
+        // Our own pid with our own start: ours; with another start: a later process's.
+        assert!(group_is_ours(me as i32, started));
+        assert!(!group_is_ours(me as i32, started.map(|t| t + 1)));
+        assert!(own_group(me as i32, started.map(|t| t + 1)).is_empty());
+        // No process with that pid: whoever is left in the group is ours.
+        assert!(group_is_ours(i32::MAX, Some(1)));
+        assert!(!group_is_ours(-1, None));
     }
 
     #[test]

@@ -24,7 +24,9 @@ pub(crate) struct RssWatchdog {
 }
 
 impl RssWatchdog {
-    pub(crate) fn start(name: String, pgid: i32, limit_bytes: u64, interval: Duration) -> io::Result<Self> {
+    /// Watches group `pgid`, whose leader started at `leader_start` (so that a later group under
+    /// the same id is not watched: `procfs::own_group`).
+    pub(crate) fn start(name: String, pgid: i32, leader_start: Option<u64>, limit_bytes: u64, interval: Duration) -> io::Result<Self> {
         let (stop, stopped) = bounded::<()>(0);
         let fired = Arc::new(AtomicBool::new(false));
         let flag = fired.clone();
@@ -35,7 +37,7 @@ impl RssWatchdog {
                 Err(RecvTimeoutError::Timeout) => {}
                 _ => return,
             }
-            let members = procfs::group_members(pgid);
+            let members = procfs::own_group(pgid, leader_start);
             if members.is_empty() {
                 return;
             }
@@ -98,7 +100,7 @@ mod tests {
             .spawn()
             .unwrap();
         let pgid = child.id() as i32;
-        let mut dog = RssWatchdog::start("dog".into(), pgid, 128 << 20, INTERVAL).unwrap();
+        let mut dog = RssWatchdog::start("dog".into(), pgid, None, 128 << 20, INTERVAL).unwrap();
         let status = child.wait().unwrap();
         dog.stop();
         assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
@@ -114,7 +116,7 @@ mod tests {
             .process_group(0)
             .spawn()
             .unwrap();
-        let mut dog = RssWatchdog::start("dog".into(), child.id() as i32, 1 << 40, INTERVAL).unwrap();
+        let mut dog = RssWatchdog::start("dog".into(), child.id() as i32, None, 1 << 40, INTERVAL).unwrap();
         // Closing stdin ends cat; the watchdog must not have touched it.
         drop(child.stdin.take());
         let status = child.wait().unwrap();

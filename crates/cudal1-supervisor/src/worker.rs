@@ -60,6 +60,9 @@ pub struct Worker {
     next_id: u64,
     /// A sandboxed worker's own network namespace (see [`Worker::escaped`]).
     tag: Option<u64>,
+    /// When the leader started ([`procfs::group_is_ours`]): once it is reaped, its pid, and so
+    /// its group's id, may name another process's group.
+    start_time: Option<u64>,
 }
 
 enum WriteFail {
@@ -84,7 +87,7 @@ impl Worker {
     /// # Errors
     /// As [`Worker::spawn`].
     pub fn spawn_with_options(spec: WorkerSpec, options: SpawnOptions) -> Result<Worker, SpawnError> {
-        let Launched { pid, stdin, lines, exits, leader_peak, oom_kills_at_start, kernel_log, stderr, pipe_inodes, cgroup, watchdog, tag } = launch(&spec, &options)?;
+        let Launched { pid, stdin, lines, exits, leader_peak, oom_kills_at_start, kernel_log, stderr, pipe_inodes, cgroup, watchdog, tag, start_time } = launch(&spec, &options)?;
         Ok(Worker {
             label: spec.label,
             pid,
@@ -107,7 +110,13 @@ impl Worker {
             limit_hit: None,
             next_id: 1,
             tag,
+            start_time,
         })
+    }
+
+    /// Live members of the worker's process group, while its id is still the worker's.
+    fn group(&self) -> Vec<u32> {
+        procfs::own_group(self.pid as i32, self.start_time)
     }
 
     /// Processes of this worker that left its process group: members of its cgroup, or of the
@@ -115,7 +124,7 @@ impl Worker {
     /// from leaving), that are not in the group: a double-forked daemon in a session of its own,
     /// say. They are killed; their pids are returned (empty for a worker without either tag).
     pub fn escaped(&mut self) -> Vec<u32> {
-        let group = procfs::group_members(self.pid as i32);
+        let group = self.group();
         let mut found: Vec<u32> = self.tag.map(procfs::in_net_namespace).unwrap_or_default();
         if let Some(cgroup) = &self.cgroup {
             found.extend(cgroup.members());
@@ -454,7 +463,7 @@ impl Worker {
     /// Live members of the group, the cgroup or the worker's network namespace (the leader is
     /// reaped by now).
     fn survivors(&self) -> Vec<u32> {
-        let mut pids = procfs::group_members(self.pid as i32);
+        let mut pids = self.group();
         let tagged = self.tag.map(procfs::in_net_namespace).unwrap_or_default();
         let cgroup = self.cgroup.as_ref().map(WorkerCgroup::members).unwrap_or_default();
         for pid in tagged.into_iter().chain(cgroup) {
@@ -486,9 +495,10 @@ impl Worker {
                 unsafe { libc::kill(pid as libc::pid_t, signal) };
             }
         }
-        // SAFETY: kill has no memory-safety preconditions. Once the leader is reaped and
-        // the group is empty its id could be reused, so only signal while it is ours.
-        if self.leader.is_none() || !procfs::group_members(self.pid as i32).is_empty() {
+        // SAFETY: kill has no memory-safety preconditions. Once the leader is reaped and the
+        // group is empty, its id may be another process's group: only signal while it is ours
+        // (the leader may be reaped before `self.leader` says so).
+        if procfs::group_is_ours(self.pid as i32, self.start_time) {
             unsafe { libc::kill(-(self.pid as libc::pid_t), signal) };
         }
         if let Some(cgroup) = &self.cgroup {
@@ -560,8 +570,8 @@ impl Drop for Worker {
             tracing::warn!(label = %self.label, pid = self.pid, "dropped worker not reaped after SIGKILL");
         }
         // Whatever of the group is left (the cgroup's own Drop covers its members).
-        if !procfs::group_members(self.pid as i32).is_empty() {
-            // SAFETY: as in signal_all; the group still has members, so the id is ours.
+        if !self.group().is_empty() {
+            // SAFETY: as in signal_all; the group still has members, and the id is ours.
             unsafe { libc::kill(-(self.pid as libc::pid_t), libc::SIGKILL) };
         }
     }
