@@ -262,24 +262,38 @@ fn correctness_checks_share_the_device_and_a_timed_job_holds_it_alone() {
     engine.finish();
 }
 
+/// A correctness check of a correct candidate of a task.
+fn check(t: &str, c: &str) -> Job {
+    Job::evaluate(task(t), candidate(c)).mode(Mode::Correctness)
+}
+
+/// Checks of tasks 1, 2, 3 and 5 of the CPU suite, one correct candidate each.
+fn correct_checks_of_four_tasks() -> Vec<(Job, Verdict)> {
+    [
+        ("level1/1_Diagonal_Matmul.py", "level1/1_Diagonal_Matmul/fast.py"),
+        ("level1/2_Swish.py", "level1/2_Swish/correct.py"),
+        ("level1/3_Softmax_Rows.py", "level1/3_Softmax_Rows/correct.py"),
+        ("level1/5_Small_Matmul.py", "level1/5_Small_Matmul/correct.py"),
+    ]
+    .into_iter()
+    .map(|(t, c)| (check(t, c), Verdict::Correct))
+    .collect()
+}
+
 #[test]
 fn checks_of_new_tasks_reuse_the_oldest_references_process_and_judge_as_fresh_ones() {
     // One lane keeps three references. A fourth task's check loads into the oldest's process
     // instead of starting an interpreter; timed jobs never do.
     let dir = tempfile::tempdir().unwrap();
     let (engine, events) = engine(dir.path(), 1, Duration::from_secs(20));
-    let check = |t: &str, c: &str| Job::evaluate(task(t), candidate(c)).mode(Mode::Correctness);
-    let jobs = vec![
-        (check("level1/1_Diagonal_Matmul.py", "level1/1_Diagonal_Matmul/fast.py"), Verdict::Correct),
-        (check("level1/2_Swish.py", "level1/2_Swish/correct.py"), Verdict::Correct),
-        (check("level1/3_Softmax_Rows.py", "level1/3_Softmax_Rows/correct.py"), Verdict::Correct),
-        // The oldest (task 1) is reused for task 5; task 3 is still kept for its wrong candidate.
-        (check("level1/5_Small_Matmul.py", "level1/5_Small_Matmul/correct.py"), Verdict::Correct),
+    let mut jobs = correct_checks_of_four_tasks();
+    // The oldest (task 1) was reused for task 5; task 3 is still kept for its wrong candidate.
+    jobs.extend([
         (check("level1/3_Softmax_Rows.py", "level1/3_Softmax_Rows/wrong_shape.py"), Verdict::Incorrect),
         // Task 1 again, in task 2's process.
         (check("level1/1_Diagonal_Matmul.py", "level1/1_Diagonal_Matmul/wrong_axis.py"), Verdict::Incorrect),
         (check("level1/1_Diagonal_Matmul.py", "level1/1_Diagonal_Matmul/fast.py"), Verdict::Correct),
-    ];
+    ]);
     // Task 5's kept reference is a reused process: a timed job of task 5 gets a fresh one.
     let timed = Job::evaluate(task("level1/5_Small_Matmul.py"), candidate("level1/5_Small_Matmul/correct.py"));
     let stats = checks_then_timed(engine, &events, jobs, timed);
@@ -296,12 +310,8 @@ fn staged_checks_of_new_tasks_load_into_a_kept_reference_while_the_job_before_ru
     let mut config = engine_config(dir.path(), 1, Duration::from_secs(20));
     config.prefetch = Some(true);
     let (engine, events) = Evaluator::start(config).unwrap();
-    let check = |t: &str, c: &str| Job::evaluate(task(t), candidate(c)).mode(Mode::Correctness);
-    let jobs = vec![
-        (check("level1/1_Diagonal_Matmul.py", "level1/1_Diagonal_Matmul/fast.py"), Verdict::Correct),
-        (check("level1/2_Swish.py", "level1/2_Swish/correct.py"), Verdict::Correct),
-        (check("level1/3_Softmax_Rows.py", "level1/3_Softmax_Rows/correct.py"), Verdict::Correct),
-        (check("level1/5_Small_Matmul.py", "level1/5_Small_Matmul/correct.py"), Verdict::Correct),
+    let mut jobs = correct_checks_of_four_tasks();
+    jobs.extend([
         (check("level1/1_Diagonal_Matmul.py", "level1/1_Diagonal_Matmul/wrong_axis.py"), Verdict::Incorrect),
         (check("level1/2_Swish.py", "level1/2_Swish/nan_output.py"), Verdict::Incorrect),
         (check("level1/3_Softmax_Rows.py", "level1/3_Softmax_Rows/wrong_shape.py"), Verdict::Incorrect),
@@ -310,7 +320,7 @@ fn staged_checks_of_new_tasks_load_into_a_kept_reference_while_the_job_before_ru
             Job::evaluate(task("level1/2_Swish.py"), started::nice_sensitive()).mode(Mode::Correctness),
             if nix::unistd::geteuid().is_root() { Verdict::Correct } else { Verdict::Incorrect },
         ),
-    ];
+    ]);
     let timed = Job::evaluate(task("level1/5_Small_Matmul.py"), candidate("level1/5_Small_Matmul/correct.py"));
     let stats = checks_then_timed(engine, &events, jobs, timed);
     assert_eq!((stats.references_started, stats.references_reused), (3, 5), "{stats:?}");
