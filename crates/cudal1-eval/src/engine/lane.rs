@@ -346,12 +346,7 @@ impl Lane<'_> {
         let Some((hash, handle)) = self.reloading.take() else { return };
         match handle.join() {
             Ok(Ok(session)) => {
-                if self.references.len() >= self.capacity {
-                    if let Some((_, old)) = self.references.pop_front() {
-                        old.shutdown();
-                    }
-                }
-                self.references.push_back((hash, session));
+                self.keep(hash, session);
             }
             Ok(Err(e)) => tracing::debug!(error = %e, "loading the next task ahead failed"),
             Err(_) => tracing::warn!("the thread loading the next task ahead panicked"),
@@ -397,13 +392,19 @@ impl Lane<'_> {
                 }
             },
         };
+        Ok(self.keep(task.hash.clone(), session))
+    }
+
+    /// Keeps a ready reference as the newest, ending the oldest when the lane is full; returns
+    /// its index.
+    fn keep(&mut self, hash: String, session: ReferenceSession) -> usize {
         if self.references.len() >= self.capacity {
             if let Some((_, old)) = self.references.pop_front() {
                 old.shutdown();
             }
         }
-        self.references.push_back((task.hash.clone(), session));
-        Ok(self.references.len() - 1)
+        self.references.push_back((hash, session));
+        self.references.len() - 1
     }
 }
 
