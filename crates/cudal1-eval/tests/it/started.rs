@@ -88,6 +88,24 @@ fn inductor_compiles_inside_the_runner_without_a_pool_of_worker_processes() {
 }
 
 #[test]
+fn a_runner_imports_torch_without_starting_a_thread_pool() {
+    // numpy's OpenBLAS would start one spinning thread per core at import: CPU that every
+    // interpreter of a correctness run pays, and work beside the other side's timing.
+    let dir = tempfile::tempdir().unwrap();
+    let env = runner_env(&dir.path().join("cache"));
+    for device in [cudal1_eval::Device::Cpu, cudal1_eval::Device::Cuda(0)] {
+        let vars = cudal1_eval::runner::environment(&env, dir.path(), &device, true, None, false);
+        let out = std::process::Command::new(&env.python)
+            .env_clear()
+            .envs(vars)
+            .args(["-c", "import os, torch, numpy; print(len(os.listdir('/proc/self/task')))"])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1", "{device:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+#[test]
 fn a_failed_check_is_timed_as_its_phase() {
     let dir = tempfile::tempdir().unwrap();
     let mut swish = Swish::start(dir.path());
