@@ -379,7 +379,6 @@ fn engine_json(s: &cudal1_eval::EngineStats) -> serde_json::Value {
         "wall_s": wall,
         "references_started": s.references_started,
         "references_reused": s.references_reused,
-        "candidates_loaded_ahead": s.candidates_loaded_ahead,
         "timing_busy_s": s.timing_busy.iter().map(|(d, t)| serde_json::json!({"device": d.to_string(), "s": t.as_secs_f64(), "share": t.as_secs_f64() / wall.max(1e-9)})).collect::<Vec<_>>(),
     })
 }

@@ -231,29 +231,6 @@ pub struct CandidateProcess {
     scratch: tempfile::TempDir,
     file: PathBuf,
     client: RunnerClient,
-    /// What it answered when it loaded the candidate ahead of its turn ([`LoadingAhead`]).
-    ahead: Option<Answered>,
-}
-
-/// The replies of a process that loaded its candidate ahead: `Hello`, then `Load` if it
-/// answered that.
-struct Answered {
-    hello: Result<(), CallError>,
-    load: Option<Result<cudal1_protocol::LoadReply, CallError>>,
-}
-
-/// A candidate's process loading its program (and running the candidate's import and
-/// constructor) before its turn, beside the job before it; [`LoadingAhead::join`] gives the
-/// process back for [`evaluate_in`], which then uses those replies instead of asking again.
-/// Only for checks that are not timed: the candidate's code runs while the lane holds the device
-/// for the job before, and nothing of it may run while another job is timed.
-pub struct LoadingAhead(std::thread::JoinHandle<CandidateProcess>);
-
-impl LoadingAhead {
-    /// The process, once it has answered (or failed to).
-    pub fn join(self) -> CandidateProcess {
-        self.0.join().expect("the thread loading a candidate ahead does not panic")
-    }
 }
 
 impl CandidateProcess {
@@ -276,30 +253,7 @@ impl CandidateProcess {
             memory_bytes: settings.memory_bytes,
         };
         let client = RunnerClient::spawn(ctx.env, launch).map_err(|e| judge_call_error(&e, "starting", ""))?;
-        Ok(CandidateProcess { scratch, file, client, ahead: None })
-    }
-
-    /// Loads the candidate in the background ([`LoadingAhead`]), with the limits its turn would
-    /// give it; `Err` gives the process back when no thread could be made.
-    pub fn load_ahead(self, settings: &EvalSettings, task_path: &Path, compiled: &CompileOutcome) -> Result<LoadingAhead, CandidateProcess> {
-        let load = load_request(settings, &absolute(task_path), &self.file);
-        let limit = settings.load_timeout + build_time(settings, compiled.missed());
-        let cell = std::sync::Arc::new(std::sync::Mutex::new(Some(self)));
-        let inner = std::sync::Arc::clone(&cell);
-        let spawned = std::thread::Builder::new().name("candidate-ahead".into()).spawn(move || {
-            let mut p = inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take().expect("the process is handed to the thread once");
-            let hello = p.client.call(&Hello {}, HELLO_TIMEOUT).map(drop);
-            let load = hello.is_ok().then(|| p.client.call(&load, limit));
-            p.ahead = Some(Answered { hello, load });
-            p
-        });
-        match spawned {
-            Ok(handle) => Ok(LoadingAhead(handle)),
-            Err(e) => {
-                tracing::warn!(error = %e, "no thread to load a candidate ahead; it loads at its turn");
-                Err(cell.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take().expect("the thread never started"))
-            }
-        }
+        Ok(CandidateProcess { scratch, file, client })
     }
 
     /// See [`RunnerClient::set_nice`].
@@ -388,12 +342,8 @@ impl Run<'_, '_> {
                 Some(p) => p,
                 None => CandidateProcess::start(self.ctx, &self.reference.task.path, self.candidate, compiled)?,
             };
-            let hello = match process.ahead.as_mut() {
-                Some(answered) => std::mem::replace(&mut answered.hello, Ok(())),
-                None => process.client.call(&Hello {}, HELLO_TIMEOUT).map(drop),
-            };
-            match hello {
-                Ok(()) => return Ok(process),
+            match process.client.call(&Hello {}, HELLO_TIMEOUT) {
+                Ok(_) => return Ok(process),
                 Err(e) => {
                     let reason = judge_call_error(&e, "starting", &process.client.stderr_tail()).reason;
                     tracing::warn!(candidate = %self.candidate.label, %reason, "a candidate's runner failed before the candidate was loaded; starting another");
@@ -427,11 +377,19 @@ impl Run<'_, '_> {
                 _ => j,
             }
         };
-        let CandidateProcess { scratch, file, client, ahead } = process;
+        let CandidateProcess { scratch, file, client } = process;
         let scratch = scratch.path();
         self.begin("load");
-        let load = load_request(settings, task_path, file);
-        let build_time = build_time(settings, &self.m.missed_builds);
+        let load = Load {
+            reference: task_path.to_owned(),
+            candidate: Some(file.clone()),
+            device: runner_device(&settings.device),
+            init_seed: INIT_SEED,
+            scale: settings.scale,
+        };
+        // A build the compile pool missed happens in the candidate's process, at load or on the
+        // first call: those get the time a build may take on top of their own limit.
+        let build_time = if self.m.missed_builds.is_empty() { Duration::ZERO } else { settings.compile_timeout };
         // Correctness on fresh random seeds, compared in the reference process. The reference
         // makes its expected outputs while the candidate loads: two processes, and neither
         // waits for the other. The candidate sees nothing of it (the reference's outputs stay in
@@ -439,21 +397,15 @@ impl Run<'_, '_> {
         let seeds: Vec<u64> = (0..settings.correctness_seeds).map(|_| self.rng.random_range(1..1u64 << 31)).collect();
         let expected_limit = settings.call_timeout * settings.correctness_seeds.max(1) as u32 + Duration::from_secs(60);
         let reference = &mut *self.reference;
-        let loaded_ahead = ahead.as_mut().and_then(|a| a.load.take());
-        let (loaded, expected) = if let Some(loaded) = loaded_ahead {
-            // Loaded beside the job before: the reference has the device's share to itself.
-            (loaded, Some(reference.ensure_expected(&seeds, expected_limit)))
-        } else {
-            std::thread::scope(|s| {
-                let expected = std::thread::Builder::new()
-                    .name("expected-outputs".into())
-                    .spawn_scoped(s, || reference.ensure_expected(&seeds, expected_limit));
-                let loaded = client.call(&load, settings.load_timeout + build_time);
-                // Without a thread (none could be made), the outputs are made after the load.
-                let expected = expected.map(|h| h.join().expect("the expected outputs' thread does not panic"));
-                (loaded, expected.ok())
-            })
-        };
+        let (loaded, expected) = std::thread::scope(|s| {
+            let expected = std::thread::Builder::new()
+                .name("expected-outputs".into())
+                .spawn_scoped(s, || reference.ensure_expected(&seeds, expected_limit));
+            let loaded = client.call(&load, settings.load_timeout + build_time);
+            // Without a thread (none could be made), the outputs are made after the load.
+            let expected = expected.map(|h| h.join().expect("the expected outputs' thread does not panic"));
+            (loaded, expected.ok())
+        });
         // A reference that failed is the task's fault, whatever the candidate did; one that ran
         // out of device memory beside the candidate's load tries again alone.
         let expected_again = match expected {
@@ -864,21 +816,6 @@ impl Run<'_, '_> {
 
 /// Processes of the candidate that left its process group (a double-forked daemon): they are
 /// killed, and the candidate is an exploit.
-/// The request that loads `file` against the task at `task_path`.
-fn load_request(settings: &EvalSettings, task_path: &Path, file: &Path) -> Load {
-    Load { reference: task_path.to_owned(), candidate: Some(file.to_owned()), device: runner_device(&settings.device), init_seed: INIT_SEED, scale: settings.scale }
-}
-
-/// A build the compile pool missed happens in the candidate's process, at load or on the first
-/// call: those get the time a build may take on top of their own limit.
-fn build_time(settings: &EvalSettings, missed: &[String]) -> Duration {
-    if missed.is_empty() {
-        Duration::ZERO
-    } else {
-        settings.compile_timeout
-    }
-}
-
 fn escaped(client: &mut RunnerClient, during: &str) -> Option<Judgement> {
     let pids = client.escaped();
     (!pids.is_empty()).then(|| {

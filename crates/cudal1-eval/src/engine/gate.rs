@@ -58,11 +58,6 @@ impl Gate {
         Held { gate: self, exclusive: false, since: Instant::now() }
     }
 
-    /// Whether a full evaluation waits for the device.
-    pub(crate) fn exclusive_waiting(&self) -> bool {
-        self.lock().exclusive_waiting > 0
-    }
-
     /// How long the device has been held alone, in all.
     pub(crate) fn exclusive_busy(&self) -> Duration {
         self.lock().exclusive_busy

@@ -172,8 +172,7 @@ pub enum EventKind {
     Compiled { ms: f64, cached: bool, ok: bool },
     /// A device took the job: from here to `Finished` it holds the device (alone, if it times;
     /// with [`crate::EngineConfig::pipeline`], shared while it loads and checks, then, its
-    /// process stopped, nothing while it waits for `Timing`). A check whose candidate loads
-    /// beside the check before it on the same lane starts when that load starts.
+    /// process stopped, nothing while it waits for `Timing`).
     Started { device: Device },
     /// The job holds the device alone from here to `Finished`: it is being timed.
     Timing,

@@ -2,13 +2,10 @@
 //! from the engine's queue, holds the device's gate while a job runs (alone for a timed job,
 //! shared for checks), keeps the references of its last tasks alive, and on GPUs starts the next
 //! candidates' processes while the current one runs. Between checks that are not timed, a kept
-//! reference process loads the next job's task while the current job runs, and the next job's
-//! candidate loads too: the lane then keeps its hold on the device from the one job into the
-//! next, so that no candidate's code is loaded while another job is timed.
+//! reference process loads the next job's task while the current job runs.
 
 use super::{job_settings, Entry, JobOutcome, Shared, Work};
-use super::gate::Held;
-use crate::candidate::{evaluate_in, prejudge, prejudged, CandidateProcess, EvalContext, LoadingAhead, Retired, Unjudged, PIPELINED_OUT_OF_MEMORY};
+use crate::candidate::{evaluate_in, prejudge, prejudged, CandidateProcess, EvalContext, Retired, Unjudged, PIPELINED_OUT_OF_MEMORY};
 use crate::runner::AHEAD_NICE;
 use crate::failure::host_out_of_memory;
 use crate::degenerate::check_task;
@@ -41,19 +38,6 @@ const PREFETCH_DEPTH: usize = 2;
 struct Staged {
     entry: Entry,
     process: Option<CandidateProcess>,
-    /// That process loading the candidate beside the job before ([`Lane::load_next_ahead`]).
-    loading: Option<LoadingAhead>,
-}
-
-impl Staged {
-    fn new(entry: Entry, process: Option<CandidateProcess>) -> Staged {
-        Staged { entry, process, loading: None }
-    }
-
-    /// Its candidate's process, once loading ahead (if it was) has ended.
-    fn take_process(&mut self) -> Option<CandidateProcess> {
-        self.loading.take().map(LoadingAhead::join).or_else(|| self.process.take())
-    }
 }
 
 struct Lane<'a> {
@@ -108,15 +92,13 @@ pub(super) fn run(shared: &Shared, device_index: usize, lane_index: usize) {
     lane.retired.wait();
 }
 
-impl<'a> Lane<'a> {
+impl Lane<'_> {
     fn accepts(&self, entry: &Entry) -> bool {
         self.times || !entry.job.times() || self.shared.config.pipeline
     }
 
     fn serve(&mut self) {
         let mut ahead: VecDeque<Staged> = VecDeque::new();
-        // The device's hold of a job whose successor loaded ahead, kept for that successor.
-        let mut carried: Option<Held<'a>> = None;
         loop {
             let staged = match ahead.pop_front() {
                 Some(s) => s,
@@ -124,30 +106,29 @@ impl<'a> Lane<'a> {
                 None => match self.shared.ready_q.pop(|e| self.accepts(e)) {
                     Some(entry) => {
                         let process = if self.prefetch && !self.shared.cancelled() { self.start_ahead(&entry) } else { None };
-                        Staged::new(entry, process)
+                        Staged { entry, process }
                     }
                     None => break,
                 },
             };
             if self.shared.cancelled() {
                 self.cancel(staged);
-                carried = None;
                 continue;
             }
             while self.prefetch && ahead.len() < PREFETCH_DEPTH {
                 let Some(entry) = self.shared.ready_q.try_pop(|e| self.accepts(e)) else { break };
                 let process = self.start_ahead(&entry);
-                ahead.push_back(Staged::new(entry, process));
+                ahead.push_back(Staged { entry, process });
             }
-            carried = self.run_one(staged, ahead.front_mut(), carried.take());
+            self.run_one(staged, ahead.front().map(|s| &s.entry));
         }
         for staged in ahead {
             self.cancel(staged);
         }
     }
 
-    fn cancel(&self, mut staged: Staged) {
-        if let Some(p) = staged.take_process() {
+    fn cancel(&self, staged: Staged) {
+        if let Some(p) = staged.process {
             p.discard();
         }
         self.shared.end(staged.entry, JobOutcome::Cancelled);
@@ -193,40 +174,21 @@ impl<'a> Lane<'a> {
         self.references.iter().any(|(h, r)| h == hash && !(settings.mode.times() && r.reloaded)) || self.starting.iter().any(|(h, _)| h == hash)
     }
 
-    /// `next` is the job staged after this one, whose task a kept reference may load meanwhile,
-    /// and whose candidate may load too; `carried`, the hold of the job before if this one's
-    /// candidate loaded beside it. Returns this job's hold if `next`'s candidate loaded ahead.
-    fn run_one(&mut self, mut staged: Staged, next: Option<&mut Staged>, carried: Option<Held<'a>>) -> Option<Held<'a>> {
-        // Its candidate loaded beside the job before, whose hold this job took over: `Started`
-        // was reported then.
-        let loaded_ahead = staged.loading.is_some();
-        let process = staged.take_process();
-        let entry = staged.entry;
+    /// `next` is the job staged after this one, whose task a kept reference may load meanwhile.
+    fn run_one(&mut self, staged: Staged, next: Option<&Entry>) {
+        let Staged { entry, process } = staged;
         if let Some(p) = &process {
             p.set_nice(0);
         }
         let picked = Instant::now();
         let settings = job_settings(&self.shared.config.settings, &self.device, &entry.job);
-        let shared: &'a Shared = self.shared;
-        let gate = &shared.gates[self.device_index];
+        let gate = &self.shared.gates[self.device_index];
         // Pipelined, a timed job shares the device until its outputs are checked, then takes it
         // alone (`before_timing`); otherwise it holds it alone from the start.
         let alone_from_start = entry.job.times() && !self.shared.config.pipeline;
-        let held = std::cell::RefCell::new(Some(match carried {
-            Some(h) => h,
-            None if alone_from_start => gate.exclusive(),
-            None => gate.shared(),
-        }));
+        let held = std::cell::RefCell::new(Some(if alone_from_start { gate.exclusive() } else { gate.shared() }));
         let slot_wait = picked.elapsed();
-        let mut next = next;
-        let keep_hold = match next.as_deref_mut() {
-            Some(n) => self.load_next_ahead(&entry, n),
-            None => false,
-        };
-        let next = next.map(|s| &s.entry);
-        if !loaded_ahead {
-            self.shared.emit(entry.id, EventKind::Started { device: self.device.clone() });
-        }
+        self.shared.emit(entry.id, EventKind::Started { device: self.device.clone() });
         if alone_from_start {
             self.shared.emit(entry.id, EventKind::Timing);
         }
@@ -275,44 +237,7 @@ impl<'a> Lane<'a> {
         // device before the one that held it alone has finished.
         self.shared.end(entry, outcome);
         self.settle_reload();
-        let held = held.into_inner();
-        if keep_hold {
-            held
-        } else {
-            drop(held);
-            None
-        }
-    }
-
-    /// Starts loading `next`'s candidate beside `current`'s job, while the lane holds the device
-    /// for it, when both are checks that are not timed and no timed job waits for the device:
-    /// the candidate's import and constructor then run before its turn instead of at it. The
-    /// lane must then keep its hold into `next` (returns true): the loaded candidate's code may
-    /// keep working on the device, which no timed job may see. A timed job that comes meanwhile
-    /// waits for `next` too, and no further job loads ahead while it waits.
-    fn load_next_ahead(&mut self, current: &Entry, next: &mut Staged) -> bool {
-        let Work::Evaluate { .. } = &next.entry.job.work else { return false };
-        if !self.prefetch || current.job.times() || next.entry.job.times() || next.loading.is_some() || self.shared.cancelled() {
-            return false;
-        }
-        if self.shared.gates[self.device_index].exclusive_waiting() {
-            return false;
-        }
-        let Some(process) = next.process.take() else { return false };
-        let settings = job_settings(&self.shared.config.settings, &self.device, &next.entry.job);
-        match process.load_ahead(&settings, &next.entry.job.task.path, &next.entry.compiled) {
-            Ok(loading) => {
-                self.shared.candidates_loaded_ahead.fetch_add(1, Ordering::Relaxed);
-                // From here the lane holds the device for it too.
-                self.shared.emit(next.entry.id, EventKind::Started { device: self.device.clone() });
-                next.loading = Some(loading);
-                true
-            }
-            Err(process) => {
-                next.process = Some(process);
-                false
-            }
-        }
+        drop(held);
     }
 
     /// Judges `entry`'s candidate (`candidate`, from its work).

@@ -121,8 +121,6 @@ pub struct EngineStats {
     /// (checks that are not timed, [`lane`]).
     pub references_started: usize,
     pub references_reused: usize,
-    /// Candidates of checks loaded beside the job before theirs ([`lane`]).
-    pub candidates_loaded_ahead: usize,
 }
 
 /// Where a job's outcome goes besides the event stream.
@@ -156,7 +154,6 @@ struct Shared {
     started: Instant,
     references_started: AtomicUsize,
     references_reused: AtomicUsize,
-    candidates_loaded_ahead: AtomicUsize,
 }
 
 impl Shared {
@@ -219,7 +216,6 @@ impl Evaluator {
             started: Instant::now(),
             references_started: AtomicUsize::new(0),
             references_reused: AtomicUsize::new(0),
-            candidates_loaded_ahead: AtomicUsize::new(0),
             config,
         });
         let mut threads = Vec::new();
@@ -320,7 +316,6 @@ impl Evaluator {
             timing_busy: s.config.devices.iter().cloned().zip(s.gates.iter().map(Gate::exclusive_busy)).collect(),
             references_started: s.references_started.load(Ordering::Relaxed),
             references_reused: s.references_reused.load(Ordering::Relaxed),
-            candidates_loaded_ahead: s.candidates_loaded_ahead.load(Ordering::Relaxed),
         }
     }
 

@@ -327,43 +327,6 @@ fn staged_checks_of_new_tasks_load_into_a_kept_reference_while_the_job_before_ru
 }
 
 #[test]
-fn checks_load_their_candidates_beside_the_check_before_and_never_while_a_job_is_timed() {
-    // With candidates started ahead, the next check's candidate loads while the check before it
-    // runs, under that check's hold on the device, which the lane keeps for the next. A timed job
-    // submitted among them waits for it, and no candidate loads ahead while it waits.
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = engine_config(dir.path(), 2, Duration::from_secs(20));
-    config.prefetch = Some(true);
-    let (engine, events) = Evaluator::start(config).unwrap();
-    let mut jobs = correct_checks_of_four_tasks();
-    jobs.extend([
-        (check("level1/1_Diagonal_Matmul.py", "level1/1_Diagonal_Matmul/wrong_axis.py"), Verdict::Incorrect),
-        (check("level1/2_Swish.py", "level1/2_Swish/nan_output.py"), Verdict::Incorrect),
-        (check("level1/3_Softmax_Rows.py", "level1/3_Softmax_Rows/wrong_shape.py"), Verdict::Incorrect),
-        (check("level1/2_Swish.py", "level1/2_Swish/raises_in_forward.py"), Verdict::RuntimeError),
-    ]);
-    let mut handles: Vec<_> = jobs.drain(..4).map(|(job, want)| (engine.submit(job), want)).collect();
-    let timed = engine.submit(Job::evaluate(task("level1/2_Swish.py"), candidate("level1/2_Swish/correct.py")));
-    handles.extend(jobs.into_iter().map(|(job, want)| (engine.submit(job), want)));
-    let (all, by_job) = collect(&events, handles.len() + 1);
-    // The same verdicts as checks loaded at their turn.
-    for (h, want) in &handles {
-        assert_eq!(verdict(&by_job[&h.id]), *want, "{:?}", outcome(&by_job[&h.id]));
-        assert_eq!(by_job[&h.id].iter().filter(|k| matches!(k, EventKind::Started { .. })).count(), 1, "{:?}", by_job[&h.id]);
-    }
-    let JobOutcome::Evaluated(e) = outcome(&by_job[&timed.id]) else { panic!("{:?}", by_job[&timed.id]) };
-    assert!(e.verdict == Verdict::Correct && e.speedup.is_some(), "{}: {}", e.verdict, e.reason);
-    // No check held the device (from the start of its candidate's load) while the job was timed.
-    let (spans, timing) = (held(&all), alone(&all)[&timed.id]);
-    for (h, _) in &handles {
-        let s = spans[&h.id];
-        assert!(s.1 < timing.0 || s.0 > timing.1, "check {} held the device {s:?} while the timed job ran {timing:?}: {all:?}", h.id);
-    }
-    let stats = engine.finish();
-    assert!(stats.candidates_loaded_ahead > 0, "{stats:?}");
-}
-
-#[test]
 fn a_higher_priority_job_overtakes_earlier_ones_still_queued() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, events) = engine(dir.path(), 1, Duration::from_secs(20));
