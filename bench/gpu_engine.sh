@@ -6,8 +6,10 @@
 #   PARTS="new" / PARTS="old"                        # one of the two
 #   PARTS="correctness" bash bench/gpu_engine.sh     # the same batch, --mode correctness, cold and warm caches
 #   PARTS="new correctness_lanes" LANES="4 8"        # after `new`, correctness mode with its warm build cache, per lane count
-#                                                    # (LANES="default default": twice without --lanes)
-# Binaries carried compressed (.carry/cudal1-new.xz) are unpacked first.
+#                                                    # (LANES="default default": twice without --lanes); CORR_BINS="new abc123"
+#                                                    # runs each lane count with .carry/cudal1-new, then .carry/cudal1-abc123
+# Binaries carried compressed (.carry/cudal1-*.xz) are unpacked first. Each run's summary has the
+# machine's CPU use over the run (busy share of all cores, from /proc/stat).
 #   PARTS="release" bash bench/gpu_engine.sh         # every row of the release through --from cuda-l1 (resumes;
 #                                                    # REL_ARGS=--pipeline, REL_DB=/root/rel.db across calls)
 #   PARTS="release_rows" REL_ROWS="3/6 1/93" bash bench/gpu_engine.sh  # those rows of the release again (--force),
@@ -24,9 +26,12 @@ BUDGET=${BUDGET:-1}
 default_runs=0
 exec > >(tee -a "$O/engine.log") 2>&1
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
-for b in cudal1-new cudal1-old; do
-  [ -f "$C/$b" ] || { [ -f "$C/$b.xz" ] && xz -dc "$C/$b.xz" > "$C/$b" && chmod +x "$C/$b"; }
+for x in "$C"/cudal1-*.xz; do
+  [ -f "$x" ] || continue
+  b=${x%.xz}
+  [ -f "$b" ] || { xz -dc "$x" > "$b" && chmod +x "$b"; }
 done
+cpu_ticks() { awk '/^cpu /{print $2+$3+$4+$5+$6+$7+$8+$9, $5+$6}' /proc/stat; }
 python3 bench/cuda_l1_batch.py "$C/h100.json" /tmp/tp
 
 batch() { # NAME BINARY LIMIT_S CACHE EXTRA...
@@ -34,12 +39,13 @@ batch() { # NAME BINARY LIMIT_S CACHE EXTRA...
   echo "== $name (budget $BUDGET s, limit $limit s) $*"
   # A run cut off in an earlier call resumes from its store, carried back in as .carry/NAME.db.
   [ -f "$O/$name.db" ] || { [ -f "$C/$name.db" ] && cp "$C/$name.db" "$O/$name.db"; }
-  local start=$(date +%s.%N)
+  local start=$(date +%s.%N) ticks0=$(cpu_ticks)
   echo "start $(date -u +%FT%T.%NZ)"
   CUDAL1_CACHE_DIR="$cache" timeout -s INT -k 45 "$limit" "$bin" eval --suite /tmp/tp/tasks --candidates /tmp/tp/candidates.jsonl \
     --device cuda --json --budget "$BUDGET" --db "$O/$name.db" "$@" > "$O/$name.jsonl"
   echo "exit $? at $(date -u +%FT%T.%NZ)"
-  local end=$(date +%s.%N)
+  local end=$(date +%s.%N) ticks1=$(cpu_ticks)
+  echo "$ticks0 $ticks1" | awk -v n="$name" '{printf "%s: CPU busy %.1f%% of all cores over the run\n", n, 100 * (1 - ($4 - $2) / ($3 - $1))}' 
   python3 bench/engine_report.py "$name" "$O/$name.jsonl" "$start" "$end" | tee -a "$O/summary.jsonl"
   python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$O/$name.db"
   gzip -f "$O/$name.jsonl"
@@ -56,9 +62,14 @@ for part in ${PARTS:-throughput}; do
     batch pipelined "$C/cudal1-new" "${NEW_LIMIT:-180}" /tmp/cache-pipe --force --pipeline ;;
   correctness_lanes)  # after `new`: its build cache is warm; LANES=default: no --lanes flag
     for l in ${LANES:-8}; do
-      if [ "$l" = default ]; then batch "correctness_default$((++default_runs))" "$C/cudal1-new" 90 /tmp/cache-new --mode correctness
-      else batch "correctness_lanes$l" "$C/cudal1-new" 90 /tmp/cache-new --mode correctness --lanes "$l"; fi
+      for bin in ${CORR_BINS:-new}; do
+        tag=; [ "$bin" = new ] || tag="_$bin"
+        if [ "$l" = default ]; then batch "correctness${tag}_default$((++default_runs))" "$C/cudal1-$bin" 90 /tmp/cache-new --mode correctness
+        else batch "correctness${tag}_lanes$l" "$C/cudal1-$bin" 90 /tmp/cache-new --mode correctness --lanes "$l"; fi
+      done
     done ;;
+  warm)  # instead of `new` before correctness_lanes: only fills the build cache (WARM_BIN=new)
+    batch warm "$C/cudal1-${WARM_BIN:-new}" 200 /tmp/cache-new --mode correctness ;;
   old) batch old "$C/cudal1-old" "${OLD_LIMIT:-290}" /tmp/cache-old ;;
   correctness)
     batch correctness_cold "$C/cudal1-new" 200 /tmp/cache-corr --mode correctness

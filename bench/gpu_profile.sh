@@ -48,7 +48,7 @@ for t in $TASKS; do
   for mode in plain profile; do
     left=$(( end - $(date +%s) )); [ "$left" -gt 10 ] || break 2
     flag=(); [ "$mode" = profile ] && flag=(--profile)
-    timeout -s INT -k 20 "$left" "$B" optimize "tasks/level1/$t.py" "${LLM[@]}" --rounds "$ROUNDS" --samples "$SAMPLES" --max-tokens "$MAX_TOKENS" \
+    timeout -s INT -k 90 "$left" "$B" optimize "tasks/level1/$t.py" "${LLM[@]}" --rounds "$ROUNDS" --samples "$SAMPLES" --max-tokens "$MAX_TOKENS" \
       --device cuda --seed 1 --db "$DB" --out "$O/opt/$mode/$t" --json "${flag[@]}" > "$O/opt-$mode-$t.json"
     echo "$t $mode: exit $?"
   done
