@@ -175,8 +175,8 @@ pub fn environment(env: &RunnerEnv, scratch: &Path, device: &Device, sees_gpu: b
     // between requests, which the idle guard rightly reports as work done behind the timer.
     set("OMP_WAIT_POLICY", &"PASSIVE");
     // numpy's OpenBLAS (torch imports numpy) starts a thread per core at import, and they spin
-    // before they sleep: on 16 cores half of `import torch`'s CPU time, 1.8-2.4 of 3.6-4.2 s per
-    // process (docs/bench/2026-11-25-gpu-session14). PyTorch's own operators do not use it.
+    // before they sleep: on 16 cores, `import torch` took 3.6-4.2 s of CPU with them and 1.8-2.4 s
+    // without (docs/bench/2026-11-25-gpu-session14). PyTorch's own operators do not use it.
     set("OPENBLAS_NUM_THREADS", &"1");
     set("PYTHONNOUSERSITE", &"1");
     // Inductor compiles inside the process, not in a pool of worker processes: that pool starts
