@@ -76,15 +76,16 @@ fn a_runner_that_never_starts_gives_no_verdict() {
 fn inductor_compiles_inside_the_runner_without_a_pool_of_worker_processes() {
     // A pool's workers would work while the other side is timed (the idle guard's exploit).
     let dir = tempfile::tempdir().unwrap();
-    let env = runner_env(&dir.path().join("cache"));
-    let vars = cudal1_eval::runner::environment(&env, dir.path(), &cudal1_eval::Device::Cpu, true, None, false);
-    let out = std::process::Command::new(&env.python)
-        .env_clear()
-        .envs(vars)
-        .args(["-c", "import torch._inductor.config as c; print(c.compile_threads)"])
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1", "{}", String::from_utf8_lossy(&out.stderr));
+    let (out, err) = printed_in_runner_environment(dir.path(), &cudal1_eval::Device::Cpu, "import torch._inductor.config as c; print(c.compile_threads)");
+    assert_eq!(out, "1", "{err}");
+}
+
+/// What `code` prints (stdout, stderr) in an interpreter with a runner's environment for `device`.
+fn printed_in_runner_environment(dir: &Path, device: &cudal1_eval::Device, code: &str) -> (String, String) {
+    let env = runner_env(&dir.join("cache"));
+    let vars = cudal1_eval::runner::environment(&env, dir, device, true, None, false);
+    let out = std::process::Command::new(&env.python).env_clear().envs(vars).args(["-c", code]).output().unwrap();
+    (String::from_utf8_lossy(&out.stdout).trim().to_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 #[test]
@@ -92,16 +93,9 @@ fn a_runner_imports_torch_without_starting_a_thread_pool() {
     // numpy's OpenBLAS would start one spinning thread per core at import: CPU that every
     // interpreter of a correctness run pays, and work beside the other side's timing.
     let dir = tempfile::tempdir().unwrap();
-    let env = runner_env(&dir.path().join("cache"));
     for device in [cudal1_eval::Device::Cpu, cudal1_eval::Device::Cuda(0)] {
-        let vars = cudal1_eval::runner::environment(&env, dir.path(), &device, true, None, false);
-        let out = std::process::Command::new(&env.python)
-            .env_clear()
-            .envs(vars)
-            .args(["-c", "import os, torch, numpy; print(len(os.listdir('/proc/self/task')))"])
-            .output()
-            .unwrap();
-        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1", "{device:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let (out, err) = printed_in_runner_environment(dir.path(), &device, "import os, torch, numpy; print(len(os.listdir('/proc/self/task')))");
+        assert_eq!(out, "1", "{device:?}: {err}");
     }
 }
 
