@@ -48,7 +48,7 @@ pub(crate) struct Launched {
     pub start_time: Option<u64>,
     /// The network namespace of a sandboxed worker that got one of its own: every process it
     /// starts is in it too (see `procfs::in_net_namespace`).
-    pub tag: Option<u64>,
+    pub tag: Option<procfs::NetTag>,
 }
 
 /// The child-side plan and the parent-side resources for one sandboxed spawn.
@@ -159,6 +159,8 @@ pub(crate) fn launch(spec: &WorkerSpec, options: &SpawnOptions) -> Result<Launch
     let pid = child.id();
     // Read before anything can reap the child: with the pid, it names this process alone.
     let start_time = procfs::stat(pid).and_then(|s| s.start_time);
+    // The child has exec'd by now, so it is in the namespace it made; one that kept ours is no tag.
+    let tag = if spec.sandbox.enabled { procfs::NetTag::of(pid) } else { None };
     let label = &spec.label;
 
     let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take()) else {
@@ -196,9 +198,7 @@ pub(crate) fn launch(spec: &WorkerSpec, options: &SpawnOptions) -> Result<Launch
         ),
         None => None,
     };
-    // The child has exec'd by now, so it is in the namespace it made; one that kept ours is no tag.
-    let tag = if spec.sandbox.enabled { procfs::net_namespace(pid).filter(|ns| Some(*ns) != procfs::net_namespace(std::process::id())) } else { None };
-    tracing::debug!(label, pid, sandboxed = spec.sandbox.enabled, ?tag, "worker started");
+    tracing::debug!(label, pid, sandboxed = spec.sandbox.enabled, net_namespace = ?tag.as_ref().map(procfs::NetTag::inode), "worker started");
     Ok(Launched { pid, stdin, lines, exits, leader_peak, oom_kills_at_start, kernel_log, stderr: tail, pipe_inodes, cgroup, watchdog, tag, start_time })
 }
 

@@ -119,6 +119,31 @@ pub(crate) fn net_namespace(pid: u32) -> Option<u64> {
     link.to_str()?.strip_prefix("net:[")?.strip_suffix(']')?.parse().ok()
 }
 
+/// A sandboxed worker's own network namespace, held open for as long as the worker's handle
+/// lives. The kernel gives a freed namespace's inode number to the next namespace made (an IDA:
+/// the lowest free number), so an inode alone, kept past the namespace's end, names whichever
+/// worker started next: its processes would be taken for this worker's and killed with them.
+/// Held open, the namespace, and its number, outlive every process in it.
+pub(crate) struct NetTag {
+    inode: u64,
+    _held: fs::File,
+}
+
+impl NetTag {
+    /// The namespace of `pid`, if it is not this process's own.
+    pub(crate) fn of(pid: u32) -> Option<NetTag> {
+        use std::os::unix::fs::MetadataExt;
+        let file = fs::File::open(format!("/proc/{pid}/ns/net")).ok()?;
+        let inode = file.metadata().ok()?.ino();
+        let ours = fs::metadata("/proc/self/ns/net").ok()?.ino();
+        (inode != ours).then_some(NetTag { inode, _held: file })
+    }
+
+    pub(crate) fn inode(&self) -> u64 {
+        self.inode
+    }
+}
+
 /// Live processes in the network namespace `inode`. A sandboxed worker gets a namespace of its
 /// own, and every process it starts inherits it and cannot leave it (leaving takes a
 /// capability it does not have, and making a new one is refused by its seccomp filter), so

@@ -58,8 +58,8 @@ pub struct Worker {
     watchdog: Option<RssWatchdog>,
     limit_hit: Option<LimitHit>,
     next_id: u64,
-    /// A sandboxed worker's own network namespace (see [`Worker::escaped`]).
-    tag: Option<u64>,
+    /// A sandboxed worker's own network namespace (see [`Worker::escaped`]), held open.
+    tag: Option<procfs::NetTag>,
     /// When the leader started ([`procfs::group_is_ours`]): once it is reaped, its pid, and so
     /// its group's id, may name another process's group.
     start_time: Option<u64>,
@@ -114,6 +114,17 @@ impl Worker {
         })
     }
 
+    /// The live processes in the worker's own network namespace (none without one).
+    fn tagged(&self) -> Vec<u32> {
+        self.tag.as_ref().map(|t| procfs::in_net_namespace(t.inode())).unwrap_or_default()
+    }
+
+    /// The inode of the network namespace the worker was started in, when it got one of its
+    /// own: every process it starts is in it, and no other worker's is while this handle lives.
+    pub fn net_namespace(&self) -> Option<u64> {
+        self.tag.as_ref().map(procfs::NetTag::inode)
+    }
+
     /// Live members of the worker's process group, while its id is still the worker's.
     fn group(&self) -> Vec<u32> {
         procfs::own_group(self.pid as i32, self.start_time)
@@ -125,7 +136,7 @@ impl Worker {
     /// say. They are killed; their pids are returned (empty for a worker without either tag).
     pub fn escaped(&mut self) -> Vec<u32> {
         let group = self.group();
-        let mut found: Vec<u32> = self.tag.map(procfs::in_net_namespace).unwrap_or_default();
+        let mut found: Vec<u32> = self.tagged();
         if let Some(cgroup) = &self.cgroup {
             found.extend(cgroup.members());
         }
@@ -464,7 +475,7 @@ impl Worker {
     /// reaped by now).
     fn survivors(&self) -> Vec<u32> {
         let mut pids = self.group();
-        let tagged = self.tag.map(procfs::in_net_namespace).unwrap_or_default();
+        let tagged = self.tagged();
         let cgroup = self.cgroup.as_ref().map(WorkerCgroup::members).unwrap_or_default();
         for pid in tagged.into_iter().chain(cgroup) {
             if !pids.contains(&pid) {
@@ -488,8 +499,8 @@ impl Worker {
 
     /// The process group, plus cgroup and namespace members that left it.
     fn signal_all(&self, signal: i32) {
-        if let Some(tag) = self.tag {
-            for pid in procfs::in_net_namespace(tag) {
+        if self.tag.is_some() {
+            for pid in self.tagged() {
                 // SAFETY: kill has no memory-safety preconditions; the pid is in the worker's
                 // own network namespace, so it is one of its processes.
                 unsafe { libc::kill(pid as libc::pid_t, signal) };

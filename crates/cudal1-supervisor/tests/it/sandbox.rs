@@ -374,3 +374,39 @@ fn cpu_time_counts_children_that_were_waited_for() {
     let used = worker.cpu_time().saturating_sub(before);
     assert!(used >= std::time::Duration::from_millis(200), "{used:?}");
 }
+
+#[test]
+fn a_finished_workers_network_namespace_never_names_the_next_workers_processes() {
+    // The kernel gives a freed namespace's number to the next one made. A worker whose leader
+    // has ended but whose handle lives on (being reaped, or cleaned up after) must not take the
+    // next worker's processes for its own and kill them: the namespace is held while it lives.
+    if !sandbox_support().network_namespace {
+        return skip("a_finished_workers_network_namespace_never_names_the_next_workers_processes", "no network namespaces");
+    }
+    let mut first = probe(confined());
+    let Some(ns) = first.net_namespace() else {
+        return skip("a_finished_workers_network_namespace_never_names_the_next_workers_processes", "the worker kept this process's namespace");
+    };
+    let pid = first.pid();
+    // SAFETY: kill has no memory-safety preconditions; the pid is the worker's, not yet reaped.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    let deadline = std::time::Instant::now() + REPLY;
+    while !crate::common::gone(pid) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // The kernel frees a network namespace in the background, some time after its last process
+    // ended: new workers keep coming for a while.
+    let mut next: Vec<Worker> = Vec::new();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    while std::time::Instant::now() < until {
+        let w = probe(confined());
+        assert_ne!(w.net_namespace(), Some(ns), "worker {} got the namespace of one whose handle still lives", next.len());
+        next.push(w);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(first.wait(REPLY).is_some(), "the first worker is reaped");
+    drop(first);
+    for w in &mut next {
+        ask(w, json!({"op": "env"}));
+    }
+}
