@@ -499,12 +499,10 @@ impl Worker {
 
     /// The process group, plus cgroup and namespace members that left it.
     fn signal_all(&self, signal: i32) {
-        if self.tag.is_some() {
-            for pid in self.tagged() {
-                // SAFETY: kill has no memory-safety preconditions; the pid is in the worker's
-                // own network namespace, so it is one of its processes.
-                unsafe { libc::kill(pid as libc::pid_t, signal) };
-            }
+        for pid in self.tagged() {
+            // SAFETY: kill has no memory-safety preconditions; the pid is in the worker's own
+            // network namespace, so it is one of its processes.
+            unsafe { libc::kill(pid as libc::pid_t, signal) };
         }
         // SAFETY: kill has no memory-safety preconditions. Once the leader is reaped and the
         // group is empty, its id may be another process's group: only signal while it is ours
