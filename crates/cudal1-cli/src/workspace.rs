@@ -114,7 +114,9 @@ pub fn interpreter(python: Option<&Path>, cache_flag: Option<&Path>) -> Result<(
     let cache = cache_dir(cache_flag);
     let interp = find_interpreter(&PythonRequest { flag: python.map(Path::to_owned), start_dir: None, probe_cache: Some(cache.join("python")) })?;
     tracing::info!(python = %interp.path.display(), source = %interp.source, torch = ?interp.probe.torch, "using Python");
-    let env = RunnerEnv::prepare(&interp, &cache).with_context(|| format!("installing the runner package under `{}`", cache.display()))?;
+    let mut env = RunnerEnv::prepare(&interp, &cache).with_context(|| format!("installing the runner package under `{}`", cache.display()))?;
+    // `CUDAL1_FORK_SERVER=0`: every runner starts its own interpreter, as before the fork server.
+    env.forks = std::env::var_os("CUDAL1_FORK_SERVER").is_none_or(|v| v != "0");
     Ok((interp, env, cache))
 }
 

@@ -2,7 +2,7 @@
 
 use crate::settings::Device;
 use cudal1_protocol::{parse_reply, Request, RunnerError};
-use cudal1_supervisor::{Sandbox, SpawnError, Worker, WorkerError, WorkerSpec};
+use cudal1_supervisor::{Sandbox, SpawnError, SpawnOptions, Worker, WorkerError, WorkerSpec, Zygote};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -24,6 +24,10 @@ pub struct RunnerEnv {
     /// one whose `PYTHONDONTWRITEBYTECODE` kept them from being written): 2-6 s of CPU per process
     /// for torch and sympy on the H100 machines (docs/bench/2026-11-24-gpu-session12).
     pub bytecode: Option<PathBuf>,
+    /// Reference and candidate runners are forked from a fork server that has imported torch
+    /// once ([`cudal1_supervisor::Zygote`]) instead of each starting an interpreter: milliseconds
+    /// instead of seconds of CPU per runner. Compile workers always start afresh.
+    pub forks: bool,
 }
 
 impl RunnerEnv {
@@ -39,7 +43,7 @@ impl RunnerEnv {
         }
         let bytecode = cache.join("bytecode");
         std::fs::create_dir_all(&bytecode)?;
-        Ok(RunnerEnv { python: interpreter.path.clone(), python_dirs, package_root, cuda_arch: probe.gpus.first().cloned(), bytecode: Some(bytecode) })
+        Ok(RunnerEnv { python: interpreter.path.clone(), python_dirs, package_root, cuda_arch: probe.gpus.first().cloned(), bytecode: Some(bytecode), forks: true })
     }
 }
 
@@ -205,6 +209,56 @@ pub fn environment(env: &RunnerEnv, scratch: &Path, device: &Device, sees_gpu: b
     vars
 }
 
+/// Variables a forked runner sets for itself before it runs anything: the zygote's own values of
+/// these are never seen. Every other variable is read as the interpreter starts or as torch is
+/// imported (`PYTHONPATH`, `OMP_NUM_THREADS`, ...), so a runner is forked only from a zygote that
+/// started with the same values.
+const SET_AFTER_FORK: [&str; 5] = ["HOME", "TMPDIR", "CUDA_VISIBLE_DEVICES", "TORCH_EXTENSIONS_DIR", "PYTHONDONTWRITEBYTECODE"];
+
+/// A fork server with no runner and no request for this long ends (it holds an interpreter with
+/// torch imported: hundreds of MB); the next runner wanted starts another.
+const ZYGOTE_IDLE_SECONDS: u32 = 30;
+
+/// The running fork servers, by interpreter and the environment they started with.
+static ZYGOTES: std::sync::Mutex<Vec<(PathBuf, Vec<(OsString, OsString)>, Zygote)>> = std::sync::Mutex::new(Vec::new());
+
+/// The fork server for runners of `env` with the environment `vars`, started if none runs; `None`
+/// where one cannot be started.
+fn zygote_for(env: &RunnerEnv, vars: &[(OsString, OsString)]) -> Option<Zygote> {
+    let mut base: Vec<(OsString, OsString)> = vars.iter().filter(|(k, _)| !SET_AFTER_FORK.iter().any(|s| k == s)).cloned().collect();
+    base.sort();
+    let mut zygotes = ZYGOTES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // One that ended (a crash, the machine short of memory) is started again.
+    zygotes.retain(|(_, _, z)| z.dead().is_none());
+    if let Some((_, _, z)) = zygotes.iter().find(|(python, b, _)| *python == env.python && *b == base) {
+        return Some(z.clone());
+    }
+    let mut own = base.clone();
+    let temp = std::env::temp_dir();
+    own.push(("HOME".into(), temp.clone().into()));
+    own.push(("TMPDIR".into(), temp.into()));
+    let args = ["-m", "cudal1_runner.zygote", "--preload", "cudal1_runner.preload", "--idle", &ZYGOTE_IDLE_SECONDS.to_string()].map(OsString::from);
+    match Zygote::start(&env.python, &args, &env.package_root, &own) {
+        Ok(z) => {
+            zygotes.push((env.python.clone(), base, z.clone()));
+            Some(z)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot start a fork server; runners start their own interpreters");
+            None
+        }
+    }
+}
+
+/// Starts the fork server that runners of `env` on `device` will be forked from, so that its
+/// imports are done by the time the first runner is wanted.
+pub fn prestart(env: &RunnerEnv, device: &Device) {
+    if env.forks {
+        let vars = environment(env, &std::env::temp_dir(), device, true, None, false);
+        let _ = zygote_for(env, &vars);
+    }
+}
+
 impl RunnerClient {
     pub fn spawn(env: &RunnerEnv, launch: Launch<'_>) -> Result<RunnerClient, CallError> {
         let mut vars = environment(env, launch.scratch, launch.device, launch.role != Role::Compile, launch.extensions, launch.role == Role::Reference);
@@ -239,7 +293,14 @@ impl RunnerClient {
             env: vars,
             sandbox,
         };
-        let worker = Worker::spawn(spec)?;
+        let zygote = if env.forks && launch.role != Role::Compile { zygote_for(env, &spec.env) } else { None };
+        let worker = match zygote {
+            Some(zygote) => Worker::spawn_forked(spec.clone(), SpawnOptions::default(), &zygote).or_else(|e| {
+                tracing::warn!(error = %e, "forking the runner failed; starting an interpreter for it");
+                Worker::spawn(spec)
+            })?,
+            None => Worker::spawn(spec)?,
+        };
         let live = Live::register(worker.pid(), launch.scratch);
         Ok(RunnerClient { worker, _live: live })
     }

@@ -141,6 +141,43 @@ unsafe fn drop_capabilities() -> io::Result<()> {
     check(libc::syscall(libc::SYS_capset, &raw const header, data.as_ptr()))
 }
 
+impl SandboxSteps {
+    /// The steps as a forked runner applies them to itself (`cudal1_runner.confine`), with the
+    /// system call numbers it needs; the Landlock ruleset travels beside it as a descriptor.
+    pub(crate) fn to_wire(&self) -> Result<serde_json::Value, String> {
+        let cgroup_procs = self
+            .cgroup_procs
+            .iter()
+            .map(|p| p.to_str().map(str::to_owned).map_err(|_| format!("the cgroup path {p:?} is not UTF-8")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let rlimits: Vec<[u64; 3]> = self.rlimits.iter().map(|&(r, soft, hard)| [u64::from(r), soft, hard]).collect();
+        let net = match &self.net {
+            NetIsolation::Keep => serde_json::Value::Null,
+            NetIsolation::Plain => serde_json::json!({"unshare": libc::CLONE_NEWNET}),
+            NetIsolation::WithUserNamespace { uid_map, gid_map } => serde_json::json!({
+                "unshare": libc::CLONE_NEWUSER | libc::CLONE_NEWNET,
+                "uid_map": String::from_utf8_lossy(uid_map),
+                "gid_map": String::from_utf8_lossy(gid_map),
+            }),
+        };
+        let seccomp = self.seccomp.as_ref().map(|program| program.iter().map(|f| [u32::from(f.code), u32::from(f.jt), u32::from(f.jf), f.k]).collect::<Vec<_>>());
+        Ok(serde_json::json!({
+            "cgroup_procs": cgroup_procs,
+            "rlimits": rlimits,
+            "net": net,
+            "drop_capabilities": self.drop_capabilities,
+            "landlock": self.landlock.is_some(),
+            "own_task_access": self.own_task_access,
+            "seccomp": seccomp,
+            "syscalls": {
+                "capset": libc::SYS_capset,
+                "landlock_add_rule": libc::SYS_landlock_add_rule,
+                "landlock_restrict_self": libc::SYS_landlock_restrict_self,
+            },
+        }))
+    }
+}
+
 impl ChildSetup {
     /// Runs in the child after fork, before exec.
     ///

@@ -32,6 +32,8 @@ pub enum SpawnError {
         #[source]
         source: io::Error,
     },
+    #[error("`{label}`: the fork server could not start it: {detail}")]
+    Zygote { label: String, detail: String },
     #[error("`{label}`: cannot start a supervisor thread")]
     Thread {
         label: String,

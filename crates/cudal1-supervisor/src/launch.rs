@@ -22,6 +22,7 @@ use crate::procfs;
 use crate::spec::{Sandbox, SpawnOptions, WorkerSpec};
 use crate::support::sandbox_support;
 use crate::watchdog::{self, RssWatchdog};
+use crate::zygote::Zygote;
 use crate::{landlock_rules, spawner};
 
 /// Lines waiting to be read: small, so a worker spamming stdout between requests blocks
@@ -124,20 +125,21 @@ fn thread_error(label: &str, pid: u32) -> impl FnOnce(io::Error) -> SpawnError +
     }
 }
 
-pub(crate) fn launch(spec: &WorkerSpec, options: &SpawnOptions) -> Result<Launched, SpawnError> {
-    if !spec.program.is_absolute() {
-        return Err(SpawnError::InvalidSpec {
-            label: spec.label.clone(),
-            detail: format!("program `{}` must be an absolute path (the environment has no PATH)", spec.program.display()),
-        });
-    }
-    let confinement = if spec.sandbox.enabled { Some(confine(spec)?) } else { None };
-    let (steps, cgroup, watchdog_limit) = match confinement {
-        Some(c) => (Some(c.steps), c.cgroup, c.watchdog_limit),
-        None => (None, None, None),
-    };
-    let setup = ChildSetup { parent_pid: std::process::id() as libc::pid_t, sandbox: steps };
+/// A started process's parts, whichever way it was started.
+struct Started {
+    pid: u32,
+    stdin: File,
+    stdout: File,
+    stderr: File,
+    exits: Receiver<io::Result<ExitStatus>>,
+    leader_peak: Arc<AtomicU64>,
+    start_time: Option<u64>,
+    tag: Option<procfs::NetTag>,
+}
 
+/// Starts `spec` by fork and exec, from the spawner thread.
+fn exec(spec: &WorkerSpec, steps: Option<SandboxSteps>) -> Result<Started, SpawnError> {
+    let setup = ChildSetup { parent_pid: std::process::id() as libc::pid_t, sandbox: steps };
     let mut command = Command::new(&spec.program);
     command
         .args(&spec.args)
@@ -149,8 +151,6 @@ pub(crate) fn launch(spec: &WorkerSpec, options: &SpawnOptions) -> Result<Launch
         .stderr(Stdio::piped());
     // SAFETY: `apply` only makes async-signal-safe system calls on prepared data.
     unsafe { command.pre_exec(move || setup.apply()) };
-    // Opened before the start, so that a kill of this worker is in what it reads later.
-    let kernel_log = procfs::KernelLog::from_now();
     let mut child = spawner::spawn(command).map_err(|source| SpawnError::Spawn {
         label: spec.label.clone(),
         program: spec.program.clone(),
@@ -161,31 +161,67 @@ pub(crate) fn launch(spec: &WorkerSpec, options: &SpawnOptions) -> Result<Launch
     let start_time = procfs::stat(pid).and_then(|s| s.start_time);
     // The child has exec'd by now, so it is in the namespace it made; one that kept ours is no tag.
     let tag = if spec.sandbox.enabled { procfs::NetTag::of(pid) } else { None };
-    let label = &spec.label;
-
     let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take()) else {
         unreachable!("all three streams were piped");
     };
-    let stdin = File::from(OwnedFd::from(stdin));
-    set_nonblocking(&stdin).map_err(thread_error(label, pid))?;
-    let pipe_inodes = [procfs::inode_of(stdout.as_fd()), procfs::inode_of(stderr.as_fd())]
-        .into_iter()
-        .flatten()
-        .collect();
-
     let (exit_tx, exits) = bounded(1);
     let leader_peak = Arc::new(AtomicU64::new(0));
     let peak = Arc::clone(&leader_peak);
-    let oom_kills_at_start = procfs::oom_kills_since_boot();
     let waiter = std::thread::Builder::new().name(format!("cudal1-wait-{pid}")).spawn(move || {
         let _ = exit_tx.send(reap(child, &peak));
     });
     if let Err(e) = waiter {
         // The closure, and with it the Child, is gone: reap by pid.
-        let err = thread_error(label, pid)(e);
+        let err = thread_error(&spec.label, pid)(e);
         let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid as i32), None);
         return Err(err);
     }
+    let file = |fd: OwnedFd| File::from(fd);
+    Ok(Started { pid, stdin: file(stdin.into()), stdout: file(stdout.into()), stderr: file(stderr.into()), exits, leader_peak, start_time, tag })
+}
+
+/// Starts `spec` as a child of `zygote`, which applies `steps` in it before it runs anything.
+fn fork(spec: &WorkerSpec, steps: Option<SandboxSteps>, zygote: &Zygote) -> Result<Started, SpawnError> {
+    let failed = |detail: String| SpawnError::Zygote { label: spec.label.clone(), detail };
+    if zygote.program() != spec.program {
+        return Err(failed(format!("it runs `{}`, not `{}`", zygote.program().display(), spec.program.display())));
+    }
+    let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| failed(format!("no pipe: {e}")));
+    let ((in_r, in_w), (out_r, out_w), (err_r, err_w)) = (pipe()?, pipe()?, pipe()?);
+    let forked = zygote.fork(&spec.args, &spec.env, &spec.cwd, steps.as_ref(), [&in_r, &out_w, &err_w]).map_err(failed)?;
+    let pid = forked.pid;
+    // The zygote reaps the child only after it has reported it, so for now the pid is the child's.
+    let start_time = procfs::stat(pid).and_then(|s| s.start_time);
+    // It confined itself before the zygote answered: a sandboxed child is in its own namespace.
+    let tag = if spec.sandbox.enabled { procfs::NetTag::of(pid) } else { None };
+    Ok(Started { pid, stdin: File::from(in_w), stdout: File::from(out_r), stderr: File::from(err_r), exits: forked.exits, leader_peak: forked.leader_peak, start_time, tag })
+}
+
+pub(crate) fn launch(spec: &WorkerSpec, options: &SpawnOptions, zygote: Option<&Zygote>) -> Result<Launched, SpawnError> {
+    if !spec.program.is_absolute() {
+        return Err(SpawnError::InvalidSpec {
+            label: spec.label.clone(),
+            detail: format!("program `{}` must be an absolute path (the environment has no PATH)", spec.program.display()),
+        });
+    }
+    let confinement = if spec.sandbox.enabled { Some(confine(spec)?) } else { None };
+    let (steps, cgroup, watchdog_limit) = match confinement {
+        Some(c) => (Some(c.steps), c.cgroup, c.watchdog_limit),
+        None => (None, None, None),
+    };
+    // Opened before the start, so that a kill of this worker is in what it reads later.
+    let kernel_log = procfs::KernelLog::from_now();
+    let Started { pid, stdin, stdout, stderr, exits, leader_peak, start_time, tag } = match zygote {
+        Some(z) => fork(spec, steps, z)?,
+        None => exec(spec, steps)?,
+    };
+    let label = &spec.label;
+    set_nonblocking(&stdin).map_err(thread_error(label, pid))?;
+    let pipe_inodes = [procfs::inode_of(stdout.as_fd()), procfs::inode_of(stderr.as_fd())]
+        .into_iter()
+        .flatten()
+        .collect();
+    let oom_kills_at_start = procfs::oom_kills_since_boot();
     let (line_tx, lines) = bounded(LINE_QUEUE);
     pipes::spawn_stdout_reader(format!("cudal1-stdout-{pid}"), stdout, options.line_limit, line_tx)
         .map_err(thread_error(label, pid))?;
@@ -198,7 +234,7 @@ pub(crate) fn launch(spec: &WorkerSpec, options: &SpawnOptions) -> Result<Launch
         ),
         None => None,
     };
-    tracing::debug!(label, pid, sandboxed = spec.sandbox.enabled, net_namespace = ?tag.as_ref().map(procfs::NetTag::inode), "worker started");
+    tracing::debug!(label, pid, sandboxed = spec.sandbox.enabled, forked = zygote.is_some(), net_namespace = ?tag.as_ref().map(procfs::NetTag::inode), "worker started");
     Ok(Launched { pid, stdin, lines, exits, leader_peak, oom_kills_at_start, kernel_log, stderr: tail, pipe_inodes, cgroup, watchdog, tag, start_time })
 }
 

@@ -57,6 +57,7 @@ mod spec;
 mod support;
 mod watchdog;
 mod worker;
+mod zygote;
 
 pub use cgroup::CgroupVersion;
 pub use error::{SpawnError, WorkerError};
@@ -65,3 +66,4 @@ pub use spec::{Sandbox, SpawnOptions, WorkerSpec, DEFAULT_LINE_LIMIT, DEFAULT_ST
 pub use support::{sandbox_support, MemoryLimitMechanism, ProcessLimitMechanism, SandboxSupport};
 pub use launch::confine_self;
 pub use worker::Worker;
+pub use zygote::Zygote;

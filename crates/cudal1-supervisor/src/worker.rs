@@ -23,6 +23,7 @@ use crate::pipes::{StderrTail, StdoutEvent};
 use crate::procfs;
 use crate::spec::{Sandbox, SpawnOptions, WorkerSpec};
 use crate::watchdog::RssWatchdog;
+use crate::zygote::Zygote;
 
 /// How long to wait for the leader to be reaped after SIGKILL before giving up on it
 /// (a process in uninterruptible sleep, e.g. inside a GPU driver call).
@@ -87,7 +88,21 @@ impl Worker {
     /// # Errors
     /// As [`Worker::spawn`].
     pub fn spawn_with_options(spec: WorkerSpec, options: SpawnOptions) -> Result<Worker, SpawnError> {
-        let Launched { pid, stdin, lines, exits, leader_peak, oom_kills_at_start, kernel_log, stderr, pipe_inodes, cgroup, watchdog, tag, start_time } = launch(&spec, &options)?;
+        Self::start(spec, options, None)
+    }
+
+    /// Starts a worker as a child of `zygote` (a fork server running `spec.program`), which
+    /// confines it exactly as [`Worker::spawn`] would before it runs anything of its own.
+    ///
+    /// # Errors
+    /// As [`Worker::spawn`], and [`SpawnError::Zygote`] when the zygote cannot fork it (it
+    /// ended, runs another program, or the child could not confine itself).
+    pub fn spawn_forked(spec: WorkerSpec, options: SpawnOptions, zygote: &Zygote) -> Result<Worker, SpawnError> {
+        Self::start(spec, options, Some(zygote))
+    }
+
+    fn start(spec: WorkerSpec, options: SpawnOptions, zygote: Option<&Zygote>) -> Result<Worker, SpawnError> {
+        let Launched { pid, stdin, lines, exits, leader_peak, oom_kills_at_start, kernel_log, stderr, pipe_inodes, cgroup, watchdog, tag, start_time } = launch(&spec, &options, zygote)?;
         Ok(Worker {
             label: spec.label,
             pid,

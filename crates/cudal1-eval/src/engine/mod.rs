@@ -218,6 +218,10 @@ impl Evaluator {
             references_reused: AtomicUsize::new(0),
             config,
         });
+        // The fork server imports torch while the first candidates compile.
+        for device in &shared.config.devices {
+            crate::runner::prestart(&shared.config.env, device);
+        }
         let mut threads = Vec::new();
         for n in 0..compile_workers {
             let shared = Arc::clone(&shared);

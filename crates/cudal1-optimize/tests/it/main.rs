@@ -99,6 +99,7 @@ fn runner_env(cache: &Path) -> RunnerEnv {
         package_root,
         cuda_arch: None,
         bytecode: None,
+        forks: true,
     }
 }
 

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use cudal1_supervisor::{Sandbox, SpawnOptions, WorkerSpec};
+use cudal1_supervisor::{Sandbox, SpawnError, SpawnOptions, Worker, WorkerSpec, Zygote};
 
 /// Generous: only misbehaving workers run into it, and they have their own timeouts.
 pub const REPLY: Duration = Duration::from_secs(30);
@@ -30,6 +30,11 @@ pub fn fixtures() -> PathBuf {
         Some(p) => PathBuf::from(p),
         None => Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures"),
     }
+}
+
+/// The repository's `python/` directory (beside the fixtures' crate), which holds the fork server.
+pub fn python_packages() -> PathBuf {
+    fixtures().join("../../../../python")
 }
 
 pub fn base_env() -> Vec<(OsString, OsString)> {
@@ -66,4 +71,30 @@ pub fn gone(pid: u32) -> bool {
 
 pub fn skip(test: &str, reason: &str) {
     eprintln!("SKIP {test}: {reason}");
+}
+
+/// The fork server of these tests: the runner package's (`python/cudal1_runner/zygote.py`), with
+/// torch imported first where the interpreter has it, as cudal1's runners' fork server does.
+pub fn zygote() -> &'static Zygote {
+    static ZYGOTE: OnceLock<Zygote> = OnceLock::new();
+    ZYGOTE.get_or_init(|| {
+        let has_torch = std::process::Command::new(python()).args(["-c", "import torch"]).status().is_ok_and(|s| s.success());
+        let mut args: Vec<OsString> = vec!["-m".into(), "cudal1_runner.zygote".into()];
+        if has_torch {
+            args.extend(["--preload".into(), "torch".into()]);
+        }
+        let python_dir = python_packages();
+        let mut env = base_env();
+        env.push(("PYTHONPATH".into(), python_dir.into()));
+        Zygote::start(python(), &args, &fixtures(), &env).expect("the fork server starts")
+    })
+}
+
+/// Starts `spec` with [`options`]: exec'd, or forked from [`zygote`].
+pub fn start(spec: WorkerSpec, forked: bool) -> Result<Worker, SpawnError> {
+    if forked {
+        Worker::spawn_forked(spec, options(), zygote())
+    } else {
+        Worker::spawn_with_options(spec, options())
+    }
 }

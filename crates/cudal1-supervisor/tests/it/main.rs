@@ -3,4 +3,15 @@
 mod common;
 mod lifecycle;
 mod misbehaving;
-mod sandbox;
+/// Workers started by fork and exec.
+mod sandbox {
+    const FORKED: bool = false;
+    include!("sandbox.rs");
+}
+/// The same escapes by workers forked from a fork server (`Zygote`): they confine themselves
+/// before they run anything, and must end up exactly as confined.
+mod sandbox_forked {
+    const FORKED: bool = true;
+    include!("sandbox.rs");
+}
+mod zygote;

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use cudal1_supervisor::{Outcome, Sandbox, Worker, WorkerError, DEFAULT_LINE_LIMIT, DEFAULT_STDERR_TAIL};
 use serde_json::{json, Value};
 
-use crate::common::{gone, options, spec, REPLY};
+use crate::common::{gone, options, spec, start, REPLY};
 
 type Check = fn(Result<Value, WorkerError>, &mut Worker);
 
@@ -146,9 +146,10 @@ const CASES: &[Case] = &[
 
 #[test]
 fn each_misbehaving_worker_gives_its_expected_error() {
-    for case in CASES {
-        eprintln!("case {}: {}", case.fixture, case.request);
-        let mut worker = Worker::spawn_with_options(spec(case.fixture, Sandbox::disabled()), options()).unwrap();
+    // Exec'd, then forked from the fork server: the supervision is the same.
+    for (case, forked) in CASES.iter().flat_map(|c| [(c, false), (c, true)]) {
+        eprintln!("case {}: {} (forked: {forked})", case.fixture, case.request);
+        let mut worker = start(spec(case.fixture, Sandbox::disabled()), forked).unwrap();
         let pid = worker.pid();
         for setup in case.setup {
             worker.request(serde_json::from_str(setup).unwrap(), REPLY).unwrap();

@@ -1,6 +1,7 @@
-//! Each escape a sandboxed worker might try, and that it fails (and works without the
-//! sandbox, so the test would notice a broken probe). Where this machine lacks the
-//! mechanism, the test says so and skips.
+// Each escape a sandboxed worker might try, and that it fails (and works without the sandbox, so
+// the test would notice a broken probe). Where this machine lacks the mechanism, the test says so
+// and skips. Included twice by main.rs: `FORKED` says whether the workers are exec'd or forked
+// from a fork server.
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;
@@ -11,10 +12,10 @@ use cudal1_supervisor::{
 };
 use serde_json::{json, Value};
 
-use crate::common::{base_env, fixtures, options, skip, spec, REPLY};
+use crate::common::{base_env, fixtures, skip, spec, start, REPLY};
 
 fn probe(sandbox: Sandbox) -> Worker {
-    Worker::spawn_with_options(spec("probe.py", sandbox), options()).unwrap()
+    start(spec("probe.py", sandbox), FORKED).unwrap()
 }
 
 fn ask(worker: &mut Worker, request: Value) -> Value {
@@ -38,7 +39,9 @@ fn support_is_reported() {
 fn the_environment_is_only_what_was_given() {
     for sandbox in [Sandbox::disabled(), confined()] {
         let mut worker = probe(sandbox.clone());
-        let reply = ask(&mut worker, json!({"op": "env"}));
+        // A forked worker's `/proc/self/environ` is the fork server's start-up environment; its
+        // own is what it runs with.
+        let reply = ask(&mut worker, json!({"op": if FORKED { "os_environ" } else { "env" }}));
         let env: BTreeMap<String, String> = serde_json::from_value(reply["env"].clone()).unwrap();
         let given: BTreeMap<String, String> = base_env()
             .into_iter()
@@ -221,7 +224,7 @@ fn a_missing_write_path_fails_the_spawn() {
         return;
     }
     let missing = PathBuf::from("/nonexistent/cudal1-scratch");
-    let result = Worker::spawn(spec("probe.py", Sandbox { write_paths: vec![missing], ..confined() }));
+    let result = start(spec("probe.py", Sandbox { write_paths: vec![missing], ..confined() }), FORKED);
     match result {
         Err(e) => assert!(e.to_string().contains("Landlock"), "{e}"),
         Ok(_) => panic!("spawned with a missing write path"),
@@ -261,7 +264,7 @@ fn cuda_runs_inside_the_sandbox() {
     for (sandbox, inline) in [(limits.clone(), true), (Sandbox { read_paths: vec![fixtures()], ..limits }, false)] {
         let mut s = spec("probe.py", sandbox.clone());
         s.env = env.clone();
-        let mut worker = Worker::spawn_with_options(s, options()).unwrap();
+        let mut worker = start(s, FORKED).unwrap();
         let reply = match worker.request(json!({"op": "cuda", "inline": inline}), std::time::Duration::from_secs(400)) {
             Ok(reply) => reply,
             Err(e) => panic!("{e}\nstderr:\n{}", worker.stderr_tail()),

@@ -1,0 +1,51 @@
+//! What is particular to workers forked from a fork server: they die with it, and it forks only
+//! its own program.
+
+use std::time::Duration;
+
+use cudal1_supervisor::{Sandbox, SpawnError, SpawnOptions, Worker, WorkerError, Zygote};
+use serde_json::json;
+
+use crate::common::{base_env, fixtures, gone, options, python, spec, REPLY};
+
+/// A fork server of its own (the shared one must outlive every test).
+fn private_zygote() -> Zygote {
+    let python_dir = crate::common::python_packages();
+    let mut env = base_env();
+    env.push(("PYTHONPATH".into(), python_dir.into()));
+    Zygote::start(python(), &["-m".into(), "cudal1_runner.zygote".into()], &fixtures(), &env).unwrap()
+}
+
+#[test]
+fn workers_die_with_their_fork_server_and_say_so() {
+    let zygote = private_zygote();
+    let mut echo = Worker::spawn_forked(spec("echo.py", Sandbox::strict()), options(), &zygote).unwrap();
+    assert_eq!(echo.request(json!({"op": "ping"}), REPLY).unwrap()["echo"]["op"], "ping");
+    let pid = echo.pid();
+    zygote.shutdown();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while zygote.dead().is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(zygote.dead().is_some(), "the fork server did not end");
+    match echo.request(json!({"op": "ping"}), REPLY) {
+        Err(WorkerError::Exited { .. }) => {}
+        other => panic!("a worker whose fork server ended answered: {other:?}"),
+    }
+    drop(echo);
+    assert!(gone(pid), "worker {pid} outlived its fork server");
+    match Worker::spawn_forked(spec("echo.py", Sandbox::disabled()), options(), &zygote) {
+        Err(SpawnError::Zygote { .. }) => {}
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("an ended fork server forked"),
+    }
+}
+
+#[test]
+fn a_fork_server_forks_only_its_own_interpreter() {
+    let zygote = private_zygote();
+    let mut other = spec("echo.py", Sandbox::disabled());
+    other.program = "/bin/sh".into();
+    assert!(matches!(Worker::spawn_forked(other, SpawnOptions::default(), &zygote), Err(SpawnError::Zygote { .. })));
+    zygote.shutdown();
+}
