@@ -86,6 +86,10 @@ pub fn zygote() -> &'static Zygote {
         let python_dir = python_packages();
         let mut env = base_env();
         env.push(("PYTHONPATH".into(), python_dir.into()));
+        // numpy's OpenBLAS (torch imports numpy) would start a thread per core, and a process
+        // with threads must not fork: the zygote refuses to (as cudal1's runners' environment
+        // says, one thread).
+        env.push(("OPENBLAS_NUM_THREADS".into(), "1".into()));
         Zygote::start(python(), &args, &fixtures(), &env).expect("the fork server starts")
     })
 }
