@@ -104,22 +104,43 @@ pub struct RunnerClient {
 
 /// The process groups of every runner this process has started and not yet ended, with the
 /// scratch directory each works in, so that an engine stopping at once can kill what runs under
-/// its own scratch directory ([`kill_under`]) and nothing of another engine in the process.
-static LIVE: std::sync::Mutex<Vec<(u32, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+/// its own scratch directory ([`kill_under`]) and nothing of another engine in the process; and
+/// the scratch directories killed so far, so that a runner that starts under one afterwards (its
+/// start was under way: a fork server still importing torch) is killed as it registers.
+static LIVE: std::sync::Mutex<Registry> = std::sync::Mutex::new(Registry { live: Vec::new(), killed: Vec::new() });
+
+struct Registry {
+    live: Vec<(u32, PathBuf)>,
+    killed: Vec<PathBuf>,
+}
+
+fn registry() -> std::sync::MutexGuard<'static, Registry> {
+    LIVE.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn kill_group(pid: u32) {
+    // Each runner leads its own process group; its entry is removed only after the group is
+    // reaped, so the pid cannot have been reused by another process.
+    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+}
 
 /// A runner's entry in [`LIVE`], removed when its client goes.
 struct Live(u32);
 
 impl Live {
     fn register(pid: u32, scratch: &Path) -> Live {
-        LIVE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((pid, scratch.to_owned()));
+        let mut registry = registry();
+        registry.live.push((pid, scratch.to_owned()));
+        if registry.killed.iter().any(|root| scratch.starts_with(root)) {
+            kill_group(pid);
+        }
         Live(pid)
     }
 }
 
 impl Drop for Live {
     fn drop(&mut self) {
-        let mut live = LIVE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let live = &mut registry().live;
         if let Some(i) = live.iter().position(|(p, _)| *p == self.0) {
             live.swap_remove(i);
         }
@@ -136,17 +157,15 @@ pub const AHEAD_NICE: i32 = 10;
 pub const HELLO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Kills the whole process group of every runner working below `root` (an engine's scratch
-/// directory) that is running now; their callers then get errors at once. For stopping
-/// immediately: a second Ctrl-C, or an engine dropped mid-run.
+/// directory), now and whenever one starts there later; their callers then get errors at once.
+/// For stopping immediately: a second Ctrl-C, or an engine dropped mid-run.
 pub fn kill_under(root: &Path) {
-    let live = LIVE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    for (pid, scratch) in live.iter() {
-        if !scratch.starts_with(root) {
-            continue;
+    let mut registry = registry();
+    registry.killed.push(root.to_owned());
+    for (pid, scratch) in &registry.live {
+        if scratch.starts_with(root) {
+            kill_group(*pid);
         }
-        // Each runner leads its own process group; the entry is removed only after the group is
-        // reaped, so the pid cannot have been reused by another process.
-        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(*pid as i32), nix::sys::signal::Signal::SIGKILL);
     }
 }
 

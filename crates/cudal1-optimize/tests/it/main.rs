@@ -158,7 +158,7 @@ fn run(llm: &OpenAiClient, store: &Store, config: &OptimizeConfig, cancel: &Atom
 
 /// An environment that is never used: these loops evaluate nothing.
 fn unused_env() -> RunnerEnv {
-    RunnerEnv { python: "/nonexistent/python".into(), python_dirs: vec![], package_root: "/nonexistent".into(), cuda_arch: None, bytecode: None }
+    RunnerEnv { python: "/nonexistent/python".into(), python_dirs: vec![], package_root: "/nonexistent".into(), cuda_arch: None, bytecode: None, forks: false }
 }
 
 const NO_CODE: &str = "Use a broadcast instead of a diagonal matrix.";
