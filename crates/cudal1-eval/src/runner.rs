@@ -238,18 +238,21 @@ const SET_AFTER_FORK: [&str; 5] = ["HOME", "TMPDIR", "CUDA_VISIBLE_DEVICES", "TO
 /// torch imported: hundreds of MB); the next runner wanted starts another.
 const ZYGOTE_IDLE_SECONDS: u32 = 30;
 
-/// The running fork servers, by interpreter and the environment they started with.
-static ZYGOTES: std::sync::Mutex<Vec<(PathBuf, Vec<(OsString, OsString)>, Zygote)>> = std::sync::Mutex::new(Vec::new());
+/// The running fork servers, by interpreter, the environment they started with, and whether
+/// they fork candidates or references.
+static ZYGOTES: std::sync::Mutex<Vec<(PathBuf, Vec<(OsString, OsString)>, bool, Zygote)>> = std::sync::Mutex::new(Vec::new());
 
 /// The fork server for runners of `env` with the environment `vars`, started if none runs; `None`
-/// where one cannot be started.
-fn zygote_for(env: &RunnerEnv, vars: &[(OsString, OsString)]) -> Option<Zygote> {
+/// where one cannot be started. Candidates and references come from different fork servers:
+/// processes forked from one share its memory layout (where its libraries were mapped), and a
+/// candidate must learn nothing of the reference's process, which reads what the candidate wrote.
+fn zygote_for(env: &RunnerEnv, vars: &[(OsString, OsString)], candidates: bool) -> Option<Zygote> {
     let mut base: Vec<(OsString, OsString)> = vars.iter().filter(|(k, _)| !SET_AFTER_FORK.iter().any(|s| k == s)).cloned().collect();
     base.sort();
     let mut zygotes = ZYGOTES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     // One that ended (a crash, the machine short of memory) is started again.
-    zygotes.retain(|(_, _, z)| z.dead().is_none());
-    if let Some((_, _, z)) = zygotes.iter().find(|(python, b, _)| *python == env.python && *b == base) {
+    zygotes.retain(|(_, _, _, z)| z.dead().is_none());
+    if let Some((_, _, _, z)) = zygotes.iter().find(|(python, b, s, _)| *python == env.python && *b == base && *s == candidates) {
         return Some(z.clone());
     }
     let mut own = base.clone();
@@ -259,7 +262,7 @@ fn zygote_for(env: &RunnerEnv, vars: &[(OsString, OsString)]) -> Option<Zygote> 
     let args = ["-m", "cudal1_runner.zygote", "--preload", "cudal1_runner.preload", "--idle", &ZYGOTE_IDLE_SECONDS.to_string()].map(OsString::from);
     match Zygote::start(&env.python, &args, &env.package_root, &own) {
         Ok(z) => {
-            zygotes.push((env.python.clone(), base, z.clone()));
+            zygotes.push((env.python.clone(), base, candidates, z.clone()));
             Some(z)
         }
         Err(e) => {
@@ -269,12 +272,14 @@ fn zygote_for(env: &RunnerEnv, vars: &[(OsString, OsString)]) -> Option<Zygote> 
     }
 }
 
-/// Starts the fork server that runners of `env` on `device` will be forked from, so that its
+/// Starts the fork servers that runners of `env` on `device` will be forked from, so that their
 /// imports are done by the time the first runner is wanted.
 pub fn prestart(env: &RunnerEnv, device: &Device) {
     if env.forks {
         let vars = environment(env, &std::env::temp_dir(), device, true, None, false);
-        let _ = zygote_for(env, &vars);
+        for candidates in [false, true] {
+            let _ = zygote_for(env, &vars, candidates);
+        }
     }
 }
 
@@ -312,7 +317,7 @@ impl RunnerClient {
             env: vars,
             sandbox,
         };
-        let zygote = if env.forks && launch.role != Role::Compile { zygote_for(env, &spec.env) } else { None };
+        let zygote = if env.forks && launch.role != Role::Compile { zygote_for(env, &spec.env, launch.role == Role::Candidate) } else { None };
         let worker = match zygote {
             Some(zygote) => Worker::spawn_forked(spec.clone(), SpawnOptions::default(), &zygote).or_else(|e| {
                 tracing::warn!(error = %e, "forking the runner failed; starting an interpreter for it");
@@ -348,6 +353,12 @@ impl RunnerClient {
     /// process started ahead of its turn, 0 when its turn comes. Best effort: going back to 0
     /// needs root or `CAP_SYS_NICE`, without which the process stays niced. Returns whether it
     /// took.
+    /// The runner's pid (its process group's too).
+    #[must_use]
+    pub fn pid(&self) -> u32 {
+        self.worker.pid()
+    }
+
     pub fn set_nice(&self, nice: i32) -> bool {
         // SAFETY: setpriority has no memory-safety preconditions.
         unsafe { libc::setpriority(libc::PRIO_PGRP as _, self.worker.pid() as libc::id_t, nice) == 0 }

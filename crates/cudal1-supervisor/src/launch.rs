@@ -194,6 +194,14 @@ fn fork(spec: &WorkerSpec, steps: Option<SandboxSteps>, zygote: &Zygote) -> Resu
     let start_time = procfs::stat(pid).and_then(|s| s.start_time);
     // It confined itself before the zygote answered: a sandboxed child is in its own namespace.
     let tag = if spec.sandbox.enabled { procfs::NetTag::of(pid) } else { None };
+    if let Some(steps) = &steps {
+        // The child said it applied the steps; what the kernel shows of them is checked here.
+        if let Err(missing) = procfs::confinement_shown(pid, steps, tag.is_some()) {
+            // SAFETY: kill has no memory-safety preconditions; the pid is the unreaped child's.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            return Err(failed(format!("the forked child is not confined: {missing}")));
+        }
+    }
     Ok(Started { pid, stdin: File::from(in_w), stdout: File::from(out_r), stderr: File::from(err_r), exits: forked.exits, leader_peak: forked.leader_peak, start_time, tag })
 }
 

@@ -204,3 +204,38 @@ fn a_process_started_ahead_for_a_check_runs_niced_until_its_turn() {
     assert_eq!(e.verdict, want, "{}: {}", e.reason_class, e.reason);
     swish.reference.shutdown();
 }
+
+fn parent_of(pid: u32) -> u32 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status.lines().find_map(|l| l.strip_prefix("PPid:")).unwrap().trim().parse().unwrap()
+}
+
+#[test]
+fn references_and_candidates_are_forked_from_fork_servers_of_their_own() {
+    use cudal1_eval::runner::{Launch, Role, RunnerClient};
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = runner_env(&dir.path().join("cache"));
+    let device = cudal1_eval::Device::Cpu;
+    let start = |env: &RunnerEnv, role: Role, name: &str| {
+        let scratch = dir.path().join(name);
+        std::fs::create_dir_all(&scratch).unwrap();
+        let launch = Launch { role, label: name.to_owned(), device: &device, scratch: &scratch, extensions: None, reads: vec![], sandbox: role == Role::Candidate, memory_bytes: None };
+        RunnerClient::spawn(env, launch).unwrap()
+    };
+    let reference = start(&env, Role::Reference, "reference");
+    let first = start(&env, Role::Candidate, "first");
+    let second = start(&env, Role::Candidate, "second");
+    let me = std::process::id();
+    let (r, a, b) = (parent_of(reference.pid()), parent_of(first.pid()), parent_of(second.pid()));
+    assert!(r != me && a != me, "runners are forked, not started by this process");
+    // Forks of one process share where its libraries were mapped: a candidate must not share
+    // the reference's.
+    assert_ne!(r, a, "a candidate was forked from the references' fork server");
+    assert_eq!(a, b, "each candidate started its own fork server");
+    env.forks = false;
+    let exec = start(&env, Role::Candidate, "exec");
+    assert_eq!(parent_of(exec.pid()), me, "CUDAL1_FORK_SERVER=0's runners start their own interpreters");
+    for client in [reference, first, second, exec] {
+        client.shutdown();
+    }
+}

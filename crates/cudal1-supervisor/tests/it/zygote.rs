@@ -10,10 +10,29 @@ use crate::common::{base_env, fixtures, gone, options, python, spec, REPLY};
 
 /// A fork server of its own (the shared one must outlive every test).
 fn private_zygote() -> Zygote {
-    let python_dir = crate::common::python_packages();
+    zygote_running(&["-m".into(), "cudal1_runner.zygote".into()])
+}
+
+fn zygote_running(args: &[std::ffi::OsString]) -> Zygote {
     let mut env = base_env();
-    env.push(("PYTHONPATH".into(), python_dir.into()));
-    Zygote::start(python(), &["-m".into(), "cudal1_runner.zygote".into()], &fixtures(), &env).unwrap()
+    env.push(("PYTHONPATH".into(), crate::common::python_packages().into()));
+    Zygote::start(python(), args, &fixtures(), &env).unwrap()
+}
+
+#[test]
+fn a_child_that_says_it_is_confined_but_is_not_is_refused() {
+    // Its children skip every step and still answer that all of them took: what the kernel
+    // shows of the child (no seccomp filter, no no_new_privs, our network namespace) says not.
+    let liar = zygote_running(&[fixtures().join("lying_zygote.py").into()]);
+    match Worker::spawn_forked(spec("echo.py", Sandbox::strict()), options(), &liar) {
+        Err(SpawnError::Zygote { detail, .. }) => assert!(detail.contains("not confined"), "{detail}"),
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("an unconfined child was taken for a confined one"),
+    }
+    // Unconfined workers (trusted ones) have no steps to check.
+    let mut trusted = Worker::spawn_forked(spec("echo.py", Sandbox::disabled()), options(), &liar).unwrap();
+    assert_eq!(trusted.request(json!({"op": "ping"}), REPLY).unwrap()["echo"]["op"], "ping");
+    liar.shutdown();
 }
 
 #[test]
