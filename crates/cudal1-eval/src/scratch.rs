@@ -60,7 +60,7 @@ pub(crate) fn sweep(parent: &Path) -> usize {
         let Ok(owner) = owner else { continue };
         // Held by a live engine (in this process or another): the lock is refused.
         let Ok(unlocked) = nix::fcntl::Flock::lock(owner, nix::fcntl::FlockArg::LockExclusiveNonblock) else { continue };
-        match std::fs::remove_dir_all(&dir) {
+        match remove_settled(&dir) {
             Ok(()) => {
                 removed += 1;
                 tracing::info!(dir = %dir.display(), "removed the scratch directory of an engine that was killed");
@@ -70,6 +70,24 @@ pub(crate) fn sweep(parent: &Path) -> usize {
         drop(unlocked);
     }
     removed
+}
+
+/// Removes `dir`, again for up to a second while that fails: the processes of an engine that was
+/// just killed may still be dying (its runners die after their fork server, which dies after the
+/// engine), and a file one of them makes meanwhile fails the removal.
+fn remove_settled(dir: &Path) -> std::io::Result<()> {
+    let mut tries = 0;
+    loop {
+        match std::fs::remove_dir_all(dir) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if tries >= 10 => return Err(e),
+            Err(_) => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        }
+    }
 }
 
 fn free_bytes(dir: &Path) -> Option<u64> {
