@@ -50,6 +50,7 @@ def main() -> None:
         out["load_phase_s_of_builders"] = round(sum(r["measurements"].get("phases_ms", {}).get("load", 0) for r in load_inline) / 1e3, 1)
     if summary and summary.get("engine"):
         busy = sum(d["s"] for d in summary["engine"]["timing_busy_s"])
+        out["engine"] = summary["engine"]
         out["slot_busy_s"] = round(busy, 1)
         out["slot_busy_share"] = round(busy / wall, 3) if wall > 0 else None
         # Pipelined, builds happen in the shared phase, outside the slot's busy (timing) time.
