@@ -250,10 +250,11 @@ fn zygote_for(env: &RunnerEnv, vars: &[(OsString, OsString)], candidates: bool) 
     let mut base: Vec<(OsString, OsString)> = vars.iter().filter(|(k, _)| !SET_AFTER_FORK.iter().any(|s| k == s)).cloned().collect();
     base.sort();
     let mut zygotes = ZYGOTES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    // One that ended (a crash, the machine short of memory) is started again.
-    zygotes.retain(|(_, _, _, z)| z.dead().is_none());
+    // One that ended (a crash, the machine short of memory) is started again; one that found
+    // threads after its imports stays, so that runners of its kind start their own interpreters.
+    zygotes.retain(|(_, _, _, z)| z.dead().is_none() || z.unfit());
     if let Some((_, _, _, z)) = zygotes.iter().find(|(python, b, s, _)| *python == env.python && *b == base && *s == candidates) {
-        return Some(z.clone());
+        return (!z.unfit()).then(|| z.clone());
     }
     let mut own = base.clone();
     let temp = std::env::temp_dir();

@@ -276,6 +276,38 @@ pub(crate) fn read_keyed(path: &Path, key: &str) -> Option<u64> {
     keyed_value(&fs::read_to_string(path).ok()?, key)
 }
 
+/// Whether what `/proc/<pid>/status` shows of a process agrees with `steps` having been applied
+/// to it: no capabilities where they were to be dropped, `no_new_privs` and a seccomp filter where
+/// one was to be installed, and (`own_namespace`) a network namespace of its own where it was to
+/// make one. Landlock leaves no trace there. `Err` names what is missing.
+pub(crate) fn confinement_shown(pid: u32, steps: &crate::child_setup::SandboxSteps, own_namespace: bool) -> Result<(), String> {
+    use crate::child_setup::NetIsolation;
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).map_err(|e| format!("its status cannot be read: {e}"))?;
+    let field = |key: &str| status.lines().find_map(|l| l.strip_prefix(key)).map(str::trim);
+    let mut missing = Vec::new();
+    if steps.drop_capabilities {
+        for key in ["CapEff:", "CapPrm:", "CapBnd:"] {
+            if field(key).and_then(|v| u64::from_str_radix(v, 16).ok()) != Some(0) {
+                missing.push(format!("{} is {:?}, not 0", key.trim_end_matches(':'), field(key)));
+            }
+        }
+    }
+    if (steps.seccomp.is_some() || steps.landlock.is_some()) && field("NoNewPrivs:") != Some("1") {
+        missing.push("no_new_privs is not set".to_owned());
+    }
+    if steps.seccomp.is_some() && field("Seccomp:") != Some("2") {
+        missing.push(format!("its seccomp mode is {:?}, not a filter", field("Seccomp:")));
+    }
+    if !matches!(steps.net, NetIsolation::Keep) && !own_namespace {
+        missing.push("it is in this process's network namespace".to_owned());
+    }
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(missing.join("; "))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -395,39 +427,5 @@ mod tests {
             assert_eq!(log.names_oom_kill(std::process::id()), Some(false));
         }
         assert!(started.elapsed() < std::time::Duration::from_secs(10));
-    }
-}
-
-/// Whether what `/proc/<pid>/status` shows of a process agrees with `steps` having been applied
-/// to it: no capabilities where they were to be dropped, `no_new_privs` and a seccomp filter where
-/// one was to be installed, and (`own_namespace`) a network namespace of its own where it was to
-/// make one. Landlock leaves no trace there. `Err` names what is missing.
-pub(crate) fn confinement_shown(pid: u32, steps: &crate::child_setup::SandboxSteps, own_namespace: bool) -> Result<(), String> {
-    use crate::child_setup::NetIsolation;
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).map_err(|e| format!("its status cannot be read: {e}"))?;
-    let field = |key: &str| status.lines().find_map(|l| l.strip_prefix(key)).map(str::trim);
-    let mut missing = Vec::new();
-    if steps.drop_capabilities {
-        for key in ["CapEff:", "CapPrm:", "CapBnd:"] {
-            if field(key).and_then(|v| u64::from_str_radix(v, 16).ok()) != Some(0) {
-                missing.push(format!("{} is {:?}, not 0", key.trim_end_matches(':'), field(key)));
-            }
-        }
-    }
-    if steps.seccomp.is_some() || steps.landlock.is_some() {
-        if field("NoNewPrivs:") != Some("1") {
-            missing.push("no_new_privs is not set".to_owned());
-        }
-    }
-    if steps.seccomp.is_some() && field("Seccomp:") != Some("2") {
-        missing.push(format!("its seccomp mode is {:?}, not a filter", field("Seccomp:")));
-    }
-    if !matches!(steps.net, NetIsolation::Keep) && !own_namespace {
-        missing.push("it is in this process's network namespace".to_owned());
-    }
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(missing.join("; "))
     }
 }

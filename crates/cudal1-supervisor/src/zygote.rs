@@ -56,6 +56,8 @@ struct Inner {
 struct State {
     /// Why the zygote can no longer fork, once it cannot.
     dead: Option<String>,
+    /// It found threads after its imports and will not fork (it ends).
+    unfit: bool,
     next_id: u64,
     /// Requests waiting for their reply, by id.
     waiting: HashMap<u64, Sender<Result<Forked, String>>>,
@@ -145,6 +147,13 @@ impl Zygote {
         self.inner.lock().dead.clone()
     }
 
+    /// Whether the zygote found threads in itself after its imports, so that it cannot fork
+    /// safely (one started with the same imports would find them too).
+    #[must_use]
+    pub fn unfit(&self) -> bool {
+        self.inner.lock().unfit
+    }
+
     /// Forks a child that becomes `argv` with `env` in `cwd`, confined by `steps` (the Landlock
     /// ruleset among them is sent as a descriptor), with `stdio` as its stdin, stdout and stderr.
     pub(crate) fn fork(&self, argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path, steps: Option<&SandboxSteps>, stdio: [&OwnedFd; 3]) -> Result<Forked, String> {
@@ -204,7 +213,9 @@ impl Inner {
             let n = match socket::recv(socket.as_raw_fd(), &mut buf, MsgFlags::empty()) {
                 Ok(0) => return,
                 Ok(n) => n,
-                Err(nix::errno::Errno::EINTR) => continue,
+                // ECONNRESET: the zygote ended with a request of ours unread; what it sent before
+                // is still queued, and is read next.
+                Err(nix::errno::Errno::EINTR | nix::errno::Errno::ECONNRESET) => continue,
                 Err(e) => {
                     tracing::warn!(error = %e, "reading the fork server failed");
                     return;
@@ -225,7 +236,10 @@ impl Inner {
         let pid = reply["pid"].as_u64().and_then(|p| u32::try_from(p).ok());
         let mut state = self.lock();
         match (reply["op"].as_str(), pid) {
-            (Some("ready"), _) => tracing::debug!(pid = self.pid, "fork server ready"),
+            (Some("ready"), _) => {
+                state.unfit = reply["threads"].as_u64() != Some(1);
+                tracing::debug!(pid = self.pid, threads = %reply["threads"], "fork server ready");
+            }
             (Some("spawned"), Some(pid)) => {
                 let (exit_tx, exits) = bounded(1);
                 let leader_peak = Arc::new(AtomicU64::new(0));
@@ -257,6 +271,8 @@ impl Inner {
 
     /// The zygote is gone: nothing waits for it any more, and its children died with it.
     fn died(&self, why: String) {
+        // Its last words, once its stderr has been read to the end.
+        self.stderr.wait_closed(std::time::Instant::now() + Duration::from_secs(1));
         let tail = self.stderr.text();
         let why = if tail.trim().is_empty() { why } else { format!("{why}: {}", tail.trim()) };
         tracing::debug!(pid = self.pid, reason = %why, "fork server ended");

@@ -15,8 +15,9 @@ fn private_zygote() -> Zygote {
 
 fn zygote_running(args: &[std::ffi::OsString]) -> Zygote {
     let mut env = base_env();
-    env.push(("PYTHONPATH".into(), crate::common::python_packages().into()));
-    Zygote::start(python(), args, &fixtures(), &env).unwrap()
+    let paths = std::env::join_paths([crate::common::python_packages(), fixtures()]).unwrap();
+    env.push(("PYTHONPATH".into(), paths));
+    Zygote::start(python(), args, &std::env::temp_dir(), &env).unwrap()
 }
 
 #[test]
@@ -67,4 +68,17 @@ fn a_fork_server_forks_only_its_own_interpreter() {
     other.program = "/bin/sh".into();
     assert!(matches!(Worker::spawn_forked(other, SpawnOptions::default(), &zygote), Err(SpawnError::Zygote { .. })));
     zygote.shutdown();
+}
+
+#[test]
+fn a_fork_server_with_threads_forks_nothing_and_says_it_is_unfit() {
+    // fork() copies one thread: a lock another thread held would stay held in every child.
+    let zygote = zygote_running(&["-m".into(), "cudal1_runner.zygote".into(), "--preload".into(), "threaded".into()]);
+    match Worker::spawn_forked(spec("echo.py", Sandbox::disabled()), options(), &zygote) {
+        Err(SpawnError::Zygote { detail, .. }) => assert!(detail.contains("threads"), "{detail}"),
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("a fork server with two threads forked"),
+    }
+    assert!(zygote.unfit(), "the fork server did not say why it cannot fork");
+    assert!(zygote.dead().is_some());
 }
