@@ -256,6 +256,12 @@ impl CandidateProcess {
         Ok(CandidateProcess { scratch, file, client })
     }
 
+    /// Its runner's pid (and process group).
+    #[must_use]
+    pub fn pid(&self) -> u32 {
+        self.client.pid()
+    }
+
     /// See [`RunnerClient::set_nice`].
     pub fn set_nice(&self, nice: i32) -> bool {
         self.client.set_nice(nice)

@@ -6,7 +6,6 @@
 
 use super::{candidate, runner_env, task};
 use cudal1_eval::candidate::{evaluate_in, CandidateProcess, EvalContext, Unjudged};
-use cudal1_eval::runner::kill_under;
 use cudal1_eval::{CompileOutcome, EvalSettings, Evaluation, ReferenceSession, RunnerEnv, Verdict};
 use rand::SeedableRng;
 use std::path::Path;
@@ -49,9 +48,9 @@ fn a_runner_killed_before_the_candidate_loads_is_replaced_and_the_candidate_judg
     std::fs::create_dir_all(&candidates).unwrap();
     let ctx = EvalContext { env: &swish.env, settings: &swish.settings, work_root: &candidates, retired: None, before_timing: None };
     let ahead = CandidateProcess::start(&ctx, &swish.task.path, &candidate("level1/2_Swish/correct.py"), &CompileOutcome::NotNeeded).unwrap();
-    // Killed from outside as the OOM killer or an operator would: only the candidate's runner
-    // works below `candidates`.
-    kill_under(&candidates);
+    // Killed from outside as the OOM killer or an operator would.
+    let group = nix::unistd::Pid::from_raw(ahead.pid() as i32);
+    nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL).unwrap();
     let env = swish.env.clone();
     let e = swish.evaluate(&env, &candidates, "correct.py", Some(ahead)).unwrap();
     assert_eq!(e.verdict, Verdict::Correct, "{}: {}", e.reason_class, e.reason);
