@@ -350,16 +350,16 @@ impl RunnerClient {
         }
     }
 
-    /// Sets the nice value of every thread of the runner's process group: [`AHEAD_NICE`] for a
-    /// process started ahead of its turn, 0 when its turn comes. Best effort: going back to 0
-    /// needs root or `CAP_SYS_NICE`, without which the process stays niced. Returns whether it
-    /// took.
     /// The runner's pid (its process group's too).
     #[must_use]
     pub fn pid(&self) -> u32 {
         self.worker.pid()
     }
 
+    /// Sets the nice value of every thread of the runner's process group: [`AHEAD_NICE`] for a
+    /// process started ahead of its turn, 0 when its turn comes. Best effort: going back to 0
+    /// needs root or `CAP_SYS_NICE`, without which the process stays niced. Returns whether it
+    /// took.
     pub fn set_nice(&self, nice: i32) -> bool {
         // SAFETY: setpriority has no memory-safety preconditions.
         unsafe { libc::setpriority(libc::PRIO_PGRP as _, self.worker.pid() as libc::id_t, nice) == 0 }

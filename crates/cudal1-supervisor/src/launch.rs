@@ -4,6 +4,7 @@
 
 use std::fs::File;
 use std::io;
+use std::ffi::OsString;
 use std::path::Path;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::CommandExt;
@@ -137,20 +138,22 @@ struct Started {
     tag: Option<procfs::NetTag>,
 }
 
-/// Starts `spec` by fork and exec, from the spawner thread.
-fn exec(spec: &WorkerSpec, steps: Option<SandboxSteps>) -> Result<Started, SpawnError> {
+/// `program args` in `cwd` with exactly `env`, which between fork and exec starts its own
+/// session, dies with this process, loses the descriptors it should not have and applies `steps`
+/// ([`ChildSetup`]). Its standard streams are the caller's to set.
+pub(crate) fn command(program: &Path, args: &[OsString], cwd: &Path, env: &[(OsString, OsString)], steps: Option<SandboxSteps>) -> Command {
     let setup = ChildSetup { parent_pid: std::process::id() as libc::pid_t, sandbox: steps };
-    let mut command = Command::new(&spec.program);
-    command
-        .args(&spec.args)
-        .current_dir(&spec.cwd)
-        .env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    let mut command = Command::new(program);
+    command.args(args).current_dir(cwd).env_clear().envs(env.iter().map(|(k, v)| (k, v)));
     // SAFETY: `apply` only makes async-signal-safe system calls on prepared data.
     unsafe { command.pre_exec(move || setup.apply()) };
+    command
+}
+
+/// Starts `spec` by fork and exec, from the spawner thread.
+fn exec(spec: &WorkerSpec, steps: Option<SandboxSteps>) -> Result<Started, SpawnError> {
+    let mut command = command(&spec.program, &spec.args, &spec.cwd, &spec.env, steps);
+    command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = spawner::spawn(command).map_err(|source| SpawnError::Spawn {
         label: spec.label.clone(),
         program: spec.program.clone(),

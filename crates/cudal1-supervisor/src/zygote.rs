@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::io::{self, IoSlice};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,9 +29,9 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use nix::sys::socket::{self, ControlMessage, MsgFlags};
 use serde_json::{json, Value};
 
-use crate::child_setup::{ChildSetup, SandboxSteps};
+use crate::child_setup::SandboxSteps;
 use crate::pipes::{self, StderrTail};
-use crate::spawner;
+use crate::{launch, spawner};
 
 /// How long a fork may wait for its reply: the zygote answers its first requests only once its
 /// imports are done (seconds on a busy machine).
@@ -89,18 +89,8 @@ impl Zygote {
             None,
             socket::SockFlag::SOCK_CLOEXEC,
         )?;
-        let setup = ChildSetup { parent_pid: std::process::id() as libc::pid_t, sandbox: None };
-        let mut command = std::process::Command::new(program);
-        command
-            .args(args)
-            .current_dir(cwd)
-            .env_clear()
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::from(theirs))
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        // SAFETY: `apply` only makes async-signal-safe system calls on prepared data.
-        unsafe { command.pre_exec(move || setup.apply()) };
+        let mut command = launch::command(program, args, cwd, env, None);
+        command.stdin(Stdio::from(theirs)).stdout(Stdio::null()).stderr(Stdio::piped());
         let mut child = spawner::spawn(command)?;
         let pid = child.id();
         let stderr = StderrTail::new(crate::spec::DEFAULT_STDERR_TAIL);
@@ -127,12 +117,6 @@ impl Zygote {
     #[must_use]
     pub fn program(&self) -> &Path {
         &self.inner.program
-    }
-
-    /// The zygote's own pid.
-    #[must_use]
-    pub fn pid(&self) -> u32 {
-        self.inner.pid
     }
 
     /// Ends the zygote (it reads the end of its input); its children die with it.
