@@ -258,6 +258,11 @@ pub struct RlArgs {
     /// Sequences per forward pass (memory only: results do not depend on it).
     #[arg(long, default_value_t = 4)]
     pub micro_batch: u32,
+    /// Sample the next step while this step's programs are judged (its samples then come from
+    /// the weights before this step's update): `auto` when the policy's GPU times no programs,
+    /// `on` wherever the policy's device is not a timing device, or `off`.
+    #[arg(long, value_enum, default_value_t = Overlap::Auto)]
+    pub overlap: Overlap,
     #[command(flatten)]
     pub policy: PolicyArgs,
     /// Devices that time the programs (default: every GPU but the policy's, or the one GPU in
@@ -266,6 +271,32 @@ pub struct RlArgs {
     pub device: Option<DeviceFlag>,
     #[command(flatten)]
     pub common: CommonEval,
+}
+
+/// `train rl --overlap`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Overlap {
+    Auto,
+    On,
+    Off,
+}
+
+impl Overlap {
+    /// Whether the policy samples while programs are timed. Never on a device that times them
+    /// (no policy kernel beside a timed candidate); by default only for a policy on a GPU of its
+    /// own (a policy on the CPU would take the cores that timed programs launch from).
+    fn resolve(self, policy_device: &str, timing: &[Device]) -> Result<bool> {
+        let policy = Device::parse(policy_device).map_err(anyhow::Error::msg)?;
+        let apart = !timing.contains(&policy);
+        match self {
+            Overlap::Off => Ok(false),
+            Overlap::Auto => Ok(apart && policy.is_cuda()),
+            Overlap::On if apart => Ok(true),
+            Overlap::On => bail!(
+                "`--overlap on` needs the policy on a device that times no programs, but `{policy_device}` times them\nhint: give the policy a GPU of its own (`--policy-device cuda:0` with `--device cuda:1`), or leave `--overlap` at `auto`"
+            ),
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -611,6 +642,7 @@ fn rl(a: &RlArgs) -> Result<Status> {
         max_refills: a.max_refills,
         save_every: a.save_every,
         seed: ws.seed_for_training(),
+        overlap: a.overlap.resolve(&spec.device, &ws.devices)?,
     };
     config.check()?;
     let sampler = a.exemplar.sampler()?;
@@ -698,5 +730,23 @@ mod tests {
         assert_eq!(evaluation_devices(gpus(2), "cpu"), gpus(2));
         assert_eq!(evaluation_devices(gpus(2), "cuda:7"), gpus(2));
         assert_eq!(evaluation_devices(vec![Device::Cpu], "cpu"), vec![Device::Cpu]);
+    }
+
+    #[test]
+    fn the_policy_samples_ahead_only_where_it_times_nothing() {
+        let gpus = |n: u32| (0..n).map(Device::Cuda).collect::<Vec<_>>();
+        // Two GPUs: the policy's is left out of timing, so by default it samples ahead.
+        let timing = evaluation_devices(gpus(2), "cuda:0");
+        assert!(Overlap::Auto.resolve("cuda:0", &timing).unwrap());
+        assert!(!Overlap::Off.resolve("cuda:0", &timing).unwrap());
+        // One GPU, shared in turn: never, and asking for it is an error that says what to do.
+        let one = evaluation_devices(gpus(1), "cuda:0");
+        assert!(!Overlap::Auto.resolve("cuda:0", &one).unwrap());
+        let err = Overlap::On.resolve("cuda:0", &one).unwrap_err().to_string();
+        assert!(err.contains("--policy-device") && err.contains("times them"), "{err}");
+        // A policy on the CPU beside GPU timing: only when asked; beside CPU timing: never.
+        assert!(!Overlap::Auto.resolve("cpu", &gpus(1)).unwrap());
+        assert!(Overlap::On.resolve("cpu", &gpus(1)).unwrap());
+        assert!(Overlap::On.resolve("cpu", &[Device::Cpu]).is_err());
     }
 }

@@ -9,7 +9,13 @@
 //! carries no signal: it is dropped and another is drawn, up to `max_refills` times. The kept
 //! samples then take `updates` PPO steps (at least two, so that the ratio clip acts) against the
 //! log-probabilities of the policy that sampled them, with a KL penalty to the reference policy.
+//!
 //! With one GPU the phases run strictly in turn: the policy is idle while candidates are timed.
+//! When the policy has a device of its own ([`GrpoConfig::overlap`]), the next step's first
+//! groups are sampled while this step's are being judged: those samples come from the weights
+//! before this step's update (one step off-policy, which the PPO ratio against their recorded
+//! log-probabilities accounts for), and their prompts show the programs measured up to the step
+//! before.
 
 use crate::policy::{Policy, Sampling};
 use crate::run::RunDir;
@@ -46,6 +52,11 @@ pub struct GrpoConfig {
     /// Commit (checkpoint) every this many steps, and after the last.
     pub save_every: u64,
     pub seed: u64,
+    /// Sample the next step's groups while this step's are judged. Only where the policy's
+    /// device is not one that times candidates. A schedule, not a setting of the run: it is not
+    /// saved with the run, and a run may resume with the other schedule.
+    #[serde(skip)]
+    pub overlap: bool,
 }
 
 impl GrpoConfig {
@@ -96,6 +107,47 @@ pub trait Environment {
     fn prompts(&mut self, step: u64, groups: usize, rng: &mut StdRng) -> Result<Vec<GroupPrompt>, TrainError>;
     /// Scores `samples` (each with the index of its group in `prompts`), in order.
     fn score(&mut self, step: u64, prompts: &[GroupPrompt], samples: &[(usize, &Sample)]) -> Result<Vec<Scored>, TrainError>;
+
+    /// Starts scoring `samples`; [`Environment::finish_scoring`] returns the scores. An
+    /// environment that judges elsewhere (the evaluation engine) returns at once, so that the
+    /// policy can sample meanwhile; by default the scores are made here.
+    fn start_scoring(&mut self, step: u64, prompts: &[GroupPrompt], samples: &[(usize, &Sample)]) -> Result<Ticket, TrainError> {
+        self.score(step, prompts, samples).map(Ticket::ready)
+    }
+
+    /// Waits for the scores a [`Ticket`] stands for, in the order of its samples.
+    fn finish_scoring(&mut self, ticket: Ticket) -> Result<Vec<Scored>, TrainError> {
+        ticket.into_ready().map_err(|id| TrainError::Config(format!("scoring {id} was started elsewhere: this environment has no scores pending")))
+    }
+}
+
+/// Scores being made: ready, or pending in the environment that started them under an id.
+#[derive(Debug)]
+pub struct Ticket(Pending);
+
+#[derive(Debug)]
+enum Pending {
+    Ready(Vec<Scored>),
+    Elsewhere(u64),
+}
+
+impl Ticket {
+    pub fn ready(scores: Vec<Scored>) -> Ticket {
+        Ticket(Pending::Ready(scores))
+    }
+
+    /// Scores the environment keeps under `id` until they are asked for.
+    pub fn pending(id: u64) -> Ticket {
+        Ticket(Pending::Elsewhere(id))
+    }
+
+    /// The scores, or the id of the pending ones.
+    pub fn into_ready(self) -> Result<Vec<Scored>, u64> {
+        match self.0 {
+            Pending::Ready(v) => Ok(v),
+            Pending::Elsewhere(id) => Err(id),
+        }
+    }
 }
 
 /// A seed for step `step`, attempt `attempt` (SplitMix64 of the mix).
@@ -127,12 +179,26 @@ pub fn run(
     config.check()?;
     let mut metrics = Vec::new();
     let mut last = resume_from;
+    // The next step's first draw, sampled while this step was judged (the overlapped schedule).
+    // A stop drops it: a resumed run samples that step again with the committed weights.
+    let mut ahead: Option<Drawn> = None;
     for step in resume_from + 1..=config.steps {
         if stop() {
             break;
         }
         on_event(TrainEvent::StepStarted { step, of: config.steps });
-        let line = one_step(policy, env, config, run, step, on_event)?;
+        let started = Instant::now();
+        let first = match ahead.take() {
+            Some(drawn) => drawn,
+            None => {
+                on_event(TrainEvent::Phase { step, phase: "generate" });
+                draw(policy, env, config, step, 0, config.groups, StdRng::seed_from_u64(step_seed(config.seed, step, 0)))?
+            }
+        };
+        let look_ahead = config.overlap && step < config.steps && !stop();
+        let (mut line, next) = one_step(policy, env, config, run, first, look_ahead, on_event)?;
+        ahead = next;
+        line["seconds"]["step"] = json!(started.elapsed().as_secs_f64());
         run.record_metrics(&line)?;
         if step % config.save_every == 0 || step == config.steps {
             run.commit(policy, step, Value::Null)?;
@@ -150,38 +216,71 @@ pub fn run(
     Ok(GrpoSummary { first_step: resume_from + 1, last_step: last, metrics })
 }
 
-struct Kept {
-    sequence: Sequence,
+/// One draw of groups for a step: their prompts and the policy's samples.
+struct Drawn {
+    step: u64,
+    attempt: u64,
+    /// Where the step's prompts are drawn from; a refill draws on from here.
+    rng: StdRng,
+    prompts: Vec<GroupPrompt>,
+    ids: Vec<Vec<u32>>,
+    samples: Vec<Sample>,
+    /// Wall time spent sampling.
+    seconds: f64,
+    /// Sampled during the step before, while its programs were judged.
+    ahead: bool,
 }
 
-fn one_step(policy: &mut Policy, env: &mut dyn Environment, config: &GrpoConfig, run: &RunDir, step: u64, on_event: &mut dyn FnMut(TrainEvent)) -> Result<Value, TrainError> {
-    let mut rng = StdRng::seed_from_u64(step_seed(config.seed, step, 0));
-    let (mut t_generate, mut t_evaluate) = (0.0f64, 0.0f64);
-    let mut kept: Vec<Kept> = Vec::new();
+/// Draws `need` prompts for `step` and samples a group of each.
+fn draw(policy: &mut Policy, env: &mut dyn Environment, config: &GrpoConfig, step: u64, attempt: u64, need: usize, mut rng: StdRng) -> Result<Drawn, TrainError> {
+    let started = Instant::now();
+    let prompts = env.prompts(step, need, &mut rng)?;
+    let mut ids = Vec::with_capacity(prompts.len());
+    for p in &prompts {
+        ids.push(policy.prompt_ids(&p.prompt)?);
+    }
+    let samples = policy.generate(ids.clone(), config.group_size, config.sampling, step_seed(config.seed, step, attempt + 1))?;
+    Ok(Drawn { step, attempt, rng, prompts, ids, samples, seconds: started.elapsed().as_secs_f64(), ahead: false })
+}
+
+/// Judges the step's first draw (and refills of groups without signal), then updates the policy.
+/// With `look_ahead`, the next step's first draw is sampled while the first draw is judged, and
+/// returned.
+fn one_step(
+    policy: &mut Policy,
+    env: &mut dyn Environment,
+    config: &GrpoConfig,
+    run: &RunDir,
+    first: Drawn,
+    look_ahead: bool,
+    on_event: &mut dyn FnMut(TrainEvent),
+) -> Result<(Value, Option<Drawn>), TrainError> {
+    let step = first.step;
+    let sampled_ahead = first.ahead;
+    let (mut t_generate, mut t_evaluate, mut t_ahead) = (0.0f64, 0.0f64, 0.0f64);
+    let mut kept: Vec<Sequence> = Vec::new();
     let mut kept_groups = 0usize;
     let (mut dropped, mut unscored, mut samples_total) = (0usize, 0usize, 0usize);
     let (mut rewards, mut correct, mut fast, mut best) = (Vec::new(), 0usize, 0usize, None::<f64>);
     let mut records = Vec::new();
-    let mut drawn = 0usize;
-    for attempt in 0..=config.max_refills as u64 {
-        let need = config.groups - kept_groups;
-        if need == 0 {
-            break;
-        }
-        let started = Instant::now();
-        on_event(TrainEvent::Phase { step, phase: "generate" });
-        let prompts = env.prompts(step, need, &mut rng)?;
-        let mut ids = Vec::with_capacity(prompts.len());
-        for p in &prompts {
-            ids.push(policy.prompt_ids(&p.prompt)?);
-        }
-        let samples = policy.generate(ids.clone(), config.group_size, config.sampling, step_seed(config.seed, step, attempt + 1))?;
-        t_generate += started.elapsed().as_secs_f64();
-
+    let mut drawn_groups = 0usize;
+    let mut next = None;
+    let mut current = Some(first);
+    while let Some(Drawn { attempt, rng, prompts, ids, samples, seconds, .. }) = current.take() {
+        t_generate += seconds;
         let started = Instant::now();
         on_event(TrainEvent::Phase { step, phase: "evaluate" });
         let indexed: Vec<(usize, &Sample)> = samples.iter().map(|s| (s.prompt_index, s)).collect();
-        let scored = env.score(step, &prompts, &indexed)?;
+        let ticket = env.start_scoring(step, &prompts, &indexed)?;
+        if look_ahead && attempt == 0 {
+            // The policy samples the next step while this step's programs are judged.
+            on_event(TrainEvent::Phase { step, phase: "generate next" });
+            let mut ahead = draw(policy, env, config, step + 1, 0, config.groups, StdRng::seed_from_u64(step_seed(config.seed, step + 1, 0)))?;
+            ahead.ahead = true;
+            t_ahead = ahead.seconds;
+            next = Some(ahead);
+        }
+        let scored = env.finish_scoring(ticket)?;
         t_evaluate += started.elapsed().as_secs_f64();
         samples_total += samples.len();
 
@@ -206,9 +305,10 @@ fn one_step(policy: &mut Policy, env: &mut dyn Environment, config: &GrpoConfig,
                 }
                 let advantage = advantages.as_ref().and_then(|a| a[k]);
                 let mut record = json!({
-                    "step": step, "attempt": attempt, "group": drawn + g, "key": prompt.key, "info": prompt.info,
+                    "step": step, "attempt": attempt, "group": drawn_groups + g, "key": prompt.key, "info": prompt.info,
                     "text": s.text, "tokens": s.ids.len(), "finish_reason": s.finish_reason,
                     "reward": sc.reward, "advantage": advantage, "kept": advantages.is_some(),
+                    "sampled_ahead": attempt == 0 && sampled_ahead,
                 });
                 if let (Value::Object(r), Value::Object(extra)) = (&mut record, &sc.record) {
                     r.extend(extra.clone());
@@ -219,7 +319,7 @@ fn one_step(policy: &mut Policy, env: &mut dyn Environment, config: &GrpoConfig,
                         let mut seq = Sequence::new(ids[g].clone(), s.ids.clone());
                         seq.advantage = Some(a);
                         seq.old_logprobs = Some(s.logprobs.clone());
-                        kept.push(Kept { sequence: seq });
+                        kept.push(seq);
                     }
                 }
             }
@@ -229,13 +329,18 @@ fn one_step(policy: &mut Policy, env: &mut dyn Environment, config: &GrpoConfig,
                 dropped += 1;
             }
         }
-        drawn += prompts.len();
+        drawn_groups += prompts.len();
+        let need = config.groups - kept_groups;
+        if need > 0 && attempt < config.max_refills as u64 {
+            on_event(TrainEvent::Phase { step, phase: "generate" });
+            current = Some(draw(policy, env, config, step, attempt + 1, need, rng)?);
+        }
     }
     run.record_samples(&records)?;
 
     let started = Instant::now();
     on_event(TrainEvent::Phase { step, phase: "train" });
-    let mut sequences: Vec<Sequence> = kept.into_iter().map(|k| k.sequence).collect();
+    let mut sequences = kept;
     let mut stats: Vec<TrainStepReply> = Vec::new();
     if !sequences.is_empty() {
         if config.kl_coef > 0.0 {
@@ -270,7 +375,7 @@ fn one_step(policy: &mut Policy, env: &mut dyn Environment, config: &GrpoConfig,
     let reward_std = reward_mean.map(|m| (rewards.iter().map(|r| (r - m).powi(2)).sum::<f64>() / rewards.len() as f64).sqrt());
     let last = stats.last();
     let ratio = |n: usize| if samples_total == 0 { 0.0 } else { n as f64 / samples_total as f64 };
-    Ok(json!({
+    let line = json!({
         "step": step,
         "reward_mean": reward_mean,
         "reward_std": reward_std,
@@ -288,8 +393,10 @@ fn one_step(policy: &mut Policy, env: &mut dyn Environment, config: &GrpoConfig,
         "groups_dropped": dropped,
         "unscored": unscored,
         "updates": stats.len(),
-        "seconds": {"generate": t_generate, "evaluate": t_evaluate, "train": t_train},
-    }))
+        "seconds": {"generate": t_generate, "evaluate": t_evaluate, "train": t_train, "generate_next": t_ahead},
+        "sampled_ahead": sampled_ahead,
+    });
+    Ok((line, next))
 }
 
 /// The metrics `cudal1 train rl` plots.

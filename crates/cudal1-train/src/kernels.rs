@@ -2,14 +2,14 @@
 //! KernelBench-format tasks, with CUDA-L1's contrastive prompts drawn from the store's program
 //! database and rewards from measured speedups.
 
-use crate::grpo::{Environment, GroupPrompt, Scored};
+use crate::grpo::{Environment, GroupPrompt, Scored, Ticket};
 use crate::TrainError;
-use cudal1_eval::{Evaluation, Evaluator, Job, JobOutcome, Mode, Verdict};
+use cudal1_eval::{Done, Evaluation, Evaluator, Job, JobId, JobOutcome, Mode, Verdict};
 use cudal1_model::messages::Sample;
 use cudal1_search::{draw_prompt, extract_program, normalized_hash, ExemplarSampler, Prompts, Variant};
 use cudal1_store::{NewProgram, ProgramDatabase, ProgramKey};
 use cudal1_task::{Candidate, Task};
-use crossbeam_channel::unbounded;
+use crossbeam_channel::{unbounded, Receiver};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use serde_json::{json, Value};
@@ -30,32 +30,54 @@ pub fn judge_each(
     on_outcome: &mut dyn FnMut(usize, &JobOutcome),
     on_progress: &mut dyn FnMut(usize, usize),
 ) -> Vec<JobOutcome> {
-    let (tx, rx) = unbounded();
-    let mut first: HashMap<(String, String), usize> = HashMap::new();
-    let mut of_item = Vec::with_capacity(items.len());
-    let mut ids = HashMap::new();
-    for (i, (task, code, label)) in items.iter().enumerate() {
-        let key = (task.hash.clone(), normalized_hash(code));
-        if let Some(&j) = first.get(&key) {
-            of_item.push(j);
-            continue;
+    Judging::submit(engine, mode, items).collect(on_outcome, on_progress)
+}
+
+/// Programs submitted to the engine whose outcomes have not been collected yet: the engine
+/// judges them while the caller does other work (the policy samples the next step).
+pub struct Judging {
+    done: Receiver<Done>,
+    /// The item each job was submitted for.
+    ids: HashMap<JobId, usize>,
+    /// For each item, the item whose job judges it (itself, or the first with its program).
+    of_item: Vec<usize>,
+}
+
+impl Judging {
+    /// Submits each distinct (task, normalised code) of `items` once.
+    pub fn submit(engine: &Evaluator, mode: Mode, items: &[(Arc<Task>, String, String)]) -> Judging {
+        let (tx, done) = unbounded();
+        let mut first: HashMap<(String, String), usize> = HashMap::new();
+        let mut of_item = Vec::with_capacity(items.len());
+        let mut ids = HashMap::new();
+        for (i, (task, code, label)) in items.iter().enumerate() {
+            let key = (task.hash.clone(), normalized_hash(code));
+            if let Some(&j) = first.get(&key) {
+                of_item.push(j);
+                continue;
+            }
+            first.insert(key, i);
+            of_item.push(i);
+            let id = engine.submit_to(Job::evaluate(Arc::clone(task), Candidate::from_source(label.clone(), code.clone())).mode(mode), &tx);
+            ids.insert(id, i);
         }
-        first.insert(key, i);
-        of_item.push(i);
-        let id = engine.submit_to(Job::evaluate(Arc::clone(task), Candidate::from_source(label.clone(), code.clone())).mode(mode), &tx);
-        ids.insert(id, i);
+        Judging { done, ids, of_item }
     }
-    let mut outcomes: Vec<Option<JobOutcome>> = vec![None; items.len()];
-    let total = ids.len();
-    for done in 0..total {
-        let Ok(d) = rx.recv() else { break };
-        if let Some(&i) = ids.get(&d.id) {
-            on_outcome(i, &d.outcome);
-            outcomes[i] = Some(d.outcome);
+
+    /// Waits for every outcome, in the items' order.
+    pub fn collect(self, on_outcome: &mut dyn FnMut(usize, &JobOutcome), on_progress: &mut dyn FnMut(usize, usize)) -> Vec<JobOutcome> {
+        let mut outcomes: Vec<Option<JobOutcome>> = vec![None; self.of_item.len()];
+        let total = self.ids.len();
+        for done in 0..total {
+            let Ok(d) = self.done.recv() else { break };
+            if let Some(&i) = self.ids.get(&d.id) {
+                on_outcome(i, &d.outcome);
+                outcomes[i] = Some(d.outcome);
+            }
+            on_progress(done + 1, total);
         }
-        on_progress(done + 1, total);
+        self.of_item.iter().map(|&j| outcomes[j].clone().unwrap_or(JobOutcome::Cancelled)).collect()
     }
-    of_item.iter().map(|&j| outcomes[j].clone().unwrap_or(JobOutcome::Cancelled)).collect()
 }
 
 /// A correct evaluation's speedup (1.0 where it was not timed).
@@ -108,12 +130,15 @@ pub struct KernelEnv<'a> {
     pub settings_hash: String,
     /// The order tasks are drawn in, refilled (shuffled) when used up.
     order: Vec<usize>,
+    /// Scorings started and not yet finished, by ticket.
+    pending: HashMap<u64, PendingScores>,
+    next_ticket: u64,
 }
 
 impl<'a> KernelEnv<'a> {
     pub fn new(tasks: Vec<Arc<Task>>, engine: &'a Evaluator, store: &'a dyn ProgramDatabase, prompts: &'a Prompts, sampler: ExemplarSampler, exemplars: usize, run_id: String) -> KernelEnv<'a> {
         let settings_hash = engine.settings().key_hash();
-        KernelEnv { tasks, engine, store, prompts, sampler, exemplars, low_reward: 0.0, reward: RewardKind::Speedup, run_id, settings_hash, order: Vec::new() }
+        KernelEnv { tasks, engine, store, prompts, sampler, exemplars, low_reward: 0.0, reward: RewardKind::Speedup, run_id, settings_hash, order: Vec::new(), pending: HashMap::new(), next_ticket: 0 }
     }
 
     /// Programs of `task` that a prompt at `step` may show: those of other runs, and this run's
@@ -150,12 +175,19 @@ impl Environment for KernelEnv<'_> {
     }
 
     fn score(&mut self, step: u64, prompts: &[GroupPrompt], samples: &[(usize, &Sample)]) -> Result<Vec<Scored>, TrainError> {
+        let ticket = self.start_scoring(step, prompts, samples)?;
+        self.finish_scoring(ticket)
+    }
+
+    /// Scores what needs no run at once (no program in the reply, a program measured before) and
+    /// submits the rest to the engine; returns before the engine has judged them.
+    fn start_scoring(&mut self, step: u64, prompts: &[GroupPrompt], samples: &[(usize, &Sample)]) -> Result<Ticket, TrainError> {
         let task_of = |g: usize| -> Arc<Task> {
             let hash = prompts[g].info["task_hash"].as_str().unwrap_or_default();
             Arc::clone(self.tasks.iter().find(|t| t.hash == hash).expect("prompts name tasks of this environment"))
         };
         let mut scored: Vec<Option<Scored>> = vec![None; samples.len()];
-        let mut to_judge: Vec<(usize, Arc<Task>, String)> = Vec::new();
+        let mut to_judge: Vec<ToJudge> = Vec::new();
         for (i, (g, s)) in samples.iter().enumerate() {
             match extract_program(&s.text) {
                 Ok(code) => {
@@ -168,7 +200,8 @@ impl Environment for KernelEnv<'_> {
                         let reward = self.reward.of(correct.then(|| speedup.unwrap_or(1.0)), self.low_reward);
                         scored[i] = Some(Scored { reward: Some(reward), correct, speedup, record: json!({"verdict": p.verdict, "program_id": p.id, "cached": true}) });
                     } else {
-                        to_judge.push((i, task, code));
+                        let parent_ids = prompts[*g].info["shown"].as_array().map(|a| a.iter().filter_map(Value::as_i64).collect()).unwrap_or_default();
+                        to_judge.push(ToJudge { sample: i, task, code, parent_ids });
                     }
                 }
                 Err(e) => {
@@ -178,10 +211,25 @@ impl Environment for KernelEnv<'_> {
             }
         }
         let items: Vec<(Arc<Task>, String, String)> =
-            to_judge.iter().map(|(i, t, c)| (Arc::clone(t), c.clone(), format!("rl step {step} sample {i}"))).collect();
-        let outcomes = judge(self.engine, Mode::Full, &items, &mut |_, _| {});
-        for ((i, task, code), outcome) in to_judge.into_iter().zip(outcomes) {
-            scored[i] = Some(match outcome {
+            to_judge.iter().map(|t| (Arc::clone(&t.task), t.code.clone(), format!("rl step {step} sample {}", t.sample))).collect();
+        let judging = Judging::submit(self.engine, Mode::Full, &items);
+        let id = self.next_ticket;
+        self.next_ticket += 1;
+        self.pending.insert(id, PendingScores { step, scored, to_judge, judging });
+        Ok(Ticket::pending(id))
+    }
+
+    /// Waits for the engine's verdicts, saves each new program in the store, and scores it.
+    fn finish_scoring(&mut self, ticket: Ticket) -> Result<Vec<Scored>, TrainError> {
+        let id = match ticket.into_ready() {
+            Ok(scores) => return Ok(scores),
+            Err(id) => id,
+        };
+        let PendingScores { step, mut scored, to_judge, judging } =
+            self.pending.remove(&id).ok_or_else(|| TrainError::Config(format!("no scoring {id} is pending in this environment")))?;
+        let outcomes = judging.collect(&mut |_, _| {}, &mut |_, _| {});
+        for (ToJudge { sample, task, code, parent_ids }, outcome) in to_judge.into_iter().zip(outcomes) {
+            scored[sample] = Some(match outcome {
                 JobOutcome::Evaluated(e) => {
                     let speedup = correct_speedup(&e);
                     let key = ProgramKey { task_hash: task.hash.clone(), code_hash: normalized_hash(&code), settings_hash: self.settings_hash.clone() };
@@ -190,7 +238,7 @@ impl Environment for KernelEnv<'_> {
                         code,
                         run_id: self.run_id.clone(),
                         round: u32::try_from(step).unwrap_or(u32::MAX),
-                        parent_ids: prompts[samples[i].0].info["shown"].as_array().map(|a| a.iter().filter_map(Value::as_i64).collect()).unwrap_or_default(),
+                        parent_ids,
                         verdict: e.verdict.as_str().to_owned(),
                         reason: e.reason.clone(),
                         reason_class: e.reason_class.clone(),
@@ -208,6 +256,23 @@ impl Environment for KernelEnv<'_> {
         }
         Ok(scored.into_iter().map(|s| s.expect("every sample is scored above")).collect())
     }
+}
+
+/// A sample whose program the engine judges.
+struct ToJudge {
+    sample: usize,
+    task: Arc<Task>,
+    code: String,
+    /// The programs its prompt showed.
+    parent_ids: Vec<i64>,
+}
+
+/// Scores started by [`Environment::start_scoring`] and not yet finished.
+struct PendingScores {
+    step: u64,
+    scored: Vec<Option<Scored>>,
+    to_judge: Vec<ToJudge>,
+    judging: Judging,
 }
 
 #[cfg(test)]

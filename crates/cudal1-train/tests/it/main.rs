@@ -105,6 +105,7 @@ fn bandit_config(steps: u64) -> GrpoConfig {
         max_refills: 2,
         save_every: 10,
         seed: 5,
+        overlap: false,
     }
 }
 
@@ -166,6 +167,109 @@ fn a_run_resumes_at_its_last_committed_step_with_the_same_policy() {
     // Other settings are refused.
     config.groups = 5;
     assert!(matches!(RunDir::open(dir.path(), "rl", &config), Err(TrainError::Mismatch { .. })));
+    second.shutdown();
+}
+
+/// The bandit, judged elsewhere: scoring starts, and its scores arrive from another thread a
+/// little later, as the evaluation engine's would. Every call is logged in order.
+struct Judged {
+    log: Vec<String>,
+    pending: std::collections::HashMap<u64, std::thread::JoinHandle<Vec<Scored>>>,
+    next: u64,
+}
+
+impl Environment for Judged {
+    fn prompts(&mut self, step: u64, groups: usize, rng: &mut rand::rngs::StdRng) -> Result<Vec<GroupPrompt>, TrainError> {
+        self.log.push(format!("prompts {step}"));
+        Bandit.prompts(step, groups, rng)
+    }
+
+    fn score(&mut self, step: u64, prompts: &[GroupPrompt], samples: &[(usize, &Sample)]) -> Result<Vec<Scored>, TrainError> {
+        Bandit.score(step, prompts, samples)
+    }
+
+    fn start_scoring(&mut self, step: u64, prompts: &[GroupPrompt], samples: &[(usize, &Sample)]) -> Result<grpo::Ticket, TrainError> {
+        self.log.push(format!("start {step}"));
+        let scores = Bandit.score(step, prompts, samples)?;
+        let id = self.next;
+        self.next += 1;
+        self.pending.insert(id, std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(150));
+            scores
+        }));
+        Ok(grpo::Ticket::pending(id))
+    }
+
+    fn finish_scoring(&mut self, ticket: grpo::Ticket) -> Result<Vec<Scored>, TrainError> {
+        let id = ticket.into_ready().expect_err("this environment scores elsewhere");
+        let scores = self.pending.remove(&id).unwrap().join().unwrap();
+        self.log.push("finish".into());
+        Ok(scores)
+    }
+}
+
+#[test]
+fn overlapped_the_next_step_is_sampled_while_this_one_is_judged_and_the_policy_still_learns() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = policy(3e-3, None, false);
+    let before = rewarded_probability(&mut p);
+    let mut config = bandit_config(30);
+    config.max_refills = 0;
+    config.overlap = true;
+    let (run, _) = RunDir::open(dir.path(), "rl", &config).unwrap();
+    let mut env = Judged { log: Vec::new(), pending: Default::default(), next: 0 };
+    let summary = grpo::run(&mut p, &mut env, &config, &run, 0, &|| false, &mut |_| {}).unwrap();
+    // Step 1 is sampled first; from then on each step's prompts are drawn while the step before
+    // is being judged, and nothing is sampled past the last step.
+    let mut expected = vec!["prompts 1".to_owned()];
+    for step in 1..=30 {
+        expected.push(format!("start {step}"));
+        if step < 30 {
+            expected.push(format!("prompts {}", step + 1));
+        }
+        expected.push("finish".into());
+    }
+    assert_eq!(env.log, expected);
+    let ahead: Vec<bool> = summary.metrics.iter().map(|m| m["sampled_ahead"].as_bool().unwrap()).collect();
+    assert!(!ahead[0] && ahead[1..].iter().all(|&a| a), "{ahead:?}");
+    assert!(summary.metrics[..29].iter().all(|m| m["seconds"]["generate_next"].as_f64().unwrap() > 0.0));
+    assert_eq!(summary.metrics[29]["seconds"]["generate_next"], 0.0);
+    // One step off-policy, the PPO ratio against the samples' own log-probabilities still learns.
+    let after = rewarded_probability(&mut p);
+    eprintln!("bandit, overlapped: P(rewarded first token) {before:.3} -> {after:.3}");
+    assert!(after > before + 0.25, "P(rewarded first token): {before:.3} -> {after:.3}");
+    // The schedule is not a setting of the run: the same run resumes in turn.
+    config.overlap = false;
+    assert!(RunDir::open(dir.path(), "rl", &config).is_ok());
+    p.shutdown();
+}
+
+#[test]
+fn overlapped_a_stop_drops_the_step_sampled_ahead_and_the_resumed_run_samples_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = bandit_config(4);
+    config.overlap = true;
+    config.max_refills = 0;
+    let mut first = policy(3e-3, None, false);
+    let (run, _) = RunDir::open(dir.path(), "rl", &config).unwrap();
+    let mut env = Judged { log: Vec::new(), pending: Default::default(), next: 0 };
+    let calls = std::cell::Cell::new(0);
+    // `stop` is asked before each step and before sampling ahead: true from its fifth call on,
+    // before step 3, which step 2 had already sampled.
+    let summary = grpo::run(&mut first, &mut env, &config, &run, 0, &|| { calls.set(calls.get() + 1); calls.get() > 4 }, &mut |_| {}).unwrap();
+    assert_eq!(summary.last_step, 2);
+    assert_eq!(env.log, ["prompts 1", "start 1", "prompts 2", "finish", "start 2", "prompts 3", "finish"]);
+    first.shutdown();
+    let (run, state) = RunDir::open(dir.path(), "rl", &config).unwrap();
+    let state = state.unwrap();
+    assert_eq!(state.step, 2);
+    let mut second = policy(3e-3, None, false);
+    run.resume(&mut second, &state).unwrap();
+    let mut env = Judged { log: Vec::new(), pending: Default::default(), next: 0 };
+    let summary = grpo::run(&mut second, &mut env, &config, &run, state.step, &|| false, &mut |_| {}).unwrap();
+    assert_eq!((summary.first_step, summary.last_step), (3, 4));
+    assert_eq!(env.log, ["prompts 3", "start 3", "prompts 4", "finish", "start 4", "finish"]);
+    assert!(!summary.metrics[0]["sampled_ahead"].as_bool().unwrap() && summary.metrics[1]["sampled_ahead"].as_bool().unwrap());
     second.shutdown();
 }
 
