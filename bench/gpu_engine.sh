@@ -16,7 +16,8 @@
 #                                                    # into REL_DB (e.g. the store that holds the whole release)
 #   PARTS="pipeline" bash bench/gpu_engine.sh        # the same batch, new binary, without then with --pipeline
 #                                                    # (timed jobs loaded and checked on every lane, timed one at a time)
-# Everything comes back under $OUT: logs, JSON rows, the stores (checkpointed).
+# Everything comes back under $OUT: logs, JSON rows, the stores (checkpointed), and per run a
+# timeline (NAME.stamps: each row's arrival in seconds after the start, its verdict and phases).
 set -u
 C=$(realpath .carry)
 O=${OUT:-/tmp/cudal1-out}
@@ -41,9 +42,10 @@ batch() { # NAME BINARY LIMIT_S CACHE EXTRA...
   [ -f "$O/$name.db" ] || { [ -f "$C/$name.db" ] && cp "$C/$name.db" "$O/$name.db"; }
   local start=$(date +%s.%N) ticks0=$(cpu_ticks)
   echo "start $(date -u +%FT%T.%NZ)"
+  # Each row's arrival, seconds after the start, goes to NAME.stamps (the run's timeline).
   CUDAL1_CACHE_DIR="$cache" timeout -s INT -k 45 "$limit" "$bin" eval --suite /tmp/tp/tasks --candidates /tmp/tp/candidates.jsonl \
-    --device cuda --json --budget "$BUDGET" --db "$O/$name.db" "$@" > "$O/$name.jsonl"
-  echo "exit $? at $(date -u +%FT%T.%NZ)"
+    --device cuda --json --budget "$BUDGET" --db "$O/$name.db" "$@" | tee "$O/$name.jsonl" | python3 bench/stamp_rows.py "$start" > "$O/$name.stamps"
+  echo "exit ${PIPESTATUS[0]} at $(date -u +%FT%T.%NZ); last row at $(tail -n 2 "$O/$name.stamps" | head -n 1 | cut -f1) s, exit at $(python3 -c "import sys,time; print(round(time.time() - float(sys.argv[1]), 3))" "$start") s"
   local end=$(date +%s.%N) ticks1=$(cpu_ticks)
   echo "$ticks0 $ticks1" | awk -v n="$name" '{printf "%s: CPU busy %.1f%% of all cores over the run\n", n, 100 * (1 - ($4 - $2) / ($3 - $1))}' 
   python3 bench/engine_report.py "$name" "$O/$name.jsonl" "$start" "$end" | tee -a "$O/summary.jsonl"
