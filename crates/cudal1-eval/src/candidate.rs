@@ -251,6 +251,7 @@ impl CandidateProcess {
             reads: vec![absolute(task_path)],
             sandbox: settings.sandbox,
             memory_bytes: settings.memory_bytes,
+            untimed: !settings.mode.times(),
         };
         let client = RunnerClient::spawn(ctx.env, launch).map_err(|e| judge_call_error(&e, "starting", ""))?;
         Ok(CandidateProcess { scratch, file, client })

@@ -149,6 +149,7 @@ fn build(env: &RunnerEnv, task: &Task, candidate: &Candidate, ext_dir: &Path, se
             reads: vec![task_path.clone()],
             sandbox: settings.sandbox,
             memory_bytes: settings.memory_bytes,
+            untimed: true,
         },
     )
     .map_err(|e| judge_call_error(&e, "starting the compiler", ""))?;

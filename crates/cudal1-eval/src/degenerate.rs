@@ -208,6 +208,7 @@ fn launch<'a>(role: Role, label: &str, scratch: &'a Path, reads: Vec<PathBuf>, s
         // The probe is our code, but it runs the task's code in a candidate role.
         sandbox: settings.sandbox && role == Role::Candidate,
         memory_bytes: settings.memory_bytes.filter(|_| role == Role::Candidate),
+        untimed: true,
     }
 }
 

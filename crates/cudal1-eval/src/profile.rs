@@ -440,7 +440,7 @@ fn run_driver(env: &RunnerEnv, profiler: &Profiler, ncu: Option<&[OsString]>, ta
     let program = PathBuf::from(&line[0]);
     let mut cmd = Command::new(&program);
     cmd.args(&line[1..]).current_dir(&work).env_clear().process_group(0).stdin(Stdio::null());
-    cmd.envs(crate::runner::environment(env, &work, target.device, true, target.extensions, false));
+    cmd.envs(crate::runner::environment(env, &work, target.device, true, target.extensions, false, false));
     let out_path = scratch.join("output.log");
     let out = std::fs::File::create(&out_path)?;
     cmd.stdout(out.try_clone()?).stderr(out);

@@ -68,6 +68,9 @@ pub struct ReferenceSession {
     /// Whether the process loaded another task before this one ([`ReferenceSession::reload`]):
     /// such a reference checks outputs but is never timed.
     pub reloaded: bool,
+    /// Whether the process was started for checks that are not timed (its CUDA context has one
+    /// hardware queue, [`crate::runner::UNTIMED_QUEUES`]): it is never timed either.
+    pub untimed: bool,
     env: RunnerEnv,
     settings: EvalSettings,
 }
@@ -89,6 +92,8 @@ pub struct StartingReference {
     dir: tempfile::TempDir,
     client: RunnerClient,
     env: RunnerEnv,
+    /// Started for checks that are not timed ([`ReferenceSession::untimed`]).
+    pub untimed: bool,
 }
 
 impl StartingReference {
@@ -106,6 +111,7 @@ impl StartingReference {
             taken: 0,
             first_call_ms: None,
             reloaded: false,
+            untimed: self.untimed,
             env: self.env,
             settings: settings.clone(),
         })
@@ -132,6 +138,7 @@ fn launch_reference(env: &RunnerEnv, task: &Task, settings: &EvalSettings, dir: 
         reads: vec![],
         sandbox: false,
         memory_bytes: None,
+        untimed: !settings.mode.times(),
     };
     RunnerClient::spawn(env, launch).map_err(|source| ReferenceError { task: task.key(), doing: "starting", source, stderr: String::new() })
 }
@@ -171,7 +178,7 @@ impl ReferenceSession {
         let dir = tempfile::Builder::new().prefix("reference-").tempdir_in(work_root).map_err(made)?;
         std::fs::create_dir(dir.path().join(INTAKE)).map_err(made)?;
         let client = launch_reference(env, task, settings, dir.path())?;
-        Ok(StartingReference { task: task.clone(), dir, client, env: env.clone() })
+        Ok(StartingReference { task: task.clone(), dir, client, env: env.clone(), untimed: !settings.mode.times() })
     }
 
     /// A fresh runner in place of this one (after a candidate made it fail): the expected
@@ -181,6 +188,7 @@ impl ReferenceSession {
         let (hello, load) = hello_and_load(&mut client, &self.task, &self.settings)?;
         let old = std::mem::replace(&mut self.client, client);
         old.shutdown();
+        self.untimed = !self.settings.mode.times();
         self.hello = hello;
         self.load = load;
         self.clear_expected();
@@ -210,6 +218,12 @@ impl ReferenceSession {
                 Err(e)
             }
         }
+    }
+
+    /// Whether it may time the reference for a timed job: its process was started for one, and
+    /// never held another task.
+    pub fn may_time(&self) -> bool {
+        !self.reloaded && !self.untimed
     }
 
     /// Moves a candidate's output file (below its `scratch` directory) out of its reach,
@@ -348,6 +362,7 @@ impl Describer {
             reads: vec![],
             sandbox: false,
             memory_bytes: None,
+            untimed: true,
         };
         let mut client = RunnerClient::spawn(env, launch).map_err(|e| ("starting", e))?;
         if let Err(e) = client.call(&Hello {}, crate::runner::HELLO_TIMEOUT) {

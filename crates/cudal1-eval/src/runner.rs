@@ -78,6 +78,9 @@ pub struct Launch<'a> {
     pub reads: Vec<PathBuf>,
     pub sandbox: bool,
     pub memory_bytes: Option<u64>,
+    /// The process is never timed (checks of `--mode correctness`, `tasks check`): its CUDA
+    /// context gets one hardware queue ([`UNTIMED_QUEUES`]).
+    pub untimed: bool,
 }
 
 /// Why a call did not produce a reply.
@@ -175,7 +178,7 @@ pub fn kill_under(root: &Path) {
 /// `trusted`: no candidate code runs in it (a reference), so it may write the bytecode cache
 /// that every runner reads ([`RunnerEnv::bytecode`]). A process that runs a candidate's code
 /// only reads it: bytecode it wrote would run in the trusted processes.
-pub fn environment(env: &RunnerEnv, scratch: &Path, device: &Device, sees_gpu: bool, extensions: Option<&Path>, trusted: bool) -> Vec<(OsString, OsString)> {
+pub fn environment(env: &RunnerEnv, scratch: &Path, device: &Device, sees_gpu: bool, extensions: Option<&Path>, trusted: bool, untimed: bool) -> Vec<(OsString, OsString)> {
     let mut vars: Vec<(OsString, OsString)> = Vec::new();
     let mut set = |k: &str, v: &dyn AsRef<std::ffi::OsStr>| vars.push((k.into(), v.as_ref().to_owned()));
     for key in ["PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "LANG", "TERM"] {
@@ -213,6 +216,9 @@ pub fn environment(env: &RunnerEnv, scratch: &Path, device: &Device, sees_gpu: b
         _ => String::new(),
     };
     set("CUDA_VISIBLE_DEVICES", &visible);
+    if untimed && !visible.is_empty() {
+        set("CUDA_DEVICE_MAX_CONNECTIONS", &UNTIMED_QUEUES);
+    }
     if *device == Device::Cpu {
         // One intra-op thread on the CPU: a thread pool on oversubscribed cores (a CI machine,
         // the other runner) stalls for milliseconds at random, which swamps the measurement.
@@ -228,11 +234,21 @@ pub fn environment(env: &RunnerEnv, scratch: &Path, device: &Device, sees_gpu: b
     vars
 }
 
+/// Hardware work queues (`CUDA_DEVICE_MAX_CONNECTIONS`) of a process that is never timed. The
+/// driver makes and ends contexts one at a time per device, and a correctness run makes one per
+/// candidate: with one queue instead of the default eight, an H100 made 24 contexts at once in
+/// 1.45 s instead of 3.94 s and ended them in 0.56 s instead of 1.54 s
+/// (docs/bench/2026-11-26-gpu-session16). Streams then share one queue: results are the same, but
+/// kernels of two streams no longer run at the same time, so a program that needs them to (one
+/// spinning on a flag that another stream's kernel sets) hangs and is judged `timeout`; CUDA never
+/// promised that they would. Timed processes keep the driver's default, as users run them.
+pub const UNTIMED_QUEUES: &str = "1";
+
 /// Variables a forked runner sets for itself before it runs anything: the zygote's own values of
 /// these are never seen. Every other variable is read as the interpreter starts or as torch is
 /// imported (`PYTHONPATH`, `OMP_NUM_THREADS`, ...), so a runner is forked only from a zygote that
 /// started with the same values.
-const SET_AFTER_FORK: [&str; 5] = ["HOME", "TMPDIR", "CUDA_VISIBLE_DEVICES", "TORCH_EXTENSIONS_DIR", "PYTHONDONTWRITEBYTECODE"];
+const SET_AFTER_FORK: [&str; 6] = ["HOME", "TMPDIR", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_MAX_CONNECTIONS", "TORCH_EXTENSIONS_DIR", "PYTHONDONTWRITEBYTECODE"];
 
 /// A fork server with no runner and no request for this long ends (it holds an interpreter with
 /// torch imported: hundreds of MB); the next runner wanted starts another.
@@ -277,7 +293,7 @@ fn zygote_for(env: &RunnerEnv, vars: &[(OsString, OsString)], candidates: bool) 
 /// imports are done by the time the first runner is wanted.
 pub fn prestart(env: &RunnerEnv, device: &Device) {
     if env.forks {
-        let vars = environment(env, &std::env::temp_dir(), device, true, None, false);
+        let vars = environment(env, &std::env::temp_dir(), device, true, None, false, false);
         for candidates in [false, true] {
             let _ = zygote_for(env, &vars, candidates);
         }
@@ -286,7 +302,7 @@ pub fn prestart(env: &RunnerEnv, device: &Device) {
 
 impl RunnerClient {
     pub fn spawn(env: &RunnerEnv, launch: Launch<'_>) -> Result<RunnerClient, CallError> {
-        let mut vars = environment(env, launch.scratch, launch.device, launch.role != Role::Compile, launch.extensions, launch.role == Role::Reference);
+        let mut vars = environment(env, launch.scratch, launch.device, launch.role != Role::Compile, launch.extensions, launch.role == Role::Reference, launch.untimed);
         if launch.role == Role::Compile {
             let jobs = std::thread::available_parallelism().map_or(2, |n| n.get()).min(8);
             vars.push(("MAX_JOBS".into(), jobs.to_string().into()));

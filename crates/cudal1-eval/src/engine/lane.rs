@@ -169,9 +169,11 @@ impl Lane<'_> {
     }
 
     /// Whether the lane has a reference, running or starting, that may serve a job of this task
-    /// and settings: one that loaded another task before serves only checks that are not timed.
+    /// and settings: one that loaded another task before, or was started for checks, serves only
+    /// checks that are not timed.
     fn holds(&self, hash: &str, settings: &EvalSettings) -> bool {
-        self.references.iter().any(|(h, r)| h == hash && !(settings.mode.times() && r.reloaded)) || self.starting.iter().any(|(h, _)| h == hash)
+        let times = settings.mode.times();
+        self.references.iter().any(|(h, r)| h == hash && (!times || r.may_time())) || self.starting.iter().any(|(h, r)| h == hash && !(times && r.untimed))
     }
 
     /// `next` is the job staged after this one, whose task a kept reference may load meanwhile.
@@ -366,16 +368,18 @@ impl Lane<'_> {
 
     /// The index of the task's running reference, started (and the oldest one ended) if need be.
     fn reference(&mut self, task: &Task, settings: &EvalSettings) -> Result<usize, ReferenceError> {
+        let times = settings.mode.times();
         if let Some(i) = self.references.iter().position(|(hash, _)| *hash == task.hash) {
-            if !(settings.mode.times() && self.references[i].1.reloaded) {
+            if !times || self.references[i].1.may_time() {
                 return Ok(i);
             }
-            // A process that held another task before is not timed: a fresh one is.
+            // A process that held another task before, or was made for checks, is not timed: a
+            // fresh one is.
             if let Some((_, r)) = self.references.remove(i) {
                 r.shutdown();
             }
         }
-        let session = match self.starting.iter().position(|(hash, _)| *hash == task.hash) {
+        let session = match self.starting.iter().position(|(hash, r)| *hash == task.hash && !(times && r.untimed)) {
             Some(i) => {
                 let starting = self.starting.swap_remove(i).1;
                 starting.set_nice(0);

@@ -301,6 +301,18 @@ fn checks_of_new_tasks_reuse_the_oldest_references_process_and_judge_as_fresh_on
 }
 
 #[test]
+fn a_reference_started_for_checks_is_never_timed() {
+    // Its process runs as checks' processes do (on a GPU, with one hardware queue): a timed job
+    // of the same task, right after, gets a fresh one.
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, events) = engine(dir.path(), 1, Duration::from_secs(20));
+    let jobs = vec![(check("level1/2_Swish.py", "level1/2_Swish/correct.py"), Verdict::Correct)];
+    let timed = Job::evaluate(task("level1/2_Swish.py"), candidate("level1/2_Swish/correct.py"));
+    let stats = checks_then_timed(engine, &events, jobs, timed);
+    assert_eq!((stats.references_started, stats.references_reused), (2, 0), "{stats:?}");
+}
+
+#[test]
 fn staged_checks_of_new_tasks_load_into_a_kept_reference_while_the_job_before_runs() {
     // With candidates started ahead, a lane starts two references (its first job's, and one
     // ahead for the next); every later task of a check loads into the reference the running job

@@ -75,14 +75,25 @@ fn a_runner_that_never_starts_gives_no_verdict() {
 fn inductor_compiles_inside_the_runner_without_a_pool_of_worker_processes() {
     // A pool's workers would work while the other side is timed (the idle guard's exploit).
     let dir = tempfile::tempdir().unwrap();
-    let (out, err) = printed_in_runner_environment(dir.path(), &cudal1_eval::Device::Cpu, "import torch._inductor.config as c; print(c.compile_threads)");
+    let (out, err) = printed_in_runner_environment(dir.path(), &cudal1_eval::Device::Cpu, false, "import torch._inductor.config as c; print(c.compile_threads)");
     assert_eq!(out, "1", "{err}");
 }
 
+#[test]
+fn only_processes_that_are_never_timed_get_one_hardware_queue() {
+    // One queue makes CUDA contexts far quicker to make and end; a timed process keeps the
+    // driver's default, as users run their programs.
+    let dir = tempfile::tempdir().unwrap();
+    let queues = |device: cudal1_eval::Device, untimed: bool| printed_in_runner_environment(dir.path(), &device, untimed, "import os; print(os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS'))").0;
+    assert_eq!(queues(cudal1_eval::Device::Cuda(0), true), cudal1_eval::runner::UNTIMED_QUEUES);
+    assert_eq!(queues(cudal1_eval::Device::Cuda(0), false), "None");
+    assert_eq!(queues(cudal1_eval::Device::Cpu, true), "None");
+}
+
 /// What `code` prints (stdout, stderr) in an interpreter with a runner's environment for `device`.
-fn printed_in_runner_environment(dir: &Path, device: &cudal1_eval::Device, code: &str) -> (String, String) {
+fn printed_in_runner_environment(dir: &Path, device: &cudal1_eval::Device, untimed: bool, code: &str) -> (String, String) {
     let env = runner_env(&dir.join("cache"));
-    let vars = cudal1_eval::runner::environment(&env, dir, device, true, None, false);
+    let vars = cudal1_eval::runner::environment(&env, dir, device, true, None, false, untimed);
     let out = std::process::Command::new(&env.python).env_clear().envs(vars).args(["-c", code]).output().unwrap();
     (String::from_utf8_lossy(&out.stdout).trim().to_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
@@ -93,7 +104,7 @@ fn a_runner_imports_torch_without_starting_a_thread_pool() {
     // interpreter of a correctness run pays, and work beside the other side's timing.
     let dir = tempfile::tempdir().unwrap();
     for device in [cudal1_eval::Device::Cpu, cudal1_eval::Device::Cuda(0)] {
-        let (out, err) = printed_in_runner_environment(dir.path(), &device, "import os, torch, numpy; print(len(os.listdir('/proc/self/task')))");
+        let (out, err) = printed_in_runner_environment(dir.path(), &device, false, "import os, torch, numpy; print(len(os.listdir('/proc/self/task')))");
         assert_eq!(out, "1", "{device:?}: {err}");
     }
 }
@@ -218,7 +229,7 @@ fn references_and_candidates_are_forked_from_fork_servers_of_their_own() {
     let start = |env: &RunnerEnv, role: Role, name: &str| {
         let scratch = dir.path().join(name);
         std::fs::create_dir_all(&scratch).unwrap();
-        let launch = Launch { role, label: name.to_owned(), device: &device, scratch: &scratch, extensions: None, reads: vec![], sandbox: role == Role::Candidate, memory_bytes: None };
+        let launch = Launch { role, label: name.to_owned(), device: &device, scratch: &scratch, extensions: None, reads: vec![], sandbox: role == Role::Candidate, memory_bytes: None, untimed: false };
         RunnerClient::spawn(env, launch).unwrap()
     };
     let reference = start(&env, Role::Reference, "reference");
