@@ -360,6 +360,19 @@ fn the_kernel_environment_rewards_measured_speedups_caches_programs_and_shows_th
     assert_eq!(later[0].info["shown"].as_array().unwrap().len(), 2);
     assert!(later[0].prompt.contains("speedup"), "{}", later[0].prompt);
     assert_eq!(env.prompts(1, 1, &mut rng).unwrap()[0].info["contrastive"], false, "not before the step that measured them");
+    // Two scorings in flight at once (the overlapped schedule), finished out of order: each
+    // ticket gets its own samples' scores. Neither program was measured before.
+    let variant = |name: &str| fenced(&format!("{}\n_variant = {name:?}\n", synth.slow));
+    let a = [sample(variant("a"), "stop"), sample("no code".into(), "stop")];
+    let b = [sample("still no code".into(), "stop"), sample(variant("b"), "stop")];
+    let (a, b): (Vec<(usize, &Sample)>, Vec<(usize, &Sample)>) = (a.iter().map(|x| (0, x)).collect(), b.iter().map(|x| (0, x)).collect());
+    let first_ticket = env.start_scoring(3, &first, &a).unwrap();
+    let second_ticket = env.start_scoring(4, &first, &b).unwrap();
+    let second = env.finish_scoring(second_ticket).unwrap();
+    let first_scores = env.finish_scoring(first_ticket).unwrap();
+    assert!(first_scores[0].correct && !first_scores[1].correct, "{first_scores:?}");
+    assert!(!second[0].correct && second[1].correct, "{second:?}");
+    assert_eq!((first_scores[0].record["cached"].clone(), second[1].record["cached"].clone()), (false.into(), false.into()));
     drop(env);
     engine.finish();
 }
