@@ -172,6 +172,7 @@ fn a_run_resumes_at_its_last_committed_step_with_the_same_policy() {
 
 /// The bandit, judged elsewhere: scoring starts, and its scores arrive from another thread a
 /// little later, as the evaluation engine's would. Every call is logged in order.
+#[derive(Default)]
 struct Judged {
     log: Vec<String>,
     pending: std::collections::HashMap<u64, std::thread::JoinHandle<Vec<Scored>>>,
@@ -217,7 +218,7 @@ fn overlapped_the_next_step_is_sampled_while_this_one_is_judged_and_the_policy_s
     config.max_refills = 0;
     config.overlap = true;
     let (run, _) = RunDir::open(dir.path(), "rl", &config).unwrap();
-    let mut env = Judged { log: Vec::new(), pending: Default::default(), next: 0 };
+    let mut env = Judged::default();
     let summary = grpo::run(&mut p, &mut env, &config, &run, 0, &|| false, &mut |_| {}).unwrap();
     // Step 1 is sampled first; from then on each step's prompts are drawn while the step before
     // is being judged, and nothing is sampled past the last step.
@@ -252,7 +253,7 @@ fn overlapped_a_stop_drops_the_step_sampled_ahead_and_the_resumed_run_samples_it
     config.max_refills = 0;
     let mut first = policy(3e-3, None, false);
     let (run, _) = RunDir::open(dir.path(), "rl", &config).unwrap();
-    let mut env = Judged { log: Vec::new(), pending: Default::default(), next: 0 };
+    let mut env = Judged::default();
     let calls = std::cell::Cell::new(0);
     // `stop` is asked before each step and before sampling ahead: true from its fifth call on,
     // before step 3, which step 2 had already sampled.
@@ -265,7 +266,7 @@ fn overlapped_a_stop_drops_the_step_sampled_ahead_and_the_resumed_run_samples_it
     assert_eq!(state.step, 2);
     let mut second = policy(3e-3, None, false);
     run.resume(&mut second, &state).unwrap();
-    let mut env = Judged { log: Vec::new(), pending: Default::default(), next: 0 };
+    let mut env = Judged::default();
     let summary = grpo::run(&mut second, &mut env, &config, &run, state.step, &|| false, &mut |_| {}).unwrap();
     assert_eq!((summary.first_step, summary.last_step), (3, 4));
     assert_eq!(env.log, ["prompts 3", "start 3", "prompts 4", "finish", "start 4", "finish"]);
