@@ -93,7 +93,7 @@ pub struct StartingReference {
     client: RunnerClient,
     env: RunnerEnv,
     /// Started for checks that are not timed ([`ReferenceSession::untimed`]).
-    pub untimed: bool,
+    untimed: bool,
 }
 
 impl StartingReference {
@@ -115,6 +115,11 @@ impl StartingReference {
             env: self.env,
             settings: settings.clone(),
         })
+    }
+
+    /// Whether, once ready, it may time the reference for a timed job: it was started for one.
+    pub fn may_time(&self) -> bool {
+        !self.untimed
     }
 
     /// See [`RunnerClient::set_nice`].

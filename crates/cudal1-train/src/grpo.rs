@@ -192,7 +192,7 @@ pub fn run(
             Some(drawn) => drawn,
             None => {
                 on_event(TrainEvent::Phase { step, phase: "generate" });
-                draw(policy, env, config, step, 0, config.groups, StdRng::seed_from_u64(step_seed(config.seed, step, 0)))?
+                first_draw(policy, env, config, step)?
             }
         };
         let look_ahead = config.overlap && step < config.steps && !stop();
@@ -243,6 +243,12 @@ fn draw(policy: &mut Policy, env: &mut dyn Environment, config: &GrpoConfig, ste
     Ok(Drawn { step, attempt, rng, prompts, ids, samples, seconds: started.elapsed().as_secs_f64(), ahead: false })
 }
 
+/// A step's first draw: all its groups, prompts drawn from the step's own seed. The same whether
+/// it is sampled at the step's turn or ahead of it.
+fn first_draw(policy: &mut Policy, env: &mut dyn Environment, config: &GrpoConfig, step: u64) -> Result<Drawn, TrainError> {
+    draw(policy, env, config, step, 0, config.groups, StdRng::seed_from_u64(step_seed(config.seed, step, 0)))
+}
+
 /// Judges the step's first draw (and refills of groups without signal), then updates the policy.
 /// With `look_ahead`, the next step's first draw is sampled while the first draw is judged, and
 /// returned.
@@ -258,7 +264,7 @@ fn one_step(
     let step = first.step;
     let sampled_ahead = first.ahead;
     let (mut t_generate, mut t_evaluate, mut t_ahead) = (0.0f64, 0.0f64, 0.0f64);
-    let mut kept: Vec<Sequence> = Vec::new();
+    let mut sequences: Vec<Sequence> = Vec::new();
     let mut kept_groups = 0usize;
     let (mut dropped, mut unscored, mut samples_total) = (0usize, 0usize, 0usize);
     let (mut rewards, mut correct, mut fast, mut best) = (Vec::new(), 0usize, 0usize, None::<f64>);
@@ -275,7 +281,7 @@ fn one_step(
         if look_ahead && attempt == 0 {
             // The policy samples the next step while this step's programs are judged.
             on_event(TrainEvent::Phase { step, phase: "generate next" });
-            let mut ahead = draw(policy, env, config, step + 1, 0, config.groups, StdRng::seed_from_u64(step_seed(config.seed, step + 1, 0)))?;
+            let mut ahead = first_draw(policy, env, config, step + 1)?;
             ahead.ahead = true;
             t_ahead = ahead.seconds;
             next = Some(ahead);
@@ -319,7 +325,7 @@ fn one_step(
                         let mut seq = Sequence::new(ids[g].clone(), s.ids.clone());
                         seq.advantage = Some(a);
                         seq.old_logprobs = Some(s.logprobs.clone());
-                        kept.push(seq);
+                        sequences.push(seq);
                     }
                 }
             }
@@ -340,7 +346,6 @@ fn one_step(
 
     let started = Instant::now();
     on_event(TrainEvent::Phase { step, phase: "train" });
-    let mut sequences = kept;
     let mut stats: Vec<TrainStepReply> = Vec::new();
     if !sequences.is_empty() {
         if config.kl_coef > 0.0 {

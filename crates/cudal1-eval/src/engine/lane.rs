@@ -173,7 +173,7 @@ impl Lane<'_> {
     /// checks that are not timed.
     fn holds(&self, hash: &str, settings: &EvalSettings) -> bool {
         let times = settings.mode.times();
-        self.references.iter().any(|(h, r)| h == hash && (!times || r.may_time())) || self.starting.iter().any(|(h, r)| h == hash && !(times && r.untimed))
+        self.references.iter().any(|(h, r)| h == hash && (!times || r.may_time())) || self.starting.iter().any(|(h, r)| h == hash && (!times || r.may_time()))
     }
 
     /// `next` is the job staged after this one, whose task a kept reference may load meanwhile.
@@ -379,7 +379,7 @@ impl Lane<'_> {
                 r.shutdown();
             }
         }
-        let session = match self.starting.iter().position(|(hash, r)| *hash == task.hash && !(times && r.untimed)) {
+        let session = match self.starting.iter().position(|(hash, r)| *hash == task.hash && (!times || r.may_time())) {
             Some(i) => {
                 let starting = self.starting.swap_remove(i).1;
                 starting.set_nice(0);
