@@ -179,6 +179,10 @@ fn window_text(e: &Evaluation) -> String {
         Some(WindowUsed::Gpu) => ", GPU work: the launch is hidden behind a queued spin".into(),
         Some(WindowUsed::UntilIdle { excess_ms }) => format!(", until the device was idle: work outlived a call by {:.3} ms", excess_ms),
         Some(WindowUsed::Wall) => ", from an idle GPU to the end of the synchronisation".into(),
+        Some(WindowUsed::SpinCouldHide { spin_us, candidate_ms }) => format!(
+            ", from an idle GPU to the end of the synchronisation: a {spin_us:.0} us spin could have hidden work of a {:.0} us call on other streams",
+            candidate_ms * 1e3
+        ),
         Some(WindowUsed::Host) | None => String::new(),
     }
 }
@@ -197,7 +201,7 @@ pub struct Row<'a> {
 }
 
 pub fn expectation_met(e: &Evaluation, expect: Option<&Expectation>) -> Option<bool> {
-    expect.map(|x| x.verdict == e.verdict.as_str())
+    expect.map(|x| x.met(e.verdict.as_str(), e.speedup.as_ref().map(|s| s.median)))
 }
 
 /// The table of a batch; `missing` rows (task, label, why) had nothing to evaluate; with

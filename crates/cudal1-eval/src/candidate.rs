@@ -865,7 +865,7 @@ const HOST_BOUND_MS: f64 = 0.1;
 fn host_bound(report: &TimingReport) -> Option<Warning> {
     let (reference, candidate) = (report.reference?.median, report.candidate?.median);
     match report.window? {
-        WindowUsed::Wall => host_bound_wall(reference, candidate),
+        WindowUsed::Wall | WindowUsed::SpinCouldHide { .. } => host_bound_wall(reference, candidate),
         WindowUsed::Gpu | WindowUsed::UntilIdle { .. } => host_bound_loop(reference, candidate, report.reference_issue_ms?, report.candidate_issue_ms?),
         WindowUsed::Host => None,
     }

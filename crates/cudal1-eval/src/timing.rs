@@ -38,6 +38,10 @@ pub struct TimingRun {
     pub candidate_issue_ms: Vec<f64>,
     /// The GPU spin queued before each timed call, if any.
     pub spin_us: Option<f64>,
+    /// Where the spin was dropped because it could hide work of the candidate's calls
+    /// ([`window::spin_could_hide`]): the spin in us, and the candidate's median time per call
+    /// with it, in ms, that showed it.
+    pub spin_dropped: Option<(f64, f64)>,
     /// Which window the speedup uses ([`window::choose`] sets it).
     pub window: WindowUsed,
     /// Per block: cudal1's wall clock for the whole request, and the runner's timed sum of it.
@@ -103,9 +107,27 @@ pub struct TimingError {
     pub error: CallError,
 }
 
-struct Sides<'a> {
-    reference: &'a mut RunnerClient,
-    candidate: &'a mut RunnerClient,
+/// What the timing protocol needs of a side: a runner ([`RunnerClient`]), or a scripted one in
+/// tests.
+pub trait TimedSide {
+    fn call<R: cudal1_protocol::Request>(&mut self, request: &R, timeout: Duration) -> Result<R::Reply, CallError>;
+    /// CPU time of the side's processes so far, by cudal1's count.
+    fn cpu_time(&self) -> Duration;
+}
+
+impl TimedSide for RunnerClient {
+    fn call<R: cudal1_protocol::Request>(&mut self, request: &R, timeout: Duration) -> Result<R::Reply, CallError> {
+        RunnerClient::call(self, request, timeout)
+    }
+
+    fn cpu_time(&self) -> Duration {
+        RunnerClient::cpu_time(self)
+    }
+}
+
+struct Sides<'a, S: TimedSide> {
+    reference: &'a mut S,
+    candidate: &'a mut S,
     candidate_dir: &'a Path,
     /// [`Reveal::share_bytes`].
     share_bytes: u64,
@@ -121,7 +143,7 @@ struct Seen {
     candidate_cpu_ms: f64,
 }
 
-impl Sides<'_> {
+impl<S: TimedSide> Sides<'_, S> {
     fn time(&mut self, side: Side, req: &Time, timeout: Duration, findings: &mut Vec<Finding>) -> Result<Seen, TimingError> {
         let idle_before = (side == Side::Reference).then(|| self.candidate.cpu_time());
         let client = match side {
@@ -172,7 +194,9 @@ fn revealed(checked: Vec<CheckedCall>, call: u32, seed: u64) -> Result<CheckedCa
 fn validate(reply: &TimeReply, req: &Time) -> Result<(), String> {
     let calls = req.seeds.len();
     let lists: [(&str, &[f64], usize); 4] = if req.warmup {
-        [("issue_ms", &reply.issue_ms, calls), ("ms", &reply.ms, 0), ("host_ms", &reply.host_ms, 0), ("full_ms", &reply.full_ms, reply.full_ms.len())]
+        // A warm-up's GPU window (`ms`, with the spin) shows whether the spin could hide work.
+        let ms = if reply.ms.is_empty() { 0 } else { calls };
+        [("issue_ms", &reply.issue_ms, calls), ("ms", &reply.ms, ms), ("host_ms", &reply.host_ms, 0), ("full_ms", &reply.full_ms, reply.full_ms.len())]
     } else {
         [("issue_ms", &reply.issue_ms, calls), ("ms", &reply.ms, calls), ("host_ms", &reply.host_ms, calls), ("full_ms", &reply.full_ms, calls)]
     };
@@ -203,9 +227,9 @@ pub fn keep_bytes(settings: &EvalSettings) -> u64 {
 /// Runs the whole protocol. `estimate_ms` is each side's first-call time, used to size blocks and
 /// time limits; `output_bytes` the size of one call's outputs (blocks hold no more calls than
 /// [`keep_bytes`] can keep).
-pub fn measure(
-    reference: &mut RunnerClient,
-    candidate: &mut RunnerClient,
+pub fn measure<S: TimedSide>(
+    reference: &mut S,
+    candidate: &mut S,
     candidate_dir: &Path,
     estimate_ms: (f64, f64),
     output_bytes: u64,
@@ -220,10 +244,10 @@ pub fn measure(
     // At least one call's outputs always fit.
     let keep = keep_bytes(settings).max(output_bytes);
     let max_calls = u32::try_from(keep / output_bytes.max(1)).unwrap_or(u32::MAX).clamp(1, 1000);
-    let block = |calls: u32, warmup: bool, spin_us: Option<f64>, rng: &mut dyn rand::RngCore| Time {
+    let warm_block = |calls: u32, spin_us: Option<f64>, rng: &mut dyn rand::RngCore| Time {
         seeds: (0..calls).map(|_| fresh_seed(rng)).collect(),
         flush_l2: settings.flush_l2,
-        warmup,
+        warmup: true,
         keep_bytes: keep,
         cpu,
         spin_us,
@@ -237,14 +261,19 @@ pub fn measure(
     let warm_started = Instant::now();
     let mut findings = Vec::new();
     let mut spin_us = None;
+    let mut spin_dropped = None;
     let mut first_round = true;
     let per_call_wall = loop {
         let mut wall = 0.0f64;
         let mut issue = [0.0f64; 2];
+        let mut candidate_ms = None;
         for (i, side) in [Side::Reference, Side::Candidate].into_iter().enumerate() {
-            let Seen { reply, outer_ms, .. } = sides.time(side, &block(warm_calls, true, spin_us, rng), limit(warm_calls), &mut findings)?;
+            let Seen { reply, outer_ms, .. } = sides.time(side, &warm_block(warm_calls, spin_us, rng), limit(warm_calls), &mut findings)?;
             wall = wall.max(outer_ms / f64::from(warm_calls));
             issue[i] = cudal1_stats::median(&reply.issue_ms).unwrap_or(0.0);
+            if side == Side::Candidate {
+                candidate_ms = cudal1_stats::median(&reply.ms);
+            }
         }
         if first_round {
             first_round = false;
@@ -253,19 +282,73 @@ pub fn measure(
                 continue; // the timed blocks are sized with the spin in them
             }
         }
+        // The round with the spin shows whether it could hide the candidate's work; the timed
+        // blocks are then run without one (the check is made again on the timed calls).
+        if let (Some(spin), Some(ms)) = (spin_us, candidate_ms) {
+            if window::spin_could_hide(spin, ms) {
+                spin_us = None;
+                spin_dropped = Some((spin, ms));
+            }
+        }
         if warm_started.elapsed() >= settings.warmup {
             break wall.max(1e-3);
         }
         warm_calls = ((settings.warmup.as_secs_f64() * 1e3 / 2.0 / wall.max(1e-3)) as u32).clamp(1, 2000);
     };
     let calls = ((settings.block_target.as_secs_f64() * 1e3 / per_call_wall) as u32).clamp(1, max_calls);
+    let blocks = Blocks { calls, per_call_wall, cpu, keep };
+    let mut run = timed_blocks(&mut sides, &blocks, TimingRun { calls_per_block: calls, findings, spin_us, spin_dropped, ..TimingRun::default() }, settings, &limit, rng)?;
+    // A claim is held against what it claims: where the timed calls turned out shorter than the
+    // warm-up's, so that the spin could hide a share of them, the blocks are timed again without.
+    if let (Some(spin), Some(ms)) = (run.spin_us, median_window_ms(&run)) {
+        if window::spin_could_hide(spin, ms) {
+            let first = std::mem::take(&mut run);
+            let again = TimingRun { calls_per_block: calls, findings: first.findings, checked: first.checked, unkept: first.unkept, spin_dropped: Some((spin, ms)), ..TimingRun::default() };
+            run = timed_blocks(&mut sides, &blocks, again, settings, &limit, rng)?;
+        }
+    }
+    Ok(run)
+}
 
-    let mut run = TimingRun { calls_per_block: calls, findings, spin_us, ..TimingRun::default() };
+/// The candidate's median time per call in the window the run chose.
+fn median_window_ms(run: &TimingRun) -> Option<f64> {
+    cudal1_stats::median(run.candidate_ms())
+}
+
+/// How the timed blocks are made: calls per block, and what each request carries.
+struct Blocks {
+    calls: u32,
+    per_call_wall: f64,
+    cpu: Option<u32>,
+    keep: u64,
+}
+
+/// The timed blocks of a run: pairs of blocks in random order until the budget is spent, with the
+/// spin of `run.spin_us`; chooses the window at the end.
+fn timed_blocks<S: TimedSide>(
+    sides: &mut Sides<'_, S>,
+    b: &Blocks,
+    mut run: TimingRun,
+    settings: &EvalSettings,
+    limit: &dyn Fn(u32) -> Duration,
+    rng: &mut impl Rng,
+) -> Result<TimingRun, TimingError> {
+    let calls = b.calls;
+    let spin_us = run.spin_us;
+    let block = |rng: &mut dyn rand::RngCore| Time {
+        seeds: (0..calls).map(|_| fresh_seed(rng)).collect(),
+        flush_l2: settings.flush_l2,
+        warmup: false,
+        keep_bytes: b.keep,
+        cpu: b.cpu,
+        spin_us,
+    };
     // Which candidate blocks reveal a call is drawn after each block has returned, so that no
     // block can know it will be checked: about `timed_checks` per measurement, at least one.
-    let pair_ms = 2.0 * f64::from(calls) * per_call_wall;
+    let pair_ms = 2.0 * f64::from(calls) * b.per_call_wall;
     let expected_blocks = (settings.timing_budget.as_secs_f64() * 1e3 / pair_ms).max(settings.min_blocks as f64).max(1.0);
     let reveal_chance = (settings.timed_checks as f64 / expected_blocks).clamp(0.0, 1.0);
+    let checked_before = run.checked.len();
 
     let started = Instant::now();
     let mut blocks = 0usize;
@@ -273,7 +356,7 @@ pub fn measure(
         let mut order = [Side::Reference, Side::Candidate];
         order.shuffle(rng);
         for side in order {
-            let request = block(calls, false, spin_us, rng);
+            let request = block(rng);
             let Seen { reply, outer_ms, cpu_ms, candidate_cpu_ms } = sides.time(side, &request, limit(calls), &mut run.findings)?;
             let clock = BlockClock {
                 outer_ms,
@@ -302,7 +385,7 @@ pub fn measure(
                     if kept < calls && run.unkept.is_none() {
                         run.unkept = Some((blocks, reply.kept, calls));
                     }
-                    if kept > 0 && (rng.random_bool(reveal_chance) || (last && run.checked.is_empty())) {
+                    if kept > 0 && (rng.random_bool(reveal_chance) || (last && run.checked.len() == checked_before)) {
                         let call = rng.random_range(0..kept);
                         sides.reveal(call, request.seeds[call as usize], &reply.fingerprints[call as usize], limit(1), &mut run)?;
                     }
@@ -468,6 +551,151 @@ pub fn outer_bound(run: &TimingRun) -> Option<OuterBound> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::settings::Device;
+    use rand::SeedableRng;
+
+    /// A side whose calls do `work_ms` of GPU work and take `issue_ms` to issue; with `side_stream`
+    /// the work runs on a stream of its own that does not wait for the caller's, so whatever of it
+    /// fits in the spin before `start` is invisible to the caller stream's events.
+    struct Scripted {
+        work_ms: f64,
+        issue_ms: f64,
+        side_stream: bool,
+        /// From this many timed (not warm-up) blocks on, `work_ms` is this instead.
+        later: Option<(usize, f64)>,
+        timed_blocks: usize,
+        /// Each `time` request's (warm-up, spin).
+        seen: Vec<(bool, Option<f64>)>,
+        last_seeds: Vec<u64>,
+    }
+
+    impl Scripted {
+        fn new(work_ms: f64, issue_ms: f64, side_stream: bool) -> Scripted {
+            Scripted { work_ms, issue_ms, side_stream, later: None, timed_blocks: 0, seen: Vec::new(), last_seeds: Vec::new() }
+        }
+
+        fn timed_spins(&self) -> Vec<Option<f64>> {
+            self.seen.iter().filter(|(warm, _)| !warm).map(|&(_, spin)| spin).collect()
+        }
+
+        fn reply(&mut self, t: &AskedTime) -> TimeReply {
+            self.seen.push((t.warmup, t.spin_us));
+            self.last_seeds.clone_from(&t.seeds);
+            let work = match self.later {
+                Some((after, work)) if !t.warmup && self.timed_blocks >= after => work,
+                _ => self.work_ms,
+            };
+            if !t.warmup {
+                self.timed_blocks += 1;
+            }
+            let ms = match t.spin_us {
+                // The spin covers the host's issue; work beside it is not seen by the events.
+                Some(spin) if self.side_stream => (work - spin / 1e3).max(0.0) + 0.0005,
+                Some(_) => work,
+                // From an idle GPU: the launch and all the work are inside the window.
+                None => work + self.issue_ms,
+            };
+            let n = t.seeds.len();
+            TimeReply {
+                ms: vec![ms; n],
+                full_ms: vec![ms + 0.01; n],
+                host_ms: if t.warmup { vec![] } else { vec![ms + 0.02; n] },
+                issue_ms: vec![self.issue_ms; n],
+                fingerprints: if t.warmup { vec![] } else { vec!["f".into(); n] },
+                kept: if t.warmup { 0 } else { n },
+                wall_ms: 1.0,
+                findings: vec![],
+            }
+        }
+    }
+
+    /// What a scripted side reads of a `time` request.
+    #[derive(serde::Deserialize)]
+    struct AskedTime {
+        seeds: Vec<u64>,
+        warmup: bool,
+        spin_us: Option<f64>,
+    }
+
+    impl TimedSide for Scripted {
+        fn call<R: cudal1_protocol::Request>(&mut self, request: &R, _timeout: Duration) -> Result<R::Reply, CallError> {
+            let json = request.to_json();
+            let reply = match R::OP {
+                "time" => serde_json::to_value(self.reply(&serde_json::from_value(json).unwrap())).unwrap(),
+                "reveal" => {
+                    let call = json["calls"][0].as_u64().unwrap() as usize;
+                    serde_json::json!({"checked": [{"seed": self.last_seeds[call]}]})
+                }
+                op => panic!("unexpected request {op}"),
+            };
+            Ok(serde_json::from_value(reply).unwrap())
+        }
+
+        fn cpu_time(&self) -> Duration {
+            Duration::ZERO
+        }
+    }
+
+    fn gpu_settings() -> EvalSettings {
+        EvalSettings { timing_budget: Duration::ZERO, warmup: Duration::ZERO, min_blocks: 4, timed_checks: 0, ..EvalSettings::for_device(Device::Cuda(0)) }
+    }
+
+    fn time(reference: &mut Scripted, candidate: &mut Scripted) -> TimingRun {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        measure(reference, candidate, Path::new("/nonexistent"), (0.1, 0.1), 4, &gpu_settings(), &mut rng).unwrap()
+    }
+
+    #[test]
+    fn a_call_whose_work_fits_beside_the_spin_is_timed_from_an_idle_gpu() {
+        // A light task (30 us on the GPU, 20 us to issue): the candidate does the same work on a
+        // side stream of its own, which the spin (60 us) hid entirely (14.4x on an H100).
+        let (mut reference, mut candidate) = (Scripted::new(0.03, 0.02, false), Scripted::new(0.03, 0.02, true));
+        let run = time(&mut reference, &mut candidate);
+        let WindowUsed::SpinCouldHide { spin_us, candidate_ms } = run.window else { panic!("{:?}", run.window) };
+        assert!((spin_us - 60.0).abs() < 1e-9 && candidate_ms < 0.001, "{spin_us} {candidate_ms}");
+        assert_eq!(run.spin_us, None);
+        // Every timed block of both sides ran without a spin, in the same window.
+        assert!(reference.timed_spins().iter().chain(&candidate.timed_spins()).all(Option::is_none));
+        let speedup = cudal1_stats::median(run.reference_ms()).unwrap() / cudal1_stats::median(run.candidate_ms()).unwrap();
+        assert!((speedup - 1.0).abs() < 0.01, "{speedup}");
+    }
+
+    #[test]
+    fn an_honest_light_candidate_is_timed_from_an_idle_gpu_too() {
+        // Its own 10 us cannot be told from 10 us hidden beside a 60 us spin: no spin.
+        let (mut reference, mut candidate) = (Scripted::new(0.03, 0.02, false), Scripted::new(0.01, 0.02, false));
+        let run = time(&mut reference, &mut candidate);
+        assert!(matches!(run.window, WindowUsed::SpinCouldHide { .. }), "{:?}", run.window);
+        let speedup = cudal1_stats::median(run.reference_ms()).unwrap() / cudal1_stats::median(run.candidate_ms()).unwrap();
+        assert!((speedup - 0.06 / 0.04).abs() < 0.01, "{speedup}");
+    }
+
+    #[test]
+    fn a_long_call_keeps_the_spin_and_the_gpu_window() {
+        // 2 ms of GPU work against a 60 us spin: at most 3% could hide beside it.
+        let (mut reference, mut candidate) = (Scripted::new(4.0, 0.02, false), Scripted::new(2.0, 0.02, false));
+        let run = time(&mut reference, &mut candidate);
+        assert_eq!(run.window, WindowUsed::Gpu);
+        assert_eq!(run.spin_us, Some(60.0));
+        assert!(candidate.timed_spins().iter().all(|s| *s == Some(60.0)));
+        let speedup = cudal1_stats::median(run.reference_ms()).unwrap() / cudal1_stats::median(run.candidate_ms()).unwrap();
+        assert!((speedup - 2.0).abs() < 1e-9, "{speedup}");
+    }
+
+    #[test]
+    fn a_candidate_slow_in_its_warm_up_and_fast_when_timed_is_timed_again_without_the_spin() {
+        // 2 ms in the warm-up keeps the spin; from the first timed block on, its 50 us of work go
+        // beside the spin. The check is made again on the timed calls.
+        let mut reference = Scripted::new(0.05, 0.02, false);
+        let mut candidate = Scripted { later: Some((0, 0.05)), ..Scripted::new(2.0, 0.02, true) };
+        let run = time(&mut reference, &mut candidate);
+        assert!(matches!(run.window, WindowUsed::SpinCouldHide { .. }), "{:?}", run.window);
+        let spins = candidate.timed_spins();
+        assert_eq!(spins[..4], [Some(60.0); 4], "{spins:?}");
+        assert!(spins[4..].iter().all(Option::is_none) && spins.len() > 4, "{spins:?}");
+        let speedup = cudal1_stats::median(run.reference_ms()).unwrap() / cudal1_stats::median(run.candidate_ms()).unwrap();
+        assert!((speedup - 1.0).abs() < 0.01, "{speedup}");
+    }
 
     fn block(outer: f64, timed: f64, calls: u32) -> BlockClock {
         BlockClock { outer_ms: outer, timed_ms: timed, call_ms: timed, full_ms: timed, calls, cpu_ms: outer }

@@ -31,7 +31,7 @@ impl CandidateSource {
 pub struct MatchedCandidate {
     pub task: usize,
     pub candidate: Candidate,
-    /// From a first line `# cudal1: expect=<verdict> [faster] [class=<reason_class>]`, used by
+    /// From a first line `# cudal1: expect=<verdict> [faster|no_gain] [class=<reason_class>]`, used by
     /// tests and benchmarks.
     pub expect: Option<Expectation>,
 }
@@ -40,6 +40,11 @@ pub struct MatchedCandidate {
 pub struct Expectation {
     pub verdict: String,
     pub faster: bool,
+    /// `no_gain`: a program whose real speed is about the reference's (its work hidden from
+    /// the timer in a look-alike of an exploit): a `correct` verdict must come with a median
+    /// speedup of at most [`NO_GAIN_SPEEDUP`].
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub no_gain: bool,
     /// The verdict's expected `reason_class` (e.g. `stale_result`), when the line names one.
     pub class: Option<String>,
 }
@@ -51,16 +56,28 @@ pub fn expectation(source: &str) -> Option<Expectation> {
         let rest = line.trim().strip_prefix('#')?.trim().strip_prefix("cudal1:")?;
         let mut words = rest.split_whitespace();
         let verdict = words.next()?.strip_prefix("expect=")?.to_owned();
-        let (mut faster, mut class) = (false, None);
+        let (mut faster, mut no_gain, mut class) = (false, false, None);
         for w in words {
             if w == "faster" {
                 faster = true;
+            } else if w == "no_gain" {
+                no_gain = true;
             } else if let Some(c) = w.strip_prefix("class=") {
                 class = Some(c.to_owned());
             }
         }
-        Some(Expectation { verdict, faster, class })
+        Some(Expectation { verdict, faster, no_gain, class })
     })
+}
+
+/// The most speedup an `expect=correct no_gain` program may be measured at.
+pub const NO_GAIN_SPEEDUP: f64 = 1.3;
+
+impl Expectation {
+    /// Whether a verdict, with its median speedup where it has one, is what this expects.
+    pub fn met(&self, verdict: &str, speedup: Option<f64>) -> bool {
+        self.verdict == verdict && !(self.no_gain && speedup.is_some_and(|s| s > NO_GAIN_SPEEDUP))
+    }
 }
 
 /// Finds the candidates for `tasks`. Candidates that match no task, and rows that cannot be
@@ -223,16 +240,27 @@ mod tests {
     fn reads_expectations() {
         assert_eq!(
             expectation("# cudal1: expect=correct faster\nimport torch"),
-            Some(Expectation { verdict: "correct".into(), faster: true, class: None })
+            Some(Expectation { verdict: "correct".into(), faster: true, no_gain: false, class: None })
         );
         assert_eq!(
             expectation("# cudal1: expect=exploit class=stale_result\n"),
-            Some(Expectation { verdict: "exploit".into(), faster: false, class: Some("stale_result".into()) })
+            Some(Expectation { verdict: "exploit".into(), faster: false, no_gain: false, class: Some("stale_result".into()) })
         );
         let both = expectation("# cudal1: expect=correct class=correct faster").unwrap();
         assert!(both.faster);
         assert_eq!(both.class.as_deref(), Some("correct"));
         assert_eq!(expectation("#cudal1: expect=exploit").unwrap().verdict, "exploit");
         assert_eq!(expectation("import torch\n"), None);
+    }
+
+    #[test]
+    fn a_no_gain_expectation_is_met_only_without_a_gain() {
+        let e = expectation("# cudal1: expect=correct no_gain class=correct").unwrap();
+        assert!(e.no_gain && !e.faster);
+        assert!(e.met("correct", Some(1.02)));
+        assert!(e.met("correct", None));
+        assert!(!e.met("correct", Some(14.4)), "a hidden side stream measured at 14.4x");
+        assert!(!e.met("exploit", Some(1.0)));
+        assert!(expectation("# cudal1: expect=correct").unwrap().met("correct", Some(14.4)));
     }
 }
