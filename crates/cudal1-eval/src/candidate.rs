@@ -33,6 +33,10 @@ pub struct EvalContext<'a> {
     /// Called once the outputs are checked and before timing starts: the lane takes the device
     /// for itself there (a pipelined engine).
     pub before_timing: Option<&'a dyn Fn()>,
+    /// Other jobs may run on the device beside this one until it is timed (checks in parallel
+    /// lanes, a pipelined engine): running out of device memory or time there is no verdict
+    /// yet ([`JUDGED_AGAIN_ALONE`]).
+    pub shares_device: bool,
 }
 
 /// Candidate processes being ended in the background; [`Retired::wait`] waits for all of them.
@@ -141,9 +145,9 @@ pub fn evaluate_in(
     })
 }
 
-/// The class of a judgement a pipelined lane does not keep: the candidate ran out of device
-/// memory beside other lanes' work, and is evaluated again alone.
-pub const PIPELINED_OUT_OF_MEMORY: &str = "pipelined_out_of_memory";
+/// The class of a judgement a lane does not keep: the candidate ran out of device memory, or of
+/// time, beside other lanes' work, and is evaluated again holding the device alone.
+pub const JUDGED_AGAIN_ALONE: &str = "judged_again_alone";
 
 /// What is decided from the program and its build alone, before any process runs (a syntax error,
 /// a missing `ModelNew`, a decisive static finding, a failed build), with the static screen's
@@ -371,16 +375,23 @@ impl Run<'_, '_> {
 
     fn with_client(&mut self, process: &mut CandidateProcess, task_path: &Path) -> Result<Decided, ReferenceError> {
         let settings = self.ctx.settings;
-        let pipelined = self.ctx.before_timing.is_some();
+        // Until the job takes the device alone to time it.
+        let shares = std::cell::Cell::new(self.ctx.shares_device);
         let fail = |client: &RunnerClient, e: CallError, doing: &str| {
             let j = judge_call_error(&e, doing, &client.stderr_tail());
-            // Pipelined, other lanes' candidates and references share the device's memory, so
-            // running out of it is no verdict yet: the lane evaluates the candidate again holding
-            // the device alone (the claim of an out-of-memory error buys a rerun, nothing more).
+            // Beside other lanes' candidates and references, which share the device's memory and
+            // the machine's cores, running out of memory or time is no verdict yet: the lane
+            // evaluates the candidate again holding the device alone (the claim of an
+            // out-of-memory error buys a rerun, nothing more).
             match &e {
-                CallError::Runner(r) if pipelined && r.kind == cudal1_protocol::ErrorKind::Oom => {
-                    Judgement::new(j.verdict, PIPELINED_OUT_OF_MEMORY, format!("the device ran out of memory while {doing}, with other candidates loaded beside it"))
+                CallError::Runner(r) if shares.get() && r.kind == cudal1_protocol::ErrorKind::Oom => {
+                    Judgement::new(j.verdict, JUDGED_AGAIN_ALONE, format!("ran out of device memory while {doing}, with other jobs beside it"))
                 }
+                CallError::Worker(cudal1_supervisor::WorkerError::Timeout { after, .. }) if shares.get() => Judgement::new(
+                    j.verdict,
+                    JUDGED_AGAIN_ALONE,
+                    format!("did not finish {doing} within {:.1} s, with other jobs beside it", after.as_secs_f64()),
+                ),
                 _ => j,
             }
         };
@@ -490,6 +501,7 @@ impl Run<'_, '_> {
             let waited = Instant::now();
             client.pause();
             take_the_device();
+            shares.set(false);
             client.resume();
             self.m.phase("device_wait_timing", waited.elapsed());
         }

@@ -5,14 +5,14 @@
 //! reference process loads the next job's task while the current job runs.
 
 use super::{job_settings, Entry, JobOutcome, Shared, Work};
-use crate::candidate::{evaluate_in, prejudge, prejudged, CandidateProcess, EvalContext, Retired, Unjudged, PIPELINED_OUT_OF_MEMORY};
+use crate::candidate::{evaluate_in, prejudge, prejudged, CandidateProcess, EvalContext, Retired, Unjudged, JUDGED_AGAIN_ALONE};
 use crate::runner::AHEAD_NICE;
 use crate::failure::host_out_of_memory;
 use crate::degenerate::check_task;
 use crate::engine::EventKind;
 use crate::reference::{Describer, ReferenceError, ReferenceSession, StartingReference};
 use crate::settings::{Device, EvalSettings};
-use crate::verdict::Evaluation;
+use crate::verdict::{Evaluation, Warning};
 use cudal1_task::Task;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -160,7 +160,7 @@ impl Lane<'_> {
                 self.starting.push((entry.job.task.hash.clone(), r));
             }
         }
-        let ctx = EvalContext { env: &self.shared.config.env, settings: &settings, work_root: &self.shared.scratch, retired: None, before_timing: None };
+        let ctx = EvalContext { env: &self.shared.config.env, settings: &settings, work_root: &self.shared.scratch, retired: None, before_timing: None, shares_device: false };
         let process = CandidateProcess::start(&ctx, &entry.job.task.path, candidate, &entry.compiled).ok();
         if let (Some(p), true) = (&process, nice) {
             p.set_nice(AHEAD_NICE);
@@ -201,18 +201,34 @@ impl Lane<'_> {
             held.borrow_mut().take();
             let alone = gate.exclusive();
             *held.borrow_mut() = Some(alone);
-            self.shared.emit(id, EventKind::Timing);
+            if entry.job.times() {
+                self.shared.emit(id, EventKind::Timing);
+            }
         };
         let before_timing: Option<&dyn Fn()> = if entry.job.times() && !alone_from_start { Some(&take_alone) } else { None };
+        // Other lanes' jobs may run beside this one until it holds the device alone.
+        let shares = !alone_from_start && self.shared.config.lanes > 1;
         let outcome = match &entry.job.work {
             Work::Evaluate { candidate, .. } => {
                 let next = if entry.job.times() { None } else { next };
-                let mut result = self.evaluate(&entry, candidate, process, &settings, before_timing, next);
-                if matches!(&result, Ok(e) if e.reason_class == PIPELINED_OUT_OF_MEMORY) {
-                    // Out of device memory beside other lanes' work: again, holding the device alone.
+                let mut result = self.evaluate(&entry, candidate, process, &settings, before_timing, next, shares);
+                // Out of device memory or time beside other lanes' work, or a reference that failed
+                // there: no verdict, and no blame for the task, until it ran holding the device alone.
+                let first_try = match &result {
+                    Ok(e) if e.reason_class == JUDGED_AGAIN_ALONE => Some(e.reason.clone()),
+                    Err(Unjudged::Reference(e)) if shares => Some(format!("its task's reference failed: {e}")),
+                    _ => None,
+                };
+                if let Some(first_try) = first_try {
                     self.settle_reload();
                     take_alone();
-                    result = self.evaluate(&entry, candidate, None, &settings, None, None);
+                    result = self.evaluate(&entry, candidate, None, &settings, None, None, false);
+                    if let Ok(e) = &mut result {
+                        e.warnings.push(Warning {
+                            class: JUDGED_AGAIN_ALONE.into(),
+                            message: format!("beside other jobs it {first_try}; this verdict was reached holding the device alone"),
+                        });
+                    }
                 }
                 match result {
                     Ok(mut e) => {
@@ -251,10 +267,11 @@ impl Lane<'_> {
         settings: &EvalSettings,
         before_timing: Option<&dyn Fn()>,
         next: Option<&Entry>,
+        shares_device: bool,
     ) -> Result<Evaluation, Unjudged> {
         let started = Instant::now();
         let (task, compiled) = (&*entry.job.task, &entry.compiled);
-        let plain = EvalContext { env: &self.shared.config.env, settings, work_root: &self.shared.scratch, retired: None, before_timing: None };
+        let plain = EvalContext { env: &self.shared.config.env, settings, work_root: &self.shared.scratch, retired: None, before_timing: None, shares_device: false };
         // Decided from the source and the build alone: no reference is started for it.
         if let Some(e) = prejudged(&plain, task, candidate, compiled) {
             if let Some(p) = process {
@@ -277,7 +294,7 @@ impl Lane<'_> {
         // Pipelined, the next job may start timing as soon as this one lets the device go: its
         // process (a CUDA context's teardown) ends before then, not in the background.
         let retired = if before_timing.is_some() { None } else { Some(&self.retired) };
-        let ctx = EvalContext { env: &self.shared.config.env, settings, work_root: &self.shared.scratch, retired, before_timing };
+        let ctx = EvalContext { env: &self.shared.config.env, settings, work_root: &self.shared.scratch, retired, before_timing, shares_device };
         let mut result = evaluate_in(&ctx, &mut self.references[i].1, candidate, compiled, process, job_rng);
         if let Ok(e) = &mut result {
             e.measurements.phase("reference", reference_ready);

@@ -34,7 +34,7 @@ impl Swish {
     /// Evaluates a candidate of `candidates/level1/2_Swish/` under `env` (the candidate's side),
     /// in the process started ahead if one is given.
     fn evaluate(&mut self, env: &RunnerEnv, work_root: &Path, file: &str, ahead: Option<CandidateProcess>) -> Result<Evaluation, Unjudged> {
-        let ctx = EvalContext { env, settings: &self.settings, work_root, retired: None, before_timing: None };
+        let ctx = EvalContext { env, settings: &self.settings, work_root, retired: None, before_timing: None, shares_device: false };
         let program = candidate(&format!("level1/2_Swish/{file}"));
         evaluate_in(&ctx, &mut self.reference, &program, &CompileOutcome::NotNeeded, ahead, rand::rngs::StdRng::seed_from_u64(1))
     }
@@ -46,7 +46,7 @@ fn a_runner_killed_before_the_candidate_loads_is_replaced_and_the_candidate_judg
     let mut swish = Swish::start(dir.path());
     let candidates = dir.path().join("candidates");
     std::fs::create_dir_all(&candidates).unwrap();
-    let ctx = EvalContext { env: &swish.env, settings: &swish.settings, work_root: &candidates, retired: None, before_timing: None };
+    let ctx = EvalContext { env: &swish.env, settings: &swish.settings, work_root: &candidates, retired: None, before_timing: None, shares_device: false };
     let ahead = CandidateProcess::start(&ctx, &swish.task.path, &candidate("level1/2_Swish/correct.py"), &CompileOutcome::NotNeeded).unwrap();
     // Killed from outside as the OOM killer or an operator would.
     let group = nix::unistd::Pid::from_raw(ahead.pid() as i32);
@@ -164,7 +164,7 @@ fn references_fill_the_bytecode_cache_and_candidates_only_read_it() {
          class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.nn.functional.silu(x)\n",
     )
     .unwrap();
-    let ctx = EvalContext { env: &env, settings: &swish.settings, work_root: dir.path(), retired: None, before_timing: None };
+    let ctx = EvalContext { env: &env, settings: &swish.settings, work_root: dir.path(), retired: None, before_timing: None, shares_device: false };
     let program = cudal1_task::Candidate::load(&hostile).unwrap();
     let e = evaluate_in(&ctx, &mut swish.reference, &program, &CompileOutcome::NotNeeded, None, rand::rngs::StdRng::seed_from_u64(2)).unwrap();
     swish.reference.shutdown();
@@ -196,7 +196,7 @@ fn a_process_started_ahead_for_a_check_runs_niced_until_its_turn() {
     let mut swish = Swish::start(dir.path());
     let candidates = dir.path().join("candidates");
     std::fs::create_dir_all(&candidates).unwrap();
-    let ctx = EvalContext { env: &swish.env, settings: &swish.settings, work_root: &candidates, retired: None, before_timing: None };
+    let ctx = EvalContext { env: &swish.env, settings: &swish.settings, work_root: &candidates, retired: None, before_timing: None, shares_device: false };
     let program = nice_sensitive();
     let rng = || rand::rngs::StdRng::seed_from_u64(1);
     // Niced ahead and left so: every thread of the candidate runs niced.
