@@ -1,14 +1,21 @@
-//! Ctrl-C and SIGTERM, the same everywhere: once, drain (what runs finishes and is saved, nothing
-//! new starts); twice, stop now (running processes are killed). Either way the engines' scratch
-//! directories are removed and the command exits with status 130.
+//! Ctrl-C and SIGTERM, the same everywhere: once, drain for a few seconds (what finishes within
+//! [`GRACE`] is saved, nothing new starts, and what is still running then is abandoned: its
+//! processes are killed, nothing of it is stored, and the same command does it again); twice, stop
+//! now. Either way the engines' scratch directories are removed and the command exits with status
+//! 130, within [`EXIT_AFTER`] of the first press whatever is still under way (a model generating,
+//! a stuck cleanup).
 
 use cudal1_eval::Canceller;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+/// How long the first press lets work under way finish before it is abandoned.
+pub const GRACE: Duration = Duration::from_secs(5);
+/// How long after the first press the command exits regardless.
+pub const EXIT_AFTER: Duration = Duration::from_millis(9500);
 /// How long a second press waits for killed work to end before exiting regardless.
-const LAST_RESORT: Duration = Duration::from_secs(15);
+const LAST_RESORT: Duration = Duration::from_secs(2);
 
 #[derive(Default)]
 pub struct Interrupt {
@@ -18,6 +25,9 @@ pub struct Interrupt {
     engines: Mutex<Vec<Canceller>>,
     under_way: Mutex<&'static str>,
 }
+
+/// The process's one interrupt state.
+static STATE: OnceLock<Arc<Interrupt>> = OnceLock::new();
 
 impl Interrupt {
     /// Whether Ctrl-C (or SIGTERM) has arrived.
@@ -30,7 +40,7 @@ impl Interrupt {
         &self.flag
     }
 
-    /// An engine to cancel on the first press and kill on the second.
+    /// An engine to cancel on the first press, and kill [`GRACE`] later or on the second.
     pub fn watch(&self, canceller: Canceller) {
         if self.presses.load(Ordering::SeqCst) > 0 {
             canceller.cancel();
@@ -45,8 +55,20 @@ impl Interrupt {
             0 => {
                 self.flag.store(true, Ordering::SeqCst);
                 let what = *self.under_way.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                eprintln!("\ninterrupted: finishing {what} (they are saved); press Ctrl-C again to stop now");
+                eprintln!(
+                    "\ninterrupted: finishing {what} that end within {} s (they are saved; the rest is abandoned, and the same command does it again); press Ctrl-C again to stop now",
+                    GRACE.as_secs()
+                );
                 engines.iter().for_each(Canceller::cancel);
+                std::thread::spawn(|| {
+                    std::thread::sleep(GRACE);
+                    if let Some(state) = STATE.get().filter(|s| s.presses.load(Ordering::SeqCst) == 1) {
+                        state.engines.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().for_each(Canceller::kill);
+                    }
+                    std::thread::sleep(EXIT_AFTER.saturating_sub(GRACE));
+                    eprintln!("interrupted: exiting with work still under way");
+                    std::process::exit(130);
+                });
             }
             1 => {
                 eprintln!("\nstopping now: killing what runs and removing scratch files");
@@ -64,7 +86,6 @@ impl Interrupt {
 /// The process's interrupt state; the handler is installed on first use. `under_way` names what
 /// a first press lets finish ("the evaluations under way").
 pub fn install(under_way: &'static str) -> Arc<Interrupt> {
-    static STATE: OnceLock<Arc<Interrupt>> = OnceLock::new();
     let state = STATE.get_or_init(|| {
         let state = Arc::new(Interrupt::default());
         let handler = Arc::clone(&state);
