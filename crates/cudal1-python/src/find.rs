@@ -98,10 +98,10 @@ print(json.dumps(info))
 fn candidates(req: &PythonRequest) -> Vec<(Source, PathBuf)> {
     let mut out = Vec::new();
     if let Some(p) = &req.flag {
-        out.push((Source::Flag, p.clone()));
+        out.push((Source::Flag, explicit(p)));
     }
     if let Some(p) = std::env::var_os("CUDAL1_PYTHON") {
-        out.push((Source::EnvVar, PathBuf::from(p)));
+        out.push((Source::EnvVar, explicit(Path::new(&p))));
     }
     if let Some(v) = std::env::var_os("VIRTUAL_ENV") {
         out.push((Source::VirtualEnv, PathBuf::from(v).join("bin/python")));
@@ -117,6 +117,25 @@ fn candidates(req: &PythonRequest) -> Vec<(Source, PathBuf)> {
         out.push((Source::Path, p));
     }
     out
+}
+
+/// An interpreter named by the user, as a path runners can be started from: a bare command name
+/// (`python3`, as people write it) is looked up on `PATH`, and a relative path is taken from the
+/// working directory. Links are kept: a virtual environment's `bin/python` is one, and only
+/// through it does the interpreter find the environment's packages.
+fn explicit(p: &Path) -> PathBuf {
+    let bare = p.components().count() == 1 && !p.as_os_str().to_string_lossy().contains('/');
+    if bare {
+        if let Some(found) = p.to_str().and_then(which) {
+            return found;
+        }
+    }
+    if p.is_relative() {
+        if let Ok(cwd) = std::env::current_dir() {
+            return cwd.join(p);
+        }
+    }
+    p.to_path_buf()
 }
 
 fn which(name: &str) -> Option<PathBuf> {
@@ -251,6 +270,20 @@ mod tests {
         let req = PythonRequest { flag: Some("/nonexistent/python".into()), ..Default::default() };
         let err = find_interpreter(&req).unwrap_err();
         assert!(err.to_string().contains("--python"), "{err}");
+    }
+
+    #[test]
+    fn a_bare_command_name_is_found_on_path_and_a_relative_path_from_here() {
+        // `CUDAL1_PYTHON=python3`, as people write it: "no such file" before.
+        let Some(python3) = which("python3") else { return };
+        let found = candidates(&PythonRequest { flag: Some("python3".into()), ..Default::default() });
+        assert_eq!(found[0], (Source::Flag, python3));
+        assert!(found[0].1.is_absolute());
+        let relative = candidates(&PythonRequest { flag: Some(".venv/bin/python".into()), ..Default::default() });
+        assert_eq!(relative[0].1, std::env::current_dir().unwrap().join(".venv/bin/python"));
+        // A name found nowhere stays as given, and is reported as missing.
+        let missing = candidates(&PythonRequest { flag: Some("no-such-python-anywhere".into()), ..Default::default() });
+        assert!(missing[0].1.ends_with("no-such-python-anywhere"));
     }
 
     #[test]
