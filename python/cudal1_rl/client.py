@@ -14,6 +14,10 @@ import urllib.parse
 import urllib.request
 
 DEFAULT_URL = "http://127.0.0.1:8377"
+# The server's own defaults, for a server that does not say its limits (`/health`'s `limits`).
+DEFAULT_LIMITS = {"max_body_bytes": 16 << 20, "max_items": 1024, "max_completion_bytes": 256 << 10}
+# Room in a request's body for everything but the items.
+_BODY_SLACK = 4096
 
 
 class ServeError(RuntimeError):
@@ -41,6 +45,7 @@ class Client:
         self.deadline_s = float(deadline_s)
         self.poll_s = float(poll_s)
         self.retry_pause_s = float(retry_pause_s)
+        self._limits = None
 
     # -- transport --------------------------------------------------------------------------
 
@@ -112,30 +117,64 @@ class Client:
             return [text]
         return [json.loads(line) for line in text.splitlines() if line.strip()]
 
+    def limits(self):
+        """The server's request limits (`/health`), asked once; its defaults where it does not say."""
+        if self._limits is None:
+            try:
+                said = self.health().get("limits") or {}
+            except (OSError, TimeoutError, ServeError):
+                said = {}
+            self._limits = {k: int(said.get(k) or v) for k, v in DEFAULT_LIMITS.items()}
+        return self._limits
+
     def rewards(self, items, mode=None, deadline_s=None):
         """Results of `items` (dicts with `task`, `completion`, optionally `prompt_id`, `group`,
-        `id`), in order. Keeps asking until none is pending or the deadline passes."""
+        `id`), in order. Keeps asking until none is pending or the deadline passes. A call larger
+        than the server takes in one request is sent in several; a completion over the server's
+        limit gets its own result (`reward` None, `state` "refused", the reason), never a failed
+        call."""
         if not items:
             return []
         deadline = time.monotonic() + (self.deadline_s if deadline_s is None else float(deadline_s))
         items = _indexed(items)
         results = [None] * len(items)
-        todo = list(range(len(items)))
+        limits = self.limits()
+        todo = []
+        for place, item in enumerate(items):
+            size = len(str(item.get("completion", "")).encode("utf-8"))
+            if size > limits["max_completion_bytes"]:
+                results[place] = _refused(f"the completion has {size} bytes; the server takes at most {limits['max_completion_bytes']}")
+            else:
+                todo.append(place)
         while todo:
-            left = deadline - time.monotonic()
-            body = {"items": [items[i] for i in todo], "wait_s": max(0.0, min(self.poll_s, left))}
-            if mode is not None:
-                body["mode"] = mode
-            answer = self._call("POST", "/v1/reward", body, timeout=body["wait_s"] + 30.0, deadline=deadline)
             still = []
-            for place, r in zip(todo, answer["results"]):
-                results[place] = r
-                if r.get("state") == "pending":
-                    still.append(place)
-            todo = still
+            for chunk in _chunks(todo, items, limits):
+                for place, r in self._reward_chunk(chunk, items, mode, deadline):
+                    results[place] = r
+                    if r.get("state") == "pending":
+                        still.append(place)
+            todo = sorted(still)
             if todo and time.monotonic() >= deadline:
                 break
         return results
+
+    def _reward_chunk(self, chunk, items, mode, deadline):
+        """(place, result) for one request's items; a 413 (the server's limits smaller than
+        said) halves the request until it fits."""
+        left = deadline - time.monotonic()
+        body = {"items": [items[i] for i in chunk], "wait_s": max(0.0, min(self.poll_s, left))}
+        if mode is not None:
+            body["mode"] = mode
+        try:
+            answer = self._call("POST", "/v1/reward", body, timeout=body["wait_s"] + 30.0, deadline=deadline)
+        except ServeError as e:
+            if e.status != 413:
+                raise
+            if len(chunk) == 1:
+                return [(chunk[0], _refused(f"the server refused it as too large: {e}"))]
+            half = len(chunk) // 2
+            return self._reward_chunk(chunk[:half], items, mode, deadline) + self._reward_chunk(chunk[half:], items, mode, deadline)
+        return list(zip(chunk, answer["results"]))
 
     async def arewards(self, items, mode=None, deadline_s=None):
         """As `rewards`, off the event loop (one thread per call)."""
@@ -153,6 +192,27 @@ def reward_of(result, unscored=None):
     if result is None or result.get("reward") is None:
         return unscored
     return float(result["reward"])
+
+
+def _refused(reason):
+    """The result of an item the server would refuse: no reward, and why."""
+    return {"state": "refused", "reward": None, "verdict": None, "reason": reason}
+
+
+def _chunks(places, items, limits):
+    """`places` in runs that fit one request: at most `max_items` items and `max_body_bytes` of
+    body (each item measured as JSON)."""
+    budget = limits["max_body_bytes"] - _BODY_SLACK
+    chunk, size = [], 0
+    for place in places:
+        item_size = len(json.dumps(items[place]).encode("utf-8")) + 2
+        if chunk and (len(chunk) >= limits["max_items"] or size + item_size > budget):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(place)
+        size += item_size
+    if chunk:
+        yield chunk
 
 
 def _indexed(items):

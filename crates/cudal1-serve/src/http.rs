@@ -111,8 +111,14 @@ async fn observe(State(s): State<Arc<Service>>, req: Request, next: Next) -> Res
 
 /// Liveness for anyone; the store, tasks and queue only with the token (when there is one).
 async fn health(State(s): State<Arc<Service>>, headers: HeaderMap) -> Result<Json<serde_json::Value>, ApiError> {
+    // What a client must split its requests to (nothing secret): given to anyone.
+    let limits = serde_json::json!({
+        "max_body_bytes": s.config.limits.max_body_bytes,
+        "max_items": s.config.limits.max_items,
+        "max_completion_bytes": s.config.limits.max_completion_bytes,
+    });
     if !authorized(&s, &headers) {
-        return Ok(Json(serde_json::json!({"status": "ok"})));
+        return Ok(Json(serde_json::json!({"status": "ok", "limits": limits})));
     }
     let store = Arc::clone(&s.store);
     let counts = s.blocking(move || store.counts()).await?;
@@ -123,6 +129,7 @@ async fn health(State(s): State<Arc<Service>>, headers: HeaderMap) -> Result<Jso
         "gpu_class": s.config.gpu_class,
         "mode": s.config.default_mode,
         "queue": counts,
+        "limits": limits,
     })))
 }
 

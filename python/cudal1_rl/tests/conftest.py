@@ -45,16 +45,17 @@ def free_port():
 
 
 class Serve:
-    def __init__(self, tmp):
+    def __init__(self, tmp, extra=()):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.db = os.path.join(tmp, "serve.db")
+        os.makedirs(tmp, exist_ok=True)
         self.log = open(os.path.join(tmp, "serve.log"), "wb")
         python = os.environ.get("CUDAL1_PYTHON") or os.path.join(REPO, ".venv", "bin", "python")
         cmd = [binary(), "serve", "--suite", os.path.join(REPO, "tasks"), "--listen", f"127.0.0.1:{self.port}",
                "--device", "cpu", "--mode", "correctness", "--scale", SCALE, "--db", self.db,
                "--python", python, "--cache-dir", os.path.join(tmp, "cache"), "--lanes", "2",
-               "--compile-workers", "1", "--openrlhf-wait", "60"]
+               "--compile-workers", "1", "--openrlhf-wait", "60", *extra]
         env = dict(os.environ, CUDAL1_SERVE_TOKEN="test-token")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + 120

@@ -110,6 +110,57 @@ def test_trl_reward_function_as_grpo_trainer_calls_it(serve):
         reward_func(prompts=["p"], completions=["x"])
 
 
+def test_a_grpo_batch_larger_than_one_request_gets_a_reward_for_each_completion(serve):
+    """2,000 completions of 40 KB (80 MB: five times the server's 16 MiB request) through TRL's
+    reward call, and one completion over the server's 256 KiB: the client splits the call to the
+    limits `/health` gives; the oversized one gets None with a reason instead of failing the batch."""
+    from cudal1_rl import trl
+    from cudal1_rl.client import Client
+
+    limits = Client().limits()
+    assert limits == {"max_body_bytes": 16 << 20, "max_items": 1024, "max_completion_bytes": 256 << 10}, limits
+    prose = "Reasoning about the memory traffic of this kernel. " * 800  # ~40 KB
+    program = answer(SOFTMAX, "fast")
+    completions = [f"{prose}\n{program}" for _ in range(2000)] + ["x" * (300 << 10)]
+    assert len(completions[0]) >= 40_000
+    logged = {}
+    out = trl.make_reward_func()(prompts=["p"] * len(completions), completions=completions, task=[SOFTMAX] * len(completions),
+                                 log_extra=lambda c, v: logged.__setitem__(c, v))
+    assert out[:2000] == [1.0] * 2000, sorted(set(map(str, out[:2000])))
+    assert out[2000] is None
+    assert logged["cudal1_verdict"][2000] == "refused", logged["cudal1_verdict"][2000]
+
+
+def test_a_413_halves_the_request_until_it_fits():
+    """A server whose limits are smaller than the client was told (an older server, a proxy in
+    front): the client halves each refused request until it fits, and every item gets its result."""
+    import tempfile
+
+    from conftest import Serve
+    from cudal1_rl.client import Client
+
+    small = Serve(os.path.join(tempfile.mkdtemp(prefix="cudal1-rl-small-")), extra=("--max-items", "3"))
+    try:
+        client = Client(url=small.url, token="test-token")
+        assert client.limits()["max_items"] == 3
+        client._limits = {"max_body_bytes": 1 << 40, "max_items": 1 << 20, "max_completion_bytes": 1 << 40}  # told wrong
+        sent = []
+        real = client._request
+
+        def counted(method, path, body=None, timeout=None):
+            status, parsed = real(method, path, body, timeout)
+            if path == "/v1/reward":
+                sent.append((len(body["items"]), status))
+            return status, parsed
+
+        client._request = counted
+        results = client.rewards([{"task": SOFTMAX, "completion": answer(SOFTMAX, "fast")}] * 10)
+        assert [r["reward"] for r in results] == [1.0] * 10, results
+        assert sent[0] == (10, 413) and all(n <= 3 for n, status in sent if status == 200), sent
+    finally:
+        small.stop()
+
+
 def test_trl_async_reward_function(serve):
     from cudal1_rl import trl
 
