@@ -73,10 +73,21 @@ async fn not_found() -> ApiError {
 }
 
 async fn auth(State(s): State<Arc<Service>>, headers: HeaderMap, req: Request, next: Next) -> Response {
-    if !authorized(&s, &headers) {
+    if !authorized(&s, &headers) && !token_in_query(&s, &req) {
         return ApiError::unauthorized().into_response();
     }
     next.run(req).await
+}
+
+/// OpenRLHF's HTTP client sends no headers of its own: on its route the token may come as the
+/// URL's `token` query parameter (`--reward.remote_url http://HOST:8377/openrlhf/get_reward?token=...`).
+fn token_in_query(s: &Service, req: &Request) -> bool {
+    let Some(token) = s.config.token.as_ref() else { return true };
+    if req.uri().path() != "/openrlhf/get_reward" {
+        return false;
+    }
+    let query = req.uri().query().unwrap_or("");
+    query.split('&').filter_map(|pair| pair.strip_prefix("token=")).any(|given| constant_time_eq(given.as_bytes(), token.as_bytes()))
 }
 
 /// Whether the request carries the server's bearer token (always, when it has none).
@@ -315,9 +326,16 @@ async fn openrlhf(State(s): State<Arc<Service>>, ApiJson(req): ApiJson<OpenRlhfR
         correct.push(f64::from(u8::from(r.is_some_and(|r| r.verdict.as_deref() == Some("correct")))));
         scored.push(f64::from(u8::from(reward.is_some())));
         cached.push(f64::from(u8::from(r.is_some_and(|r| r.cached))));
-        if r.is_none() {
-            tracing::warn!("an OpenRLHF query does not contain its prompt; it is not scored");
-        }
+    }
+    let unmatched = places.iter().filter(|p| p.is_none()).count();
+    if unmatched > 0 {
+        s.metrics.openrlhf_unmatched.inc_by(unmatched as u64);
+        // Loud: every such sample trains on a reward of 0.
+        tracing::warn!(
+            unmatched,
+            of = n,
+            "OpenRLHF queries that do not contain their prompt byte for byte are not scored (reward 0, `cudal1_scored` 0): does the tokenizer's decode change the prompt? compare a query with its prompt"
+        );
     }
     let mut extra_logs = serde_json::Map::new();
     for (k, v) in [("cudal1_speedup", speedup), ("cudal1_correct", correct), ("cudal1_scored", scored), ("cudal1_cached", cached)] {

@@ -50,6 +50,8 @@ pub struct Metrics {
     pub cached: Counter,
     pub prompts: Family<KindLabels, Counter>,
     pub queue: Family<StateLabels, Gauge>,
+    /// OpenRLHF queries that did not contain their prompt (not scored).
+    pub openrlhf_unmatched: Counter,
 }
 
 impl Metrics {
@@ -71,7 +73,13 @@ impl Metrics {
         registry.register("reward_cached", "Reward items answered from an earlier evaluation", cached.clone());
         registry.register("prompts", "Prompts made, by kind", prompts.clone());
         registry.register("queue_jobs", "Jobs in the queue, by state (when scraped)", queue.clone());
-        Metrics { registry, requests, latency, items, verdicts, jobs_created, cached, prompts, queue }
+        let openrlhf_unmatched = Counter::default();
+        registry.register(
+            "openrlhf_unmatched_queries",
+            "OpenRLHF queries that did not contain their prompt byte for byte, so were not scored (a tokenizer whose decode changes the prompt)",
+            openrlhf_unmatched.clone(),
+        );
+        Metrics { registry, requests, latency, items, verdicts, jobs_created, cached, prompts, queue, openrlhf_unmatched }
     }
 
     pub fn render(&self) -> String {

@@ -196,6 +196,35 @@ def test_openrlhf_reward_func_file_and_url(serve):
 
     direct = Client().openrlhf([query, query.replace("Softmax", "x")], [prompt, prompt], [SOFTMAX, SOFTMAX])
     assert set(direct) == {"rewards", "scores", "extra_logs"} and direct["rewards"][0] == 1.0
+    # OpenRLHF's own HTTP client sends no Authorization header: the token goes in the URL.
+    import json
+    import urllib.error
+    import urllib.request
+
+    body = json.dumps({"query": [query], "prompts": [prompt], "labels": [SOFTMAX]}).encode()
+
+    def post(url):
+        req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=300) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, None
+
+    assert post(serve.url + "/openrlhf/get_reward")[0] == 401
+    assert post(serve.url + "/openrlhf/get_reward?token=wrong")[0] == 401
+    status, answered = post(serve.url + "/openrlhf/get_reward?token=test-token")
+    assert status == 200 and answered["rewards"] == [1.0], answered
+    # Only there: other routes still want the header.
+    req = urllib.request.Request(serve.url + "/v1/tasks?token=test-token")
+    with pytest.raises(urllib.error.HTTPError, match="401"):
+        urllib.request.urlopen(req, timeout=30)
+    # A query whose prompt did not survive the tokenizer is counted, loudly.
+    unmatched = Client().openrlhf(["decoded differently"], [prompt], [SOFTMAX])
+    assert unmatched["extra_logs"]["cudal1_scored"] == [0.0]
+    metrics = urllib.request.urlopen(urllib.request.Request(serve.url + "/metrics", headers={"Authorization": "Bearer test-token"}), timeout=30).read().decode()
+    counted = [line for line in metrics.splitlines() if line.startswith("cudal1_openrlhf_unmatched_queries_total")]
+    assert counted and float(counted[0].split()[-1]) >= 2, counted
 
 
 def test_a_wrong_token_is_refused_with_a_clear_error(serve):
