@@ -7,7 +7,9 @@ with its request as its stdin, stdout and stderr, its environment and working di
 itself exactly as the supervisor's own forked children do before they exec (``confine``), tells
 this process whether that worked, and only then runs its command (``-m cudal1_runner --role
 ROLE``, as ``python`` would). So a forked runner starts in milliseconds instead of the seconds an
-interpreter takes to import torch.
+interpreter takes to import torch. A sandboxed child that makes a PID namespace stays outside it as
+the runner's keeper (``confine``): the pid reported is the keeper's, and its exit status and peak
+memory are the runner's.
 
 Messages are JSON objects, one per packet. From the supervisor:
 ``{"op": "spawn", "id", "argv", "env", "cwd", "bytecode", "steps"}`` with three descriptors
