@@ -292,6 +292,8 @@ def apply(steps: dict, landlock_fd) -> None:
     if namespaces["unshare"]:
         _check(_libc.unshare(ctypes.c_int(namespaces["unshare"])), "unshare")
         if namespaces.get("uid_map") is not None:
+            # A process made non-dumpable has a /proc/self owned by root, whose maps it could not write.
+            set_dumpable(True)
             _write("/proc/self/setgroups", b"deny")
             _write("/proc/self/uid_map", namespaces["uid_map"].encode())
             _write("/proc/self/gid_map", namespaces["gid_map"].encode())

@@ -169,3 +169,29 @@ def test_what_a_runner_leaves_in_its_pid_namespace_is_gone_when_its_keeper_ends(
     left = [(pid, start) for pid, start in members if _started(pid) == start]
     assert left == [], f"outlived their keeper (zombies too): {left}"
 
+
+def test_the_fork_server_is_not_dumpable():
+    # Not dumpable: no process of its user without CAP_SYS_PTRACE may read its memory or
+    # environment (/proc/<pid>/mem, environ), whatever its sandbox lets through. As root, both
+    # sides drop their capabilities first (a process with fewer capabilities than its target may
+    # not read it in any case): then only its being dumpable or not decides, as for any other user.
+    drop = "import os, sys\nfrom cudal1_runner import confine\nif os.geteuid() == 0:\n    confine._drop_capabilities(126)\n"
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    env = {**_PYTHONPATH, "CUDAL1_SECRET": "the evaluator's"}
+    start = drop + "os.execv(sys.executable, [sys.executable, '-m', 'cudal1_runner.zygote'])"
+    zygote = subprocess.Popen([sys.executable, "-c", start], stdin=theirs, env=env)
+    theirs.close()
+    try:
+        assert json.loads(ours.recv(1 << 20))["op"] == "ready"
+        read = drop + textwrap.dedent(f"""
+            try:
+                open("/proc/{zygote.pid}/environ", "rb").read()
+            except PermissionError:
+                raise SystemExit(0)
+            raise SystemExit("its environment was read")
+        """)
+        reader = subprocess.run([sys.executable, "-c", read], capture_output=True, text=True, env=_PYTHONPATH)
+        assert reader.returncode == 0, reader.stderr
+    finally:
+        ours.close()
+        zygote.wait(timeout=30)

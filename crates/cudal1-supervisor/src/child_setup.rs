@@ -251,6 +251,8 @@ impl SandboxSteps {
             check(libc::unshare(flags).into())?;
         }
         if let (true, Some(maps)) = (flags != 0, &self.namespaces.user) {
+            // A process made non-dumpable has a /proc/self owned by root, whose maps it could not write.
+            check(libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0).into())?;
             write_file(PROC_SETGROUPS, b"deny")?;
             write_file(PROC_UID_MAP, &maps.uid_map)?;
             write_file(PROC_GID_MAP, &maps.gid_map)?;

@@ -128,6 +128,19 @@ pub fn confine_self(sandbox: &Sandbox, program: &Path) -> Result<(), SpawnError>
     unsafe { steps.apply() }.map_err(|source| SpawnError::Spawn { label: label.to_owned(), program: program.to_owned(), source })
 }
 
+/// Makes this process (a trusted one, such as cudal1) not dumpable: no process
+/// of its user without `CAP_SYS_PTRACE` may then read its memory or environment (API keys among
+/// them) through `/proc/<pid>/mem` or `environ`, or trace it, and it leaves no core dump. What it
+/// starts is dumpable again once it execs; the workers it forks that must write their own
+/// `/proc/self` (a user namespace's maps) make themselves dumpable first.
+///
+/// # Errors
+/// When the kernel refuses (it never does on Linux).
+pub fn deny_inspection() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments only.
+    crate::child_setup::check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) }.into())
+}
+
 fn thread_error(label: &str, pid: u32) -> impl FnOnce(io::Error) -> SpawnError + '_ {
     move |source| {
         // SAFETY: kill has no memory-safety preconditions; the group is ours.
@@ -323,4 +336,26 @@ fn set_nonblocking(file: &File) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_that_denies_inspection_is_not_dumpable() {
+        // In a child: the test process stays as it was.
+        // SAFETY: the child makes two prctl calls and exits.
+        match unsafe { nix::unistd::fork() }.unwrap() {
+            nix::unistd::ForkResult::Child => unsafe {
+                let before = libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0);
+                let denied = deny_inspection().is_ok();
+                let after = libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0);
+                libc::_exit(if (before, denied, after) == (1, true, 0) { 0 } else { 1 });
+            },
+            nix::unistd::ForkResult::Parent { child } => {
+                assert_eq!(nix::sys::wait::waitpid(child, None).unwrap(), nix::sys::wait::WaitStatus::Exited(child, 0));
+            }
+        }
+    }
 }

@@ -10,7 +10,8 @@
 //! keeps them from leaving: [`Worker::escaped`] names (and kills) those that left its process
 //! group, a double-forked daemon in a session of its own included, with or without a cgroup;
 //! [`Worker::cpu_time`] is the CPU time of the worker and its descendants, orphans included where
-//! its PID namespace's init adopts them. Modelled on how nextest supervises test processes.
+//! its PID namespace's init adopts them. Trusted processes call [`deny_inspection`]. Modelled on
+//! how nextest supervises test processes.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -66,6 +67,6 @@ pub use error::{SpawnError, WorkerError};
 pub use outcome::{human_bytes, signal_name, LimitHit, Outcome};
 pub use spec::{Sandbox, SpawnOptions, WorkerSpec, DEFAULT_LINE_LIMIT, DEFAULT_STDERR_TAIL};
 pub use support::{sandbox_support, MemoryLimitMechanism, ProcessLimitMechanism, SandboxSupport};
-pub use launch::confine_self;
+pub use launch::{confine_self, deny_inspection};
 pub use worker::Worker;
 pub use zygote::Zygote;

@@ -151,6 +151,8 @@ fn probe_netns() -> NetProbe {
                 libc::_exit(0);
             }
             if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) == 0 {
+                // A non-dumpable process (cudal1 makes itself one) could not write its own maps.
+                libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
                 let ok = write_raw(c"/proc/self/setgroups", b"deny")
                     && write_raw(c"/proc/self/uid_map", &uid_map)
                     && write_raw(c"/proc/self/gid_map", &gid_map);
@@ -197,8 +199,11 @@ fn probe_pidns(user: bool) -> Result<(), String> {
             if libc::unshare(flags) != 0 {
                 fail(0, errno());
             }
-            if user && !(write_raw(c"/proc/self/setgroups", b"deny") && write_raw(c"/proc/self/uid_map", &uid_map) && write_raw(c"/proc/self/gid_map", &gid_map)) {
-                fail(1, errno());
+            if user {
+                libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
+                if !(write_raw(c"/proc/self/setgroups", b"deny") && write_raw(c"/proc/self/uid_map", &uid_map) && write_raw(c"/proc/self/gid_map", &gid_map)) {
+                    fail(1, errno());
+                }
             }
             if libc::mount(std::ptr::null(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) != 0 {
                 fail(2, errno());

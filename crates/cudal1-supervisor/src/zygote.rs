@@ -10,7 +10,7 @@
 //! checks in `/proc` what it can see of them (with a PID namespace, in the namespace's init and
 //! runner under the child, which stays outside as their keeper). The zygote reaps its children
 //! and reports each exit status and peak memory, which the [`crate::Worker`] reads as it would
-//! its own child's. Everything else about a forked worker (signals to its group, the network
+//! its own child's. The zygote is not dumpable; its children are again. Everything else about a forked worker (signals to its group, the network
 //! namespace that tags its processes, its cgroup, leak checks) is the same as for an exec'd one.
 //!
 //! The wire: a `SOCK_SEQPACKET` socket (the zygote's stdin), one JSON object per packet. The

@@ -94,8 +94,10 @@ pub fn zygote() -> &'static Zygote {
     })
 }
 
-/// Starts `spec` with [`options`]: exec'd, or forked from [`zygote`].
+/// Starts `spec` with [`options`]: exec'd, or forked from [`zygote`]. The test process is then
+/// not dumpable, as cudal1 is not.
 pub fn start(spec: WorkerSpec, forked: bool) -> Result<Worker, SpawnError> {
+    cudal1_supervisor::deny_inspection().unwrap();
     if forked {
         Worker::spawn_forked(spec, options(), zygote())
     } else {
