@@ -7,7 +7,9 @@ with its request as its stdin, stdout and stderr, its environment and working di
 itself exactly as the supervisor's own forked children do before they exec (``confine``), tells
 this process whether that worked, and only then runs its command (``-m cudal1_runner --role
 ROLE``, as ``python`` would). So a forked runner starts in milliseconds instead of the seconds an
-interpreter takes to import torch.
+interpreter takes to import torch. A sandboxed child that makes a PID namespace stays outside it as
+the runner's keeper (``confine``): the pid reported is the keeper's, and its exit status and peak
+memory are the runner's. This process is not dumpable.
 
 Messages are JSON objects, one per packet. From the supervisor:
 ``{"op": "spawn", "id", "argv", "env", "cwd", "bytecode", "steps"}`` with three descriptors
@@ -44,6 +46,8 @@ def _child(request: dict, fds: list, status_w: int, zygote_pid: int) -> None:
     try:
         os.setsid()
         confine.die_with_parent(zygote_pid)
+        # This process is not dumpable (``main``); a runner is as dumpable as an interpreter.
+        confine.set_dumpable(True)
         for target, fd in zip((0, 1, 2), fds[:3]):
             os.dup2(fd, target)
         landlock = fds[3] if len(fds) > 3 else None
@@ -151,6 +155,11 @@ def main(argv=None) -> None:
     parser.add_argument("--preload", action="append", default=[], help="a module to import before forking (repeatable)")
     parser.add_argument("--idle", type=float, default=None, help="end after this many seconds without children or requests")
     args = parser.parse_args(argv)
+    from . import confine
+
+    # Trusted: no process of its user may read its memory or environment (``/proc/<pid>/mem``,
+    # ``environ``) or trace it, as a runner's sandbox without a PID namespace of its own could.
+    confine.set_dumpable(False)
     # The control socket moves off fd 0, which reads /dev/null from here on.
     control_fd = os.dup(0)
     null = os.open(os.devnull, os.O_RDONLY)
@@ -162,8 +171,6 @@ def main(argv=None) -> None:
     sys.path[:] = [p for p in sys.path if p not in ("", cwd)]
 
     import importlib
-
-    from . import confine  # noqa: F401 - every child needs it
 
     for name in args.preload:
         importlib.import_module(name)

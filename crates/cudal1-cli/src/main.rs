@@ -30,6 +30,11 @@ fn main() -> ExitCode {
     let cli = args::Cli::parse();
     style::init(cli.verbose);
     init_logging(cli.verbose);
+    // Trusted: a candidate running as the same user must not read this process's memory or
+    // environment through /proc.
+    if let Err(e) = cudal1_supervisor::deny_inspection() {
+        tracing::warn!(error = %e, "cannot make cudal1 non-dumpable");
+    }
     let result = match cli.command {
         args::Command::Eval(a) => cmd_eval::run(a),
         args::Command::Baselines(a) => cmd_baselines::run(*a),

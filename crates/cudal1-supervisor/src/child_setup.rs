@@ -6,26 +6,48 @@ use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 
-/// How the child loses the network.
-#[derive(Debug)]
-pub(crate) enum NetIsolation {
-    /// Keep the network.
-    Keep,
-    /// `unshare(CLONE_NEWNET)`: needs CAP_SYS_ADMIN.
-    Plain,
-    /// `unshare(CLONE_NEWUSER | CLONE_NEWNET)` with the current ids mapped to themselves:
-    /// works unprivileged where user namespaces are allowed.
-    WithUserNamespace { uid_map: Vec<u8>, gid_map: Vec<u8> },
+/// The namespaces a sandboxed worker gets, made by one `unshare` before anything is dropped.
+#[derive(Debug, Default)]
+pub(crate) struct Namespaces {
+    /// A network namespace of its own: no network.
+    pub net: bool,
+    /// A PID namespace of its own, and a mount namespace for the `/proc` that shows it
+    /// ([`crate::pid_namespace`]).
+    pub pid: bool,
+    /// Both made inside a new user namespace with our own ids mapped to themselves: what a process
+    /// without privileges needs. `None`: made as we are (root).
+    pub user: Option<UserMaps>,
 }
 
-impl NetIsolation {
-    pub(crate) fn with_user_namespace() -> Self {
+/// The `uid_map` and `gid_map` of a user namespace that maps our own ids to themselves.
+#[derive(Debug, Clone)]
+pub(crate) struct UserMaps {
+    pub uid_map: Vec<u8>,
+    pub gid_map: Vec<u8>,
+}
+
+impl UserMaps {
+    pub(crate) fn ours() -> Self {
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-        NetIsolation::WithUserNamespace {
-            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
-            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+        UserMaps { uid_map: format!("{uid} {uid} 1\n").into_bytes(), gid_map: format!("{gid} {gid} 1\n").into_bytes() }
+    }
+}
+
+impl Namespaces {
+    /// The `unshare` flags (0: none to make).
+    pub(crate) fn flags(&self) -> libc::c_int {
+        let mut flags = 0;
+        if self.net {
+            flags |= libc::CLONE_NEWNET;
         }
+        if self.pid {
+            flags |= libc::CLONE_NEWPID | libc::CLONE_NEWNS;
+        }
+        if flags != 0 && self.user.is_some() {
+            flags |= libc::CLONE_NEWUSER;
+        }
+        flags
     }
 }
 
@@ -36,7 +58,7 @@ pub(crate) struct SandboxSteps {
     /// `cgroup.procs` files to write "0" (= this process) to.
     pub cgroup_procs: Vec<CString>,
     pub rlimits: Vec<(libc::__rlimit_resource_t, u64, u64)>,
-    pub net: NetIsolation,
+    pub namespaces: Namespaces,
     /// Empty the capability sets and the bounding set, so that root's rlimits, cgroup
     /// membership and namespaces cannot be undone from inside.
     pub drop_capabilities: bool,
@@ -49,6 +71,10 @@ pub(crate) struct SandboxSteps {
     /// (thread names through `/proc/self/task/<tid>/comm`); a process can only touch
     /// itself through these files. Zero: no such rule.
     pub own_task_access: u64,
+    /// Rights on the `/proc` mounted for the child's own PID namespace, added by the child: the
+    /// parent's rules name the `/proc` it sees, another mount. Zero: no such rule (reads are not
+    /// limited, or there is no PID namespace).
+    pub own_proc_access: u64,
 }
 
 #[derive(Debug)]
@@ -57,7 +83,7 @@ pub(crate) struct ChildSetup {
     pub sandbox: Option<SandboxSteps>,
 }
 
-fn check(ret: libc::c_long) -> io::Result<()> {
+pub(crate) fn check(ret: libc::c_long) -> io::Result<()> {
     if ret == -1 {
         Err(io::Error::last_os_error())
     } else {
@@ -99,6 +125,7 @@ const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
 
 const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
 const PROC_SELF_TASK: &CStr = c"/proc/self/task";
+const PROC: &CStr = c"/proc";
 
 #[repr(C, packed)]
 struct PathBeneathAttr {
@@ -106,8 +133,9 @@ struct PathBeneathAttr {
     parent_fd: i32,
 }
 
-unsafe fn allow_own_tasks(ruleset: libc::c_int, access: u64) -> io::Result<()> {
-    let dir = libc::open(PROC_SELF_TASK.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC);
+/// Adds a rule to `ruleset` for what is beneath `path`, opened now (by the process that applies it).
+unsafe fn allow_beneath(ruleset: libc::c_int, path: &CStr, access: u64) -> io::Result<()> {
+    let dir = libc::open(path.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC);
     if dir < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -124,7 +152,7 @@ unsafe fn allow_own_tasks(ruleset: libc::c_int, access: u64) -> io::Result<()> {
     result
 }
 
-unsafe fn drop_capabilities() -> io::Result<()> {
+pub(crate) unsafe fn drop_capabilities() -> io::Result<()> {
     for cap in 0..64 {
         if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) == -1 {
             // EINVAL: past the last capability this kernel knows.
@@ -151,23 +179,22 @@ impl SandboxSteps {
             .map(|p| p.to_str().map(str::to_owned).map_err(|_| format!("the cgroup path {p:?} is not UTF-8")))
             .collect::<Result<Vec<_>, _>>()?;
         let rlimits: Vec<[u64; 3]> = self.rlimits.iter().map(|&(r, soft, hard)| [u64::from(r), soft, hard]).collect();
-        let net = match &self.net {
-            NetIsolation::Keep => serde_json::Value::Null,
-            NetIsolation::Plain => serde_json::json!({"unshare": libc::CLONE_NEWNET}),
-            NetIsolation::WithUserNamespace { uid_map, gid_map } => serde_json::json!({
-                "unshare": libc::CLONE_NEWUSER | libc::CLONE_NEWNET,
-                "uid_map": String::from_utf8_lossy(uid_map),
-                "gid_map": String::from_utf8_lossy(gid_map),
-            }),
-        };
+        let ns = &self.namespaces;
+        let namespaces = serde_json::json!({
+            "unshare": ns.flags(),
+            "pid": ns.pid,
+            "uid_map": ns.user.as_ref().map(|m| String::from_utf8_lossy(&m.uid_map).into_owned()),
+            "gid_map": ns.user.as_ref().map(|m| String::from_utf8_lossy(&m.gid_map).into_owned()),
+        });
         let seccomp = self.seccomp.as_ref().map(|program| program.iter().map(|f| [u32::from(f.code), u32::from(f.jt), u32::from(f.jf), f.k]).collect::<Vec<_>>());
         Ok(serde_json::json!({
             "cgroup_procs": cgroup_procs,
             "rlimits": rlimits,
-            "net": net,
+            "namespaces": namespaces,
             "drop_capabilities": self.drop_capabilities,
             "landlock": self.landlock.is_some(),
             "own_task_access": self.own_task_access,
+            "own_proc_access": self.own_proc_access,
             "seccomp": seccomp,
             "syscalls": {
                 "capset": libc::SYS_capset,
@@ -205,41 +232,70 @@ impl ChildSetup {
 
 impl SandboxSteps {
     /// Confines the calling process (and what it executes): between fork and exec, or in a
-    /// process about to exec ([`crate::confine_self`]).
+    /// process about to exec ([`crate::confine_self`]). With a PID namespace the calling process
+    /// stays outside as the worker's keeper and this returns only in the runner, a new process
+    /// ([`crate::pid_namespace`]).
     ///
     /// # Safety
     /// It changes process-wide state of the calling process; between fork and exec it only makes
     /// async-signal-safe system calls on prepared data.
     pub(crate) unsafe fn apply(&self) -> io::Result<()> {
-        let steps = self;
-        for procs in &steps.cgroup_procs {
+        for procs in &self.cgroup_procs {
             write_file(procs, b"0")?;
         }
-        for &(resource, soft, hard) in &steps.rlimits {
+        // A limit on processes would stop the keeper's own forks (it counts all of the user's): the
+        // runner sets it.
+        self.set_rlimits(|resource| !self.namespaces.pid || resource != libc::RLIMIT_NPROC)?;
+        let flags = self.namespaces.flags();
+        if flags != 0 {
+            check(libc::unshare(flags).into())?;
+        }
+        if let (true, Some(maps)) = (flags != 0, &self.namespaces.user) {
+            // A process made non-dumpable has a /proc/self owned by root, whose maps it could not write.
+            check(libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0).into())?;
+            write_file(PROC_SETGROUPS, b"deny")?;
+            write_file(PROC_UID_MAP, &maps.uid_map)?;
+            write_file(PROC_GID_MAP, &maps.gid_map)?;
+        }
+        if self.namespaces.pid {
+            // Returns in the runner only, which the keeper made without capabilities.
+            crate::pid_namespace::enter(self)?;
+            self.set_rlimits(|resource| resource == libc::RLIMIT_NPROC)?;
+        } else if self.drop_capabilities {
+            drop_capabilities()?;
+        }
+        self.restrict(true)
+    }
+
+    /// The rlimits of the steps that `which` picks.
+    ///
+    /// # Safety
+    /// As [`SandboxSteps::apply`].
+    unsafe fn set_rlimits(&self, which: impl Fn(libc::__rlimit_resource_t) -> bool) -> io::Result<()> {
+        for &(resource, soft, hard) in self.rlimits.iter().filter(|(r, _, _)| which(*r)) {
             let limit = libc::rlimit { rlim_cur: soft, rlim_max: hard };
             check(libc::setrlimit(resource, &limit).into())?;
         }
-        match &steps.net {
-            NetIsolation::Keep => {}
-            NetIsolation::Plain => check(libc::unshare(libc::CLONE_NEWNET).into())?,
-            NetIsolation::WithUserNamespace { uid_map, gid_map } => {
-                check(libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET).into())?;
-                write_file(PROC_SETGROUPS, b"deny")?;
-                write_file(PROC_UID_MAP, uid_map)?;
-                write_file(PROC_GID_MAP, gid_map)?;
+        Ok(())
+    }
+
+    /// Landlock, then seccomp; `own_rules`: with the rules the calling process adds for itself
+    /// (the runner's, not the PID namespace's init's).
+    ///
+    /// # Safety
+    /// As [`SandboxSteps::apply`].
+    pub(crate) unsafe fn restrict(&self, own_rules: bool) -> io::Result<()> {
+        if let Some(ruleset) = &self.landlock {
+            if own_rules && self.own_task_access != 0 {
+                allow_beneath(ruleset.as_raw_fd(), PROC_SELF_TASK, self.own_task_access)?;
             }
-        }
-        if steps.drop_capabilities {
-            drop_capabilities()?;
-        }
-        if let Some(ruleset) = &steps.landlock {
-            if steps.own_task_access != 0 {
-                allow_own_tasks(ruleset.as_raw_fd(), steps.own_task_access)?;
+            if own_rules && self.own_proc_access != 0 {
+                allow_beneath(ruleset.as_raw_fd(), PROC, self.own_proc_access)?;
             }
             check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0).into())?;
             check(libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32))?;
         }
-        if let Some(program) = &steps.seccomp {
+        if let Some(program) = &self.seccomp {
             check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0).into())?;
             let len = u16::try_from(program.len()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
             let fprog = libc::sock_fprog { len, filter: program.as_ptr().cast_mut() };

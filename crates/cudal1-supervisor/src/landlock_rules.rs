@@ -103,6 +103,17 @@ pub(crate) fn own_task_access(abi: i32) -> u64 {
     access.bits()
 }
 
+/// The rights a child in a PID namespace of its own grants itself on the `/proc` mounted for it
+/// (see `SandboxSteps::own_proc_access`): where reads are limited, what the rule for the parent's
+/// `/proc` grants; else none (the rule for `/` covers it). Every kernel with Landlock handles them.
+pub(crate) fn own_proc_access(sandbox: &Sandbox) -> u64 {
+    if sandbox.read_paths.is_empty() {
+        0
+    } else {
+        AccessFs::from_read(ABI::V1).bits()
+    }
+}
+
 /// Builds the ruleset; `None` when the kernel has no Landlock at all.
 pub(crate) fn build(sandbox: &Sandbox, program: &Path) -> Result<Option<OwnedFd>, RulesError> {
     let all = AccessFs::from_all(TARGET_ABI);
@@ -168,6 +179,9 @@ mod tests {
         // Bits from the kernel's uapi: WRITE_FILE 1<<1, READ_FILE 1<<2, READ_DIR 1<<3, TRUNCATE 1<<14.
         assert_eq!(own_task_access(2), 0b1110);
         assert_eq!(own_task_access(7), 0b1110 | 1 << 14);
+        // EXECUTE 1<<0, READ_FILE 1<<2, READ_DIR 1<<3: what SYSTEM_READ grants on the parent's /proc.
+        assert_eq!(own_proc_access(&Sandbox { read_paths: vec!["/x".into()], ..Sandbox::strict() }), 0b1101);
+        assert_eq!(own_proc_access(&Sandbox::strict()), 0);
     }
 
     #[test]

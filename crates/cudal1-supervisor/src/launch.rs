@@ -16,7 +16,7 @@ use std::sync::Arc;
 use crossbeam_channel::{bounded, Receiver};
 
 use crate::cgroup::WorkerCgroup;
-use crate::child_setup::{ChildSetup, NetIsolation, SandboxSteps};
+use crate::child_setup::{ChildSetup, Namespaces, SandboxSteps, UserMaps};
 use crate::error::SpawnError;
 use crate::pipes::{self, StderrTail, StdoutEvent};
 use crate::procfs;
@@ -51,6 +51,9 @@ pub(crate) struct Launched {
     /// The network namespace of a sandboxed worker that got one of its own: every process it
     /// starts is in it too (see `procfs::in_net_namespace`).
     pub tag: Option<procfs::NetTag>,
+    /// The PID namespace of a sandboxed worker that got one of its own (`pid_namespace.rs`): the
+    /// namespace, its init and its runner (the leader is then the keeper outside it).
+    pub pid_ns: Option<(procfs::NsTag, procfs::PidNamespace)>,
 }
 
 /// The child-side plan and the parent-side resources for one sandboxed spawn.
@@ -66,13 +69,14 @@ fn confine(spec: &WorkerSpec) -> Result<Confinement, SpawnError> {
     let cgroup = WorkerCgroup::create(&support.cgroups, sb.memory_bytes, sb.max_processes).map_err(|e| {
         SpawnError::Cgroup { label: spec.label.clone(), path: e.path, source: e.source }
     })?;
-    let steps = steps(sb, &spec.program, &spec.label, cgroup.as_ref())?;
+    let steps = steps(sb, &spec.program, &spec.label, cgroup.as_ref(), true)?;
     let watchdog_limit = sb.memory_bytes.filter(|_| support.cgroups.memory.is_none());
     Ok(Confinement { steps, cgroup, watchdog_limit })
 }
 
-/// The confinement steps of `sb` for `program`, in `cgroup` if there is one.
-fn steps(sb: &Sandbox, program: &Path, label: &str, cgroup: Option<&WorkerCgroup>) -> Result<SandboxSteps, SpawnError> {
+/// The confinement steps of `sb` for `program`, in `cgroup` if there is one, in a PID namespace of
+/// its own where `pid_namespace` asks for one and the kernel allows it.
+fn steps(sb: &Sandbox, program: &Path, label: &str, cgroup: Option<&WorkerCgroup>, pid_namespace: bool) -> Result<SandboxSteps, SpawnError> {
     let support = sandbox_support();
     // No core dumps of crashing candidates.
     let mut rlimits = vec![(libc::RLIMIT_CORE, 0, 0)];
@@ -84,11 +88,10 @@ fn steps(sb: &Sandbox, program: &Path, label: &str, cgroup: Option<&WorkerCgroup
     if let (Some(n), false, false) = (sb.max_processes, pids_by_cgroup, support.root) {
         rlimits.push((libc::RLIMIT_NPROC, n, n));
     }
-    let net = match (sb.network, support.network_namespace, support.network_needs_user_namespace) {
-        (false, true, false) => NetIsolation::Plain,
-        (false, true, true) => NetIsolation::with_user_namespace(),
-        _ => NetIsolation::Keep,
-    };
+    let net = !sb.network && support.network_namespace;
+    let pid = pid_namespace && support.pid_namespace.is_ok();
+    let user = (net && support.network_needs_user_namespace) || (pid && support.pid_needs_user_namespace);
+    let namespaces = Namespaces { net, pid, user: user.then(UserMaps::ours) };
     let landlock = match support.landlock {
         Some(_) => landlock_rules::build(sb, program).map_err(|e| SpawnError::Landlock { label: label.to_owned(), detail: e.detail, source: e.source })?,
         None => None,
@@ -97,12 +100,18 @@ fn steps(sb: &Sandbox, program: &Path, label: &str, cgroup: Option<&WorkerCgroup
         cgroup_procs: cgroup.map(|c| c.procs_files().to_vec()).unwrap_or_default(),
         rlimits,
         seccomp: crate::seccomp::namespace_filter(),
-        net,
-        drop_capabilities: support.root,
+        // Root's, or those a new user namespace gives in it: a forked runner never execs, which
+        // would clear the latter, and the PID namespace's init never does.
+        drop_capabilities: support.root || user,
         own_task_access: match (&landlock, support.landlock) {
             (Some(_), Some(abi)) => landlock_rules::own_task_access(abi),
             _ => 0,
         },
+        own_proc_access: match (&landlock, pid) {
+            (Some(_), true) => landlock_rules::own_proc_access(sb),
+            _ => 0,
+        },
+        namespaces,
         landlock,
     })
 }
@@ -110,12 +119,26 @@ fn steps(sb: &Sandbox, program: &Path, label: &str, cgroup: Option<&WorkerCgroup
 /// Confines this process as `sandbox` says (network, Landlock, seccomp, rlimits, no
 /// capabilities), for `program`, which it is about to exec: for a process that another tool
 /// must start, such as a profiler's target. There is no cgroup: `memory_bytes` is not enforced
-/// and `max_processes` is `RLIMIT_NPROC` (which root ignores).
+/// and `max_processes` is `RLIMIT_NPROC` (which root ignores). There is no PID namespace either:
+/// this process becomes the program, which the tool that started it follows by its pid.
 pub fn confine_self(sandbox: &Sandbox, program: &Path) -> Result<(), SpawnError> {
     let label = "this process";
-    let steps = steps(sandbox, program, label, None)?;
+    let steps = steps(sandbox, program, label, None, false)?;
     // SAFETY: the steps only change this process's own limits, namespaces and rights.
     unsafe { steps.apply() }.map_err(|source| SpawnError::Spawn { label: label.to_owned(), program: program.to_owned(), source })
+}
+
+/// Makes this process (a trusted one, such as cudal1) not dumpable: no process
+/// of its user without `CAP_SYS_PTRACE` may then read its memory or environment (API keys among
+/// them) through `/proc/<pid>/mem` or `environ`, or trace it, and it leaves no core dump. What it
+/// starts is dumpable again once it execs; the workers it forks that must write their own
+/// `/proc/self` (a user namespace's maps) make themselves dumpable first.
+///
+/// # Errors
+/// When the kernel refuses (it never does on Linux).
+pub fn deny_inspection() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments only.
+    crate::child_setup::check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) }.into())
 }
 
 fn thread_error(label: &str, pid: u32) -> impl FnOnce(io::Error) -> SpawnError + '_ {
@@ -136,6 +159,17 @@ struct Started {
     leader_peak: Arc<AtomicU64>,
     start_time: Option<u64>,
     tag: Option<procfs::NetTag>,
+    pid_ns: Option<(procfs::NsTag, procfs::PidNamespace)>,
+}
+
+/// The PID namespace that the sandboxed child `pid` made, where it was to make one (`wanted`):
+/// the namespace, held open, its init and its runner.
+fn pid_namespace(pid: u32, wanted: bool) -> Option<(procfs::NsTag, procfs::PidNamespace)> {
+    if !wanted {
+        return None;
+    }
+    let ns = procfs::pid_namespace_of(pid)?;
+    Some((procfs::NsTag::of_kind(ns.runner, "pid")?, ns))
 }
 
 /// `program args` in `cwd` with exactly `env`, which between fork and exec starts its own
@@ -152,6 +186,7 @@ pub(crate) fn command(program: &Path, args: &[OsString], cwd: &Path, env: &[(OsS
 
 /// Starts `spec` by fork and exec, from the spawner thread.
 fn exec(spec: &WorkerSpec, steps: Option<SandboxSteps>) -> Result<Started, SpawnError> {
+    let wants_pid_ns = steps.as_ref().is_some_and(|s| s.namespaces.pid);
     let mut command = command(&spec.program, &spec.args, &spec.cwd, &spec.env, steps);
     command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = spawner::spawn(command).map_err(|source| SpawnError::Spawn {
@@ -162,8 +197,16 @@ fn exec(spec: &WorkerSpec, steps: Option<SandboxSteps>) -> Result<Started, Spawn
     let pid = child.id();
     // Read before anything can reap the child: with the pid, it names this process alone.
     let start_time = procfs::stat(pid).and_then(|s| s.start_time);
-    // The child has exec'd by now, so it is in the namespace it made; one that kept ours is no tag.
-    let tag = if spec.sandbox.enabled { procfs::NetTag::of(pid) } else { None };
+    // Its runner has exec'd by now: a runner that ended at once has taken the namespace with it,
+    // and the worker's end tells the rest.
+    let pid_ns = pid_namespace(pid, wants_pid_ns);
+    if wants_pid_ns && pid_ns.is_none() {
+        tracing::debug!(label = %spec.label, pid, "a sandboxed worker's PID namespace was not found: it has ended");
+    }
+    // The child is in the namespace it made by now; one that kept ours is no tag. Read from the
+    // runner, which is dumpable where the keeper is not.
+    let runner = pid_ns.as_ref().map_or(pid, |(_, ns)| ns.runner);
+    let tag = if spec.sandbox.enabled { procfs::NetTag::of(runner) } else { None };
     let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take()) else {
         unreachable!("all three streams were piped");
     };
@@ -180,7 +223,7 @@ fn exec(spec: &WorkerSpec, steps: Option<SandboxSteps>) -> Result<Started, Spawn
         return Err(err);
     }
     let file = |fd: OwnedFd| File::from(fd);
-    Ok(Started { pid, stdin: file(stdin.into()), stdout: file(stdout.into()), stderr: file(stderr.into()), exits, leader_peak, start_time, tag })
+    Ok(Started { pid, stdin: file(stdin.into()), stdout: file(stdout.into()), stderr: file(stderr.into()), exits, leader_peak, start_time, tag, pid_ns })
 }
 
 /// Starts `spec` as a child of `zygote`, which applies `steps` in it before it runs anything.
@@ -195,17 +238,20 @@ fn fork(spec: &WorkerSpec, steps: Option<SandboxSteps>, zygote: &Zygote) -> Resu
     let pid = forked.pid;
     // The zygote reaps the child only after it has reported it, so for now the pid is the child's.
     let start_time = procfs::stat(pid).and_then(|s| s.start_time);
-    // It confined itself before the zygote answered: a sandboxed child is in its own namespace.
-    let tag = if spec.sandbox.enabled { procfs::NetTag::of(pid) } else { None };
+    // It confined itself before the zygote answered: a sandboxed child has made its namespaces,
+    // and its runner is in them.
+    let pid_ns = pid_namespace(pid, steps.as_ref().is_some_and(|s| s.namespaces.pid));
+    let runner = pid_ns.as_ref().map_or(pid, |(_, ns)| ns.runner);
+    let tag = if spec.sandbox.enabled { procfs::NetTag::of(runner) } else { None };
     if let Some(steps) = &steps {
         // The child said it applied the steps; what the kernel shows of them is checked here.
-        if let Err(missing) = procfs::confinement_shown(pid, steps, tag.is_some()) {
+        if let Err(missing) = procfs::confinement_shown(pid, pid_ns.as_ref().map(|(_, ns)| *ns), steps, tag.is_some()) {
             // SAFETY: kill has no memory-safety preconditions; the pid is the unreaped child's.
             unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
             return Err(failed(format!("the forked child is not confined: {missing}")));
         }
     }
-    Ok(Started { pid, stdin: File::from(in_w), stdout: File::from(out_r), stderr: File::from(err_r), exits: forked.exits, leader_peak: forked.leader_peak, start_time, tag })
+    Ok(Started { pid, stdin: File::from(in_w), stdout: File::from(out_r), stderr: File::from(err_r), exits: forked.exits, leader_peak: forked.leader_peak, start_time, tag, pid_ns })
 }
 
 pub(crate) fn launch(spec: &WorkerSpec, options: &SpawnOptions, zygote: Option<&Zygote>) -> Result<Launched, SpawnError> {
@@ -222,7 +268,7 @@ pub(crate) fn launch(spec: &WorkerSpec, options: &SpawnOptions, zygote: Option<&
     };
     // Opened before the start, so that a kill of this worker is in what it reads later.
     let kernel_log = procfs::KernelLog::from_now();
-    let Started { pid, stdin, stdout, stderr, exits, leader_peak, start_time, tag } = match zygote {
+    let Started { pid, stdin, stdout, stderr, exits, leader_peak, start_time, tag, pid_ns } = match zygote {
         Some(z) => fork(spec, steps, z)?,
         None => exec(spec, steps)?,
     };
@@ -240,13 +286,19 @@ pub(crate) fn launch(spec: &WorkerSpec, options: &SpawnOptions, zygote: Option<&
     pipes::spawn_stderr_reader(format!("cudal1-stderr-{pid}"), stderr, tail.clone()).map_err(thread_error(label, pid))?;
     let watchdog = match watchdog_limit {
         Some(limit) => Some(
-            RssWatchdog::start(format!("cudal1-rss-{pid}"), pid as i32, start_time, limit, watchdog::INTERVAL)
+            RssWatchdog::start(format!("cudal1-rss-{pid}"), pid as i32, start_time, keeper_and_init(pid, pid_ns.as_ref()), limit, watchdog::INTERVAL)
                 .map_err(thread_error(label, pid))?,
         ),
         None => None,
     };
-    tracing::debug!(label, pid, sandboxed = spec.sandbox.enabled, forked = zygote.is_some(), net_namespace = ?tag.as_ref().map(procfs::NetTag::inode), "worker started");
-    Ok(Launched { pid, stdin, lines, exits, leader_peak, oom_kills_at_start, kernel_log, stderr: tail, pipe_inodes, cgroup, watchdog, tag, start_time })
+    tracing::debug!(label, pid, sandboxed = spec.sandbox.enabled, forked = zygote.is_some(), net_namespace = ?tag.as_ref().map(procfs::NetTag::inode), pid_namespace = ?pid_ns.as_ref().map(|(t, ns)| (t.inode(), ns)), "worker started");
+    Ok(Launched { pid, stdin, lines, exits, leader_peak, oom_kills_at_start, kernel_log, stderr: tail, pipe_inodes, cgroup, watchdog, tag, pid_ns, start_time })
+}
+
+/// The processes of a worker that are copies of a trusted process (its keeper and its PID
+/// namespace's init: see `pid_namespace.rs`), whose resident memory is mostly that process's.
+pub(crate) fn keeper_and_init(pid: u32, pid_ns: Option<&(procfs::NsTag, procfs::PidNamespace)>) -> Vec<u32> {
+    pid_ns.map(|(_, ns)| vec![pid, ns.init]).unwrap_or_default()
 }
 
 /// Waits for the leader with `wait4`, which also says the most memory it held (`ru_maxrss`):
@@ -284,4 +336,26 @@ fn set_nonblocking(file: &File) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_that_denies_inspection_is_not_dumpable() {
+        // In a child: the test process stays as it was.
+        // SAFETY: the child makes two prctl calls and exits.
+        match unsafe { nix::unistd::fork() }.unwrap() {
+            nix::unistd::ForkResult::Child => unsafe {
+                let before = libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0);
+                let denied = deny_inspection().is_ok();
+                let after = libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0);
+                libc::_exit(if (before, denied, after) == (1, true, 0) { 0 } else { 1 });
+            },
+            nix::unistd::ForkResult::Parent { child } => {
+                assert_eq!(nix::sys::wait::waitpid(child, None).unwrap(), nix::sys::wait::WaitStatus::Exited(child, 0));
+            }
+        }
+    }
 }

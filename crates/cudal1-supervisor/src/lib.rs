@@ -1,15 +1,17 @@
 //! Spawns and supervises untrusted worker processes and talks to them over line-delimited
 //! JSON. The main type is [`Worker`]: [`Worker::spawn`] starts a [`WorkerSpec`] as the
-//! leader of its own session and process group, optionally inside a [`Sandbox`] (a new
-//! network namespace, Landlock, rlimits, a cgroup, no capabilities);
+//! leader of its own session and process group, optionally inside a [`Sandbox`] (new
+//! network and PID namespaces, Landlock, rlimits, a cgroup, no capabilities; in a PID namespace the
+//! leader is a keeper outside it that ends as the worker's program ends: `pid_namespace.rs`);
 //! [`Worker::request`] sends one JSON object and waits, with a timeout, for the reply with
 //! the same id; [`Worker::terminate`] signals the group (SIGTERM, grace, SIGKILL) and
 //! reports an [`Outcome`], `Leaked` when something outlived the leader. A sandboxed worker's
 //! processes are also found by the network namespace it was started in, which a seccomp filter
 //! keeps them from leaving: [`Worker::escaped`] names (and kills) those that left its process
 //! group, a double-forked daemon in a session of its own included, with or without a cgroup;
-//! [`Worker::cpu_time`] is the CPU time of the worker and its descendants. Modelled on how
-//! nextest supervises test processes.
+//! [`Worker::cpu_time`] is the CPU time of the worker and its descendants, orphans included where
+//! its PID namespace's init adopts them. Trusted processes call [`deny_inspection`]. Modelled on
+//! how nextest supervises test processes.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -49,6 +51,7 @@ mod error;
 mod landlock_rules;
 pub(crate) mod launch;
 mod outcome;
+mod pid_namespace;
 mod pipes;
 mod procfs;
 mod seccomp;
@@ -64,6 +67,6 @@ pub use error::{SpawnError, WorkerError};
 pub use outcome::{human_bytes, signal_name, LimitHit, Outcome};
 pub use spec::{Sandbox, SpawnOptions, WorkerSpec, DEFAULT_LINE_LIMIT, DEFAULT_STDERR_TAIL};
 pub use support::{sandbox_support, MemoryLimitMechanism, ProcessLimitMechanism, SandboxSupport};
-pub use launch::confine_self;
+pub use launch::{confine_self, deny_inspection};
 pub use worker::Worker;
 pub use zygote::Zygote;

@@ -119,24 +119,33 @@ pub(crate) fn net_namespace(pid: u32) -> Option<u64> {
     link.to_str()?.strip_prefix("net:[")?.strip_suffix(']')?.parse().ok()
 }
 
-/// A sandboxed worker's own network namespace, held open for as long as the worker's handle
-/// lives. The kernel gives a freed namespace's inode number to the next namespace made (an IDA:
-/// the lowest free number), so an inode alone, kept past the namespace's end, names whichever
-/// worker started next: its processes would be taken for this worker's and killed with them.
-/// Held open, the namespace, and its number, outlive every process in it.
-pub(crate) struct NetTag {
+/// A namespace of a sandboxed worker's own (its network or its PID namespace), held open for as
+/// long as the worker's handle lives. The kernel gives a freed namespace's inode number to the next
+/// namespace made (an IDA: the lowest free number), so an inode alone, kept past the namespace's
+/// end, names whichever worker started next: its processes would be taken for this worker's and
+/// killed with them. Held open, the namespace, and its number, outlive every process in it.
+pub(crate) struct NsTag {
     inode: u64,
     _held: fs::File,
 }
 
-impl NetTag {
-    /// The namespace of `pid`, if it is not this process's own.
-    pub(crate) fn of(pid: u32) -> Option<NetTag> {
+/// The network namespace's tag (see [`in_net_namespace`]).
+pub(crate) type NetTag = NsTag;
+
+impl NsTag {
+    /// The network namespace of `pid`, if it is not this process's own.
+    pub(crate) fn of(pid: u32) -> Option<NsTag> {
+        Self::of_kind(pid, "net")
+    }
+
+    /// The `kind` namespace of `pid` (`net`, `pid`, as named in `/proc/<pid>/ns`), if it is not
+    /// this process's own.
+    pub(crate) fn of_kind(pid: u32, kind: &str) -> Option<NsTag> {
         use std::os::unix::fs::MetadataExt;
-        let file = fs::File::open(format!("/proc/{pid}/ns/net")).ok()?;
+        let file = fs::File::open(format!("/proc/{pid}/ns/{kind}")).ok()?;
         let inode = file.metadata().ok()?.ino();
-        let ours = fs::metadata("/proc/self/ns/net").ok()?.ino();
-        (inode != ours).then_some(NetTag { inode, _held: file })
+        let ours = fs::metadata(format!("/proc/self/ns/{kind}")).ok()?.ino();
+        (inode != ours).then_some(NsTag { inode, _held: file })
     }
 
     pub(crate) fn inode(&self) -> u64 {
@@ -178,6 +187,42 @@ pub(crate) fn cpu_time(pids: &[u32]) -> std::time::Duration {
     // SAFETY: sysconf has no preconditions.
     let per_second = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).ok().filter(|&t| t > 0).unwrap_or(100);
     std::time::Duration::from_micros(ticks.saturating_mul(1_000_000) / per_second)
+}
+
+/// The ids of a process in the PID namespaces from this process's down to its own (`NSpid:` of
+/// `/proc/<pid>/status`; one id where it lives in ours).
+pub(crate) fn ns_pids(pid: u32) -> Vec<u32> {
+    let Ok(text) = fs::read_to_string(format!("/proc/{pid}/status")) else { return Vec::new() };
+    text.lines().find_map(|l| l.strip_prefix("NSpid:")).map(|v| v.split_whitespace().filter_map(|p| p.parse().ok()).collect()).unwrap_or_default()
+}
+
+/// The PID namespace a sandboxed worker's keeper made (see `pid_namespace.rs`): its init and its
+/// runner, as this process names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PidNamespace {
+    pub init: u32,
+    pub runner: u32,
+}
+
+/// The PID namespace `keeper` made, found by its children: the one that is pid 1 one level down
+/// from the keeper's namespace, and the one that is pid 2 there. `None` until both exist, and once
+/// either is gone.
+pub(crate) fn pid_namespace_of(keeper: u32) -> Option<PidNamespace> {
+    let depth = ns_pids(keeper).len();
+    let children = fs::read_to_string(format!("/proc/{keeper}/task/{keeper}/children")).ok()?;
+    let (mut init, mut runner) = (None, None);
+    for child in children.split_whitespace().filter_map(|c| c.parse::<u32>().ok()) {
+        let ids = ns_pids(child);
+        if depth == 0 || ids.len() != depth + 1 {
+            continue;
+        }
+        match ids.last() {
+            Some(1) => init = Some(child),
+            Some(2) => runner = Some(child),
+            _ => {}
+        }
+    }
+    Some(PidNamespace { init: init?, runner: runner? })
 }
 
 /// Resident memory of `pid` in bytes (0 if it is gone).
@@ -225,18 +270,18 @@ impl KernelLog {
         Some(KernelLog(kmsg))
     }
 
-    /// Whether a record written since [`KernelLog::from_now`] says the OOM killer killed `pid`;
-    /// `None` when the log could not be read to its end.
-    pub(crate) fn names_oom_kill(&self, pid: u32) -> Option<bool> {
+    /// Whether a record written since [`KernelLog::from_now`] (and not read by an earlier call)
+    /// says the OOM killer killed one of `pids`; `None` when the log could not be read to its end.
+    pub(crate) fn names_oom_kill(&self, pids: &[u32]) -> Option<bool> {
         use std::io::Read;
-        let needle = format!("Killed process {pid} (");
+        let needles: Vec<String> = pids.iter().map(|pid| format!("Killed process {pid} (")).collect();
         // One record per read; a buffer smaller than a record is refused (EINVAL).
         let mut buf = vec![0u8; 16 * 1024];
         let mut found = false;
         loop {
             match (&self.0).read(&mut buf) {
                 Ok(0) => return Some(found),
-                Ok(n) => found |= names_kill(&buf[..n], &needle),
+                Ok(n) => found |= needles.iter().any(|needle| names_kill(&buf[..n], needle)),
                 // The record was overwritten while we read: go on with the next.
                 Err(e) if e.raw_os_error() == Some(libc::EPIPE) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -276,29 +321,42 @@ pub(crate) fn read_keyed(path: &Path, key: &str) -> Option<u64> {
     keyed_value(&fs::read_to_string(path).ok()?, key)
 }
 
-/// Whether what `/proc/<pid>/status` shows of a process agrees with `steps` having been applied
-/// to it: no capabilities where they were to be dropped, `no_new_privs` and a seccomp filter where
-/// one was to be installed, and (`own_namespace`) a network namespace of its own where it was to
-/// make one. Landlock leaves no trace there. `Err` names what is missing.
-pub(crate) fn confinement_shown(pid: u32, steps: &crate::child_setup::SandboxSteps, own_namespace: bool) -> Result<(), String> {
-    use crate::child_setup::NetIsolation;
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).map_err(|e| format!("its status cannot be read: {e}"))?;
-    let field = |key: &str| status.lines().find_map(|l| l.strip_prefix(key)).map(str::trim);
+/// Whether what `/proc` shows of a forked worker agrees with `steps` having been applied to it:
+/// no capabilities where they were to be dropped, `no_new_privs` and a seccomp filter where one was
+/// to be installed, a network namespace of its own (`own_net`) where it was to make one, and where
+/// it was to make a PID namespace, that `keeper` (the child the fork server forked) has an init and
+/// a runner in one (`ns`), both so confined. Landlock leaves no trace there. `Err` names what is
+/// missing.
+pub(crate) fn confinement_shown(keeper: u32, ns: Option<PidNamespace>, steps: &crate::child_setup::SandboxSteps, own_net: bool) -> Result<(), String> {
     let mut missing = Vec::new();
-    if steps.drop_capabilities {
-        for key in ["CapEff:", "CapPrm:", "CapBnd:"] {
-            if field(key).and_then(|v| u64::from_str_radix(v, 16).ok()) != Some(0) {
-                missing.push(format!("{} is {:?}, not 0", key.trim_end_matches(':'), field(key)));
+    let confined: Vec<(&str, u32)> = match (steps.namespaces.pid, ns) {
+        (false, _) => vec![("it", keeper)],
+        (true, Some(ns)) => {
+            // The keeper runs none of the worker's code, but has dropped its capabilities too.
+            if steps.drop_capabilities {
+                missing.extend(capabilities_left(keeper).into_iter().map(|m| format!("its keeper's {m}")));
             }
+            vec![("its init", ns.init), ("its runner", ns.runner)]
+        }
+        (true, None) => {
+            missing.push("it made no PID namespace (no init and runner under it)".to_owned());
+            vec![("it", keeper)]
+        }
+    };
+    for (who, pid) in confined {
+        let status = fs::read_to_string(format!("/proc/{pid}/status")).map_err(|e| format!("the status of {who} cannot be read: {e}"))?;
+        let field = |key: &str| status.lines().find_map(|l| l.strip_prefix(key)).map(str::trim);
+        if steps.drop_capabilities {
+            missing.extend(capabilities_left(pid).into_iter().map(|m| format!("{who}: {m}")));
+        }
+        if (steps.seccomp.is_some() || steps.landlock.is_some()) && field("NoNewPrivs:") != Some("1") {
+            missing.push(format!("{who}: no_new_privs is not set"));
+        }
+        if steps.seccomp.is_some() && field("Seccomp:") != Some("2") {
+            missing.push(format!("{who}: its seccomp mode is {:?}, not a filter", field("Seccomp:")));
         }
     }
-    if (steps.seccomp.is_some() || steps.landlock.is_some()) && field("NoNewPrivs:") != Some("1") {
-        missing.push("no_new_privs is not set".to_owned());
-    }
-    if steps.seccomp.is_some() && field("Seccomp:") != Some("2") {
-        missing.push(format!("its seccomp mode is {:?}, not a filter", field("Seccomp:")));
-    }
-    if !matches!(steps.net, NetIsolation::Keep) && !own_namespace {
+    if steps.namespaces.net && !own_net {
         missing.push("it is in this process's network namespace".to_owned());
     }
     if missing.is_empty() {
@@ -306,6 +364,17 @@ pub(crate) fn confinement_shown(pid: u32, steps: &crate::child_setup::SandboxSte
     } else {
         Err(missing.join("; "))
     }
+}
+
+/// The capability sets of `pid` that are not empty.
+fn capabilities_left(pid: u32) -> Vec<String> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |key: &str| status.lines().find_map(|l| l.strip_prefix(key)).map(str::trim);
+    ["CapEff:", "CapPrm:", "CapBnd:"]
+        .into_iter()
+        .filter(|key| field(key).and_then(|v| u64::from_str_radix(v, 16).ok()) != Some(0))
+        .map(|key| format!("{} is {:?}, not 0", key.trim_end_matches(':'), field(key)))
+        .collect()
 }
 
 #[cfg(test)]
@@ -424,7 +493,7 @@ mod tests {
         // own process was never OOM-killed.
         let started = std::time::Instant::now();
         if let Some(log) = KernelLog::from_now() {
-            assert_eq!(log.names_oom_kill(std::process::id()), Some(false));
+            assert_eq!(log.names_oom_kill(&[std::process::id()]), Some(false));
         }
         assert!(started.elapsed() < std::time::Duration::from_secs(10));
     }

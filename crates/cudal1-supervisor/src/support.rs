@@ -30,6 +30,12 @@ pub struct SandboxSupport {
     pub network_namespace: bool,
     /// That needs a user namespace too (we are not privileged).
     pub network_needs_user_namespace: bool,
+    /// A worker can be put into a PID namespace of its own, with a `/proc` of its own (see
+    /// `pid_namespace.rs`); else why not: then it can reach this user's processes by pid
+    /// (`prlimit`, `setpriority`, `sched_setaffinity`), and its orphans leave its process tree.
+    pub pid_namespace: Result<(), String>,
+    /// That needs a user namespace too (we are not privileged).
+    pub pid_needs_user_namespace: bool,
     /// The Landlock ABI version, if Landlock is enabled.
     pub landlock: Option<i32>,
     /// Some limit is enforced through a cgroup.
@@ -60,6 +66,11 @@ fn probe() -> SandboxSupport {
         NetProbe::WithUser => (true, true),
         NetProbe::No => (false, false),
     };
+    let (pid_namespace, pid_needs_user_namespace) = match probe_pidns(false) {
+        Ok(()) => (Ok(()), false),
+        Err(_) if !root && probe_pidns(true).is_ok() => (Ok(()), true),
+        Err(why) => (Err(why), false),
+    };
     let (cgroups, notes) = cgroup::probe();
     for note in notes {
         tracing::debug!(%note, "cgroup probe");
@@ -76,6 +87,8 @@ fn probe() -> SandboxSupport {
     SandboxSupport {
         network_namespace,
         network_needs_user_namespace,
+        pid_namespace,
+        pid_needs_user_namespace,
         landlock: landlock_abi(),
         cgroup: cgroups.memory.is_some() || cgroups.pids.is_some(),
         memory_limit,
@@ -88,6 +101,9 @@ fn probe() -> SandboxSupport {
 fn report(s: &SandboxSupport) {
     if !s.network_namespace {
         tracing::warn!("network namespaces are unavailable: sandboxed workers keep the network (Landlock still denies TCP where ABI >= 4)");
+    }
+    if let Err(why) = &s.pid_namespace {
+        tracing::warn!(reason = %why, "PID namespaces are unavailable: sandboxed workers can reach this user's processes by pid (prlimit, setpriority, sched_setaffinity), and their orphans leave their process tree (found by network namespace only)");
     }
     match s.landlock {
         None => tracing::warn!("Landlock is unavailable: sandboxed workers can read and write anywhere the user can"),
@@ -127,11 +143,7 @@ enum NetProbe {
 
 /// Forks a child that tries each way of getting a new network namespace.
 fn probe_netns() -> NetProbe {
-    let crate::child_setup::NetIsolation::WithUserNamespace { uid_map, gid_map } =
-        crate::child_setup::NetIsolation::with_user_namespace()
-    else {
-        unreachable!("with_user_namespace builds that variant");
-    };
+    let crate::child_setup::UserMaps { uid_map, gid_map } = crate::child_setup::UserMaps::ours();
     // SAFETY: the child only makes raw system calls on data prepared here, then _exits.
     match unsafe { nix::unistd::fork() } {
         Ok(nix::unistd::ForkResult::Child) => unsafe {
@@ -139,6 +151,8 @@ fn probe_netns() -> NetProbe {
                 libc::_exit(0);
             }
             if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) == 0 {
+                // A non-dumpable process (cudal1 makes itself one) could not write its own maps.
+                libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
                 let ok = write_raw(c"/proc/self/setgroups", b"deny")
                     && write_raw(c"/proc/self/uid_map", &uid_map)
                     && write_raw(c"/proc/self/gid_map", &gid_map);
@@ -152,6 +166,83 @@ fn probe_netns() -> NetProbe {
             _ => NetProbe::No,
         },
         Err(_) => NetProbe::No,
+    }
+}
+
+/// The steps of [`probe_pidns`], by the number its child reports.
+const PIDNS_STEPS: [&str; 5] = [
+    "unshare(CLONE_NEWPID | CLONE_NEWNS)",
+    "writing the user namespace's uid and gid maps",
+    "making the mounts private",
+    "forking into the new PID namespace",
+    "mounting a /proc for it",
+];
+
+/// Forks a child that makes a PID and a mount namespace (inside a user namespace with `user`),
+/// forks its init and mounts a `/proc` there, as a sandboxed worker's keeper does. `Err`: which
+/// step the kernel refused, and why.
+fn probe_pidns(user: bool) -> Result<(), String> {
+    let crate::child_setup::UserMaps { uid_map, gid_map } = crate::child_setup::UserMaps::ours();
+    let (report_r, report_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("no pipe: {e}"))?;
+    let report_r = std::fs::File::from(report_r);
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&report_w);
+    // SAFETY: the child only makes raw system calls on data prepared here, then _exits.
+    match unsafe { nix::unistd::fork() } {
+        Ok(nix::unistd::ForkResult::Child) => unsafe {
+            let fail = |step: i32, errno: i32| -> ! {
+                let report = [step.to_ne_bytes(), errno.to_ne_bytes()];
+                libc::write(fd, report.as_ptr().cast(), 8);
+                libc::_exit(1)
+            };
+            let errno = || std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+            let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS | if user { libc::CLONE_NEWUSER } else { 0 };
+            if libc::unshare(flags) != 0 {
+                fail(0, errno());
+            }
+            if user {
+                libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
+                if !(write_raw(c"/proc/self/setgroups", b"deny") && write_raw(c"/proc/self/uid_map", &uid_map) && write_raw(c"/proc/self/gid_map", &gid_map)) {
+                    fail(1, errno());
+                }
+            }
+            if libc::mount(std::ptr::null(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) != 0 {
+                fail(2, errno());
+            }
+            match libc::syscall(libc::SYS_clone, libc::c_long::from(libc::SIGCHLD), 0, 0, 0, 0) {
+                -1 => fail(3, errno()),
+                0 => {
+                    let mounted = libc::mount(c"proc".as_ptr(), c"/proc".as_ptr(), c"proc".as_ptr(), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, std::ptr::null());
+                    libc::_exit(if mounted == 0 { 0 } else { errno() });
+                }
+                init => {
+                    let mut status = 0;
+                    libc::waitpid(init as libc::pid_t, &mut status, 0);
+                    match (libc::WIFEXITED(status), libc::WEXITSTATUS(status)) {
+                        (true, 0) => libc::_exit(0),
+                        (true, errno) => fail(4, errno),
+                        _ => fail(4, libc::EIO),
+                    }
+                }
+            }
+        },
+        Ok(nix::unistd::ForkResult::Parent { child }) => {
+            drop(report_w);
+            let status = nix::sys::wait::waitpid(child, None);
+            let mut report = [0u8; 8];
+            let said = std::io::Read::read(&mut &report_r, &mut report).unwrap_or(0);
+            match (status, said) {
+                (Ok(nix::sys::wait::WaitStatus::Exited(_, 0)), _) => Ok(()),
+                (_, 8) => {
+                    let step = i32::from_ne_bytes(report[..4].try_into().expect("four bytes"));
+                    let errno = i32::from_ne_bytes(report[4..].try_into().expect("four bytes"));
+                    let what = usize::try_from(step).ok().and_then(|s| PIDNS_STEPS.get(s)).unwrap_or(&"an unknown step");
+                    let user = if user { " (in a user namespace)" } else { "" };
+                    Err(format!("{what}{user} failed: {}", std::io::Error::from_raw_os_error(errno)))
+                }
+                (status, _) => Err(format!("the probe ended without a report ({status:?})")),
+            }
+        }
+        Err(e) => Err(format!("cannot fork a probe: {e}")),
     }
 }
 

@@ -25,8 +25,9 @@ pub(crate) struct RssWatchdog {
 
 impl RssWatchdog {
     /// Watches group `pgid`, whose leader started at `leader_start` (so that a later group under
-    /// the same id is not watched: `procfs::own_group`).
-    pub(crate) fn start(name: String, pgid: i32, leader_start: Option<u64>, limit_bytes: u64, interval: Duration) -> io::Result<Self> {
+    /// the same id is not watched: `procfs::own_group`). The memory of `uncounted` (a worker's
+    /// keeper and init, copies of a trusted process that hold its pages) is not the worker's.
+    pub(crate) fn start(name: String, pgid: i32, leader_start: Option<u64>, uncounted: Vec<u32>, limit_bytes: u64, interval: Duration) -> io::Result<Self> {
         let (stop, stopped) = bounded::<()>(0);
         let fired = Arc::new(AtomicBool::new(false));
         let flag = fired.clone();
@@ -41,7 +42,7 @@ impl RssWatchdog {
             if members.is_empty() {
                 return;
             }
-            let rss: u64 = members.iter().map(|&p| procfs::rss_bytes(p)).sum();
+            let rss: u64 = members.iter().filter(|p| !uncounted.contains(p)).map(|&p| procfs::rss_bytes(p)).sum();
             seen.fetch_max(rss, Ordering::SeqCst);
             if rss > limit_bytes {
                 flag.store(true, Ordering::SeqCst);
@@ -100,7 +101,7 @@ mod tests {
             .spawn()
             .unwrap();
         let pgid = child.id() as i32;
-        let mut dog = RssWatchdog::start("dog".into(), pgid, None, 128 << 20, INTERVAL).unwrap();
+        let mut dog = RssWatchdog::start("dog".into(), pgid, None, Vec::new(), 128 << 20, INTERVAL).unwrap();
         let status = child.wait().unwrap();
         dog.stop();
         assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
@@ -116,7 +117,7 @@ mod tests {
             .process_group(0)
             .spawn()
             .unwrap();
-        let mut dog = RssWatchdog::start("dog".into(), child.id() as i32, None, 1 << 40, INTERVAL).unwrap();
+        let mut dog = RssWatchdog::start("dog".into(), child.id() as i32, None, Vec::new(), 1 << 40, INTERVAL).unwrap();
         // Closing stdin ends cat; the watchdog must not have touched it.
         drop(child.stdin.take());
         let status = child.wait().unwrap();

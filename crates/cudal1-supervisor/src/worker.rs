@@ -42,7 +42,10 @@ pub struct Worker {
     lines: Receiver<StdoutEvent>,
     stdout_open: bool,
     exits: Receiver<io::Result<ExitStatus>>,
-    /// The leader's `ru_maxrss`, once it is reaped.
+    /// The leader's `ru_maxrss`, once it is reaped. A keeper's is the larger of the runner's
+    /// (its waited-for child's) and its own, which counts the pages of the process it was forked
+    /// from: the supervisor's where it was forked by this process, a runner's own start where it
+    /// was forked by a fork server.
     leader_peak: Arc<AtomicU64>,
     /// The kernel's OOM kills since boot when the worker started (see [`LimitHit::HostMemory`]).
     oom_kills_at_start: Option<u64>,
@@ -61,6 +64,9 @@ pub struct Worker {
     next_id: u64,
     /// A sandboxed worker's own network namespace (see [`Worker::escaped`]), held open.
     tag: Option<procfs::NetTag>,
+    /// A sandboxed worker's own PID namespace, held open, with its init and its runner: the
+    /// leader (`pid`) is then the keeper outside it (`pid_namespace.rs`).
+    pid_ns: Option<(procfs::NsTag, procfs::PidNamespace)>,
     /// When the leader started ([`procfs::group_is_ours`]): once it is reaped, its pid, and so
     /// its group's id, may name another process's group.
     start_time: Option<u64>,
@@ -102,7 +108,7 @@ impl Worker {
     }
 
     fn start(spec: WorkerSpec, options: SpawnOptions, zygote: Option<&Zygote>) -> Result<Worker, SpawnError> {
-        let Launched { pid, stdin, lines, exits, leader_peak, oom_kills_at_start, kernel_log, stderr, pipe_inodes, cgroup, watchdog, tag, start_time } = launch(&spec, &options, zygote)?;
+        let Launched { pid, stdin, lines, exits, leader_peak, oom_kills_at_start, kernel_log, stderr, pipe_inodes, cgroup, watchdog, tag, pid_ns, start_time } = launch(&spec, &options, zygote)?;
         Ok(Worker {
             label: spec.label,
             pid,
@@ -125,8 +131,23 @@ impl Worker {
             limit_hit: None,
             next_id: 1,
             tag,
+            pid_ns,
             start_time,
         })
+    }
+
+    /// The inode of the PID namespace the worker runs in, when it got one of its own: nothing it
+    /// runs can name a process outside it, and what it leaves there is killed with it.
+    #[must_use]
+    pub fn pid_namespace(&self) -> Option<u64> {
+        self.pid_ns.as_ref().map(|(tag, _)| tag.inode())
+    }
+
+    /// The pid of the process that runs the worker's program: [`Worker::pid`], or in a PID
+    /// namespace of its own, the keeper's child there.
+    #[must_use]
+    pub fn runner_pid(&self) -> u32 {
+        self.pid_ns.as_ref().map_or(self.pid, |(_, ns)| ns.runner)
     }
 
     /// The live processes in the worker's own network namespace (none without one).
@@ -175,7 +196,9 @@ impl Worker {
         procfs::cpu_time(&procfs::tree(self.pid))
     }
 
-    /// The leader's pid, which is also its process group and session id.
+    /// The leader's pid, which is also its process group and session id. In a PID namespace of
+    /// its own the leader is the keeper that waits for the runner ([`Worker::runner_pid`]) and
+    /// ends as it ended.
     #[must_use]
     pub fn pid(&self) -> u32 {
         self.pid
@@ -216,7 +239,8 @@ impl Worker {
 
     fn measured_peak(&self) -> Option<u64> {
         let leader = match self.leader_peak.load(Ordering::SeqCst) {
-            0 => procfs::peak_rss_bytes(self.pid),
+            // The keeper's own high-water mark is its parent's memory: the runner's is the worker's.
+            0 => procfs::peak_rss_bytes(self.runner_pid()),
             reaped => Some(reaped),
         };
         let watchdog = self.watchdog.as_ref().map(RssWatchdog::peak_bytes).filter(|b| *b > 0);
@@ -461,14 +485,20 @@ impl Worker {
             self.cgroup.as_ref().is_some_and(|c| c.oom_kills() > 0)
                 || matches!((self.oom_kills_at_start, procfs::oom_kills_since_boot()), (Some(before), Some(now)) if now > before)
         };
+        // The runner (its leader's signal is the runner's), or the keeper or the init, whose end
+        // ends the runner too.
+        let mut victims = vec![self.pid];
+        if let Some((_, ns)) = &self.pid_ns {
+            victims.extend([ns.runner, ns.init]);
+        }
         let named_in_log = || {
             let log = self.kernel_log.as_ref()?;
-            match log.names_oom_kill(self.pid)? {
+            match log.names_oom_kill(&victims)? {
                 // The kernel logs the kill just after sending it: when an OOM kill happened, a
                 // moment later the line is there if it is about this worker.
                 false if anyone_killed() => {
                     std::thread::sleep(Duration::from_millis(100));
-                    log.names_oom_kill(self.pid)
+                    log.names_oom_kill(&victims)
                 }
                 named => Some(named),
             }

@@ -4,11 +4,13 @@
 //! The zygote never runs a worker's code; it only forks. Each child takes the pipes sent with its
 //! request (`SCM_RIGHTS`) as its stdin, stdout and stderr, starts its own session, dies with the
 //! zygote (which dies with the supervisor), and applies the supervisor's confinement steps to
-//! itself (cgroup, rlimits, network namespace, capabilities, a Landlock ruleset built here and sent
-//! as a descriptor, a seccomp program built here) before it loads anything; the zygote answers
-//! `spawned` only once the child has said that all of them took. The zygote reaps its children
+//! itself (cgroup, rlimits, network and PID namespaces, capabilities, a Landlock ruleset built here
+//! and sent as a descriptor, a seccomp program built here) before it loads anything; the zygote
+//! answers `spawned` only once the child has said that all of them took, and the supervisor then
+//! checks in `/proc` what it can see of them (with a PID namespace, in the namespace's init and
+//! runner under the child, which stays outside as their keeper). The zygote reaps its children
 //! and reports each exit status and peak memory, which the [`crate::Worker`] reads as it would
-//! its own child's. Everything else about a forked worker (signals to its group, the network
+//! its own child's. The zygote is not dumpable; its children are again. Everything else about a forked worker (signals to its group, the network
 //! namespace that tags its processes, its cgroup, leak checks) is the same as for an exec'd one.
 //!
 //! The wire: a `SOCK_SEQPACKET` socket (the zygote's stdin), one JSON object per packet. The
@@ -111,6 +113,12 @@ impl Zygote {
         })?;
         tracing::debug!(pid, program = %program.display(), "fork server started");
         Ok(Zygote { inner })
+    }
+
+    /// The fork server's pid.
+    #[must_use]
+    pub fn pid(&self) -> u32 {
+        self.inner.pid
     }
 
     /// The interpreter the zygote runs: a worker of another program cannot be forked from it.

@@ -94,11 +94,53 @@ pub fn zygote() -> &'static Zygote {
     })
 }
 
-/// Starts `spec` with [`options`]: exec'd, or forked from [`zygote`].
+/// Starts `spec` with [`options`]: exec'd, or forked from [`zygote`]. The test process is then
+/// not dumpable, as cudal1 is not.
 pub fn start(spec: WorkerSpec, forked: bool) -> Result<Worker, SpawnError> {
+    cudal1_supervisor::deny_inspection().unwrap();
     if forked {
         Worker::spawn_forked(spec, options(), zygote())
     } else {
         Worker::spawn_with_options(spec, options())
     }
+}
+
+/// The inode of `pid`'s `kind` namespace (`net`, `pid`).
+pub fn namespace_of(pid: u32, kind: &str) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}/ns/{kind}")).ok().map(|m| m.ino())
+}
+
+/// When `pid` started (clock ticks since boot): with the pid, it names one process.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..].split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether the process `pid` that started at `start` has no trace left, not even a zombie.
+pub fn vanished(pid: u32, start: u64) -> bool {
+    start_time(pid) != Some(start)
+}
+
+/// The processes of the PID namespace `ns` (an inode): their pid here, their pid there, and when
+/// they started.
+pub fn in_pid_namespace(ns: u64) -> Vec<(u32, u32, u64)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        if namespace_of(pid, "pid") != Some(ns) {
+            continue;
+        }
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let inner = status.lines().find_map(|l| l.strip_prefix("NSpid:")).and_then(|v| v.split_whitespace().last()?.parse().ok());
+        if let (Some(inner), Some(start)) = (inner, start_time(pid)) {
+            found.push((pid, inner, start));
+        }
+    }
+    found
+}
+
+/// The pid here of the process that is `inner` in the PID namespace `ns`.
+pub fn host_pid(ns: u64, inner: u32) -> Option<u32> {
+    in_pid_namespace(ns).into_iter().find(|&(_, i, _)| i == inner).map(|(pid, _, _)| pid)
 }

@@ -12,7 +12,7 @@ use cudal1_supervisor::{
 };
 use serde_json::{json, Value};
 
-use crate::common::{base_env, fixtures, skip, spec, start, REPLY};
+use crate::common::{base_env, fixtures, host_pid, in_pid_namespace, skip, spec, start, start_time, vanished, REPLY};
 
 fn probe(sandbox: Sandbox) -> Worker {
     start(spec("probe.py", sandbox), FORKED).unwrap()
@@ -130,6 +130,14 @@ fn reads_are_limited_when_read_paths_are_given() {
     assert_eq!(ask(&mut limited, json!({"op": "read", "path": allowed}))["value"], "an input");
     // System files stay readable.
     assert_eq!(ask(&mut limited, json!({"op": "read", "path": "/etc/hostname"}))["ok"], Path::new("/etc/hostname").exists());
+    // So does /proc, the one mounted for its own PID namespace too, and it may name its own
+    // threads there, as CUDA does when it starts.
+    for path in ["/proc/self/status", "/proc/cpuinfo"] {
+        let reply = ask(&mut limited, json!({"op": "read", "path": path}));
+        assert_eq!(reply["ok"], true, "{path}: {reply}");
+    }
+    let reply = ask(&mut limited, json!({"op": "write", "path": "/proc/thread-self/comm"}));
+    assert_eq!(reply["ok"], true, "{reply}");
 }
 
 #[test]
@@ -340,6 +348,15 @@ fn no_namespaces_can_be_made_inside_the_sandbox() {
     assert_eq!(ask(&mut worker, json!({"op": "burn", "seconds": 0.01}))["ok"], true);
 }
 
+/// The pid here of the process that a worker's reply names by its pid there.
+fn outside(worker: &Worker, reply: &Value) -> u32 {
+    let inner = u32::try_from(reply["value"].as_u64().unwrap_or_else(|| panic!("{reply}"))).unwrap();
+    match worker.pid_namespace() {
+        Some(ns) => host_pid(ns, inner).unwrap_or_else(|| panic!("no process {inner} in the worker's PID namespace")),
+        None => inner,
+    }
+}
+
 #[test]
 fn a_double_forked_daemon_is_found_outside_the_group_and_killed() {
     let support = sandbox_support();
@@ -349,7 +366,7 @@ fn a_double_forked_daemon_is_found_outside_the_group_and_killed() {
     let mut worker = probe(confined());
     assert!(worker.escaped().is_empty());
     let reply = ask(&mut worker, json!({"op": "daemon"}));
-    let daemon = u32::try_from(reply["value"].as_u64().unwrap_or_else(|| panic!("{reply}"))).unwrap();
+    let daemon = outside(&worker, &reply);
     assert!(!crate::common::gone(daemon), "the daemon did not start");
     assert_eq!(worker.escaped(), vec![daemon]);
     let deadline = std::time::Instant::now() + REPLY;
@@ -359,14 +376,110 @@ fn a_double_forked_daemon_is_found_outside_the_group_and_killed() {
     }
     assert!(worker.escaped().is_empty());
 
-    // A daemon left running when the worker ends is killed with it.
+    // A daemon left running when the worker ends is killed with it: by the kernel, with the
+    // worker's PID namespace, before its end is known; else by the supervisor, as a leak.
     let mut worker = probe(confined());
     let reply = ask(&mut worker, json!({"op": "daemon"}));
-    let daemon = u32::try_from(reply["value"].as_u64().unwrap()).unwrap();
+    let daemon = outside(&worker, &reply);
+    let started = start_time(daemon).unwrap();
     ask(&mut worker, json!({"op": "shutdown"}));
     let outcome = worker.wait(REPLY).unwrap();
-    assert!(matches!(&outcome, Outcome::Leaked { survivors, .. } if survivors.contains(&daemon)), "{outcome}");
-    assert!(crate::common::gone(daemon) || { std::thread::sleep(std::time::Duration::from_millis(100)); crate::common::gone(daemon) });
+    if worker.pid_namespace().is_some() {
+        assert_eq!(outcome, Outcome::Exited(0));
+        assert!(vanished(daemon, started), "the daemon {daemon} outlived its PID namespace");
+    } else {
+        assert!(matches!(&outcome, Outcome::Leaked { survivors, .. } if survivors.contains(&daemon)), "{outcome}");
+        assert!(crate::common::gone(daemon) || { std::thread::sleep(std::time::Duration::from_millis(100)); crate::common::gone(daemon) });
+    }
+}
+
+/// A process's resource limit on file sizes, nice value and CPU affinity, as another sees them.
+fn settings_of(pid: u32) -> (u64, i32, Vec<u8>) {
+    let pid = pid as libc::pid_t;
+    // SAFETY: plain out-parameters of the right types; the pid is a live process's.
+    unsafe {
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        assert_eq!(libc::prlimit(pid, libc::RLIMIT_FSIZE, std::ptr::null(), &mut limit), 0);
+        *libc::__errno_location() = 0;
+        let nice = libc::getpriority(libc::PRIO_PROCESS, pid as libc::id_t);
+        assert_eq!(*libc::__errno_location(), 0);
+        let mut cpus: libc::cpu_set_t = std::mem::zeroed();
+        assert_eq!(libc::sched_getaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &mut cpus), 0);
+        let bytes = std::slice::from_raw_parts((&raw const cpus).cast::<u8>(), std::mem::size_of::<libc::cpu_set_t>()).to_vec();
+        (limit.rlim_cur, nice, bytes)
+    }
+}
+
+#[test]
+fn no_process_outside_the_sandbox_can_be_reached_by_pid() {
+    // prlimit, setpriority and sched_setaffinity need only the same user, and neither Landlock
+    // nor seccomp covers them: RLIMIT_FSIZE=0 on the supervisor killed it with SIGXFSZ.
+    if let Err(why) = &sandbox_support().pid_namespace {
+        return skip("no_process_outside_the_sandbox_can_be_reached_by_pid", why);
+    }
+    // The test process is the supervisor; a forked worker's parent is the fork server.
+    let mut targets = vec![std::process::id()];
+    if FORKED {
+        targets.push(crate::common::zygote().pid());
+    }
+    let before: Vec<_> = targets.iter().map(|&p| settings_of(p)).collect();
+    // The probe works: a trusted worker reaches them all (and changes nothing: it sets what is).
+    let mut trusted = probe(Sandbox::disabled());
+    let reply = ask(&mut trusted, json!({"op": "reach", "pids": targets}));
+    for target in &targets {
+        let tried = reply["targets"][target.to_string()].as_object().unwrap_or_else(|| panic!("{reply}"));
+        assert!(tried.values().all(|ok| ok == true), "a trusted worker could not reach {target}: {reply}");
+    }
+
+    let mut worker = probe(confined());
+    let ns = worker.pid_namespace();
+    let reply = ask(&mut worker, json!({"op": "reach", "pids": targets, "prio_user": true}));
+    assert!(ns.is_some(), "the worker got no PID namespace of its own: {reply}");
+    assert_eq!(reply["parent"], 0, "its parent is in its sight: {reply}");
+    for (name, tried) in reply["targets"].as_object().unwrap() {
+        for (call, ok) in tried.as_object().unwrap() {
+            assert_eq!(ok, false, "{call} on {name} worked from the sandbox: {reply}");
+        }
+    }
+    // PRIO_USER reaches every process of its user that it can see: its own.
+    assert_eq!(reply["prio_user"]["ok"], true, "{reply}");
+    let after: Vec<_> = targets.iter().map(|&p| settings_of(p)).collect();
+    assert_eq!(before, after, "the sandbox changed a process outside it");
+    assert!(worker.is_alive());
+}
+
+#[test]
+fn orphans_are_counted_while_they_run_and_gone_with_their_worker() {
+    // A double fork without setsid keeps the grandchild in the worker's process group but out of
+    // its descendants (its CPU time counted as 0); with setsid it also leaves the group. Either
+    // way it must be counted while it runs, and leave no trace, not even a zombie, once the
+    // worker has ended.
+    if let Err(why) = &sandbox_support().pid_namespace {
+        return skip("orphans_are_counted_while_they_run_and_gone_with_their_worker", why);
+    }
+    for setsid in [false, true] {
+        let mut worker = probe(confined());
+        let before = worker.cpu_time();
+        let reply = ask(&mut worker, json!({"op": "daemon", "setsid": setsid, "spin": true}));
+        let daemon = outside(&worker, &reply);
+        let deadline = std::time::Instant::now() + REPLY;
+        while worker.cpu_time().saturating_sub(before) < std::time::Duration::from_millis(300) {
+            assert!(std::time::Instant::now() < deadline, "the spinning orphan's CPU time was not counted (setsid: {setsid})");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        // Everything of the worker: its leader, and its namespace's processes (the daemon among them).
+        let mut processes = vec![(worker.pid(), start_time(worker.pid()).unwrap())];
+        if let Some(ns) = worker.pid_namespace() {
+            processes.extend(in_pid_namespace(ns).into_iter().map(|(pid, _, start)| (pid, start)));
+        }
+        assert!(processes.iter().any(|&(pid, _)| pid == daemon), "{processes:?}");
+        ask(&mut worker, json!({"op": "shutdown"}));
+        let outcome = worker.wait(REPLY).unwrap();
+        assert_eq!(outcome, Outcome::Exited(0), "setsid: {setsid}: nothing may be left to find once the worker has ended");
+        for (pid, start) in processes {
+            assert!(vanished(pid, start), "process {pid} of the worker is still there (setsid: {setsid})");
+        }
+    }
 }
 
 #[test]
@@ -412,4 +525,36 @@ fn a_finished_workers_network_namespace_never_names_the_next_workers_processes()
     for w in &mut next {
         ask(w, json!({"op": "env"}));
     }
+}
+
+#[test]
+fn a_confined_workers_end_is_its_runners() {
+    // In a PID namespace of its own the worker's leader is a keeper that ends as the runner ended:
+    // the same exit code, the same signal, and the runner's peak memory in its own.
+    let mut worker = start(spec("echo.py", confined()), FORKED).unwrap();
+    match worker.request(json!({"op": "exit", "code": 3, "message": "dying on purpose"}), REPLY) {
+        Err(WorkerError::Exited { outcome, stderr_tail, .. }) => {
+            assert_eq!(outcome, Outcome::Exited(3));
+            assert!(stderr_tail.contains("dying on purpose"), "{stderr_tail}");
+        }
+        other => panic!("expected Exited(3), got {other:?}"),
+    }
+    let mut worker = start(spec("segfault.py", confined()), FORKED).unwrap();
+    match worker.request(json!({}), REPLY) {
+        Err(WorkerError::Exited { outcome, .. }) => assert_eq!(outcome, Outcome::Signaled { signal: libc::SIGSEGV, name: "SIGSEGV".into() }),
+        other => panic!("expected SIGSEGV, got {other:?}"),
+    }
+    // SIGTERM to the group: the runner takes it (an init would ignore it), the keeper ignores it.
+    let mut worker = start(spec("hang.py", confined()), FORKED).unwrap();
+    assert!(worker.request(json!({}), std::time::Duration::from_millis(200)).is_err());
+    let mut worker = start(spec("hang.py", confined()), FORKED).unwrap();
+    assert_eq!(worker.wait(std::time::Duration::from_millis(50)), None);
+    assert_eq!(worker.terminate(std::time::Duration::from_secs(20)), Outcome::Signaled { signal: libc::SIGTERM, name: "SIGTERM".into() });
+    // 256 MiB held by the runner, nothing like it by the supervisor or the fork server.
+    let mut worker = probe(confined());
+    assert_eq!(ask(&mut worker, json!({"op": "hog", "max_mib": 256}))["allocated_mib"], 256);
+    ask(&mut worker, json!({"op": "shutdown"}));
+    assert_eq!(worker.wait(REPLY), Some(Outcome::Exited(0)));
+    let peak = worker.peak_memory().unwrap();
+    assert!(peak >= 256 << 20, "peak {peak}");
 }
