@@ -18,6 +18,9 @@ pub struct RunnerEnv {
     /// `TORCH_CUDA_ARCH_LIST` for extension builds, e.g. `9.0`; compile workers see no GPU, so
     /// they must be told, and the candidate process must see the same value for the build to be reused.
     pub cuda_arch: Option<String>,
+    /// The visible GPUs' names as torch reports them, by index (`NVIDIA H100 80GB HBM3`): their
+    /// class is part of every result's key ([`crate::judge`]).
+    pub gpu_names: Vec<String>,
     /// Where runners keep Python's compiled bytecode (`PYTHONPYCACHEPREFIX`): written by trusted
     /// runners only, read by all. Without it every runner compiles what it imports from source
     /// where the installation has no `__pycache__` (an image installed with `--no-compile`, or
@@ -43,7 +46,7 @@ impl RunnerEnv {
         }
         let bytecode = cache.join("bytecode");
         std::fs::create_dir_all(&bytecode)?;
-        Ok(RunnerEnv { python: interpreter.path.clone(), python_dirs, package_root, cuda_arch: probe.gpus.first().cloned(), bytecode: Some(bytecode), forks: true })
+        Ok(RunnerEnv { python: interpreter.path.clone(), python_dirs, package_root, cuda_arch: probe.gpus.first().cloned(), gpu_names: probe.gpu_names.clone(), bytecode: Some(bytecode), forks: true })
     }
 }
 
