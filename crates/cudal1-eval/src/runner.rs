@@ -74,7 +74,7 @@ pub struct Launch<'a> {
     pub label: String,
     pub device: &'a Device,
     /// Its working directory, `HOME` and `TMPDIR`; the only place a sandboxed runner may write
-    /// besides `extensions`.
+    /// besides `extensions` (which a candidate may only read).
     pub scratch: &'a Path,
     pub extensions: Option<&'a Path>,
     /// Files it must read besides the system, Python and the runner (the task, the candidate).
@@ -316,7 +316,12 @@ impl RunnerClient {
         read_paths.extend(env.bytecode.iter().cloned());
         read_paths.extend(launch.reads.iter().cloned());
         if let Some(ext) = launch.extensions {
-            write_paths.push(ext.to_owned());
+            // A candidate only reads its published builds (crate::compile): what it could write
+            // there, its later evaluations would load. The compile role builds into its own
+            // fresh directory.
+            if launch.role != Role::Candidate {
+                write_paths.push(ext.to_owned());
+            }
             read_paths.push(ext.to_owned());
         }
         let sandbox = Sandbox {
