@@ -766,6 +766,19 @@ mod tests {
     }
 
     #[test]
+    fn an_older_judges_evaluation_is_listed_with_a_warning_that_says_so() {
+        let store = store();
+        let mut old = evaluation("level1/9_Old", "old", "correct", Some((14.0, 13.0, 15.0)));
+        old.key.judge = String::new();
+        old.batch_id = Some("b1".into());
+        store.insert_evaluation(&old).unwrap();
+        let report = gather(&store, &Request::default()).unwrap();
+        let warned = |task: &str| report.details.iter().find(|d| d.task == task).unwrap().warnings.iter().any(|w| w.starts_with("older_judge: judged by an older cudal1"));
+        assert!(warned("level1/9_Old"));
+        assert!(!warned("level1/1_A"), "this version's evaluations carry no such warning");
+    }
+
+    #[test]
     fn rows_without_code_count_as_unsolved_as_eval_counts_them() {
         let store = store();
         // eval's summary of a release with one more task and candidate that had no code.
