@@ -66,3 +66,46 @@ fn a_build_stopped_half_way_in_the_pool_publishes_nothing() {
     let left: Vec<String> = std::fs::read_dir(&root).unwrap().flatten().map(|f| f.file_name().to_string_lossy().into_owned()).filter(|n| !n.ends_with(".lock")).collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// A candidate that keeps state in its extension entry (it could read it at its next evaluation,
+/// or replace its published library): the entry is the candidate's to read, not to write.
+const WRITES_INTO_ITS_BUILDS: &str = r#"
+# Builds nothing, but names load_inline, so that it gets an extension entry.
+import os
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+def _try_to_write():
+    try:
+        with open(os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], "left_for_next_time"), "w") as f:
+            f.write("state")
+        return True
+    except OSError:
+        return False
+
+WROTE = _try_to_write()
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        if WROTE:
+            raise RuntimeError("wrote into its published builds")
+        return torch.sum(x, dim=1)
+"#;
+
+#[test]
+fn a_candidate_cannot_write_into_its_published_builds() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = engine_config(dir.path(), 1, Duration::from_secs(20));
+    let cand = cudal1_task::Candidate::from_source("writes_into_its_builds.py".into(), WRITES_INTO_ITS_BUILDS.into());
+    let entry = config.compile_cache.dir_for(&cand);
+    let (engine, events) = Evaluator::start(config).unwrap();
+    let job = engine.submit(Job::evaluate(task("level1/4_Row_Sum.py"), cand).mode(cudal1_eval::Mode::Correctness));
+    let (_, by_job) = collect(&events, 1);
+    engine.finish();
+    let JobOutcome::Evaluated(e) = outcome(&by_job[&job.id]) else { panic!("{:?}", by_job[&job.id]) };
+    // Its write in the compile role went into the directory being built; in its own process the
+    // published entry refused it.
+    assert_eq!(e.verdict, Verdict::Correct, "{}: {}", e.reason_class, e.reason);
+    assert!(published(&entry).is_some());
+}
