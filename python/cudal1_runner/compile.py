@@ -7,7 +7,10 @@ nvcc. The role imports the program, constructs ``ModelNew`` on the CPU, and then
 them, makes one call of the model on small CPU inputs, and works out the remaining calls'
 arguments from the source. Builds still missing in a program that asks ``torch.cuda.is_available()``
 get one more try with that question answered True. The reply says how many build sites the program has and which were
-missed, so that the Rust side can give those candidates the time a build takes.
+missed, so that the Rust side can give those candidates the time a build takes. Everything is
+built into ``TORCH_EXTENSIONS_DIR``, a fresh directory the Rust side publishes whole once this
+role returns; the builds made are recorded there (``extensions.save_builds``) for the
+candidate's process to load.
 
 fds 1 and 2 point at a temporary file while the candidate runs, so the output of ninja, the host
 compiler and nvcc is captured for the reply. Only a failed build at import or construction is a
@@ -69,7 +72,7 @@ def run(candidate: str, reference) -> dict:
     notes = []
     failure = None
     found = {"sites": 0, "missed": []}
-    extensions.install()
+    extensions.install(build=True)
     with _captured_fds() as sink:
         try:
             module = load_module(candidate, "candidate")
@@ -87,6 +90,7 @@ def run(candidate: str, reference) -> dict:
     log = _read(sink)
     sink.close()
     extensions.save_failures()
+    extensions.save_builds()
 
     if failure is not None:
         if failure.kind == COMPILE_ERROR or _unloadable_library(failure.cause):

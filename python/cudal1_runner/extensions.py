@@ -3,13 +3,20 @@
 ``install()`` wraps ``torch.utils.cpp_extension.load_inline`` and ``load`` in this process, before
 the candidate is imported:
 
-- a program's own ``build_directory`` is dropped, so every build goes to
-  ``TORCH_EXTENSIONS_DIR/<name>``: the one place the sandbox lets it write, and the one the compile
-  pool built into, so that the candidate's build in its own process finds the library built
-  (ninja has nothing left to do); a name made of the process id is made the same in both
-  processes (``_stable_name``);
+- in the compile role (``install(build=True)``), a program's own ``build_directory`` is dropped,
+  so every build goes to ``TORCH_EXTENSIONS_DIR/<name>``: a fresh directory that the Rust side
+  publishes whole (renames into place) once the role is done. Each build that returned is recorded
+  with its arguments' fingerprint and the library it made (``save_builds``, ``BUILDS_FILE``);
+- in a candidate's process, ``TORCH_EXTENSIONS_DIR`` is that published entry, which it may only
+  read. A build recorded there is loaded directly from its library, as torch would load it after
+  building: no ninja, no lock file, nothing written, so a build killed half-way in some earlier
+  process can never be taken for a finished one or finished on a device's time. A build the pool
+  did not make goes to a directory of the process's own (``own_builds_dir``);
+- a name made of the process id is made the same in both processes (``_stable_name``), as are
+  ``load``'s sources written to a fresh temporary directory (``_stable_sources``); paths under
+  ``TORCH_EXTENSIONS_DIR`` count relative to it, since the pool's directory is renamed;
 - the wall time of each call is added up (``spent_ms``): on a device that is the time a build, or
-  the check that nothing needs building, held the device's slot;
+  loading what was built, held the device's slot;
 - the program line of each call is recorded, so the compile role knows which builds happened;
 - a build that failed in the compile role is recorded with its arguments' fingerprint, and the
   same build in the candidate's process fails at once with the same message (a program that falls
@@ -26,11 +33,13 @@ only a build the program itself makes at import or construction can fail it.
 import ast
 import functools
 import hashlib
+import importlib.util
 import inspect
 import json
 import os
 import re
 import sys
+import tempfile
 import time
 import types
 
@@ -40,27 +49,59 @@ _originals = {}
 _building = 0  # build calls under way (nested calls count each)
 _failed = {}  # fingerprint of a build's arguments -> why it failed, in this process
 _known_failures = {}  # the same, read from the compile pool's record
+_built = {}  # fingerprint of a build's arguments -> {"library", "kind"}, made here (compile role)
+_published = {}  # the same, read from the published entry (a candidate's process)
+_building_here = False  # the compile role: builds go to TORCH_EXTENSIONS_DIR and are recorded
 FAILURES_FILE = ".cudal1-failed-builds.json"
+BUILDS_FILE = ".cudal1-builds.json"  # compile::BUILDS on the Rust side
+_ROOT_MARK = "<TORCH_EXTENSIONS_DIR>"
 _HERE = os.path.abspath(__file__)
 
 
-def install() -> None:
-    """Wraps the build functions of ``torch.utils.cpp_extension`` (once per process)."""
+def install(build: bool = False) -> None:
+    """Wraps the build functions of ``torch.utils.cpp_extension`` (once per process). ``build``:
+    the compile role, which builds into ``TORCH_EXTENSIONS_DIR``; else builds recorded there are
+    loaded, and others made in a directory of this process's own."""
+    global _building_here
     if _originals:
         return
     import torch.utils.cpp_extension as cpp
 
+    _building_here = build
     for name in ("load_inline", "load"):
         original = getattr(cpp, name)
         _originals[name] = original
         setattr(cpp, name, _wrap(original))
     root = os.environ.get("TORCH_EXTENSIONS_DIR")
     if root:
+        for file, into in ((FAILURES_FILE, _known_failures), (BUILDS_FILE, None if build else _published)):
+            if into is None:
+                continue
+            try:
+                with open(os.path.join(root, file), encoding="utf-8") as f:
+                    into.update(json.load(f))
+            except (OSError, ValueError):
+                pass
+
+
+def save_builds() -> None:
+    """Records the builds made here (compile role) with the library each made, so that the
+    candidate's process loads them from the published entry instead of building. Written even
+    when there is none: its presence says the role finished."""
+    root = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if root:
         try:
-            with open(os.path.join(root, FAILURES_FILE), encoding="utf-8") as f:
-                _known_failures.update(json.load(f))
-        except (OSError, ValueError):
-            pass
+            os.makedirs(root, exist_ok=True)
+            with open(os.path.join(root, BUILDS_FILE), "w", encoding="utf-8") as f:
+                json.dump(_built, f)
+        except OSError:
+            pass  # the entry is then not published, and the pool builds again next time
+
+
+def own_builds_dir() -> str:
+    """Where this process builds what the pool did not: below its own temporary directory (its
+    scratch), never in the shared entry."""
+    return os.path.join(tempfile.gettempdir(), "cudal1-own-builds")
 
 
 def save_failures() -> None:
@@ -80,7 +121,19 @@ def save_failures() -> None:
 def _fingerprint(bound) -> str:
     """What decides a build's outcome: every argument but where it goes and how much it prints."""
     kept = {k: v for k, v in bound.arguments.items() if k not in ("build_directory", "verbose")}
-    return hashlib.sha256(repr(sorted(kept.items())).encode("utf-8", "replace")).hexdigest()
+    return hashlib.sha256(_portable(repr(sorted(kept.items()))).encode("utf-8", "replace")).hexdigest()
+
+
+def _portable(text: str) -> str:
+    """``text`` with ``TORCH_EXTENSIONS_DIR`` written as a mark: the compile role builds in a
+    directory that is then renamed, so paths below it (sources copied by ``_stable_sources``)
+    differ between that process and the candidate's."""
+    root = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if not root:
+        return text
+    for form in {os.path.realpath(root), os.path.abspath(root), root}:
+        text = text.replace(form.rstrip(os.sep) + os.sep, _ROOT_MARK + "/")
+    return text
 
 
 def spent_ms() -> float:
@@ -122,7 +175,18 @@ def _wrap(original):
         started = time.perf_counter()
         _building += 1
         try:
-            built = original(*bound.args, **bound.kwargs)
+            built = _load_published(_published.get(fingerprint))
+            if built is None:
+                if not _building_here and isinstance(name, str):
+                    # Not built by the pool: built here, where only this process looks.
+                    own = os.path.join(own_builds_dir(), name)
+                    os.makedirs(own, exist_ok=True)
+                    bound.arguments["build_directory"] = own
+                built = original(*bound.args, **bound.kwargs)
+                if _building_here:
+                    record = _library_of(built, bound)
+                    if record is not None:
+                        _built[fingerprint] = record
         except Exception as exc:
             # A build that ran and failed is made too: its outcome is known.
             _failed[fingerprint] = _one_line(exc)
@@ -137,6 +201,49 @@ def _wrap(original):
     return build
 
 
+def _library_of(built, bound):
+    """What a build that returned made, relative to ``TORCH_EXTENSIONS_DIR``: ``{"library",
+    "kind"}`` (``python``: a module, ``library``: loaded into ``torch.ops``, ``standalone``: an
+    executable), or None when it is not below that directory."""
+    root = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if bound.arguments.get("is_standalone"):
+        path, kind = built, "standalone"
+    elif isinstance(built, types.ModuleType):
+        path, kind = getattr(built, "__file__", None), "python"
+    else:
+        path, kind = built, "library"
+    if not root or not isinstance(path, str):
+        return None
+    relative = os.path.relpath(os.path.realpath(path), os.path.realpath(root))
+    if relative.startswith(os.pardir) or os.path.isabs(relative):
+        return None
+    return {"library": relative, "kind": kind}
+
+
+def _load_published(record):
+    """The published build ``record`` names, loaded as torch loads a library it has just built;
+    None when there is none (then the call builds)."""
+    root = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if not record or not root:
+        return None
+    path = os.path.join(root, record.get("library", ""))
+    if not os.path.isfile(path):
+        return None
+    kind = record.get("kind")
+    if kind == "standalone":
+        return path
+    if kind == "library":
+        import torch
+
+        torch.ops.load_library(path)
+        return path
+    module_name = os.path.basename(path).split(".")[0]
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _stable_name(bound) -> None:
     """A name made of the process id (``f"ext_{os.getpid()}"``, seen in published kernels) differs
     between the compile pool's process and the candidate's, so the candidate would build the same
@@ -149,7 +256,7 @@ def _stable_name(bound) -> None:
     if not pid.search(name):
         return
     rest = {k: v for k, v in bound.arguments.items() if k not in ("name", "build_directory", "verbose")}
-    tag = "p" + hashlib.sha256(repr(sorted(rest.items())).encode("utf-8", "replace")).hexdigest()[:12]
+    tag = "p" + hashlib.sha256(_portable(repr(sorted(rest.items()))).encode("utf-8", "replace")).hexdigest()[:12]
     bound.arguments["name"] = pid.sub(tag, name)
 
 
@@ -161,8 +268,9 @@ def _stable_sources(bound) -> None:
     (``tempfile.mkdtemp()``, seen in published kernels): the paths differ between the compile
     pool's process and the candidate's, ninja sees new build commands, and the candidate builds
     the same code again on its device's time. Each source is copied to a path named by its
-    content under ``TORCH_EXTENSIONS_DIR``, the same in both processes. A source whose directory
-    holds headers it may include by a relative path is left where it is."""
+    content under ``TORCH_EXTENSIONS_DIR``, the same in both processes (the compile role copies,
+    a candidate's process only uses a copy the pool made). A source whose directory holds headers
+    it may include by a relative path is left where it is."""
     root = os.environ.get("TORCH_EXTENSIONS_DIR")
     sources = bound.arguments.get("sources")
     if not root or sources is None:
@@ -185,6 +293,8 @@ def _stable_sources(bound) -> None:
         digest = hashlib.sha256(content).hexdigest()[:16]
         target_dir = os.path.join(root, ".cudal1-sources", digest)
         target = os.path.join(target_dir, os.path.basename(path))
+        if not os.path.isfile(target) and not _building_here:
+            return  # not a source the pool built: this process builds it where it is, alone
         try:
             if not os.path.isfile(target):
                 os.makedirs(target_dir, exist_ok=True)

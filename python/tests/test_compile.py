@@ -450,3 +450,76 @@ def test_sources_loaded_from_a_fresh_temporary_directory_are_built_once_for_both
     assert torch.equal(out, x + 5)
     # Another temporary directory in the candidate's process, the same source: not built again.
     assert library.stat().st_mtime_ns == built_at
+
+
+# --- what a candidate's process does with the published builds -------------------------------
+
+# A `load` whose real builder is replaced by one that writes an executable's file where torch
+# would (`is_standalone`: the call returns its path), recording which directory it built in.
+# Argument 1: `build` (the compile role) or `candidate`; argument 2: the program's body.
+_PUBLISHED_DRIVER = r"""
+import json, os, sys
+import torch.utils.cpp_extension as cpp
+
+asked = []
+def fake_load(name, sources, extra_cflags=None, build_directory=None, verbose=False, is_python_module=True, is_standalone=False):
+    asked.append(build_directory)
+    folder = build_directory or os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], name)
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, name)
+    with open(path, "w") as f:
+        f.write("built")
+    return path
+cpp.load = fake_load
+
+from cudal1_runner import extensions
+extensions.install(build=sys.argv[1] == "build")
+got = []
+exec(sys.argv[2])
+if sys.argv[1] == "build":
+    extensions.save_builds()
+print(json.dumps({"asked": asked, "got": got}))
+"""
+
+# Its sources are written to a fresh temporary directory, as published kernels do: paths that
+# differ between processes, and below TORCH_EXTENSIONS_DIR once copied there.
+_PROGRAM = r"""
+import tempfile
+folder = tempfile.mkdtemp()
+with open(os.path.join(folder, "tool.cpp"), "w") as f:
+    f.write("int main() { return FLAG; }")
+got.append(cpp.load(name="tool", sources=[os.path.join(folder, "tool.cpp")], extra_cflags=["-O2"], is_standalone=True))
+"""
+
+
+def _run_published(tmp_path, write, role, extensions_dir, program):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    driver = write("published_driver.py", _PUBLISHED_DRIVER)
+    scratch = tmp_path / f"scratch-{role}-{len(list(tmp_path.iterdir()))}"
+    scratch.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), TORCH_EXTENSIONS_DIR=str(extensions_dir), TMPDIR=str(scratch))
+    out = subprocess.run([sys.executable, driver, role, program], capture_output=True, text=True, env=env, cwd=scratch, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1]), scratch
+
+
+def test_a_candidate_loads_the_published_build_and_builds_what_the_pool_did_not_in_its_own_directory(tmp_path, write):
+    staging = tmp_path / ".build-staging"
+    built, _ = _run_published(tmp_path, write, "build", staging, _PROGRAM.replace("FLAG", "1"))
+    assert built["asked"] == [None] and built["got"] == [str(staging / "tool" / "tool")]
+    # The Rust side publishes the entry by renaming it; nothing in it names the old place.
+    published = tmp_path / "entry"
+    staging.rename(published)
+    before = sorted(str(p.relative_to(published)) for p in published.rglob("*"))
+
+    # The same build in a candidate's process: loaded from the entry, not built.
+    same, _ = _run_published(tmp_path, write, "candidate", published, _PROGRAM.replace("FLAG", "1"))
+    assert same == {"asked": [], "got": [str(published / "tool" / "tool")]}
+    # Another build (other code): made in the process's own directory, never in the entry.
+    other, scratch = _run_published(tmp_path, write, "candidate", published, _PROGRAM.replace("FLAG", "2"))
+    assert other["asked"] == [str(scratch / "cudal1-own-builds" / "tool")], other
+    assert other["got"] == [str(scratch / "cudal1-own-builds" / "tool" / "tool")]
+    assert sorted(str(p.relative_to(published)) for p in published.rglob("*")) == before

@@ -73,7 +73,9 @@ pub fn run(ws: &Workspace, items: &[Item], opts: &Options<'_>, interrupt: &Inter
     let mut done: BTreeMap<usize, Row> = BTreeMap::new();
     let mut pending = Vec::new();
     for (i, item) in items.iter().enumerate() {
-        let key = record::key(&item.task.hash, &item.candidate.hash, &settings);
+        // Only this judge's verdicts (this build, this class of GPU) are reused; another's is
+        // judged again, and stays in the store beside the new one.
+        let key = record::key(&item.task.hash, &item.candidate.hash, &settings, &ws.judge);
         let stored = if opts.force { None } else { ws.store.find_evaluation(&key)?.and_then(|s| Some((s.id, record::from_store(&s, &item.task.key(), &item.candidate.label)?))) };
         match stored {
             Some((id, e)) => {
@@ -86,7 +88,7 @@ pub fn run(ws: &Workspace, items: &[Item], opts: &Options<'_>, interrupt: &Inter
         progress: Progress::new(items.len(), done.len(), opts.progress_lines),
         json: opts.json_lines,
         against: opts.against,
-        recorder: Recorder { store: &ws.store, settings: &settings, batch_id: opts.batch_id, error: None },
+        recorder: Recorder { store: &ws.store, settings: &settings, judge: &ws.judge, batch_id: opts.batch_id, error: None },
     };
     for row in done.values() {
         reporters.json_row(&items[row.item], row)?;
@@ -187,6 +189,7 @@ impl Reporters<'_> {
 struct Recorder<'a> {
     store: &'a Store,
     settings: &'a EvalSettings,
+    judge: &'a cudal1_eval::Judge,
     batch_id: Option<&'a str>,
     error: Option<cudal1_store::StoreError>,
 }
@@ -194,7 +197,7 @@ struct Recorder<'a> {
 impl Recorder<'_> {
     /// Saves `e`; its row id.
     fn record(&mut self, item: &Item, e: &Evaluation) -> Option<i64> {
-        let row = record::to_store(e, &item.task.path.display().to_string(), self.settings, self.batch_id);
+        let row = record::to_store(e, &item.task.path.display().to_string(), self.settings, self.judge, self.batch_id);
         match self.store.insert_evaluation(&row) {
             Ok(id) => Some(id),
             Err(err) => {

@@ -22,8 +22,8 @@ use std::time::Duration;
 
 /// The class of device results are filed under: the GPU's class as the job queue names it
 /// (`nvidia-h100-80gb-hbm3`), or `cpu`.
-pub fn gpu_class(ws: &Workspace) -> Result<String> {
-    class_of(&ws.devices[0], &ws.interpreter)
+pub fn gpu_class(ws: &Workspace) -> String {
+    ws.judge.gpu_class.clone()
 }
 
 /// The class of `device` as [`gpu_class`] names it.
@@ -70,7 +70,7 @@ pub fn run(a: BaselinesArgs) -> Result<Status> {
     }
     let names: Vec<Baseline> = if a.names.is_empty() { Baseline::ALL.to_vec() } else { a.names.clone() };
     let mut ws = Workspace::resolve(&a.common, a.device.as_ref(), None)?;
-    let class = gpu_class(&ws)?;
+    let class = gpu_class(&ws);
     let settings_hash = batch::settings_for(&ws, Mode::Full).key_hash();
     // The first call of `torch.compile` compiles, and may take minutes; the call timeout is not
     // part of the settings' key, so results still match candidates' settings.
@@ -82,7 +82,7 @@ pub fn run(a: BaselinesArgs) -> Result<Status> {
     let mut item_of: Vec<(usize, Baseline)> = Vec::new();
     for (ti, task) in tasks.iter().enumerate() {
         for &b in &names {
-            let key = BaselineKey { task_hash: task.hash.clone(), settings_hash: settings_hash.clone(), gpu_class: class.clone(), name: b.name().into() };
+            let key = BaselineKey { task_hash: task.hash.clone(), settings_hash: settings_hash.clone(), gpu_class: class.clone(), judge: ws.judge.version.clone(), name: b.name().into() };
             if !a.common.force {
                 if let Some(s) = ws.store.find_baseline(&key)? {
                     results.insert((ti, b), Measured { task: task.key(), stored: s.baseline, reused: true, evaluation_id: None });
@@ -109,7 +109,7 @@ pub fn run(a: BaselinesArgs) -> Result<Status> {
     for row in &finished.rows {
         let (ti, b) = item_of[row.item];
         let task = &tasks[ti];
-        let key = BaselineKey { task_hash: task.hash.clone(), settings_hash: settings_hash.clone(), gpu_class: class.clone(), name: b.name().into() };
+        let key = BaselineKey { task_hash: task.hash.clone(), settings_hash: settings_hash.clone(), gpu_class: class.clone(), judge: ws.judge.version.clone(), name: b.name().into() };
         let stored = from_evaluation(key, task, b, &row.evaluation);
         ws.store.record_baseline(&stored)?;
         results.insert((ti, b), Measured { task: task.key(), stored, reused: row.reused, evaluation_id: row.id });
@@ -125,6 +125,7 @@ pub fn run(a: BaselinesArgs) -> Result<Status> {
         }
         out::line(serde_json::json!({"summary": {
             "gpu_class": class,
+            "judge": ws.judge.version,
             "settings_hash": settings_hash,
             "counts": {
                 "baselines": tasks.len() * names.len(),
@@ -217,6 +218,7 @@ fn row_json(m: &Measured, class: &str) -> serde_json::Value {
         "task_hash": b.key.task_hash,
         "baseline": b.key.name,
         "gpu_class": class,
+        "judge": b.key.judge,
         "status": b.status,
         "reason": b.reason,
         "speedup": interval(b),
@@ -265,11 +267,11 @@ impl Against {
         if baseline == Baseline::Eager {
             return Ok(Against { baseline, by_task });
         }
-        let class = gpu_class(ws)?;
+        let class = gpu_class(ws);
         let settings_hash = batch::settings_for(ws, Mode::Full).key_hash();
         let mut missing = Vec::new();
         for t in tasks {
-            let key = BaselineKey { task_hash: t.hash.clone(), settings_hash: settings_hash.clone(), gpu_class: class.clone(), name: baseline.name().into() };
+            let key = BaselineKey { task_hash: t.hash.clone(), settings_hash: settings_hash.clone(), gpu_class: class.clone(), judge: ws.judge.version.clone(), name: baseline.name().into() };
             match ws.store.find_baseline(&key)? {
                 Some(s) => {
                     by_task.insert(t.hash.clone(), s);
@@ -281,7 +283,7 @@ impl Against {
         missing.dedup();
         if !missing.is_empty() {
             bail!(
-                "no `{baseline}` baseline on `{class}` under these settings for {} task(s): {}\nhint: measure them first with `cudal1 baselines SUITE --names {baseline}` and the same device and evaluation flags (tolerances, seeds, budget, window, --scale), into the same store (`--db {}`)",
+                "no `{baseline}` baseline on `{class}` under these settings, measured by this version of cudal1, for {} task(s): {}\nhint: measure them first with `cudal1 baselines SUITE --names {baseline}` and the same device and evaluation flags (tolerances, seeds, budget, window, --scale), into the same store (`--db {}`)",
                 missing.len(),
                 missing.iter().take(5).map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ") + if missing.len() > 5 { ", …" } else { "" },
                 ws.store.path().display()
@@ -329,7 +331,7 @@ mod tests {
         let stored = |status, s: Option<(f64, f64, f64)>| StoredBaseline {
             created_at: String::new(),
             baseline: NewBaseline {
-                key: BaselineKey { task_hash: "t".into(), settings_hash: "s".into(), gpu_class: "cpu".into(), name: "compile-default".into() },
+                key: BaselineKey { task_hash: "t".into(), settings_hash: "s".into(), gpu_class: "cpu".into(), judge: "1.judge".into(), name: "compile-default".into() },
                 task_name: "level1/x".into(),
                 status,
                 reason: String::new(),

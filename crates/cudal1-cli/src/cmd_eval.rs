@@ -77,7 +77,7 @@ fn single(a: &EvalArgs, task_path: &Path, cand_path: &Path) -> Result<Status> {
             out::line(format!("log:        {} line(s) of its output: `cudal1 show {id}`", e.measurements.log_tail.as_deref().unwrap_or("").lines().count()))?;
         }
         if row.reused {
-            eprintln!("(from the store: the same task, candidate and settings were evaluated before; --force evaluates again)");
+            eprintln!("(from the store: the same task, candidate and settings were judged before by this version of cudal1 on this class of device; --force evaluates again)");
         }
     }
     let mismatch = a.common.check_expectations && report::expectation_met(e, items[0].expect.as_ref()) == Some(false);

@@ -10,7 +10,7 @@ use cudal1_store::StoredEvaluation;
 use std::io::Write;
 
 /// The CSV columns, in order.
-const COLUMNS: [&str; 17] = [
+const COLUMNS: [&str; 19] = [
     "id",
     "created_at",
     "batch_id",
@@ -27,6 +27,8 @@ const COLUMNS: [&str; 17] = [
     "device",
     "mode",
     "duration_ms",
+    "judge",
+    "gpu_class",
     "reason",
 ];
 
@@ -86,6 +88,8 @@ fn csv_row(r: &StoredEvaluation) -> Vec<String> {
         r.device.clone(),
         m.get("mode").and_then(serde_json::Value::as_str).unwrap_or("full").to_owned(),
         r.duration_ms.to_string(),
+        r.key.judge.clone(),
+        r.key.gpu_class.clone(),
         r.reason.clone(),
     ]
 }

@@ -27,6 +27,7 @@ pub fn run(a: &ShowArgs) -> Result<Status> {
     report::print_single(&e, Some(stored.id))?;
     out::line(format!("recorded:   {}{}", stored.created_at, stored.batch_id.as_deref().map(|b| format!(" (batch {b})")).unwrap_or_default()))?;
     out::line(format!("task file:  {}", report::short_label(&stored.task_path)))?;
+    out::line(format!("judged by:  {}", record::judge_line(&stored)))?;
     report::print_details(&e)?;
     Ok(Status::Done)
 }

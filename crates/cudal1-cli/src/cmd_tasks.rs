@@ -203,8 +203,11 @@ fn check(a: &CheckArgs) -> Result<Status> {
     let device_text = devices.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
     // Fixed seeds: a check is repeatable, and the tasks' own seeding decides their inputs.
     let seeds: Vec<u64> = (0..a.seeds as u64).map(|i| 1000 + 7919 * i).collect();
-    let settings_hash = cudal1_task::content_hash(&format!("{}|{seeds:?}", settings.key_hash()));
+    let judge = workspace::judge(&devices, &interpreter)?;
+    // Checks are filed under the settings, seeds and who checked (this build, this class of GPU).
+    let settings_hash = cudal1_task::content_hash(&format!("{}|{seeds:?}", judge.settings_hash(&settings)));
     let mut config = EngineConfig::new(env, devices, settings, CompileCache { root: cache.join("extensions") });
+    config.judge = judge;
     config.compile_workers = 1;
     if let Some(n) = a.lanes {
         config.lanes = n;

@@ -693,8 +693,8 @@ fn eval(a: &EvalArgs) -> Result<Status> {
         std::fs::create_dir_all(parent)?;
     }
     let checkpoint = a.policy.init.as_deref().map(committed_checkpoint).transpose()?;
-    let gpu = crate::cmd_baselines::class_of(&ws.devices[0], &ws.interpreter)?;
-    let who = json!({"policy": spec, "checkpoint": checkpoint, "eval": ws.settings.key_hash(), "gpu_class": gpu});
+    // Verdicts kept in the progress file are reused only by the same judge (version and GPU class).
+    let who = json!({"policy": spec, "checkpoint": checkpoint, "eval": ws.settings.key_hash(), "gpu_class": ws.judge.gpu_class, "judge": ws.judge.version});
     let report = heldout::evaluate(&mut policy, &engine, &prompts, &tasks, a.samples, sampling, a.sample_seed, Some((&progress, who)), &mut |e| reporter.event(e))?;
     reporter.finish();
     engine.finish();

@@ -1,16 +1,25 @@
 //! Evaluations to and from the store. The whole evaluation is kept in `measurements`, so a
 //! resumed batch reports exactly what was measured.
 
-use cudal1_eval::{EvalSettings, Evaluation};
+use cudal1_eval::{EvalSettings, Evaluation, Judge};
 use cudal1_store::{EvalKey, NewEvaluation, StoredEvaluation};
 
-pub fn key(task_hash: &str, candidate_hash: &str, settings: &EvalSettings) -> EvalKey {
-    EvalKey { task_hash: task_hash.to_owned(), candidate_hash: candidate_hash.to_owned(), settings_hash: settings.key_hash() }
+/// The key an evaluation by `judge` is stored and found under: a verdict of another judging
+/// version or class of GPU is never found under it.
+pub fn key(task_hash: &str, candidate_hash: &str, settings: &EvalSettings, judge: &Judge) -> EvalKey {
+    EvalKey {
+        task_hash: task_hash.to_owned(),
+        candidate_hash: candidate_hash.to_owned(),
+        settings_hash: settings.key_hash(),
+        judge: judge.version.clone(),
+        gpu_class: judge.gpu_class.clone(),
+    }
 }
 
-pub fn to_store(e: &Evaluation, task_path: &str, settings: &EvalSettings, batch_id: Option<&str>) -> NewEvaluation {
+/// `e` as the store keeps it, filed under `judge` (the engine's, which judged it).
+pub fn to_store(e: &Evaluation, task_path: &str, settings: &EvalSettings, judge: &Judge, batch_id: Option<&str>) -> NewEvaluation {
     NewEvaluation {
-        key: key(&e.task_hash, &e.candidate_hash, settings),
+        key: key(&e.task_hash, &e.candidate_hash, settings, judge),
         batch_id: batch_id.map(str::to_owned),
         task_name: e.task.clone(),
         task_path: task_path.to_owned(),
@@ -51,5 +60,30 @@ pub fn stored_json(s: &StoredEvaluation) -> serde_json::Value {
     v["batch_id"] = s.batch_id.clone().into();
     v["task_path"] = s.task_path.clone().into();
     v["settings"] = s.settings.clone();
+    v["judge"] = judge_json(s);
     v
+}
+
+/// Who judged a stored evaluation, and whether this build would reuse it: `version` and
+/// `gpu_class` are null in rows recorded before judges were (never reused).
+pub fn judge_json(s: &StoredEvaluation) -> serde_json::Value {
+    let text = |t: &str| if t.is_empty() { serde_json::Value::Null } else { t.into() };
+    serde_json::json!({
+        "version": text(&s.key.judge),
+        "gpu_class": text(&s.key.gpu_class),
+        "current": s.key.judge == cudal1_eval::judge_version(),
+    })
+}
+
+/// A line for people: who judged `s`, and whether it is reused.
+pub fn judge_line(s: &StoredEvaluation) -> String {
+    if s.key.judge.is_empty() {
+        return "an older cudal1, before judges were recorded (never reused: `eval` judges it again)".into();
+    }
+    let class = if s.key.gpu_class.is_empty() { "?" } else { &s.key.gpu_class };
+    if s.key.judge == cudal1_eval::judge_version() {
+        format!("{} on {class} (this version)", s.key.judge)
+    } else {
+        format!("{} on {class}, an older judging version (never reused: `eval` judges it again)", s.key.judge)
+    }
 }

@@ -4,7 +4,7 @@
 
 use crate::args::{CommonEval, DeviceFlag};
 use anyhow::{bail, Context, Result};
-use cudal1_eval::{CompileCache, Device, EngineConfig, EvalSettings, Evaluator, Event, Mode, RunnerEnv, Tolerance};
+use cudal1_eval::{CompileCache, Device, EngineConfig, EvalSettings, Evaluator, Event, Judge, Mode, RunnerEnv, Tolerance};
 use cudal1_python::{find_interpreter, Interpreter, PythonRequest};
 use cudal1_store::Store;
 use crossbeam_channel::Receiver;
@@ -18,6 +18,9 @@ pub struct Workspace {
     pub cache: PathBuf,
     pub devices: Vec<Device>,
     pub settings: EvalSettings,
+    /// Who judges here: this build's judging version and the devices' class of GPU. Results are
+    /// stored, and found again, under it.
+    pub judge: Judge,
     pub store: Store,
     pub compile_workers: Option<usize>,
     pub lanes: Option<usize>,
@@ -34,6 +37,7 @@ impl Workspace {
         let (interpreter, env, cache) = interpreter(common.python.as_deref(), common.cache_dir.as_deref())?;
         let devices = devices(device, &interpreter)?;
         let settings = settings(common, devices[0].clone())?;
+        let judge = judge(&devices, &interpreter)?;
         let store = Store::open(&common.db)?;
         Ok(Workspace {
             interpreter,
@@ -41,6 +45,7 @@ impl Workspace {
             cache,
             devices,
             settings,
+            judge,
             store,
             compile_workers: common.compile_workers,
             lanes: common.lanes,
@@ -67,8 +72,17 @@ impl Workspace {
     /// What [`Workspace::engine`] starts an engine from.
     pub fn engine_config(&self) -> EngineConfig {
         let parts = EngineParts { compile_workers: self.compile_workers, lanes: self.lanes, prefetch: self.prefetch, pipeline: self.pipeline, seed: self.seed };
-        engine_config(&self.env, &self.devices, &self.settings, &self.cache, &parts)
+        let mut config = engine_config(&self.env, &self.devices, &self.settings, &self.cache, &parts);
+        config.judge = self.judge.clone();
+        config
     }
+}
+
+/// Who judges on `devices`: this build, and their class of GPU as torch names it (`cpu`).
+pub fn judge(devices: &[Device], interpreter: &Interpreter) -> Result<Judge> {
+    let class = cudal1_eval::judge::devices_class(devices, &interpreter.probe.gpu_names)
+        .map_err(|e| anyhow::anyhow!("{e}\nhint: results are filed per class of GPU; delete `python/` in the cache directory so that PyTorch is asked again"))?;
+    Ok(Judge::new(class))
 }
 
 /// The engine flags every command shares.

@@ -142,6 +142,7 @@ pub fn evaluate_in(
         measurements: run.m,
         duration_ms: started.elapsed().as_secs_f64() * 1e3,
         warnings: run.warnings,
+        judge: None,
     })
 }
 
@@ -207,6 +208,7 @@ pub fn prejudged(ctx: &EvalContext<'_>, task: &cudal1_task::Task, candidate: &Ca
         measurements: m,
         duration_ms: 0.0,
         warnings,
+        judge: None,
     })
 }
 

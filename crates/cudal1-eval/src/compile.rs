@@ -1,5 +1,15 @@
 //! Building `load_inline` extensions ahead of GPU time, in sandboxed CPU-only processes, cached by
 //! the candidate's content hash so a program is never built twice.
+//!
+//! Builds are published whole or not at all. The pool builds a program into a fresh directory
+//! beside the cache's entries and renames it into place only once every build returned; a build
+//! killed half-way (a timeout, Ctrl-C, the machine's OOM killer) leaves at most that directory,
+//! which is never used. A published entry holds the marker [`BUILT`] (of [`FORMAT`]) and the
+//! compile role's record of what it built, [`BUILDS`]: each build's fingerprint (its arguments)
+//! and the library it made. A candidate's process loads those libraries directly, without
+//! ninja, from an entry it may only read; a build the pool did not make goes to the candidate's
+//! own scratch directory. An entry that is not such a published build (one an older cudal1 built
+//! in place, or one whose library is missing) is built again by the pool, off any device's time.
 
 use crate::failure::judge_call_error;
 use crate::runner::{CallError, Launch, Role, RunnerClient, RunnerEnv};
@@ -10,7 +20,14 @@ use cudal1_task::{Candidate, Task};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-const BUILT: &str = ".cudal1-built";
+/// The marker of a published build: `{"format": 2, "missed": [...]}`.
+pub const BUILT: &str = ".cudal1-built";
+/// What the compile role built, as `{fingerprint: {"library": relative path, "kind": ...}}`
+/// (`cudal1_runner.extensions.BUILDS_FILE`).
+pub const BUILDS: &str = ".cudal1-builds.json";
+/// The version of the published layout: entries of an older one (built in place, loaded through
+/// ninja) are built again.
+pub const FORMAT: u32 = 2;
 const FAILED: &str = ".cudal1-failed";
 /// The failed build's whole output, beside [`FAILED`].
 const FAILED_LOG: &str = ".cudal1-failed.log";
@@ -63,6 +80,27 @@ impl CompileOutcome {
 struct Marker {
     #[serde(default)]
     missed: Vec<String>,
+    /// [`FORMAT`]; absent (0) in entries of an older cudal1.
+    #[serde(default)]
+    format: u32,
+}
+
+/// One library in [`BUILDS`].
+#[derive(Debug, serde::Deserialize)]
+struct BuildRecord {
+    library: PathBuf,
+}
+
+/// The missed builds of the published, complete build in `dir`; `None` when `dir` holds none:
+/// nothing, a failure, an older cudal1's entry, or one whose recorded libraries are not all there.
+pub fn published(dir: &Path) -> Option<Vec<String>> {
+    let marker: Marker = serde_json::from_str(&std::fs::read_to_string(dir.join(BUILT)).ok()?).ok()?;
+    if marker.format < FORMAT {
+        return None;
+    }
+    let builds: std::collections::BTreeMap<String, BuildRecord> = serde_json::from_str(&std::fs::read_to_string(dir.join(BUILDS)).ok()?).ok()?;
+    let inside = |p: &Path| p.components().all(|c| matches!(c, std::path::Component::Normal(_)));
+    builds.values().all(|b| inside(&b.library) && dir.join(&b.library).metadata().is_ok_and(|m| m.is_file() && m.len() > 0)).then_some(marker.missed)
 }
 
 /// Builds the candidate's extensions, or answers from the cache.
@@ -75,36 +113,104 @@ pub fn compile(env: &RunnerEnv, task: &Task, candidate: &Candidate, cache: &Comp
     // `serve`): the others wait for it and then find it built, rather than building the same
     // directory at once or starting a candidate whose build is still under way.
     let _lock = lock(&dir);
-    if let Ok(text) = std::fs::read_to_string(dir.join(BUILT)) {
-        let marker: Marker = serde_json::from_str(&text).unwrap_or_default();
-        return CompileOutcome::Built { dir, ms: 0.0, cached: true, missed: marker.missed };
+    if let Some(missed) = published(&dir) {
+        return CompileOutcome::Built { dir, ms: 0.0, cached: true, missed };
     }
     // A failure recorded without its compiler output (by an older cudal1) is built again, so that
     // the verdict keeps the output.
     if let (Ok(reason), Ok(log)) = (std::fs::read_to_string(dir.join(FAILED)), std::fs::read_to_string(dir.join(FAILED_LOG))) {
         return CompileOutcome::Failed { judgement: Judgement::new(Verdict::CompileError, "compile_error", reason).with_log(Some(log)), ms: 0.0 };
     }
-    remove_stale_batons(&dir);
+    if dir.exists() {
+        tracing::info!(dir = %dir.display(), "an extension entry that is not a complete published build (a killed build, or an older cudal1's): building it again");
+    }
+    let internal = |e: std::io::Error| CompileOutcome::Failed {
+        judgement: Judgement::new(Verdict::RuntimeError, "internal", format!("cudal1 could not prepare the build in `{}`: {e}", cache.root.display())),
+        ms: 0.0,
+    };
+    let staging = match staging_dir(cache, candidate) {
+        Ok(s) => s,
+        Err(e) => return internal(e),
+    };
     let started = Instant::now();
-    let outcome = build(env, task, candidate, &dir, settings, work_root);
+    let outcome = build(env, task, candidate, staging.path(), settings, work_root);
     let ms = started.elapsed().as_secs_f64() * 1e3;
     match outcome {
         Ok(missed) => {
-            let marker = serde_json::to_string(&Marker { missed: missed.clone() }).expect("plain data");
-            let _ = std::fs::write(dir.join(BUILT), marker);
+            remove_locks(staging.path());
+            let marker = serde_json::to_string(&Marker { missed: missed.clone(), format: FORMAT }).expect("plain data");
+            if let Err(e) = std::fs::write(staging.path().join(BUILT), marker).and_then(|()| publish(staging, &dir)) {
+                return internal(e);
+            }
             CompileOutcome::Built { dir, ms, cached: false, missed }
         }
         Err(judgement) => {
-            // Only a real build failure is final; a crash or a timeout may be the machine's fault.
+            // Only a real build failure is final (published, so that it is not built again); a
+            // crash or a timeout may be the machine's fault, and its half-made build is dropped.
             if judgement.class == "compile_error" {
-                let _ = std::fs::write(dir.join(FAILED), &judgement.reason);
-                if let Some(log) = &judgement.log {
-                    let _ = std::fs::write(dir.join(FAILED_LOG), log);
+                let recorded = std::fs::write(staging.path().join(FAILED), &judgement.reason)
+                    .and_then(|()| std::fs::write(staging.path().join(FAILED_LOG), judgement.log.as_deref().unwrap_or("")))
+                    .and_then(|()| publish(staging, &dir));
+                if let Err(e) = recorded {
+                    tracing::warn!(dir = %dir.display(), error = %e, "could not record a failed build; it will be built again");
                 }
             }
             CompileOutcome::Failed { judgement, ms }
         }
     }
+}
+
+/// A fresh directory to build `candidate` into, beside the entries of `cache` (so that it can be
+/// renamed into place). Directories that builds killed half-way left for this program are
+/// removed first: the caller holds the program's [`lock`], so none of them is in use.
+fn staging_dir(cache: &CompileCache, candidate: &Candidate) -> std::io::Result<tempfile::TempDir> {
+    std::fs::create_dir_all(&cache.root)?;
+    let prefix = format!(".build-{}-", &candidate.hash[..32]);
+    for entry in std::fs::read_dir(&cache.root)?.flatten() {
+        if entry.file_name().to_str().is_some_and(|n| n.starts_with(&prefix)) {
+            tracing::info!(path = %entry.path().display(), "removing a build that was stopped half-way");
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+    tempfile::Builder::new().prefix(&prefix).tempdir_in(&cache.root)
+}
+
+/// Removes the `lock` files torch's builds leave in `<staging>/<extension>/` (its newer versions
+/// always leave one): the build is over, its process gone, and a published entry is only read.
+fn remove_locks(staging: &Path) {
+    for entry in std::fs::read_dir(staging).into_iter().flatten().flatten() {
+        let _ = std::fs::remove_file(entry.path().join("lock"));
+    }
+}
+
+/// Puts the finished build in `staging` at `dir` in one step, replacing what was there (an
+/// incomplete entry, which is then removed). Called under `dir`'s [`lock`].
+pub fn publish(staging: tempfile::TempDir, dir: &Path) -> std::io::Result<()> {
+    let staging = staging.keep();
+    let result = replace_dir(&staging, dir);
+    if result.is_err() {
+        let _ = std::fs::remove_dir_all(&staging);
+    }
+    result
+}
+
+fn replace_dir(staging: &Path, dir: &Path) -> std::io::Result<()> {
+    if !dir.exists() {
+        return std::fs::rename(staging, dir);
+    }
+    // Swapped atomically where the kernel can (a reader sees the old entry or the new one), else
+    // the old one is moved aside first.
+    let swapped = nix::fcntl::renameat2(None, staging, None, dir, nix::fcntl::RenameFlags::RENAME_EXCHANGE).is_ok();
+    if !swapped {
+        let aside = staging.with_extension("old");
+        std::fs::rename(dir, &aside)?;
+        std::fs::rename(staging, dir)?;
+        let _ = std::fs::remove_dir_all(aside);
+        return Ok(());
+    }
+    // `staging` now holds the old entry.
+    let _ = std::fs::remove_dir_all(staging);
+    Ok(())
 }
 
 /// An exclusive lock on `<dir>.lock`, held until dropped; none when the file cannot be made (the
@@ -115,19 +221,6 @@ pub fn lock(dir: &Path) -> Option<nix::fcntl::Flock<std::fs::File>> {
     std::fs::create_dir_all(path.parent()?).ok()?;
     let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).ok()?;
     nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).ok()
-}
-
-/// Removes the `lock` files torch's builds leave in `<dir>/<extension>/` when a build is killed (a
-/// timeout, Ctrl-C): every later build of that extension would wait on one forever. Called while
-/// holding [`lock`], so no build of this program is under way.
-fn remove_stale_batons(dir: &Path) {
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let baton = entry.path().join("lock");
-        if baton.is_file() {
-            tracing::info!(path = %baton.display(), "removing a build lock left by a stopped build");
-            let _ = std::fs::remove_file(baton);
-        }
-    }
 }
 
 /// Builds; the build calls it could not make happen come back.
@@ -204,6 +297,41 @@ mod tests {
     fn finds_extension_builders() {
         assert!(needs_compile("from torch.utils.cpp_extension import load_inline"));
         assert!(!needs_compile("import torch\nclass ModelNew: pass"));
+    }
+
+    #[test]
+    fn only_a_whole_build_of_this_format_counts_as_published() {
+        let dir = tempfile::tempdir().unwrap();
+        let entry = dir.path().join("entry");
+        std::fs::create_dir_all(entry.join("ext")).unwrap();
+        std::fs::write(entry.join("ext/ext.so"), b"\x7fELF").unwrap();
+        assert_eq!(published(&entry), None, "no marker");
+        // An older cudal1's marker: built in place, loaded through ninja.
+        std::fs::write(entry.join(BUILT), r#"{"missed": []}"#).unwrap();
+        assert_eq!(published(&entry), None, "an older format");
+        std::fs::write(entry.join(BUILT), r#"{"missed": ["line 3"], "format": 2}"#).unwrap();
+        assert_eq!(published(&entry), None, "no record of the builds");
+        std::fs::write(entry.join(BUILDS), r#"{"f1": {"library": "ext/ext.so", "kind": "python"}, "f2": {"library": "other/other.so", "kind": "python"}}"#).unwrap();
+        assert_eq!(published(&entry), None, "a recorded library is missing");
+        std::fs::write(entry.join(BUILDS), r#"{"f1": {"library": "../ext/ext.so", "kind": "python"}}"#).unwrap();
+        assert_eq!(published(&entry), None, "a library outside the entry");
+        std::fs::write(entry.join(BUILDS), r#"{"f1": {"library": "ext/ext.so", "kind": "python"}}"#).unwrap();
+        assert_eq!(published(&entry), Some(vec!["line 3".to_owned()]));
+    }
+
+    #[test]
+    fn publishing_replaces_an_entry_whole_and_leaves_nothing_beside_it() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("entry");
+        std::fs::create_dir_all(dir.join("ext")).unwrap();
+        std::fs::write(dir.join("ext/lock"), b"").unwrap();
+        let staging = tempfile::Builder::new().prefix(".build-x-").tempdir_in(root.path()).unwrap();
+        std::fs::write(staging.path().join(BUILT), "new").unwrap();
+        publish(staging, &dir).unwrap();
+        assert_eq!(std::fs::read_to_string(dir.join(BUILT)).unwrap(), "new");
+        assert!(!dir.join("ext").exists(), "nothing of the old entry stays");
+        let names: Vec<_> = std::fs::read_dir(root.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(names, ["entry"]);
     }
 
     #[test]

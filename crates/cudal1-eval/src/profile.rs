@@ -11,8 +11,8 @@
 //! A profile informs people and prompts; it never decides a verdict. ncu starts the program and
 //! injects itself into it, so the evaluation's sandbox cannot hold the two; instead the program
 //! confines itself before any of its code runs ([`Profiler::sandbox`]: `cudal1 sandbox-exec`,
-//! Landlock, seccomp, rlimits): it writes only its scratch and build directories, reads only
-//! what a runner reads, and keeps the network (ncu talks to it). Its
+//! Landlock, seccomp, rlimits): it writes only its scratch directory, reads only what a runner
+//! reads (its published builds included), and keeps the network (ncu talks to it). Its
 //! environment is the runner's, scrubbed; clocks are left alone (`--clock-control none`).
 //!
 //! ```
@@ -304,8 +304,8 @@ pub struct Profiler {
     /// For the whole profiled run, ncu's replays included.
     pub timeout: Duration,
     /// A `cudal1` binary whose `sandbox-exec` confines the program before it runs (Landlock,
-    /// seccomp, rlimits, no capabilities): writes only to its scratch directory and its own
-    /// build directory, reads only what a runner may. `None`: the program runs unconfined.
+    /// seccomp, rlimits, no capabilities): writes only to its scratch directory, reads only
+    /// what a runner may (its published builds included). `None`: the program runs unconfined.
     pub sandbox: Option<PathBuf>,
     pub cancel: Option<Cancel>,
 }
@@ -379,12 +379,13 @@ impl Profiler {
 /// `cudal1 sandbox-exec`'s arguments that confine the driver of `target` (before `--`).
 fn confinement(env: &RunnerEnv, target: &Target<'_>, scratch: &Path) -> Vec<OsString> {
     // ncu's injected library talks to its host: the network (loopback) and abstract sockets
-    // outside stay reachable. It writes only its scratch directory (also its HOME and TMPDIR)
-    // and its build directory.
+    // outside stay reachable. It writes only its scratch directory (also its HOME and TMPDIR).
     let mut args: Vec<OsString> = ["sandbox-exec", "--network", "--outside-ipc", "--max-processes", "4096"].iter().map(OsString::from).collect();
-    let mut writes = vec![scratch.to_owned()];
-    writes.extend(target.extensions.map(Path::to_owned));
+    let writes = vec![scratch.to_owned()];
+    // Its published builds are only read (a build it makes itself goes to its own directory):
+    // what it could write there, the program's later evaluations would load.
     let mut reads = vec![env.package_root.clone(), target.task.to_owned()];
+    reads.extend(target.extensions.map(Path::to_owned));
     reads.extend(env.python_dirs.iter().cloned());
     reads.extend(target.candidate.map(Path::to_owned));
     for w in writes {

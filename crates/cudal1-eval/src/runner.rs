@@ -18,6 +18,9 @@ pub struct RunnerEnv {
     /// `TORCH_CUDA_ARCH_LIST` for extension builds, e.g. `9.0`; compile workers see no GPU, so
     /// they must be told, and the candidate process must see the same value for the build to be reused.
     pub cuda_arch: Option<String>,
+    /// The visible GPUs' names as torch reports them, by index (`NVIDIA H100 80GB HBM3`): their
+    /// class is part of every result's key ([`crate::judge`]).
+    pub gpu_names: Vec<String>,
     /// Where runners keep Python's compiled bytecode (`PYTHONPYCACHEPREFIX`): written by trusted
     /// runners only, read by all. Without it every runner compiles what it imports from source
     /// where the installation has no `__pycache__` (an image installed with `--no-compile`, or
@@ -43,7 +46,7 @@ impl RunnerEnv {
         }
         let bytecode = cache.join("bytecode");
         std::fs::create_dir_all(&bytecode)?;
-        Ok(RunnerEnv { python: interpreter.path.clone(), python_dirs, package_root, cuda_arch: probe.gpus.first().cloned(), bytecode: Some(bytecode), forks: true })
+        Ok(RunnerEnv { python: interpreter.path.clone(), python_dirs, package_root, cuda_arch: probe.gpus.first().cloned(), gpu_names: probe.gpu_names.clone(), bytecode: Some(bytecode), forks: true })
     }
 }
 
@@ -71,7 +74,7 @@ pub struct Launch<'a> {
     pub label: String,
     pub device: &'a Device,
     /// Its working directory, `HOME` and `TMPDIR`; the only place a sandboxed runner may write
-    /// besides `extensions`.
+    /// besides `extensions` (which a candidate may only read).
     pub scratch: &'a Path,
     pub extensions: Option<&'a Path>,
     /// Files it must read besides the system, Python and the runner (the task, the candidate).
@@ -313,7 +316,12 @@ impl RunnerClient {
         read_paths.extend(env.bytecode.iter().cloned());
         read_paths.extend(launch.reads.iter().cloned());
         if let Some(ext) = launch.extensions {
-            write_paths.push(ext.to_owned());
+            // A candidate only reads its published builds (crate::compile): what it could write
+            // there, its later evaluations would load. The compile role builds into its own
+            // fresh directory.
+            if launch.role != Role::Candidate {
+                write_paths.push(ext.to_owned());
+            }
             read_paths.push(ext.to_owned());
         }
         let sandbox = Sandbox {

@@ -217,4 +217,8 @@ pub struct Evaluation {
     /// Not part of the verdict; absent in evaluations stored before warnings existed.
     #[serde(default)]
     pub warnings: Vec<Warning>,
+    /// Who judged it (the judging version and the class of GPU), set by the engine; absent in
+    /// evaluations stored before judges were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<crate::judge::Judge>,
 }

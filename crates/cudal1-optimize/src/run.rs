@@ -95,7 +95,10 @@ impl Optimizer<'_> {
     pub fn run(&self, task: &Task, label: &str, on_event: &mut dyn FnMut(Event)) -> Result<RunSummary, OptimizeError> {
         self.config.check()?;
         let started = Instant::now();
-        let settings_hash = self.engine.settings().key_hash();
+        // The settings with who judges (this build, this class of GPU): a run, its programs and
+        // the exemplars its prompts show are another judge's only under another hash, so an
+        // upgrade or another GPU starts afresh rather than trusting speedups it did not measure.
+        let settings_hash = self.engine.judge().settings_hash(self.engine.settings());
         let run_id = run_id(&task.hash, &settings_hash, label);
         let store_err = |source| OptimizeError::Store { task: task.key(), source: Box::new(source) };
         self.store

@@ -1,17 +1,16 @@
 //! Builds that travel between machines: a compile-stage worker packs a program's extension
 //! directory (`CompileCache::dir_for`) into a tar archive; a run-stage worker whose Python, torch
 //! and CUDA match unpacks it into its own cache, where the engine's compile pool finds it built.
-//! Only regular files and directories are unpacked, and only below the program's directory.
+//! Only regular files and directories are unpacked, and only below the program's directory; the
+//! build is published there whole (`cudal1_eval::compile::publish`), and only when it is one.
 
 use std::io;
 use std::path::Path;
 
+use cudal1_eval::compile::{self, published};
 use cudal1_eval::CompileCache;
 use cudal1_store::Artifact;
 use cudal1_task::Candidate;
-
-/// Marks a finished build in a program's extension directory (as `cudal1_eval::compile` writes it).
-const BUILT: &str = ".cudal1-built";
 
 /// What builds depend on: extensions built under another interpreter, torch or CUDA are not used.
 pub fn environment(probe: &cudal1_python::Probe) -> String {
@@ -49,14 +48,17 @@ fn add_dir(builder: &mut tar::Builder<Vec<u8>>, root: &Path, rel: &Path) -> io::
 }
 
 /// Puts the artifact's build where the engine looks for `candidate`'s, unless it was made under
-/// another `environment` or a build is there already. Failures are logged: the engine then builds.
+/// another `environment` or a published build is there already (an entry that is not one is
+/// replaced). Failures are logged: the engine then builds.
 pub fn install(cache: &CompileCache, candidate: &Candidate, artifact: &Artifact, environment: &str) {
     if artifact.environment != environment {
         tracing::info!(ours = environment, theirs = %artifact.environment, "a shipped build was made elsewhere; building here");
         return;
     }
     let dir = cache.dir_for(candidate);
-    if dir.join(BUILT).is_file() || dir.exists() {
+    // As the compile pool does: no build of this program is published meanwhile.
+    let _lock = compile::lock(&dir);
+    if published(&dir).is_some() {
         return;
     }
     if let Err(e) = unpack_into(&dir, &artifact.archive) {
@@ -80,15 +82,10 @@ fn unpack_into(dir: &Path, archive: &[u8]) -> io::Result<()> {
             return Err(io::Error::other("the archive holds a path outside its directory"));
         }
     }
-    if !incoming.path().join(BUILT).is_file() {
+    if published(incoming.path()).is_none() {
         return Err(io::Error::other("the archive holds no finished build"));
     }
-    // Another worker process may have put it there meanwhile: then theirs stays.
-    let kept = incoming.keep();
-    if std::fs::rename(&kept, dir).is_err() {
-        let _ = std::fs::remove_dir_all(&kept);
-    }
-    Ok(())
+    compile::publish(incoming, dir)
 }
 
 #[cfg(test)]
@@ -105,7 +102,8 @@ mod tests {
         std::fs::create_dir_all(built.join("ext_1")).unwrap();
         std::fs::write(built.join("ext_1/ext.so"), b"\x7fELF...").unwrap();
         std::fs::write(built.join("ext_1/lock"), b"").unwrap();
-        std::fs::write(built.join(BUILT), "{}").unwrap();
+        std::fs::write(built.join(compile::BUILT), format!(r#"{{"missed": [], "format": {}}}"#, compile::FORMAT)).unwrap();
+        std::fs::write(built.join(compile::BUILDS), r#"{"f": {"library": "ext_1/ext.so", "kind": "python"}}"#).unwrap();
         let artifact = Artifact { environment: "env".into(), archive: pack(&built).unwrap() };
 
         let cache = CompileCache { root: to.path().join("extensions") };
@@ -114,7 +112,11 @@ mod tests {
         install(&cache, &candidate, &artifact, "env");
         let dir = cache.dir_for(&candidate);
         assert_eq!(std::fs::read(dir.join("ext_1/ext.so")).unwrap(), b"\x7fELF...");
-        assert!(dir.join(BUILT).is_file() && !dir.join("ext_1/lock").exists());
+        assert!(published(&dir).is_some() && !dir.join("ext_1/lock").exists());
+        // An entry that is not a published build (one a killed build left) is replaced.
+        std::fs::remove_file(dir.join(compile::BUILDS)).unwrap();
+        install(&cache, &candidate, &artifact, "env");
+        assert!(published(&dir).is_some());
     }
 
     #[test]

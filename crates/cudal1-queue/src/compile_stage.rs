@@ -62,6 +62,7 @@ pub fn run_compile_stage(
                 let claim = Claim {
                     worker: config.name.clone(),
                     gpu_class: config.gpu_class.clone(),
+                    judge: cudal1_eval::judge_version(),
                     stages: vec![Stage::Compile],
                     family: None,
                     limit: 1,

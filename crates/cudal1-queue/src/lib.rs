@@ -20,5 +20,6 @@ mod job;
 mod worker;
 
 pub use compile_stage::{run_compile_stage, Built, CompileStageConfig};
-pub use job::{gpu_class_of, program_settings_hash, settings_family, JobSpec};
+pub use cudal1_eval::gpu_class_of;
+pub use job::{settings_family, JobSpec};
 pub use worker::{run, WorkerConfig, WorkerError, WorkerEvent, WorkerSummary};

@@ -24,7 +24,8 @@ pub struct WorkerConfig {
     pub engine: EngineConfig,
     /// Names the worker in the queue.
     pub name: String,
-    /// The jobs it takes: those for its GPU class (`cpu` on the CPU).
+    /// The jobs it takes: those for its GPU class (`cpu` on the CPU) and this build's judging
+    /// version ([`cudal1_eval::judge_version`]).
     pub gpu_class: String,
     pub stages: Vec<Stage>,
     /// How long a claimed job stays the worker's without a heartbeat.
@@ -218,6 +219,7 @@ impl State<'_> {
             let claim = Claim {
                 worker: self.config.name.clone(),
                 gpu_class: self.config.gpu_class.clone(),
+                judge: cudal1_eval::judge_version(),
                 stages: self.config.stages.clone(),
                 family,
                 limit,
@@ -286,7 +288,9 @@ impl State<'_> {
             old.finish();
         }
         let device = self.config.engine.devices.first().cloned().unwrap_or(cudal1_eval::Device::Cpu);
-        let config = EngineConfig { settings: EvalSettings { device, ..settings.clone() }, ..self.config.engine.clone() };
+        // Its verdicts are filed under the class the worker takes jobs of (`--gpu-class`).
+        let judge = cudal1_eval::Judge::new(self.config.gpu_class.clone());
+        let config = EngineConfig { settings: EvalSettings { device, ..settings.clone() }, judge, ..self.config.engine.clone() };
         // Outcomes arrive on `done_tx`; the event stream is not needed (dropping it is allowed).
         let (evaluator, _events) = Evaluator::start(config)?;
         on_event(WorkerEvent::EngineStarted { canceller: evaluator.canceller() });

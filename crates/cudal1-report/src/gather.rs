@@ -59,22 +59,28 @@ pub struct BaselineMeasure {
 }
 
 /// The measured baselines of the batches' tasks, from the store: `names` (all but `eager`,
-/// which is the reference itself, when empty). A baseline measured under the batch's settings
-/// is preferred; else the most recent one of the task.
+/// which is the reference itself, when empty). A baseline measured under the batch's settings,
+/// by the same judge (judging version and class of GPU), is preferred; then one under its
+/// settings; else the most recent one of the task.
 pub fn baselines_for(store: &Store, batch_ids: &[String], names: &[String]) -> Result<Vec<BaselineSet>, ReportError> {
-    let mut tasks: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut tasks: BTreeMap<String, BTreeSet<(String, String, String)>> = BTreeMap::new();
     for id in batch_ids {
         for e in store.batch_evaluations(id)? {
-            tasks.entry(e.key.task_hash).or_default().insert(e.key.settings_hash);
+            tasks.entry(e.key.task_hash).or_default().insert((e.key.settings_hash, e.key.judge, e.key.gpu_class));
         }
     }
     let mut sets: BTreeMap<String, BaselineSet> = names.iter().map(|n| (n.clone(), BaselineSet { name: n.clone(), by_task: HashMap::new() })).collect();
     for (task, settings) in &tasks {
         let mut found = store.baselines(&cudal1_store::BaselineFilter::task(task))?;
         found.retain(|b| b.baseline.status == cudal1_store::BaselineStatus::Measured && b.baseline.key.name != "eager");
-        // Newest first, then those of the batch's settings first.
+        // Newest first, then those of the batch's settings first, and of its judges before them.
         found.sort_by(|a, b| b.created_at.cmp(&a.created_at));
-        found.sort_by_key(|b| !settings.contains(&b.baseline.key.settings_hash));
+        found.sort_by_key(|b| {
+            let k = &b.baseline.key;
+            let same_settings = settings.iter().any(|(s, _, _)| *s == k.settings_hash);
+            let same_judge = settings.contains(&(k.settings_hash.clone(), k.judge.clone(), k.gpu_class.clone()));
+            (!same_judge, !same_settings)
+        });
         for b in found {
             let name = &b.baseline.key.name;
             if !names.is_empty() && !names.contains(name) {
@@ -481,13 +487,23 @@ fn detail(r: &Row, batch: &str, baselines: &[BaselineSet], code: Option<String>,
             })
             .collect(),
         claimed: r.claimed,
-        warnings: eval.map(|e| e.warnings.iter().map(|w| format!("{}: {}", w.class, w.message)).collect()).unwrap_or_default(),
+        warnings: judge_warning(s).into_iter().chain(eval.map(|e| e.warnings.iter().map(|w| format!("{}: {}", w.class, w.message)).collect::<Vec<_>>()).unwrap_or_default()).collect(),
         findings: eval.map(|e| e.measurements.findings.iter().map(|f| format!("{}: {}", f.kind, f.detail)).collect::<BTreeSet<_>>().into_iter().collect()).unwrap_or_default(),
         log_tail: eval.and_then(|e| e.measurements.log_tail.clone()).filter(|l| !l.trim().is_empty()),
         code,
         diff,
         diff_note,
     }
+}
+
+/// A warning for an evaluation that another judging version made: this build would not reuse
+/// its verdict (`eval` judges it again).
+fn judge_warning(s: &StoredEvaluation) -> Option<String> {
+    if s.key.judge == cudal1_eval::judge_version() {
+        return None;
+    }
+    let by = if s.key.judge.is_empty() { "an older cudal1, before judges were recorded".to_owned() } else { format!("judging version {}", s.key.judge) };
+    Some(format!("older_judge: judged by {by}; this version would judge it again"))
 }
 
 /// The program with content hash `hash`: from the store, else from `path` when the file still
@@ -641,7 +657,7 @@ mod tests {
 
     fn evaluation(task: &str, cand: &str, verdict: &str, speedup: Option<(f64, f64, f64)>) -> NewEvaluation {
         NewEvaluation {
-            key: EvalKey { task_hash: format!("t-{task}"), candidate_hash: format!("c-{cand}"), settings_hash: "s".into() },
+            key: EvalKey { task_hash: format!("t-{task}"), candidate_hash: format!("c-{cand}"), settings_hash: "s".into(), judge: cudal1_eval::judge_version(), gpu_class: "cpu".into() },
             batch_id: Some("b1".into()),
             task_name: task.into(),
             task_path: "/gone/ref.py".into(),
@@ -673,7 +689,7 @@ mod tests {
         store.record_claims(&[ClaimRecord { batch_id: "b1".into(), task_hash: "t-level1/1_A".into(), candidate_hash: "c-fast".into(), claimed: serde_json::json!({"score_default": 3.0}) }]).unwrap();
         store
             .record_baseline(&NewBaseline {
-                key: BaselineKey { task_hash: "t-level1/1_A".into(), settings_hash: "s".into(), gpu_class: "cpu".into(), name: "compile-default".into() },
+                key: BaselineKey { task_hash: "t-level1/1_A".into(), settings_hash: "s".into(), gpu_class: "cpu".into(), judge: cudal1_eval::judge_version(), name: "compile-default".into() },
                 task_name: "level1/1_A".into(),
                 status: BaselineStatus::Measured,
                 reason: String::new(),
@@ -747,6 +763,19 @@ mod tests {
         assert_eq!(run.lineage.iter().map(|l| (l.round, l.depth)).collect::<Vec<_>>(), [(3, 0), (2, 1), (1, 2)]);
         assert_eq!(run.best_code.as_deref(), Some("# round 3"));
         assert!(report.runs_compared.is_empty(), "one run needs no comparison");
+    }
+
+    #[test]
+    fn an_older_judges_evaluation_is_listed_with_a_warning_that_says_so() {
+        let store = store();
+        let mut old = evaluation("level1/9_Old", "old", "correct", Some((14.0, 13.0, 15.0)));
+        old.key.judge = String::new();
+        old.batch_id = Some("b1".into());
+        store.insert_evaluation(&old).unwrap();
+        let report = gather(&store, &Request::default()).unwrap();
+        let warned = |task: &str| report.details.iter().find(|d| d.task == task).unwrap().warnings.iter().any(|w| w.starts_with("older_judge: judged by an older cudal1"));
+        assert!(warned("level1/9_Old"));
+        assert!(!warned("level1/1_A"), "this version's evaluations carry no such warning");
     }
 
     #[test]

@@ -138,6 +138,7 @@ async fn health(State(s): State<Arc<Service>>, headers: HeaderMap) -> Result<Jso
         "store": s.store.describe(),
         "tasks": s.config.tasks.len(),
         "gpu_class": s.config.gpu_class,
+        "judge": cudal1_eval::judge_version(),
         "mode": s.config.default_mode,
         "queue": counts,
         "limits": limits,

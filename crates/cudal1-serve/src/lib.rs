@@ -77,7 +77,8 @@ pub struct ServeConfig {
     /// The evaluation settings of every job; the mode is set per request.
     pub settings: EvalSettings,
     pub default_mode: Mode,
-    /// The GPU class jobs are measured on (workers take only their class's jobs).
+    /// The GPU class jobs are measured on (workers take only their class's jobs, and only jobs of
+    /// their judging version).
     pub gpu_class: String,
     /// Required as `Authorization: Bearer <token>` on every route but `/health`.
     pub token: Option<String>,

@@ -8,7 +8,6 @@
 use std::sync::Arc;
 
 use cudal1_eval::Mode;
-use cudal1_queue::program_settings_hash;
 use cudal1_search::{Exemplar, ExemplarSampler, ScoredVariant};
 use cudal1_store::PromptRecord;
 use cudal1_task::content_hash;
@@ -61,7 +60,9 @@ impl Service {
         self.check_prompt_spec(spec)?;
         let task = Arc::clone(&self.config.tasks[&spec.task]);
         // Exemplars are timed programs: the full mode's shelf of the program database.
-        let settings_hash = program_settings_hash(&self.settings_for(Mode::Full), &self.config.gpu_class);
+        // Only programs judged by this build on this class of GPU: another judge's speedups are
+        // not this one's.
+        let settings_hash = cudal1_eval::Judge::new(self.config.gpu_class.clone()).settings_hash(&self.settings_for(Mode::Full));
         let as_of = match spec.as_of {
             Some(x) => x,
             None => self.store.last_program_id()?,

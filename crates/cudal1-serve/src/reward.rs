@@ -81,6 +81,7 @@ impl Service {
             }
         }
         let settings = self.settings_for(mode);
+        let judge = cudal1_eval::Judge::new(self.config.gpu_class.clone());
         Ok(items
             .iter()
             .map(|item| match extract_program(&item.completion) {
@@ -90,7 +91,7 @@ impl Service {
                         task,
                         code: &code,
                         settings: &settings,
-                        gpu_class: &self.config.gpu_class,
+                        judge: &judge,
                         parent_ids: Vec::new(),
                         priority,
                         max_attempts: self.config.max_attempts,

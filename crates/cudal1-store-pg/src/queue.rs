@@ -20,7 +20,7 @@ pub(crate) fn enqueue(c: &mut Client, jobs: &[NewJob]) -> Result<Vec<(i64, Strin
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     order.sort_by(|&a, &b| {
         let (x, y) = (&jobs[a].key, &jobs[b].key);
-        (&x.task_hash, &x.candidate_hash, &x.settings_hash, &x.gpu_class).cmp(&(&y.task_hash, &y.candidate_hash, &y.settings_hash, &y.gpu_class))
+        (&x.task_hash, &x.candidate_hash, &x.settings_hash, &x.gpu_class, &x.judge).cmp(&(&y.task_hash, &y.candidate_hash, &y.settings_hash, &y.gpu_class, &y.judge))
     });
     for place in order {
         let j = &jobs[place];
@@ -29,9 +29,9 @@ pub(crate) fn enqueue(c: &mut Client, jobs: &[NewJob]) -> Result<Vec<(i64, Strin
             &format!(
                 "INSERT INTO jobs (created_at, task_hash, candidate_hash, settings_hash, gpu_class,
                     settings_family, task_name, task_source, candidate_source, program_code_hash,
-                    program_settings, parent_ids, mode, settings, priority, stage, state, max_attempts)
-                VALUES ({NOW_TEXT}, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 'queued', $16)
-                ON CONFLICT (task_hash, candidate_hash, settings_hash, gpu_class) DO NOTHING RETURNING id"
+                    program_settings, parent_ids, mode, settings, priority, stage, state, max_attempts, judge)
+                VALUES ({NOW_TEXT}, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 'queued', $16, $17)
+                ON CONFLICT (task_hash, candidate_hash, settings_hash, gpu_class, judge) DO NOTHING RETURNING id"
             ),
             &[
                 &j.key.task_hash,
@@ -50,6 +50,7 @@ pub(crate) fn enqueue(c: &mut Client, jobs: &[NewJob]) -> Result<Vec<(i64, Strin
                 &j.priority,
                 &j.stage.as_str(),
                 &i32::try_from(j.max_attempts).unwrap_or(i32::MAX),
+                &j.key.judge,
             ],
         )?;
         match inserted {
@@ -64,9 +65,9 @@ pub(crate) fn enqueue(c: &mut Client, jobs: &[NewJob]) -> Result<Vec<(i64, Strin
                     "UPDATE jobs SET state = 'queued', stage = $5, attempts = 0, worker = NULL, lease_until = NULL,
                         error = NULL, finished_at = NULL, artifact = NULL, artifact_env = NULL
                     WHERE task_hash = $1 AND candidate_hash = $2 AND settings_hash = $3 AND gpu_class = $4
-                        AND state = 'failed' AND worker IS NULL
+                        AND judge = $6 AND state = 'failed' AND worker IS NULL
                     RETURNING id",
-                    &[&j.key.task_hash, &j.key.candidate_hash, &j.key.settings_hash, &j.key.gpu_class, &j.stage.as_str()],
+                    &[&j.key.task_hash, &j.key.candidate_hash, &j.key.settings_hash, &j.key.gpu_class, &j.stage.as_str(), &j.key.judge],
                 )?;
                 if let Some(r) = requeued {
                     created_any = true;
@@ -74,8 +75,8 @@ pub(crate) fn enqueue(c: &mut Client, jobs: &[NewJob]) -> Result<Vec<(i64, Strin
                     continue;
                 }
                 let r = tx.query_one(
-                    "SELECT id, state FROM jobs WHERE task_hash = $1 AND candidate_hash = $2 AND settings_hash = $3 AND gpu_class = $4",
-                    &[&j.key.task_hash, &j.key.candidate_hash, &j.key.settings_hash, &j.key.gpu_class],
+                    "SELECT id, state FROM jobs WHERE task_hash = $1 AND candidate_hash = $2 AND settings_hash = $3 AND gpu_class = $4 AND judge = $5",
+                    &[&j.key.task_hash, &j.key.candidate_hash, &j.key.settings_hash, &j.key.gpu_class, &j.key.judge],
                 )?;
                 out[place] = (r.get(0), r.get(1), false);
             }
@@ -94,7 +95,7 @@ pub(crate) fn decode_enqueued(rows: Vec<(i64, String, bool)>, d: &Decode<'_>) ->
 
 const CLAIMED: &str = "j.id, j.task_hash, j.candidate_hash, j.settings_hash, j.gpu_class, j.settings_family,
     j.task_name, j.task_source, j.candidate_source, j.mode, j.settings, j.stage, j.attempts, j.artifact,
-    j.artifact_env, j.priority, j.program_code_hash, j.program_settings, j.parent_ids";
+    j.artifact_env, j.priority, j.program_code_hash, j.program_settings, j.parent_ids, j.judge";
 
 /// Fails jobs whose last lease expired after their last allowed attempt, then takes jobs.
 pub(crate) fn claim(c: &mut Client, claim: &Claim) -> Result<Vec<Row>, postgres::Error> {
@@ -119,7 +120,7 @@ pub(crate) fn claim(c: &mut Client, claim: &Claim) -> Result<Vec<Row>, postgres:
             "WITH picked AS (
                 SELECT id FROM jobs
                 WHERE (state = 'queued' OR (state = 'running' AND lease_until < now()))
-                  AND attempts < max_attempts AND gpu_class = $1 AND stage = ANY($2)
+                  AND attempts < max_attempts AND gpu_class = $1 AND judge = $7 AND stage = ANY($2)
                   AND ($3::TEXT IS NULL OR settings_family = $3)
                 ORDER BY priority DESC, id LIMIT $4
                 FOR UPDATE SKIP LOCKED)
@@ -128,7 +129,7 @@ pub(crate) fn claim(c: &mut Client, claim: &Claim) -> Result<Vec<Row>, postgres:
             FROM picked WHERE j.id = picked.id
             RETURNING {CLAIMED}"
         ),
-        &[&claim.gpu_class, &stages, &claim.family, &limit, &claim.worker, &claim.lease.as_secs_f64()],
+        &[&claim.gpu_class, &stages, &claim.family, &limit, &claim.worker, &claim.lease.as_secs_f64(), &claim.judge],
     )?;
     tx.commit()?;
     Ok(rows)
@@ -141,7 +142,7 @@ pub(crate) fn decode_claimed(r: &Row, d: &Decode<'_>) -> Result<ClaimedJob, Stor
     let environment: Option<String> = r.get(14);
     Ok(ClaimedJob {
         id,
-        key: JobKey { task_hash: r.get(1), candidate_hash: r.get(2), settings_hash: r.get(3), gpu_class: r.get(4) },
+        key: JobKey { task_hash: r.get(1), candidate_hash: r.get(2), settings_hash: r.get(3), gpu_class: r.get(4), judge: r.get(19) },
         settings_family: r.get(5),
         task_name: r.get(6),
         task_source: r.get(7),
@@ -242,7 +243,7 @@ pub(crate) fn advance(c: &mut Client, id: i64, worker: &str, a: Option<&Artifact
 pub(crate) fn status(c: &mut impl GenericClient, ids: &[i64]) -> Result<Vec<Row>, postgres::Error> {
     c.query(
         "SELECT id, task_hash, candidate_hash, settings_hash, gpu_class, task_name, mode, state, stage,
-            attempts, worker, verdict, result, error, program_id, discarded FROM jobs WHERE id = ANY($1)",
+            attempts, worker, verdict, result, error, program_id, discarded, judge FROM jobs WHERE id = ANY($1)",
         &[&ids],
     )
 }
@@ -254,7 +255,7 @@ pub(crate) fn decode_status(r: &Row, d: &Decode<'_>) -> Result<JobStatus, StoreE
     let result: Option<String> = r.get(12);
     Ok(JobStatus {
         id,
-        key: JobKey { task_hash: r.get(1), candidate_hash: r.get(2), settings_hash: r.get(3), gpu_class: r.get(4) },
+        key: JobKey { task_hash: r.get(1), candidate_hash: r.get(2), settings_hash: r.get(3), gpu_class: r.get(4), judge: r.get(16) },
         task_name: r.get(5),
         mode: r.get(6),
         state: d.state(id, &state)?,

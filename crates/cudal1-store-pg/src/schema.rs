@@ -75,6 +75,19 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX jobs_claim ON jobs (gpu_class, stage, priority DESC, id) WHERE state IN ('queued', 'running');
     ",
+    // 1 -> 2: a job is keyed by the judging version that must judge it too (workers take only
+    // their own version's jobs); jobs queued before get an empty one, which no worker takes and
+    // no request asks for again.
+    "
+    ALTER TABLE jobs ADD COLUMN judge TEXT NOT NULL DEFAULT '';
+    DO $$
+    DECLARE name TEXT;
+    BEGIN
+        SELECT conname INTO name FROM pg_constraint WHERE conrelid = 'jobs'::regclass AND contype = 'u';
+        EXECUTE format('ALTER TABLE jobs DROP CONSTRAINT %I', name);
+    END $$;
+    ALTER TABLE jobs ADD CONSTRAINT jobs_key UNIQUE (task_hash, candidate_hash, settings_hash, gpu_class, judge);
+    ",
 ];
 
 pub(crate) fn current_version() -> i64 {
@@ -113,3 +126,50 @@ pub(crate) fn migrate(client: &mut Client) -> Result<Migrated, postgres::Error> 
 
 /// `created_at` as the SQLite store writes it: RFC 3339, UTC, milliseconds.
 pub(crate) const NOW_TEXT: &str = "to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_server::TestPostgres;
+
+    #[test]
+    fn a_version_1_database_keeps_its_jobs_and_keys_new_ones_by_judge() {
+        let server = match TestPostgres::start() {
+            Ok(s) => s,
+            Err(why) => {
+                assert!(std::env::var_os("CUDAL1_REQUIRE_PG").is_none(), "{why}");
+                eprintln!("skipping: {why}");
+                return;
+            }
+        };
+        let mut c = Client::connect(&server.url(), postgres::NoTls).unwrap();
+        c.batch_execute(MIGRATIONS[0]).unwrap();
+        c.batch_execute(
+            "CREATE TABLE cudal1_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+             INSERT INTO cudal1_meta VALUES ('schema_version', '1');
+             INSERT INTO jobs (created_at, task_hash, candidate_hash, settings_hash, gpu_class, settings_family,
+                 task_name, task_source, candidate_source, program_code_hash, program_settings, parent_ids, mode,
+                 settings, priority, stage, state, max_attempts, verdict, result)
+                 VALUES ('now', 't', 'c', 's', 'cpu', 'f', 'level1/1_A', 'src', 'code', 'h', 'p', '[]', 'full', '{}',
+                 0, 'run', 'done', 3, 'correct', '{}');",
+        )
+        .unwrap();
+        assert!(matches!(migrate(&mut c).unwrap(), Migrated::Ok));
+        let old: Vec<(String, String)> = c.query("SELECT verdict, judge FROM jobs", &[]).unwrap().iter().map(|r| (r.get(0), r.get(1))).collect();
+        assert_eq!(old, [("correct".to_owned(), String::new())]);
+        // The same key under a judging version is another job.
+        let n = c
+            .execute(
+                "INSERT INTO jobs (created_at, task_hash, candidate_hash, settings_hash, gpu_class, settings_family,
+                     task_name, task_source, candidate_source, program_code_hash, program_settings, parent_ids, mode,
+                     settings, priority, stage, state, max_attempts, judge)
+                 VALUES ('now', 't', 'c', 's', 'cpu', 'f', 'level1/1_A', 'src', 'code', 'h', 'p', '[]', 'full', '{}',
+                     0, 'run', 'queued', 3, '1.now')
+                 ON CONFLICT (task_hash, candidate_hash, settings_hash, gpu_class, judge) DO NOTHING",
+                &[],
+            )
+            .unwrap();
+        assert_eq!(n, 1);
+        assert!(matches!(migrate(&mut c).unwrap(), Migrated::Ok), "migrating again is a no-op");
+    }
+}

@@ -55,13 +55,18 @@ pub trait ProgramDatabase: Send + Sync {
 }
 
 /// What makes two evaluation jobs the same: the task, the exact code, the settings (the
-/// evaluation mode included) and the class of GPU it must be measured on (`cpu` for the CPU).
+/// evaluation mode included), the class of GPU it must be measured on (`cpu` for the CPU) and
+/// the judging version that must judge it: a job done by an older build is not this build's
+/// result, so asking again queues a new job.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct JobKey {
     pub task_hash: String,
     pub candidate_hash: String,
     pub settings_hash: String,
     pub gpu_class: String,
+    /// The judging version (`cudal1_eval::judge_version`); empty in jobs queued before judges
+    /// were recorded.
+    pub judge: String,
 }
 
 /// Where a job is in its life.
@@ -166,6 +171,8 @@ pub struct Claim {
     /// Names the worker in the queue (host, pid and a random part).
     pub worker: String,
     pub gpu_class: String,
+    /// The worker's judging version: it takes only jobs queued for it.
+    pub judge: String,
     /// The stages it takes.
     pub stages: Vec<Stage>,
     /// Only jobs of this settings family (the worker's engine is busy with it).

@@ -1,6 +1,6 @@
 //! Baselines (`cudal1 baselines`): what eager PyTorch, `torch.compile` in each mode and CUDA graphs
 //! achieve on a task, measured by the same protocol as candidates. One row per task, settings,
-//! class of device and baseline name; measuring again replaces the row.
+//! class of device, judging version and baseline name; measuring again replaces the row.
 
 use std::path::Path;
 
@@ -19,6 +19,9 @@ pub struct BaselineKey {
     pub settings_hash: String,
     /// The class of GPU it was measured on, as the job queue names it (`cpu` for the CPU).
     pub gpu_class: String,
+    /// The judging version that measured it (`cudal1_eval::judge_version`); empty in rows
+    /// recorded before judges were recorded.
+    pub judge: String,
     /// `eager`, `compile-default`, `compile-reduce-overhead`, `compile-max-autotune`,
     /// `cuda-graphs`.
     pub name: String,
@@ -86,6 +89,7 @@ pub struct BaselineFilter {
     pub task_hash: Option<String>,
     pub settings_hash: Option<String>,
     pub gpu_class: Option<String>,
+    pub judge: Option<String>,
     pub name: Option<String>,
 }
 
@@ -110,11 +114,11 @@ pub(crate) fn upsert(conn: &Connection, path: &Path, b: &NewBaseline) -> Result<
         return Err(StoreError::NotANumber { task_name: b.task_name.clone(), field });
     }
     conn.prepare_cached(
-        "INSERT INTO baselines (task_hash, settings_hash, gpu_class, name, task_name, created_at,
+        "INSERT INTO baselines (task_hash, settings_hash, gpu_class, judge, name, task_name, created_at,
              status, reason, speedup_median, speedup_ci_low, speedup_ci_high, baseline_ms, reference_ms, evaluation)
-         VALUES (:task_hash, :settings_hash, :gpu_class, :name, :task_name, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+         VALUES (:task_hash, :settings_hash, :gpu_class, :judge, :name, :task_name, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
              :status, :reason, :speedup_median, :speedup_ci_low, :speedup_ci_high, :baseline_ms, :reference_ms, :evaluation)
-         ON CONFLICT (task_hash, settings_hash, gpu_class, name) DO UPDATE SET
+         ON CONFLICT (task_hash, settings_hash, gpu_class, judge, name) DO UPDATE SET
              task_name = excluded.task_name, created_at = excluded.created_at, status = excluded.status,
              reason = excluded.reason, speedup_median = excluded.speedup_median,
              speedup_ci_low = excluded.speedup_ci_low, speedup_ci_high = excluded.speedup_ci_high,
@@ -126,6 +130,7 @@ pub(crate) fn upsert(conn: &Connection, path: &Path, b: &NewBaseline) -> Result<
             ":task_hash": b.key.task_hash,
             ":settings_hash": b.key.settings_hash,
             ":gpu_class": b.key.gpu_class,
+            ":judge": b.key.judge,
             ":name": b.key.name,
             ":task_name": b.task_name,
             ":status": b.status.as_str(),
@@ -143,21 +148,21 @@ pub(crate) fn upsert(conn: &Connection, path: &Path, b: &NewBaseline) -> Result<
 }
 
 const SELECT: &str = "SELECT task_hash, settings_hash, gpu_class, name, task_name, created_at, status, reason,
-    speedup_median, speedup_ci_low, speedup_ci_high, baseline_ms, reference_ms, evaluation FROM baselines";
+    speedup_median, speedup_ci_low, speedup_ci_high, baseline_ms, reference_ms, evaluation, judge FROM baselines";
 
 pub(crate) fn find(conn: &Connection, path: &Path, key: &BaselineKey) -> Result<Option<StoredBaseline>, StoreError> {
-    let sql = format!("{SELECT} WHERE task_hash = ?1 AND settings_hash = ?2 AND gpu_class = ?3 AND name = ?4");
-    rows::one::<RawBaseline>(conn, path, "find_baseline", &sql, [&key.task_hash, &key.settings_hash, &key.gpu_class, &key.name])
+    let sql = format!("{SELECT} WHERE task_hash = ?1 AND settings_hash = ?2 AND gpu_class = ?3 AND judge = ?4 AND name = ?5");
+    rows::one::<RawBaseline>(conn, path, "find_baseline", &sql, [&key.task_hash, &key.settings_hash, &key.gpu_class, &key.judge, &key.name])
 }
 
 /// The matching baselines, by task name, then name.
 pub(crate) fn matching(conn: &Connection, path: &Path, f: &BaselineFilter) -> Result<Vec<StoredBaseline>, StoreError> {
     let sql = format!(
         "{SELECT} WHERE (?1 IS NULL OR task_hash = ?1) AND (?2 IS NULL OR settings_hash = ?2)
-            AND (?3 IS NULL OR gpu_class = ?3) AND (?4 IS NULL OR name = ?4)
-         ORDER BY task_name, task_hash, settings_hash, gpu_class, name"
+            AND (?3 IS NULL OR gpu_class = ?3) AND (?4 IS NULL OR name = ?4) AND (?5 IS NULL OR judge = ?5)
+         ORDER BY task_name, task_hash, settings_hash, gpu_class, name, judge"
     );
-    rows::all::<RawBaseline>(conn, path, "baselines", &sql, [&f.task_hash, &f.settings_hash, &f.gpu_class, &f.name])
+    rows::all::<RawBaseline>(conn, path, "baselines", &sql, [&f.task_hash, &f.settings_hash, &f.gpu_class, &f.name, &f.judge])
 }
 
 struct RawBaseline {
@@ -175,7 +180,7 @@ impl RawRow for RawBaseline {
 
     fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
         Ok(Self {
-            key: BaselineKey { task_hash: row.get(0)?, settings_hash: row.get(1)?, gpu_class: row.get(2)?, name: row.get(3)? },
+            key: BaselineKey { task_hash: row.get(0)?, settings_hash: row.get(1)?, gpu_class: row.get(2)?, judge: row.get(14)?, name: row.get(3)? },
             task_name: row.get(4)?,
             created_at: row.get(5)?,
             status: row.get(6)?,
@@ -186,7 +191,7 @@ impl RawRow for RawBaseline {
     }
 
     fn decode(self, path: &Path) -> Result<StoredBaseline, StoreError> {
-        let row = format!("{}/{}/{}/{}", self.key.task_hash, self.key.settings_hash, self.key.gpu_class, self.key.name);
+        let row = format!("{}/{}/{}/{}/{}", self.key.task_hash, self.key.settings_hash, self.key.gpu_class, self.key.judge, self.key.name);
         let status = BaselineStatus::parse(&self.status).ok_or_else(|| StoreError::CorruptValue {
             path: path.to_path_buf(),
             table: "baselines",
@@ -220,7 +225,7 @@ mod tests {
 
     fn baseline(task: &str, name: &str, gpu_class: &str, speedup: Option<f64>) -> NewBaseline {
         NewBaseline {
-            key: BaselineKey { task_hash: task.into(), settings_hash: "s".into(), gpu_class: gpu_class.into(), name: name.into() },
+            key: BaselineKey { task_hash: task.into(), settings_hash: "s".into(), gpu_class: gpu_class.into(), judge: "1.judge".into(), name: name.into() },
             task_name: format!("level1/{task}"),
             status: if speedup.is_some() { BaselineStatus::Measured } else { BaselineStatus::Failed },
             reason: if speedup.is_some() { "correct".into() } else { "CUDA graphs need a GPU".into() },
@@ -259,6 +264,9 @@ mod tests {
         assert_eq!(matching(&conn, path, &BaselineFilter::default()).unwrap().len(), 4);
         let other_settings = BaselineKey { settings_hash: "other".into(), ..again.key.clone() };
         assert!(find(&conn, path, &other_settings).unwrap().is_none());
+        // Measured by another judging version: not this judge's baseline.
+        let older_judge = BaselineKey { judge: "0.judge".into(), ..again.key.clone() };
+        assert!(find(&conn, path, &older_judge).unwrap().is_none());
     }
 
     #[test]

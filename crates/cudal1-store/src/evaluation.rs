@@ -1,4 +1,5 @@
-//! Evaluation records: one row per (task, candidate, settings) key, replaced on re-evaluation.
+//! Evaluation records: one row per (task, candidate, settings, judge, GPU class) key, replaced on
+//! re-evaluation.
 
 use std::path::Path;
 
@@ -10,12 +11,18 @@ use crate::json;
 use crate::rows::{self, RawRow};
 
 /// What makes two evaluations the same: content hashes of the task, the candidate and the
-/// settings that can change a verdict.
+/// settings that can change a verdict, and who judged: the judging version and the class of GPU.
+/// A row of another judge is kept and listed, but never found under this judge's key.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct EvalKey {
     pub task_hash: String,
     pub candidate_hash: String,
     pub settings_hash: String,
+    /// The judging version (`cudal1_eval::judge_version`); empty in rows recorded before judges
+    /// were recorded.
+    pub judge: String,
+    /// The class of GPU it was judged on (`cpu`); empty in rows recorded before.
+    pub gpu_class: String,
 }
 
 /// An evaluation to record.
@@ -97,7 +104,8 @@ impl StoredEvaluation {
 
 const SELECT: &str = "SELECT id, created_at, task_hash, candidate_hash, settings_hash, batch_id,
     task_name, task_path, candidate_label, verdict, reason, speedup_median, speedup_ci_low,
-    speedup_ci_high, ref_ms, candidate_ms, device, environment, settings, measurements, duration_ms
+    speedup_ci_high, ref_ms, candidate_ms, device, environment, settings, measurements, duration_ms,
+    judge, gpu_class
     FROM evaluations";
 
 pub(crate) fn find(
@@ -105,8 +113,8 @@ pub(crate) fn find(
     path: &Path,
     key: &EvalKey,
 ) -> Result<Option<StoredEvaluation>, StoreError> {
-    let sql = format!("{SELECT} WHERE task_hash = ?1 AND candidate_hash = ?2 AND settings_hash = ?3");
-    rows::one::<RawEvaluation>(conn, path, "find_evaluation", &sql, [&key.task_hash, &key.candidate_hash, &key.settings_hash])
+    let sql = format!("{SELECT} WHERE task_hash = ?1 AND candidate_hash = ?2 AND settings_hash = ?3 AND judge = ?4 AND gpu_class = ?5");
+    rows::one::<RawEvaluation>(conn, path, "find_evaluation", &sql, [&key.task_hash, &key.candidate_hash, &key.settings_hash, &key.judge, &key.gpu_class])
 }
 
 /// Inserts, or replaces every field of the row with the same key (keeping its id).
@@ -116,13 +124,13 @@ pub(crate) fn upsert(conn: &Connection, path: &Path, e: &NewEvaluation) -> Resul
     let sql = "INSERT INTO evaluations (created_at, recorded_seq, task_hash, candidate_hash, settings_hash,
             batch_id, task_name, task_path, candidate_label, verdict, reason, speedup_median,
             speedup_ci_low, speedup_ci_high, ref_ms, candidate_ms, device, environment, settings,
-            measurements, duration_ms)
+            measurements, duration_ms, judge, gpu_class)
         VALUES (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
             (SELECT ifnull(max(recorded_seq), 0) + 1 FROM evaluations), :task_hash, :candidate_hash, :settings_hash,
             :batch_id, :task_name, :task_path, :candidate_label, :verdict, :reason, :speedup_median,
             :speedup_ci_low, :speedup_ci_high, :ref_ms, :candidate_ms, :device, :environment,
-            :settings, :measurements, :duration_ms)
-        ON CONFLICT (task_hash, candidate_hash, settings_hash) DO UPDATE SET
+            :settings, :measurements, :duration_ms, :judge, :gpu_class)
+        ON CONFLICT (task_hash, candidate_hash, settings_hash, judge, gpu_class) DO UPDATE SET
             created_at = excluded.created_at, recorded_seq = excluded.recorded_seq,
             batch_id = excluded.batch_id,
             task_name = excluded.task_name, task_path = excluded.task_path,
@@ -141,6 +149,8 @@ pub(crate) fn upsert(conn: &Connection, path: &Path, e: &NewEvaluation) -> Resul
                 ":task_hash": e.key.task_hash,
                 ":candidate_hash": e.key.candidate_hash,
                 ":settings_hash": e.key.settings_hash,
+                ":judge": e.key.judge,
+                ":gpu_class": e.key.gpu_class,
                 ":batch_id": e.batch_id,
                 ":task_name": e.task_name,
                 ":task_path": e.task_path,
@@ -192,7 +202,8 @@ pub(crate) fn members(conn: &Connection, path: &Path, batch_id: &str) -> Result<
     let sql = "SELECT e.id, e.created_at, e.task_hash, e.candidate_hash, e.settings_hash, e.batch_id,
         coalesce(m.task_name, e.task_name), e.task_path, coalesce(m.candidate_label, e.candidate_label),
         e.verdict, e.reason, e.speedup_median, e.speedup_ci_low, e.speedup_ci_high, e.ref_ms,
-        e.candidate_ms, e.device, e.environment, e.settings, e.measurements, e.duration_ms
+        e.candidate_ms, e.device, e.environment, e.settings, e.measurements, e.duration_ms,
+        e.judge, e.gpu_class
         FROM evaluations e LEFT JOIN batch_evaluations m ON m.evaluation_id = e.id AND m.batch_id = ?1
         WHERE e.batch_id = ?1 OR m.batch_id IS NOT NULL ORDER BY e.id";
     rows::all::<RawEvaluation>(conn, path, "batch_evaluations", sql, [batch_id])
@@ -282,6 +293,8 @@ impl RawRow for RawEvaluation {
                 task_hash: row.get(2)?,
                 candidate_hash: row.get(3)?,
                 settings_hash: row.get(4)?,
+                judge: row.get(21)?,
+                gpu_class: row.get(22)?,
             },
             batch_id: row.get(5)?,
             task_name: row.get(6)?,
@@ -340,6 +353,8 @@ mod tests {
                 task_hash: task.into(),
                 candidate_hash: "c".into(),
                 settings_hash: "s".into(),
+                judge: "1.judge".into(),
+                gpu_class: "cpu".into(),
             },
             batch_id: None,
             task_name: task.into(),

@@ -25,10 +25,10 @@ pub(crate) fn enqueue(conn: &mut Connection, path: &Path, jobs: &[NewJob]) -> Re
             .prepare_cached(
                 "INSERT INTO jobs (created_at, task_hash, candidate_hash, settings_hash, gpu_class,
                     settings_family, task_name, task_source, candidate_source, program_code_hash,
-                    program_settings, parent_ids, mode, settings, priority, stage, state, max_attempts)
+                    program_settings, parent_ids, mode, settings, priority, stage, state, max_attempts, judge)
                 VALUES (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,
-                    ?11, ?12, ?13, ?14, ?15, 'queued', ?16)
-                ON CONFLICT (task_hash, candidate_hash, settings_hash, gpu_class) DO NOTHING
+                    ?11, ?12, ?13, ?14, ?15, 'queued', ?16, ?17)
+                ON CONFLICT (task_hash, candidate_hash, settings_hash, gpu_class, judge) DO NOTHING
                 RETURNING id",
             )
             .map_err(err)?
@@ -50,6 +50,7 @@ pub(crate) fn enqueue(conn: &mut Connection, path: &Path, jobs: &[NewJob]) -> Re
                     j.priority,
                     j.stage.as_str(),
                     j.max_attempts,
+                    j.key.judge,
                 ],
                 |r| r.get(0),
             )
@@ -59,9 +60,9 @@ pub(crate) fn enqueue(conn: &mut Connection, path: &Path, jobs: &[NewJob]) -> Re
             Some(id) => Enqueued { id, state: JobState::Queued, created: true },
             None => {
                 let (id, state): (i64, String) = tx
-                    .prepare_cached("SELECT id, state FROM jobs WHERE task_hash = ?1 AND candidate_hash = ?2 AND settings_hash = ?3 AND gpu_class = ?4")
+                    .prepare_cached("SELECT id, state FROM jobs WHERE task_hash = ?1 AND candidate_hash = ?2 AND settings_hash = ?3 AND gpu_class = ?4 AND judge = ?5")
                     .map_err(err)?
-                    .query_row(params![j.key.task_hash, j.key.candidate_hash, j.key.settings_hash, j.key.gpu_class], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .query_row(params![j.key.task_hash, j.key.candidate_hash, j.key.settings_hash, j.key.gpu_class, j.key.judge], |r| Ok((r.get(0)?, r.get(1)?)))
                     .map_err(err)?;
                 // Given up because workers went away (the reaper leaves no worker): that is no
                 // result to hand out again, so asking again queues the job again. A failure a
@@ -102,14 +103,14 @@ pub(crate) fn claim(conn: &mut Connection, path: &Path, c: &Claim) -> Result<(Ve
         .map_err(err)?
         .collect::<Result<_, _>>()
         .map_err(err)?;
-    // The stages' marks follow the five fixed parameters; no stage matches nothing.
+    // The stages' marks follow the six fixed parameters; no stage matches nothing.
     let stages: Vec<rusqlite::types::Value> = c.stages.iter().map(|s| s.as_str().to_owned().into()).collect();
-    let marks = if stages.is_empty() { "NULL".to_owned() } else { (6..6 + stages.len()).map(|i| format!("?{i}")).collect::<Vec<_>>().join(", ") };
+    let marks = if stages.is_empty() { "NULL".to_owned() } else { (7..7 + stages.len()).map(|i| format!("?{i}")).collect::<Vec<_>>().join(", ") };
     let sql = format!(
         "UPDATE jobs SET state = 'running', worker = ?1, attempts = attempts + 1, lease_until = {NOW} + ?2
         WHERE id IN (SELECT id FROM jobs
             WHERE (state = 'queued' OR (state = 'running' AND lease_until < {NOW}))
-              AND attempts < max_attempts AND gpu_class = ?3 AND (?4 IS NULL OR settings_family = ?4) AND stage IN ({marks})
+              AND attempts < max_attempts AND gpu_class = ?3 AND judge = ?6 AND (?4 IS NULL OR settings_family = ?4) AND stage IN ({marks})
             ORDER BY priority DESC, id LIMIT ?5)
         RETURNING {CLAIMED}"
     );
@@ -119,6 +120,7 @@ pub(crate) fn claim(conn: &mut Connection, path: &Path, c: &Claim) -> Result<(Ve
         c.gpu_class.clone().into(),
         c.family.clone().map_or(rusqlite::types::Value::Null, Into::into),
         i64::try_from(c.limit).unwrap_or(i64::MAX).into(),
+        c.judge.clone().into(),
     ];
     values.extend(stages);
     let mut jobs = tx
@@ -136,7 +138,7 @@ pub(crate) fn claim(conn: &mut Connection, path: &Path, c: &Claim) -> Result<(Ve
 
 const CLAIMED: &str = "id, task_hash, candidate_hash, settings_hash, gpu_class, settings_family, task_name,
     task_source, candidate_source, mode, settings, stage, attempts, artifact, artifact_env, priority,
-    program_code_hash, program_settings, parent_ids";
+    program_code_hash, program_settings, parent_ids, judge";
 
 /// A claimed job with its settings, stage and parents still as text.
 struct RawClaimed(ClaimedJob, String, String, String);
@@ -157,7 +159,7 @@ fn claimed_from_row(r: &Row<'_>) -> rusqlite::Result<RawClaimed> {
     let environment: Option<String> = r.get(14)?;
     let job = ClaimedJob {
         id: r.get(0)?,
-        key: JobKey { task_hash: r.get(1)?, candidate_hash: r.get(2)?, settings_hash: r.get(3)?, gpu_class: r.get(4)? },
+        key: JobKey { task_hash: r.get(1)?, candidate_hash: r.get(2)?, settings_hash: r.get(3)?, gpu_class: r.get(4)?, judge: r.get(19)? },
         settings_family: r.get(5)?,
         task_name: r.get(6)?,
         task_source: r.get(7)?,
@@ -264,7 +266,7 @@ pub(crate) fn status(conn: &Connection, path: &Path, ids: &[i64]) -> Result<Vec<
     let mut stmt = conn
         .prepare_cached(
             "SELECT id, task_hash, candidate_hash, settings_hash, gpu_class, task_name, mode, state, stage,
-                attempts, worker, verdict, result, error, program_id, discarded FROM jobs WHERE id = ?1",
+                attempts, worker, verdict, result, error, program_id, discarded, judge FROM jobs WHERE id = ?1",
         )
         .map_err(err)?;
     let mut out = Vec::with_capacity(ids.len());
@@ -274,7 +276,7 @@ pub(crate) fn status(conn: &Connection, path: &Path, ids: &[i64]) -> Result<Vec<
                 Ok((
                     JobStatus {
                         id: r.get(0)?,
-                        key: JobKey { task_hash: r.get(1)?, candidate_hash: r.get(2)?, settings_hash: r.get(3)?, gpu_class: r.get(4)? },
+                        key: JobKey { task_hash: r.get(1)?, candidate_hash: r.get(2)?, settings_hash: r.get(3)?, gpu_class: r.get(4)?, judge: r.get(16)? },
                         task_name: r.get(5)?,
                         mode: r.get(6)?,
                         state: JobState::Queued,

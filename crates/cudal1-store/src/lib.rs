@@ -4,8 +4,9 @@
 //! The file runs in WAL mode with a busy timeout, so several processes can open it at once;
 //! the schema is created and migrated through `PRAGMA user_version`, and a file that is not a
 //! cudal1 store is refused with an error naming its path. Evaluations are keyed by
-//! [`EvalKey`] (task, candidate and settings hashes): recording the same key again replaces the
-//! row, so a finished evaluation doubles as a cache entry. For `cudal1 optimize` it also keeps a
+//! [`EvalKey`] (task, candidate and settings hashes, and the judge: the judging version and class
+//! of GPU): recording the same key again replaces the row, so a finished evaluation doubles as a
+//! cache entry, and only for the judge that made it. For `cudal1 optimize` it also keeps a
 //! program database per task ([`StoredProgram`], keyed by [`ProgramKey`]) and the runs, rounds
 //! and LLM samples that let an interrupted search resume, and the task checks of `tasks check`. The baselines of `cudal1 baselines` ([`StoredBaseline`],
 //! keyed by [`BaselineKey`]) and the Nsight Compute profiles of `cudal1 profile` ([`StoredProfile`])
@@ -25,7 +26,13 @@
 //!     suite_path: "tasks".into(),
 //!     candidates_path: "solutions".into(),
 //! })?;
-//! let key = EvalKey { task_hash: "t".into(), candidate_hash: "c".into(), settings_hash: "s".into() };
+//! let key = EvalKey {
+//!     task_hash: "t".into(),
+//!     candidate_hash: "c".into(),
+//!     settings_hash: "s".into(),
+//!     judge: "1.0123456789ab".into(),
+//!     gpu_class: "cpu".into(),
+//! };
 //! assert!(store.find_evaluation(&key)?.is_none());
 //! # Ok::<(), cudal1_store::StoreError>(())
 //! ```

@@ -242,6 +242,42 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (task_hash, program, gpu_class)
     );
     ",
+    // 7 -> 8: results carry what judged them (the judging version and the class of GPU), and a
+    // result is reused only by the same judge. Older rows get empty values: they stay listed but
+    // no key of a build that records judges finds them, so their work is judged again.
+    "
+    ALTER TABLE evaluations ADD COLUMN judge TEXT NOT NULL DEFAULT '';
+    ALTER TABLE evaluations ADD COLUMN gpu_class TEXT NOT NULL DEFAULT '';
+    DROP INDEX evaluations_key;
+    CREATE UNIQUE INDEX evaluations_key ON evaluations (task_hash, candidate_hash, settings_hash, judge, gpu_class);
+    ALTER TABLE jobs ADD COLUMN judge TEXT NOT NULL DEFAULT '';
+    DROP INDEX jobs_key;
+    CREATE UNIQUE INDEX jobs_key ON jobs (task_hash, candidate_hash, settings_hash, gpu_class, judge);
+    CREATE TABLE baselines_judged (
+        task_hash       TEXT NOT NULL,
+        settings_hash   TEXT NOT NULL,
+        gpu_class       TEXT NOT NULL,
+        judge           TEXT NOT NULL,
+        name            TEXT NOT NULL,
+        task_name       TEXT NOT NULL,
+        created_at      TEXT NOT NULL,
+        status          TEXT NOT NULL,
+        reason          TEXT NOT NULL,
+        speedup_median  REAL,
+        speedup_ci_low  REAL,
+        speedup_ci_high REAL,
+        baseline_ms     REAL,
+        reference_ms    REAL,
+        evaluation      TEXT NOT NULL,
+        PRIMARY KEY (task_hash, settings_hash, gpu_class, judge, name)
+    );
+    INSERT INTO baselines_judged (task_hash, settings_hash, gpu_class, judge, name, task_name, created_at,
+            status, reason, speedup_median, speedup_ci_low, speedup_ci_high, baseline_ms, reference_ms, evaluation)
+        SELECT task_hash, settings_hash, gpu_class, '', name, task_name, created_at, status, reason,
+            speedup_median, speedup_ci_low, speedup_ci_high, baseline_ms, reference_ms, evaluation FROM baselines;
+    DROP TABLE baselines;
+    ALTER TABLE baselines_judged RENAME TO baselines;
+    ",
 ];
 
 /// The schema version this build writes.
@@ -409,6 +445,46 @@ pub(crate) mod tests {
             .query_row("SELECT count(*) FROM programs", [], |r| r.get(0))
             .unwrap();
         assert_eq!(programs, 0);
+    }
+
+    #[test]
+    fn a_version_7_store_keeps_its_results_readable_but_never_reused() {
+        let mut conn = memory();
+        for sql in &MIGRATIONS[..7] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.execute_batch(&format!(
+            "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = 7;
+             INSERT INTO evaluations (created_at, recorded_seq, task_hash, candidate_hash, settings_hash, batch_id,
+                 task_name, task_path, candidate_label, verdict, reason, speedup_median, device, environment,
+                 settings, measurements, duration_ms)
+                 VALUES ('2026-11-01T00:00:00.000Z', 1, 't', 'c', 's', 'b', 'level1/1_A', 'a.py', 'cand.py',
+                 'correct', 'old', 14.0, 'cuda:0', '{{}}', '{{}}', '{{}}', 1.0);
+             INSERT INTO baselines VALUES ('t', 's', 'nvidia-h100', 'eager', 'level1/1_A', 'now', 'measured', '',
+                 1.0, 1.0, 1.0, 1.0, 1.0, 'null');
+             INSERT INTO jobs (created_at, task_hash, candidate_hash, settings_hash, gpu_class, settings_family,
+                 task_name, task_source, candidate_source, program_code_hash, program_settings, parent_ids, mode,
+                 settings, priority, stage, state, max_attempts, verdict, result)
+                 VALUES ('now', 't', 'c', 's', 'cpu', 'f', 'level1/1_A', 'src', 'code', 'h', 'p', '[]', 'full', '{{}}',
+                 0, 'run', 'done', 3, 'correct', '{{}}');"
+        ))
+        .unwrap();
+        migrate(&mut conn, Path::new("old.db")).unwrap();
+        assert_eq!(header(&conn).0, current_version());
+        let path = Path::new("old.db");
+        // Listed, with no judge...
+        let listed = crate::evaluation::all(&conn, path).unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!((listed[0].verdict.as_str(), listed[0].speedup_median, listed[0].key.judge.as_str(), listed[0].key.gpu_class.as_str()), ("correct", Some(14.0), "", ""));
+        // ... and found by no judge's key.
+        let key = crate::EvalKey { judge: "1.0123456789ab".into(), gpu_class: "nvidia-h100".into(), ..listed[0].key.clone() };
+        assert!(crate::evaluation::find(&conn, path, &key).unwrap().is_none());
+        let baselines = crate::baseline::matching(&conn, path, &crate::BaselineFilter::default()).unwrap();
+        assert_eq!(baselines.len(), 1);
+        let key = crate::BaselineKey { judge: "1.0123456789ab".into(), ..baselines[0].baseline.key.clone() };
+        assert!(crate::baseline::find(&conn, path, &key).unwrap().is_none());
+        let jobs = crate::jobs::status(&conn, path, &[1]).unwrap();
+        assert_eq!((jobs[0].verdict.as_deref(), jobs[0].key.judge.as_str()), (Some("correct"), ""));
     }
 
     #[test]

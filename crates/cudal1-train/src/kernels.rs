@@ -137,7 +137,8 @@ pub struct KernelEnv<'a> {
 
 impl<'a> KernelEnv<'a> {
     pub fn new(tasks: Vec<Arc<Task>>, engine: &'a Evaluator, store: &'a dyn ProgramDatabase, prompts: &'a Prompts, sampler: ExemplarSampler, exemplars: usize, run_id: String) -> KernelEnv<'a> {
-        let settings_hash = engine.settings().key_hash();
+        // Exemplars and stored rewards only from programs this build judged on this class of GPU.
+        let settings_hash = engine.judge().settings_hash(engine.settings());
         KernelEnv { tasks, engine, store, prompts, sampler, exemplars, low_reward: 0.0, reward: RewardKind::Speedup, run_id, settings_hash, order: Vec::new(), pending: HashMap::new(), next_ticket: 0 }
     }
 

@@ -192,7 +192,7 @@ fn ctrl_c_once_abandons_what_cannot_finish_within_seconds_and_exits_130_within_1
     let work = dir.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
     let db = dir.path().join("a.db");
-    let mut child = hanging_eval(&db, &work);
+    let child = hanging_eval(&db, &work);
     let pressed = Instant::now();
     interrupt(child.id());
     let out = child.wait_with_output().unwrap();

@@ -11,6 +11,7 @@ mod baselines;
 mod browser;
 mod cli;
 mod engine;
+mod judge;
 mod memory;
 mod optimize;
 mod output;
@@ -228,7 +229,7 @@ fn single_eval_prints_the_promised_json() {
     cmd.args(["eval", "--task", "tests/suite-cpu/tasks/level1/1_Diagonal_Matmul.py", "--candidate", "tests/suite-cpu/candidates/level1/1_Diagonal_Matmul/fast.py"]).args(FAST_TIMING);
     let again = run(cmd);
     assert!(again.status.success());
-    assert!(String::from_utf8_lossy(&again.stderr).contains("(from the store: the same task, candidate and settings were evaluated before; --force evaluates again)"));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("(from the store: the same task, candidate and settings were judged before by this version of cudal1 on this class of device; --force evaluates again)"));
     assert!(String::from_utf8_lossy(&again.stdout).contains(&format!("id:         {}", v["id"])), "the stored row's id");
 }
 

@@ -233,6 +233,7 @@ impl Lane<'_> {
                 match result {
                     Ok(mut e) => {
                         account(&mut e, &entry, picked, slot_wait);
+                        e.judge = Some(self.shared.config.judge.clone());
                         JobOutcome::Evaluated(Arc::new(e))
                     }
                     Err(Unjudged::Reference(e)) => reference_failed(&e),

@@ -32,6 +32,7 @@ mod queue;
 pub use job::{Done, Event, EventKind, Job, JobHandle, JobId, JobOutcome, Work};
 
 use crate::compile::{compile, needs_compile, CompileCache, CompileOutcome};
+use crate::judge::Judge;
 use crate::runner::RunnerEnv;
 use crate::settings::{Device, EvalSettings, Mode};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
@@ -66,6 +67,11 @@ pub struct EngineConfig {
     /// shares the device (beside other lanes' checks), and holds the device alone only to time
     /// it. Off: a timed job holds the device alone from its start, on one lane per device.
     pub pipeline: bool,
+    /// Who judges: this build's judging version and the devices' class, recorded in every
+    /// evaluation ([`Evaluation::judge`](crate::Evaluation)). [`EngineConfig::new`] names the
+    /// class from the runner's GPU names (`cuda-unnamed` where torch gave none); a worker that
+    /// takes jobs of a named class sets it.
+    pub judge: Judge,
 }
 
 impl EngineConfig {
@@ -74,6 +80,7 @@ impl EngineConfig {
     pub fn new(env: RunnerEnv, devices: Vec<Device>, settings: EvalSettings, compile_cache: CompileCache) -> EngineConfig {
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
         let lanes = default_lanes(devices.first().unwrap_or(&Device::Cpu), cores, devices.len());
+        let judge = Judge::new(crate::judge::devices_class(&devices, &env.gpu_names).unwrap_or_else(|_| "cuda-unnamed".into()));
         EngineConfig {
             env,
             devices,
@@ -85,6 +92,7 @@ impl EngineConfig {
             prefetch: None,
             seed: rand::random(),
             pipeline: false,
+            judge,
         }
     }
 }
@@ -302,6 +310,11 @@ impl Evaluator {
 
     pub fn devices(&self) -> &[Device] {
         &self.shared.config.devices
+    }
+
+    /// Who judges this engine's evaluations: part of every key their results are stored under.
+    pub fn judge(&self) -> &Judge {
+        &self.shared.config.judge
     }
 
     pub fn settings(&self) -> &EvalSettings {

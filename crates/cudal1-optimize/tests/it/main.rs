@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cudal1_eval::{CompileCache, Device, EngineConfig, EvalSettings, Evaluator, RunnerEnv};
+use cudal1_eval::{CompileCache, Device, EngineConfig, EvalSettings, Evaluator, Judge, RunnerEnv};
 use cudal1_llm::{OpenAiClient, OpenAiConfig, RetryPolicy};
 use cudal1_optimize::{run_id, Event, OptimizeConfig, Optimizer, Profiles, RunSummary, StopReason};
 use cudal1_search::{normalized_hash, Prompts};
@@ -98,6 +98,7 @@ fn runner_env(cache: &Path) -> RunnerEnv {
         python_dirs: vec![interp.probe.prefix.clone(), interp.probe.base_prefix.clone()],
         package_root,
         cuda_arch: None,
+        gpu_names: vec![],
         bytecode: None,
         forks: true,
     }
@@ -158,7 +159,7 @@ fn run(llm: &OpenAiClient, store: &Store, config: &OptimizeConfig, cancel: &Atom
 
 /// An environment that is never used: these loops evaluate nothing.
 fn unused_env() -> RunnerEnv {
-    RunnerEnv { python: "/nonexistent/python".into(), python_dirs: vec![], package_root: "/nonexistent".into(), cuda_arch: None, bytecode: None, forks: false }
+    RunnerEnv { python: "/nonexistent/python".into(), python_dirs: vec![], package_root: "/nonexistent".into(), cuda_arch: None, gpu_names: vec![], bytecode: None, forks: false }
 }
 
 const NO_CODE: &str = "Use a broadcast instead of a diagonal matrix.";
@@ -254,7 +255,7 @@ fn a_program_a_crash_left_unevaluated_is_evaluated_on_resume() {
     let task = task();
     store
         .insert_sample(&NewSample {
-            run_id: run_id(&task.hash, &settings().key_hash(), "it"),
+            run_id: run_id(&task.hash, &Judge::new("cpu").settings_hash(&settings()), "it"),
             round: 1,
             index: 0,
             prompt_kind: "first".into(),
@@ -297,7 +298,7 @@ fn a_rejected_key_stops_the_run_with_an_error_and_records_nothing() {
     assert!(matches!(err, cudal1_optimize::OptimizeError::Llm { .. }), "{err:?}");
     let cause = std::error::Error::source(&err).unwrap().to_string();
     assert!(cause.contains("HTTP 401"), "{cause}");
-    let run = run_id(&task().hash, &settings.key_hash(), "it");
+    let run = run_id(&task().hash, &Judge::new("cpu").settings_hash(&settings), "it");
     assert!(store.samples_for_run(&run).unwrap().is_empty());
     assert!(store.rounds_for_run(&run).unwrap().is_empty());
 }

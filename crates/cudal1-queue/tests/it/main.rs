@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use cudal1_eval::{CompileCache, Device, EngineConfig, EvalSettings, Mode, RunnerEnv};
+use cudal1_eval::{CompileCache, Device, EngineConfig, EvalSettings, Judge, Mode, RunnerEnv};
 use cudal1_queue::{JobSpec, WorkerConfig, WorkerEvent, WorkerSummary};
 use cudal1_store::{JobQueue, JobState, NewJob, ProgramDatabase, Stage, Store};
 use cudal1_store_pg::test_server::TestPostgres;
@@ -54,7 +54,7 @@ fn candidate(task: &str, file: &str) -> String {
 }
 
 fn job(task: &Task, code: &str) -> NewJob {
-    JobSpec { task, code, settings: &settings(), gpu_class: "cpu", parent_ids: vec![], priority: 0, max_attempts: 3, compile_stage: false }.to_job()
+    JobSpec { task, code, settings: &settings(), judge: &Judge::new("cpu"), parent_ids: vec![], priority: 0, max_attempts: 3, compile_stage: false }.to_job()
 }
 
 fn run_worker(queue: &dyn JobQueue, config: &WorkerConfig) -> WorkerSummary {

@@ -64,7 +64,7 @@ fn both(test: impl Fn(&dyn ServeStore)) {
 
 fn job(task: &str, code: &str) -> NewJob {
     NewJob {
-        key: JobKey { task_hash: format!("t-{task}"), candidate_hash: format!("c-{code}"), settings_hash: "s".into(), gpu_class: "cpu".into() },
+        key: JobKey { task_hash: format!("t-{task}"), candidate_hash: format!("c-{code}"), settings_hash: "s".into(), gpu_class: "cpu".into(), judge: "1.now".into() },
         settings_family: "fam".into(),
         task_name: format!("level1/{task}"),
         task_source: "class Model: pass\n".into(),
@@ -80,7 +80,7 @@ fn job(task: &str, code: &str) -> NewJob {
 }
 
 fn claim(worker: &str, limit: usize, lease: Duration) -> Claim {
-    Claim { worker: worker.into(), gpu_class: "cpu".into(), stages: vec![Stage::Run], family: None, limit, lease }
+    Claim { worker: worker.into(), gpu_class: "cpu".into(), judge: "1.now".into(), stages: vec![Stage::Run], family: None, limit, lease }
 }
 
 fn evaluated(verdict: &str, program: Option<NewProgram>) -> Completion {
@@ -128,6 +128,29 @@ fn enqueueing_is_idempotent_on_the_key() {
         assert_eq!((again[0].id, again[0].created), (a[0].id, false), "{}", q.describe());
         assert!(again[1].created, "another GPU class is another job");
         assert_eq!(q.counts().unwrap().queued, 3);
+    });
+}
+
+#[test]
+fn a_job_done_by_another_judging_version_is_judged_again_by_this_one() {
+    both(|q| {
+        let mut older = job("v", "1");
+        older.key.judge = "0.old".into();
+        let old = q.enqueue(&[older]).unwrap();
+        let old_worker = Claim { judge: "0.old".into(), ..claim("old", 1, Duration::from_secs(60)) };
+        let taken = q.claim(&old_worker).unwrap();
+        assert_eq!(taken.len(), 1);
+        assert!(q.complete(taken[0].id, "old", &evaluated("correct", None)).unwrap());
+        // The same task, code, settings and GPU class asked for by this version: a new job, not
+        // the old result.
+        let now = q.enqueue(&[job("v", "1")]).unwrap();
+        assert!(now[0].created && now[0].id != old[0].id && now[0].state == JobState::Queued, "{}: {now:?}", q.describe());
+        // Only a worker of this version takes it.
+        assert!(q.claim(&old_worker).unwrap().is_empty(), "{}", q.describe());
+        let got = q.claim(&claim("new", 5, Duration::from_secs(60))).unwrap();
+        assert_eq!(got.iter().map(|j| (j.id, j.key.judge.as_str())).collect::<Vec<_>>(), [(now[0].id, "1.now")]);
+        let old_status = q.status(&[old[0].id]).unwrap();
+        assert_eq!((old_status[0].state, old_status[0].key.judge.as_str()), (JobState::Done, "0.old"));
     });
 }
 

@@ -14,6 +14,8 @@ fn key(task: &str, candidate: &str) -> EvalKey {
         task_hash: format!("task-{task}"),
         candidate_hash: format!("cand-{candidate}"),
         settings_hash: "settings-1".into(),
+        judge: "1.0123456789ab".into(),
+        gpu_class: "nvidia-h100-80gb-hbm3".into(),
     }
 }
 
@@ -122,6 +124,51 @@ fn finding_a_missing_key_gives_none() {
         key("other", "c"),
         EvalKey {
             settings_hash: "x".into(),
+            ..key("t", "c")
+        },
+    ] {
+        assert!(
+            store.find_evaluation(&missing).unwrap().is_none(),
+            "{missing:?}"
+        );
+    }
+}
+
+#[test]
+fn a_verdict_of_another_judge_or_gpu_class_is_kept_but_never_found() {
+    let store = Store::open_in_memory().unwrap();
+    // `correct 14x` recorded by an older judging version, and by this one on another GPU.
+    let mut older = evaluation("t", "c");
+    older.key.judge = "0.fedcba987654".into();
+    older.speedup_median = Some(14.0);
+    let older_id = store.insert_evaluation(&older).unwrap();
+    let mut elsewhere = evaluation("t", "c");
+    elsewhere.key.gpu_class = "nvidia-a100-sxm4-40gb".into();
+    let elsewhere_id = store.insert_evaluation(&elsewhere).unwrap();
+    let here = key("t", "c");
+    assert!(store.find_evaluation(&here).unwrap().is_none(), "another judge's verdict was found as this one's");
+    // Judged again here: a row of its own; the others stay, listed with their judges.
+    let mut again = evaluation("t", "c");
+    again.verdict = "exploit".into();
+    let id = store.insert_evaluation(&again).unwrap();
+    assert!(id != older_id && id != elsewhere_id);
+    assert_eq!(store.find_evaluation(&here).unwrap().unwrap().verdict, "exploit");
+    let listed: Vec<(String, String)> = store.all_evaluations().unwrap().iter().map(|e| (e.key.judge.clone(), e.key.gpu_class.clone())).collect();
+    assert_eq!(
+        listed,
+        [
+            ("0.fedcba987654".to_owned(), "nvidia-h100-80gb-hbm3".to_owned()),
+            ("1.0123456789ab".to_owned(), "nvidia-a100-sxm4-40gb".to_owned()),
+            ("1.0123456789ab".to_owned(), "nvidia-h100-80gb-hbm3".to_owned()),
+        ]
+    );
+    for missing in [
+        EvalKey {
+            judge: "0.fedcba987654".into(),
+            ..key("t", "other")
+        },
+        EvalKey {
+            gpu_class: "cpu".into(),
             ..key("t", "c")
         },
     ] {
@@ -533,7 +580,7 @@ fn baselines_survive_reopening_the_file_and_are_filtered_by_task() {
     let dir = TempDir::new().unwrap();
     let path = dir.path().join("cudal1.db");
     let measured = NewBaseline {
-        key: BaselineKey { task_hash: "t1".into(), settings_hash: "s".into(), gpu_class: "cpu".into(), name: "compile-default".into() },
+        key: BaselineKey { task_hash: "t1".into(), settings_hash: "s".into(), gpu_class: "cpu".into(), judge: "1.0123456789ab".into(), name: "compile-default".into() },
         task_name: "level1/19_ReLU".into(),
         status: BaselineStatus::Measured,
         reason: "correct on 3 seeds".into(),
