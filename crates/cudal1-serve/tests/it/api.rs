@@ -30,7 +30,8 @@ async fn a_wrong_or_missing_token_is_401_and_health_needs_none() {
     let open = client.get(format!("{}/health", server.url)).send().await.unwrap();
     assert_eq!(open.status(), StatusCode::OK);
     let open: serde_json::Value = open.json().await.unwrap();
-    assert_eq!(open, json!({"status": "ok"}), "without the token, liveness only: no store, tasks or queue");
+    let limits = json!({"max_body_bytes": 16 << 20, "max_items": 1024, "max_completion_bytes": 256 << 10});
+    assert_eq!(open, json!({"status": "ok", "limits": limits}), "without the token, liveness and the request limits only: no store, tasks or queue");
     let full: serde_json::Value = client.get(format!("{}/health", server.url)).bearer_auth("s3cret").send().await.unwrap().json().await.unwrap();
     assert_eq!(full["queue"]["queued"], 1, "{full}");
     assert!(full["store"].as_str().is_some(), "{full}");
