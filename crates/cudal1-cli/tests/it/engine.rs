@@ -355,3 +355,32 @@ fn a_candidate_that_loops_at_import_is_a_timeout_within_the_load_limit() {
     assert!(started.elapsed() < Duration::from_secs(120), "{:?}", started.elapsed());
 }
 
+/// A first call longer than the call limit (as `torch.compile`'s, which compiles there) is build
+/// time: it has the load limit and a phase of its own, and later calls keep the call limit.
+#[test]
+fn a_slow_first_call_has_the_load_limit_and_later_calls_the_call_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let slow_first = dir.path().join("slow_first.py");
+    let body = |extra: &str| {
+        format!(
+            "import time\nimport torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.calls = 0\n\n    def forward(self, x):\n        self.calls += 1\n{extra}        return x * torch.sigmoid(x)\n"
+        )
+    };
+    std::fs::write(&slow_first, body("        if self.calls == 1:\n            time.sleep(4)\n")).unwrap();
+    let slow_second = dir.path().join("slow_second.py");
+    std::fs::write(&slow_second, body("        if self.calls == 2:\n            time.sleep(4)\n")).unwrap();
+    let eval = |candidate: &Path| {
+        let mut cmd = cudal1(&dir.path().join("f.db"));
+        cmd.args(["eval", "--task", "tests/suite-cpu/tasks/level1/2_Swish.py", "--candidate"])
+            .arg(candidate)
+            .args(["--device", "cpu", "--budget", "0.3", "--call-timeout", "2", "--load-timeout", "30", "--json"]);
+        let r: Value = serde_json::from_slice(&run(cmd).stdout).expect("one JSON object");
+        r
+    };
+    let first = eval(&slow_first);
+    assert_eq!(first["verdict"], "correct", "{first}");
+    assert!(first["measurements"]["phases_ms"]["first_call"].as_f64().unwrap() >= 4000.0, "{first}");
+    let second = eval(&slow_second);
+    assert_eq!(second["verdict"], "timeout", "{second}");
+    assert!(second["reason"].as_str().unwrap().contains("did not finish running the correctness checks within 2.0 s"), "{second}");
+}
