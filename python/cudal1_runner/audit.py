@@ -35,6 +35,7 @@ GC_SCAN = "gc_scan"
 FRAME_INSPECTION = "frame_inspection"
 FILE_ACCESS = "file_access"
 FORGED_ORIGIN = "forged_origin"
+AUDIT_HOOK = "audit_hook"
 
 _EVENTS = {
     "gc.get_objects": GC_SCAN,
@@ -54,6 +55,9 @@ _EVENTS = {
     "exec": FORGED_ORIGIN,
     "function.__new__": FORGED_ORIGIN,
     "object.__setattr__": FORGED_ORIGIN,
+    # An audit hook of its own sees every audited step of the runner's, the input path's
+    # included (and cannot be removed).
+    "sys.addaudithook": AUDIT_HOOK,
 }
 _TENSOR_FILES = (".pt", ".pth", ".npy", ".npz", ".safetensors", ".bin", ".pkl")
 _SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
@@ -235,5 +239,6 @@ class Auditor:
             FRAME_INSPECTION: "inspected interpreter frames",
             FILE_ACCESS: "looked for files outside its own directory",
             FORGED_ORIGIN: "made code under an installed file's name",
+            AUDIT_HOOK: "added an audit hook, which sees the runner's own audited steps",
         }[kind]
         self._pending.append({"kind": kind, "detail": f"candidate code {what} ({event} at {where})"})

@@ -8,6 +8,12 @@ mode stacks (a mode left active after a call sees the runner's own torch calls) 
 threads PyTorch may use (more intra-op threads than the runner was given is speed bought with
 cores the reference does not get). ``findings()`` returns what is new since the last call; each
 finding is reported once per process.
+
+The baseline is also checked at the start of every request (``request_started``): between the
+last check and the next request candidate code can still run (a finalizer of its output, a hook
+in a library the runner's saving goes through), and what the runner looks up as a request starts
+(its session's methods, the timing module's functions) must be what it was. The input path
+reports what it saw (``input_path_made``).
 """
 
 import torch
@@ -46,6 +52,16 @@ class Guard:
         self._reference = None
         self._pending = []
         self._reported = set()
+        self._input_path = None
+
+    def request_started(self) -> None:
+        """At the start of every request, before the runner looks anything up for it."""
+        self.idle.request_started()
+        self._pending.extend(self.baseline.check())
+
+    def input_path_made(self, findings) -> None:
+        """The input path's ``findings`` (``inputs.make_path``), drained with the guard's."""
+        self._input_path = findings
 
     # --- load ------------------------------------------------------------------------------
 
@@ -91,6 +107,8 @@ class Guard:
         found += self._pending
         self._pending = []
         found += self.auditor.drain()
+        if self._input_path is not None:
+            found += self._input_path()
         found += self.threads.findings()
         found += self.baseline.check()
         if self._model is not None:

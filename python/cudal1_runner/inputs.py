@@ -10,15 +10,45 @@ itself); ``digest`` lets the Rust side compare the inputs both roles actually us
 """
 
 import copy
+import gc
 import hashlib
 import pickle
 import types
 
 import torch
 
+from . import seeding
 from .errors import BAD_INPUTS, RunnerError
 
 _SCALARS = (bool, int, float)
+
+# Bound when the runner starts, before any task or candidate code runs (see ``make_path``).
+_FunctionType = types.FunctionType
+_ModuleType = types.ModuleType
+_pickle_loads = pickle.loads
+_deepcopy = copy.deepcopy
+_Tensor = torch.Tensor
+_TensorBase = torch._C.TensorBase
+
+
+def _module_view(module, views: dict):
+    """A module object holding a copy of ``module``'s namespace as it is now, with the
+    submodules of its package as views too: names the reference's code looks up on it
+    (``torch.randn``, ``F.relu``) resolve to what they were before any candidate code ran."""
+    key = id(module)
+    if key in views:
+        return views[key]
+    view = _ModuleType(module.__name__)
+    views[key] = view
+    root = module.__name__.partition(".")[0] + "."
+    namespace = dict(vars(module))
+    for name, value in namespace.items():
+        # ``type``, not ``isinstance``: some of torch's deprecated objects warn when their
+        # ``__class__`` is read.
+        if issubclass(type(value), _ModuleType) and (value.__name__ + ".").startswith(root):
+            namespace[name] = _module_view(value, views)
+    vars(view).update(namespace)
+    return view
 
 
 class _SavedFunction:
@@ -32,7 +62,7 @@ class _SavedFunction:
 
     def rebuild(self, globals_: dict) -> types.FunctionType:
         code, name, defaults, kwdefaults, closure = self._parts
-        fn = types.FunctionType(code, globals_, name, defaults.thaw(), closure)
+        fn = _FunctionType(code, globals_, name, defaults.thaw(), closure)
         fn.__kwdefaults__ = kwdefaults.thaw()
         return fn
 
@@ -63,7 +93,7 @@ class _Frozen:
     def thaw(self):
         how, payload = self._parts
         if how == "pickled":
-            return pickle.loads(payload)
+            return _pickle_loads(payload)
         if how == "copied":
             return _copy_value(payload)
         return payload
@@ -72,20 +102,28 @@ class _Frozen:
 def _copy_value(value):
     # Modules, classes and functions deep-copy to themselves; anything that refuses is shared.
     try:
-        return copy.deepcopy(value)
+        return _deepcopy(value)
     except Exception:
         return value
 
 
 class InputSource:
-    """The reference's ``get_inputs``/``get_init_inputs`` over a snapshot of its globals."""
+    """The reference's ``get_inputs``/``get_init_inputs`` over a snapshot of its globals.
+
+    Modules among the globals are replaced by views of their namespaces taken now (before any
+    candidate code runs), so the reference's own lookups (``torch.randn``) cannot reach a
+    function the candidate put in a module later.
+    """
 
     def __init__(self, module) -> None:
         namespace = vars(module)
         values, functions = [], []
+        views = {}
         for key, value in namespace.items():
             if isinstance(value, types.FunctionType) and value.__globals__ is namespace:
                 functions.append((key, _SavedFunction(value)))
+            elif issubclass(type(value), _ModuleType) and not (key.startswith("__") and key.endswith("__")):
+                values.append((key, _Frozen(_module_view(value, views), shared=True)))
             else:
                 # Module attributes such as __builtins__ and __spec__ are the interpreter's, not data.
                 dunder = key.startswith("__") and key.endswith("__")
@@ -93,6 +131,7 @@ class InputSource:
         # Tuples rather than dicts: there is no mapping of the globals left to edit.
         self._values = tuple(values)
         self._functions = tuple(functions)
+        self.prepare = _make_prepare(self._values, self._functions)
 
     def _fresh(self) -> dict:
         globals_ = {key: frozen.thaw() for key, frozen in self._values}
@@ -127,10 +166,48 @@ class InputSource:
                 f"(leading dimensions {sorted(before)})",
             )
         self._values = tuple(values)
+        self.prepare = _make_prepare(self._values, self._functions)
         return changed
 
     def get_init_inputs(self) -> list:
         return _checked(self._fresh()["get_init_inputs"](), "get_init_inputs")
+
+
+def _make_prepare(values: tuple, functions: tuple):
+    """``prepare()``: a fresh ``get_inputs`` over fresh copies of the saved globals, made by a
+    closure over what it needs (no global or attribute lookup at call time). Run before a call's
+    seed is set: what it runs (unpickling, a deep copy) learns nothing of the coming inputs."""
+    loads, deepcopy, Function, Error = _pickle_loads, _deepcopy, _FunctionType, Exception
+    saved_values = tuple((key,) + frozen._parts for key, frozen in values)
+    saved_functions = tuple(
+        (key, code, name) + defaults._parts + kwdefaults._parts + (closure,)
+        for key, saved in functions
+        for code, name, defaults, kwdefaults, closure in (saved._parts,)
+    )
+
+    def thaw(how, payload):
+        if how == "pickled":
+            return loads(payload)
+        if how == "copied":
+            # Modules, classes and functions deep-copy to themselves; what refuses is shared.
+            try:
+                return deepcopy(payload)
+            except Error:
+                return payload
+        return payload
+
+    def prepare():
+        globals_ = {}
+        for key, how, payload in saved_values:
+            globals_[key] = thaw(how, payload)
+        for key, code, name, d_how, d_payload, k_how, k_payload, closure in saved_functions:
+            fn = Function(code, globals_, name, thaw(d_how, d_payload), closure)
+            fn.__kwdefaults__ = thaw(k_how, k_payload)
+            globals_[key] = fn
+        return globals_.get("get_inputs")
+
+    return prepare
+
 
 def _leading_dims(source) -> set:
     """The leading dimensions of the inputs, read on the meta device where the task allows it."""
@@ -150,28 +227,13 @@ def nbytes(values) -> int:
 
 
 def generate(source, device: torch.device, seed: int) -> list:
-    """Fresh inputs for ``seed``, on ``device``.
-
-    On a GPU, ``get_inputs()`` runs with the device as the default, so its random tensors are
-    made there: making hundreds of MB of ``randn`` on the CPU before every timed call would cost
-    far more than the call. Both roles run this same code, so the same seed gives the same inputs
-    in every process. A ``get_inputs()`` that cannot run that way (it calls ``.numpy()``, say)
-    falls back to the CPU, once and for all.
-    """
-    from .seeding import seed_all
-
-    if device.type == "cuda" and getattr(source, "_device_inputs", True):
-        seed_all(seed)
-        try:
-            with torch.device(device):
-                values = source.get_inputs()
-            return to_device(values, device)
-        except RunnerError:
-            raise
-        except Exception:
-            source._device_inputs = False
-    seed_all(seed)
-    return to_device(source.get_inputs(), device)
+    """Fresh inputs for ``seed``, on ``device`` (one call of a new ``make_path``)."""
+    collecting = gc.isenabled()
+    try:
+        return make_path(source, device, hold_bytes=0, watch=False).next_inputs(seed)
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _checked(values, where: str) -> list:
@@ -312,8 +374,27 @@ def device_sums(data: torch.Tensor):
     return length, torch.stack([plain, weighted])
 
 
-class Feeder:
-    """Each call's inputs, alternately in the previous call's tensors and in new ones.
+def make_path(source, device: torch.device, hold_bytes: int = 8 << 30, watch: bool = True):
+    """The input path: ``next_inputs(seed)`` makes a call's inputs, ``forget()`` drops the kept
+    ones, ``findings()`` says what it saw changed. Made when a task loads, before any candidate
+    code is imported.
+
+    Between a candidate's calls, before the clock starts, nothing the candidate wrote may run:
+    code that runs there after the seed is set can compute the next output outside the timed
+    window (a replaced ``random.seed``, ``types.FunctionType``, ``copy_`` set on an input
+    tensor, a finalizer on an input let go, a garbage-collector callback). So ``next_inputs``
+
+    - is a closure over what it uses, bound here (``TensorBase``'s C methods and descriptors,
+      the seeding functions, built-ins): it looks nothing up in a module, a class or an object
+      the candidate can reach (``tests/test_input_path.py`` checks its bytecode);
+    - lets go of everything the candidate saw (the previous call's tensors, unless they are
+      reused) and makes the fresh globals of ``get_inputs`` before it sets the seed; what it
+      makes after that is kept until the next call's start;
+    - turns the garbage collector off (the caller turns it back on after the call) and checks
+      that no torch function or dispatch mode is active and that ``torch.Tensor``'s methods
+      (which ``get_inputs`` looks up on its tensors) are the ones it started with;
+    - runs the reference's ``get_inputs`` over views of its modules taken before any candidate
+      code ran (``InputSource``).
 
     Every other call gets its new values copied into the tensors of the call before (the same
     Python objects at the same addresses): a result cached on ``data_ptr``, ``id`` or shape is
@@ -321,68 +402,194 @@ class Feeder:
     previous ones are still alive, so their addresses differ: a CUDA graph that replays the
     addresses it captured reads stale data. Inputs above ``hold_bytes`` are not kept between
     calls (memory), which leaves their addresses to the allocator.
+
+    On a GPU, ``get_inputs()`` runs with the device as the default, so its random tensors are
+    made there: making hundreds of MB of ``randn`` on the CPU before every timed call would cost
+    far more than the call. Both roles run this same code, so the same seed gives the same inputs
+    in every process. A ``get_inputs()`` that cannot run that way (it calls ``.numpy()``, say)
+    falls back to the CPU, once and for all.
     """
+    prepare = source.prepare
+    seed_all = seeding.seed_all
+    gpu = device.type == "cuda"
+    on_device = [gpu]
+    device_default = torch.device(device)
+    # Built-ins and torch's C methods, as closure cells.
+    _type, _len, _isinstance, _zip, _range, _list, _tuple = type, len, isinstance, zip, range, list, tuple
+    _list_append, _dict_values = list.append, dict.values
+    _id, _map, _enumerate, _str = id, map, enumerate, str
+    Tensor, Error, Interrupt = _Tensor, Exception, KeyboardInterrupt
+    scalars = _SCALARS
+    strided = torch.strided
+    copy_ = _TensorBase.copy_
+    to = _TensorBase.to
+    stride = _TensorBase.stride
+    numel = _TensorBase.numel
+    element_size = _TensorBase.element_size
+    base = vars(_TensorBase)
+    shape_of, dtype_of = base["shape"].__get__, base["dtype"].__get__
+    device_of, layout_of = base["device"].__get__, base["layout"].__get__
+    gc_disable = gc.disable
+    function_modes = getattr(torch._C, "_len_torch_function_stack", lambda: 0)
+    dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 0)
+    modes_at_start = (function_modes(), dispatch_modes())
+    # Classes and modules whose attributes the path's own torch calls and ``get_inputs`` look up
+    # at call time: torch.Tensor's methods; on a GPU, the device context that makes tensors there.
+    watched = [("torch.Tensor", vars(_Tensor))]
+    if gpu:
+        import torch.utils._device as device_module
 
-    def __init__(self, source, device: torch.device, hold_bytes: int = 8 << 30) -> None:
-        self._source = source
-        self._device = device
-        self._hold = hold_bytes
-        self._previous = None
-        self._count = 0
+        watched += [("torch.utils._device", vars(device_module)), ("DeviceContext", vars(device_module.DeviceContext))]
+    watched = tuple((label, namespace, [_list(_map(_id, namespace.values()))], [dict(namespace)]) for label, namespace in watched)
+    Refused, bad_inputs = RunnerError, BAD_INPUTS
+    plain = (type(None), bool, int, float, str, bytes, tuple, list, frozenset)
+    _dict = dict
+    found = []
+    state = {"previous": None, "kept": None, "count": 0}
 
-    def next(self, seed: int) -> list:
-        fresh = generate(self._source, self._device, seed)
-        previous, self._previous = self._previous, None
-        reuse = self._count % 2 == 1 and previous is not None
-        self._count += 1
+    def check():
+        modes = (function_modes(), dispatch_modes())
+        if modes[0] > modes_at_start[0] or modes[1] > modes_at_start[1]:
+            _list_append(found, ("tampered_torch_mode", "a torch function or dispatch mode was active while the runner made a call's inputs, where it sees them before the call"))
+        for label, namespace, ids, before in watched:
+            now = _list(_map(_id, namespace.values()))
+            if now != ids[0]:
+                old = before[0]
+                # Data added by the standard library (``copyreg`` caches ``__slotnames__`` on a
+                # class whose instances it copied) calls nothing; anything else is a change.
+                names = [
+                    k for k, v in namespace.items()
+                    if old.get(k, found) is not v and not (k not in old and _type(v) in plain)
+                ] + [k for k in old if k not in namespace]
+                if names:
+                    kind = "tampered_tensor" if label == "torch.Tensor" else "tampered_inputs"
+                    _list_append(found, (kind, label + " changed while the runner made a call's inputs (" + ", ".join(names[:8]) + "), where its code sees them before the call"))
+                ids[0], before[0] = now, _dict(namespace)
+
+    def structure(values, where):
+        if _isinstance(values, Tensor) or _isinstance(values, scalars):
+            return
+        if _isinstance(values, (_list, _tuple)):
+            for index, item in _enumerate(values):
+                structure(item, where + "[" + _str(index) + "]")
+            return
+        raise Refused(bad_inputs, where + " is " + _type(values).__name__ + "; expected a tensor, a number, a bool or a list of those")
+
+    def checked(values):
+        if not _isinstance(values, (_list, _tuple)):
+            raise Refused(bad_inputs, "get_inputs() returned " + _type(values).__name__ + ", not a list")
+        for index, value in _enumerate(values):
+            structure(value, "get_inputs()[" + _str(index) + "]")
+        return _list(values)
+
+    def same_layout(old, new):
+        return (
+            _type(old) is Tensor
+            and _type(new) is Tensor
+            and shape_of(old, None) == shape_of(new, None)
+            and dtype_of(old, None) is dtype_of(new, None)
+            and device_of(old, None) == device_of(new, None)
+            and stride(old) == stride(new)
+            and layout_of(old, None) is strided
+        )
+
+    def copy_into(old, new):
+        """``new``'s structure with its tensors' values copied into ``old``'s tensors, or None."""
+        if _isinstance(new, Tensor):
+            if not same_layout(old, new):
+                return None
+            try:
+                copy_(old, new)
+            except Error:  # overlapping memory (an expanded input) cannot be written
+                return None
+            return old
+        if _isinstance(new, (_list, _tuple)):
+            if not _isinstance(old, (_list, _tuple)) or _len(old) != _len(new):
+                return None
+            items = []
+            for o, n in _zip(old, new):
+                merged = copy_into(o, n)
+                if merged is None:
+                    return None
+                _list_append(items, merged)
+            return _tuple(items) if _isinstance(new, _tuple) else items
+        return new
+
+    def moved(values):
+        if _isinstance(values, Tensor):
+            return to(values, device)
+        if _isinstance(values, _tuple):
+            return _tuple([moved(v) for v in values])
+        if _isinstance(values, _list):
+            return [moved(v) for v in values]
+        return values
+
+    def size(values):
+        if _isinstance(values, Tensor):
+            return numel(values) * element_size(values)
+        if _isinstance(values, (_list, _tuple)):
+            total = 0
+            for v in values:
+                total += size(v)
+            return total
+        return 0
+
+    def draw(get_inputs, seed):
+        seed_all(seed)
+        if on_device[0]:
+            try:
+                with device_default:
+                    return moved(checked(get_inputs()))
+            except Interrupt:
+                raise
+            except Error as exc:
+                if _type(exc) is Refused:
+                    raise
+                on_device[0] = False
+                seed_all(seed)
+        return moved(checked(get_inputs()))
+
+    def next_inputs(seed):
+        gc_disable()
+        reuse = state["count"] % 2 == 1 and state["previous"] is not None
+        state["count"] += 1
+        # Everything the candidate saw, and all this path made for the last call, goes now:
+        # finalizers of the candidate's run before any seed is set.
+        state["kept"] = None
+        if not reuse:
+            state["previous"] = None
+        get_inputs = prepare()
+        if watch:
+            check()
+        fresh = draw(get_inputs, seed)
         args = fresh
         if reuse:
-            merged = _copy_into(previous, fresh)
+            merged = copy_into(state["previous"], fresh)
             if merged is not None:
                 args = merged
-        del previous, fresh
-        if _nbytes(args) <= self._hold:
-            self._previous = args
+            else:
+                state["kept"] = state["previous"]
+        state["previous"] = args if size(args) <= hold_bytes else None
         return args
 
-    def forget(self) -> None:
-        self._previous = None
+    def forget():
+        state["previous"] = None
+        state["kept"] = None
+
+    def findings():
+        out = [{"kind": kind, "detail": detail} for kind, detail in found]
+        for why in seeding.tampered():
+            out.append({"kind": "tampered_inputs", "detail": why})
+        del found[:]
+        return out
+
+    return _Path(next_inputs, forget, findings)
 
 
-def _same_layout(old, new) -> bool:
-    return (
-        type(old) is torch.Tensor
-        and type(new) is torch.Tensor
-        and old.shape == new.shape
-        and old.dtype == new.dtype
-        and old.device == new.device
-        and old.stride() == new.stride()
-        and old.layout == torch.strided
-    )
+class _Path:
+    """The three functions of ``make_path``, read once by their users."""
 
+    __slots__ = ("next_inputs", "forget", "findings")
 
-def _copy_into(old, new):
-    """``new``'s structure with its tensors' values copied into ``old``'s tensors, or None."""
-    if isinstance(new, torch.Tensor):
-        if not _same_layout(old, new):
-            return None
-        try:
-            old.copy_(new)
-        except Exception:  # overlapping memory (an expanded input) cannot be written
-            return None
-        return old
-    if isinstance(new, (list, tuple)):
-        if not isinstance(old, (list, tuple)) or len(old) != len(new):
-            return None
-        items = []
-        for o, n in zip(old, new):
-            merged = _copy_into(o, n)
-            if merged is None:
-                return None
-            items.append(merged)
-        return type(new)(items) if isinstance(new, tuple) else items
-    return new
-
-
-def _nbytes(values) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors(values))
+    def __init__(self, next_inputs, forget, findings) -> None:
+        self.next_inputs, self.forget, self.findings = next_inputs, forget, findings

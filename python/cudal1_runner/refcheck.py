@@ -10,13 +10,17 @@ attributes; for mutable data, its pickled bytes) before the candidate is importe
 import pickle
 import types
 
+# Bound when the runner starts: a candidate's replacement of ``types.FunctionType`` is reported
+# (group ``inputs``), and must not make the reference look edited.
+_ModuleType, _FunctionType = types.ModuleType, types.FunctionType
+
 TAMPERED_REFERENCE = "tampered_reference"
 _MAX_BLOB = 1 << 20  # larger values are compared by identity only
 _MISSING = object()
 
 
 def _blob(value):
-    if isinstance(value, (types.ModuleType, types.FunctionType, type)):
+    if isinstance(value, (_ModuleType, _FunctionType, type)):
         return None
     try:
         data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
@@ -26,7 +30,7 @@ def _blob(value):
 
 
 def _details(value):
-    if isinstance(value, types.FunctionType):
+    if isinstance(value, _FunctionType):
         return (value.__code__, value.__defaults__, value.__kwdefaults__)
     if isinstance(value, type):
         return tuple(sorted((k, id(v)) for k, v in vars(value).items()))

@@ -5,6 +5,7 @@ and answers each request with a reply dict. Exceptions from task or candidate co
 replies; the session keeps serving afterwards.
 """
 
+import gc
 import os
 import sys
 import time
@@ -41,7 +42,8 @@ class Session:
         self.device = None
         self.model = None
         self.source = None
-        self.feeder = None
+        # The input path (``inputs.make_path``), made when a task loads, before the candidate.
+        self.inputs = None
         # The last timed block's captured outputs, until the next request that runs the model.
         self.kept = None
         # Outputs kept on the device instead of saved (``share_bytes``): the candidate's exported
@@ -61,7 +63,7 @@ class Session:
     def serve(self, line: bytes):
         """Answer one request line; returns (reply, stop)."""
         if self.guard is not None:
-            self.guard.idle.request_started()
+            self.guard.request_started()
         try:
             return self._serve(line)
         finally:
@@ -114,7 +116,7 @@ class Session:
             # Another task in the same process (correctness checks reuse references): what the
             # last task's module may have changed goes back to PyTorch's defaults first.
             _reset_process_state(self)
-        self.model = self.source = self.feeder = None
+        self.model = self.source = self.inputs = None
         guard = self.guard
 
         precision.apply(allow_tf32)
@@ -124,7 +126,10 @@ class Session:
         source = inputs_mod.InputSource(ref)
         # Before any candidate code runs: the trial's smaller inputs come from the reference alone.
         scaled = _phase(lambda: source.scale_leading(scale), "scaling the inputs", LOAD_ERROR) if scale is not None else []
+        # Made before any candidate code runs: everything it calls is bound now.
+        path = inputs_mod.make_path(source, device)
         if self.role == "candidate":
+            guard.input_path_made(path.findings)
             guard.reference_loaded(ref, reference)
             precision.apply(allow_tf32)
             guard.precision_set()
@@ -154,7 +159,7 @@ class Session:
             guard.constructed(model)
 
         self.device, self.model, self.source = device, model, source
-        self.feeder = inputs_mod.Feeder(source, device)
+        self.inputs = path
         return {
             "inputs": probe,
             "init_inputs": [inputs_mod.spec(v) for v in init],
@@ -213,7 +218,13 @@ class Session:
     _op_expected = _op_outputs
 
     def _one_output(self, seed: int, out_dir: str, share_bytes: int) -> dict:
-        args = self.feeder.next(seed)
+        collecting = gc.isenabled()
+        try:
+            args = self.inputs.next_inputs(seed)
+        finally:
+            # The input path turns the collector off; an untimed call runs as the program would.
+            if collecting:
+                gc.enable()
         # Fingerprint before the call: the model may edit its inputs.
         input_digest = inputs_mod.digest(args)
         clones = inputs_mod.snapshot(args) if self.inspects else None
@@ -439,6 +450,9 @@ def _device(name: str) -> torch.device:
         raise RunnerError(BAD_REQUEST, f"device {name!r} does not exist ({torch.cuda.device_count()} visible)")
     # Synchronisation and events act on the current device: make it the requested one.
     torch.cuda.set_device(index)
+    # Set up now, before any task or candidate code runs: seeding binds its generators.
+    torch.cuda.init()
+    seeding.bind_cuda(torch.cuda.default_generators)
     return torch.device("cuda", index)
 
 

@@ -15,13 +15,28 @@ The runner never patches itself or its protocol functions, so no replacement is 
 
 The protocol's own functions are watched too (group ``protocol``: ``os.write``/``os.read``, the
 ``json`` modules): the runner does not use them after it starts (``io_guard``), but replacing them
-is an attempt to rewrite replies or read requests.
+is an attempt to rewrite replies or read requests. So are the modules the input path used to look
+things up in between calls (group ``inputs``: ``random``, ``types``, ``copy``, ``pickle``,
+``operator``, ``torch.random``, ``numpy.random``): it binds what it needs before any candidate
+code runs (``inputs.make_path``, ``seeding``), but a candidate that replaces them is trying to see
+the next call's inputs before the clock starts. Their values are watched whether callable or not
+(``torch.random.default_generator`` is an object), as are the runner's own modules' (but the
+names they reassign themselves).
+
+``check`` is cheap where nothing changed (one comparison of identities per namespace, in C), so
+the guard also runs it at the start of every request: what the runner looks up there (its
+session's methods, the timing module) is then known to be what it was, whatever ran before.
 """
 
 import _thread
 import builtins
+import copy
+import dis
 import gc
 import json
+import operator
+import pickle
+import random
 import json.decoder
 import json.encoder
 import os
@@ -32,8 +47,13 @@ import types
 
 import torch
 import torch.nn.functional
+import torch.random
 
 _MISSING = object()
+_FunctionType = types.FunctionType  # bound: the candidate may replace ``types.FunctionType``
+
+# Modules the input path used to look names up in between a candidate's calls.
+_INPUT_MODULES = ["random", "types", "copy", "pickle", "operator", "torch.random", "numpy.random", "numpy.random.mtrand", "numpy.random._mt19937"]
 
 # Attribute names that decide the group of a torch-level entry.
 _COMPARISONS = frozenset({"allclose", "isclose", "equal", "eq", "ne", "testing"})
@@ -61,6 +81,8 @@ def _group_for(owner: str, name: str) -> str:
         return "runner"
     if owner in ("os", "json", "json.encoder", "json.decoder"):
         return "protocol"
+    if owner in _INPUT_MODULES:
+        return "inputs"
     return "torch"
 
 
@@ -99,18 +121,24 @@ class Baseline:
                 self._entries.append(("torch._C", vars(torch._C), name, getattr(torch._C, name)))
         for name, module in sorted(sys.modules.items()):
             if (name == "cudal1_runner" or name.startswith("cudal1_runner.")) and module is not None:
-                self._record_namespace(name, module, classes_too=True)
+                self._record_namespace(name, module, classes_too=True, data_too=True)
+        for name in _INPUT_MODULES:
+            module = sys.modules.get(name)
+            if module is not None:
+                self._record_namespace(name, module, data_too=True)
         for label, namespace, name in extra:
             self._entries.append((label, namespace, name, namespace.get(name, _MISSING)))
+        self._index()
 
-    def _record_namespace(self, label: str, owner, classes_too: bool = False) -> None:
+    def _record_namespace(self, label: str, owner, classes_too: bool = False, data_too: bool = False) -> None:
         namespace = vars(owner)
         if isinstance(owner, type):
             self._classes.append((label, namespace, frozenset(namespace)))
+        reassigned = _reassigned(owner) if data_too else frozenset()
         for name, value in list(namespace.items()):
             if name.startswith("__") and name.endswith("__") and not isinstance(owner, type):
                 continue  # module dunders (__spec__, __loader__) are the import system's
-            if isinstance(owner, types.ModuleType) and not callable(value):
+            if isinstance(owner, types.ModuleType) and not callable(value) and (not data_too or name in reassigned):
                 continue  # plain data (flags, version strings) may change legitimately
             self._entries.append((label, namespace, name, value))
             if classes_too and isinstance(value, type) and getattr(value, "__module__", "") == getattr(owner, "__name__", None):
@@ -118,12 +146,50 @@ class Baseline:
 
     def _library_function(self, value) -> bool:
         """A Python function whose code comes from an installed library's file."""
-        if type(value) is not types.FunctionType or self._origins is None:
+        if type(value) is not _FunctionType or self._origins is None:
             return False
         return self._origins.kind(value.__code__.co_filename) == "library"
 
+    def _index(self) -> None:
+        """Per namespace: its recorded names, a C getter of their values and their identities."""
+        by_namespace = {}
+        for label, namespace, name, recorded in self._entries:
+            if recorded is _MISSING:
+                continue
+            names, ids = by_namespace.setdefault(id(namespace), (namespace, [], []))[1:]
+            names.append(name)
+            ids.append(id(recorded))
+        self._fast = [
+            (namespace, operator.itemgetter(*names, *names[:1]), ids + ids[:1])
+            for namespace, names, ids in by_namespace.values()
+        ]
+        self._class_sizes = [(namespace, len(names)) for _, namespace, names in self._classes]
+
+    def unchanged(self) -> bool:
+        """Nothing recorded was replaced or deleted, and no class gained a name (a quick test:
+        one comparison of identities per namespace)."""
+        _list, _map, _id, _len = list, map, id, len
+        try:
+            for namespace, values, ids in self._fast:
+                if _list(_map(_id, values(namespace))) != ids:
+                    return False
+        except KeyError:
+            return False
+        for namespace, size in self._class_sizes:
+            if _len(namespace) != size:
+                return False
+        return True
+
     def check(self) -> list:
         """One finding per group with a replaced, added-over or deleted attribute."""
+        if self.unchanged():
+            return []
+        found = self._check()
+        # Replacements accepted as PyTorch's own (and names seen) are the baseline from now on.
+        self._index()
+        return found
+
+    def _check(self) -> list:
         changed = {}
         for index, (label, namespace, name, recorded) in enumerate(self._entries):
             now = namespace.get(name, _MISSING)
@@ -135,16 +201,30 @@ class Baseline:
                 self._entries[index] = (label, namespace, name, now)
                 continue
             changed.setdefault(_group_for(label, name), []).append(f"{label}.{name}")
-        for label, namespace, names in self._classes:
+        for index, (label, namespace, names) in enumerate(self._classes):
             if len(namespace) != len(names) or not names.issuperset(namespace):
-                for name in set(namespace) - names:
-                    if _plain_data(namespace[name]):
-                        continue  # a marker attribute (torch._dynamo adds one to nn.Module)
+                added = [name for name in set(namespace) - names if not _plain_data(namespace[name])]
+                for name in added:
                     changed.setdefault(_group_for(label, name), []).append(f"{label}.{name}")
+                if not added and names.issubset(namespace):
+                    # Only marker attributes (torch._dynamo adds one to nn.Module): accepted.
+                    self._classes[index] = (label, namespace, frozenset(namespace))
         return [
             {"kind": f"tampered_{group}", "detail": f"replaced since the runner started: {', '.join(sorted(names)[:8])}"}
             for group, names in sorted(changed.items())
         ]
+
+
+def _reassigned(module) -> frozenset:
+    """Names a module's own code assigns with ``global`` (its state, not something to watch)."""
+    names = set()
+    stack = [value.__code__ for value in vars(module).values() if isinstance(value, types.FunctionType)]
+    stack += [f.__code__ for value in vars(module).values() if isinstance(value, type) for f in vars(value).values() if isinstance(f, types.FunctionType)]
+    while stack:
+        code = stack.pop()
+        names.update(i.argval for i in dis.get_instructions(code) if i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL"))
+        stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    return frozenset(names)
 
 
 def _plain_data(value) -> bool:

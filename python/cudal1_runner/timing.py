@@ -30,7 +30,7 @@ import time
 import torch
 
 from . import outputs as outputs_mod
-from .capture import capture, resolve
+from .capture import Captured, capture, resolve
 from .pinning import Pin
 from .errors import RUNTIME_ERROR, classify, with_context
 from .seeding import reseed_for_call
@@ -42,6 +42,11 @@ _cuda_synchronize = getattr(torch._C, "_cuda_synchronize", None)
 _cuda_ready = torch.cuda.is_initialized
 _Event = torch.cuda.Event
 _record = torch.cuda.Event.record
+# The C method under ``Event.record`` (which is Python code that looks names up).
+_record_c = getattr(torch._C, "_CudaEventBase", torch.cuda.Event).record
+_fingerprint = Captured.fingerprint
+_fingerprint_later = Captured.fingerprint_later
+_fill = torch._C.TensorBase.fill_
 _elapsed = torch.cuda.Event.elapsed_time
 _cuda_sleep = getattr(torch._C, "_cuda_sleep", None)
 
@@ -63,13 +68,17 @@ class L2Flusher:
         except Exception:
             l2 = 0
         size = 2 * (l2 if l2 > 0 else _FALLBACK_L2_BYTES)
-        self._buffer = torch.empty(size // 4, dtype=torch.int32, device=device)
-        self._count = 0
+        buffer = torch.empty(size // 4, dtype=torch.int32, device=device)
+        count = [0]
+        fill = _fill
 
-    def flush(self) -> None:
-        # A different value each time so no layer can skip the write as redundant.
-        self._count = (self._count + 1) & 0x7FFFFFFF
-        self._buffer.fill_(self._count)
+        def flush() -> None:
+            # A different value each time so no layer can skip the write as redundant.
+            count[0] = (count[0] + 1) & 0x7FFFFFFF
+            fill(buffer, count[0])
+
+        # A closure: called between a candidate's calls, it looks nothing up in a class.
+        self.flush = flush
 
 
 class Spinner:
@@ -80,10 +89,14 @@ class Spinner:
     def __init__(self) -> None:
         self._cycles_per_us = None
 
-    def spin(self, us: float) -> None:
+    def cycles(self, us: float) -> int:
+        """The spin kernel's argument for about ``us`` microseconds (calibrated on first use)."""
         if self._cycles_per_us is None:
             self._cycles_per_us = self._calibrate()
-        _cuda_sleep(max(1, int(us * self._cycles_per_us)))
+        return max(1, int(us * self._cycles_per_us))
+
+    def spin(self, us: float) -> None:
+        _cuda_sleep(self.cycles(us))
 
     @classmethod
     def _calibrate(cls) -> float:
@@ -110,14 +123,27 @@ def run(session, seeds: list, flush_l2: bool, warmup: bool, cpu=None, spin_us=No
     device = session.device
     gpu = device.type == "cuda"
     calls = len(seeds)
-    flusher = session.l2_flusher() if (gpu and flush_l2) else None
+    flush = session.l2_flusher().flush if (gpu and flush_l2) else None
     strong = not gpu
+    # Everything a call's untimed part calls, read once here (the candidate runs between calls;
+    # the guard checks the runner's modules at the start of each request and after the block):
+    # the input path and seeding are closures over what they bound before any candidate code
+    # ran, and the rest are C functions.
+    next_inputs = session.inputs.next_inputs
+    reseed = reseed_for_call
+    clock = clock_ns
+    record = _record_c
+    sleep = _cuda_sleep
+    spin_cycles = None
     if gpu:
         stream = torch.cuda.current_stream()
         starts = [_Event(enable_timing=True) for _ in range(calls)]
         ends = [_Event(enable_timing=True) for _ in range(calls)]
         posts = [_Event(enable_timing=True) for _ in range(calls)]
-        spinner = session.spinner if spin_us else None
+        spin_cycles = session.spinner.cycles(spin_us) if spin_us else None
+        sync = _cuda_synchronize if (_cuda_synchronize is not None and _cuda_ready()) else torch.cuda.synchronize
+    take = capture
+    fingerprint = _fingerprint if strong else _fingerprint_later
     host_ns = []
     issue_ns = []
     fingerprints = []
@@ -125,7 +151,6 @@ def run(session, seeds: list, flush_l2: bool, warmup: bool, cpu=None, spin_us=No
     kept_bytes = 0
     found = []
     model = session.model
-    feeder = session.feeder
     inspects = session.inspects
     session.kept = None
     # No collector pauses inside the clocks (as timeit does); the collector is back after the block.
@@ -137,32 +162,32 @@ def run(session, seeds: list, flush_l2: bool, warmup: bool, cpu=None, spin_us=No
             for i in range(calls):
                 seed = seeds[i]
                 try:
-                    args = feeder.next(seed)
-                    reseed_for_call(seed)
-                    if flusher is not None:
-                        flusher.flush()
+                    args = next_inputs(seed)
+                    reseed(seed)
+                    if flush is not None:
+                        flush()
                     if gpu:
-                        device_sync()
-                        if spinner is not None:
-                            spinner.spin(spin_us)
-                        _record(starts[i], stream)
-                        t0 = clock_ns()
+                        sync()
+                        if spin_cycles is not None:
+                            sleep(spin_cycles)
+                        record(starts[i], stream)
+                        t0 = clock()
                         out = model(*args)
-                        issued = clock_ns()
-                        _record(ends[i], stream)
-                        device_sync()
-                        _record(posts[i], stream)
-                        t1 = clock_ns()
+                        issued = clock()
+                        record(ends[i], stream)
+                        sync()
+                        record(posts[i], stream)
+                        t1 = clock()
                     else:
-                        t0 = clock_ns()
+                        t0 = clock()
                         out = model(*args)
-                        t1 = issued = clock_ns()
+                        t1 = issued = clock()
                     # Before anything of the candidate's can run again (see ``capture``).
-                    captured = capture(out, strict=not inspects)
+                    captured = take(out, strict=not inspects)
                     host_ns.append(t1 - t0)
                     issue_ns.append(issued - t0)
                     pin.keep()
-                    fingerprints.append(captured.fingerprint(True) if strong else captured.fingerprint_later())
+                    fingerprints.append(fingerprint(captured, True) if strong else fingerprint(captured))
                     if inspects and not found:
                         found = outputs_mod.output_findings(outputs_mod.leaves(out), args, device)
                     if kept_bytes + captured.nbytes <= keep_bytes and not warmup:

@@ -157,6 +157,12 @@ TRICKS = [
     ),
     # More intra-op threads than the runner was given (class 9).
     ("more_threads", {"prelude": "torch.set_num_threads(torch.get_num_threads() + 2)"}, ["extra_threads"]),
+    # What the input path used to look up between calls, where the next inputs could be seen.
+    ("random_seed_replaced", {"prelude": "import random\n_s = random.seed\nrandom.seed = lambda *a, **k: _s(*a, **k)"}, ["tampered_inputs"]),
+    ("numpy_seed_replaced", {"prelude": "import numpy\n_s = numpy.random.seed\nnumpy.random.seed = lambda *a: _s(*a)"}, ["tampered_inputs"]),
+    ("function_type_replaced", {"prelude": "import types\ntypes.FunctionType = type('F', (), {})"}, ["tampered_inputs"]),
+    ("default_generator_replaced", {"prelude": "import torch.random\nsetattr(torch.random, 'default_' + 'generator', object())"}, ["tampered_inputs"]),
+    ("audit_hook_added", {"prelude": "import sys\nsys.addaudithook(lambda event, args: None)"}, ["audit_hook"]),
 ]
 
 
@@ -204,6 +210,13 @@ HONEST = [
     # from its source on the spot.
     ("compiles_code_under_its_own_name", {"prelude": "_ns = {}\nexec(compile('def f(x):\\n    return x', 'my_helpers.py', 'exec'), _ns)", "body": "_ns['f'](x)"}),
     ("imports_library_modules_in_forward", {"body": "import torch.utils.benchmark\nimport json.tool"}),
+    (
+        "seeds_and_copies_with_what_the_input_path_uses",
+        {
+            "prelude": "import gc, random, types, weakref\nimport numpy as np",
+            "body": "random.seed(1)\nnp.random.seed(2)\ntorch.manual_seed(3)\nf = types.FunctionType((lambda v: v).__code__, {}, 'f')\nb = torch.empty_like(x)\nb.copy_(f(x))\nweakref.finalize(b, lambda: None)\ngc.collect(0)",
+        },
+    ),
     # A mode entered and left inside the call.
     (
         "mode_inside_the_call",

@@ -22,7 +22,8 @@ there with a note; run with `--device cuda` on a GPU machine to check them at fu
 
 Each task runs in its own worker process (`--worker`), so a crash, a hang or a CUDA fault in one
 candidate cannot take the others down; a candidate's forward is also stopped by SIGALRM after
-`--call-timeout` seconds.
+`--call-timeout` seconds (its first call, which is build time, as `torch.compile` compiles there,
+after `--load-timeout` seconds).
 
 Usage:
     python tests/suite-cpu/check_corpus.py                  # whole corpus on the CPU
@@ -303,6 +304,7 @@ def run_worker(spec: dict) -> None:
     device = spec["device"]
     overrides = spec.get("overrides")
     timeout = spec["call_timeout"]
+    first_timeout = max(timeout, spec.get("load_timeout", timeout))
 
     def emit(**row):
         print(json.dumps(row), flush=True)
@@ -396,10 +398,10 @@ def run_worker(spec: dict) -> None:
             model = cand_mod.ModelNew(*init).to(device).eval()
             stage = "forward"
             signs, differences = [], []
-            for seed in SEEDS:
+            for call, seed in enumerate(SEEDS):
                 inputs = make_inputs(seed)
                 clones = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-                signal.alarm(timeout)
+                signal.alarm(first_timeout if call == 0 else timeout)
                 try:
                     with torch.no_grad():
                         out = flatten(model(*inputs))
@@ -483,6 +485,7 @@ def main() -> int:
     ap.add_argument("--jobs", "-j", type=int, default=2, help="tasks checked at once")
     ap.add_argument("--build-jobs", type=int, default=8, help="CUDA candidates built at once (--device cuda)")
     ap.add_argument("--call-timeout", type=int, default=10, help="seconds one forward call may take")
+    ap.add_argument("--load-timeout", type=int, default=300, help="seconds a candidate's first forward call may take (build time)")
     ap.add_argument("--task-timeout", type=int, default=900, help="seconds one task's worker may take")
     ap.add_argument("--json", help="also write every result row to this JSON-lines file")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
@@ -510,7 +513,7 @@ def main() -> int:
     missing_small = []
 
     def run(job):
-        spec = dict(job, device=args.device, call_timeout=args.call_timeout, time=args.time, reps=args.reps)
+        spec = dict(job, device=args.device, call_timeout=args.call_timeout, load_timeout=args.load_timeout, time=args.time, reps=args.reps)
         if args.device == "cpu" and job["suite"] == "corpus" and not args.full:
             if job["key"] not in SMALL:
                 missing_small.append(job["key"])

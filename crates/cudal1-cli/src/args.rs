@@ -269,6 +269,11 @@ pub struct CommonEval {
     /// Seconds one model call may take before the candidate is judged a timeout.
     #[arg(long, default_value_t = 20.0)]
     pub call_timeout: f64,
+    /// Seconds a program may take to load (imports, construction) and, apart, to make its first
+    /// call, where `torch.compile` compiles; builds the compile pool could not make get
+    /// `--compile-timeout` on top. Beyond it the verdict is `timeout`.
+    #[arg(long, default_value_t = 300.0)]
+    pub load_timeout: f64,
     /// Run candidate code without the sandbox (no network namespace, Landlock or limits).
     #[arg(long)]
     pub no_sandbox: bool,
@@ -277,8 +282,10 @@ pub struct CommonEval {
     /// (0 < SCALE <= 1). Results are marked as scaled and stored apart.
     #[arg(long, value_name = "SCALE")]
     pub scale: Option<f64>,
-    /// Host memory a candidate's processes may hold (`512M`, `4G`; default 32G): beyond it they
-    /// are killed and the verdict is `runtime_error` (out of memory).
+    /// Host memory a candidate's processes may hold (`512M`, `4G`; default 32G or half the host's
+    /// memory (MemTotal), whichever is less): beyond it they are killed and the verdict is
+    /// `runtime_error` (out of memory). A value over the host's available memory is kept, with a
+    /// warning.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub memory: Option<u64>,
     /// On a GPU, outputs checked for correctness (up to SIZE per check, default 8G) go from the
@@ -395,6 +402,10 @@ pub struct CheckArgs {
     /// Seconds one model call may take.
     #[arg(long, default_value_t = 120.0)]
     pub call_timeout: f64,
+    /// Seconds a task's reference (and each probe) may take to load, and apart to make its first
+    /// call.
+    #[arg(long, default_value_t = 300.0)]
+    pub load_timeout: f64,
     /// The Python interpreter with PyTorch (default: CUDAL1_PYTHON, VIRTUAL_ENV, .venv, python3).
     #[arg(long)]
     pub python: Option<PathBuf>,

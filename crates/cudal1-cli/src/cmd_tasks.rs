@@ -184,8 +184,8 @@ fn check(a: &CheckArgs) -> Result<Status> {
     if a.seeds < 2 {
         bail!("`--seeds` must be at least 2: outputs of different seeds are compared");
     }
-    if a.call_timeout.is_nan() || a.call_timeout <= 0.0 {
-        bail!("`--call-timeout` must be a positive number of seconds");
+    if a.call_timeout.is_nan() || a.call_timeout <= 0.0 || a.load_timeout.is_nan() || a.load_timeout <= 0.0 {
+        bail!("`--call-timeout` and `--load-timeout` must be positive numbers of seconds");
     }
     let suite = load_suite(&a.dir)?;
     let tasks: Vec<Arc<Task>> = suite.tasks.into_iter().filter(|t| a.only.is_empty() || a.only.contains(&t.key())).map(Arc::new).collect();
@@ -197,6 +197,7 @@ fn check(a: &CheckArgs) -> Result<Status> {
     let settings = EvalSettings {
         tolerance: if a.kernelbench_v0 { Tolerance::KernelBenchV0 } else { Tolerance::PerDtype },
         call_timeout: Duration::from_secs_f64(a.call_timeout),
+        load_timeout: Duration::from_secs_f64(a.load_timeout),
         sandbox: !a.no_sandbox,
         ..EvalSettings::for_device(devices[0].clone())
     };

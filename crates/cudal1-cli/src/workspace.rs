@@ -165,8 +165,8 @@ pub fn check(common: &CommonEval) -> Result<()> {
     if common.seeds == 0 {
         bail!("`--seeds` must be at least 1");
     }
-    if !(common.budget > 0.0 && common.call_timeout > 0.0) {
-        bail!("`--budget` and `--call-timeout` must be positive numbers of seconds");
+    if !(common.budget > 0.0 && common.call_timeout > 0.0 && common.load_timeout > 0.0) {
+        bail!("`--budget`, `--call-timeout` and `--load-timeout` must be positive numbers of seconds");
     }
     if let Some(scale) = common.scale {
         if !(scale > 0.0 && scale <= 1.0) {
@@ -181,6 +181,21 @@ pub fn check(common: &CommonEval) -> Result<()> {
     Ok(())
 }
 
+/// `--memory` as given (with a warning when the host cannot give it), else the default capped to
+/// the host (`cudal1_eval::memory::default_process_limit`).
+fn memory_limit(flag: Option<u64>) -> u64 {
+    use cudal1_eval::{memory, scratch};
+    match flag {
+        Some(limit) => {
+            if let Some(warning) = memory::limit_beyond_host(limit, scratch::available_memory(), scratch::total_memory()) {
+                eprintln!("warning: {warning}");
+            }
+            limit
+        }
+        None => memory::default_process_limit(scratch::total_memory()),
+    }
+}
+
 pub fn settings(common: &CommonEval, device: Device) -> Result<EvalSettings> {
     check(common)?;
     let tolerance = match (common.atol, common.rtol, common.kernelbench_v0) {
@@ -193,10 +208,11 @@ pub fn settings(common: &CommonEval, device: Device) -> Result<EvalSettings> {
         correctness_seeds: common.seeds,
         timing_budget: Duration::from_secs_f64(common.budget),
         call_timeout: Duration::from_secs_f64(common.call_timeout),
+        load_timeout: Duration::from_secs_f64(common.load_timeout),
         sandbox: !common.no_sandbox,
         window: common.window,
         mode: Mode::Full,
-        memory_bytes: common.memory.or(EvalSettings::default().memory_bytes),
+        memory_bytes: Some(memory_limit(common.memory)),
         scale: common.scale.filter(|s| *s < 1.0),
         device_output_bytes: common.device_outputs.unwrap_or(cudal1_eval::DEFAULT_DEVICE_OUTPUT_BYTES),
         ..EvalSettings::for_device(device)

@@ -458,10 +458,21 @@ impl Run<'_, '_> {
         let mut decided: Option<Judgement> = None;
         let mut call_ms = Vec::with_capacity(seeds.len());
         for (i, &seed) in seeds.iter().enumerate() {
-            let limit = if i == 0 { settings.call_timeout + build_time } else { settings.call_timeout };
+            // The first call is build time, as loading is: `torch.compile` compiles there, and
+            // lazily built extensions are built there. It gets the load limit (with the build
+            // limit for builds the pool missed) and its own phase; later calls get the call limit.
+            let (limit, doing) = if i == 0 {
+                self.begin("first_call");
+                (settings.load_timeout.max(settings.call_timeout) + build_time, "its first call (build time: it has the load limit)")
+            } else {
+                if i == 1 {
+                    self.begin("correctness");
+                }
+                (settings.call_timeout, "running the correctness checks")
+            };
             let reply = match client.call(&Outputs { seeds: vec![seed], dir: out_dir.clone(), share_bytes: settings.share_bytes() }, limit) {
                 Ok(r) => r,
-                Err(e) => return Ok(Err(fail(client, e, "running the correctness checks"))),
+                Err(e) => return Ok(Err(fail(client, e, doing))),
             };
             self.m.extension_ms = reply.extension_ms.or(self.m.extension_ms);
             let result = match <[SeedResult; 1]>::try_from(reply.results) {

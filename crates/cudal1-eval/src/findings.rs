@@ -38,6 +38,8 @@ fn exploit_reading(kind: &str) -> Option<&'static str> {
         "tampered_torch_mode" => "leaves a torch function or dispatch mode active after a call, where it sees the harness's own torch calls",
         "extra_threads" => "raises the number of threads PyTorch may use above what the runner was given",
         "forged_origin" => "makes code under an installed library's file name (to be trusted as library code)",
+        "tampered_inputs" => "replaces or hooks what the harness made each call's inputs with (seeding, input generation), to see the next inputs before the clock starts",
+        "audit_hook" => "adds an audit hook, which sees the harness's own steps (its input generation among them)",
         k if k.starts_with("tampered_") => "replaces torch functions the harness relies on",
         _ => return None,
     })
@@ -76,7 +78,7 @@ mod tests {
 
     #[test]
     fn guard_findings_keep_their_kind_as_the_class() {
-        for kind in ["gc_scan", "frame_inspection", "file_access", "background_thread", "model_patched", "tampered_timer", "tampered_tf32", "output_not_ready", "busy_while_idle", "affinity_changed", "tampered_protocol", "tampered_torch_mode", "extra_threads", "forged_origin"] {
+        for kind in ["gc_scan", "frame_inspection", "file_access", "background_thread", "model_patched", "tampered_timer", "tampered_tf32", "output_not_ready", "busy_while_idle", "affinity_changed", "tampered_protocol", "tampered_torch_mode", "extra_threads", "forged_origin", "tampered_inputs", "audit_hook"] {
             let j = judge_findings(&[f("output_wrong_device"), f(kind)]).unwrap();
             assert_eq!((j.verdict, j.class.as_str()), (Verdict::Exploit, kind));
             assert!(j.reason.ends_with(": output 0"), "{}", j.reason);

@@ -64,6 +64,32 @@ impl Footprint {
     }
 }
 
+/// The most host memory a candidate's processes get by default.
+pub const DEFAULT_PROCESS_LIMIT: u64 = 32 << 30;
+
+/// The default limit of a candidate's host memory on a host with `host_total` bytes (MemTotal):
+/// [`DEFAULT_PROCESS_LIMIT`], or half the host where that is less, so that one candidate cannot
+/// take a shared host's memory from the reference, cudal1 and other lanes. Half of MemTotal, not
+/// of MemAvailable: a limit that moved with what else runs would make a verdict depend on it.
+pub fn default_process_limit(host_total: Option<u64>) -> u64 {
+    host_total.map_or(DEFAULT_PROCESS_LIMIT, |total| (total / 2).min(DEFAULT_PROCESS_LIMIT))
+}
+
+/// A warning for a limit given by hand that the host cannot give (over its available or its total
+/// memory); the limit is kept as given.
+pub fn limit_beyond_host(limit: u64, host_available: Option<u64>, host_total: Option<u64>) -> Option<String> {
+    let (what, room) = match (host_total, host_available) {
+        (Some(total), _) if limit > total => ("memory", total),
+        (_, Some(available)) if limit > available => ("available memory", available),
+        _ => return None,
+    };
+    Some(format!(
+        "`--memory {}` is more than the host's {what} ({}): a candidate may then take memory the reference and cudal1 need, and the machine's OOM killer decides instead of the limit",
+        human_bytes(limit).replace(' ', "").replace("iB", ""),
+        human_bytes(room)
+    ))
+}
+
 /// What to try instead, said with every refusal.
 const SMALLER: &str = "`--scale 0.25` (or smaller) shrinks the task's leading input dimensions for a trial on this machine, or use a machine with more memory";
 
@@ -166,6 +192,19 @@ mod tests {
         let limited = Room { host_available: Some(500 * GIB), device_memory: None, process_limit: Some(8 * GIB) };
         let why = refusal(&relu(), &Device::Cpu, &limited).unwrap();
         assert!(why.contains("over its memory limit of 8.0 GiB") && why.contains("`--memory 23G`"), "{why}");
+    }
+
+    #[test]
+    fn the_default_limit_is_capped_to_half_the_host_and_a_limit_beyond_the_host_is_warned_of() {
+        assert_eq!(default_process_limit(Some(24 * GIB)), 12 * GIB);
+        assert_eq!(default_process_limit(Some(512 * GIB)), 32 * GIB);
+        assert_eq!(default_process_limit(None), 32 * GIB);
+        assert_eq!(limit_beyond_host(8 * GIB, Some(20 * GIB), Some(24 * GIB)), None);
+        let over_total = limit_beyond_host(32 * GIB, Some(20 * GIB), Some(24 * GIB)).unwrap();
+        assert!(over_total.starts_with("`--memory 32G` is more than the host's memory (24 GiB)"), "{over_total}");
+        let over_available = limit_beyond_host(22 * GIB, Some(20 * GIB), Some(24 * GIB)).unwrap();
+        assert!(over_available.contains("the host's available memory (20 GiB)"), "{over_available}");
+        assert_eq!(limit_beyond_host(64 * GIB, None, None), None);
     }
 
     #[test]

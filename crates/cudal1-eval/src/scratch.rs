@@ -105,6 +105,12 @@ pub fn available_memory() -> Option<u64> {
     meminfo_field(&text, "MemAvailable:")
 }
 
+/// `MemTotal` of `/proc/meminfo`, in bytes.
+pub fn total_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    meminfo_field(&text, "MemTotal:")
+}
+
 fn meminfo_field(text: &str, field: &str) -> Option<u64> {
     let line = text.lines().find(|l| l.starts_with(field))?;
     let kib: u64 = line[field.len()..].trim().trim_end_matches("kB").trim().parse().ok()?;

@@ -171,7 +171,8 @@ pub struct EvalSettings {
     pub window: TimingWindow,
     pub bootstrap_resamples: usize,
     pub confidence: f64,
-    /// Loading a program (imports, construction, moving weights); compiling is limited separately.
+    /// Loading a program (imports, construction, moving weights), and apart its first call, where
+    /// `torch.compile` compiles; compiling extensions is limited separately.
     #[serde(with = "millis")]
     pub load_timeout: Duration,
     #[serde(with = "millis")]
@@ -182,7 +183,8 @@ pub struct EvalSettings {
     pub sandbox: bool,
     /// Speedups above this are measured a second time, and the lower result stands.
     pub remeasure_above: f64,
-    /// Host memory limit of a candidate process.
+    /// Host memory limit of a candidate process (by default 32 GiB, or half the host's memory
+    /// where that is less: [`crate::memory::default_process_limit`]).
     pub memory_bytes: Option<u64>,
     /// A trial on smaller inputs (`--scale`): the reference's module-level integers that give an
     /// input's leading dimension are multiplied by this. Left out of the key when unset.
@@ -227,7 +229,7 @@ impl Default for EvalSettings {
             call_timeout: Duration::from_secs(20),
             sandbox: true,
             remeasure_above: 3.0,
-            memory_bytes: Some(32 << 30),
+            memory_bytes: Some(crate::memory::default_process_limit(crate::scratch::total_memory())),
             scale: None,
             bandwidth_gbps: None,
             device_output_bytes: DEFAULT_DEVICE_OUTPUT_BYTES,

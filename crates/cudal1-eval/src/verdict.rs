@@ -180,14 +180,15 @@ pub struct Measurements {
     /// When it failed: the traceback of its exception or its compiler's output, then the tail of
     /// its process's stderr.
     pub log_tail: Option<String>,
-    /// Wall time of each step of the evaluation (start, load, correctness, timing), in ms.
+    /// Wall time of each step of the evaluation (start, load, first_call, correctness, timing), in ms.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub phases_ms: BTreeMap<String, f64>,
 }
 
 impl Measurements {
+    /// Adds `took` to the phase `name` (a phase may be entered more than once).
     pub fn phase(&mut self, name: &str, took: std::time::Duration) {
-        self.phases_ms.insert(name.to_owned(), took.as_secs_f64() * 1e3);
+        *self.phases_ms.entry(name.to_owned()).or_insert(0.0) += took.as_secs_f64() * 1e3;
     }
 }
 

@@ -3,6 +3,7 @@
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use landlock::{
     Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
@@ -16,8 +17,68 @@ const TARGET_ABI: ABI = ABI::V7;
 
 /// Directories every process needs to read (and execute from) when reads are restricted. Not
 /// `/dev`: a right on a directory covers everything below it, and `/dev/shm` is where cudal1's
-/// scratch directories (the reference's expected outputs among them) live on large hosts.
-const SYSTEM_READ: &[&str] = &["/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys"];
+/// scratch directories (the reference's expected outputs among them) live on large hosts. Not
+/// `/etc` as a whole either: see [`etc_rules`].
+const SYSTEM_READ: &[&str] = &["/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/opt", "/proc", "/sys"];
+
+/// What a worker may read under `/etc`: only what any user of the host could read
+/// ([`world_readable`]). cudal1 may run as root, and a candidate that read `/etc/shadow` could
+/// hand its text back in an error message. Computed once per process.
+fn etc_rules() -> &'static [PathBuf] {
+    static RULES: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    RULES.get_or_init(|| world_readable(Path::new("/etc")))
+}
+
+/// The paths to grant so that exactly what any user could read below `root` is readable: `root`
+/// itself when everything below it is, else, entry by entry, the world-readable files and the
+/// subtrees that are readable whole. A directory any user could not list and enter
+/// (`o+rx`) is left out with everything below it; a link needs no rule (Landlock judges the
+/// file it leads to). Nothing is followed across links.
+pub(crate) fn world_readable(root: &Path) -> Vec<PathBuf> {
+    let mut parts = Vec::new();
+    if readable_below(root, &mut parts) {
+        vec![root.to_path_buf()]
+    } else {
+        parts
+    }
+}
+
+/// Whether everything at and below `path` is world-readable; where not, the parts that are
+/// go to `parts`.
+fn readable_below(path: &Path, parts: &mut Vec<PathBuf>) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = std::fs::symlink_metadata(path) else { return false };
+    let mode = meta.permissions().mode();
+    if meta.file_type().is_symlink() {
+        return true;
+    }
+    if !meta.is_dir() {
+        return mode & 0o004 != 0;
+    }
+    if mode & 0o005 != 0o005 {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir(path) else { return false };
+    let mut children: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
+    children.sort();
+    let mut whole = true;
+    let mut below = Vec::new();
+    for child in children {
+        let mut inner = Vec::new();
+        if readable_below(&child, &mut inner) {
+            below.push(child);
+        } else {
+            whole = false;
+            below.extend(inner);
+        }
+    }
+    if !whole {
+        // Links stand for themselves only where their directory is granted whole.
+        below.retain(|p| std::fs::symlink_metadata(p).is_ok_and(|m| !m.file_type().is_symlink()));
+        parts.extend(below);
+    }
+    whole
+}
 
 /// Device files a worker may read and write (CUDA needs the nvidia ones and their ioctls).
 /// Nothing below `/dev/shm`: a worker writes only to its own directories.
@@ -140,6 +201,9 @@ pub(crate) fn build(sandbox: &Sandbox, program: &Path) -> Result<Option<OwnedFd>
         for dir in SYSTEM_READ {
             created = allow(created, Path::new(dir), read, false)?;
         }
+        for path in etc_rules() {
+            created = allow(created, path, read, false)?;
+        }
         for prefix in interpreter_prefixes(program) {
             created = allow(created, &prefix, read, false)?;
         }
@@ -172,6 +236,56 @@ mod tests {
         let prefixes = interpreter_prefixes(&venv.join("python"));
         let real = std::fs::canonicalize(tmp.path()).unwrap();
         assert_eq!(prefixes, vec![tmp.path().join("venv"), real.join("base")]);
+    }
+
+    #[test]
+    fn only_what_any_user_could_read_is_granted_below_a_directory() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let etc = tmp.path().join("etc");
+        let set = |p: &Path, mode: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+        let file = |p: &Path, mode: u32| {
+            std::fs::write(p, "x").unwrap();
+            set(p, mode);
+        };
+        for d in ["open", "mixed", "private", "mixed/inner"] {
+            std::fs::create_dir_all(etc.join(d)).unwrap();
+        }
+        file(&etc.join("passwd"), 0o644);
+        file(&etc.join("shadow"), 0o600);
+        file(&etc.join("gshadow"), 0o640);
+        file(&etc.join("open/a.conf"), 0o644);
+        file(&etc.join("mixed/ok.conf"), 0o444);
+        file(&etc.join("mixed/key.pem"), 0o600);
+        file(&etc.join("mixed/inner/b.conf"), 0o644);
+        file(&etc.join("private/c.conf"), 0o644);
+        set(&etc.join("private"), 0o700);
+        std::os::unix::fs::symlink(etc.join("shadow"), etc.join("open/link-to-shadow")).unwrap();
+        std::os::unix::fs::symlink("shadow", etc.join("top-link")).unwrap();
+
+        let granted = world_readable(&etc);
+        let rel: Vec<String> = granted.iter().map(|p| p.strip_prefix(&etc).unwrap().display().to_string()).collect();
+        assert_eq!(rel, ["mixed/inner", "mixed/ok.conf", "open", "passwd"]);
+        // A tree readable whole is one rule.
+        set(&etc.join("shadow"), 0o644);
+        set(&etc.join("gshadow"), 0o644);
+        set(&etc.join("mixed/key.pem"), 0o644);
+        set(&etc.join("private"), 0o755);
+        assert_eq!(world_readable(&etc), vec![etc.clone()]);
+        assert_eq!(world_readable(&etc.join("missing")), Vec::<PathBuf>::new());
+    }
+
+    #[test]
+    fn the_real_etc_is_granted_without_its_secrets() {
+        let granted = etc_rules();
+        let shadow = Path::new("/etc/shadow");
+        if shadow.exists() {
+            assert!(granted.iter().all(|p| !shadow.starts_with(p)), "a rule covers /etc/shadow: {granted:?}");
+        }
+        let passwd = Path::new("/etc/passwd");
+        if passwd.exists() {
+            assert!(granted.iter().any(|p| passwd.starts_with(p)), "no rule covers /etc/passwd: {granted:?}");
+        }
     }
 
     #[test]

@@ -96,7 +96,7 @@ fn negative_numbers_are_values_and_get_a_clear_error() {
     let out = cudal1(&["eval", "--task", "a.py", "--candidate", "b.py", "--budget", "-1"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.starts_with("error: `--budget` and `--call-timeout` must be positive"), "{err}");
+    assert!(err.starts_with("error: `--budget`, `--call-timeout` and `--load-timeout` must be positive"), "{err}");
     let out = cudal1(&["eval", "--task", "a.py", "--candidate", "b.py", "--atol", "-0.5", "--rtol", "0"]);
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("error: `--atol` must be a tolerance of 0 or more"));
     let out = cudal1(&["eval", "--task", "a.py", "--candidate", "b.py", "--scale", "-0.5"]);

@@ -15,7 +15,7 @@ fn correctness_mode_gives_the_same_verdicts_without_timing() {
     cmd.args(["eval", "--suite", "tests/suite-cpu/tasks", "--candidates", "tests/suite-cpu/candidates", "--json", "--check-expectations"])
         .args(["--mode", "correctness", "--lanes", "2"])
         // Two lanes share CI's two cores with the other tests: a generous call limit.
-        .args(["--device", "cpu", "--call-timeout", "20"]);
+        .args(["--device", "cpu", "--call-timeout", "20", "--load-timeout", "120"]);
     let out = run(cmd);
     let lines = json_lines(&out);
     let (summary, rows) = lines.split_last().unwrap();
@@ -358,4 +358,55 @@ fn optimize_stopped_by_sigterm_twice_exits_130_and_leaves_no_scratch() {
     assert_eq!(out.status.code(), Some(130), "{err}");
     assert!(err.contains("stopping now"), "{err}");
     assert_eq!(scratch_dirs(&work), Vec::<String>::new(), "scratch removed after stopping now");
+}
+
+/// `--load-timeout` bounds how long a program that never finishes importing holds its lane (the
+/// default is 300 s), and the reason names the load.
+#[test]
+fn a_candidate_that_loops_at_import_is_a_timeout_within_the_load_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let candidate = dir.path().join("loops_at_import.py");
+    std::fs::write(&candidate, "import torch.nn as nn\n\nwhile True:\n    pass\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n").unwrap();
+    let mut cmd = cudal1(&dir.path().join("l.db"));
+    cmd.args(["eval", "--task", "tests/suite-cpu/tasks/level1/2_Swish.py", "--candidate"])
+        .arg(&candidate)
+        .args(["--device", "cpu", "--load-timeout", "3", "--json"]);
+    let started = Instant::now();
+    let out = run(cmd);
+    let r: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(r["verdict"], "timeout", "{r}");
+    assert!(r["reason"].as_str().unwrap().contains("did not finish loading within 3.0 s"), "{r}");
+    let load = r["measurements"]["phases_ms"]["load"].as_f64().unwrap();
+    assert!((3000.0..15_000.0).contains(&load), "{r}");
+    assert!(started.elapsed() < Duration::from_secs(120), "{:?}", started.elapsed());
+}
+
+/// A first call longer than the call limit (as `torch.compile`'s, which compiles there) is build
+/// time: it has the load limit and a phase of its own, and later calls keep the call limit.
+#[test]
+fn a_slow_first_call_has_the_load_limit_and_later_calls_the_call_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let slow_first = dir.path().join("slow_first.py");
+    let body = |extra: &str| {
+        format!(
+            "import time\nimport torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.calls = 0\n\n    def forward(self, x):\n        self.calls += 1\n{extra}        return x * torch.sigmoid(x)\n"
+        )
+    };
+    std::fs::write(&slow_first, body("        if self.calls == 1:\n            time.sleep(4)\n")).unwrap();
+    let slow_second = dir.path().join("slow_second.py");
+    std::fs::write(&slow_second, body("        if self.calls == 2:\n            time.sleep(4)\n")).unwrap();
+    let eval = |candidate: &Path| {
+        let mut cmd = cudal1(&dir.path().join("f.db"));
+        cmd.args(["eval", "--task", "tests/suite-cpu/tasks/level1/2_Swish.py", "--candidate"])
+            .arg(candidate)
+            .args(["--device", "cpu", "--budget", "0.3", "--call-timeout", "2", "--load-timeout", "30", "--json"]);
+        let r: Value = serde_json::from_slice(&run(cmd).stdout).expect("one JSON object");
+        r
+    };
+    let first = eval(&slow_first);
+    assert_eq!(first["verdict"], "correct", "{first}");
+    assert!(first["measurements"]["phases_ms"]["first_call"].as_f64().unwrap() >= 4000.0, "{first}");
+    let second = eval(&slow_second);
+    assert_eq!(second["verdict"], "timeout", "{second}");
+    assert!(second["reason"].as_str().unwrap().contains("did not finish running the correctness checks within 2.0 s"), "{second}");
 }

@@ -141,6 +141,28 @@ fn reads_are_limited_when_read_paths_are_given() {
 }
 
 #[test]
+fn files_under_etc_that_not_every_user_may_read_are_not_readable_inside_the_sandbox() {
+    if !require_landlock("files_under_etc_that_not_every_user_may_read_are_not_readable_inside_the_sandbox") {
+        return;
+    }
+    let shadow = Path::new("/etc/shadow");
+    if !shadow.exists() {
+        return skip("files_under_etc_that_not_every_user_may_read_are_not_readable_inside_the_sandbox", "no /etc/shadow here");
+    }
+    let mut limited = probe(Sandbox { read_paths: vec![fixtures()], ..confined() });
+    let reply = ask(&mut limited, json!({"op": "read", "path": shadow}));
+    assert_eq!(reply["ok"], false, "a sandboxed worker read /etc/shadow: {reply}");
+    assert!(reply["error"].as_str().unwrap().contains("PermissionError"), "{reply}");
+    // What any user may read stays readable.
+    assert_eq!(ask(&mut limited, json!({"op": "read", "path": "/etc/passwd"}))["ok"], Path::new("/etc/passwd").exists());
+    if sandbox_support().root {
+        // As root, without read rules, the same request reads it: the probe works.
+        let mut open = probe(confined());
+        assert_eq!(ask(&mut open, json!({"op": "read", "path": shadow}))["ok"], true);
+    }
+}
+
+#[test]
 fn process_count_is_bounded() {
     let support = sandbox_support();
     if support.process_limit == ProcessLimitMechanism::Unenforced {

@@ -1,10 +1,11 @@
-# cudal1: expect=exploit class=clock_disagreement
+# cudal1: expect=correct class=correct
 # Trick: a heavy call that reports a tenth of its time. After the correctness checks it points
-# the runner's clock (looked up at call time) at a function that shrinks the time since the call
-# began, and puts the real one back from a finalizer of its output, which runs when the runner
-# drops the output: by the time anything checks, nothing is replaced. cudal1's own clock times
-# every block from outside: it allows no less per call than the block took, whatever the runner
-# says.
+# the runner's clock (once looked up at call time) at a function that shrinks the time since the
+# call began, and puts the real one back from a finalizer of its output, which runs when the
+# runner drops the output: by the time anything checks, nothing is replaced. The runner now reads
+# its clock (and everything else a call's untimed part uses) once per block, before any call:
+# the patch changes nothing and the call is judged as slow as it is. (cudal1's own clock around
+# every block caught it before: work_after_the_call.py.)
 import sys
 import time
 import weakref
