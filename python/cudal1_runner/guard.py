@@ -124,3 +124,21 @@ class Guard:
                 self._reported.add(f["kind"])
                 fresh.append(f)
         return fresh
+
+
+class Twin:
+    """The reference's copy of the candidate guard's untimed work between calls, with nothing
+    reported: the same baseline check at the end of a block and the same CPU-clock reads around
+    every request. cudal1's own clock compares the untimed time per call of the two sides (work
+    that escaped the timer shows there), so what the runner itself does outside the timed calls
+    must cost the same on both sides: on an H100 the candidate's checks alone took about 6 ms a
+    block, and honest light candidates were judged `untimed_work`."""
+
+    def __init__(self) -> None:
+        self.baseline = Baseline(thread_entries())
+        self.idle = IdleMeter()
+
+    def findings(self) -> list:
+        self.baseline.check()
+        self.idle.findings()
+        return []

@@ -12,6 +12,7 @@ itself); ``digest`` lets the Rust side compare the inputs both roles actually us
 import copy
 import gc
 import hashlib
+import operator
 import pickle
 import types
 
@@ -417,7 +418,7 @@ def make_path(source, device: torch.device, hold_bytes: int = 8 << 30, watch: bo
     # Built-ins and torch's C methods, as closure cells.
     _type, _len, _isinstance, _zip, _range, _list, _tuple = type, len, isinstance, zip, range, list, tuple
     _list_append, _dict_values = list.append, dict.values
-    _id, _map, _enumerate, _str = id, map, enumerate, str
+    _map, _enumerate, _str = map, enumerate, str
     Tensor, Error, Interrupt = _Tensor, Exception, KeyboardInterrupt
     scalars = _SCALARS
     strided = torch.strided
@@ -440,7 +441,11 @@ def make_path(source, device: torch.device, hold_bytes: int = 8 << 30, watch: bo
         import torch.utils._device as device_module
 
         watched += [("torch.utils._device", vars(device_module)), ("DeviceContext", vars(device_module.DeviceContext))]
-    watched = tuple((label, namespace, [_list(_map(_id, namespace.values()))], [dict(namespace)]) for label, namespace in watched)
+    # Identities compared with ``operator.is_``, not ``id()``, which raises an audit event: in the
+    # candidate's process the runner's audit hook would run for each, an untimed cost the
+    # reference does not have.
+    _is, _all = operator.is_, all
+    watched = tuple((label, namespace, [_tuple(namespace.values())], [dict(namespace)]) for label, namespace in watched)
     Refused, bad_inputs = RunnerError, BAD_INPUTS
     plain = (type(None), bool, int, float, str, bytes, tuple, list, frozenset)
     _dict = dict
@@ -452,8 +457,8 @@ def make_path(source, device: torch.device, hold_bytes: int = 8 << 30, watch: bo
         if modes[0] > modes_at_start[0] or modes[1] > modes_at_start[1]:
             _list_append(found, ("tampered_torch_mode", "a torch function or dispatch mode was active while the runner made a call's inputs, where it sees them before the call"))
         for label, namespace, ids, before in watched:
-            now = _list(_map(_id, namespace.values()))
-            if now != ids[0]:
+            now = _tuple(namespace.values())
+            if _len(now) != _len(ids[0]) or not _all(_map(_is, now, ids[0])):
                 old = before[0]
                 # Data added by the standard library (``copyreg`` caches ``__slotnames__`` on a
                 # class whose instances it copied) calls nothing; anything else is a change.

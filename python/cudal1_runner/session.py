@@ -22,7 +22,7 @@ from .capture import capture
 from .compare import compare
 from .errors import BAD_REQUEST, INTERNAL, LOAD_ERROR, RUNTIME_ERROR, RunnerError, classify, with_context
 from .loading import load_module, require
-from .guard import Guard
+from .guard import Guard, Twin
 from .io_guard import decode
 from .seeding import seed_all
 
@@ -54,6 +54,8 @@ class Session:
         self.spinner = timing.Spinner()
         # Made before any task or candidate code runs: its baseline is the untouched runtime.
         self.guard = Guard() if role == "candidate" else None
+        # The reference does the same untimed checking, for nothing (``Twin``).
+        self.twin = Twin() if role == "reference" else None
 
     @property
     def inspects(self) -> bool:
@@ -62,13 +64,14 @@ class Session:
 
     def serve(self, line: bytes):
         """Answer one request line; returns (reply, stop)."""
-        if self.guard is not None:
-            self.guard.request_started()
+        meter = self.guard.idle if self.guard is not None else (self.twin.idle if self.twin is not None else None)
+        if meter is not None:
+            meter.request_started()
         try:
             return self._serve(line)
         finally:
-            if self.guard is not None:
-                self.guard.idle.request_done()
+            if meter is not None:
+                meter.request_done()
 
     def _serve(self, line: bytes):
         try:

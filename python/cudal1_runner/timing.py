@@ -214,7 +214,7 @@ def run(session, seeds: list, flush_l2: bool, warmup: bool, cpu=None, spin_us=No
         ms = list(host_ms)
         full_ms = list(host_ms)
     # Untrusted code ran: what the guard saw during the block (the Rust side reads `findings`).
-    findings = found + session.guard.findings() + pin.findings() if inspects else []
+    findings = found + session.guard.findings() + pin.findings() if inspects else (session.twin.findings() if session.twin is not None else [])
     wall_ms = (clock_ns() - started) / 1e6
     if warmup:
         # The issue times size the spin, and on a GPU the window with it shows whether the spin
