@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// How long the first press lets work under way finish before it is abandoned.
-pub const GRACE: Duration = Duration::from_secs(5);
+pub const GRACE: Duration = Duration::from_secs(3);
 /// How long after the first press the command exits regardless.
 pub const EXIT_AFTER: Duration = Duration::from_millis(9500);
 /// How long a second press waits for killed work to end before exiting regardless.

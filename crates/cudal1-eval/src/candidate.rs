@@ -463,7 +463,7 @@ impl Run<'_, '_> {
             // limit for builds the pool missed) and its own phase; later calls get the call limit.
             let (limit, doing) = if i == 0 {
                 self.begin("first_call");
-                (settings.load_timeout.max(settings.call_timeout) + build_time, "its first call (build time: it has the load limit)")
+                (settings.load_timeout.max(settings.call_timeout) + build_time, "running the correctness checks (the first call, build time: under the load limit)")
             } else {
                 if i == 1 {
                     self.begin("correctness");

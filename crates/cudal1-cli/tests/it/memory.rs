@@ -23,7 +23,7 @@ fn a_candidate_over_its_memory_limit_is_out_of_memory_with_the_size_it_reached()
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!((v["verdict"].as_str(), v["reason_class"].as_str()), (Some("runtime_error"), Some("out_of_memory")), "{}", v["reason"]);
     let reason = v["reason"].as_str().unwrap();
-    assert!(reason.starts_with("ran out of memory while running the correctness checks: it went over its memory limit of 1.0 GiB (it reached "), "{reason}");
+    assert!(reason.starts_with("ran out of memory while running the correctness checks (the first call, build time: under the load limit): it went over its memory limit of 1.0 GiB (it reached "), "{reason}");
     assert!(reason.contains("`--memory` sets the limit"), "{reason}");
 }
 

@@ -263,12 +263,18 @@ fn correctness_checks_share_the_device_and_a_timed_job_holds_it_alone() {
     engine.finish();
 }
 
-/// A candidate of `level1/2_Swish` that fails (`failure`: Python raising in its forward) the first
-/// time it is loaded and is correct from then on: the marker file that tells is outside any
-/// sandbox, so the engine runs unsandboxed.
+/// A candidate of `level1/2_Swish` that fails (`failure`: Python in its forward) on its second call
+/// (the first is build time, under the load limit), the first time it is loaded, and is correct
+/// from then on: the marker file that tells is outside any
+/// sandbox, so the engine runs unsandboxed, and outside the shared temporary directories, where
+/// the runner reports a candidate that looks for files.
+fn marker_dir() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
 fn fails_once(swish: &Task, marker: &Path, failure: &str) -> Candidate {
     let source = format!(
-        "{}\n\nimport os\nclass ModelNew(Model):\n    def forward(self, x):\n        if not os.path.exists({marker:?}):\n            open({marker:?}, 'w').close()\n            {failure}\n        return super().forward(x)\n",
+        "{}\n\nimport os\nclass ModelNew(Model):\n    calls = 0\n    def forward(self, x):\n        self.calls += 1\n        if self.calls == 2 and not os.path.exists({marker:?}):\n            open({marker:?}, 'w').close()\n            {failure}\n        return super().forward(x)\n",
         swish.source,
         marker = marker.display().to_string(),
     );
@@ -288,8 +294,9 @@ fn a_check_out_of_memory_or_time_beside_others_is_judged_again_alone() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, events) = unsandboxed_engine(dir.path(), 2, Duration::from_secs(4));
     let swish = task("level1/2_Swish.py");
-    let oom = engine.submit(Job::evaluate(Arc::clone(&swish), fails_once(&swish, &dir.path().join("oom"), "raise MemoryError('out of memory')")).mode(Mode::Correctness));
-    let slow = engine.submit(Job::evaluate(Arc::clone(&swish), fails_once(&swish, &dir.path().join("slow"), "import time; time.sleep(60)")).mode(Mode::Correctness));
+    let markers = marker_dir();
+    let oom = engine.submit(Job::evaluate(Arc::clone(&swish), fails_once(&swish, &markers.path().join("oom"), "raise MemoryError('out of memory')")).mode(Mode::Correctness));
+    let slow = engine.submit(Job::evaluate(Arc::clone(&swish), fails_once(&swish, &markers.path().join("slow"), "import time; time.sleep(60)")).mode(Mode::Correctness));
     let (_, by_job) = collect(&events, 2);
     for id in [oom.id, slow.id] {
         let JobOutcome::Evaluated(e) = outcome(&by_job[&id]) else { panic!("{:?}", by_job[&id]) };
@@ -307,7 +314,8 @@ fn a_reference_that_fails_beside_others_is_tried_again_alone_before_its_task_is_
     let dir = tempfile::tempdir().unwrap();
     let (engine, events) = unsandboxed_engine(dir.path(), 2, Duration::from_secs(20));
     let swish = task("level1/2_Swish.py");
-    let marker = dir.path().join("reference-failed");
+    let markers = marker_dir();
+    let marker = markers.path().join("reference-failed");
     let source = format!(
         "{}\n\nimport os\n_forward = Model.forward\ndef _once(self, x):\n    if x.device.type != 'meta' and not os.path.exists({m:?}):\n        open({m:?}, 'w').close()\n        raise RuntimeError('an illegal memory access was encountered')\n    return _forward(self, x)\nModel.forward = _once\n",
         swish.source,
@@ -330,7 +338,8 @@ fn with_one_lane_out_of_memory_is_the_candidates() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, events) = unsandboxed_engine(dir.path(), 1, Duration::from_secs(20));
     let swish = task("level1/2_Swish.py");
-    let id = engine.submit(Job::evaluate(Arc::clone(&swish), fails_once(&swish, &dir.path().join("oom"), "raise MemoryError('out of memory')")).mode(Mode::Correctness)).id;
+    let markers = marker_dir();
+    let id = engine.submit(Job::evaluate(Arc::clone(&swish), fails_once(&swish, &markers.path().join("oom"), "raise MemoryError('out of memory')")).mode(Mode::Correctness)).id;
     let (_, by_job) = collect(&events, 1);
     let JobOutcome::Evaluated(e) = outcome(&by_job[&id]) else { panic!("{:?}", by_job[&id]) };
     assert_eq!((e.verdict, e.reason_class.as_str()), (Verdict::RuntimeError, "out_of_memory"), "{}", e.reason);
