@@ -47,11 +47,6 @@ impl WindowUsed {
     pub fn until_idle(&self) -> bool {
         matches!(self, WindowUsed::Wall | WindowUsed::UntilIdle { .. } | WindowUsed::SpinCouldHide { .. })
     }
-
-    /// Whether the times include the host's launch (no spin before the calls).
-    pub fn from_idle(&self) -> bool {
-        matches!(self, WindowUsed::Wall | WindowUsed::SpinCouldHide { .. })
-    }
 }
 
 /// Headroom of the spin over the host's issue time: the host's speed changes in spells, seen to
