@@ -1,9 +1,10 @@
 //! Ctrl-C and SIGTERM, the same everywhere: once, drain for a few seconds (what finishes within
-//! [`GRACE`] is saved, nothing new starts, and what is still running then is abandoned: its
-//! processes are killed, nothing of it is stored, and the same command does it again); twice, stop
-//! now. Either way the engines' scratch directories are removed and the command exits with status
-//! 130, within [`EXIT_AFTER`] of the first press whatever is still under way (a model generating,
-//! a stuck cleanup).
+//! [`GRACE`] is saved, nothing new starts, and the evaluations still running then are abandoned:
+//! their processes are killed, nothing of them is stored, and the same command does them again);
+//! twice, stop now. Either way the engines' scratch directories are removed and the command exits
+//! with status 130. Not bounded yet: an extension build under way in the compile pool, and a
+//! command's own work outside an engine (a model generating), run on after the first press until
+//! they end or the second press comes.
 
 use cudal1_eval::Canceller;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -12,10 +13,8 @@ use std::time::Duration;
 
 /// How long the first press lets work under way finish before it is abandoned.
 pub const GRACE: Duration = Duration::from_secs(3);
-/// How long after the first press the command exits regardless.
-pub const EXIT_AFTER: Duration = Duration::from_millis(9500);
 /// How long a second press waits for killed work to end before exiting regardless.
-const LAST_RESORT: Duration = Duration::from_secs(2);
+const LAST_RESORT: Duration = Duration::from_secs(15);
 
 #[derive(Default)]
 pub struct Interrupt {
@@ -65,9 +64,6 @@ impl Interrupt {
                     if let Some(state) = STATE.get().filter(|s| s.presses.load(Ordering::SeqCst) == 1) {
                         state.engines.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().for_each(Canceller::kill);
                     }
-                    std::thread::sleep(EXIT_AFTER.saturating_sub(GRACE));
-                    eprintln!("interrupted: exiting with work still under way");
-                    std::process::exit(130);
                 });
             }
             1 => {
