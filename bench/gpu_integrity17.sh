@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Issue 29 on a GPU machine, from the repository root, after a batch of hostile candidates:
 # `.carry/cudal1-new.xz` (this tree) and `.carry/cudal1-prev.xz` (the build before, 3fbeeff).
-#   bash bench/gpu_integrity17.sh
+#   bash bench/gpu_integrity17.sh                 (PARTS="prev_light new_cuda new_cpu")
+#   PARTS="pytest new_cuda new_cpu solutions" bash bench/gpu_integrity17.sh   (no prev binary)
+# pytest: python/tests/test_gpu.py; solutions: the bundled solutions/ in the full mode (the
+# false-positive check; SOLUTIONS_BUDGET s of timing each, SOLUTIONS_LIMIT s in all, resumes from
+# .carry/solutions.db when carried).
 # 1. the build before on the light side-stream task (the hole, measured);
 # 2. this build on the CUDA corpus and on the whole CPU corpus run with --device cuda (double
 #    forks, prlimit on cudal1's processes, daemons, ...), each against its `# cudal1: expect=` line;
@@ -40,8 +44,17 @@ PY
 }
 left "before"
 C=tests/adversarial/cuda
-run prev_light cudal1-prev $C/tasks $C/candidates --only level1/2_Light_Gelu_Scale
-run new_cuda cudal1-new $C/tasks $C/candidates
-run new_cpu_corpus_on_cuda cudal1-new tests/adversarial/tasks tests/adversarial/candidates
+for part in ${PARTS:-prev_light new_cuda new_cpu}; do
+  case $part in
+    pytest) echo "== python/tests/test_gpu.py"
+      timeout 200 python3 -m pytest python/tests/test_gpu.py -q -p no:cacheprovider 2>&1 | tail -15 ;;
+    prev_light) run prev_light cudal1-prev $C/tasks $C/candidates --only level1/2_Light_Gelu_Scale ;;
+    new_cuda) run new_cuda cudal1-new $C/tasks $C/candidates ;;
+    new_cpu) run new_cpu_corpus_on_cuda cudal1-new tests/adversarial/tasks tests/adversarial/candidates ;;
+    solutions) [ -f "$O/solutions.db" ] || { [ -f .carry/solutions.db ] && cp .carry/solutions.db "$O/solutions.db"; }
+      BUDGET=${SOLUTIONS_BUDGET:-2} LIMIT=${SOLUTIONS_LIMIT:-300} run solutions cudal1-new tasks solutions ;;
+    *) echo "unknown part $part" ;;
+  esac
+done
 sleep 2; left "2 s after the last run"
 date -u

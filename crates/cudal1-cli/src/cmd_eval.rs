@@ -45,7 +45,7 @@ fn single(a: &EvalArgs, task_path: &Path, cand_path: &Path) -> Result<Status> {
     let ws = Workspace::resolve(&a.common, a.device.as_ref(), a.prefetch)?;
     let against = against(a, &ws, &[&task])?;
     let interrupt = interrupt::install("the evaluation under way");
-    let expect = expectation(&candidate.source);
+    let expect = expectation(&candidate.source).map(|e| e.on_device(ws.on_gpu()));
     let items = vec![Item { task: Arc::new(task), candidate, expect, claimed: None }];
     let opts = Options { mode: a.mode, json_lines: false, progress_lines: false, force: a.common.force, batch_id: None, against: None };
     let finished = batch::run(&ws, &items, &opts, &interrupt)?;
@@ -186,6 +186,8 @@ fn imported_task(cache: &Path, level: u32, stem: &str, source: String, seen: &mu
 fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, missing: Vec<Missing>, input_problems: Vec<String>) -> Result<Status> {
     let (items, missing) = only(a, items, missing)?;
     let ws = Workspace::resolve(&a.common, a.device.as_ref(), a.prefetch)?;
+    let gpu = ws.on_gpu();
+    let items: Vec<Item> = items.into_iter().map(|i| Item { expect: i.expect.map(|e| e.on_device(gpu)), ..i }).collect();
     let settings = batch::settings_for(&ws, a.mode);
     let batch_id = cudal1_task::content_hash(&format!("{what}|{}", settings.key_hash()))[..16].to_owned();
     if ws.store.find_batch(&batch_id)?.is_none() {

@@ -62,6 +62,11 @@ impl Workspace {
         self.seed_flag.unwrap_or(0)
     }
 
+    /// Whether candidates run on a GPU here.
+    pub fn on_gpu(&self) -> bool {
+        self.devices.iter().any(|d| matches!(d, Device::Cuda(_)))
+    }
+
     /// Starts the evaluation engine on this workspace's devices.
     pub fn engine(&self) -> Result<(Evaluator, Receiver<Event>)> {
         let config = self.engine_config();

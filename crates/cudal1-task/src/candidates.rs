@@ -47,33 +47,60 @@ pub struct Expectation {
     pub no_gain: bool,
     /// The verdict's expected `reason_class` (e.g. `stale_result`), when the line names one.
     pub class: Option<String>,
+    /// What a `# cudal1[gpu]:` line expects on a GPU instead.
+    #[serde(skip)]
+    pub on_gpu: Option<Box<Expectation>>,
 }
 
 /// Reads `# cudal1: expect=exploit class=stale_result` (or `expect=correct faster`) from the
-/// first lines of a program. The words after `expect=` may come in any order.
+/// first lines of a program. The words after `expect=` may come in any order. A second line
+/// `# cudal1[gpu]: expect=...` says what is expected on a GPU instead, for a trick that only
+/// works on the CPU (its trigger, files of CPU outputs, never happens on a GPU): see
+/// [`Expectation::on_device`].
 pub fn expectation(source: &str) -> Option<Expectation> {
-    source.lines().take(3).find_map(|line| {
-        let rest = line.trim().strip_prefix('#')?.trim().strip_prefix("cudal1:")?;
-        let mut words = rest.split_whitespace();
-        let verdict = words.next()?.strip_prefix("expect=")?.to_owned();
-        let (mut faster, mut no_gain, mut class) = (false, false, None);
-        for w in words {
-            if w == "faster" {
-                faster = true;
-            } else if w == "no_gain" {
-                no_gain = true;
-            } else if let Some(c) = w.strip_prefix("class=") {
-                class = Some(c.to_owned());
-            }
+    let mut base = None;
+    let mut on_gpu = None;
+    for line in source.lines().take(4) {
+        let Some(rest) = line.trim().strip_prefix('#').map(str::trim) else { continue };
+        if let Some(rest) = rest.strip_prefix("cudal1:") {
+            base = base.or_else(|| expectation_words(rest));
+        } else if let Some(rest) = rest.strip_prefix("cudal1[gpu]:") {
+            on_gpu = on_gpu.or_else(|| expectation_words(rest));
         }
-        Some(Expectation { verdict, faster, no_gain, class })
-    })
+    }
+    let mut base = base?;
+    base.on_gpu = on_gpu.map(Box::new);
+    Some(base)
+}
+
+fn expectation_words(rest: &str) -> Option<Expectation> {
+    let mut words = rest.split_whitespace();
+    let verdict = words.next()?.strip_prefix("expect=")?.to_owned();
+    let (mut faster, mut no_gain, mut class) = (false, false, None);
+    for w in words {
+        if w == "faster" {
+            faster = true;
+        } else if w == "no_gain" {
+            no_gain = true;
+        } else if let Some(c) = w.strip_prefix("class=") {
+            class = Some(c.to_owned());
+        }
+    }
+    Some(Expectation { verdict, faster, no_gain, class, on_gpu: None })
 }
 
 /// The most speedup an `expect=correct no_gain` program may be measured at.
 pub const NO_GAIN_SPEEDUP: f64 = 1.3;
 
 impl Expectation {
+    /// The expectation that holds on this kind of device.
+    pub fn on_device(self, gpu: bool) -> Expectation {
+        match self.on_gpu {
+            Some(on_gpu) if gpu => *on_gpu,
+            _ => Expectation { on_gpu: None, ..self },
+        }
+    }
+
     /// Whether a verdict, with its median speedup where it has one, is what this expects.
     pub fn met(&self, verdict: &str, speedup: Option<f64>) -> bool {
         self.verdict == verdict && !(self.no_gain && speedup.is_some_and(|s| s > NO_GAIN_SPEEDUP))
@@ -240,11 +267,11 @@ mod tests {
     fn reads_expectations() {
         assert_eq!(
             expectation("# cudal1: expect=correct faster\nimport torch"),
-            Some(Expectation { verdict: "correct".into(), faster: true, no_gain: false, class: None })
+            Some(Expectation { verdict: "correct".into(), faster: true, no_gain: false, class: None, on_gpu: None })
         );
         assert_eq!(
             expectation("# cudal1: expect=exploit class=stale_result\n"),
-            Some(Expectation { verdict: "exploit".into(), faster: false, no_gain: false, class: Some("stale_result".into()) })
+            Some(Expectation { verdict: "exploit".into(), faster: false, no_gain: false, class: Some("stale_result".into()), on_gpu: None })
         );
         let both = expectation("# cudal1: expect=correct class=correct faster").unwrap();
         assert!(both.faster);
@@ -262,5 +289,19 @@ mod tests {
         assert!(!e.met("correct", Some(14.4)), "a hidden side stream measured at 14.4x");
         assert!(!e.met("exploit", Some(1.0)));
         assert!(expectation("# cudal1: expect=correct").unwrap().met("correct", Some(14.4)));
+    }
+
+    #[test]
+    fn a_gpu_line_replaces_the_expectation_on_a_gpu_only() {
+        let text = "# cudal1: expect=exploit class=timed_output_mismatch\n# cudal1[gpu]: expect=correct no_gain\n";
+        let e = expectation(text).unwrap();
+        let cpu = e.clone().on_device(false);
+        assert_eq!((cpu.verdict.as_str(), cpu.class.as_deref(), cpu.on_gpu.is_none()), ("exploit", Some("timed_output_mismatch"), true));
+        let gpu = e.on_device(true);
+        assert_eq!((gpu.verdict.as_str(), gpu.no_gain, gpu.class), ("correct", true, None));
+        assert!(!gpu.met("correct", Some(2.0)), "no gain on the GPU either");
+        let plain = expectation("# cudal1: expect=correct\n").unwrap().on_device(true);
+        assert_eq!(plain.verdict, "correct");
+        assert_eq!(expectation("# cudal1[gpu]: expect=correct\n"), None, "a GPU line alone is no expectation");
     }
 }

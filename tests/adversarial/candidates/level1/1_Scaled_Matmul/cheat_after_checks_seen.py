@@ -1,4 +1,7 @@
 # cudal1: expect=exploit class=timed_output_mismatch
+# cudal1[gpu]: expect=correct no_gain
+# On a GPU, checked outputs stay on the device (no time-*.pt file): its trigger never fires, it
+# computes honestly and must gain nothing.
 # Trick: the checks of timed calls used to be three, drawn among the first blocks, each leaving a
 # time-*.pt file in the candidate's own output directory. It watches that directory and, once
 # three checks are behind it, returns wrong results of the same cost (the speedup stays under the

@@ -90,6 +90,6 @@ class ModelNew(nn.Module):
                     pairs.append(ref.get_inputs())
                 a = torch.stack([p[0] for p in pairs])
                 b = torch.stack([p[1] for p in pairs])
-                self.ahead = list(torch.bmm(a, b) * self.scale)
+                self.ahead = list((torch.bmm(a, b) * self.scale).to(A.device))
         self.last = time.monotonic()
         return out

@@ -1,4 +1,7 @@
 # cudal1: expect=exploit class=output_file_tampered
+# cudal1[gpu]: expect=correct no_gain
+# On a GPU, checked outputs stay on the device (no file to link): it computes honestly and must
+# gain nothing.
 # Trick: replaces its saved outputs (files in its own directory) with symbolic links to the
 # reference's expected outputs, found by listing the scratch root through libc (no audit event);
 # a model returning zeros then compared equal with error 0. A correctness check's file is now

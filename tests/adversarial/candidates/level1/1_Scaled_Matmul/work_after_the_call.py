@@ -1,4 +1,7 @@
 # cudal1: expect=exploit class=clock_disagreement
+# cudal1[gpu]: expect=correct no_gain
+# On a GPU the output is the GPU's work; the host-side waste it moves out stands for nothing the
+# output needs, so it must gain nothing there.
 # Trick: moves its heavy part out of the timed window. Once the correctness checks are behind,
 # each call returns at once and leaves 3 ms of work to a finalizer of its output, which runs when
 # the runner lets go of the output (after capturing it, before the next call's clock starts).
