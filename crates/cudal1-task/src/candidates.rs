@@ -298,7 +298,7 @@ mod tests {
         let cpu = e.clone().on_device(false);
         assert_eq!((cpu.verdict.as_str(), cpu.class.as_deref(), cpu.on_gpu.is_none()), ("exploit", Some("timed_output_mismatch"), true));
         let gpu = e.on_device(true);
-        assert_eq!((gpu.verdict.as_str(), gpu.no_gain, gpu.class), ("correct", true, None));
+        assert_eq!((gpu.verdict.as_str(), gpu.no_gain, gpu.class.as_deref()), ("correct", true, None));
         assert!(!gpu.met("correct", Some(2.0)), "no gain on the GPU either");
         let plain = expectation("# cudal1: expect=correct\n").unwrap().on_device(true);
         assert_eq!(plain.verdict, "correct");
