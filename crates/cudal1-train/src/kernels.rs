@@ -239,6 +239,8 @@ impl Environment for KernelEnv<'_> {
                         code,
                         run_id: self.run_id.clone(),
                         round: u32::try_from(step).unwrap_or(u32::MAX),
+                        trajectory: None,
+                        turn: 1,
                         parent_ids,
                         verdict: e.verdict.as_str().to_owned(),
                         reason: e.reason.clone(),

@@ -258,6 +258,7 @@ fn a_program_a_crash_left_unevaluated_is_evaluated_on_resume() {
             run_id: run_id(&task.hash, &Judge::new("cpu").settings_hash(&settings()), "it"),
             round: 1,
             index: 0,
+            turn: 1,
             prompt_kind: "first".into(),
             exemplar_ids: vec![],
             model: Some("m".into()),

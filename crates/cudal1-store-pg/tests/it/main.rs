@@ -93,6 +93,8 @@ fn new_program(task: &str, code: &str, speedup: Option<f64>) -> NewProgram {
         code: format!("class ModelNew: pass  # {code}\n"),
         run_id: "serve".into(),
         round: 0,
+        trajectory: None,
+        turn: 1,
         parent_ids: vec![],
         verdict: if speedup.is_some() { "correct" } else { "incorrect" }.into(),
         reason: "r".into(),
