@@ -90,6 +90,8 @@ struct Loop<'o, 'a> {
     /// Programs' briefs, and the ids tried (failures are not tried again).
     profiles: HashMap<i64, String>,
     profiles_tried: HashSet<i64>,
+    /// The ids of the samples recorded by the wave of requests under way.
+    wave: Vec<i64>,
 }
 
 impl Optimizer<'_> {
@@ -141,6 +143,7 @@ impl Optimizer<'_> {
             reference_profile: None,
             profiles: HashMap::new(),
             profiles_tried: HashSet::new(),
+            wave: Vec::new(),
         };
         let mut rounds: Vec<NewRound> =
             self.store.rounds_for_run(&state.run_id).map_err(store_err)?.into_iter().map(|r| r.round).collect();
@@ -265,7 +268,7 @@ impl<'o, 'a> Loop<'o, 'a> {
             let planned = self.plan(round, &fresh, &continuing, sampler, on_event)?;
             sent.extend(planned.iter().filter(|p| p.turn > 1).map(|p| (p.index, p.turn)));
             let requests = u32::try_from(planned.len()).unwrap_or(u32::MAX);
-            let first_new = self.samples.len();
+            self.wave.clear();
             if first_wave {
                 on_event(Event::RoundStarted {
                     round,
@@ -282,7 +285,7 @@ impl<'o, 'a> Loop<'o, 'a> {
             if gate.cancelled() {
                 return Ok(Some(StopReason::Interrupted));
             }
-            let recorded = self.samples[first_new..].iter().filter(|s| s.sample.round == round).count();
+            let recorded = self.wave.len();
             if recorded < requests as usize {
                 // Requests were left unsent: a budget closed the gate, or the deadline passed.
                 return Ok(Some(
@@ -292,7 +295,7 @@ impl<'o, 'a> Loop<'o, 'a> {
                         .unwrap_or(StopReason::Interrupted),
                 ));
             }
-            if let Some(stop) = self.stop_in_round.take().or_else(|| self.llm_unavailable(round, first_new)) {
+            if let Some(stop) = self.stop_in_round.take().or_else(|| self.llm_unavailable(round)) {
                 return Ok(Some(stop));
             }
             fresh.clear();
@@ -300,10 +303,10 @@ impl<'o, 'a> Loop<'o, 'a> {
         }
     }
 
-    /// A round whose every request of this invocation failed ends the run; the round stays
-    /// unfinished, so the next invocation sends them again.
-    fn llm_unavailable(&self, round: u32, first_new: usize) -> Option<StopReason> {
-        let this: Vec<&StoredSample> = self.samples[first_new..].iter().filter(|s| s.sample.round == round).collect();
+    /// A wave of requests (a round's first turns, or later turns) whose every request failed
+    /// ends the run; the round stays unfinished, so the next invocation sends them again.
+    fn llm_unavailable(&self, round: u32) -> Option<StopReason> {
+        let this: Vec<&StoredSample> = self.samples.iter().filter(|s| self.wave.contains(&s.id)).collect();
         let all_failed = !this.is_empty() && this.iter().all(|s| s.sample.outcome == Outcome::LlmError.as_str());
         all_failed.then(|| StopReason::LlmUnavailable {
             round,
@@ -527,7 +530,10 @@ impl<'o, 'a> Loop<'o, 'a> {
             _ => Outcome::LlmError,
         };
         let (reason, code_hash) = (sample.reason.clone(), sample.code_hash.clone());
+        // A later turn sent again takes its failed request's row.
+        self.samples.retain(|s| s.id != id);
         self.samples.push(StoredSample { id, created_at: String::new(), sample });
+        self.wave.push(id);
         let (queued, known_program) = match (code, code_hash) {
             (Some(code), Some(hash)) => self.submit(hash, code, planned.round, planned.exemplar_ids, planned.index, planned.turn),
             _ => (false, None),
