@@ -184,7 +184,7 @@ impl Prompts {
         let probe = Exemplar { profile: Some("1 kernel launch".to_owned()), ..Exemplar::measured("class ModelNew: pass".to_owned(), 1.0) };
         let reference = Reference { code: "class Model: pass", profile: Some("1 kernel launch") };
         prompts.first(reference)?;
-        prompts.contrastive(reference, &[probe.clone()])?;
+        prompts.contrastive(reference, std::slice::from_ref(&probe))?;
         // A refinement with and without exemplars, code, details and profiles.
         let previous = Attempt {
             turn: 1,

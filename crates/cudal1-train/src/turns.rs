@@ -43,20 +43,22 @@ pub fn turn_rewards(scores: &[f64], gamma: f64, aggregation: TurnAggregation) ->
 /// leave-one-out baseline); a turn that only one trajectory reached gets 0 (nothing to compare).
 pub fn turn_advantages(rewards: &[Vec<f64>]) -> Vec<Vec<f64>> {
     let turns = rewards.iter().map(Vec::len).max().unwrap_or(0);
-    let mut out: Vec<Vec<f64>> = rewards.iter().map(|r| vec![0.0; r.len()]).collect();
-    for t in 0..turns {
-        let at: Vec<(usize, f64)> = rewards.iter().enumerate().filter_map(|(i, r)| r.get(t).map(|&x| (i, x))).collect();
-        if at.len() < 2 {
-            continue;
-        }
-        let total: f64 = at.iter().map(|(_, x)| x).sum();
-        #[expect(clippy::cast_precision_loss, reason = "group sizes are small")]
-        let others = (at.len() - 1) as f64;
-        for &(i, x) in &at {
-            out[i][t] = x - (total - x) / others;
+    let (mut sums, mut counts) = (vec![0.0; turns], vec![0_u32; turns]);
+    for r in rewards {
+        for (t, x) in r.iter().enumerate() {
+            sums[t] += x;
+            counts[t] += 1;
         }
     }
-    out
+    rewards
+        .iter()
+        .map(|r| {
+            r.iter()
+                .enumerate()
+                .map(|(t, &x)| if counts[t] < 2 { 0.0 } else { x - (sums[t] - x) / f64::from(counts[t] - 1) })
+                .collect()
+        })
+        .collect()
 }
 
 #[cfg(test)]
