@@ -24,6 +24,7 @@
 
 mod contrastive;
 mod extract;
+mod feedback;
 mod normalize;
 mod prompts;
 mod reward;
@@ -31,6 +32,7 @@ mod sampler;
 
 pub use contrastive::{draw_prompt, Drawn, Variant};
 pub use extract::{extract_program, ExtractError};
+pub use feedback::Judged;
 pub use normalize::{normalize, normalized_hash};
 pub use prompts::{Attempt, Exemplar, PromptError, Prompts, Reference, TEMPLATE_NAMES};
 pub use reward::{group_advantages, group_normalized_rewards};

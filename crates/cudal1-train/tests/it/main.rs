@@ -105,6 +105,8 @@ fn bandit_config(steps: u64) -> GrpoConfig {
         max_refills: 2,
         save_every: 10,
         seed: 5,
+        turns: 1,
+        turn_gamma: 0.4,
         overlap: false,
     }
 }
