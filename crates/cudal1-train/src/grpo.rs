@@ -61,10 +61,10 @@ pub struct GrpoConfig {
     pub save_every: u64,
     pub seed: u64,
     /// Programs per trajectory (`train rl --turns`); 1 is single-shot GRPO.
-    #[serde(default = "one_turn")]
+    #[serde(default = "one_turn", skip_serializing_if = "is_one")]
     pub turns: u32,
     /// How much a later turn's score adds to an earlier turn's reward, per turn (Kevin: 0.4).
-    #[serde(default = "default_gamma")]
+    #[serde(default = "default_gamma", skip_serializing_if = "is_default_gamma")]
     pub turn_gamma: f64,
     /// Sample the next step's groups while this step's are judged. Only where the policy's
     /// device is not one that times candidates. A schedule, not a setting of the run: it is not
@@ -107,6 +107,15 @@ fn one_turn() -> u32 {
 
 fn default_gamma() -> f64 {
     0.4
+}
+
+// Runs recorded before turns existed are resumed under the same settings.
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
+fn is_default_gamma(g: &f64) -> bool {
+    *g == default_gamma()
 }
 
 /// One group's prompt.
