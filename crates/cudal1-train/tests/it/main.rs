@@ -353,6 +353,17 @@ fn the_kernel_environment_rewards_measured_speedups_caches_programs_and_shows_th
     assert!(rewards[0] > 2.0 && rewards[0] > rewards[1] && rewards[1] > 0.5, "{rewards:?}");
     assert_eq!((rewards[2], rewards[3]), (0.0, 0.0));
     assert_eq!(scored[3].record["no_program"], "cut off before a complete program");
+    // Refinement turns (`--turns`): a program fast enough ends its trajectory; otherwise the
+    // next prompt shows the program with its verdict, or why the reply had none.
+    assert_eq!(env.next_turn(1, &first[0], &samples[0], &scored[0]).unwrap(), None, "{:?}", scored[0]);
+    env.turn_target = 1e9;
+    let slow = env.next_turn(1, &first[0], &samples[1], &scored[1]).unwrap().expect("not fast enough");
+    assert!(slow.prompt.contains(&format!("## Your previous attempt (turn 1)\n\n```python\n{}\n```", synth.slow.trim_end())), "{}", slow.prompt);
+    assert!(slow.prompt.contains("verdict on your previous attempt: correct. speedup "), "{}", slow.prompt);
+    assert_eq!((slow.info["turn"].clone(), slow.info["shown"].clone()), (2.into(), serde_json::json!([scored[1].record["program_id"]])));
+    let none = env.next_turn(1, &first[0], &samples[2], &scored[2]).unwrap().unwrap();
+    assert!(none.prompt.contains("Your previous reply held no program.") && none.prompt.contains("no program. no code block"), "{}", none.prompt);
+    env.turn_target = 1.0;
     // Measured once: the same program again comes from the store.
     let again = env.score(2, &first, &indexed[..1]).unwrap();
     assert_eq!(again[0].record["cached"], true);
