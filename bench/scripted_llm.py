@@ -7,7 +7,11 @@ reference program quoted in the prompt (the task whose lines it contains most), 
 request for a task gets reply n % samples of round n // samples + 1: `cudal1 optimize` finishes a
 round before it starts the next. A reply is a program file (sent as a fenced code block after a
 short plan), `@reference` (the task itself with `Model` renamed `ModelNew`: about 1.0x), or
-`@no_code` (prose without code). Every request is logged as one JSON line.
+`@no_code` (prose without code). With `optimize --turns`, a task may name the replies of later
+turns, `"turns": {"2": "fixed.py", "3": "@reference"}`: a refinement prompt ("Your previous
+attempt (turn N)") gets the reply of turn N + 1 and does not count as a round's request. Every
+request is logged as one JSON line (with `turn` and, for a refinement, `previous_verdict`: what
+the prompt said the previous turn got).
 
 usage: python scripted_llm.py SCRIPT.json --port PORT [--log FILE]
 SCRIPT.json: {"samples": 2, "tasks": [{"task": "tasks/level1/5_X.py", "rounds": [["a.py", "@no_code"], ...]}]}
@@ -44,13 +48,21 @@ class Script:
         for t in spec["tasks"]:
             source = read(t["task"])
             lines = {l.strip() for l in source.splitlines() if len(l.strip()) > 8}
-            self.tasks.append({"task": t["task"], "source": source, "lines": lines, "rounds": t["rounds"], "served": 0})
+            self.tasks.append({"task": t["task"], "source": source, "lines": lines, "rounds": t["rounds"], "turns": t.get("turns", {}), "served": 0})
         self.lock = threading.Lock()
 
     def answer(self, prompt):
-        """(task, round, index, reply label, reply text) for one prompt."""
+        """(task, round, index, reply label, reply text) for one prompt; a refinement prompt's
+        round and index are None."""
+        later = re.search(r"## Your previous attempt \(turn (\d+)\)", prompt)
         with self.lock:
             task = max(self.tasks, key=lambda t: sum(l in prompt for l in t["lines"]))
+            if later:
+                turn = str(int(later.group(1)) + 1)
+                label = task["turns"].get(turn)
+                if label is None:
+                    return task["task"], None, None, "@exhausted", "The script has no reply for this turn."
+                return task["task"], None, None, label, reply_text(label, task["source"])
             n = task["served"]
             task["served"] += 1
         rnd, index = n // self.samples, n % self.samples
@@ -67,8 +79,12 @@ def serve(script, port, log):
             prompt = "\n".join(m.get("content", "") for m in body.get("messages", []))
             task, rnd, index, label, text = script.answer(prompt)
             contrastive = "Earlier attempts" in prompt
+            later = re.search(r"## Your previous attempt \(turn (\d+)\)", prompt)
+            verdict = re.search(r"verdict on your previous attempt: ([a-z_ ]+)\.", prompt)
             with script.lock:
                 log.write(json.dumps({"task": task, "round": rnd, "index": index, "reply": label, "contrastive_prompt": contrastive,
+                                      "turn": int(later.group(1)) + 1 if later else 1,
+                                      "previous_verdict": verdict.group(1) if verdict else None,
                                       "speedups_shown": re.findall(r"speedup ([0-9.]+x)", prompt)}) + "\n")
                 log.flush()
             out = json.dumps({"model": "scripted", "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],

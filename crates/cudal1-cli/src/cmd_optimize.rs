@@ -33,6 +33,15 @@ pub struct OptimizeArgs {
     /// LLM samples per round.
     #[arg(long, default_value_t = 8)]
     pub samples: u32,
+    /// Programs per sample: each sample is a trajectory of up to this many programs, each later
+    /// turn's prompt showing the previous program with its verdict and reason (compiler errors,
+    /// the mismatch, the speedup with its interval, findings, the profile with `--profile`).
+    /// 1 is CUDA-L1's single-shot loop.
+    #[arg(long, default_value_t = 1)]
+    pub turns: u32,
+    /// A trajectory ends early at a correct program with at least this median speedup.
+    #[arg(long, default_value_t = 1.0)]
+    pub turn_target: f64,
     /// `cpu`, `cuda`, `cuda:N`, or `all` (every visible GPU; the default when there are GPUs).
     #[arg(long, value_parser = crate::args::parse_device)]
     pub device: Option<DeviceFlag>,
@@ -78,8 +87,8 @@ pub struct OptimizeArgs {
     /// Seconds one request may take; a request that times out is recorded, not retried.
     #[arg(long, default_value_t = 600.0)]
     pub llm_timeout: f64,
-    /// A directory with prompt templates (`first.j2`, `contrastive.j2`, `rules.j2`) that replace
-    /// the built-in ones.
+    /// A directory with prompt templates (`first.j2`, `contrastive.j2`, `refine.j2`, `rules.j2`)
+    /// that replace the built-in ones.
     #[arg(long)]
     pub prompts: Option<PathBuf>,
     /// Where the embedded model runs: `cpu` or `cuda:N`.
@@ -133,6 +142,8 @@ pub fn run(a: OptimizeArgs) -> Result<Status> {
         max_tokens: a.max_tokens.unwrap_or(defaults.max_tokens),
         concurrency: a.concurrency.unwrap_or(defaults.concurrency),
         seed: ws.seed,
+        turns: a.turns,
+        turn_target: a.turn_target,
         ..OptimizeConfig::new(a.rounds, a.samples)
     };
     config.check()?;
@@ -308,7 +319,15 @@ impl Progress {
                 }
                 self.refresh();
             }
-            Event::SampleRecorded { round, index, outcome, reason, queued, known_program, .. } => {
+            Event::TurnsStarted { round, requests } => {
+                if let Some(bar) = &self.bar {
+                    bar.inc_length(u64::from(requests));
+                }
+                self.say(format!("round {round}: {requests} trajectory(ies) go on with the previous verdict in the prompt"));
+                self.refresh();
+            }
+            Event::SampleRecorded { round, index, turn, outcome, reason, queued, known_program, .. } => {
+                let index = if turn > 1 { format!("{index} turn {turn}") } else { index.to_string() };
                 if let Some(bar) = &self.bar {
                     bar.inc(1);
                 }

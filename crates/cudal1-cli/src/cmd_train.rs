@@ -240,6 +240,18 @@ pub struct RlArgs {
     /// whatever its speed: the control run).
     #[arg(long, default_value = "speedup")]
     pub reward: String,
+    /// Programs per trajectory: each sample's next turn is prompted with its program's verdict
+    /// and reason (`refine.j2`); a turn's reward adds the discounted scores of the turns after it
+    /// (`--turn-gamma`), and advantages are normalised per turn within the group. Runs without
+    /// `--overlap` (a later turn needs its first turn judged).
+    #[arg(long, default_value_t = 1)]
+    pub turns: u32,
+    /// How much a later turn's score adds to an earlier turn's reward, per turn (Kevin: 0.4).
+    #[arg(long, default_value_t = 0.4)]
+    pub turn_gamma: f64,
+    /// A trajectory ends early at a correct program with at least this speedup.
+    #[arg(long, default_value_t = 1.0)]
+    pub turn_target: f64,
     /// Sampling temperature of the policy.
     #[arg(long, default_value_t = 1.0)]
     pub temperature: f64,
@@ -642,14 +654,20 @@ fn rl(a: &RlArgs) -> Result<Status> {
         max_refills: a.max_refills,
         save_every: a.save_every,
         seed: ws.seed_for_training(),
-        overlap: a.overlap.resolve(&spec.device, &ws.devices)?,
+        turns: a.turns,
+        turn_gamma: a.turn_gamma,
+        // A later turn waits for its first turn's verdict: nothing to sample ahead.
+        overlap: a.turns <= 1 && a.overlap.resolve(&spec.device, &ws.devices)?,
     };
     config.check()?;
     let sampler = a.exemplar.sampler()?;
-    let settings = json!({
+    let mut settings = json!({
         "policy": spec, "config": config, "init": a.policy.init, "suite": a.suite, "eval": ws.settings.key_hash(),
         "exemplars": a.exemplar.exemplars, "bucket_width": a.exemplar.bucket_width, "exemplar_temperature": a.exemplar.exemplar_temperature, "low_reward": a.low_reward, "reward": a.reward,
     });
+    if a.turns > 1 {
+        settings["turn_target"] = json!(a.turn_target);
+    }
     let (run, state) = RunDir::open(&a.out, "rl", &settings)?;
     let run_id = cudal1_task::content_hash(&format!("train-rl|{}", std::fs::canonicalize(&a.out).unwrap_or_else(|_| a.out.clone()).display()))[..16].to_owned();
     let interrupt = interrupt::install("the step under way");
@@ -664,6 +682,7 @@ fn rl(a: &RlArgs) -> Result<Status> {
     let prompts = Prompts::builtin();
     let mut env = KernelEnv::new(tasks, &engine, &ws.store, &prompts, sampler, a.exemplar.exemplars, run_id);
     env.low_reward = a.low_reward;
+    env.turn_target = a.turn_target;
     env.reward = reward;
     let stop = || interrupt.interrupted();
     let summary = grpo::run(&mut policy, &mut env, &config, &run, state.map_or(0, |s| s.step), &stop, &mut |e| reporter.event(e))?;

@@ -12,8 +12,15 @@ use crate::OptimizeError;
 pub struct OptimizeConfig {
     /// Rounds in all, counting rounds finished by earlier invocations of the same run.
     pub rounds: u32,
-    /// LLM samples per round.
+    /// LLM samples per round. With `turns` above 1 each sample slot is a trajectory.
     pub samples: u32,
+    /// Programs per trajectory (`--turns`): each later turn's prompt shows the previous turn's
+    /// program with its verdict and reason. 1 is CUDA-L1's single-shot loop.
+    #[serde(default = "one_turn")]
+    pub turns: u32,
+    /// A trajectory ends early at a correct program with at least this median speedup.
+    #[serde(default = "default_turn_target")]
+    pub turn_target: f64,
     /// Exemplars shown by the contrastive prompt (CUDA-L1: 2).
     pub exemplars: usize,
     /// Width of the sampler's speedup buckets.
@@ -46,6 +53,8 @@ impl OptimizeConfig {
         Self {
             rounds,
             samples,
+            turns: 1,
+            turn_target: default_turn_target(),
             exemplars: 2,
             bucket_width: 0.25,
             exemplar_temperature: 1.0,
@@ -67,6 +76,12 @@ impl OptimizeConfig {
         let bad = |reason: String| Err(OptimizeError::Config { reason });
         if self.rounds == 0 || self.samples == 0 {
             return bad(format!("rounds and samples must be at least 1 (got {} and {})", self.rounds, self.samples));
+        }
+        if self.turns == 0 {
+            return bad("turns must be at least 1 (1 is one program per sample)".to_owned());
+        }
+        if !(self.turn_target.is_finite() && self.turn_target > 0.0) {
+            return bad(format!("the turn target must be a positive speedup (got {})", self.turn_target));
         }
         if self.exemplars == 0 {
             return bad("exemplars must be at least 1".to_owned());
@@ -92,6 +107,14 @@ impl OptimizeConfig {
         }
         Ok(())
     }
+}
+
+fn one_turn() -> u32 {
+    1
+}
+
+fn default_turn_target() -> f64 {
+    1.0
 }
 
 mod opt_secs {
@@ -124,6 +147,8 @@ mod tests {
         assert!(reason(OptimizeConfig { max_cost_usd: Some(f64::NAN), ..OptimizeConfig::new(1, 1) }).contains("cost"));
         assert!(reason(OptimizeConfig { max_tokens: 0, ..OptimizeConfig::new(1, 1) }).contains("max_tokens"));
         assert!(reason(OptimizeConfig { top_p: 0.0, ..OptimizeConfig::new(1, 1) }).contains("top_p"));
+        assert!(reason(OptimizeConfig { turns: 0, ..OptimizeConfig::new(1, 1) }).contains("turns"));
+        assert!(reason(OptimizeConfig { turn_target: f64::NAN, ..OptimizeConfig::new(1, 1) }).contains("turn target"));
     }
 
     #[test]
@@ -131,7 +156,12 @@ mod tests {
         let c = OptimizeConfig { max_wall: Some(Duration::from_millis(1500)), ..OptimizeConfig::new(2, 3) };
         let v = serde_json::to_value(&c).unwrap();
         assert_eq!(v["max_wall"], 1.5);
-        let back: OptimizeConfig = serde_json::from_value(v).unwrap();
+        let back: OptimizeConfig = serde_json::from_value(v.clone()).unwrap();
         assert_eq!(back, c);
+        // A run recorded before turns existed reads as one turn.
+        let mut old = v;
+        old.as_object_mut().unwrap().retain(|k, _| k != "turns" && k != "turn_target");
+        let back: OptimizeConfig = serde_json::from_value(old).unwrap();
+        assert_eq!((back.turns, back.turn_target), (1, 1.0));
     }
 }

@@ -28,9 +28,16 @@ pub enum Event {
         already_recorded: u32,
         kind: PromptKind,
     },
+    /// The round's trajectories (`--turns`) whose last turn is judged and not good enough send
+    /// their next turns, each prompt showing the previous turn's verdict.
+    TurnsStarted {
+        round: u32,
+        requests: u32,
+    },
     SampleRecorded {
         round: u32,
         index: u32,
+        turn: u32,
         outcome: Outcome,
         reason: Option<String>,
         tokens: u64,

@@ -91,7 +91,7 @@ pub fn spawn<'scope, 'env>(
                     .with_top_p(sampling.top_p)
                     .with_max_tokens(sampling.max_tokens)
                     .with_seed(planned.seed);
-                tracing::debug!(round = planned.round, index = planned.index, "sending LLM request");
+                tracing::debug!(round = planned.round, index = planned.index, turn = planned.turn, "sending LLM request");
                 let result = llm.complete(&request);
                 let (accounting, accounted) = bounded::<()>(0);
                 if tx.send(Generated::Reply { planned, result, accounting: Accounting(accounting) }).is_err() {
@@ -147,6 +147,7 @@ mod tests {
             .map(|i| Planned {
                 round: 1,
                 index: i,
+                turn: 1,
                 kind: PromptKind::First,
                 exemplar_ids: vec![],
                 prompt: format!("p{i}"),

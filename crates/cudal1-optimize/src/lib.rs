@@ -4,8 +4,11 @@
 //! variants with their measured speedups, drawn from the task's program database by CUDA-L1's
 //! bucketed softmax. Replies are parsed as they arrive, each new program is evaluated while the
 //! LLM still writes others, and a program seen before (same normalised source) is never
-//! evaluated twice. Every sample, program and finished round goes to the store at once, so an
-//! interrupted run resumes where it stopped. The run ends after its rounds, on a wall-time,
+//! evaluated twice. With [`OptimizeConfig::turns`] above 1 each sample slot is a trajectory:
+//! once a turn's program is judged, the next turn's prompt shows it with its verdict and reason
+//! (the compiler's errors, the mismatch, the speedup), until a turn is correct and fast enough or
+//! the trajectory has its K programs. Every sample, program and finished round goes to the store
+//! at once, so an interrupted run resumes where it stopped, trajectories from their last turn. The run ends after its rounds, on a wall-time,
 //! token or cost budget, or after K rounds without a better program; [`write_outputs`] then
 //! leaves `best.py`, `best.json` and `report.md` in a directory.
 //!
@@ -20,6 +23,7 @@
 mod config;
 mod error;
 mod event;
+mod feedback;
 mod generate;
 mod lineage;
 mod output;
@@ -28,6 +32,7 @@ mod run;
 mod stop;
 mod summary;
 mod tally;
+mod turns;
 
 pub use config::OptimizeConfig;
 pub use error::OptimizeError;
@@ -39,3 +44,4 @@ pub use run::{run_id, Optimizer, Profiles};
 pub use stop::StopReason;
 pub use summary::{BestProgram, Invocation, RunSummary, SampleLine, Totals};
 pub use tally::Outcome;
+pub use turns::{trajectory_id, TrajectoryState};

@@ -54,7 +54,7 @@ pub fn write_outputs(dir: &Path, s: &RunSummary) -> Result<OutputFiles, Optimize
                 .samples
                 .iter()
                 .filter(|l| l.program_id.is_some_and(|id| !seen.contains(&id) && { seen.push(id); true }))
-                .map(|l| json!({"program_id": l.program_id, "round": l.round, "verdict": l.verdict, "reason": l.reason, "reply": l.reply_file()}))
+                .map(|l| json!({"program_id": l.program_id, "round": l.round, "turn": l.turn, "verdict": l.verdict, "reason": l.reason, "reply": l.reply_file()}))
                 .collect();
             json!({
                 "run_id": s.run_id,
@@ -170,7 +170,8 @@ pub fn render_report(s: &RunSummary) -> String {
                 None => "-".to_owned(),
             };
             let file = l.reply_file();
-            let _ = writeln!(out, "| {} | {} | {} | {verdict} | {} | {reason} | [{}]({file}) |", l.round, l.index, l.outcome, speedup(l.speedup), file.trim_start_matches("replies/"));
+            let slot = if l.turn > 1 { format!("{} (turn {})", l.index, l.turn) } else { l.index.to_string() };
+            let _ = writeln!(out, "| {} | {slot} | {} | {verdict} | {} | {reason} | [{}]({file}) |", l.round, l.outcome, speedup(l.speedup), file.trim_start_matches("replies/"));
         }
     }
     out
@@ -231,6 +232,7 @@ mod tests {
             samples: vec![SampleLine {
                 round: 1,
                 index: 2,
+                turn: 1,
                 prompt_kind: "first".into(),
                 exemplar_ids: vec![],
                 outcome: "no_code".into(),

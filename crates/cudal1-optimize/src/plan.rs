@@ -1,14 +1,18 @@
 //! The prompts of a round: round 1 shows the reference alone; later rounds show it with up to N
-//! earlier correct variants of the task, drawn by CUDA-L1's bucketed softmax.
+//! earlier correct variants of the task, drawn by CUDA-L1's bucketed softmax. A later turn of a
+//! trajectory (`--turns`) shows what its first turn showed and the previous turn's program with
+//! its verdict.
 
 use std::collections::HashMap;
 
-use cudal1_search::{draw_prompt, ExemplarSampler, PromptError, Prompts, Reference, Variant};
+use cudal1_search::{draw_prompt, Exemplar, ExemplarSampler, PromptError, Prompts, Reference, Variant};
 use cudal1_store::StoredProgram;
 use rand::Rng;
 use serde::Serialize;
 
+use crate::feedback;
 use crate::tally::correct_speedup;
+use crate::turns::NextTurn;
 
 /// Which template a prompt came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -16,6 +20,8 @@ use crate::tally::correct_speedup;
 pub enum PromptKind {
     First,
     Contrastive,
+    /// A later turn of a trajectory: the previous turn's program and its verdict.
+    Refine,
 }
 
 impl PromptKind {
@@ -23,6 +29,7 @@ impl PromptKind {
         match self {
             PromptKind::First => "first",
             PromptKind::Contrastive => "contrastive",
+            PromptKind::Refine => "refine",
         }
     }
 }
@@ -32,8 +39,11 @@ impl PromptKind {
 pub struct Planned {
     pub round: u32,
     pub index: u32,
+    /// 1-based turn of the slot's trajectory.
+    pub turn: u32,
     pub kind: PromptKind,
-    /// Program ids shown, in the prompt's order.
+    /// Program ids shown, in the prompt's order (a later turn: its first turn's exemplars, then
+    /// the previous turn's program).
     pub exemplar_ids: Vec<i64>,
     pub prompt: String,
     /// The request's sampling seed, distinct per sample so that repeated prompts differ.
@@ -77,6 +87,7 @@ pub fn plan_round(input: &PlanInput<'_>, indices: &[u32], rng: &mut impl Rng) ->
             Ok(Planned {
                 round: input.round,
                 index,
+                turn: 1,
                 kind: if drawn.contrastive { PromptKind::Contrastive } else { PromptKind::First },
                 exemplar_ids: drawn.shown,
                 prompt: drawn.prompt,
@@ -84,6 +95,45 @@ pub fn plan_round(input: &PlanInput<'_>, indices: &[u32], rng: &mut impl Rng) ->
             })
         })
         .collect()
+}
+
+/// The prompts of the trajectories' next turns: each shows the exemplars its first turn showed
+/// (those still in the database), then the previous turn's program with its verdict and reason.
+pub fn plan_turns(input: &PlanInput<'_>, next: &[NextTurn]) -> Result<Vec<Planned>, PromptError> {
+    let reference = Reference { code: input.reference, profile: input.reference_profile };
+    next.iter()
+        .map(|n| {
+            let shown: Vec<(i64, Exemplar)> = n
+                .exemplar_ids
+                .iter()
+                .filter_map(|id| {
+                    let p = input.programs.iter().find(|p| p.id == *id)?;
+                    let exemplar = Exemplar { profile: input.profiles.get(id).cloned(), ..Exemplar::measured(p.code.clone(), correct_speedup(p)?) };
+                    Some((*id, exemplar))
+                })
+                .collect();
+            let previous = n.previous_program.as_ref();
+            let profile = previous.filter(|p| correct_speedup(p).is_some()).and_then(|p| input.profiles.get(&p.id)).map(String::as_str);
+            let attempt = feedback::attempt(&n.previous.sample, previous, profile);
+            let exemplars: Vec<Exemplar> = shown.iter().map(|(_, e)| e.clone()).collect();
+            let mut ids: Vec<i64> = shown.iter().map(|(id, _)| *id).collect();
+            ids.extend(previous.map(|p| p.id));
+            Ok(Planned {
+                round: input.round,
+                index: n.index,
+                turn: n.turn,
+                kind: PromptKind::Refine,
+                exemplar_ids: ids,
+                prompt: input.prompts.refine(reference, &exemplars, &attempt)?,
+                seed: turn_seed(input.seed, input.round, n.index, n.turn),
+            })
+        })
+        .collect()
+}
+
+/// The sampling seed of turn `turn` of a slot; turn 1's is [`sample_seed`]'s.
+pub fn turn_seed(seed: u64, round: u32, index: u32, turn: u32) -> u64 {
+    sample_seed(seed ^ u64::from(turn - 1).wrapping_mul(0xd6e8_feb8_6659_fd93), round, index)
 }
 
 #[cfg(test)]
@@ -144,5 +194,31 @@ mod tests {
             assert!(*x < 1 << 53);
             assert!(all[i + 1..].iter().all(|y| y != x), "{all:?}");
         }
+        assert_eq!(turn_seed(7, 1, 0, 1), a, "turn 1 keeps the seed it had before turns");
+        assert_ne!(turn_seed(7, 1, 0, 2), a);
+        assert_ne!(turn_seed(7, 1, 0, 2), turn_seed(7, 1, 0, 3));
+    }
+
+    #[test]
+    fn a_later_turn_shows_the_first_turns_exemplars_and_the_previous_program_with_its_verdict() {
+        let mut wrong = program(5, "wrong", 2, "incorrect", None);
+        wrong.reason = "output 0 differs at 3 of 8 elements".into();
+        let programs = [program(1, "fast", 1, "correct", Some(2.5)), program(2, "gone", 1, "exploit", Some(9.0)), wrong.clone()];
+        let refs: Vec<&StoredProgram> = programs.iter().collect();
+        let prompts = Prompts::builtin();
+        let sampler = ExemplarSampler::new(0.25, 1.0).unwrap();
+        let profiles = HashMap::new();
+        let input = PlanInput { round: 2, reference: REFERENCE, prompts: &prompts, programs: &refs, sampler: &sampler, exemplars: 2, seed: 7, reference_profile: None, profiles: &profiles };
+        let mut previous = crate::tally::tests::sample(2, 3, crate::Outcome::Program, Some("wrong"));
+        previous.sample.reply = Some("```python\nclass ModelNew: wrong = 1\n```".into());
+        let next = NextTurn { index: 3, turn: 2, exemplar_ids: vec![1, 2], previous, previous_program: Some(wrong) };
+        let planned = plan_turns(&input, &[next]).unwrap();
+        let p = &planned[0];
+        assert_eq!((p.round, p.index, p.turn, p.kind), (2, 3, 2, PromptKind::Refine));
+        assert_eq!(p.exemplar_ids, vec![1, 5], "the exploit is not shown; the previous program is");
+        assert_eq!(p.seed, turn_seed(7, 2, 3, 2));
+        assert!(p.prompt.contains("speedup 2.50x (correct)") && p.prompt.contains("# fast"), "{}", p.prompt);
+        assert!(p.prompt.contains("## Your previous attempt (turn 1)\n\n```python\nclass ModelNew: wrong = 1\n```"), "{}", p.prompt);
+        assert!(p.prompt.contains("verdict on your previous attempt: incorrect. output 0 differs at 3 of 8 elements"), "{}", p.prompt);
     }
 }

@@ -18,10 +18,11 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 
 use crate::generate::{self, Gate, Generated, Sampling};
-use crate::plan::{plan_round, sample_seed, PlanInput, Planned};
+use crate::plan::{plan_round, plan_turns, sample_seed, PlanInput, Planned};
 use crate::stop::{self, Budget, Spend, StopReason};
 use crate::summary::{self, Invocation, RunSummary};
-use crate::tally::{index_programs, round_totals, Outcome, ProgramIndex};
+use crate::tally::{correct_speedup, index_programs, round_totals, Outcome, ProgramIndex};
+use crate::turns::{next_turns, trajectory_id, NextTurn};
 use crate::{Event, OptimizeConfig, OptimizeError};
 
 /// Everything a run needs. One optimizer can run several tasks in turn.
@@ -60,6 +61,8 @@ struct InFlight {
     code: String,
     round: u32,
     parents: Vec<i64>,
+    trajectory: String,
+    turn: u32,
 }
 
 /// The state of one run while it is under way.
@@ -87,6 +90,8 @@ struct Loop<'o, 'a> {
     /// Programs' briefs, and the ids tried (failures are not tried again).
     profiles: HashMap<i64, String>,
     profiles_tried: HashSet<i64>,
+    /// The ids of the samples recorded by the wave of requests under way.
+    wave: Vec<i64>,
 }
 
 impl Optimizer<'_> {
@@ -138,6 +143,7 @@ impl Optimizer<'_> {
             reference_profile: None,
             profiles: HashMap::new(),
             profiles_tried: HashSet::new(),
+            wave: Vec::new(),
         };
         let mut rounds: Vec<NewRound> =
             self.store.rounds_for_run(&state.run_id).map_err(store_err)?.into_iter().map(|r| r.round).collect();
@@ -207,41 +213,10 @@ impl<'o, 'a> Loop<'o, 'a> {
             }
             let round = finished + 1;
             let round_started = Instant::now();
-            // Requests an earlier invocation sent without an answer (the server was down, timed
-            // out) are sent again; answered ones are kept.
-            let this_round = |s: &&StoredSample| s.sample.round == round;
-            let answered = self.samples.iter().filter(this_round).filter(|s| s.sample.outcome != Outcome::LlmError.as_str()).count();
-            let next = self.samples.iter().filter(this_round).map(|s| s.sample.index).max().map_or(0, |m| m + 1);
-            let missing = config.samples.saturating_sub(u32::try_from(answered).unwrap_or(u32::MAX));
-            let indices: Vec<u32> = (next..next + missing).collect();
-            let planned = self.plan(round, &indices, &sampler, on_event)?;
-            let first_new = self.samples.len();
-            on_event(Event::RoundStarted {
-                round,
-                requests: missing,
-                already_recorded: u32::try_from(answered).unwrap_or(u32::MAX),
-                kind: planned.first().map_or(crate::PromptKind::First, |p| p.kind),
-            });
-            let sampling = Sampling { temperature: config.temperature, top_p: config.top_p, max_tokens: config.max_tokens };
-            let replies = generate::spawn(scope, self.opt.llm, gate, sampling, planned, config.concurrency);
-            self.drain_round(replies, eval_rx, gate, on_event)?;
-
+            let stop = self.run_round(scope, gate, eval_rx, round, &sampler, on_event)?;
             if gate.cancelled() {
                 return Ok(StopReason::Interrupted);
             }
-            let complete = answered + self.samples[first_new..].iter().filter(this_round).count() >= config.samples as usize;
-            let stop = if complete {
-                self.stop_in_round.take()
-            } else {
-                // Requests were left unsent: a budget closed the gate, or the deadline passed.
-                Some(
-                    self.stop_in_round
-                        .take()
-                        .or_else(|| self.budget.exceeded(self.spend, Instant::now()))
-                        .unwrap_or(StopReason::Interrupted),
-                )
-            };
-            let stop = stop.or_else(|| self.llm_unavailable(round, first_new));
             let round_has_samples = self.samples.iter().any(|s| s.sample.round == round);
             if stop.as_ref().is_none_or(StopReason::finishes_round) && round_has_samples {
                 let wall_ms = round_started.elapsed().as_secs_f64() * 1e3;
@@ -256,10 +231,82 @@ impl<'o, 'a> Loop<'o, 'a> {
         }
     }
 
-    /// A round whose every request of this invocation failed ends the run; the round stays
-    /// unfinished, so the next invocation sends them again.
-    fn llm_unavailable(&self, round: u32, first_new: usize) -> Option<StopReason> {
-        let this: Vec<&StoredSample> = self.samples[first_new..].iter().filter(|s| s.sample.round == round).collect();
+    /// One round: its first turns (requests an earlier invocation sent without an answer are
+    /// sent again; answered ones are kept), then, with `--turns`, waves of later turns until
+    /// every trajectory is good enough, has its K turns, or failed in this invocation. Returns
+    /// why the run must stop after it, if it must (an interruption returns at once).
+    fn run_round<'scope, 'env>(
+        &mut self,
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        gate: &'env Gate<'env>,
+        eval_rx: &Receiver<Done>,
+        round: u32,
+        sampler: &ExemplarSampler,
+        on_event: &mut dyn FnMut(Event),
+    ) -> Result<Option<StopReason>, OptimizeError>
+    where
+        'a: 'env,
+    {
+        let config = self.opt.config;
+        let first_turn = |s: &&StoredSample| s.sample.round == round && s.sample.turn == 1;
+        let answered = self.samples.iter().filter(first_turn).filter(|s| s.sample.outcome != Outcome::LlmError.as_str()).count();
+        let next = self.samples.iter().filter(|s| s.sample.round == round).map(|s| s.sample.index).max().map_or(0, |m| m + 1);
+        let missing = config.samples.saturating_sub(u32::try_from(answered).unwrap_or(u32::MAX));
+        let mut fresh: Vec<u32> = (next..next + missing).collect();
+        // Later turns requested by this invocation: one whose request failed is not sent again
+        // until the next invocation (as a failed first turn is not).
+        let mut sent: HashSet<(u32, u32)> = HashSet::new();
+        let mut first_wave = true;
+        loop {
+            let continuing: Vec<NextTurn> = next_turns(round, &self.samples, &self.programs, config.turns, config.turn_target)
+                .into_iter()
+                .filter(|n| !sent.contains(&(n.index, n.turn)))
+                .collect();
+            if !first_wave && continuing.is_empty() {
+                return Ok(None);
+            }
+            let planned = self.plan(round, &fresh, &continuing, sampler, on_event)?;
+            sent.extend(planned.iter().filter(|p| p.turn > 1).map(|p| (p.index, p.turn)));
+            let requests = u32::try_from(planned.len()).unwrap_or(u32::MAX);
+            self.wave.clear();
+            if first_wave {
+                on_event(Event::RoundStarted {
+                    round,
+                    requests,
+                    already_recorded: u32::try_from(answered).unwrap_or(u32::MAX),
+                    kind: planned.first().map_or(crate::PromptKind::First, |p| p.kind),
+                });
+            } else {
+                on_event(Event::TurnsStarted { round, requests });
+            }
+            let sampling = Sampling { temperature: config.temperature, top_p: config.top_p, max_tokens: config.max_tokens };
+            let replies = generate::spawn(scope, self.opt.llm, gate, sampling, planned, config.concurrency);
+            self.drain_round(replies, eval_rx, gate, on_event)?;
+            if gate.cancelled() {
+                return Ok(Some(StopReason::Interrupted));
+            }
+            let recorded = self.wave.len();
+            if recorded < requests as usize {
+                // Requests were left unsent: a budget closed the gate, or the deadline passed.
+                return Ok(Some(
+                    self.stop_in_round
+                        .take()
+                        .or_else(|| self.budget.exceeded(self.spend, Instant::now()))
+                        .unwrap_or(StopReason::Interrupted),
+                ));
+            }
+            if let Some(stop) = self.stop_in_round.take().or_else(|| self.llm_unavailable(round)) {
+                return Ok(Some(stop));
+            }
+            fresh.clear();
+            first_wave = false;
+        }
+    }
+
+    /// A wave of requests (a round's first turns, or later turns) whose every request failed
+    /// ends the run; the round stays unfinished, so the next invocation sends them again.
+    fn llm_unavailable(&self, round: u32) -> Option<StopReason> {
+        let this: Vec<&StoredSample> = self.samples.iter().filter(|s| self.wave.contains(&s.id)).collect();
         let all_failed = !this.is_empty() && this.iter().all(|s| s.sample.outcome == Outcome::LlmError.as_str());
         all_failed.then(|| StopReason::LlmUnavailable {
             round,
@@ -267,23 +314,25 @@ impl<'o, 'a> Loop<'o, 'a> {
         })
     }
 
-    /// The round's prompts. With `--profile`, the programs they show (and the reference) are
-    /// profiled if they are not yet, and the same draws are rendered again with the profiles.
-    fn plan(&mut self, round: u32, indices: &[u32], sampler: &ExemplarSampler, on_event: &mut dyn FnMut(Event)) -> Result<Vec<Planned>, OptimizeError> {
-        let planned = self.draw(round, indices, sampler)?;
+    /// The prompts of the round's new slots `indices` and of its trajectories' next turns. With
+    /// `--profile`, the correct programs they show (and the reference) are profiled if they are
+    /// not yet, and the same draws are rendered again with the profiles.
+    fn plan(&mut self, round: u32, indices: &[u32], next: &[NextTurn], sampler: &ExemplarSampler, on_event: &mut dyn FnMut(Event)) -> Result<Vec<Planned>, OptimizeError> {
+        let planned = self.draw(round, indices, next, sampler)?;
         if self.opt.profiles.is_none() {
             return Ok(planned);
         }
-        let shown: std::collections::BTreeSet<i64> = planned.iter().flat_map(|p| p.exemplar_ids.iter().copied()).collect();
+        let correct = |id: &i64| self.programs.values().any(|p| p.id == *id && correct_speedup(p).is_some());
+        let shown: std::collections::BTreeSet<i64> = planned.iter().flat_map(|p| p.exemplar_ids.iter().copied()).filter(correct).collect();
         if self.profile_for_prompts(round, &shown, on_event) {
-            self.draw(round, indices, sampler)
+            self.draw(round, indices, next, sampler)
         } else {
             Ok(planned)
         }
     }
 
     /// The round's prompts, drawn from the round's own seed: drawing again gives the same draws.
-    fn draw(&self, round: u32, indices: &[u32], sampler: &ExemplarSampler) -> Result<Vec<Planned>, OptimizeError> {
+    fn draw(&self, round: u32, indices: &[u32], next: &[NextTurn], sampler: &ExemplarSampler) -> Result<Vec<Planned>, OptimizeError> {
         let config = self.opt.config;
         let mut programs: Vec<&StoredProgram> = self.programs.values().collect();
         programs.sort_by_key(|p| p.id);
@@ -299,7 +348,10 @@ impl<'o, 'a> Loop<'o, 'a> {
             profiles: &self.profiles,
         };
         let mut rng = StdRng::seed_from_u64(sample_seed(input.seed, round, u32::MAX));
-        plan_round(&input, indices, &mut rng).map_err(|source| OptimizeError::Prompt { task: self.task.key(), source: Box::new(source) })
+        let prompt_err = |source| OptimizeError::Prompt { task: self.task.key(), source: Box::new(source) };
+        let mut planned = plan_turns(&input, next).map_err(prompt_err)?;
+        planned.extend(plan_round(&input, indices, &mut rng).map_err(prompt_err)?);
+        Ok(planned)
     }
 
     /// With `--profile`: the reference's brief (once), and one for each program in `shown` that
@@ -411,6 +463,7 @@ impl<'o, 'a> Loop<'o, 'a> {
             run_id: self.run_id.clone(),
             round: planned.round,
             index: planned.index,
+            turn: planned.turn,
             prompt_kind: planned.kind.as_str().to_owned(),
             exemplar_ids: planned.exemplar_ids.clone(),
             model: None,
@@ -477,28 +530,37 @@ impl<'o, 'a> Loop<'o, 'a> {
             _ => Outcome::LlmError,
         };
         let (reason, code_hash) = (sample.reason.clone(), sample.code_hash.clone());
+        // A later turn sent again takes its failed request's row.
+        self.samples.retain(|s| s.id != id);
         self.samples.push(StoredSample { id, created_at: String::new(), sample });
+        self.wave.push(id);
         let (queued, known_program) = match (code, code_hash) {
-            (Some(code), Some(hash)) => self.submit(hash, code, planned.round, planned.exemplar_ids, planned.index),
+            (Some(code), Some(hash)) => self.submit(hash, code, planned.round, planned.exemplar_ids, planned.index, planned.turn),
             _ => (false, None),
         };
-        on_event(Event::SampleRecorded { round: planned.round, index: planned.index, outcome, reason, tokens, queued, known_program });
+        let (round, index, turn) = (planned.round, planned.index, planned.turn);
+        on_event(Event::SampleRecorded { round, index, turn, outcome, reason, tokens, queued, known_program });
         Ok(())
     }
 
     /// Sends a program to the evaluator unless the database holds it or it is under way;
     /// returns (sent, the known program's id).
-    fn submit(&mut self, hash: String, code: String, round: u32, parents: Vec<i64>, index: u32) -> (bool, Option<i64>) {
+    fn submit(&mut self, hash: String, code: String, round: u32, parents: Vec<i64>, index: u32, turn: u32) -> (bool, Option<i64>) {
         if let Some(p) = self.programs.get(&hash) {
             return (false, Some(p.id));
         }
         if self.in_flight.values().any(|f| f.code_hash == hash) {
             return (false, None);
         }
-        let label = format!("{} round {round} sample {index}", self.task.key());
+        let label = if turn > 1 {
+            format!("{} round {round} sample {index} turn {turn}", self.task.key())
+        } else {
+            format!("{} round {round} sample {index}", self.task.key())
+        };
         let candidate = Candidate::from_source(label, code.clone());
         let id = self.opt.engine.submit_to(Job::evaluate(Arc::clone(&self.job_task), candidate), &self.done_tx);
-        self.in_flight.insert(id, InFlight { code_hash: hash, code, round, parents });
+        let trajectory = trajectory_id(&self.run_id, round, index);
+        self.in_flight.insert(id, InFlight { code_hash: hash, code, round, parents, trajectory, turn });
         self.outstanding += 1;
         (true, None)
     }
@@ -506,7 +568,7 @@ impl<'o, 'a> Loop<'o, 'a> {
     /// Samples of this run whose program has no verdict yet (an earlier invocation stopped
     /// before it was evaluated) go to the evaluator again; returns how many.
     fn resubmit_pending(&mut self) -> usize {
-        let pending: Vec<(String, String, u32, Vec<i64>, u32)> = self
+        let pending: Vec<(String, String, u32, Vec<i64>, u32, u32)> = self
             .samples
             .iter()
             .filter_map(|s| {
@@ -515,12 +577,12 @@ impl<'o, 'a> Loop<'o, 'a> {
                     return None;
                 }
                 let code = extract_program(s.sample.reply.as_deref()?).ok()?;
-                Some((hash, code, s.sample.round, s.sample.exemplar_ids.clone(), s.sample.index))
+                Some((hash, code, s.sample.round, s.sample.exemplar_ids.clone(), s.sample.index, s.sample.turn))
             })
             .collect();
         let before = self.outstanding;
-        for (hash, code, round, parents, index) in pending {
-            self.submit(hash, code, round, parents, index);
+        for (hash, code, round, parents, index, turn) in pending {
+            self.submit(hash, code, round, parents, index, turn);
         }
         self.outstanding - before
     }
@@ -538,6 +600,8 @@ impl<'o, 'a> Loop<'o, 'a> {
                     code: flight.code,
                     run_id: self.run_id.clone(),
                     round: flight.round,
+                    trajectory: Some(flight.trajectory),
+                    turn: flight.turn,
                     parent_ids: flight.parents,
                     verdict: e.verdict.as_str().to_owned(),
                     reason: e.reason.clone(),

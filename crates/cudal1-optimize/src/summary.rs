@@ -29,6 +29,8 @@ pub struct BestProgram {
 pub struct SampleLine {
     pub round: u32,
     pub index: u32,
+    /// 1-based turn of the slot's trajectory (`--turns`).
+    pub turn: u32,
     pub prompt_kind: String,
     pub exemplar_ids: Vec<i64>,
     pub outcome: String,
@@ -47,7 +49,11 @@ pub struct SampleLine {
 impl SampleLine {
     /// Where its reply is kept in the output directory.
     pub fn reply_file(&self) -> String {
-        format!("replies/round-{}-sample-{}.md", self.round, self.index)
+        if self.turn > 1 {
+            format!("replies/round-{}-sample-{}-turn-{}.md", self.round, self.index, self.turn)
+        } else {
+            format!("replies/round-{}-sample-{}.md", self.round, self.index)
+        }
     }
 }
 
@@ -115,6 +121,7 @@ pub fn parts(rounds: Vec<NewRound>, samples: &[StoredSample], programs: &Program
             SampleLine {
                 round: s.sample.round,
                 index: s.sample.index,
+                turn: s.sample.turn,
                 prompt_kind: s.sample.prompt_kind.clone(),
                 exemplar_ids: s.sample.exemplar_ids.clone(),
                 outcome: s.sample.outcome.clone(),
@@ -130,7 +137,7 @@ pub fn parts(rounds: Vec<NewRound>, samples: &[StoredSample], programs: &Program
         .collect();
     // In the order of the run's slots, not of the replies' arrival (several requests are in
     // flight at once).
-    lines.sort_by_key(|l| (l.round, l.index));
+    lines.sort_by_key(|l| (l.round, l.index, l.turn));
     let mut distinct: Vec<i64> = lines.iter().filter_map(|l| l.program_id).collect();
     distinct.sort_unstable();
     distinct.dedup();

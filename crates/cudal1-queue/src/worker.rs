@@ -386,6 +386,8 @@ fn completion_of(job: &ClaimedJob, e: &Evaluation) -> Completion {
         code: job.candidate_source.clone(),
         run_id: "serve".into(),
         round: 0,
+        trajectory: None,
+        turn: 1,
         parent_ids: job.parent_ids.clone(),
         verdict: e.verdict.as_str().to_owned(),
         reason: e.reason.clone(),

@@ -710,6 +710,8 @@ mod tests {
                     code: format!("# round {round}"),
                     run_id: "r1".into(),
                     round,
+                    trajectory: None,
+                    turn: 1,
                     parent_ids: parents.clone(),
                     verdict: "correct".into(),
                     reason: String::new(),

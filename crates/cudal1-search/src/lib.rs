@@ -1,7 +1,8 @@
 //! The LLM-facing half of cudal1's contrastive search. The main type is
-//! [`Prompts`], which renders the first-round prompt (the reference alone)
-//! and the contrastive prompt (the reference plus earlier variants with their
-//! measured speedups) from minijinja templates that ship in the crate and can
+//! [`Prompts`], which renders the first-round prompt (the reference alone),
+//! the contrastive prompt (the reference plus earlier variants with their
+//! measured speedups) and the refinement prompt of a later turn (the previous
+//! attempt with its verdict and reason) from minijinja templates that ship in the crate and can
 //! be overridden from a directory. Around it: [`extract_program`] finds the
 //! candidate in a reply, [`normalized_hash`] de-duplicates candidates,
 //! [`ExemplarSampler`] picks which earlier variants a prompt shows (CUDA-L1's
@@ -23,6 +24,7 @@
 
 mod contrastive;
 mod extract;
+mod feedback;
 mod normalize;
 mod prompts;
 mod reward;
@@ -30,7 +32,8 @@ mod sampler;
 
 pub use contrastive::{draw_prompt, Drawn, Variant};
 pub use extract::{extract_program, ExtractError};
+pub use feedback::Judged;
 pub use normalize::{normalize, normalized_hash};
-pub use prompts::{Exemplar, PromptError, Prompts, Reference, TEMPLATE_NAMES};
+pub use prompts::{Attempt, Exemplar, PromptError, Prompts, Reference, TEMPLATE_NAMES};
 pub use reward::{group_advantages, group_normalized_rewards};
 pub use sampler::{Bucket, ExemplarSampler, SamplerError, ScoredVariant};

@@ -1,4 +1,4 @@
-//! [`Prompts`]: the first-round and contrastive prompts, rendered from
+//! [`Prompts`]: the first-round, contrastive and refinement prompts, rendered from
 //! minijinja templates that ship in the crate and can be overridden by a user.
 
 use std::path::{Path, PathBuf};
@@ -8,15 +8,18 @@ use minijinja::{context, syntax::SyntaxConfig, Environment, UndefinedBehavior};
 use serde::Serialize;
 
 /// File names of the templates; a user directory may override any of them.
-pub const TEMPLATE_NAMES: [&str; 3] = [FIRST, CONTRASTIVE, RULES];
+pub const TEMPLATE_NAMES: [&str; 4] = [FIRST, CONTRASTIVE, REFINE, RULES];
 const FIRST: &str = "first.j2";
 const CONTRASTIVE: &str = "contrastive.j2";
+/// A later turn of a trajectory (`optimize --turns`): the previous attempt and its verdict.
+const REFINE: &str = "refine.j2";
 /// The rules both prompts state, included by each.
 const RULES: &str = "rules.j2";
 
-const BUILTIN: [(&str, &str); 3] = [
+const BUILTIN: [(&str, &str); 4] = [
     (FIRST, include_str!("../templates/first.j2")),
     (CONTRASTIVE, include_str!("../templates/contrastive.j2")),
+    (REFINE, include_str!("../templates/refine.j2")),
     (RULES, include_str!("../templates/rules.j2")),
 ];
 
@@ -40,6 +43,26 @@ impl Exemplar {
         let verdict = if speedup < 1.0 { "correct, slower than the reference" } else { "correct" };
         Exemplar { code, speedup, verdict: verdict.to_owned(), profile: None }
     }
+}
+
+/// The previous turn of a trajectory as the refinement prompt shows it: the program (if the
+/// reply held one) and what the evaluator said about it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Attempt {
+    /// The 1-based turn that wrote it.
+    pub turn: u32,
+    /// `None`: the reply held no program.
+    pub code: Option<String>,
+    /// The verdict in words, e.g. `compile_error` or `no program`.
+    pub verdict: String,
+    /// Whether it is correct (the prompt then asks for more speed rather than a fix).
+    pub correct: bool,
+    /// One sentence: the speedup with its interval, or the reason in short.
+    pub summary: String,
+    /// The evidence, one line each: compiler error lines, the mismatch, findings.
+    pub details: Vec<String>,
+    /// Its Nsight Compute brief, when prompts show profiles.
+    pub profile: Option<String>,
 }
 
 /// The reference program as a prompt shows it: its code, and its profile when prompts show
@@ -115,7 +138,7 @@ impl Prompts {
         Self::build(sources).expect("the built-in templates are valid (tested)")
     }
 
-    /// The templates in `dir` (any of `first.j2`, `contrastive.j2`, `rules.j2`),
+    /// The templates in `dir` (any of `first.j2`, `contrastive.j2`, `refine.j2`, `rules.j2`),
     /// with built-in ones for those it lacks. Every template is test-rendered
     /// here, so a mistake shows now with its file name, not mid-search.
     pub fn from_dir(dir: impl AsRef<Path>) -> Result<Self, PromptError> {
@@ -161,7 +184,20 @@ impl Prompts {
         let probe = Exemplar { profile: Some("1 kernel launch".to_owned()), ..Exemplar::measured("class ModelNew: pass".to_owned(), 1.0) };
         let reference = Reference { code: "class Model: pass", profile: Some("1 kernel launch") };
         prompts.first(reference)?;
-        prompts.contrastive(reference, &[probe])?;
+        prompts.contrastive(reference, std::slice::from_ref(&probe))?;
+        // A refinement with and without exemplars, code, details and profiles.
+        let previous = Attempt {
+            turn: 1,
+            code: Some("class ModelNew: pass".to_owned()),
+            verdict: "incorrect".to_owned(),
+            correct: false,
+            summary: "output 0 differs".to_owned(),
+            details: vec!["max abs error 1.0".to_owned()],
+            profile: Some("1 kernel launch".to_owned()),
+        };
+        prompts.refine(reference, &[probe], &previous)?;
+        let bare = Attempt { code: None, details: vec![], profile: None, correct: true, ..previous };
+        prompts.refine("class Model: pass", &[], &bare)?;
         Ok(prompts)
     }
 
@@ -191,6 +227,23 @@ impl Prompts {
         self.render(
             CONTRASTIVE,
             context! { reference => r.code.trim_end(), reference_profile => r.profile, exemplars => Value::from(Serde(&views)) },
+        )
+    }
+
+    /// The prompt of a later turn of a trajectory: the reference, the exemplars its first turn
+    /// showed (none for a first-round prompt), and the previous attempt with its verdict.
+    pub fn refine<'r>(&self, reference: impl Into<Reference<'r>>, exemplars: &[Exemplar], previous: &Attempt) -> Result<String, PromptError> {
+        let r = reference.into();
+        let views: Vec<ExemplarView<'_>> = exemplars.iter().map(ExemplarView::from).collect();
+        let previous = Attempt { code: previous.code.as_deref().map(|c| c.trim_end().to_owned()), ..previous.clone() };
+        self.render(
+            REFINE,
+            context! {
+                reference => r.code.trim_end(),
+                reference_profile => r.profile,
+                exemplars => Value::from(Serde(&views)),
+                previous => Value::from(Serde(&previous)),
+            },
         )
     }
 }
@@ -246,6 +299,47 @@ mod tests {
         // Parts come in the asked order.
         assert!(p.find("1. Performance analysis").unwrap() < p.find("2. Algorithm design").unwrap());
         assert!(p.find("2. Algorithm design").unwrap() < p.find("3. Code").unwrap());
+    }
+
+    fn attempt(correct: bool) -> Attempt {
+        Attempt {
+            turn: 2,
+            code: Some("class ModelNew: broken = 1\n".to_owned()),
+            verdict: if correct { "correct" } else { "compile_error" }.to_owned(),
+            correct,
+            summary: if correct { "speedup 1.40x (95% CI 1.30x to 1.50x)" } else { "the extension does not build" }.to_owned(),
+            details: if correct { vec![] } else { vec!["k.cu(3): error: identifier \"x\" is undefined".to_owned()] },
+            profile: None,
+        }
+    }
+
+    #[test]
+    fn refinement_shows_the_previous_attempt_with_its_verdict_and_evidence() {
+        let prompts = Prompts::builtin();
+        let p = prompts.refine(REFERENCE, &[], &attempt(false)).unwrap();
+        assert!(p.contains("return x * 2\n```"), "{p}");
+        assert!(!p.contains("Earlier attempts"), "no exemplars, no exemplar section: {p}");
+        assert!(p.contains("## Your previous attempt (turn 2)\n\n```python\nclass ModelNew: broken = 1\n```\n"), "{p}");
+        assert!(
+            p.contains("verdict on your previous attempt: compile_error. the extension does not build\n\n```text\nk.cu(3): error: identifier \"x\" is undefined\n```\n"),
+            "{p}"
+        );
+        assert!(p.contains("Fix what the evaluator found"), "{p}");
+        assert!(p.contains("why?\n2. Design."), "{p}");
+        assert!(p.contains("class ModelNew(nn.Module)"), "the rules follow");
+        assert!(!p.contains("{{") && !p.contains("{%"));
+
+        let ex = [exemplar("class ModelNew: fast = 1", 2.0, "correct")];
+        let c = prompts.refine(REFERENCE, &ex, &Attempt { profile: Some("3 kernel launches".into()), ..attempt(true) }).unwrap();
+        assert!(c.contains("### Variant 1: speedup 2.00x (correct)"), "{c}");
+        assert!(c.find("### Variant 1").unwrap() < c.find("## Your previous attempt").unwrap());
+        assert!(!c.contains("compile_error") && c.contains(": correct. speedup 1.40x (95% CI 1.30x to 1.50x)\n"), "{c}");
+        assert!(!c.contains("```text"), "no details, no block: {c}");
+        assert!(c.contains("profile of your previous attempt:\n\n3 kernel launches\n"), "{c}");
+        assert!(c.contains("is correct. Write a program that is faster still"), "{c}");
+
+        let none = prompts.refine(REFERENCE, &[], &Attempt { code: None, verdict: "no program".into(), ..attempt(false) }).unwrap();
+        assert!(none.contains("Your previous reply held no program."), "{none}");
     }
 
     #[test]

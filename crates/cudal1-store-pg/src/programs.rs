@@ -8,7 +8,7 @@ use crate::Decode;
 
 const SELECT: &str = "SELECT id, created_at, task_hash, code_hash, settings_hash, code, run_id, round,
     parent_ids, verdict, reason, reason_class, speedup_median, speedup_ci_low, speedup_ci_high,
-    evaluation FROM programs";
+    evaluation, trajectory, turn FROM programs";
 
 /// Inserts unless the key is taken; returns the id under the key (the first program wins).
 pub(crate) fn insert(c: &mut impl GenericClient, p: &NewProgram) -> Result<i64, postgres::Error> {
@@ -17,8 +17,8 @@ pub(crate) fn insert(c: &mut impl GenericClient, p: &NewProgram) -> Result<i64, 
         &format!(
             "INSERT INTO programs (created_at, task_hash, code_hash, settings_hash, code, run_id, round,
                 parent_ids, verdict, reason, reason_class, speedup_median, speedup_ci_low,
-                speedup_ci_high, evaluation)
-            VALUES ({NOW_TEXT}, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+                speedup_ci_high, evaluation, trajectory, turn)
+            VALUES ({NOW_TEXT}, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
             ON CONFLICT (task_hash, code_hash, settings_hash) DO NOTHING RETURNING id"
         ),
         &[
@@ -36,6 +36,8 @@ pub(crate) fn insert(c: &mut impl GenericClient, p: &NewProgram) -> Result<i64, 
             &p.speedup_ci_low,
             &p.speedup_ci_high,
             &p.evaluation.to_string(),
+            &p.trajectory,
+            &i64::from(p.turn),
         ],
     )?;
     match inserted {
@@ -108,6 +110,8 @@ pub(crate) fn decode(r: &Row, d: &Decode<'_>) -> Result<StoredProgram, cudal1_st
         code: r.get(5),
         run_id: r.get(6),
         round: u32::try_from(r.get::<_, i64>(7)).unwrap_or(u32::MAX),
+        trajectory: r.get(16),
+        turn: u32::try_from(r.get::<_, i64>(17)).unwrap_or(u32::MAX),
         parent_ids: d.json_as("programs", &row, "parent_ids", &r.get::<_, String>(8))?,
         verdict: r.get(9),
         reason: r.get(10),

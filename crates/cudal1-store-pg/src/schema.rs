@@ -88,6 +88,12 @@ const MIGRATIONS: &[&str] = &[
     END $$;
     ALTER TABLE jobs ADD CONSTRAINT jobs_key UNIQUE (task_hash, candidate_hash, settings_hash, gpu_class, judge);
     ",
+    // 2 -> 3: a program records the trajectory and turn that first wrote it (`optimize --turns`,
+    // as in the SQLite store); older programs are turn 1 of no trajectory.
+    "
+    ALTER TABLE programs ADD COLUMN trajectory TEXT;
+    ALTER TABLE programs ADD COLUMN turn BIGINT NOT NULL DEFAULT 1;
+    ",
 ];
 
 pub(crate) fn current_version() -> i64 {
@@ -171,5 +177,32 @@ mod tests {
             .unwrap();
         assert_eq!(n, 1);
         assert!(matches!(migrate(&mut c).unwrap(), Migrated::Ok), "migrating again is a no-op");
+    }
+
+    #[test]
+    fn a_version_2_database_reads_its_programs_as_turn_1() {
+        let server = match TestPostgres::start() {
+            Ok(s) => s,
+            Err(why) => {
+                assert!(std::env::var_os("CUDAL1_REQUIRE_PG").is_none(), "{why}");
+                eprintln!("skipping: {why}");
+                return;
+            }
+        };
+        let mut c = Client::connect(&server.url(), postgres::NoTls).unwrap();
+        c.batch_execute(MIGRATIONS[0]).unwrap();
+        c.batch_execute(MIGRATIONS[1]).unwrap();
+        c.batch_execute(
+            "CREATE TABLE cudal1_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+             INSERT INTO cudal1_meta VALUES ('schema_version', '2');
+             INSERT INTO programs (created_at, task_hash, code_hash, settings_hash, code, run_id, round,
+                 parent_ids, verdict, reason, reason_class, evaluation)
+                 VALUES ('now', 't', 'h', 's', 'code', 'r', 1, '[]', 'correct', 'ok', 'ok', 'null');",
+        )
+        .unwrap();
+        assert!(matches!(migrate(&mut c).unwrap(), Migrated::Ok));
+        let row = crate::programs::for_task(&mut c, "t", "s").unwrap().remove(0);
+        let (trajectory, turn): (Option<String>, i64) = (row.get(16), row.get(17));
+        assert_eq!((trajectory, turn), (None, 1));
     }
 }

@@ -29,6 +29,12 @@ pub struct NewProgram {
     /// The run and round that first produced it.
     pub run_id: String,
     pub round: u32,
+    /// The trajectory (`optimize --turns`: the run's sample slot, `RUN/ROUND/INDEX`) and its
+    /// 1-based turn that first produced it; `None` and 1 for programs written outside one.
+    #[serde(default)]
+    pub trajectory: Option<String>,
+    #[serde(default = "first_turn")]
+    pub turn: u32,
     /// The exemplars (program ids) shown in the prompt that produced it: its lineage.
     pub parent_ids: Vec<i64>,
     pub verdict: String,
@@ -51,6 +57,10 @@ pub struct StoredProgram {
     pub code: String,
     pub run_id: String,
     pub round: u32,
+    #[serde(default)]
+    pub trajectory: Option<String>,
+    #[serde(default = "first_turn")]
+    pub turn: u32,
     pub parent_ids: Vec<i64>,
     pub verdict: String,
     pub reason: String,
@@ -61,9 +71,14 @@ pub struct StoredProgram {
     pub evaluation: serde_json::Value,
 }
 
+/// The turn of rows written before turns existed, and of programs written outside a trajectory.
+pub(crate) fn first_turn() -> u32 {
+    1
+}
+
 const SELECT: &str = "SELECT id, created_at, task_hash, code_hash, settings_hash, code, run_id,
     round, parent_ids, verdict, reason, reason_class, speedup_median, speedup_ci_low,
-    speedup_ci_high, evaluation FROM programs";
+    speedup_ci_high, evaluation, trajectory, turn FROM programs";
 
 /// Inserts `p` unless a program with the same key exists; either way returns the id of the
 /// program stored under that key (the first one recorded wins: a program is evaluated once).
@@ -85,10 +100,10 @@ pub(crate) fn insert(conn: &Connection, path: &Path, p: &NewProgram) -> Result<i
     conn.prepare_cached(
         "INSERT INTO programs (created_at, task_hash, code_hash, settings_hash, code, run_id,
             round, parent_ids, verdict, reason, reason_class, speedup_median, speedup_ci_low,
-            speedup_ci_high, evaluation)
+            speedup_ci_high, evaluation, trajectory, turn)
         VALUES (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), :task_hash, :code_hash, :settings_hash,
             :code, :run_id, :round, :parent_ids, :verdict, :reason, :reason_class,
-            :speedup_median, :speedup_ci_low, :speedup_ci_high, :evaluation)
+            :speedup_median, :speedup_ci_low, :speedup_ci_high, :evaluation, :trajectory, :turn)
         ON CONFLICT (task_hash, code_hash, settings_hash) DO NOTHING",
     )
     .map_err(err)?
@@ -107,6 +122,8 @@ pub(crate) fn insert(conn: &Connection, path: &Path, p: &NewProgram) -> Result<i
         ":speedup_ci_low": p.speedup_ci_low,
         ":speedup_ci_high": p.speedup_ci_high,
         ":evaluation": json::encode(&p.evaluation),
+        ":trajectory": p.trajectory,
+        ":turn": p.turn,
     })
     .map_err(err)?;
     conn.prepare_cached(
@@ -212,6 +229,8 @@ struct RawProgram {
     code: String,
     run_id: String,
     round: u32,
+    trajectory: Option<String>,
+    turn: u32,
     parent_ids: String,
     verdict: String,
     reason: String,
@@ -245,6 +264,8 @@ impl RawRow for RawProgram {
             speedup_ci_low: row.get(13)?,
             speedup_ci_high: row.get(14)?,
             evaluation: row.get(15)?,
+            trajectory: row.get(16)?,
+            turn: row.get(17)?,
         })
     }
 
@@ -260,6 +281,8 @@ impl RawRow for RawProgram {
             code: self.code,
             run_id: self.run_id,
             round: self.round,
+            trajectory: self.trajectory,
+            turn: self.turn,
             verdict: self.verdict,
             reason: self.reason,
             reason_class: self.reason_class,
@@ -285,6 +308,8 @@ mod tests {
             code: format!("class ModelNew: pass  # {code_hash}\n"),
             run_id: "run".into(),
             round: 2,
+            trajectory: Some("run/2/0".into()),
+            turn: 3,
             parent_ids: vec![7, 3],
             verdict: "correct".into(),
             reason: "matches".into(),

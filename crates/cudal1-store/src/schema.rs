@@ -278,6 +278,18 @@ const MIGRATIONS: &[&str] = &[
     DROP TABLE baselines;
     ALTER TABLE baselines_judged RENAME TO baselines;
     ",
+    // 8 -> 9: refinement turns (`optimize --turns`): a sample slot of a round is a trajectory of
+    // up to K programs, each turn's prompt showing the previous turn's verdict. Samples are keyed
+    // by their turn too; a program records the trajectory and turn that first wrote it. Older
+    // rows are turn 1 of their slot (what they were), programs of other commands have no
+    // trajectory.
+    "
+    ALTER TABLE optimize_samples ADD COLUMN turn INTEGER NOT NULL DEFAULT 1;
+    DROP INDEX optimize_samples_slot;
+    CREATE UNIQUE INDEX optimize_samples_slot ON optimize_samples (run_id, round, idx, turn);
+    ALTER TABLE programs ADD COLUMN trajectory TEXT;
+    ALTER TABLE programs ADD COLUMN turn INTEGER NOT NULL DEFAULT 1;
+    ",
 ];
 
 /// The schema version this build writes.
@@ -485,6 +497,35 @@ pub(crate) mod tests {
         assert!(crate::baseline::find(&conn, path, &key).unwrap().is_none());
         let jobs = crate::jobs::status(&conn, path, &[1]).unwrap();
         assert_eq!((jobs[0].verdict.as_deref(), jobs[0].key.judge.as_str()), (Some("correct"), ""));
+    }
+
+    #[test]
+    fn a_version_8_store_reads_its_samples_and_programs_as_turn_1() {
+        let mut conn = memory();
+        for sql in &MIGRATIONS[..8] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.execute_batch(&format!(
+            "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = 8;
+             INSERT INTO optimize_samples (created_at, run_id, round, idx, prompt_kind, exemplar_ids,
+                 prompt_tokens, completion_tokens, cost_usd, outcome, code_hash)
+                 VALUES ('now', 'r', 1, 0, 'first', '[]', 10, 5, 0.0, 'program', 'h');
+             INSERT INTO programs (created_at, task_hash, code_hash, settings_hash, code, run_id, round,
+                 parent_ids, verdict, reason, reason_class, speedup_median, evaluation)
+                 VALUES ('now', 't', 'h', 's', 'code', 'r', 1, '[]', 'correct', 'ok', 'ok', 1.5, 'null');"
+        ))
+        .unwrap();
+        let path = Path::new("old.db");
+        migrate(&mut conn, path).unwrap();
+        assert_eq!(header(&conn).0, current_version());
+        let samples = crate::search::samples(&conn, path, "r").unwrap();
+        assert_eq!((samples.len(), samples[0].sample.turn), (1, 1));
+        let programs = crate::program::for_task(&conn, path, "t", "s").unwrap();
+        assert_eq!((programs[0].turn, programs[0].trajectory.as_deref()), (1, None));
+        // A later turn of the same slot is a new row.
+        let next = crate::NewSample { turn: 2, ..samples[0].sample.clone() };
+        crate::search::insert_sample(&conn, path, &next).unwrap();
+        assert_eq!(crate::search::samples(&conn, path, "r").unwrap().len(), 2);
     }
 
     #[test]

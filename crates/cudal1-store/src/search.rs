@@ -75,9 +75,13 @@ pub struct StoredRound {
 pub struct NewSample {
     pub run_id: String,
     pub round: u32,
-    /// 0-based within the round.
+    /// 0-based within the round. With `optimize --turns`, a slot is a trajectory: its turns
+    /// share the round and index.
     pub index: u32,
-    /// Which prompt template: `first` or `contrastive`.
+    /// 1-based turn within the slot's trajectory (1 without `--turns`).
+    #[serde(default = "crate::program::first_turn")]
+    pub turn: u32,
+    /// Which prompt template: `first`, `contrastive` or `refine`.
     pub prompt_kind: String,
     /// The programs shown as exemplars.
     pub exemplar_ids: Vec<i64>,
@@ -308,8 +312,9 @@ pub(crate) fn rounds(
     Ok(rows)
 }
 
-/// Records a sample; a second sample with the same run, round and index is an error
-/// ([`StoreError::SampleExists`]).
+/// Records a sample; a second sample with the same run, round, index and turn is an error
+/// ([`StoreError::SampleExists`]), unless the one recorded is a failed request (`llm_error`):
+/// then the new one takes its place (a later turn sent again keeps its slot).
 pub(crate) fn insert_sample(
     conn: &Connection,
     path: &Path,
@@ -324,12 +329,21 @@ pub(crate) fn insert_sample(
     let exemplars = serde_json::Value::from(s.exemplar_ids.clone());
     let result = conn
         .prepare_cached(
-            "INSERT INTO optimize_samples (created_at, run_id, round, idx, prompt_kind,
+            "INSERT INTO optimize_samples (created_at, run_id, round, idx, turn, prompt_kind,
                 exemplar_ids, model, reply, finish_reason, prompt_tokens, completion_tokens,
                 cost_usd, latency_ms, outcome, reason, code_hash)
-            VALUES (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), :run_id, :round, :idx, :prompt_kind,
-                :exemplar_ids, :model, :reply, :finish_reason, :prompt_tokens,
+            VALUES (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), :run_id, :round, :idx, :turn,
+                :prompt_kind, :exemplar_ids, :model, :reply, :finish_reason, :prompt_tokens,
                 :completion_tokens, :cost_usd, :latency_ms, :outcome, :reason, :code_hash)
+            ON CONFLICT (run_id, round, idx, turn) DO UPDATE SET
+                created_at = excluded.created_at, prompt_kind = excluded.prompt_kind,
+                exemplar_ids = excluded.exemplar_ids, model = excluded.model,
+                reply = excluded.reply, finish_reason = excluded.finish_reason,
+                prompt_tokens = excluded.prompt_tokens,
+                completion_tokens = excluded.completion_tokens, cost_usd = excluded.cost_usd,
+                latency_ms = excluded.latency_ms, outcome = excluded.outcome,
+                reason = excluded.reason, code_hash = excluded.code_hash
+            WHERE optimize_samples.outcome = 'llm_error'
             RETURNING id",
         )
         .and_then(|mut stmt| {
@@ -338,6 +352,7 @@ pub(crate) fn insert_sample(
                     ":run_id": s.run_id,
                     ":round": s.round,
                     ":idx": s.index,
+                    ":turn": s.turn,
                     ":prompt_kind": s.prompt_kind,
                     ":exemplar_ids": json::encode(&exemplars),
                     ":model": s.model,
@@ -356,6 +371,12 @@ pub(crate) fn insert_sample(
         });
     match result {
         Ok(id) => Ok(id),
+        Err(rusqlite::Error::QueryReturnedNoRows) => Err(StoreError::SampleExists {
+            path: path.to_path_buf(),
+            run_id: s.run_id.clone(),
+            round: s.round,
+            index: s.index,
+        }),
         Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation) => {
             Err(StoreError::SampleExists {
                 path: path.to_path_buf(),
@@ -376,8 +397,8 @@ pub(crate) fn samples(
 ) -> Result<Vec<StoredSample>, StoreError> {
     let sql = "SELECT id, created_at, run_id, round, idx, prompt_kind, exemplar_ids, model, reply,
             finish_reason, prompt_tokens, completion_tokens, cost_usd, latency_ms, outcome,
-            reason, code_hash
-         FROM optimize_samples WHERE run_id = ?1 ORDER BY round, idx";
+            reason, code_hash, turn
+         FROM optimize_samples WHERE run_id = ?1 ORDER BY round, idx, turn";
     rows::all::<RawSample>(conn, path, "samples_for_run", sql, [run_id])
 }
 
@@ -400,6 +421,7 @@ impl RawRow for RawSample {
                 run_id: r.get(2)?,
                 round: r.get(3)?,
                 index: r.get(4)?,
+                turn: r.get(17)?,
                 prompt_kind: r.get(5)?,
                 exemplar_ids: Vec::new(),
                 model: r.get(7)?,
@@ -465,6 +487,7 @@ mod tests {
             run_id: "r".into(),
             round,
             index,
+            turn: 1,
             prompt_kind: "first".into(),
             exemplar_ids: vec![4, 9],
             model: Some("m".into()),
@@ -560,5 +583,15 @@ mod tests {
             ),
             "{err:?}"
         );
+        // A later turn of a slot is its own row; a failed request's row is taken by its retry.
+        let failed = NewSample { turn: 2, outcome: "llm_error".into(), reply: None, ..sample(1, 0) };
+        let id = insert_sample(&conn, p, &failed).unwrap();
+        let retried = NewSample { turn: 2, ..sample(1, 0) };
+        assert_eq!(insert_sample(&conn, p, &retried).unwrap(), id);
+        assert!(matches!(insert_sample(&conn, p, &retried), Err(StoreError::SampleExists { .. })));
+        let got: Vec<(u32, u32, u32)> =
+            samples(&conn, p, "r").unwrap().iter().map(|s| (s.sample.round, s.sample.index, s.sample.turn)).collect();
+        assert_eq!(got, vec![(1, 0, 1), (1, 0, 2), (1, 1, 1), (2, 0, 1)]);
+        assert_eq!(samples(&conn, p, "r").unwrap()[1].sample, retried);
     }
 }

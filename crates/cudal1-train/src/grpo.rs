@@ -10,6 +10,13 @@
 //! samples then take `updates` PPO steps (at least two, so that the ratio clip acts) against the
 //! log-probabilities of the policy that sampled them, with a KL penalty to the reference policy.
 //!
+//! With `turns` above 1 each sample is the first turn of a trajectory: the environment turns a
+//! judged sample into the next turn's prompt (its verdict and reason shown), the policy writes
+//! one completion for it, and so on up to `turns` programs or until the environment says the
+//! trajectory is good enough. A turn's reward is its score plus the discounted scores of the
+//! turns after it ([`crate::turns::turn_rewards`], Kevin's `gamma`), and advantages are normalised
+//! per turn within the group (turn t against the group's other turn t's, as Dr. Kernel argues).
+//!
 //! With one GPU the phases run strictly in turn: the policy is idle while candidates are timed.
 //! When the policy has a device of its own ([`GrpoConfig::overlap`]), the next step's first
 //! groups are sampled while this step's are being judged: those samples come from the weights
@@ -19,6 +26,7 @@
 
 use crate::policy::{Policy, Sampling};
 use crate::run::RunDir;
+use crate::turns::{turn_rewards, TurnAggregation};
 use crate::{TrainError, TrainEvent};
 use cudal1_model::messages::{Aggregation, Policy as Which, Sample, Sequence, StepKind, TrainStep, TrainStepReply};
 use cudal1_search::group_advantages;
@@ -52,6 +60,12 @@ pub struct GrpoConfig {
     /// Commit (checkpoint) every this many steps, and after the last.
     pub save_every: u64,
     pub seed: u64,
+    /// Programs per trajectory (`train rl --turns`); 1 is single-shot GRPO.
+    #[serde(default = "one_turn", skip_serializing_if = "is_one")]
+    pub turns: u32,
+    /// How much a later turn's score adds to an earlier turn's reward, per turn (Kevin: 0.4).
+    #[serde(default = "default_gamma", skip_serializing_if = "is_default_gamma")]
+    pub turn_gamma: f64,
     /// Sample the next step's groups while this step's are judged. Only where the policy's
     /// device is not one that times candidates. A schedule, not a setting of the run: it is not
     /// saved with the run, and a run may resume with the other schedule.
@@ -74,11 +88,34 @@ impl GrpoConfig {
         if !(self.advantage_clip > 0.0 && self.std_floor >= 0.0 && self.kl_coef >= 0.0) {
             return bad("`advantage_clip` must be positive, `std_floor` and `kl_coef` not negative");
         }
+        if self.turns == 0 || !(0.0..=1.0).contains(&self.turn_gamma) {
+            return bad("`turns` must be at least 1 and `turn_gamma` within [0, 1]");
+        }
+        if self.turns > 1 && self.overlap {
+            return bad("later turns are sampled after their first turn is judged: `turns` above 1 runs without overlap");
+        }
         if self.aggregation == Aggregation::Fixed && self.normalizer.is_none_or(|n| n <= 0.0) {
             return bad("the `fixed` loss aggregation needs a positive `normalizer`");
         }
         Ok(())
     }
+}
+
+fn one_turn() -> u32 {
+    1
+}
+
+fn default_gamma() -> f64 {
+    0.4
+}
+
+// Runs recorded before turns existed are resumed under the same settings.
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
+fn is_default_gamma(g: &f64) -> bool {
+    *g == default_gamma()
 }
 
 /// One group's prompt.
@@ -113,6 +150,14 @@ pub trait Environment {
     /// policy can sample meanwhile; by default the scores are made here.
     fn start_scoring(&mut self, step: u64, prompts: &[GroupPrompt], samples: &[(usize, &Sample)]) -> Result<Ticket, TrainError> {
         self.score(step, prompts, samples).map(Ticket::ready)
+    }
+
+    /// The prompt of the next turn of a trajectory whose last turn answered `prompt` with
+    /// `sample`, judged `scored`; `None` ends the trajectory (its program is good enough).
+    /// Environments without refinement turns refuse.
+    fn next_turn(&mut self, step: u64, prompt: &GroupPrompt, sample: &Sample, scored: &Scored) -> Result<Option<GroupPrompt>, TrainError> {
+        let _ = (step, prompt, sample, scored);
+        Err(TrainError::Config("this environment has no refinement turns: run with `turns` 1".to_owned()))
     }
 
     /// Waits for the scores a [`Ticket`] stands for, in the order of its samples.
@@ -249,6 +294,77 @@ fn first_draw(policy: &mut Policy, env: &mut dyn Environment, config: &GrpoConfi
     draw(policy, env, config, step, 0, config.groups, StdRng::seed_from_u64(step_seed(config.seed, step, 0)))
 }
 
+/// A later turn of a trajectory: its prompt (and the prompt's tokens), the policy's completion
+/// and the environment's judgement.
+struct Turn {
+    prompt: GroupPrompt,
+    ids: Vec<u32>,
+    sample: Sample,
+    scored: Scored,
+}
+
+/// Turns 2..=`turns` of each sample's trajectory, in order; a trajectory ends when the
+/// environment gives no next prompt or a turn could not be scored.
+#[expect(clippy::too_many_arguments)]
+fn later_turns(
+    policy: &mut Policy,
+    env: &mut dyn Environment,
+    config: &GrpoConfig,
+    step: u64,
+    attempt: u64,
+    prompts: &[GroupPrompt],
+    samples: &[Sample],
+    scored: &[Scored],
+    on_event: &mut dyn FnMut(TrainEvent),
+) -> Result<Vec<Vec<Turn>>, TrainError> {
+    let mut out: Vec<Vec<Turn>> = samples.iter().map(|_| Vec::new()).collect();
+    for turn in 2..=config.turns {
+        let mut next: Vec<(usize, GroupPrompt)> = Vec::new();
+        for (i, first) in samples.iter().enumerate() {
+            // Only trajectories that reached the turn before.
+            if out[i].len() + 2 != turn as usize {
+                continue;
+            }
+            let (prompt, sample, judged) = match out[i].last() {
+                Some(t) => (&t.prompt, &t.sample, &t.scored),
+                None => (&prompts[first.prompt_index], first, &scored[i]),
+            };
+            if judged.reward.is_none() {
+                continue;
+            }
+            if let Some(p) = env.next_turn(step, prompt, sample, judged)? {
+                next.push((i, p));
+            }
+        }
+        if next.is_empty() {
+            break;
+        }
+        on_event(TrainEvent::Phase { step, phase: "generate turn" });
+        let ids = next.iter().map(|(_, p)| policy.prompt_ids(&p.prompt)).collect::<Result<Vec<_>, _>>()?;
+        let seed = step_seed(config.seed ^ u64::from(turn).wrapping_mul(0x9e37_79b9_7f4a_7c15), step, attempt + 1);
+        let got = policy.generate(ids.clone(), 1, config.sampling, seed)?;
+        on_event(TrainEvent::Phase { step, phase: "evaluate turn" });
+        let turn_prompts: Vec<GroupPrompt> = next.iter().map(|(_, p)| p.clone()).collect();
+        let indexed: Vec<(usize, &Sample)> = got.iter().map(|s| (s.prompt_index, s)).collect();
+        let judged = env.score(step, &turn_prompts, &indexed)?;
+        for (sample, scored) in got.into_iter().zip(judged) {
+            let k = sample.prompt_index;
+            let (i, prompt) = &next[k];
+            out[*i].push(Turn { prompt: prompt.clone(), ids: ids[k].clone(), sample, scored });
+        }
+    }
+    Ok(out)
+}
+
+/// Each turn's reward of one trajectory: its score plus the discounted scores of the turns
+/// after it, up to the first turn that could not be scored (`None` from there on).
+fn trajectory_rewards(scores: &[Option<f64>], gamma: f64) -> Vec<Option<f64>> {
+    let scored: Vec<f64> = scores.iter().map_while(|s| *s).collect();
+    let mut rewards: Vec<Option<f64>> = turn_rewards(&scored, gamma, TurnAggregation::Sum).into_iter().map(Some).collect();
+    rewards.resize(scores.len(), None);
+    rewards
+}
+
 /// Judges the step's first draw (and refills of groups without signal), then updates the policy.
 /// With `look_ahead`, the next step's first draw is sampled while the first draw is judged, and
 /// returned.
@@ -270,6 +386,7 @@ fn one_step(
     let (mut rewards, mut correct, mut fast, mut best) = (Vec::new(), 0usize, 0usize, None::<f64>);
     let mut records = Vec::new();
     let mut drawn_groups = 0usize;
+    let (mut later_total, mut later_correct) = (0usize, 0usize);
     let mut next = None;
     let mut current = Some(first);
     while let Some(Drawn { attempt, rng, prompts, ids, samples, seconds, .. }) = current.take() {
@@ -287,13 +404,35 @@ fn one_step(
             next = Some(ahead);
         }
         let scored = env.finish_scoring(ticket)?;
+        let later = if config.turns > 1 {
+            later_turns(policy, env, config, step, attempt, &prompts, &samples, &scored, on_event)?
+        } else {
+            samples.iter().map(|_| Vec::new()).collect()
+        };
         t_evaluate += started.elapsed().as_secs_f64();
         samples_total += samples.len();
+        later_total += later.iter().map(Vec::len).sum::<usize>();
+        later_correct += later.iter().flatten().filter(|t| t.scored.correct).count();
 
         for (g, prompt) in prompts.iter().enumerate() {
             let members: Vec<usize> = (0..samples.len()).filter(|&i| samples[i].prompt_index == g).collect();
-            let group_rewards: Vec<Option<f64>> = members.iter().map(|&i| scored[i].reward).collect();
-            let advantages = group_advantages(&group_rewards, config.std_floor, config.advantage_clip);
+            // Each member's turn rewards, then the group's advantages turn by turn.
+            let returns: Vec<Vec<Option<f64>>> = members
+                .iter()
+                .map(|&i| {
+                    let scores: Vec<Option<f64>> = std::iter::once(scored[i].reward).chain(later[i].iter().map(|t| t.scored.reward)).collect();
+                    trajectory_rewards(&scores, config.turn_gamma)
+                })
+                .collect();
+            let depth = returns.iter().map(Vec::len).max().unwrap_or(1);
+            let per_turn: Vec<Option<Vec<Option<f64>>>> = (0..depth)
+                .map(|t| {
+                    let at: Vec<Option<f64>> = returns.iter().map(|r| r.get(t).copied().flatten()).collect();
+                    group_advantages(&at, config.std_floor, config.advantage_clip)
+                })
+                .collect();
+            let advantages = per_turn[0].clone();
+            let signal = per_turn.iter().any(Option::is_some);
             for (k, &i) in members.iter().enumerate() {
                 let s = &samples[i];
                 let sc = &scored[i];
@@ -313,9 +452,14 @@ fn one_step(
                 let mut record = json!({
                     "step": step, "attempt": attempt, "group": drawn_groups + g, "key": prompt.key, "info": prompt.info,
                     "text": s.text, "tokens": s.ids.len(), "finish_reason": s.finish_reason,
-                    "reward": sc.reward, "advantage": advantage, "kept": advantages.is_some(),
+                    "reward": sc.reward, "advantage": advantage, "kept": signal,
                     "sampled_ahead": attempt == 0 && sampled_ahead,
                 });
+                if config.turns > 1 {
+                    record["turn"] = json!(1);
+                    record["trajectory"] = json!(k);
+                    record["turn_reward"] = json!(returns[k][0]);
+                }
                 if let (Value::Object(r), Value::Object(extra)) = (&mut record, &sc.record) {
                     r.extend(extra.clone());
                 }
@@ -328,8 +472,27 @@ fn one_step(
                         sequences.push(seq);
                     }
                 }
+                for (n, t) in later[i].iter().enumerate() {
+                    let advantage = per_turn[n + 1].as_ref().and_then(|a| a[k]);
+                    let mut record = json!({
+                        "step": step, "attempt": attempt, "group": drawn_groups + g, "key": t.prompt.key, "info": t.prompt.info,
+                        "text": t.sample.text, "tokens": t.sample.ids.len(), "finish_reason": t.sample.finish_reason,
+                        "reward": t.scored.reward, "advantage": advantage, "kept": signal, "sampled_ahead": false,
+                        "turn": n + 2, "trajectory": k, "turn_reward": returns[k][n + 1],
+                    });
+                    if let (Value::Object(r), Value::Object(extra)) = (&mut record, &t.scored.record) {
+                        r.extend(extra.clone());
+                    }
+                    records.push(record);
+                    if let Some(a) = advantage.filter(|_| !t.sample.ids.is_empty()) {
+                        let mut seq = Sequence::new(t.ids.clone(), t.sample.ids.clone());
+                        seq.advantage = Some(a);
+                        seq.old_logprobs = Some(t.sample.logprobs.clone());
+                        sequences.push(seq);
+                    }
+                }
             }
-            if advantages.is_some() {
+            if signal {
                 kept_groups += 1;
             } else {
                 dropped += 1;
@@ -394,6 +557,8 @@ fn one_step(
         "grad_norm": last.map(|s| s.grad_norm),
         "tokens": stats.first().map_or(0, |s| s.tokens),
         "samples": samples_total,
+        "later_turns": later_total,
+        "later_correct": later_correct,
         "groups": kept_groups,
         "groups_dropped": dropped,
         "unscored": unscored,

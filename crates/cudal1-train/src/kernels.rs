@@ -6,7 +6,7 @@ use crate::grpo::{Environment, GroupPrompt, Scored, Ticket};
 use crate::TrainError;
 use cudal1_eval::{Done, Evaluation, Evaluator, Job, JobId, JobOutcome, Mode, Verdict};
 use cudal1_model::messages::Sample;
-use cudal1_search::{draw_prompt, extract_program, normalized_hash, ExemplarSampler, Prompts, Variant};
+use cudal1_search::{draw_prompt, extract_program, normalized_hash, Attempt, Exemplar, ExemplarSampler, Judged, Prompts, Variant};
 use cudal1_store::{NewProgram, ProgramDatabase, ProgramKey};
 use cudal1_task::{Candidate, Task};
 use crossbeam_channel::{unbounded, Receiver};
@@ -127,6 +127,8 @@ pub struct KernelEnv<'a> {
     pub reward: RewardKind,
     /// Names this run's programs in the store.
     pub run_id: String,
+    /// With `turns` above 1: a trajectory ends at a correct program with at least this speedup.
+    pub turn_target: f64,
     pub settings_hash: String,
     /// The order tasks are drawn in, refilled (shuffled) when used up.
     order: Vec<usize>,
@@ -139,7 +141,7 @@ impl<'a> KernelEnv<'a> {
     pub fn new(tasks: Vec<Arc<Task>>, engine: &'a Evaluator, store: &'a dyn ProgramDatabase, prompts: &'a Prompts, sampler: ExemplarSampler, exemplars: usize, run_id: String) -> KernelEnv<'a> {
         // Exemplars and stored rewards only from programs this build judged on this class of GPU.
         let settings_hash = engine.judge().settings_hash(engine.settings());
-        KernelEnv { tasks, engine, store, prompts, sampler, exemplars, low_reward: 0.0, reward: RewardKind::Speedup, run_id, settings_hash, order: Vec::new(), pending: HashMap::new(), next_ticket: 0 }
+        KernelEnv { tasks, engine, store, prompts, sampler, exemplars, low_reward: 0.0, reward: RewardKind::Speedup, run_id, turn_target: 1.0, settings_hash, order: Vec::new(), pending: HashMap::new(), next_ticket: 0 }
     }
 
     /// Programs of `task` that a prompt at `step` may show: those of other runs, and this run's
@@ -180,6 +182,49 @@ impl Environment for KernelEnv<'_> {
         self.finish_scoring(ticket)
     }
 
+    /// The refinement prompt (`refine.j2`): the exemplars the trajectory's first turn showed,
+    /// then the sample's program with its verdict and reason; none once the program is correct
+    /// with at least `turn_target`.
+    fn next_turn(&mut self, _step: u64, prompt: &GroupPrompt, sample: &Sample, scored: &Scored) -> Result<Option<GroupPrompt>, TrainError> {
+        if scored.correct && scored.speedup.is_some_and(|s| s >= self.turn_target) {
+            return Ok(None);
+        }
+        let hash = prompt.info["task_hash"].as_str().unwrap_or_default();
+        let task = Arc::clone(self.tasks.iter().find(|t| t.hash == hash).expect("prompts name tasks of this environment"));
+        let turn = prompt.info["turn"].as_u64().and_then(|t| u32::try_from(t).ok()).unwrap_or(1);
+        let ids = |key: &str| -> Vec<i64> { prompt.info[key].as_array().map(|a| a.iter().filter_map(Value::as_i64).collect()).unwrap_or_default() };
+        let exemplar_ids = if prompt.info.get("exemplars").is_some() { ids("exemplars") } else { ids("shown") };
+        let mut exemplars = Vec::new();
+        for id in &exemplar_ids {
+            if let Some(p) = self.store.program(*id)? {
+                if let Some(speedup) = p.speedup_median.filter(|s| p.verdict == Verdict::Correct.as_str() && s.is_finite()) {
+                    exemplars.push(Exemplar::measured(p.code, speedup));
+                }
+            }
+        }
+        let previous = scored.record["program_id"].as_i64();
+        let attempt = match previous.map(|id| self.store.program(id)).transpose()?.flatten() {
+            Some(p) => {
+                let code = extract_program(&sample.text).unwrap_or_else(|_| p.code.clone());
+                let judged = Judged {
+                    verdict: &p.verdict,
+                    reason: &p.reason,
+                    speedup_median: p.speedup_median,
+                    speedup_ci_low: p.speedup_ci_low,
+                    speedup_ci_high: p.speedup_ci_high,
+                    evaluation: &p.evaluation,
+                };
+                Attempt::judged(turn, code, &judged, None)
+            }
+            None => Attempt::without_program(turn, scored.record["detail"].as_str()),
+        };
+        let text = self.prompts.refine(&task.source, &exemplars, &attempt)?;
+        let mut shown = exemplar_ids.clone();
+        shown.extend(previous);
+        let info = json!({"task_hash": task.hash, "contrastive": !exemplar_ids.is_empty(), "shown": shown, "exemplars": exemplar_ids, "turn": turn + 1});
+        Ok(Some(GroupPrompt { key: prompt.key.clone(), prompt: text, info }))
+    }
+
     /// Scores what needs no run at once (no program in the reply, a program measured before) and
     /// submits the rest to the engine; returns before the engine has judged them.
     fn start_scoring(&mut self, step: u64, prompts: &[GroupPrompt], samples: &[(usize, &Sample)]) -> Result<Ticket, TrainError> {
@@ -202,7 +247,8 @@ impl Environment for KernelEnv<'_> {
                         scored[i] = Some(Scored { reward: Some(reward), correct, speedup, record: json!({"verdict": p.verdict, "program_id": p.id, "cached": true}) });
                     } else {
                         let parent_ids = prompts[*g].info["shown"].as_array().map(|a| a.iter().filter_map(Value::as_i64).collect()).unwrap_or_default();
-                        to_judge.push(ToJudge { sample: i, task, code, parent_ids });
+                        let turn = prompts[*g].info["turn"].as_u64().and_then(|t| u32::try_from(t).ok()).unwrap_or(1);
+                        to_judge.push(ToJudge { sample: i, task, code, parent_ids, turn });
                     }
                 }
                 Err(e) => {
@@ -229,7 +275,7 @@ impl Environment for KernelEnv<'_> {
         let PendingScores { step, mut scored, to_judge, judging } =
             self.pending.remove(&id).ok_or_else(|| TrainError::Config(format!("no scoring {id} is pending in this environment")))?;
         let outcomes = judging.collect(&mut |_, _| {}, &mut |_, _| {});
-        for (ToJudge { sample, task, code, parent_ids }, outcome) in to_judge.into_iter().zip(outcomes) {
+        for (ToJudge { sample, task, code, parent_ids, turn }, outcome) in to_judge.into_iter().zip(outcomes) {
             scored[sample] = Some(match outcome {
                 JobOutcome::Evaluated(e) => {
                     let speedup = correct_speedup(&e);
@@ -239,6 +285,8 @@ impl Environment for KernelEnv<'_> {
                         code,
                         run_id: self.run_id.clone(),
                         round: u32::try_from(step).unwrap_or(u32::MAX),
+                        trajectory: None,
+                        turn,
                         parent_ids,
                         verdict: e.verdict.as_str().to_owned(),
                         reason: e.reason.clone(),
@@ -266,6 +314,8 @@ struct ToJudge {
     code: String,
     /// The programs its prompt showed.
     parent_ids: Vec<i64>,
+    /// Its turn in its trajectory (`train rl --turns`).
+    turn: u32,
 }
 
 /// Scores started by [`Environment::start_scoring`] and not yet finished.

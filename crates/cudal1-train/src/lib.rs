@@ -10,6 +10,9 @@
 //! - Stage 3, contrastive RL ([`grpo`], [`kernels`]): GRPO whose prompts show earlier variants of
 //!   the task with their measured speedups, rewards from the evaluator's speedups.
 //!
+//! Multi-turn reward accounting ([`turns`]): a turn's reward counts the discounted scores of the
+//! turns after it (Kevin), and advantages compare each turn with the same turn of the group.
+//!
 //! Rewards, advantages, the exemplar database, data order, checkpoints and metrics all live here;
 //! the worker does tensor work only. Every stage writes a [`run::RunDir`] that resumes at the last
 //! committed step after Ctrl-C or a crash.
@@ -24,6 +27,7 @@ pub mod policy;
 pub mod run;
 pub mod selfsup;
 pub mod sft;
+pub mod turns;
 
 pub use error::TrainError;
 pub use policy::{Limits, Policy, PolicySpec, Sampling};

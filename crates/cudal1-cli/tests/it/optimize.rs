@@ -358,3 +358,175 @@ fn setup_mistakes_are_clear_errors_with_exit_code_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("`--force` and `--check-expectations` are options of `cudal1 eval`"));
 }
+
+/// A chat-completions server for `--turns`: a refinement prompt is answered by the turn it asks
+/// for, any other prompt from `first` in order. Every prompt is kept; when the prompt of turn
+/// `interrupt_at` arrives, the cudal1 process whose id is in `pid` gets SIGINT before the answer.
+struct TurnServer {
+    server: Arc<Server>,
+    url: String,
+    pid: Arc<std::sync::atomic::AtomicU32>,
+    thread: Option<JoinHandle<Vec<String>>>,
+}
+
+impl TurnServer {
+    fn start(first: Vec<String>, later: Vec<(u32, String)>, interrupt_at: Option<u32>) -> Self {
+        let server = Arc::new(Server::http("127.0.0.1:0").expect("bind 127.0.0.1:0"));
+        let port = server.server_addr().to_ip().unwrap().port();
+        let pid = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let (srv, who) = (Arc::clone(&server), Arc::clone(&pid));
+        let thread = std::thread::spawn(move || {
+            let mut first = VecDeque::from(first);
+            let mut prompts = Vec::new();
+            while let Ok(mut req) = srv.recv() {
+                let mut body = String::new();
+                req.as_reader().read_to_string(&mut body).unwrap();
+                let json: Value = serde_json::from_str(&body).expect("a JSON request");
+                let prompt = json["messages"][0]["content"].as_str().unwrap_or_default().to_owned();
+                // "## Your previous attempt (turn N)": this request is turn N + 1.
+                let turn = prompt
+                    .split("## Your previous attempt (turn ")
+                    .nth(1)
+                    .and_then(|rest| rest.split(')').next())
+                    .map(|n| n.parse::<u32>().unwrap() + 1);
+                let text = match turn {
+                    Some(t) => later.iter().find(|(n, _)| *n == t).map(|(_, r)| r.clone()),
+                    None => first.pop_front(),
+                };
+                prompts.push(prompt);
+                if turn.is_some() && turn == interrupt_at {
+                    let pid = who.load(std::sync::atomic::Ordering::SeqCst);
+                    assert_ne!(pid, 0, "the cudal1 process is known");
+                    // SAFETY: signalling the child the test started.
+                    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+                }
+                let body = serde_json::json!({
+                    "model": "scripted",
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text.unwrap_or_else(|| "The script has no more replies.".into())}, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 100, "completion_tokens": 50}
+                });
+                let json_header = Header::from_bytes("Content-Type", "application/json").unwrap();
+                let _ = req.respond(Response::from_string(body.to_string()).with_header(json_header));
+            }
+            prompts
+        });
+        Self { server, url: format!("http://127.0.0.1:{port}/v1"), pid, thread: Some(thread) }
+    }
+
+    /// Runs `optimize` with the server's URL; the process can be interrupted by the server.
+    fn optimize(&self, db: &Path, out: &Path, extra: &[&str]) -> Output {
+        let child = Command::new(env!("CARGO_BIN_EXE_cudal1"))
+            .current_dir(repo())
+            .env("CUDAL1_CACHE_DIR", Path::new(env!("CARGO_TARGET_TMPDIR")).join("cudal1-cache"))
+            .env("CUDAL1_DB", db)
+            .args(["optimize", TASK, "--device", "cpu", "--budget", "0.3", "--call-timeout", "5", "--seed", "1", "--json", "--out"])
+            .arg(out)
+            .args(["--llm-url", &self.url, "--model", "m", "--llm-timeout", "30"])
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("cudal1 runs");
+        self.pid.store(child.id(), std::sync::atomic::Ordering::SeqCst);
+        let out = child.wait_with_output().unwrap();
+        eprintln!("stderr:\n{}", String::from_utf8_lossy(&out.stderr));
+        out
+    }
+
+    fn finish(mut self) -> Vec<String> {
+        self.server.unblock();
+        self.thread.take().unwrap().join().unwrap()
+    }
+}
+
+#[test]
+fn turns_show_the_previous_verdict_stop_when_good_enough_and_resume_after_ctrl_c() {
+    let broken = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, a, B)\n        return a\n";
+    let wrong = candidate("wrong_axis.py");
+    let fast = candidate("fast.py");
+    // The fast idea again, as a program of its own (not the same normalised source).
+    let fast_again = format!("{fast}\nTURN = 3\n");
+    let dir = tempfile::tempdir().unwrap();
+    let (db, out_dir) = (dir.path().join("t.db"), dir.path().join("out"));
+    // One request at a time: slot 0's first turn is the first request.
+    let args = ["--rounds", "1", "--samples", "2", "--turns", "3", "--concurrency", "1"];
+
+    // Slot 0: a syntax error, then (turn 2) a wrong program; Ctrl-C comes with turn 2's request.
+    // Slot 1: the fast program at once, good enough: no turn 2.
+    let server = TurnServer::start(vec![fenced(broken), fenced(&fast)], vec![(2, fenced(&wrong)), (3, fenced(&fast_again))], Some(2));
+    let out = server.optimize(&db, &out_dir, &args);
+    assert_eq!(out.status.code(), Some(130), "interrupted");
+    assert_eq!(summary(&out)["stop"]["kind"], "interrupted");
+    let prompts = server.finish();
+    assert_eq!(prompts.len(), 3, "two first turns and slot 0's turn 2 only: {prompts:#?}");
+    assert!(prompts[..2].iter().all(|p| !p.contains("previous attempt")));
+    let turn2 = &prompts[2];
+    assert!(turn2.contains("## Your previous attempt (turn 1)"), "{turn2}");
+    assert!(turn2.contains(&format!("```python\n{}\n```", broken.trim_end())), "the previous program: {turn2}");
+    assert!(
+        turn2.contains("The evaluator's verdict on your previous attempt: compile_error. the program does not parse: syntax error at line 5, column 5"),
+        "the verdict and the reason: {turn2}"
+    );
+    assert!(turn2.contains("Fix what the evaluator found"), "{turn2}");
+    assert_eq!(count(&db, "SELECT count(*) FROM optimize_samples WHERE idx = 0"), 2, "turns 1 and 2 of slot 0 were recorded");
+    assert_eq!(count(&db, "SELECT count(*) FROM optimize_rounds"), 0, "the round is not finished");
+
+    // The same command continues slot 0 from turn 2: only turn 3 is asked for, showing turn 2's
+    // mismatch.
+    let server = TurnServer::start(vec![], vec![(3, fenced(&fast_again))], None);
+    let again = server.optimize(&db, &out_dir, &args);
+    assert!(again.status.success());
+    let s = summary(&again);
+    assert_eq!((s["stop"]["kind"].as_str(), s["invocation"]["requests"].as_u64()), (Some("rounds"), Some(1)), "{s}");
+    let prompts = server.finish();
+    assert_eq!(prompts.len(), 1, "{prompts:#?}");
+    let turn3 = &prompts[0];
+    let wrong_reason: String = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row("SELECT reason FROM programs WHERE verdict = 'incorrect'", [], |r| r.get(0))
+        .unwrap();
+    assert!(turn3.contains("## Your previous attempt (turn 2)"), "{turn3}");
+    assert!(turn3.contains(wrong.trim_end()), "the previous program: {turn3}");
+    let first_line = wrong_reason.lines().next().unwrap();
+    assert!(turn3.contains(&format!("previous attempt: incorrect. {first_line}")), "the mismatch: {turn3}");
+    assert!(!turn3.contains(broken.trim_end()), "turn 1's program is not shown again");
+
+    // Every turn is a sample with its program, in slot order.
+    let samples = s["samples"].as_array().unwrap();
+    let turns: Vec<(u64, u64, &str, &str)> = samples
+        .iter()
+        .map(|x| (x["index"].as_u64().unwrap(), x["turn"].as_u64().unwrap(), x["prompt_kind"].as_str().unwrap(), x["verdict"].as_str().unwrap_or("-")))
+        .collect();
+    assert_eq!(
+        turns,
+        [(0, 1, "first", "compile_error"), (0, 2, "refine", "incorrect"), (0, 3, "refine", "correct"), (1, 1, "first", "correct")],
+        "{s}"
+    );
+    assert_eq!(samples[2]["exemplar_ids"], serde_json::json!([samples[1]["program_id"]]), "turn 3 shows turn 2's program");
+    assert!(s["best"]["speedup"].as_f64().unwrap() > 1.0);
+    assert!(out_dir.join("replies/round-1-sample-0-turn-3.md").is_file());
+    // The program database records each program's trajectory and turn.
+    let run_id = s["run_id"].as_str().unwrap();
+    let rows: Vec<(String, i64, String)> = {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        let mut stmt = conn.prepare("SELECT trajectory, turn, verdict FROM programs ORDER BY trajectory, turn").unwrap();
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap().map(Result::unwrap).collect()
+    };
+    let slot = |i: u32| format!("{run_id}/1/{i}");
+    assert_eq!(
+        rows,
+        [
+            (slot(0), 1, "compile_error".to_owned()),
+            (slot(0), 2, "incorrect".to_owned()),
+            (slot(0), 3, "correct".to_owned()),
+            (slot(1), 1, "correct".to_owned())
+        ]
+    );
+
+    // Once more: nothing left to ask.
+    let server = TurnServer::start(vec![], vec![], None);
+    let third = server.optimize(&db, &out_dir, &args);
+    assert!(third.status.success());
+    assert_eq!(summary(&third)["invocation"]["requests"], 0);
+    assert!(server.finish().is_empty());
+}

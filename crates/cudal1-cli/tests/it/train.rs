@@ -182,3 +182,36 @@ fn a_short_rl_run_and_the_held_out_evaluation_run_end_to_end() {
     assert!(!stderr.contains("of an earlier run"), "{stderr}");
     assert!(full["samples"][0]["verdict"].is_null());
 }
+
+#[test]
+fn a_two_turn_rl_run_prompts_every_trajectorys_second_turn_with_its_first_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = synth(dir.path());
+    let run_dir = dir.path().join("rl-turns");
+    let mut cmd = cudal1(&dir.path().join("s.db"));
+    cmd.args(["train", "rl", "--steps", "1", "--groups", "2", "--group-size", "2", "--max-tokens", "8", "--device", "cpu", "--budget", "0.3"])
+        .args(["--turns", "2", "--max-refills", "0", "--model-dir"])
+        .arg(tiny_model())
+        .args(POLICY)
+        .arg("--suite")
+        .arg(suite.join("train"))
+        .arg("--out")
+        .arg(&run_dir);
+    let out = run(cmd);
+    assert!(out.status.success());
+    // A random model writes no program: every first turn is below the target, so every
+    // trajectory gets a second turn, prompted with why the first had no program.
+    let metrics: Value = serde_json::from_str(std::fs::read_to_string(run_dir.join("metrics.jsonl")).unwrap().lines().next().unwrap()).unwrap();
+    assert_eq!((metrics["samples"].as_u64(), metrics["later_turns"].as_u64()), (Some(4), Some(4)), "{metrics}");
+    let lines: Vec<Value> = std::fs::read_to_string(run_dir.join("samples.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let turns: Vec<u64> = lines.iter().map(|l| l["turn"].as_u64().unwrap()).collect();
+    assert_eq!((turns.iter().filter(|t| **t == 1).count(), turns.iter().filter(|t| **t == 2).count()), (4, 4), "{lines:?}");
+    for l in lines.iter().filter(|l| l["turn"] == 2) {
+        assert_eq!(l["info"]["turn"], 2, "{l}");
+        assert!(l["info"]["exemplars"].is_array(), "the kernel environment wrote its prompt: {l}");
+        assert_eq!(l["turn_reward"], l["reward"], "the last turn's reward is its own score");
+        assert!(l["advantage"].is_null(), "equal rewards carry no signal: {l}");
+    }
+    // Turn 1's reward counts the discounted second turn: both low (0), so 0.
+    assert!(lines.iter().filter(|l| l["turn"] == 1).all(|l| l["turn_reward"] == 0.0));
+}

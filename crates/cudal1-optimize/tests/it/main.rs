@@ -258,6 +258,7 @@ fn a_program_a_crash_left_unevaluated_is_evaluated_on_resume() {
             run_id: run_id(&task.hash, &Judge::new("cpu").settings_hash(&settings()), "it"),
             round: 1,
             index: 0,
+            turn: 1,
             prompt_kind: "first".into(),
             exemplar_ids: vec![],
             model: Some("m".into()),
@@ -351,4 +352,66 @@ fn with_profiles_prompts_show_each_correct_programs_profile_taken_once_between_r
     for later in &prompts[1..] {
         assert!(later.contains(&format!("Nsight Compute profile of variant 1:\n\n1 kernel launch of program {id}")), "{later}");
     }
+}
+
+#[test]
+fn a_later_turn_shows_the_previous_programs_speedup_and_profile_and_a_known_program_is_not_judged_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.db")).unwrap();
+    let env = runner_env(&dir.path().join("cache"));
+    let fast = std::fs::read_to_string(repo().join("tests/suite-cpu/candidates/level1/1_Diagonal_Matmul/fast.py")).unwrap();
+    let reply: &'static str = Box::leak(format!("Broadcast instead.\n```python\n{fast}```\n").into_boxed_str());
+    let server = Server::start(200, reply, None);
+    // No speedup is good enough: the trajectory takes both turns.
+    let config = OptimizeConfig { turns: 2, turn_target: 1e9, ..OptimizeConfig::new(1, 1) };
+    let (llm, prompts, cancel) = (client(&server.url), Prompts::builtin(), AtomicBool::new(false));
+    let engine = engine(&env, dir.path());
+    let profiles = NamedProfiles::default();
+    let optimizer = Optimizer { llm: &llm, prompts: &prompts, store: &store, engine: &engine, config: &config, cancel: &cancel, profiles: Some(&profiles) };
+    let mut events = Vec::new();
+    let s = optimizer.run(&task(), "it", &mut |e| events.push(e)).unwrap();
+    engine.finish();
+    let best = s.best.as_ref().expect("the fast program is correct");
+    let id = best.program_id;
+
+    assert_eq!(s.invocation.requests, 2);
+    assert_eq!(s.invocation.evaluations, 1, "turn 2 wrote the same program: judged once");
+    assert_eq!(s.samples.iter().map(|l| (l.index, l.turn, l.program_id)).collect::<Vec<_>>(), [(0, 1, Some(id)), (0, 2, Some(id))]);
+    assert!(events.iter().any(|e| matches!(e, Event::TurnsStarted { round: 1, requests: 1 })), "{events:?}");
+    assert_eq!(*profiles.asked.lock().unwrap(), vec![None, Some(id)], "the previous program is profiled for turn 2");
+    let prompts: Vec<String> = server.seen.lock().unwrap().iter().map(|b| serde_json::from_str::<serde_json::Value>(b).unwrap()["messages"][0]["content"].as_str().unwrap().to_owned()).collect();
+    let turn2 = &prompts[1];
+    let speedup = format!("verdict on your previous attempt: correct. speedup {:.2}x (95% CI {:.2}x to {:.2}x)", best.speedup, best.speedup_ci_low.unwrap(), best.speedup_ci_high.unwrap());
+    assert!(turn2.contains(&speedup), "{turn2}");
+    assert!(turn2.contains(&format!("Nsight Compute profile of your previous attempt:\n\n1 kernel launch of program {id}")), "{turn2}");
+    assert!(turn2.contains("is correct. Write a program that is faster still"), "{turn2}");
+    let stored = store.samples_for_run(&s.run_id).unwrap();
+    assert_eq!(stored.iter().map(|x| (x.sample.turn, x.sample.prompt_kind.as_str())).collect::<Vec<_>>(), [(1, "first"), (2, "refine")]);
+}
+
+#[test]
+fn a_later_turns_failed_request_is_sent_again_by_the_next_run_in_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.db")).unwrap();
+    let config = OptimizeConfig { turns: 2, ..OptimizeConfig::new(1, 1) };
+    // Turn 1 answers without code, and Ctrl-C comes with it.
+    let cancel = Arc::new(AtomicBool::new(false));
+    let server = Server::start(200, NO_CODE, Some((1, Arc::clone(&cancel))));
+    let (s, _) = run(&client(&server.url), &store, &config, &cancel, &unused_env(), dir.path());
+    assert_eq!((s.stop, server.requests()), (StopReason::Interrupted, 1));
+    // Turn 2's request fails: the round stays open.
+    let server = Server::start(503, "overloaded", None);
+    let (s, _) = run(&client(&server.url), &store, &config, &AtomicBool::new(false), &unused_env(), dir.path());
+    assert!(matches!(s.stop, StopReason::LlmUnavailable { round: 1, .. }), "{:?}", s.stop);
+    assert_eq!(s.samples.iter().map(|l| (l.turn, l.outcome.as_str())).collect::<Vec<_>>(), [(1, "no_code"), (2, "llm_error")]);
+    // The server is back: turn 2 is sent again, shows why turn 1 had no program, and takes the
+    // failed request's place.
+    let server = Server::start(200, NO_CODE, None);
+    let (s, _) = run(&client(&server.url), &store, &config, &AtomicBool::new(false), &unused_env(), dir.path());
+    assert_eq!((s.stop, server.requests()), (StopReason::Rounds { rounds: 1 }, 1));
+    assert_eq!(s.samples.iter().map(|l| (l.turn, l.outcome.as_str())).collect::<Vec<_>>(), [(1, "no_code"), (2, "no_code")]);
+    let body: serde_json::Value = serde_json::from_str(&server.seen.lock().unwrap()[0]).unwrap();
+    let prompt = body["messages"][0]["content"].as_str().unwrap();
+    assert!(prompt.contains("## Your previous attempt (turn 1)\n\nYour previous reply held no program."), "{prompt}");
+    assert!(prompt.contains("verdict on your previous attempt: no program. no code block"), "{prompt}");
 }

@@ -93,6 +93,8 @@ fn new_program(task: &str, code: &str, speedup: Option<f64>) -> NewProgram {
         code: format!("class ModelNew: pass  # {code}\n"),
         run_id: "serve".into(),
         round: 0,
+        trajectory: None,
+        turn: 1,
         parent_ids: vec![],
         verdict: if speedup.is_some() { "correct" } else { "incorrect" }.into(),
         reason: "r".into(),
@@ -392,6 +394,13 @@ fn ranked_programs_and_prompts_pin_the_database() {
         assert_eq!(q.insert_program(&new_program("x", "fast", Some(9.0))).unwrap(), fast);
         assert_eq!(q.programs_for_task("t-x", "ps").unwrap().len(), 4);
         assert_eq!(q.find_program(&new_program("x", "fast", None).key).unwrap().unwrap().speedup_median, Some(2.0));
+        // A refinement turn's program keeps its trajectory and turn; others are turn 1 of none.
+        let turn = NewProgram { trajectory: Some("run/1/0".into()), turn: 3, ..new_program("x", "turn3", Some(1.5)) };
+        q.insert_program(&turn).unwrap();
+        let back = q.find_program(&turn.key).unwrap().unwrap();
+        assert_eq!((back.trajectory.as_deref(), back.turn), (Some("run/1/0"), 3));
+        let plain = q.find_program(&new_program("x", "slow", None).key).unwrap().unwrap();
+        assert_eq!((plain.trajectory, plain.turn), (None, 1));
     });
 }
 

@@ -105,6 +105,8 @@ fn bandit_config(steps: u64) -> GrpoConfig {
         max_refills: 2,
         save_every: 10,
         seed: 5,
+        turns: 1,
+        turn_gamma: 0.4,
         overlap: false,
     }
 }
@@ -351,6 +353,17 @@ fn the_kernel_environment_rewards_measured_speedups_caches_programs_and_shows_th
     assert!(rewards[0] > 2.0 && rewards[0] > rewards[1] && rewards[1] > 0.5, "{rewards:?}");
     assert_eq!((rewards[2], rewards[3]), (0.0, 0.0));
     assert_eq!(scored[3].record["no_program"], "cut off before a complete program");
+    // Refinement turns (`--turns`): a program fast enough ends its trajectory; otherwise the
+    // next prompt shows the program with its verdict, or why the reply had none.
+    assert_eq!(env.next_turn(1, &first[0], &samples[0], &scored[0]).unwrap(), None, "{:?}", scored[0]);
+    env.turn_target = 1e9;
+    let slow = env.next_turn(1, &first[0], &samples[1], &scored[1]).unwrap().expect("not fast enough");
+    assert!(slow.prompt.contains(&format!("## Your previous attempt (turn 1)\n\n```python\n{}\n```", synth.slow.trim_end())), "{}", slow.prompt);
+    assert!(slow.prompt.contains("verdict on your previous attempt: correct. speedup "), "{}", slow.prompt);
+    assert_eq!((slow.info["turn"].clone(), slow.info["shown"].clone()), (2.into(), serde_json::json!([scored[1].record["program_id"]])));
+    let none = env.next_turn(1, &first[0], &samples[2], &scored[2]).unwrap().unwrap();
+    assert!(none.prompt.contains("Your previous reply held no program.") && none.prompt.contains("no program. no code block"), "{}", none.prompt);
+    env.turn_target = 1.0;
     // Measured once: the same program again comes from the store.
     let again = env.score(2, &first, &indexed[..1]).unwrap();
     assert_eq!(again[0].record["cached"], true);
@@ -376,4 +389,81 @@ fn the_kernel_environment_rewards_measured_speedups_caches_programs_and_shows_th
     assert_eq!((first_scores[0].record["cached"].clone(), second[1].record["cached"].clone()), (false.into(), false.into()));
     drop(env);
     engine.finish();
+}
+
+/// Scripted turns: turn 1's scores are 0, 1 and 0.5 by sample; a trajectory below 1 gets a
+/// second turn, which scores 2 after a 0 and 0 after anything else.
+struct Refiner {
+    turn_prompts: Vec<String>,
+}
+
+impl Environment for Refiner {
+    fn prompts(&mut self, _step: u64, groups: usize, _rng: &mut rand::rngs::StdRng) -> Result<Vec<GroupPrompt>, TrainError> {
+        Ok((0..groups).map(|_| GroupPrompt { key: "refiner".into(), prompt: "Pick one.".into(), info: serde_json::json!({"turn": 1}) }).collect())
+    }
+
+    fn score(&mut self, _step: u64, prompts: &[GroupPrompt], samples: &[(usize, &Sample)]) -> Result<Vec<Scored>, TrainError> {
+        Ok(samples
+            .iter()
+            .enumerate()
+            .map(|(n, (g, _))| {
+                let info = &prompts[*g].info;
+                let reward = if info["turn"] == 1 { [0.0, 1.0, 0.5][n] } else if info["from"] == 0.0 { 2.0 } else { 0.0 };
+                let correct = reward >= 1.0;
+                Scored { reward: Some(reward), correct, speedup: correct.then_some(reward), record: serde_json::Value::Null }
+            })
+            .collect())
+    }
+
+    fn next_turn(&mut self, _step: u64, prompt: &GroupPrompt, _sample: &Sample, scored: &Scored) -> Result<Option<GroupPrompt>, TrainError> {
+        let reward = scored.reward.unwrap();
+        if reward >= 1.0 {
+            return Ok(None);
+        }
+        let text = format!("{} It scored {reward}. Try again.", prompt.prompt);
+        self.turn_prompts.push(text.clone());
+        Ok(Some(GroupPrompt { key: prompt.key.clone(), prompt: text, info: serde_json::json!({"turn": 2, "from": reward}) }))
+    }
+}
+
+#[test]
+fn two_turns_credit_turn_one_with_the_discounted_second_and_normalise_advantages_per_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = policy(1e-3, None, false);
+    let config = GrpoConfig { groups: 1, group_size: 3, max_refills: 0, turns: 2, turn_gamma: 0.4, ..bandit_config(1) };
+    let (run, _) = RunDir::open(dir.path(), "rl", &config).unwrap();
+    let mut env = Refiner { turn_prompts: Vec::new() };
+    let summary = grpo::run(&mut p, &mut env, &config, &run, 0, &|| false, &mut |_| {}).unwrap();
+    p.shutdown();
+    // Trajectories 0 and 2 scored below 1 and got a second turn, prompted with their score.
+    assert_eq!(env.turn_prompts, ["Pick one. It scored 0. Try again.", "Pick one. It scored 0.5. Try again."]);
+    let m = &summary.metrics[0];
+    assert_eq!((m["samples"].as_u64(), m["later_turns"].as_u64(), m["later_correct"].as_u64()), (Some(3), Some(2), Some(1)));
+    assert_eq!(m["updates"], 2, "the group carried signal");
+
+    let lines = run.lines("samples.jsonl");
+    let mut got: Vec<(u64, u64, f64, f64, f64)> = lines
+        .iter()
+        .map(|l| (l["turn"].as_u64().unwrap(), l["trajectory"].as_u64().unwrap(), l["reward"].as_f64().unwrap(), l["turn_reward"].as_f64().unwrap(), l["advantage"].as_f64().unwrap()))
+        .collect();
+    got.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    // Turn rewards, gamma 0.4: trajectory 0: 0 + 0.4 * 2 = 0.8 (turn 2: 2); trajectory 1: 1
+    // (good enough, one turn); trajectory 2: 0.5 + 0.4 * 0 = 0.5 (turn 2: 0).
+    // Turn 1's advantages: mean 23/30, population std sqrt(19/450) = 0.2054805 (above the 0.1
+    // floor), so (0.8 - 23/30) / 0.2054805 = 0.1622214, (1 - 23/30) / ... = 1.1355499 and
+    // (0.5 - 23/30) / ... = -1.2977714. Turn 2's, among its own two: mean 1, std 1: +1 and -1.
+    let want = [
+        (1, 0, 0.0, 0.8, 0.162_221_4),
+        (1, 1, 1.0, 1.0, 1.135_549_9),
+        (1, 2, 0.5, 0.5, -1.297_771_4),
+        (2, 0, 2.0, 2.0, 1.0),
+        (2, 2, 0.0, 0.0, -1.0),
+    ];
+    assert_eq!(got.len(), want.len(), "{got:?}");
+    for (g, w) in got.iter().zip(want) {
+        assert_eq!((g.0, g.1), (w.0, w.1));
+        for (x, y) in [(g.2, w.2), (g.3, w.3), (g.4, w.4)] {
+            assert!((x - y).abs() < 1e-6, "{got:?}");
+        }
+    }
 }
