@@ -1,7 +1,7 @@
 """The engines' own reward code paths, from their releases (installed by scripts/setup.sh at the
 versions in python/constraints.txt), run against a real `cudal1 serve` on the CPU: TRL's
 GRPOTrainer (one training step), verl's reward loop (its Hydra config, RewardLoopWorker and the
-naive reward manager) and OpenRLHF's SingleTurnAgentExecor (the file and the HTTP route). A rename
+naive reward manager) and OpenRLHF's SingleTurnAgentExecutor (the file and the HTTP route). A rename
 in an engine fails here instead of in a user's run.
 
 The policy is a tiny random model with a byte-level tokenizer made here (cudal1_model.tiny);
@@ -126,12 +126,14 @@ def test_trl_grpo_trainer_takes_a_step_on_cudal1_rewards(serve, tiny, tmp_path):
         # each group's correct program scores 1, its wrong one 0 (the server judges correctness).
         contents = [c[-1]["content"] for c in completions]
         expected = [1.0 if answer(t, "fast") in c else 0.0 for t, c in zip(tasks, contents)]
-        assert sorted(expected) == [0.0, 0.0, 1.0, 1.0] and rewards == expected, (name, rewards, expected)
+        assert sorted(expected) == [0.0, 0.0, 1.0, 1.0], (name, contents)
+        assert rewards == expected, (name, rewards, expected)
     log = next(h for h in trainer.state.log_history if "reward" in h)
     assert log["rewards/cudal1_sync/mean"] == 0.5 and log["rewards/cudal1_async/mean"] == 0.5, log
     assert log["cudal1/scored"] == 1.0 and log["cudal1/correct"] == 0.5, log
     assert log["reward_std"] > 0, "a group of a correct and a wrong program has an advantage"
-    assert any(not (a == b).all() for a, b in zip(before, model.parameters())), "the step trained nothing"
+    changed = [not (a == b).all() for a, b in zip(before, model.parameters())]
+    assert any(changed), "the step trained nothing"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -147,9 +149,11 @@ def verl_batch(rows, replies, tokenizer):
     from verl import DataProto
 
     pad = tokenizer.pad_token_id
-    prompts = [tokenizer.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=False) for r in rows]
+    eos = tokenizer.eos_token_id
+    prompts = [tokenizer.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=False)
+               for r in rows]
     prompts = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
-    responses = [tokenizer(x, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for x in replies]
+    responses = [tokenizer(x, add_special_tokens=False)["input_ids"] + [eos] for x in replies]
     lp, lr = max(map(len, prompts)), max(map(len, responses)) + 3
     prompt_t = torch.tensor([[pad] * (lp - len(p)) + p for p in prompts])
     response_t = torch.tensor([r + [pad] * (lr - len(r)) for r in responses])
@@ -157,8 +161,8 @@ def verl_batch(rows, replies, tokenizer):
                          for p, r in zip(prompts, responses)])
     obj = lambda xs: np.array(xs, dtype=object)  # noqa: E731
     data = DataProto.from_dict(
-        tensors={"prompts": prompt_t, "responses": response_t, "input_ids": torch.cat([prompt_t, response_t], 1),
-                 "attention_mask": mask},
+        tensors={"prompts": prompt_t, "responses": response_t,
+                 "input_ids": torch.cat([prompt_t, response_t], 1), "attention_mask": mask},
         non_tensors={"data_source": obj([r["data_source"] for r in rows]),
                      "reward_model": obj([dict(r["reward_model"]) for r in rows]),
                      "extra_info": obj([dict(r["extra_info"]) for r in rows])},
@@ -215,7 +219,8 @@ def test_verl_reward_loop_scores_through_its_hydra_config(serve, tiny, name):
     scores = [o["reward_score"] for o in outputs]
     assert scores == [1.0, 0.0, 1.0, 0.0], outputs
     infos = [o["reward_extra_info"] for o in outputs]
-    assert [i["correct"] for i in infos] == [1.0, 0.0, 1.0, 0.0] and all(i["scored"] == 1.0 for i in infos), infos
+    assert [i["correct"] for i in infos] == [1.0, 0.0, 1.0, 0.0], infos
+    assert all(i["scored"] == 1.0 for i in infos), infos
     assert all(set(i) == {"score", "scored", "correct", "speedup", "cached"} for i in infos), infos
     # RewardLoopManager.compute_rm_score: the score sits on each response's last token.
     rm_scores = resolve_reward_manager_cls(config).assemble_rm_scores(data, scores)
@@ -257,7 +262,8 @@ class ScriptedVllm:
         text = self.replies[self.tokenizer.decode(prompt_token_ids, skip_special_tokens=False)]
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
         assert len(ids) <= sampling_params.max_tokens
-        out = types.SimpleNamespace(token_ids=ids, text=self.tokenizer.decode(ids), finish_reason="stop", logprobs=None)
+        out = types.SimpleNamespace(token_ids=ids, text=self.tokenizer.decode(ids), finish_reason="stop",
+                                    logprobs=None)
         return types.SimpleNamespace(outputs=[out])
 
 
@@ -280,9 +286,11 @@ def test_openrlhf_single_turn_agent_executor_gets_cudal1_rewards(serve, tiny, tm
     rows = Client().export(tasks=[SOFTMAX, LAYERNORM], per_task=1, key=f"openrlhf-{form}")
     exported.write_text("".join(json.dumps(r) + "\n" for r in rows))
     tokenizer = AutoTokenizer.from_pretrained(tiny)
-    flags = types.SimpleNamespace(data=types.SimpleNamespace(input_key="prompt", label_key="task", apply_chat_template=True))
-    strategy = types.SimpleNamespace(args=flags, is_rank_0=lambda: True)
-    dataset = PromptDataset(datasets.load_dataset("json", data_files=str(exported), split="train"), tokenizer, strategy)
+    # --data.input_key prompt --data.label_key task --data.apply_chat_template, as parsed.
+    data_flags = types.SimpleNamespace(input_key="prompt", label_key="task", apply_chat_template=True)
+    strategy = types.SimpleNamespace(args=types.SimpleNamespace(data=data_flags), is_rank_0=lambda: True)
+    rows = datasets.load_dataset("json", data_files=str(exported), split="train")
+    dataset = PromptDataset(rows, tokenizer, strategy)
     assert sorted(dataset.labels) == [SOFTMAX, LAYERNORM], dataset.labels
 
     if form == "file":
@@ -311,7 +319,7 @@ def test_openrlhf_single_turn_agent_executor_gets_cudal1_rewards(serve, tiny, tm
 
     outputs = asyncio.run(run())
     for (prompt, label, reply, expected), out in zip(cases, outputs):
-        assert out["reward"] == [expected] and out["scores"] == [expected], (label, out["reward"], out["extra_logs"])
+        assert out["reward"] == [expected] and out["scores"] == [expected], (label, out)
         logs = out["extra_logs"]
         assert logs["cudal1_scored"] == [1.0] and logs["cudal1_correct"] == [expected], logs
         # What samples_generator makes of them (it imports vLLM, so not importable here): tensors.
