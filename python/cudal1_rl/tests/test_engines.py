@@ -20,6 +20,10 @@ import pytest
 
 from conftest import REPO, answer
 
+# Nothing from the Hub: the model and tokenizer are made here, the prompts come from the server.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
 SOFTMAX = "level1/11_Softmax_Explicit"
 LAYERNORM = "level1/12_LayerNorm_Explicit"
 
