@@ -12,9 +12,11 @@ last bits of the arithmetic):
   from Python (hundreds of launches a token: the host, not the GPU, sets the pace).
 - ``static``: a key/value cache of fixed size (prompt width + ``max_tokens``) written in place, and
   an attention mask built on the device from the step's slot, so that every decoding step has the
-  same shapes and the same tensors: the model's code, unchanged, is called with a 4-D mask.
-- ``graphs``: ``static`` with the decoding step captured once as a CUDA graph and replayed for
-  every token: one launch for the whole model. Only sampling (a few kernels) runs from Python.
+  same shapes and the same tensors: the model's code, unchanged, is called with a 4-D mask (and,
+  for grouped-query attention, an ``sdpa`` that does not copy the cache per query head).
+- ``graphs``: ``static`` with the decoding step, sampling included, captured once per request as a
+  CUDA graph and replayed for every token: one launch a token, and nothing read back but a look
+  every ``CHECK_EVERY`` steps at whether every row has finished.
 
 ``auto`` picks ``graphs`` on CUDA and ``dynamic`` elsewhere; a model whose layers the static cache
 does not fit (sliding windows, other attention kernels) falls back to ``dynamic``.
@@ -153,7 +155,8 @@ def _cache_keyword(model) -> str:
 
 
 class _Batch:
-    """The rows of one decoding batch and what they drew."""
+    """The rows of one decoding batch, what they drew, and the state a decoding step reads and
+    advances on the device (the last token, the column it goes to, which rows have finished)."""
 
     def __init__(self, loaded, rows, n, seeds, temperature, top_p, max_tokens):
         device = loaded.device
@@ -177,32 +180,46 @@ class _Batch:
         self.tokens = torch.full((len(rows), max_tokens), loaded.pad_id, dtype=torch.long, device=device)
         self.logprobs = torch.zeros((len(rows), max_tokens), dtype=torch.float32, device=device)
         self.done = torch.zeros(len(rows), dtype=torch.bool, device=device)
+        self.token = torch.zeros((len(rows), 1), dtype=torch.long, device=device)
+        self.column = torch.zeros(1, dtype=torch.long, device=device)
         self.steps = 0
 
-    def draw(self, logits) -> torch.Tensor:
-        """Draws token ``self.steps`` of every row from its last logits; True when decoding is over
-        (every row has finished, looked at every CHECK_EVERY steps, or ``max_tokens``)."""
+    def draw(self, logits) -> None:
+        """Draws every row's next token from its last logits, on the device alone (a captured
+        step replays it): the token goes to ``self.column`` of the tokens and into ``self.token``.
+
+        Sampling is the exponential race, ``argmax(p / E)`` with ``E ~ Exp(1)`` drawn from each
+        prompt's generator, which picks token ``i`` with probability ``p_i``; ``E = -log U`` with
+        ``U`` uniform in [0, 1) is never 0, so no token is favoured where ``U`` rounds."""
         t = self.temperature
         logp = torch.log_softmax(logits.float() / (t if t > 0 else 1.0), dim=-1)
         if t > 0:
             probs = _top_p(logp.exp(), self.top_p)
+            u = torch.empty_like(probs)
             n = self.n
-            choice = torch.cat([
-                torch.multinomial(probs[k * n:(k + 1) * n], 1, generator=g).squeeze(1)
-                for k, g in enumerate(self.generators)
-            ])
+            for k, g in enumerate(self.generators):
+                u[k * n:(k + 1) * n].uniform_(generator=g)
+            choice = (probs / u.log_().neg_()).argmax(-1)
         else:
             choice = logp.argmax(-1)
         choice = torch.where(self.done, self.pad, choice)
-        step = self.steps
-        self.tokens[:, step] = choice
-        self.logprobs[:, step] = logp.gather(1, choice.unsqueeze(1)).squeeze(1)
-        self.steps = step + 1
-        self.done = self.done | torch.isin(choice, self.eos)
-        self.last = choice
-        if self.steps == self.max_tokens:
-            return True
-        return self.steps % CHECK_EVERY == 0 and bool(self.done.all())
+        self.tokens.index_copy_(1, self.column, choice.unsqueeze(1))
+        self.logprobs.index_copy_(1, self.column, logp.gather(1, choice.unsqueeze(1)))
+        self.done.logical_or_((choice.unsqueeze(1) == self.eos.unsqueeze(0)).any(1))
+        self.token.copy_(choice.unsqueeze(1))
+        self.column.add_(1)
+
+    def run(self, logits, advance) -> None:
+        """Draws the first token from the prompt pass's ``logits``, then calls ``advance`` (a
+        decoding step: the model on ``self.token``, then ``draw``) until ``max_tokens`` or until
+        every row has finished, looked at every CHECK_EVERY steps (a look waits for the device)."""
+        self.draw(logits)
+        self.steps = 1
+        while self.steps < self.max_tokens:
+            if self.steps % CHECK_EVERY == 0 and bool(self.done.all()):
+                break
+            advance()
+            self.steps += 1
 
     def results(self, loaded, prompts):
         tokens = self.tokens[:, :self.steps].tolist()
@@ -220,19 +237,21 @@ class _Batch:
 
 def _decode_dynamic(loaded, b: _Batch) -> None:
     model, device = loaded.model, loaded.device
-    mask = b.mask
     # Only the last position's logits: rows x width x vocabulary would not fit for long prompts.
-    out = model(input_ids=b.ids, attention_mask=mask, position_ids=b.positions, use_cache=True,
+    out = model(input_ids=b.ids, attention_mask=b.mask, position_ids=b.positions, use_cache=True,
                 logits_to_keep=1)
-    past, logits = out.past_key_values, out.logits[:, -1, :]
-    last = b.positions[:, -1]
-    ones = torch.ones((b.rows, 1), dtype=mask.dtype, device=device)
-    while not b.draw(logits):
-        mask = torch.cat([mask, ones], dim=1)
-        last = last + 1
-        out = model(input_ids=b.last.unsqueeze(1), attention_mask=mask,
-                    position_ids=last.unsqueeze(1), past_key_values=past, use_cache=True)
-        past, logits = out.past_key_values, out.logits[:, -1, :]
+    state = {"past": out.past_key_values, "mask": b.mask, "last": b.positions[:, -1:]}
+    ones = torch.ones((b.rows, 1), dtype=b.mask.dtype, device=device)
+
+    def advance():
+        state["mask"] = torch.cat([state["mask"], ones], dim=1)
+        state["last"] = state["last"] + 1
+        out = model(input_ids=b.token, attention_mask=state["mask"], position_ids=state["last"],
+                    past_key_values=state["past"], use_cache=True)
+        state["past"] = out.past_key_values
+        b.draw(out.logits[:, -1, :])
+
+    b.run(out.logits[:, -1, :], advance)
 
 
 class StaticKV:
@@ -264,11 +283,75 @@ class StaticKV:
         return 0
 
 
+def _packed_gqa(original):
+    """transformers' ``sdpa`` attention for our 4-D additive masks, without copying the cache
+    for grouped-query attention: the query heads that share a key/value head are laid side by
+    side as extra query rows of that head (transformers' own ``sdpa`` repeats every key and value
+    per query head when there is a mask, a copy of the whole cache per layer and step). Any
+    other call goes to ``original``."""
+
+    def attend(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None,
+               **kwargs):
+        plain = not any(kwargs.get(k) is not None for k in ("s_aux", "softcap", "sliding_window"))
+        b, heads, q, _ = query.shape
+        kv_heads, length = key.shape[1], key.shape[2]
+        if (not plain or attention_mask is None or attention_mask.dim() != 4
+                or attention_mask.dtype == torch.bool or heads % kv_heads or key.shape[0] != b):
+            return original(module, query, key, value, attention_mask, dropout=dropout,
+                            scaling=scaling, is_causal=is_causal, **kwargs)
+        rep = heads // kv_heads
+        mask = attention_mask[:, :, :, :length]
+        if rep > 1:
+            # Row r * q + t of a key/value head is query head (head * rep + r) at position t.
+            query = query.reshape(b, kv_heads, rep * q, query.shape[-1])
+            if q == 1:
+                mask = mask.expand(mask.shape[0], mask.shape[1], rep, length)
+            else:
+                mask = mask.repeat(1, 1, rep, 1)
+        out = torch.nn.functional.scaled_dot_product_attention(
+            query, key, value, attn_mask=mask, dropout_p=0.0, scale=scaling)
+        out = out.reshape(b, heads, q, value.shape[-1]).transpose(1, 2).contiguous()
+        return out, None
+
+    return attend
+
+
+class _PackedAttention:
+    """While in use, transformers' ``sdpa`` attention is ``_packed_gqa`` of it (only for the
+    static decoder's own calls: the worker serves one request at a time)."""
+
+    def __enter__(self):
+        try:
+            from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+        except ImportError:
+            self.table = None
+            return self
+        self.table = ALL_ATTENTION_FUNCTIONS
+        self.had = "sdpa" in getattr(self.table, "_local_mapping", {})
+        self.before = self.table["sdpa"]
+        self.table["sdpa"] = _packed_gqa(self.before)
+        return self
+
+    def __exit__(self, *exc):
+        if self.table is None:
+            return False
+        if self.had:
+            self.table["sdpa"] = self.before
+        else:
+            del self.table["sdpa"]
+        return False
+
+
 class _CaptureFailed(Exception):
     pass
 
 
 def _decode_static(loaded, b: _Batch, graphs: bool) -> None:
+    with _PackedAttention():
+        _decode_static_inner(loaded, b, graphs)
+
+
+def _decode_static_inner(loaded, b: _Batch, graphs: bool) -> None:
     model, device = loaded.model, loaded.device
     dtype = model.get_input_embeddings().weight.dtype
     lowest = torch.finfo(dtype).min
@@ -294,53 +377,66 @@ def _decode_static(loaded, b: _Batch, graphs: bool) -> None:
     if layers == 0 or cache.updates != layers:
         raise RuntimeError(f"the model's attention did not use the static cache as expected "
                            f"({cache.updates} updates of {layers} layers): use the `dynamic` decoder")
-    logits = out.logits[:, -1, :]
+    first_logits = out.logits[:, -1, :]
     del out, prefill_mask, see
 
-    # The decoding step's inputs, at fixed addresses: this step's token, positions and slot.
-    token = torch.zeros((b.rows, 1), dtype=torch.long, device=device)
-    first_position = b.positions[:, -1:] + 1
-    position = first_position.clone()
+    # The decoding step's inputs, at fixed addresses: the token (b.token), positions and slot.
+    position = b.positions[:, -1:] + 1
     write = torch.full((1,), b.width, dtype=torch.long, device=device)
     cache.write = write
 
-    def step():
+    def forward():
         see = valid & (slots <= write)
         mask = torch.zeros((b.rows, 1, 1, length), dtype=dtype, device=device)
         mask.masked_fill_(~see[:, None, None, :], lowest)
-        logits = model(input_ids=token, attention_mask=mask, position_ids=position,
+        logits = model(input_ids=b.token, attention_mask=mask, position_ids=position,
                        use_cache=True, **{keyword: cache}).logits[:, -1, :]
         position.add_(1)
         write.add_(1)
         return logits
 
-    replay = None
+    def advance():
+        b.draw(forward())
+
     if graphs:
         try:
-            replay = _capture(step, lambda: (position.copy_(first_position), write.fill_(b.width)))
+            advance = _capture(b, forward, [position, write])
         except Exception as exc:  # noqa: BLE001 - any failure of capture falls back to eager
-            raise _CaptureFailed(str(exc)) from exc
-    while not b.draw(logits):
-        token.copy_(b.last.unsqueeze(1))
-        logits = replay() if replay is not None else step()
+            raise _CaptureFailed(f"{type(exc).__name__}: {exc}") from exc
+    b.run(first_logits, advance)
 
 
-def _capture(step, reset):
-    """``step`` captured as a CUDA graph (after warm-up runs on a side stream, then ``reset`` of
-    what they advanced): a function that replays it and returns its output tensor."""
+def _capture(b: _Batch, forward, state):
+    """The decoding step captured as a CUDA graph: a function that replays it. With generators
+    that a graph can advance (``register_generator_state``, torch 2.5 and later) the step's
+    sampling is in the graph too, and a token costs one launch; otherwise the graph holds the
+    model and ``draw`` runs from Python. Two warm-up steps run first on a side stream, then what
+    they advanced (the step's inputs, the batch's state and its generators) is put back."""
+    tensors = [b.token, b.column, b.done, *state]
+    saved = [t.clone() for t in tensors]
+    generators = [g.get_state() for g in b.generators]
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(2):
-            step()
+            b.draw(forward())
     torch.cuda.current_stream().wait_stream(side)
-    reset()
+    for t, v in zip(tensors, saved):
+        t.copy_(v)
+    for g, v in zip(b.generators, generators):
+        g.set_state(v)
     graph = torch.cuda.CUDAGraph()
+    if hasattr(graph, "register_generator_state"):
+        for g in b.generators:
+            graph.register_generator_state(g)
+        with torch.cuda.graph(graph):
+            b.draw(forward())
+        return graph.replay
     with torch.cuda.graph(graph):
-        out = step()
+        logits = forward()
 
     def replay():
         graph.replay()
-        return out
+        b.draw(logits)
 
     return replay

@@ -14,6 +14,15 @@ SHORT = [{"role": "user", "content": "Write ModelNew."}]
 LONG = [{"role": "user", "content": "Write ModelNew, a faster Model, with a CUDA kernel for the whole forward pass."}]
 
 
+@pytest.fixture(scope="module", params=[4, 2], ids=["mha", "gqa"])
+def tiny_dir(request, tmp_path_factory):
+    """Tiny random models with 4 key/value heads and with 2 (grouped-query attention, which the
+    static decoder's attention lays out differently)."""
+    from cudal1_model import tiny
+
+    return tiny.make(str(tmp_path_factory.mktemp("tiny") / "model"), kv_heads=request.param)
+
+
 def serve(s, op, **fields):
     reply, _ = s.serve(json.dumps({"id": 1, "op": op, **fields}))
     return reply
