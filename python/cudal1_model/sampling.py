@@ -108,10 +108,11 @@ def resolve_decoder(loaded, decoder: str) -> str:
 CPU_ROWS, GPU_ROWS = 64, 256
 
 
-def batch_rows(loaded, length: int) -> int:
+def batch_rows(loaded, width: int, max_tokens: int) -> int:
     """How many rows to decode together when the request does not say: ``CPU_ROWS`` on the CPU; on
-    CUDA, up to ``GPU_ROWS`` while their cache of ``length`` tokens, their logits and the
-    sampling's copies of them take at most a quarter of the device's free memory."""
+    CUDA, up to ``GPU_ROWS`` while their cache of ``width + max_tokens`` tokens, the prompt pass's
+    mask (``width`` squared), their logits and the sampling's copies of them take at most a
+    quarter of the device's free memory."""
     if loaded.device.type != "cuda":
         return CPU_ROWS
     config = _base(loaded.model).config
@@ -121,7 +122,8 @@ def batch_rows(loaded, length: int) -> int:
     head_dim = getattr(config, "head_dim", None) or int(getattr(config, "hidden_size", 0) or 0) // heads
     vocab = int(getattr(config, "vocab_size", 0) or 0)
     size = loaded.model.get_input_embeddings().weight.element_size()
-    per_row = 2 * layers * kv_heads * int(head_dim) * size * length + 5 * 4 * vocab
+    per_row = (2 * layers * kv_heads * int(head_dim) * size * (width + max_tokens)
+               + (size + 1) * width * width + 5 * 4 * vocab)
     free, _ = torch.cuda.mem_get_info(loaded.device)
     return max(1, min(GPU_ROWS, free // 4 // max(per_row, 1)))
 
@@ -265,6 +267,9 @@ class StaticKV:
     def __init__(self, length: int) -> None:
         self.length = length
         self.write = None
+        # How many slots ``update`` hands back (all of them when None): the prompt pass needs
+        # only the prompt's, so that its mask is width x width rather than width x length.
+        self.visible = None
         self.keys, self.values = {}, {}
         self.updates = 0
 
@@ -277,6 +282,8 @@ class StaticKV:
         keys.index_copy_(2, self.write, key_states)
         values.index_copy_(2, self.write, value_states)
         self.updates += 1
+        if self.visible is not None:
+            return keys[:, :, :self.visible], values[:, :, :self.visible]
         return keys, values
 
     def get_seq_length(self, layer_idx=0) -> int:
@@ -366,11 +373,11 @@ def _decode_static_inner(loaded, b: _Batch, graphs: bool) -> None:
 
     # The prompt pass. A padding query may see itself, so that no row of the mask is empty (an
     # empty row is NaN, and NaN values in the cache would reach real rows through 0 * NaN).
-    query = torch.arange(b.width, device=device)
-    see = (slots[None, :] <= query[:, None])[None] & valid[:, None, :]
-    see = see | (slots[None, :] == query[:, None])[None]
+    query = slots[:b.width]
+    see = (query[None, :] <= query[:, None])[None] & valid[:, None, :b.width]
+    see = see | (query[None, :] == query[:, None])[None]
     prefill_mask = torch.zeros(see.shape, dtype=dtype, device=device).masked_fill(~see, lowest)
-    cache.write = query
+    cache.write, cache.visible = query, b.width
     out = model(input_ids=b.ids, attention_mask=prefill_mask[:, None], position_ids=b.positions,
                 use_cache=True, logits_to_keep=1, **{keyword: cache})
     layers = len(cache.keys)
@@ -383,7 +390,7 @@ def _decode_static_inner(loaded, b: _Batch, graphs: bool) -> None:
     # The decoding step's inputs, at fixed addresses: the token (b.token), positions and slot.
     position = b.positions[:, -1:] + 1
     write = torch.full((1,), b.width, dtype=torch.long, device=device)
-    cache.write = write
+    cache.write, cache.visible = write, None
 
     def forward():
         see = valid & (slots <= write)

@@ -238,7 +238,7 @@ class Session:
         # what sampling.batch_rows finds for the device).
         rows = _int(req, "batch_rows", None, 1, 1 << 16)
         if rows is None:
-            rows = batch_rows(loaded, max(len(p) for p in prompts) + max_tokens)
+            rows = batch_rows(loaded, max(len(p) for p in prompts), max_tokens)
         per_batch = max(1, rows // n)
         samples, used = [], {}
         for first in range(0, len(prompts), per_batch):
