@@ -213,7 +213,7 @@ class Session:
         return {"text": loaded.tokenizer.decode(_ids(req.get("ids"), "ids"), skip_special_tokens=True)}
 
     def _op_generate(self, req):
-        from .sampling import sample_many
+        from .sampling import DECODERS, batch_rows, generate, resolve_decoder
 
         loaded = self._need()
         prompts = req.get("prompts")
@@ -227,19 +227,30 @@ class Session:
         top_p = _number(req, "top_p", 1.0, 0.0, 1.0, lo_open=True)
         max_tokens = _int(req, "max_tokens", 256, 1, 1 << 20)
         seed = _seed(req)
-        # Prompts are decoded together, as many rows at once as `batch_rows` allows.
-        batch_rows = _int(req, "batch_rows", 64, 1, 1 << 16)
-        per_batch = max(1, batch_rows // n)
-        samples = []
+        decoder = req.get("decoder", "auto")
+        if decoder not in DECODERS:
+            raise BadRequest(f"`decoder` must be one of {', '.join(DECODERS)}")
+        try:
+            resolve_decoder(loaded, decoder)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from exc
+        # Prompts are decoded together, as many rows at once as `batch_rows` allows (by default,
+        # what sampling.batch_rows finds for the device).
+        rows = _int(req, "batch_rows", None, 1, 1 << 16)
+        if rows is None:
+            rows = batch_rows(loaded, max(len(p) for p in prompts), max_tokens)
+        per_batch = max(1, rows // n)
+        samples, used = [], {}
         for first in range(0, len(prompts), per_batch):
             chunk = prompts[first:first + per_batch]
             seeds = [None if seed is None else seed + first + k for k in range(len(chunk))]
-            for k, group in enumerate(sample_many(loaded, chunk, n, temperature, top_p, max_tokens, seeds)):
+            groups, used = generate(loaded, chunk, n, temperature, top_p, max_tokens, seeds, decoder)
+            for k, group in enumerate(groups):
                 for s in group:
                     s["prompt_index"] = first + k
                     s["text"] = loaded.tokenizer.decode(s["ids"], skip_special_tokens=True)
                     samples.append(s)
-        return {"samples": samples}
+        return {"samples": samples, **used}
 
     def _op_chat(self, req):
         """One reply to a conversation (the embedded model of `optimize`)."""

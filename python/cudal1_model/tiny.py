@@ -1,6 +1,6 @@
 """A tiny random causal language model with a chat template, for tests and smoke runs.
 
-    python -m cudal1_model.tiny DIR [--hidden 32] [--layers 2] [--seed 0]
+    python -m cudal1_model.tiny DIR [--hidden 32] [--layers 2] [--seed 0] [--kv-heads 4]
 
 writes a Hugging Face checkpoint directory (Llama architecture, random weights) with a byte-level
 BPE tokenizer trained on a few sentences of PyTorch-like text, and a chat template whose turns end
@@ -42,7 +42,7 @@ def make_tokenizer(vocab: int = 400):
     return fast
 
 
-def make(directory: str, hidden: int = 32, layers: int = 2, seed: int = 0) -> str:
+def make(directory: str, hidden: int = 32, layers: int = 2, seed: int = 0, kv_heads: int = 4) -> str:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -54,7 +54,7 @@ def make(directory: str, hidden: int = 32, layers: int = 2, seed: int = 0) -> st
         intermediate_size=2 * hidden,
         num_hidden_layers=layers,
         num_attention_heads=4,
-        num_key_value_heads=4,
+        num_key_value_heads=kv_heads,
         max_position_embeddings=1024,
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
@@ -76,8 +76,9 @@ def main(argv=None) -> None:
     p.add_argument("--hidden", type=int, default=32)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--kv-heads", type=int, default=4, help="key/value heads (of 4 attention heads)")
     a = p.parse_args(argv)
-    print(make(a.dir, a.hidden, a.layers, a.seed))
+    print(make(a.dir, a.hidden, a.layers, a.seed, a.kv_heads))
 
 
 if __name__ == "__main__":
