@@ -384,8 +384,18 @@ impl Describer {
             .map_err(|source| ReferenceError { task: task.key(), doing: "loading", source, stderr: tail(&self.client.stderr_tail()) })
     }
 
+    /// Sizes one task on meta tensors, allocating nothing (`None` where it cannot be sized so).
+    /// After an error the runner may be gone ([`Describer::alive`]).
+    pub fn size(&mut self, task: &Task, settings: &EvalSettings) -> Result<Option<crate::memory::Footprint>, ReferenceError> {
+        let request = Describe { reference: absolute(&task.path), scale: settings.scale, meta_only: true };
+        self.client
+            .call(&request, settings.load_timeout.min(Duration::from_secs(120)))
+            .map(|reply| crate::memory::Footprint::from_reply(&reply))
+            .map_err(|source| ReferenceError { task: task.key(), doing: "sizing", source, stderr: tail(&self.client.stderr_tail()) })
+    }
+
     /// Whether the runner can describe another task (it has not died or been killed).
-    pub fn alive(&self, last: &Result<DescribeReply, ReferenceError>) -> bool {
+    pub fn alive<T>(&self, last: &Result<T, ReferenceError>) -> bool {
         !matches!(last, Err(ReferenceError { source: CallError::Worker(_) | CallError::Protocol(_), .. }))
     }
 

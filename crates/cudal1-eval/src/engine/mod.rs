@@ -24,11 +24,13 @@
 //! # Ok(()) }
 //! ```
 
+mod admission;
 mod gate;
 mod job;
 mod lane;
 mod queue;
 
+pub use admission::{MemoryBudget, MemoryWait};
 pub use job::{Done, Event, EventKind, Job, JobHandle, JobId, JobOutcome, Work};
 
 use crate::compile::{compile, needs_compile, CompileCache, CompileOutcome};
@@ -36,11 +38,14 @@ use crate::judge::Judge;
 use crate::runner::RunnerEnv;
 use crate::settings::{Device, EvalSettings, Mode};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use admission::Admission;
 use gate::Gate;
 use queue::Queue;
+use crate::memory::Footprint;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -72,6 +77,10 @@ pub struct EngineConfig {
     /// class from the runner's GPU names (`cuda-unnamed` where torch gave none); a worker that
     /// takes jobs of a named class sets it.
     pub judge: Judge,
+    /// Where jobs must fit ([`MemoryBudget`]): a lane starts a job only when its memory need fits
+    /// beside what the running jobs reserved. [`EngineConfig::new`] takes the host's available
+    /// memory at the time and leaves the devices' unknown; the CLI names the GPUs' from PyTorch.
+    pub memory: MemoryBudget,
 }
 
 impl EngineConfig {
@@ -80,6 +89,7 @@ impl EngineConfig {
     pub fn new(env: RunnerEnv, devices: Vec<Device>, settings: EvalSettings, compile_cache: CompileCache) -> EngineConfig {
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
         let lanes = default_lanes(devices.first().unwrap_or(&Device::Cpu), cores, devices.len());
+        let memory = MemoryBudget { host: crate::scratch::available_memory(), devices: vec![None; devices.len()] };
         let judge = Judge::new(crate::judge::devices_class(&devices, &env.gpu_names).unwrap_or_else(|_| "cuda-unnamed".into()));
         EngineConfig {
             env,
@@ -92,6 +102,7 @@ impl EngineConfig {
             prefetch: None,
             seed: rand::random(),
             pipeline: false,
+            memory,
             judge,
         }
     }
@@ -154,6 +165,12 @@ struct Shared {
     compile_q: Queue<Entry>,
     ready_q: Queue<Entry>,
     gates: Vec<Gate>,
+    admission: Admission,
+    /// Tasks sized on meta tensors for admission, by [`Shared::sizing_key`] (`None`: it could not
+    /// be sized so).
+    footprints: Mutex<HashMap<String, Option<Footprint>>>,
+    /// The most host memory a task's reference process was seen to hold, by task hash.
+    seen_host: Mutex<HashMap<String, u64>>,
     events: Sender<Event>,
     cancelled: AtomicBool,
     killed: AtomicBool,
@@ -216,6 +233,9 @@ impl Evaluator {
             compile_q: Queue::new(),
             ready_q: Queue::new(),
             gates: config.devices.iter().map(|_| Gate::default()).collect(),
+            admission: Admission::new(config.memory.clone(), config.devices.len()),
+            footprints: Mutex::new(HashMap::new()),
+            seen_host: Mutex::new(HashMap::new()),
             events,
             cancelled: AtomicBool::new(false),
             killed: AtomicBool::new(false),
