@@ -33,7 +33,7 @@ mod queue;
 pub use admission::{MemoryBudget, MemoryWait};
 pub use job::{Done, Event, EventKind, Job, JobHandle, JobId, JobOutcome, Work};
 
-use crate::compile::{compile, needs_compile, CompileCache, CompileOutcome};
+use crate::compile::{compile_until, needs_compile, CompileCache, CompileOutcome};
 use crate::judge::Judge;
 use crate::runner::RunnerEnv;
 use crate::settings::{Device, EvalSettings, Mode};
@@ -400,10 +400,12 @@ impl std::fmt::Debug for Canceller {
 }
 
 impl Canceller {
-    /// As [`Evaluator::cancel`].
+    /// As [`Evaluator::cancel`]. Extension builds under way are killed at once: their jobs would
+    /// end as cancelled anyway, and a build may take a minute.
     pub fn cancel(&self) {
         let s = &self.shared;
         s.cancelled.store(true, Ordering::SeqCst);
+        crate::runner::kill_builds_under(&s.scratch);
         for entry in s.compile_q.drain().into_iter().chain(s.ready_q.drain()) {
             s.end(entry, JobOutcome::Cancelled);
         }
@@ -431,7 +433,8 @@ fn compile_loop(shared: &Shared) {
         let started = Instant::now();
         let settings = job_settings(&shared.config.settings, &Device::Cpu, &entry.job);
         let candidate = entry.job.candidate().expect("only candidates are compiled");
-        let outcome = compile(&shared.config.env, &entry.job.task, candidate, &shared.config.compile_cache, &settings, &shared.scratch);
+        let stop = || shared.cancelled();
+        let outcome = compile_until(&shared.config.env, &entry.job.task, candidate, &shared.config.compile_cache, &settings, &shared.scratch, &stop);
         let (ms, cached, ok) = match &outcome {
             CompileOutcome::Built { ms, cached, .. } => (*ms, *cached, true),
             CompileOutcome::Failed { ms, .. } => (*ms, false, false),
