@@ -36,21 +36,20 @@ pub struct MemoryNeed {
 }
 
 impl MemoryNeed {
-    /// What one job running a reference and a candidate process needs on `device`: from the
-    /// task's footprint (`None`: it could not be sized, each process counts its overhead only),
-    /// or from what the processes were seen to hold before (`seen`: the most the reference or
-    /// the candidate process of this task held on the host), whichever is more. A candidate
-    /// never seen counts as large as its reference; on the host it counts no more than its
-    /// memory limit (`process_limit`), beyond which it is killed.
-    pub fn evaluation(footprint: Option<&Footprint>, device: &Device, seen_host: Option<u64>, process_limit: Option<u64>) -> MemoryNeed {
+    /// What one job running a reference and a candidate process needs on `device`: per process,
+    /// the task's footprint (`None`: it could not be sized, and each process counts its overhead
+    /// only) or what the task's reference process was seen to hold before (`seen`: its
+    /// allocator's peak on the device, its resident peak on the host), whichever is more. A
+    /// candidate counts as large as its reference; on the host no more than its memory limit
+    /// (`process_limit`), beyond which it is killed.
+    pub fn evaluation(footprint: Option<&Footprint>, device: &Device, seen: Option<MemoryNeed>, process_limit: Option<u64>) -> MemoryNeed {
         let each = footprint.map_or(0, Footprint::per_process);
+        let seen = seen.unwrap_or_default();
         let on_host = if device.is_cuda() { PROCESS_OVERHEAD } else { each.saturating_add(PROCESS_OVERHEAD) };
-        let on_host = on_host.max(seen_host.unwrap_or(0));
+        let on_host = on_host.max(seen.host);
         let candidate = process_limit.map_or(on_host, |l| on_host.min(l));
-        MemoryNeed {
-            device: if device.is_cuda() { each.saturating_add(DEVICE_OVERHEAD).saturating_mul(2) } else { 0 },
-            host: on_host.saturating_add(candidate),
-        }
+        let on_device = each.max(seen.device).saturating_add(DEVICE_OVERHEAD);
+        MemoryNeed { device: if device.is_cuda() { on_device.saturating_mul(2) } else { 0 }, host: on_host.saturating_add(candidate) }
     }
 
     /// `7.5 GiB on the device, 1.0 GiB on the host`.
@@ -256,9 +255,11 @@ mod tests {
         // A candidate is killed beyond its limit: it never holds more.
         let limited = MemoryNeed::evaluation(Some(&relu()), &Device::Cpu, None, Some(GIB));
         assert_eq!(limited.host, relu().per_process() + PROCESS_OVERHEAD + GIB);
-        // What the processes were seen to hold counts when it is more than the estimate.
-        let seen = MemoryNeed::evaluation(None, &Device::Cpu, Some(3 * GIB), None);
+        // What the reference was seen to hold counts when it is more than the estimate.
+        let seen = MemoryNeed::evaluation(None, &Device::Cpu, Some(MemoryNeed { device: 0, host: 3 * GIB }), None);
         assert_eq!(seen.host, 6 * GIB);
+        let on_gpu = MemoryNeed::evaluation(Some(&relu()), &Device::Cuda(0), Some(MemoryNeed { device: 20 * GIB, host: 0 }), None);
+        assert_eq!(on_gpu.device, (20 * GIB + DEVICE_OVERHEAD) * 2, "the allocator's peak, beyond the footprint");
         assert_eq!(MemoryNeed::evaluation(None, &Device::Cpu, None, None).host, 2 * PROCESS_OVERHEAD);
     }
 

@@ -288,7 +288,7 @@ impl Lane<'_> {
         }
         let task = &entry.job.task;
         let footprint = self.footprint(task, settings);
-        let seen = self.shared.seen_host.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&task.hash).copied();
+        let seen = self.shared.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&task.hash).copied();
         let limit = settings.memory_bytes.filter(|_| settings.sandbox);
         Some(MemoryNeed::evaluation(footprint.as_ref(), &self.device, seen, limit))
     }
@@ -381,18 +381,16 @@ impl Lane<'_> {
         result
     }
 
-    /// Remembers the most host memory the reference at `i` has held, for the admission of its
-    /// task's next jobs; a process that loaded other tasks before says nothing of this one.
+    /// Remembers the most memory the reference at `i` has held, for the admission of its task's
+    /// next jobs: on the device, as it said (reset when a task loads), and on the host, unless the
+    /// process loaded other tasks before (its high-water mark may be theirs).
     fn remember_peak(&self, i: usize) {
         let (hash, session) = &self.references[i];
-        if !session.may_time() {
-            return;
-        }
-        if let Some(peak) = session.client.peak_memory() {
-            let mut seen = self.shared.seen_host.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let kept = seen.entry(hash.clone()).or_insert(0);
-            *kept = (*kept).max(peak);
-        }
+        let host = if session.may_time() { session.client.peak_memory() } else { None };
+        let mut seen = self.shared.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let kept = seen.entry(hash.clone()).or_default();
+        kept.device = kept.device.max(session.device_peak.unwrap_or(0));
+        kept.host = kept.host.max(host.unwrap_or(0));
     }
 
     /// Describes a task in the lane's describing runner, started on first use and kept for the

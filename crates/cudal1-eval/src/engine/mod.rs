@@ -41,7 +41,7 @@ use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use admission::Admission;
 use gate::Gate;
 use queue::Queue;
-use crate::memory::Footprint;
+use crate::memory::{Footprint, MemoryNeed};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -169,8 +169,9 @@ struct Shared {
     /// Tasks sized on meta tensors for admission, by [`Shared::sizing_key`] (`None`: it could not
     /// be sized so).
     footprints: Mutex<HashMap<String, Option<Footprint>>>,
-    /// The most host memory a task's reference process was seen to hold, by task hash.
-    seen_host: Mutex<HashMap<String, u64>>,
+    /// The most a task's reference process was seen to hold (on its device, and on the host), by
+    /// task hash.
+    seen: Mutex<HashMap<String, MemoryNeed>>,
     events: Sender<Event>,
     cancelled: AtomicBool,
     killed: AtomicBool,
@@ -235,7 +236,7 @@ impl Evaluator {
             gates: config.devices.iter().map(|_| Gate::default()).collect(),
             admission: Admission::new(config.memory.clone(), config.devices.len()),
             footprints: Mutex::new(HashMap::new()),
-            seen_host: Mutex::new(HashMap::new()),
+            seen: Mutex::new(HashMap::new()),
             events,
             cancelled: AtomicBool::new(false),
             killed: AtomicBool::new(false),
