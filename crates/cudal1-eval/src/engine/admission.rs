@@ -135,6 +135,13 @@ impl Admission {
         Admitted { admission: self, device, took: take, alone, waited }
     }
 
+    /// Whether `need` would fit on `device` beside the running jobs now, reserving nothing (for
+    /// work started ahead of a job's turn, such as loading its task into a kept reference).
+    pub(crate) fn fits_now(&self, device: usize, need: MemoryNeed) -> bool {
+        let s = self.lock();
+        s.waiting.is_empty() && self.fits(&s, device, need)
+    }
+
     /// What the running jobs have reserved: on `device`, and on the host.
     #[cfg(test)]
     fn reserved(&self, device: usize) -> MemoryNeed {
@@ -268,6 +275,16 @@ mod tests {
         drop(on_zero);
         host_heavy.join().unwrap();
         assert!(peak.load(Ordering::SeqCst) <= 4 * GIB);
+    }
+
+    #[test]
+    fn work_ahead_of_its_turn_starts_only_where_it_fits_now() {
+        let a = one_gpu(10 * GIB);
+        assert!(a.fits_now(0, gpu(8 * GIB)));
+        let held = a.admit(0, gpu(6 * GIB), |_| ());
+        assert!(!a.fits_now(0, gpu(8 * GIB)) && a.fits_now(0, gpu(4 * GIB)));
+        drop(held);
+        assert!(a.fits_now(0, gpu(8 * GIB)));
     }
 
     #[test]

@@ -421,6 +421,13 @@ impl Lane<'_> {
             return current;
         }
         let Some(idle) = (0..self.references.len()).find(|&k| k != current) else { return current };
+        // Its task's memory is taken before the job's turn: only where it fits beside the running
+        // jobs' now (it is the next job's own, counted when the job is admitted).
+        if let Some(need) = self.need(next, &settings) {
+            if !self.shared.admission.fits_now(self.device_index, need) {
+                return current;
+            }
+        }
         let Some((_, session)) = self.references.remove(idle) else { return current };
         let task = Task::clone(&next.job.task);
         let hash = task.hash.clone();
