@@ -201,6 +201,13 @@ impl Lane<'_> {
         let alone_for_memory = admitted.as_ref().is_some_and(|a| a.alone);
         let alone_from_start = (entry.job.times() && !self.shared.config.pipeline) || alone_for_memory;
         let held = std::cell::RefCell::new(Some(if alone_from_start { gate.exclusive() } else { gate.shared() }));
+        // Cancelled while it waited for memory or the device: nothing new starts.
+        if self.shared.cancelled() {
+            drop(held);
+            drop(admitted);
+            self.cancel(Staged { entry, process });
+            return;
+        }
         let slot_wait = picked.elapsed();
         self.shared.emit(entry.id, EventKind::Started { device: self.device.clone() });
         if alone_from_start && entry.job.times() {
