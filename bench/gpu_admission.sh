@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 34, admission by memory, on a GPU machine, from the repository root, with this tree's
-# binary in `.carry/cudal1-adm.xz`:
-#   bash bench/gpu_admission.sh
+# binary in `.carry/cudal1-adm.xz` (here: `cargo build --release -p cudal1-cli && mkdir -p .carry &&
+# xz -3 -c target/release/cudal1 > .carry/cudal1-adm.xz`; carry `.carry`):
+#   bash bench/gpu_admission.sh          # SIZE_GIB=8 for a tighter squeeze; results under $OUT
 # A task whose one input is SIZE_GIB GiB (default 4: a reference and a candidate hold about 20 GiB
 # together), six correct candidates of it, correctness mode with six lanes: without admission the
 # lanes' processes together need far more than the GPU has (out_of_memory rows, or a failed
