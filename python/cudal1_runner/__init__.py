@@ -5,5 +5,5 @@ Start it as ``python -m cudal1_runner --role reference|candidate|compile``. It n
 verdict; it reports measurements, comparison statistics and findings.
 """
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 ROLES = ("reference", "candidate", "compile")

@@ -115,12 +115,21 @@ class Session:
             raise RunnerError(BAD_REQUEST, "`reference` is required")
         if self.role == "candidate" and candidate is None:
             raise RunnerError(BAD_REQUEST, "the candidate role needs `candidate`")
-        if self.role == "reference" and self.model is not None:
+        reloading = self.role == "reference" and self.model is not None
+        if reloading:
             # Another task in the same process (correctness checks reuse references): what the
             # last task's module may have changed goes back to PyTorch's defaults first.
             _reset_process_state(self)
         self.model = self.source = self.inputs = None
         guard = self.guard
+        if self.role == "reference" and device.type == "cuda":
+            if reloading:
+                # The last task's device memory goes back to the device: the engine admits other
+                # jobs beside this process by what its new task needs, not by its old one's.
+                gc.collect()
+                torch.cuda.empty_cache()
+            # `expected` reports the most this task held (``device_peak_bytes``), not an earlier one.
+            torch.cuda.reset_peak_memory_stats(device)
 
         precision.apply(allow_tf32)
         scale = req.field(request, "scale", (int, float, type(None)), None)
@@ -218,7 +227,14 @@ class Session:
                     raise with_context(classify(exc, RUNTIME_ERROR), f"seed {seed}") from None
         return {"results": results, "extension_ms": extensions.spent_ms()}
 
-    _op_expected = _op_outputs
+    def _op_expected(self, request: dict) -> dict:
+        reply = self._op_outputs(request)
+        if self.device is not None and self.device.type == "cuda":
+            # What the allocator has held since the task loaded: its parameters, one call's
+            # inputs, outputs and temporaries, and the expected outputs kept. The engine admits
+            # the task's next jobs by it.
+            reply["device_peak_bytes"] = int(torch.cuda.max_memory_reserved(self.device))
+        return reply
 
     def _one_output(self, seed: int, out_dir: str, share_bytes: int) -> dict:
         collecting = gc.isenabled()

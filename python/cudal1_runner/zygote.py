@@ -24,8 +24,10 @@ children and no request (``--idle SECONDS``): the supervisor starts another when
 import json
 import os
 import selectors
+import signal
 import socket
 import sys
+import time
 
 PROTOCOL = 1
 _MAX_PACKET = 1 << 20
@@ -148,6 +150,31 @@ def _spawn(request: dict, fds: list):
     return pid
 
 
+def _end(children: dict) -> None:
+    """End of input: the children die with the zygote, and are reaped here first (for up to two
+    seconds), so that none is left for init to adopt. Each leads its own session: its whole group
+    goes."""
+    left = set(children.values())
+    for pid in left:
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    deadline = time.monotonic() + 2.0
+    while left and time.monotonic() < deadline:
+        for pid in list(left):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                done = pid
+            if done:
+                left.discard(pid)
+        if left:
+            time.sleep(0.01)
+    os._exit(0)
+
+
 def main(argv=None) -> None:
     import argparse
 
@@ -195,7 +222,7 @@ def main(argv=None) -> None:
                 except ConnectionError:
                     data = b""
                 if not data:
-                    os._exit(0)
+                    _end(children)
                 request = json.loads(data)
                 try:
                     pid = _spawn(request, fds)

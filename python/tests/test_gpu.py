@@ -49,6 +49,26 @@ def test_gpu_outputs_match_across_roles_and_time_runs(start_runner, write, refer
     assert cmp["fingerprint"] == reply["fingerprints"][19]
 
 
+def test_expected_reports_the_references_device_peak_for_admission(start_runner, write, tmp_path):
+    """``device_peak_bytes`` (version 3): what the reference's allocator held since its task
+    loaded, its kept expected outputs included; a task loaded after it starts from nothing."""
+    big = write("big.py", (
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def forward(self, x):\n        return x * 2\n\n\n"
+        "def get_inputs():\n    return [torch.randn(64 << 20)]\n\n\ndef get_init_inputs():\n    return []\n"
+    ))
+    small = write("small.py", open(big).read().replace("64 << 20", "1 << 10"))
+    ref = start_runner("reference")
+    load(ref, big, device="cuda:0")
+    reply = ref.ok("expected", seeds=[1], dir=str(tmp_path / "r"), share_bytes=1 << 30)
+    # Its input and its kept output are 256 MiB each.
+    assert reply["device_peak_bytes"] >= 512 << 20, reply["device_peak_bytes"]
+    ref.ok("release")
+    load(ref, small, device="cuda:0")
+    reply = ref.ok("expected", seeds=[1], dir=str(tmp_path / "s"))
+    assert reply["device_peak_bytes"] < 64 << 20, reply["device_peak_bytes"]
+
+
 def test_outputs_handed_over_on_the_device_compare_like_files(start_runner, write, reference, tmp_path):
     """``share_bytes``: the reference keeps its expected outputs, the candidate exports its own
     (CUDA IPC); the comparison and the fingerprint are those of the saved files."""

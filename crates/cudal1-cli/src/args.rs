@@ -310,6 +310,12 @@ pub struct CommonEval {
     /// per two cores). Timed ones always run alone.
     #[arg(long)]
     pub lanes: Option<usize>,
+    /// Host memory the jobs running at once may reserve in all (`8G`; default: the host's
+    /// available memory when the run starts). A job starts only when its estimated need (from its
+    /// task's sizes, and what its reference was seen to hold) fits beside the running jobs'; on a
+    /// GPU the GPU's memory is a budget too. A job that cannot fit even alone runs alone.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub memory_budget: Option<u64>,
     /// Load and check timed candidates on every lane, side by side, and hold the device alone
     /// only to time them (one at a time): the timing slot waits less for loading.
     #[arg(long)]

@@ -60,6 +60,10 @@ pub struct Finished {
     /// Candidates left undone by an interrupt.
     pub cancelled: usize,
     pub stats: Option<EngineStats>,
+    /// Candidates that waited for memory before they started, and of those, how many needed
+    /// more than the budget and ran holding their device alone.
+    pub memory_waits: usize,
+    pub ran_alone_for_memory: usize,
 }
 
 /// The settings an evaluation in `mode` is stored under.
@@ -93,7 +97,7 @@ pub fn run(ws: &Workspace, items: &[Item], opts: &Options<'_>, interrupt: &Inter
     for row in done.values() {
         reporters.json_row(&items[row.item], row)?;
     }
-    let mut finished = Finished { rows: Vec::new(), task_failures: Vec::new(), host_failures: Vec::new(), cancelled: 0, stats: None };
+    let mut finished = Finished { rows: Vec::new(), task_failures: Vec::new(), host_failures: Vec::new(), cancelled: 0, stats: None, memory_waits: 0, ran_alone_for_memory: 0 };
     if !pending.is_empty() && !interrupt.interrupted() {
         let (engine, events) = ws.engine()?;
         interrupt.watch(engine.canceller());
@@ -140,6 +144,10 @@ impl Reporters<'_> {
     /// Hands one event to every reporter; a finished evaluation comes back as a row.
     fn event(&mut self, item: &Item, index: usize, event: &Event, finished: &mut Finished) -> Result<Option<Row>> {
         self.progress.event(item, event);
+        if let EventKind::WaitingForMemory(wait) = &event.kind {
+            finished.memory_waits += 1;
+            finished.ran_alone_for_memory += usize::from(wait.alone);
+        }
         let EventKind::Finished(outcome) = &event.kind else { return Ok(None) };
         match outcome {
             JobOutcome::Evaluated(e) => {
@@ -242,6 +250,11 @@ impl Progress {
             EventKind::Started { device } => {
                 tracing::info!(candidate = %item.candidate.label, %device, "started");
                 self.bar.set_message(format!("{label} on {device}"));
+            }
+            EventKind::WaitingForMemory(wait) => {
+                let why = if wait.alone { "more than the budget: it will run alone" } else { "waiting for the running jobs" };
+                tracing::info!(candidate = %item.candidate.label, need = %wait.need.describe(), reserved = %wait.reserved.describe(), alone = wait.alone, "waiting for memory");
+                self.bar.set_message(format!("{label} waits for memory ({}; {why})", wait.need.describe()));
             }
             EventKind::Timing => {
                 tracing::info!(candidate = %item.candidate.label, "timing");

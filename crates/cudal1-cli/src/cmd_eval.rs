@@ -250,6 +250,8 @@ fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, 
                 "missing_code": missing.len(),
                 "reference_failures": failures.len(),
                 "host_failures": host_failures.len(),
+                "waited_for_memory": finished.memory_waits,
+                "ran_alone_for_memory": finished.ran_alone_for_memory,
                 "input_problems": input_problems.len(),
                 "expectation_mismatches": mismatched,
             },
@@ -291,6 +293,12 @@ fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, 
         }
         if !missing.is_empty() {
             out::line(format!("{} row(s) have no code to evaluate; they count as not solved", missing.len()))?;
+        }
+        if finished.memory_waits > 0 {
+            out::line(format!(
+                "{} candidate(s) waited for memory before they started ({} needed more than the budget and ran alone); `--memory-budget` sets the host's",
+                finished.memory_waits, finished.ran_alone_for_memory
+            ))?;
         }
         if !failures.is_empty() {
             out::line(format!("{} candidate(s) got no verdict because their reference failed", failures.len()))?;

@@ -126,7 +126,14 @@ pub fn run(a: ServeArgs) -> Result<Status> {
             (None, Device::Cpu) => "cpu".to_owned(),
             (None, Device::Cuda(i)) => interp.probe.gpu_names.get(*i as usize).map(|n| gpu_class_of(n)).context("PyTorch did not name the GPU\nhint: name its class with `--gpu-class`")?,
         };
-        let parts = EngineParts { compile_workers: a.common.compile_workers, lanes: a.common.lanes, prefetch: a.prefetch, pipeline: a.common.pipeline, seed: a.common.seed.unwrap_or_else(rand::random) };
+        let parts = EngineParts {
+            compile_workers: a.common.compile_workers,
+            lanes: a.common.lanes,
+            prefetch: a.prefetch,
+            pipeline: a.common.pipeline,
+            seed: a.common.seed.unwrap_or_else(rand::random),
+            memory: workspace::memory_budget(a.common.memory_budget, &devices, &interp),
+        };
         let engine = workspace::engine_config(&env, &devices, &settings, &cache, &parts);
         let ahead = engine.compile_workers + engine.lanes.max(2) * devices.len();
         let worker = WorkerConfig {

@@ -207,8 +207,10 @@ fn check(a: &CheckArgs) -> Result<Status> {
     let judge = workspace::judge(&devices, &interpreter)?;
     // Checks are filed under the settings, seeds and who checked (this build, this class of GPU).
     let settings_hash = cudal1_task::content_hash(&format!("{}|{seeds:?}", judge.settings_hash(&settings)));
+    let memory = workspace::memory_budget(None, &devices, &interpreter);
     let mut config = EngineConfig::new(env, devices, settings, CompileCache { root: cache.join("extensions") });
     config.judge = judge;
+    config.memory = memory;
     config.compile_workers = 1;
     if let Some(n) = a.lanes {
         config.lanes = n;

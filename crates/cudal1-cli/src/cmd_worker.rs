@@ -128,7 +128,14 @@ pub fn run(a: WorkerArgs) -> Result<Status> {
     };
     // The settings come with each job; these only seed the engine's configuration.
     let seed_settings = EvalSettings::for_device(devices[0].clone());
-    let parts = EngineParts { compile_workers: a.compile_workers, lanes: a.lanes, prefetch: a.prefetch, pipeline: a.pipeline, seed: rand::random() };
+    let parts = EngineParts {
+        compile_workers: a.compile_workers,
+        lanes: a.lanes,
+        prefetch: a.prefetch,
+        pipeline: a.pipeline,
+        seed: rand::random(),
+        memory: workspace::memory_budget(None, &devices, &interp),
+    };
     let engine = workspace::engine_config(&env, &devices, &seed_settings, &cache, &parts);
     let ahead = a.ahead.unwrap_or(engine.compile_workers + engine.lanes.max(2));
     let config = WorkerConfig {

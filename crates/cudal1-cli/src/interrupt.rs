@@ -2,9 +2,9 @@
 //! [`GRACE`] is saved, nothing new starts, and the evaluations still running then are abandoned:
 //! their processes are killed, nothing of them is stored, and the same command does them again);
 //! twice, stop now. Either way the engines' scratch directories are removed and the command exits
-//! with status 130. Not bounded yet: an extension build under way in the compile pool, and a
-//! command's own work outside an engine (a model generating), run on after the first press until
-//! they end or the second press comes.
+//! with status 130. Extension builds under way in the compile pool are killed on the first press
+//! (their jobs are cancelled anyway). Not bounded yet: a command's own work outside an engine (a
+//! model generating) runs on after the first press until it ends or the second press comes.
 
 use cudal1_eval::Canceller;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

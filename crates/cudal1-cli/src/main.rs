@@ -50,6 +50,8 @@ fn main() -> ExitCode {
         args::Command::Serve(a) => cmd_serve::run(*a),
         args::Command::Worker(a) => cmd_worker::run(*a),
     };
+    // Nothing cudal1 started is left for init to adopt.
+    cudal1_eval::runner::end_fork_servers();
     match result {
         Ok(status) => status.into(),
         // The reader went away (`cudal1 eval ... --json | head`): nothing more to say.

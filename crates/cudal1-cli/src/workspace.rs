@@ -4,7 +4,7 @@
 
 use crate::args::{CommonEval, DeviceFlag};
 use anyhow::{bail, Context, Result};
-use cudal1_eval::{CompileCache, Device, EngineConfig, EvalSettings, Evaluator, Event, Judge, Mode, RunnerEnv, Tolerance};
+use cudal1_eval::{CompileCache, Device, EngineConfig, EvalSettings, Evaluator, Event, Judge, MemoryBudget, Mode, RunnerEnv, Tolerance};
 use cudal1_python::{find_interpreter, Interpreter, PythonRequest};
 use cudal1_store::Store;
 use crossbeam_channel::Receiver;
@@ -27,6 +27,7 @@ pub struct Workspace {
     pub prefetch: Option<bool>,
     pub pipeline: bool,
     pub seed: u64,
+    pub memory: MemoryBudget,
     /// `--seed` as given.
     seed_flag: Option<u64>,
 }
@@ -39,6 +40,7 @@ impl Workspace {
         let settings = settings(common, devices[0].clone())?;
         let judge = judge(&devices, &interpreter)?;
         let store = Store::open(&common.db)?;
+        let memory = memory_budget(common.memory_budget, &devices, &interpreter);
         Ok(Workspace {
             interpreter,
             env,
@@ -52,6 +54,7 @@ impl Workspace {
             prefetch,
             pipeline: common.pipeline,
             seed: common.seed.unwrap_or_else(rand::random),
+            memory,
             seed_flag: common.seed,
         })
     }
@@ -76,7 +79,14 @@ impl Workspace {
 
     /// What [`Workspace::engine`] starts an engine from.
     pub fn engine_config(&self) -> EngineConfig {
-        let parts = EngineParts { compile_workers: self.compile_workers, lanes: self.lanes, prefetch: self.prefetch, pipeline: self.pipeline, seed: self.seed };
+        let parts = EngineParts {
+            compile_workers: self.compile_workers,
+            lanes: self.lanes,
+            prefetch: self.prefetch,
+            pipeline: self.pipeline,
+            seed: self.seed,
+            memory: self.memory.clone(),
+        };
         let mut config = engine_config(&self.env, &self.devices, &self.settings, &self.cache, &parts);
         config.judge = self.judge.clone();
         config
@@ -97,6 +107,17 @@ pub struct EngineParts {
     pub prefetch: Option<bool>,
     pub pipeline: bool,
     pub seed: u64,
+    pub memory: MemoryBudget,
+}
+
+/// Where jobs must fit: `--memory-budget` (else the host's available memory now) and each GPU's
+/// memory as PyTorch reports it.
+pub fn memory_budget(flag: Option<u64>, devices: &[Device], interp: &Interpreter) -> MemoryBudget {
+    let gpu = |d: &Device| match d {
+        Device::Cuda(i) => interp.probe.gpu_memory.get(*i as usize).copied(),
+        Device::Cpu => None,
+    };
+    MemoryBudget { host: flag.or_else(cudal1_eval::scratch::available_memory), devices: devices.iter().map(gpu).collect() }
 }
 
 /// An engine's configuration on these devices, with the extensions cache below `cache`.
@@ -111,6 +132,7 @@ pub fn engine_config(env: &RunnerEnv, devices: &[Device], settings: &EvalSetting
     config.prefetch = parts.prefetch;
     config.pipeline = parts.pipeline;
     config.seed = parts.seed;
+    config.memory = parts.memory.clone();
     config
 }
 

@@ -105,6 +105,13 @@ pub fn published(dir: &Path) -> Option<Vec<String>> {
 
 /// Builds the candidate's extensions, or answers from the cache.
 pub fn compile(env: &RunnerEnv, task: &Task, candidate: &Candidate, cache: &CompileCache, settings: &EvalSettings, work_root: &Path) -> CompileOutcome {
+    compile_until(env, task, candidate, cache, settings, work_root, &|| false)
+}
+
+/// As [`compile`], giving up waiting for another build of the same program once `stop` says so
+/// (an engine cancelled by Ctrl-C); a build of its own under way is ended by killing its runner
+/// ([`crate::runner::kill_builds_under`]).
+pub fn compile_until(env: &RunnerEnv, task: &Task, candidate: &Candidate, cache: &CompileCache, settings: &EvalSettings, work_root: &Path, stop: &dyn Fn() -> bool) -> CompileOutcome {
     if !needs_compile(&candidate.source) {
         return CompileOutcome::NotNeeded;
     }
@@ -112,7 +119,14 @@ pub fn compile(env: &RunnerEnv, task: &Task, candidate: &Candidate, cache: &Comp
     // One build per program, also across cudal1 processes sharing the cache (an `eval` beside a
     // `serve`): the others wait for it and then find it built, rather than building the same
     // directory at once or starting a candidate whose build is still under way.
-    let _lock = lock(&dir);
+    let Ok(_lock) = lock_until(&dir, stop) else {
+        let judgement = Judgement::new(Verdict::RuntimeError, "internal", "stopped while another build of the same program was under way");
+        return CompileOutcome::Failed { judgement, ms: 0.0 };
+    };
+    if stop() {
+        let judgement = Judgement::new(Verdict::RuntimeError, "internal", "stopped before the build started");
+        return CompileOutcome::Failed { judgement, ms: 0.0 };
+    }
     if let Some(missed) = published(&dir) {
         return CompileOutcome::Built { dir, ms: 0.0, cached: true, missed };
     }
@@ -221,6 +235,29 @@ pub fn lock(dir: &Path) -> Option<nix::fcntl::Flock<std::fs::File>> {
     std::fs::create_dir_all(path.parent()?).ok()?;
     let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).ok()?;
     nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).ok()
+}
+
+/// As [`lock`], trying every 100 ms until the lock is had or `stop` says to give up (`Err`).
+fn lock_until(dir: &Path, stop: &dyn Fn() -> bool) -> Result<Option<nix::fcntl::Flock<std::fs::File>>, ()> {
+    let path = dir.with_extension("lock");
+    let Some(file) = path.parent().and_then(|p| std::fs::create_dir_all(p).ok()).and_then(|()| std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).ok()) else {
+        return Ok(None);
+    };
+    let mut file = file;
+    loop {
+        match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+            Ok(held) => return Ok(Some(held)),
+            Err((f, nix::errno::Errno::EWOULDBLOCK)) => {
+                if stop() {
+                    return Err(());
+                }
+                file = f;
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            // The build goes ahead unguarded, as in `lock`.
+            Err(_) => return Ok(None),
+        }
+    }
 }
 
 /// Builds; the build calls it could not make happen come back.

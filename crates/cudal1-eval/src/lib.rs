@@ -33,9 +33,10 @@ pub mod timing;
 pub mod verdict;
 pub mod window;
 
-pub use engine::{default_lanes, Canceller, Done, EngineConfig, EngineStats, Event, EventKind, Evaluator, Job, JobHandle, JobId, JobOutcome, Work};
+pub use engine::{default_lanes, Canceller, MemoryBudget, MemoryWait, Done, EngineConfig, EngineStats, Event, EventKind, Evaluator, Job, JobHandle, JobId, JobOutcome, Work};
 pub use baseline::Baseline;
 pub use compile::{CompileCache, CompileOutcome};
+pub use memory::MemoryNeed;
 pub use judge::{gpu_class_of, judge_version, Judge, JUDGE_LOGIC};
 pub use reference::{ReferenceError, ReferenceSession};
 pub use runner::RunnerEnv;

@@ -24,6 +24,44 @@ pub struct Footprint {
 /// The interpreter, torch and its allocator's own share of each process.
 const PROCESS_OVERHEAD: u64 = 512 << 20;
 
+/// What a CUDA context and the allocator's rounding hold on the device per process, beyond the
+/// tensors (what `nvidia-smi` counts for a process and `max_memory_allocated` does not).
+const DEVICE_OVERHEAD: u64 = 768 << 20;
+
+/// A job's memory need, in bytes: on its device (a GPU; 0 on the CPU) and on the host.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryNeed {
+    pub device: u64,
+    pub host: u64,
+}
+
+impl MemoryNeed {
+    /// What one job running a reference and a candidate process needs on `device`: per process,
+    /// the task's footprint (`None`: it could not be sized, and each process counts its overhead
+    /// only) or what the task's reference process was seen to hold before (`seen`: its
+    /// allocator's peak on the device, its resident peak on the host), whichever is more. A
+    /// candidate counts as large as its reference; on the host no more than its memory limit
+    /// (`process_limit`), beyond which it is killed.
+    pub fn evaluation(footprint: Option<&Footprint>, device: &Device, seen: Option<MemoryNeed>, process_limit: Option<u64>) -> MemoryNeed {
+        let each = footprint.map_or(0, Footprint::per_process);
+        let seen = seen.unwrap_or_default();
+        let on_host = if device.is_cuda() { PROCESS_OVERHEAD } else { each.saturating_add(PROCESS_OVERHEAD) };
+        let on_host = on_host.max(seen.host);
+        let candidate = process_limit.map_or(on_host, |l| on_host.min(l));
+        let on_device = each.max(seen.device).saturating_add(DEVICE_OVERHEAD);
+        MemoryNeed { device: if device.is_cuda() { on_device.saturating_mul(2) } else { 0 }, host: on_host.saturating_add(candidate) }
+    }
+
+    /// `7.5 GiB on the device, 1.0 GiB on the host`.
+    pub fn describe(&self) -> String {
+        if self.device == 0 {
+            format!("{} on the host", human_bytes(self.host))
+        } else {
+            format!("{} on the device, {} on the host", human_bytes(self.device), human_bytes(self.host))
+        }
+    }
+}
+
 /// Where an evaluation must fit.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Room {
@@ -205,6 +243,24 @@ mod tests {
         let over_available = limit_beyond_host(22 * GIB, Some(20 * GIB), Some(24 * GIB)).unwrap();
         assert!(over_available.contains("the host's available memory (20 GiB)"), "{over_available}");
         assert_eq!(limit_beyond_host(64 * GIB, None, None), None);
+    }
+
+    #[test]
+    fn a_jobs_need_counts_both_processes_and_is_capped_by_the_candidates_limit() {
+        let on_gpu = MemoryNeed::evaluation(Some(&relu()), &Device::Cuda(0), None, None);
+        assert_eq!(on_gpu.device, (relu().per_process() + DEVICE_OVERHEAD) * 2);
+        assert_eq!(on_gpu.host, 2 * PROCESS_OVERHEAD);
+        let on_cpu = MemoryNeed::evaluation(Some(&relu()), &Device::Cpu, None, None);
+        assert_eq!((on_cpu.device, on_cpu.host), (0, relu().cpu_evaluation()));
+        // A candidate is killed beyond its limit: it never holds more.
+        let limited = MemoryNeed::evaluation(Some(&relu()), &Device::Cpu, None, Some(GIB));
+        assert_eq!(limited.host, relu().per_process() + PROCESS_OVERHEAD + GIB);
+        // What the reference was seen to hold counts when it is more than the estimate.
+        let seen = MemoryNeed::evaluation(None, &Device::Cpu, Some(MemoryNeed { device: 0, host: 3 * GIB }), None);
+        assert_eq!(seen.host, 6 * GIB);
+        let on_gpu = MemoryNeed::evaluation(Some(&relu()), &Device::Cuda(0), Some(MemoryNeed { device: 20 * GIB, host: 0 }), None);
+        assert_eq!(on_gpu.device, (20 * GIB + DEVICE_OVERHEAD) * 2, "the allocator's peak, beyond the footprint");
+        assert_eq!(MemoryNeed::evaluation(None, &Device::Cpu, None, None).host, 2 * PROCESS_OVERHEAD);
     }
 
     #[test]

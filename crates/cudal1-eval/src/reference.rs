@@ -65,6 +65,9 @@ pub struct ReferenceSession {
     taken: u64,
     /// Eager time of the reference's correctness calls, a first estimate of its speed.
     pub first_call_ms: Option<f64>,
+    /// The most device memory the process has held for this task, as its `expected` replies
+    /// said (on a GPU; the runner resets it when a task loads).
+    pub device_peak: Option<u64>,
     /// Whether the process loaded another task before this one ([`ReferenceSession::reload`]):
     /// such a reference checks outputs but is never timed.
     pub reloaded: bool,
@@ -110,6 +113,7 @@ impl StartingReference {
             expected: HashMap::new(),
             taken: 0,
             first_call_ms: None,
+            device_peak: None,
             reloaded: false,
             untimed: self.untimed,
             env: self.env,
@@ -215,6 +219,7 @@ impl ReferenceSession {
                 self.settings = settings.clone();
                 self.load = load;
                 self.first_call_ms = None;
+                self.device_peak = None;
                 self.reloaded = true;
                 Ok(self)
             }
@@ -260,6 +265,9 @@ impl ReferenceSession {
             .client
             .call(&Expected { seeds: missing, dir: self.dir.path().to_owned(), share_bytes }, timeout)
             .map_err(|e| self.error("computing expected outputs", e))?;
+        if let Some(peak) = reply.device_peak_bytes {
+            self.device_peak = Some(self.device_peak.unwrap_or(0).max(peak));
+        }
         for r in reply.results {
             if self.first_call_ms.is_none() {
                 self.first_call_ms = Some(r.ms);
@@ -384,8 +392,18 @@ impl Describer {
             .map_err(|source| ReferenceError { task: task.key(), doing: "loading", source, stderr: tail(&self.client.stderr_tail()) })
     }
 
+    /// Sizes one task on meta tensors, allocating nothing (`None` where it cannot be sized so).
+    /// After an error the runner may be gone ([`Describer::alive`]).
+    pub fn size(&mut self, task: &Task, settings: &EvalSettings) -> Result<Option<crate::memory::Footprint>, ReferenceError> {
+        let request = Describe { reference: absolute(&task.path), scale: settings.scale, meta_only: true };
+        self.client
+            .call(&request, settings.load_timeout.min(Duration::from_secs(120)))
+            .map(|reply| crate::memory::Footprint::from_reply(&reply))
+            .map_err(|source| ReferenceError { task: task.key(), doing: "sizing", source, stderr: tail(&self.client.stderr_tail()) })
+    }
+
     /// Whether the runner can describe another task (it has not died or been killed).
-    pub fn alive(&self, last: &Result<DescribeReply, ReferenceError>) -> bool {
+    pub fn alive<T>(&self, last: &Result<T, ReferenceError>) -> bool {
         !matches!(last, Err(ReferenceError { source: CallError::Worker(_) | CallError::Protocol(_), .. }))
     }
 

@@ -116,8 +116,21 @@ pub struct RunnerClient {
 static LIVE: std::sync::Mutex<Registry> = std::sync::Mutex::new(Registry { live: Vec::new(), killed: Vec::new() });
 
 struct Registry {
-    live: Vec<(u32, PathBuf)>,
-    killed: Vec<PathBuf>,
+    /// Each runner's process group, scratch directory and role.
+    live: Vec<(u32, PathBuf, Role)>,
+    /// Directories killed so far, and of which role (`None`: every role).
+    killed: Vec<(PathBuf, Option<Role>)>,
+}
+
+impl Registry {
+    fn kill(&mut self, root: &Path, role: Option<Role>) {
+        self.killed.push((root.to_owned(), role));
+        for (pid, scratch, r) in &self.live {
+            if scratch.starts_with(root) && role.is_none_or(|role| role == *r) {
+                kill_group(*pid);
+            }
+        }
+    }
 }
 
 fn registry() -> std::sync::MutexGuard<'static, Registry> {
@@ -134,10 +147,10 @@ fn kill_group(pid: u32) {
 struct Live(u32);
 
 impl Live {
-    fn register(pid: u32, scratch: &Path) -> Live {
+    fn register(pid: u32, scratch: &Path, role: Role) -> Live {
         let mut registry = registry();
-        registry.live.push((pid, scratch.to_owned()));
-        if registry.killed.iter().any(|root| scratch.starts_with(root)) {
+        registry.live.push((pid, scratch.to_owned(), role));
+        if registry.killed.iter().any(|(root, r)| scratch.starts_with(root) && r.is_none_or(|r| r == role)) {
             kill_group(pid);
         }
         Live(pid)
@@ -147,7 +160,7 @@ impl Live {
 impl Drop for Live {
     fn drop(&mut self) {
         let live = &mut registry().live;
-        if let Some(i) = live.iter().position(|(p, _)| *p == self.0) {
+        if let Some(i) = live.iter().position(|(p, _, _)| *p == self.0) {
             live.swap_remove(i);
         }
     }
@@ -166,13 +179,13 @@ pub const HELLO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(12
 /// directory), now and whenever one starts there later; their callers then get errors at once.
 /// For stopping immediately: a second Ctrl-C, or an engine dropped mid-run.
 pub fn kill_under(root: &Path) {
-    let mut registry = registry();
-    registry.killed.push(root.to_owned());
-    for (pid, scratch) in &registry.live {
-        if scratch.starts_with(root) {
-            kill_group(*pid);
-        }
-    }
+    registry().kill(root, None);
+}
+
+/// As [`kill_under`], for extension builds only (the compile role, with every compiler it
+/// started): a build takes tens of seconds, and a cancelled engine has no use for it.
+pub fn kill_builds_under(root: &Path) {
+    registry().kill(root, Some(Role::Compile));
 }
 
 /// The environment of a Python child that runs task or candidate code, built from scratch:
@@ -292,6 +305,21 @@ fn zygote_for(env: &RunnerEnv, vars: &[(OsString, OsString)], candidates: bool) 
     }
 }
 
+/// Ends every fork server this process started and waits until each has been reaped (their
+/// runners die with them), so that none is left for init to adopt when cudal1 exits. Runners
+/// wanted afterwards start new ones.
+pub fn end_fork_servers() {
+    let zygotes: Vec<Zygote> = ZYGOTES.lock().unwrap_or_else(std::sync::PoisonError::into_inner).drain(..).map(|(_, _, _, z)| z).collect();
+    for z in &zygotes {
+        z.shutdown();
+    }
+    for z in zygotes {
+        if !z.end(std::time::Duration::from_secs(2)) {
+            tracing::warn!(pid = z.pid(), "a fork server could not be reaped");
+        }
+    }
+}
+
 /// Starts the fork servers that runners of `env` on `device` will be forked from, so that their
 /// imports are done by the time the first runner is wanted.
 pub fn prestart(env: &RunnerEnv, device: &Device) {
@@ -350,7 +378,7 @@ impl RunnerClient {
             })?,
             None => Worker::spawn(spec)?,
         };
-        let live = Live::register(worker.pid(), launch.scratch);
+        let live = Live::register(worker.pid(), launch.scratch, launch.role);
         Ok(RunnerClient { worker, _live: live })
     }
 

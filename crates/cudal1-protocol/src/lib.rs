@@ -7,7 +7,7 @@
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::path::PathBuf;
 
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// A request: its `op` name and fields.
 pub trait Request: Serialize {
@@ -207,6 +207,10 @@ pub struct OutputsReply {
     /// As in [`LoadReply`], up to the end of this request.
     #[serde(default)]
     pub extension_ms: Option<f64>,
+    /// `expected` on a GPU (the trusted reference only, version 3): the most device memory the
+    /// process's allocator has held since the task loaded (`torch.cuda.max_memory_reserved`).
+    #[serde(default)]
+    pub device_peak_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]

@@ -54,6 +54,9 @@ pub struct Probe {
     /// Their names, e.g. `["NVIDIA H100 80GB HBM3"]`.
     #[serde(default)]
     pub gpu_names: Vec<String>,
+    /// Their memory in bytes, as torch reports it (`total_memory`).
+    #[serde(default)]
+    pub gpu_memory: Vec<u64>,
     /// Where torch is installed (extension builds depend on it).
     #[serde(default)]
     pub torch_dir: Option<PathBuf>,
@@ -80,7 +83,7 @@ const PROBE: &str = r#"
 import json, sys
 info = {"executable": sys.executable, "version": sys.version.split()[0], "prefix": sys.prefix,
         "base_prefix": sys.base_prefix, "torch": None, "torch_error": None, "cuda": None, "gpus": [],
-        "gpu_names": [], "torch_dir": None}
+        "gpu_names": [], "gpu_memory": [], "torch_dir": None}
 try:
     import torch
     info["torch"] = torch.__version__
@@ -89,6 +92,7 @@ try:
     if torch.cuda.is_available():
         info["gpus"] = ["%d.%d" % torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())]
         info["gpu_names"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        info["gpu_memory"] = [torch.cuda.get_device_properties(i).total_memory for i in range(torch.cuda.device_count())]
 except Exception as e:
     info["torch_error"] = f"{type(e).__name__}: {e}"
 print(json.dumps(info))
@@ -224,6 +228,8 @@ fn probe_key(path: &Path) -> Option<String> {
         h.update((value.len() as u64).to_le_bytes());
         h.update(value);
     };
+    // A probe that asks more is a different probe.
+    add("script", PROBE.as_bytes());
     add("path", path.as_os_str().as_encoded_bytes());
     add("real", real.as_os_str().as_encoded_bytes());
     add("exe", stamp(&real)?.as_bytes());

@@ -113,6 +113,22 @@ pub(crate) fn claim(c: &mut Client, claim: &Claim) -> Result<Vec<Row>, postgres:
         ),
         &[&CHANNEL],
     )?;
+    // Jobs waiting since before jobs were keyed by their judge (`judge = ''`): taken under the
+    // claimer's judge (same row, same id), or failed naming the twin queued under it since.
+    let waiting = "judge = '' AND gpu_class = $2 AND (state = 'queued' OR (state = 'running' AND lease_until < now()))";
+    let twin = "SELECT k.id FROM jobs k WHERE k.task_hash = j.task_hash AND k.candidate_hash = j.candidate_hash
+        AND k.settings_hash = j.settings_hash AND k.gpu_class = j.gpu_class AND k.judge = $1";
+    tx.execute(&format!("UPDATE jobs j SET judge = $1 WHERE {waiting} AND NOT EXISTS ({twin})"), &[&claim.judge, &claim.gpu_class])?;
+    tx.execute(
+        &format!(
+            "WITH superseded AS (
+                UPDATE jobs j SET state = 'failed', finished_at = {NOW_TEXT}, lease_until = NULL,
+                    error = 'queued before jobs carried their judge, and queued again since as job ' || ({twin}) || ', which does it'
+                WHERE {waiting} AND EXISTS ({twin}) RETURNING j.id)
+            SELECT pg_notify($3, 'f:' || id) FROM superseded"
+        ),
+        &[&claim.judge, &claim.gpu_class, &CHANNEL],
+    )?;
     let stages: Vec<&str> = claim.stages.iter().map(|s| s.as_str()).collect();
     let limit = i64::try_from(claim.limit).unwrap_or(i64::MAX);
     let rows = tx.query(

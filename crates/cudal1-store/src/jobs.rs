@@ -82,6 +82,25 @@ pub(crate) fn enqueue(conn: &mut Connection, path: &Path, jobs: &[NewJob]) -> Re
     Ok(out)
 }
 
+/// Jobs of this class of GPU waiting (or abandoned by their worker) since before jobs were keyed
+/// by their judge (`judge = ''`, schema 8): nothing has judged them yet, so they are taken under
+/// the claiming worker's judge, the same row and id, so that whoever waits on them gets the
+/// result. One whose work was queued again under that judge meanwhile (a twin) is failed, naming
+/// the twin; its ids come back with the other failures.
+fn adopt_unjudged(tx: &rusqlite::Transaction<'_>, c: &Claim) -> rusqlite::Result<Vec<i64>> {
+    let waiting = format!("judge = '' AND gpu_class = ?2 AND (state = 'queued' OR (state = 'running' AND lease_until < {NOW}))");
+    let twin = "SELECT k.id FROM jobs k WHERE k.task_hash = jobs.task_hash AND k.candidate_hash = jobs.candidate_hash
+        AND k.settings_hash = jobs.settings_hash AND k.gpu_class = jobs.gpu_class AND k.judge = ?1";
+    tx.prepare_cached(&format!("UPDATE jobs SET judge = ?1 WHERE {waiting} AND NOT EXISTS ({twin})"))?.execute(params![c.judge, c.gpu_class])?;
+    tx.prepare_cached(&format!(
+        "UPDATE jobs SET state = 'failed', finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), lease_until = NULL,
+            error = 'queued before jobs carried their judge, and queued again since as job ' || ({twin}) || ', which does it'
+        WHERE {waiting} AND EXISTS ({twin}) RETURNING id"
+    ))?
+    .query_map(params![c.judge, c.gpu_class], |r| r.get(0))?
+    .collect()
+}
+
 /// A job given up for want of workers, queued again from scratch.
 const REQUEUE_FAILED: &str = "UPDATE jobs SET state = 'queued', stage = ?2, attempts = 0, worker = NULL, lease_until = NULL,
         error = NULL, finished_at = NULL, artifact = NULL, artifact_env = NULL
@@ -103,6 +122,8 @@ pub(crate) fn claim(conn: &mut Connection, path: &Path, c: &Claim) -> Result<(Ve
         .map_err(err)?
         .collect::<Result<_, _>>()
         .map_err(err)?;
+    let mut reaped = reaped;
+    reaped.extend(adopt_unjudged(&tx, c).map_err(err)?);
     // The stages' marks follow the six fixed parameters; no stage matches nothing.
     let stages: Vec<rusqlite::types::Value> = c.stages.iter().map(|s| s.as_str().to_owned().into()).collect();
     let marks = if stages.is_empty() { "NULL".to_owned() } else { (7..7 + stages.len()).map(|i| format!("?{i}")).collect::<Vec<_>>().join(", ") };

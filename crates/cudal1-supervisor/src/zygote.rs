@@ -49,6 +49,8 @@ pub struct Zygote {
 struct Inner {
     program: PathBuf,
     pid: u32,
+    /// Set once the zygote process has been waited for: its pid is no longer ours.
+    reaped: std::sync::atomic::AtomicBool,
     socket: OwnedFd,
     state: Mutex<State>,
     stderr: Arc<StderrTail>,
@@ -60,6 +62,8 @@ struct State {
     dead: Option<String>,
     /// It found threads after its imports and will not fork (it ends).
     unfit: bool,
+    /// It said it is ready (its imports are done): it reads its input from then on.
+    ready: bool,
     next_id: u64,
     /// Requests waiting for their reply, by id.
     waiting: HashMap<u64, Sender<Result<Forked, String>>>,
@@ -100,12 +104,20 @@ impl Zygote {
             pipes::spawn_stderr_reader(format!("cudal1-zygote-stderr-{pid}"), err, stderr.clone())?;
         }
         let reading = ours.try_clone()?;
-        let inner = Arc::new(Inner { program: program.to_owned(), pid, socket: ours, state: Mutex::new(State::default()), stderr });
+        let inner = Arc::new(Inner {
+            program: program.to_owned(),
+            pid,
+            reaped: std::sync::atomic::AtomicBool::new(false),
+            socket: ours,
+            state: Mutex::new(State::default()),
+            stderr,
+        });
         let reader = Arc::clone(&inner);
         std::thread::Builder::new().name(format!("cudal1-zygote-{pid}")).spawn(move || {
             reader.read_replies(&reading);
             // The zygote closed its end: it ended, or is about to. Reap it.
             let status = child.wait();
+            reader.reaped.store(true, Ordering::SeqCst);
             reader.died(match status {
                 Ok(s) => format!("the fork server {s}"),
                 Err(e) => format!("the fork server could not be waited for: {e}"),
@@ -131,6 +143,35 @@ impl Zygote {
     pub fn shutdown(&self) {
         // SAFETY: shutdown on a socket we own; the reader then sees the zygote close its end.
         unsafe { libc::shutdown(self.inner.socket.as_raw_fd(), libc::SHUT_WR) };
+    }
+
+    /// Ends the zygote and waits until it has been reaped, so that nothing of it is left for init
+    /// to adopt (its children die with it, and it reaps them as they do); one that has not ended
+    /// within `grace` is killed, as is at once one still importing (it reads its input only once
+    /// ready, and has no children yet). Whether it was reaped.
+    pub fn end(&self, grace: Duration) -> bool {
+        self.shutdown();
+        let grace = if self.inner.lock().ready { grace } else { Duration::ZERO };
+        if self.wait_reaped(grace) {
+            return true;
+        }
+        if !self.inner.reaped.load(Ordering::SeqCst) {
+            tracing::debug!(pid = self.inner.pid, "the fork server did not end at the end of its input; killing it");
+            // A child not yet waited for: its pid is still ours.
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.inner.pid as i32), nix::sys::signal::Signal::SIGKILL);
+        }
+        self.wait_reaped(Duration::from_secs(2))
+    }
+
+    fn wait_reaped(&self, within: Duration) -> bool {
+        let deadline = std::time::Instant::now() + within;
+        while !self.inner.reaped.load(Ordering::SeqCst) {
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        true
     }
 
     /// Why the zygote can no longer fork, once it cannot.
@@ -230,6 +271,7 @@ impl Inner {
         match (reply["op"].as_str(), pid) {
             (Some("ready"), _) => {
                 state.unfit = reply["threads"].as_u64() != Some(1);
+                state.ready = true;
                 tracing::debug!(pid = self.pid, threads = %reply["threads"], "fork server ready");
             }
             (Some("spawned"), Some(pid)) => {

@@ -207,6 +207,48 @@ fn ctrl_c_once_abandons_what_cannot_finish_within_seconds_and_exits_130_within_1
     for batch in store.batch_ids().unwrap() {
         assert!(store.batch_evaluations(&batch).unwrap().is_empty(), "an abandoned evaluation was stored");
     }
+
+    // An extension build under way in the compile pool (tens of seconds of C++ on two cores) is
+    // killed too: the run ends within 10 s, and the same command then builds it and finishes.
+    let candidate = dir.path().join("cpp_correct.py");
+    let source = std::fs::read_to_string(super::repo().join("tests/suite-cpu/candidates/level1/4_Row_Sum/cpp_correct.py")).unwrap();
+    // A program of its own: never built before, so the pool builds it now.
+    let fresh = format!("{source}\n# {:?}\n", std::time::SystemTime::now());
+    std::fs::write(&candidate, fresh).unwrap();
+    let build = |db: &Path| {
+        let mut cmd = cudal1(db);
+        cmd.env("CUDAL1_WORK_DIR", &work)
+            .args(["eval", "--task", "tests/suite-cpu/tasks/level1/4_Row_Sum.py", "--candidate"])
+            .arg(&candidate)
+            .args(["--device", "cpu", "--mode", "correctness", "--json", "--load-timeout", "300"]);
+        cmd
+    };
+    let mut cmd = build(&db);
+    let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !has_scratch_entry(&work, "compile-") {
+        assert!(Instant::now() < deadline, "the build never started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let pressed = Instant::now();
+    interrupt(child.id());
+    let out = child.wait_with_output().unwrap();
+    let took = pressed.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(took < Duration::from_secs(10), "one press took {took:?} to end a run with a build under way: {err}");
+    // Killed at the press (0.3 s here), not at the end of the grace given to evaluations (3 s).
+    assert!(took < Duration::from_secs(3), "the build under way was not killed at the press: {took:?}");
+    assert_eq!(scratch_dirs(&work), Vec::<String>::new(), "scratch removed");
+    let out = run(build(&db));
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["verdict"], "correct", "{}", v["reason"]);
+}
+
+/// Whether an engine's scratch directory below `work` holds an entry named `prefix...`.
+fn has_scratch_entry(work: &Path, prefix: &str) -> bool {
+    scratch_dirs(work).iter().any(|s| std::fs::read_dir(work.join(s)).into_iter().flatten().flatten().any(|e| e.file_name().to_string_lossy().starts_with(prefix)))
 }
 
 #[test]
@@ -409,4 +451,44 @@ fn a_slow_first_call_has_the_load_limit_and_later_calls_the_call_limit() {
     let second = eval(&slow_second);
     assert_eq!(second["verdict"], "timeout", "{second}");
     assert!(second["reason"].as_str().unwrap().contains("did not finish running the correctness checks within 2.0 s"), "{second}");
+}
+
+/// Runs `cudal1 ARGS` under a parent that adopts orphans (a child subreaper), and returns the
+/// command lines of the processes it adopted, reaped or not, once cudal1 has exited.
+const ADOPTER: &str = r#"
+import ctypes, json, os, subprocess, sys
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+code = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+adopted = []
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            line = f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        continue
+    if ppid == os.getpid():
+        adopted.append(line or f"pid {pid} (a zombie)")
+print(json.dumps({"code": code, "adopted": adopted}))
+"#;
+
+#[test]
+fn after_a_run_nothing_cudal1_started_is_left_for_init_to_adopt() {
+    let dir = tempfile::tempdir().unwrap();
+    let python = std::env::var("CUDAL1_PYTHON").unwrap_or_else(|_| "python3".into());
+    let mut cmd = std::process::Command::new(python);
+    cmd.current_dir(super::repo())
+        .env("CUDAL1_CACHE_DIR", Path::new(env!("CARGO_TARGET_TMPDIR")).join("cudal1-cache"))
+        .env("CUDAL1_DB", dir.path().join("z.db"))
+        .args(["-c", ADOPTER, env!("CARGO_BIN_EXE_cudal1")])
+        // References and candidates are forked from fork servers: those end with the run.
+        .args(["eval", "--task", "tests/suite-cpu/tasks/level1/2_Swish.py", "--candidate", "tests/suite-cpu/candidates/level1/2_Swish/correct.py"])
+        .args(["--device", "cpu", "--mode", "correctness", "--load-timeout", "120"]);
+    let out = run(cmd);
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["code"], 0, "{v}");
+    assert_eq!(v["adopted"], json!([]), "left behind by cudal1: {v}");
 }

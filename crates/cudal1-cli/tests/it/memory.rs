@@ -75,3 +75,58 @@ fn a_task_too_large_for_the_machine_is_refused_and_scale_makes_a_trial_of_it() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("no module-level integer gives an input's leading dimension"), "{err}");
 }
+
+/// A batch of the CPU suite's candidates of two tasks, in a suite of their own.
+fn small_batch(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let suite = super::repo().join("tests/suite-cpu");
+    let (tasks, candidates) = (dir.join("tasks/level1"), dir.join("candidates/level1"));
+    for (task, names) in [("1_Diagonal_Matmul", &["fast.py", "wrong_axis.py"][..]), ("2_Swish", &["correct.py", "nan_output.py", "raises_in_forward.py"][..])] {
+        std::fs::create_dir_all(&tasks).unwrap();
+        std::fs::copy(suite.join(format!("tasks/level1/{task}.py")), tasks.join(format!("{task}.py"))).unwrap();
+        std::fs::create_dir_all(candidates.join(task)).unwrap();
+        for name in names {
+            std::fs::copy(suite.join(format!("candidates/level1/{task}/{name}")), candidates.join(task).join(name)).unwrap();
+        }
+    }
+    (dir.join("tasks"), dir.join("candidates"))
+}
+
+/// Each row's verdict by task and candidate, and the summary's counts.
+fn verdicts(dir: &Path, db: &str, flags: &[&str]) -> (Vec<(String, String, String)>, Value) {
+    let (tasks, candidates) = (dir.join("tasks"), dir.join("candidates"));
+    let mut cmd = cudal1(&dir.join(db));
+    cmd.args(["eval", "--suite"]).arg(&tasks).arg("--candidates").arg(&candidates);
+    cmd.args(["--json", "--check-expectations", "--mode", "correctness", "--device", "cpu", "--call-timeout", "20", "--load-timeout", "120"]).args(flags);
+    let out = run(cmd);
+    assert!(out.status.success());
+    let lines = super::json_lines(&out);
+    let (summary, rows) = lines.split_last().unwrap();
+    let mut v: Vec<(String, String, String)> = rows
+        .iter()
+        .map(|r| {
+            assert_eq!(r["verdict"], r["expect"]["verdict"], "{}: {}", r["candidate"], r["reason"]);
+            (r["task"].as_str().unwrap().to_owned(), r["candidate"].as_str().unwrap().to_owned(), r["verdict"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    v.sort();
+    (v, summary["summary"]["counts"].clone())
+}
+
+#[test]
+fn a_batch_that_cannot_all_fit_its_memory_gives_the_verdicts_of_one_lane() {
+    let dir = tempfile::tempdir().unwrap();
+    small_batch(dir.path());
+    let (one_lane, counts) = verdicts(dir.path(), "one.db", &["--lanes", "1"]);
+    assert_eq!(one_lane.len(), 5);
+    assert_eq!(counts["ran_alone_for_memory"], 0, "{counts}");
+    // Each job needs a reference and a candidate process (1 GiB and more): with 1.5 GiB for all,
+    // three lanes run one job at a time, the others waiting for memory.
+    let (squeezed, counts) = verdicts(dir.path(), "squeezed.db", &["--lanes", "3", "--memory-budget", "1536M"]);
+    assert_eq!(squeezed, one_lane);
+    assert!(counts["waited_for_memory"].as_u64().unwrap() >= 1, "{counts}");
+    // With less than one job needs, every job runs alone, rather than never.
+    let (alone, counts) = verdicts(dir.path(), "alone.db", &["--lanes", "3", "--memory-budget", "600M"]);
+    assert_eq!(alone, one_lane);
+    assert_eq!(counts["ran_alone_for_memory"], 5, "{counts}");
+    assert_eq!(counts["waited_for_memory"], 5, "{counts}");
+}

@@ -2,6 +2,7 @@
 //! its [`JobHandle`] and as the last [`Event`] of the job in the engine's stream.
 
 use crate::degenerate::TaskCheck;
+use crate::engine::MemoryWait;
 use crate::settings::{Device, Mode};
 use crate::verdict::Evaluation;
 use crossbeam_channel::{Receiver, RecvTimeoutError};
@@ -157,8 +158,9 @@ impl JobHandle {
 }
 
 /// One step of a job, in the engine's single ordered stream. A job's events come in this order:
-/// `Queued`, then `Compiling`/`Compiled` when its program builds extensions, `Started`, and
-/// always exactly one `Finished`.
+/// `Queued`, then `Compiling`/`Compiled` when its program builds extensions, `WaitingForMemory`
+/// when it must wait for memory or run alone for it, `Started`, and always exactly one
+/// `Finished`.
 #[derive(Debug, Clone)]
 pub struct Event {
     pub job: JobId,
@@ -170,6 +172,11 @@ pub enum EventKind {
     Queued { task: String, label: String, mode: Option<Mode> },
     Compiling,
     Compiled { ms: f64, cached: bool, ok: bool },
+    /// The job's memory need does not fit beside the running jobs' ([`crate::engine::MemoryBudget`]):
+    /// it waits for them before it starts. With `alone`, its need is more than the budget
+    /// itself: it runs holding its device alone once nothing else holds memory (said even when
+    /// nothing did).
+    WaitingForMemory(MemoryWait),
     /// A device took the job: from here to `Finished` it holds the device (alone, if it times;
     /// with [`crate::EngineConfig::pipeline`], shared while it loads and checks, then, its
     /// process stopped, nothing while it waits for `Timing`).

@@ -11,6 +11,7 @@ use crate::failure::host_out_of_memory;
 use crate::degenerate::check_task;
 use crate::engine::EventKind;
 use crate::reference::{Describer, ReferenceError, ReferenceSession, StartingReference};
+use crate::memory::{Footprint, MemoryNeed};
 use crate::settings::{Device, EvalSettings};
 use crate::verdict::{Evaluation, Warning};
 use cudal1_task::Task;
@@ -185,13 +186,31 @@ impl Lane<'_> {
         let picked = Instant::now();
         let settings = job_settings(&self.shared.config.settings, &self.device, &entry.job);
         let gate = &self.shared.gates[self.device_index];
+        // Its memory first, then the device: a job never holds the gate while it waits for memory,
+        // so a job that holds memory can always go on to take the device alone.
+        let admitted = self.need(&entry, &settings).map(|need| {
+            self.shared.admission.admit(self.device_index, need, |wait| {
+                tracing::debug!(job = %entry.id, need = %wait.need.describe(), reserved = %wait.reserved.describe(), alone = wait.alone, "waiting for memory");
+                self.shared.emit(entry.id, EventKind::WaitingForMemory(wait));
+            })
+        });
+        let memory_wait = admitted.as_ref().map_or(Duration::ZERO, |a| a.waited);
         // Pipelined, a timed job shares the device until its outputs are checked, then takes it
-        // alone (`before_timing`); otherwise it holds it alone from the start.
-        let alone_from_start = entry.job.times() && !self.shared.config.pipeline;
+        // alone (`before_timing`); otherwise it holds it alone from the start, as does a job whose
+        // memory need is more than the device (or the host) has.
+        let alone_for_memory = admitted.as_ref().is_some_and(|a| a.alone);
+        let alone_from_start = (entry.job.times() && !self.shared.config.pipeline) || alone_for_memory;
         let held = std::cell::RefCell::new(Some(if alone_from_start { gate.exclusive() } else { gate.shared() }));
+        // Cancelled while it waited for memory or the device: nothing new starts.
+        if self.shared.cancelled() {
+            drop(held);
+            drop(admitted);
+            self.cancel(Staged { entry, process });
+            return;
+        }
         let slot_wait = picked.elapsed();
         self.shared.emit(entry.id, EventKind::Started { device: self.device.clone() });
-        if alone_from_start {
+        if alone_from_start && entry.job.times() {
             self.shared.emit(entry.id, EventKind::Timing);
         }
         let id = entry.id;
@@ -232,7 +251,7 @@ impl Lane<'_> {
                 }
                 match result {
                     Ok(mut e) => {
-                        account(&mut e, &entry, picked, slot_wait);
+                        account(&mut e, &entry, picked, slot_wait, memory_wait);
                         e.judge = Some(self.shared.config.judge.clone());
                         JobOutcome::Evaluated(Arc::new(e))
                     }
@@ -257,6 +276,59 @@ impl Lane<'_> {
         self.shared.end(entry, outcome);
         self.settle_reload();
         drop(held);
+        drop(admitted);
+    }
+
+    /// What `entry` needs in memory before it may start, on the lane's device and on the host;
+    /// `None` when it needs nothing worth waiting for (a candidate decided from its source), or no
+    /// budget limits anything.
+    fn need(&mut self, entry: &Entry, settings: &EvalSettings) -> Option<MemoryNeed> {
+        let budget = &self.shared.config.memory;
+        if budget.host.is_none() && budget.devices.get(self.device_index).copied().flatten().is_none() {
+            return None;
+        }
+        match &entry.job.work {
+            Work::Evaluate { candidate, .. } if prejudge(candidate, &entry.compiled).0.is_some() => return None,
+            // One runner on the CPU.
+            Work::Describe => return Some(MemoryNeed { device: 0, host: MemoryNeed::evaluation(None, &Device::Cpu, None, None).host / 2 }),
+            Work::Evaluate { .. } | Work::CheckTask { .. } => {}
+        }
+        let task = &entry.job.task;
+        let footprint = self.footprint(task, settings);
+        let seen = self.shared.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&task.hash).copied();
+        let limit = settings.memory_bytes.filter(|_| settings.sandbox);
+        Some(MemoryNeed::evaluation(footprint.as_ref(), &self.device, seen, limit))
+    }
+
+    /// The task's footprint on meta tensors, sized once per engine (by the lane's describing
+    /// runner, which allocates nothing); `None` where it cannot be sized without running it.
+    fn footprint(&mut self, task: &Task, settings: &EvalSettings) -> Option<Footprint> {
+        let key = format!("{}:{:?}", task.hash, settings.scale);
+        if let Some(f) = self.shared.footprints.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key) {
+            return *f;
+        }
+        let mut describer = match self.describer.take() {
+            Some(d) => d,
+            None => match Describer::start(&self.shared.config.env, &self.shared.scratch) {
+                Ok(d) => d,
+                Err((doing, e)) => {
+                    tracing::debug!(error = %e, doing, "no runner to size tasks; admitting on overheads alone");
+                    return None;
+                }
+            },
+        };
+        let result = describer.size(task, settings);
+        if describer.alive(&result) {
+            self.describer = Some(describer);
+        } else {
+            describer.shutdown();
+        }
+        let footprint = result.unwrap_or_else(|e| {
+            tracing::debug!(error = %e, "the task could not be sized; admitting on overheads alone");
+            None
+        });
+        self.shared.footprints.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(key, footprint);
+        footprint
     }
 
     /// Judges `entry`'s candidate (`candidate`, from its work).
@@ -300,6 +372,7 @@ impl Lane<'_> {
         if let Ok(e) = &mut result {
             e.measurements.phase("reference", reference_ready);
         }
+        self.remember_peak(i);
         match &result {
             // Seeds are fresh for every candidate: expected outputs (hundreds of MB each) go.
             Ok(_) => self.references[i].1.clear_expected(),
@@ -313,6 +386,18 @@ impl Lane<'_> {
             }
         }
         result
+    }
+
+    /// Remembers the most memory the reference at `i` has held, for the admission of its task's
+    /// next jobs: on the device, as it said (reset when a task loads), and on the host, unless the
+    /// process loaded other tasks before (its high-water mark may be theirs).
+    fn remember_peak(&self, i: usize) {
+        let (hash, session) = &self.references[i];
+        let host = if session.may_time() { session.client.peak_memory() } else { None };
+        let mut seen = self.shared.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let kept = seen.entry(hash.clone()).or_default();
+        kept.device = kept.device.max(session.device_peak.unwrap_or(0));
+        kept.host = kept.host.max(host.unwrap_or(0));
     }
 
     /// Describes a task in the lane's describing runner, started on first use and kept for the
@@ -343,6 +428,13 @@ impl Lane<'_> {
             return current;
         }
         let Some(idle) = (0..self.references.len()).find(|&k| k != current) else { return current };
+        // Its task's memory is taken before the job's turn: only where it fits beside the running
+        // jobs' now (it is the next job's own, counted when the job is admitted).
+        if let Some(need) = self.need(next, &settings) {
+            if !self.shared.admission.fits_now(self.device_index, need) {
+                return current;
+            }
+        }
         let Some((_, session)) = self.references.remove(idle) else { return current };
         let task = Task::clone(&next.job.task);
         let hash = task.hash.clone();
@@ -441,7 +533,7 @@ fn reference_failed(e: &ReferenceError) -> JobOutcome {
 
 /// Where the job's whole time went: queueing, compiling and waiting for the device come before
 /// the evaluation's own phases, and the duration runs from submission to verdict.
-fn account(e: &mut Evaluation, entry: &Entry, picked: Instant, slot_wait: Duration) {
+fn account(e: &mut Evaluation, entry: &Entry, picked: Instant, slot_wait: Duration, memory_wait: Duration) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let waited = picked.saturating_duration_since(entry.submitted);
     let phases = &mut e.measurements.phases_ms;
@@ -449,7 +541,11 @@ fn account(e: &mut Evaluation, entry: &Entry, picked: Instant, slot_wait: Durati
     if !entry.compile_wall.is_zero() {
         phases.insert("compile".into(), ms(entry.compile_wall));
     }
-    phases.insert("device_wait".into(), ms(slot_wait));
+    // Waiting for memory comes before waiting for the device, within the lane's time.
+    if !memory_wait.is_zero() {
+        phases.insert("memory_wait".into(), ms(memory_wait));
+    }
+    phases.insert("device_wait".into(), ms(slot_wait.saturating_sub(memory_wait)));
     e.duration_ms = ms(entry.submitted.elapsed());
     // What no phase names (handing results between threads, cleaning up): the phases sum to the
     // duration.

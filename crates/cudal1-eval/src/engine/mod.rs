@@ -24,23 +24,28 @@
 //! # Ok(()) }
 //! ```
 
+mod admission;
 mod gate;
 mod job;
 mod lane;
 mod queue;
 
+pub use admission::{MemoryBudget, MemoryWait};
 pub use job::{Done, Event, EventKind, Job, JobHandle, JobId, JobOutcome, Work};
 
-use crate::compile::{compile, needs_compile, CompileCache, CompileOutcome};
+use crate::compile::{compile_until, needs_compile, CompileCache, CompileOutcome};
 use crate::judge::Judge;
 use crate::runner::RunnerEnv;
 use crate::settings::{Device, EvalSettings, Mode};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use admission::Admission;
 use gate::Gate;
 use queue::Queue;
+use crate::memory::{Footprint, MemoryNeed};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -72,6 +77,10 @@ pub struct EngineConfig {
     /// class from the runner's GPU names (`cuda-unnamed` where torch gave none); a worker that
     /// takes jobs of a named class sets it.
     pub judge: Judge,
+    /// Where jobs must fit ([`MemoryBudget`]): a lane starts a job only when its memory need fits
+    /// beside what the running jobs reserved. [`EngineConfig::new`] takes the host's available
+    /// memory at the time and leaves the devices' unknown; the CLI names the GPUs' from PyTorch.
+    pub memory: MemoryBudget,
 }
 
 impl EngineConfig {
@@ -80,6 +89,7 @@ impl EngineConfig {
     pub fn new(env: RunnerEnv, devices: Vec<Device>, settings: EvalSettings, compile_cache: CompileCache) -> EngineConfig {
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
         let lanes = default_lanes(devices.first().unwrap_or(&Device::Cpu), cores, devices.len());
+        let memory = MemoryBudget { host: crate::scratch::available_memory(), devices: vec![None; devices.len()] };
         let judge = Judge::new(crate::judge::devices_class(&devices, &env.gpu_names).unwrap_or_else(|_| "cuda-unnamed".into()));
         EngineConfig {
             env,
@@ -92,6 +102,7 @@ impl EngineConfig {
             prefetch: None,
             seed: rand::random(),
             pipeline: false,
+            memory,
             judge,
         }
     }
@@ -154,6 +165,13 @@ struct Shared {
     compile_q: Queue<Entry>,
     ready_q: Queue<Entry>,
     gates: Vec<Gate>,
+    admission: Admission,
+    /// Tasks sized on meta tensors for admission, by [`Shared::sizing_key`] (`None`: it could not
+    /// be sized so).
+    footprints: Mutex<HashMap<String, Option<Footprint>>>,
+    /// The most a task's reference process was seen to hold (on its device, and on the host), by
+    /// task hash.
+    seen: Mutex<HashMap<String, MemoryNeed>>,
     events: Sender<Event>,
     cancelled: AtomicBool,
     killed: AtomicBool,
@@ -216,6 +234,9 @@ impl Evaluator {
             compile_q: Queue::new(),
             ready_q: Queue::new(),
             gates: config.devices.iter().map(|_| Gate::default()).collect(),
+            admission: Admission::new(config.memory.clone(), config.devices.len()),
+            footprints: Mutex::new(HashMap::new()),
+            seen: Mutex::new(HashMap::new()),
             events,
             cancelled: AtomicBool::new(false),
             killed: AtomicBool::new(false),
@@ -380,10 +401,12 @@ impl std::fmt::Debug for Canceller {
 }
 
 impl Canceller {
-    /// As [`Evaluator::cancel`].
+    /// As [`Evaluator::cancel`]. Extension builds under way are killed at once: their jobs would
+    /// end as cancelled anyway, and a build may take a minute.
     pub fn cancel(&self) {
         let s = &self.shared;
         s.cancelled.store(true, Ordering::SeqCst);
+        crate::runner::kill_builds_under(&s.scratch);
         for entry in s.compile_q.drain().into_iter().chain(s.ready_q.drain()) {
             s.end(entry, JobOutcome::Cancelled);
         }
@@ -411,7 +434,8 @@ fn compile_loop(shared: &Shared) {
         let started = Instant::now();
         let settings = job_settings(&shared.config.settings, &Device::Cpu, &entry.job);
         let candidate = entry.job.candidate().expect("only candidates are compiled");
-        let outcome = compile(&shared.config.env, &entry.job.task, candidate, &shared.config.compile_cache, &settings, &shared.scratch);
+        let stop = || shared.cancelled();
+        let outcome = compile_until(&shared.config.env, &entry.job.task, candidate, &shared.config.compile_cache, &settings, &shared.scratch, &stop);
         let (ms, cached, ok) = match &outcome {
             CompileOutcome::Built { ms, cached, .. } => (*ms, *cached, true),
             CompileOutcome::Failed { ms, .. } => (*ms, false, false),

@@ -422,3 +422,38 @@ fn notifications_reach_another_processs_handle() {
     let statuses: BTreeMap<i64, JobState> = b.status(&[id, 999_999]).unwrap().into_iter().map(|s| (s.id, s.state)).collect();
     assert_eq!(statuses, BTreeMap::from([(id, JobState::Done)]));
 }
+
+/// Jobs queued before jobs were keyed by their judge (schema 8 gave them `judge = ''`) were never
+/// taken: a worker takes only its own judge's. Nothing judged them yet, so a worker takes them
+/// under its judge (same id, for whoever waits on them); one queued again since under that judge
+/// is failed, naming the job that does it.
+#[test]
+fn jobs_queued_before_jobs_carried_a_judge_are_taken_or_failed_for_their_twin() {
+    both(|store| {
+        let unjudged = |code: &str, gpu: &str| {
+            let mut j = job("old", code);
+            j.key.judge = String::new();
+            j.key.gpu_class = gpu.into();
+            j
+        };
+        let old = store.enqueue(&[unjudged("a", "cpu"), unjudged("b", "cpu"), unjudged("c", "h100")]).unwrap();
+        // The work of `b`, asked for again by a build that records judges.
+        let twin = store.enqueue(&[job("old", "b")]).unwrap()[0].id;
+        let taken = store.claim(&claim("w", 10, Duration::from_secs(60))).unwrap();
+        let mut ids: Vec<i64> = taken.iter().map(|j| j.id).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, [old[0].id, twin], "{taken:?}");
+        let adopted = taken.iter().find(|j| j.id == old[0].id).unwrap();
+        assert_eq!(adopted.key.judge, "1.now", "taken under the worker's judge");
+        let statuses = store.status(&[old[1].id, old[2].id]).unwrap();
+        let b = statuses.iter().find(|s| s.id == old[1].id).unwrap();
+        assert_eq!(b.state, JobState::Failed);
+        assert!(b.error.as_deref().unwrap().contains(&format!("queued again since as job {twin}")), "{:?}", b.error);
+        // Another class of GPU's old job waits for a worker of that class.
+        let c = statuses.iter().find(|s| s.id == old[2].id).unwrap();
+        assert_eq!((c.state, c.key.judge.as_str()), (JobState::Queued, ""));
+        // The adopted job ends as any other.
+        assert!(store.complete(old[0].id, "w", &evaluated("correct", None)).unwrap());
+        assert_eq!(store.status(&[old[0].id]).unwrap()[0].state, JobState::Done);
+    });
+}

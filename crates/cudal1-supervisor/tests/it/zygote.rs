@@ -82,3 +82,21 @@ fn a_fork_server_with_threads_forks_nothing_and_says_it_is_unfit() {
     assert!(zygote.unfit(), "the fork server did not say why it cannot fork");
     assert!(zygote.dead().is_some());
 }
+
+#[test]
+fn ending_a_fork_server_reaps_it_and_its_children_end_first() {
+    let zygote = private_zygote();
+    let mut echo = Worker::spawn_forked(spec("echo.py", Sandbox::strict()), options(), &zygote).unwrap();
+    assert_eq!(echo.request(json!({"op": "ping"}), REPLY).unwrap()["echo"]["op"], "ping");
+    let (child, server) = (echo.pid(), zygote.pid());
+    assert!(zygote.end(Duration::from_secs(10)), "the fork server was not reaped");
+    // Reaped: no process, not even a zombie, has its pid.
+    assert!(!std::path::Path::new(&format!("/proc/{server}")).exists(), "the fork server {server} is left");
+    drop(echo);
+    assert!(gone(child), "worker {child} outlived its fork server");
+    // One still importing (it reads its input only once ready) is killed at once.
+    let slow = zygote_running(&["-m".into(), "cudal1_runner.zygote".into(), "--preload".into(), "torch".into()]);
+    let started = std::time::Instant::now();
+    assert!(slow.end(Duration::from_secs(30)));
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+}
