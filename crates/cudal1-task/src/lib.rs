@@ -13,6 +13,7 @@
 //! # Ok::<(), cudal1_task::TaskError>(())
 //! ```
 
+mod bypass;
 mod candidates;
 mod hash;
 mod imports;
