@@ -41,6 +41,35 @@ pub(crate) fn find(root: Node, src: &str, path: &dyn Fn(Node) -> Option<String>)
     found
 }
 
+/// The functions a program defines under `@triton.jit` (or `@triton.autotune`, `@jit`): the
+/// names its Triton kernels run under on the GPU.
+pub fn triton_kernels(source: &str) -> Vec<String> {
+    let tree = crate::syntax::parse(source);
+    let mut out = Vec::new();
+    let mut stack = vec![tree.root_node()];
+    while let Some(node) = stack.pop() {
+        if node.kind() == "decorated_definition" && jit_decorated(node, source) {
+            if let Some(name) = node.child_by_field_name("definition").and_then(|d| d.child_by_field_name("name")) {
+                out.push(text(name, source).to_owned());
+            }
+        }
+        let mut c = node.walk();
+        stack.extend(node.children(&mut c));
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn jit_decorated(node: Node, src: &str) -> bool {
+    let mut c = node.walk();
+    let found = node.children(&mut c).filter(|d| d.kind() == "decorator").any(|d| {
+        let t = text(d, src).trim();
+        t.contains("triton.jit") || t.contains("triton.autotune") || t == "@jit" || t.starts_with("@jit(")
+    });
+    found
+}
+
 /// Names that stand for the program's own kernels: bound to a `load_inline`/`load` result
 /// (`ext = load_inline(...)`, `self.ext = ext`), or defined under `@triton.jit`.
 fn own_names(root: Node, src: &str, path: &dyn Fn(Node) -> Option<String>) -> HashSet<String> {
@@ -55,11 +84,7 @@ fn own_names(root: Node, src: &str, path: &dyn Fn(Node) -> Option<String>) -> Ha
                 }
             }
             "decorated_definition" => {
-                let mut c = node.walk();
-                let jit = node.children(&mut c).filter(|d| d.kind() == "decorator").any(|d| {
-                    let t = text(d, src);
-                    t.contains("triton.jit") || t.contains("triton.autotune") || t.trim() == "@jit"
-                });
+                let jit = jit_decorated(node, src);
                 if let Some(name) = node.child_by_field_name("definition").and_then(|d| d.child_by_field_name("name")) {
                     if jit {
                         own.insert(text(name, src).to_owned());
