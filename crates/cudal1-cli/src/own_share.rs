@@ -93,20 +93,54 @@ fn one(ws: &Workspace, profiling: &Profiling<'_>, builds: &CompileCache, force: 
             }
         }
     }
-    // The reference's kernels are PyTorch's and its libraries': never the candidate's own.
-    let library: Vec<String> = match profiling.get(s.task, &Program::Reference) {
-        Ok((row, _)) => serde_json::from_value::<Profile>(row.profile).map(|p| p.kernels.into_iter().map(|k| k.name).collect()).unwrap_or_default(),
-        Err(e) => {
-            tracing::warn!(task = %s.task.key(), error = %format!("{e:#}"), "the reference could not be profiled; its kernel names are not excluded from own kernels");
-            Vec::new()
-        }
-    };
-    let (row, _) = profiling.get(s.task, &Program::Source(s.candidate))?;
-    let profile: Profile = serde_json::from_value(row.profile).context("a stored profile is not one this version reads")?;
-    let own = OwnKernels::of_program(Some(&builds.dir_for(s.candidate)), &s.candidate.source)?.with_library(library);
-    let share = attribute(&profile, &own)?;
+    let share = share_of(profiling, builds, s.task, s.candidate)?;
     if let Some(id) = s.id {
         ws.store.set_own_share(id, share.share, &serde_json::to_value(&share)?)?;
     }
     Ok(Found::Measured { share, reused: false })
+}
+
+/// Profiles `candidate` (and `task`'s reference, whose kernels are never the candidate's own)
+/// and splits its GPU time.
+fn share_of(profiling: &Profiling<'_>, builds: &CompileCache, task: &Task, candidate: &Candidate) -> Result<OwnShare> {
+    // The reference's kernels are PyTorch's and its libraries': never the candidate's own.
+    let library: Vec<String> = match profiling.get(task, &Program::Reference) {
+        Ok((row, _)) => serde_json::from_value::<Profile>(row.profile).map(|p| p.kernels.into_iter().map(|k| k.name).collect()).unwrap_or_default(),
+        Err(e) => {
+            tracing::warn!(task = %task.key(), error = %format!("{e:#}"), "the reference could not be profiled; its kernel names are not excluded from own kernels");
+            Vec::new()
+        }
+    };
+    let (row, _) = profiling.get(task, &Program::Source(candidate))?;
+    let profile: Profile = serde_json::from_value(row.profile).context("a stored profile is not one this version reads")?;
+    let own = OwnKernels::of_program(Some(&builds.dir_for(candidate)), &candidate.source)?.with_library(library);
+    Ok(attribute(&profile, &own)?)
+}
+
+/// `train rl --reward speedup-own-kernels`: shares of the programs the engine judged correct.
+pub struct TrainShares<'a> {
+    profiling: Profiling<'a>,
+    builds: CompileCache,
+}
+
+impl<'a> TrainShares<'a> {
+    pub fn new(ws: &'a Workspace, ncu: &NcuArgs, sandbox: bool, interrupt: &Arc<Interrupt>) -> Result<TrainShares<'a>> {
+        let device = ws
+            .devices
+            .iter()
+            .find(|d| matches!(d, Device::Cuda(_)))
+            .cloned()
+            .context("`--reward speedup-own-kernels` needs a CUDA device: Nsight Compute profiles GPU kernels\nhint: use `--reward speedup`, or train on a GPU")?;
+        let options = Options { force: false, dry_run: false, sandbox, cancel: Some(crate::interrupt::profile_cancel(interrupt)) };
+        let profiling = Profiling::new(ncu, &ws.env, &ws.interpreter, device, &ws.cache, &ws.store, options)?;
+        Ok(TrainShares { profiling, builds: CompileCache { root: ws.cache.join("extensions") } })
+    }
+}
+
+impl cudal1_train::kernels::OwnShares for TrainShares<'_> {
+    fn own_share(&self, task: &Task, code: &str) -> Result<f64, String> {
+        // The engine judged it as this candidate: the same hash finds the same published build.
+        let candidate = Candidate::from_source("rl program".into(), code.to_owned());
+        share_of(&self.profiling, &self.builds, task, &candidate).map(|s| s.share).map_err(|e| format!("{e:#}"))
+    }
 }
