@@ -111,6 +111,9 @@ pub enum OwnError {
     Library { path: std::path::PathBuf, message: String },
 }
 
+/// The largest extension library whose symbols are read.
+pub const MAX_LIBRARY_BYTES: u64 = 1 << 30;
+
 /// The kernel names that count as a program's own.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OwnKernels {
@@ -135,6 +138,12 @@ impl OwnKernels {
         let mut symbols = BTreeSet::new();
         if let Some(dir) = builds.filter(|_| crate::compile::needs_compile(source)) {
             for lib in published_libraries(dir)? {
+                // The build ran the program's import code: its library may be anything, a huge
+                // file included.
+                let size = std::fs::metadata(&lib).map(|m| m.len()).unwrap_or(0);
+                if size > MAX_LIBRARY_BYTES {
+                    return Err(OwnError::Library { path: lib, message: format!("{size} bytes, more than an extension has ({MAX_LIBRARY_BYTES} at most)") });
+                }
                 let bytes = std::fs::read(&lib).map_err(|e| OwnError::Library { path: lib.clone(), message: e.to_string() })?;
                 let names = elf_function_symbols(&bytes).map_err(|message| OwnError::Library { path: lib.clone(), message })?;
                 symbols.extend(names);
