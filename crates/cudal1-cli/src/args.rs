@@ -210,6 +210,16 @@ pub struct EvalArgs {
     /// interpreter's start-up takes no core from the timed processes).
     #[arg(long, value_name = "BOOL")]
     pub prefetch: Option<bool>,
+    /// Only the first N candidates (after `--only`), for a slice of a suite or release.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// After judging, profile each correct candidate on the GPU with Nsight Compute and store
+    /// the share of its GPU time in kernels it built itself (its extensions, its Triton
+    /// kernels) against library and PyTorch kernels.
+    #[arg(long)]
+    pub own_share: bool,
+    #[command(flatten)]
+    pub ncu: crate::cmd_profile::NcuArgs,
     #[command(flatten)]
     pub common: CommonEval,
 }

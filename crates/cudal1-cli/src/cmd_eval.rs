@@ -43,6 +43,7 @@ fn single(a: &EvalArgs, task_path: &Path, cand_path: &Path) -> Result<Status> {
     let task = Task::load(task_path)?;
     let candidate = Candidate::load(cand_path)?;
     let ws = Workspace::resolve(&a.common, a.device.as_ref(), a.prefetch)?;
+    check_own_share(a, &ws)?;
     let against = against(a, &ws, &[&task])?;
     let interrupt = interrupt::install("the evaluation under way");
     let expect = expectation(&candidate.source).map(|e| e.on_device(ws.on_gpu()));
@@ -60,16 +61,28 @@ fn single(a: &EvalArgs, task_path: &Path, cand_path: &Path) -> Result<Status> {
         return Ok(Status::Interrupted);
     };
     let e = &*row.evaluation;
+    let own = if a.own_share {
+        let subject = crate::own_share::Subject { id: row.id, task: &items[0].task, candidate: &items[0].candidate, evaluation: e };
+        crate::own_share::measure(&ws, &a.ncu, a.common.force, !a.common.no_sandbox, &interrupt, &[subject])?.pop()
+    } else {
+        None
+    };
     if a.json {
         let mut v = serde_json::to_value(e)?;
         v["id"] = row.id.into();
         v["reused"] = row.reused.into();
+        if let Some(own) = &own {
+            own.add_to(&mut v);
+        }
         if let Some(against) = &against {
             v["baseline"] = against.json(e);
         }
         out::line(serde_json::to_string_pretty(&v)?)?;
     } else {
         report::print_single(e, row.id)?;
+        if let Some(text) = own.as_ref().and_then(crate::own_share::Found::text) {
+            out::line(format!("own kernels: {text}"))?;
+        }
         if let Some(against) = &against {
             out::line(format!("vs {}: {} (median, conservative interval)", against.baseline, vs_text(&against.restate(e))))?;
         }
@@ -185,7 +198,9 @@ fn imported_task(cache: &Path, level: u32, stem: &str, source: String, seen: &mu
 /// Runs a batch of items and reports it: a table or JSON lines, the summaries, the exit status.
 fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, missing: Vec<Missing>, input_problems: Vec<String>) -> Result<Status> {
     let (items, missing) = only(a, items, missing)?;
+    let (items, missing) = limit(a, items, missing);
     let ws = Workspace::resolve(&a.common, a.device.as_ref(), a.prefetch)?;
+    check_own_share(a, &ws)?;
     let gpu = ws.on_gpu();
     let items: Vec<Item> = items.into_iter().map(|i| Item { expect: i.expect.map(|e| e.on_device(gpu)), ..i }).collect();
     let settings = batch::settings_for(&ws, a.mode);
@@ -234,6 +249,16 @@ fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, 
     let failures: Vec<&str> = finished.task_failures.iter().map(|(_, e)| e.as_str()).collect();
     let host_failures: Vec<&str> = finished.host_failures.iter().map(|(_, e)| e.as_str()).collect();
     let claims = claimed_against_measured(&rows);
+    let own: Vec<crate::own_share::Found> = if a.own_share && !interrupt.interrupted() {
+        let subjects: Vec<crate::own_share::Subject<'_>> = finished
+            .rows
+            .iter()
+            .map(|r| crate::own_share::Subject { id: r.id, task: &items[r.item].task, candidate: &items[r.item].candidate, evaluation: &r.evaluation })
+            .collect();
+        crate::own_share::measure(&ws, &a.ncu, a.common.force, !a.common.no_sandbox, &interrupt, &subjects)?
+    } else {
+        Vec::new()
+    };
 
     if a.json {
         for m in &missing {
@@ -261,6 +286,17 @@ fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, 
             "host_failures": host_failures,
             "input_problems": input_problems,
         });
+        for (r, found) in finished.rows.iter().zip(&own) {
+            if matches!(found, crate::own_share::Found::NotApplicable) {
+                continue;
+            }
+            let mut v = serde_json::json!({"own_share_of": {"id": r.id, "task": r.evaluation.task, "candidate": r.evaluation.candidate}});
+            found.add_to(&mut v);
+            out::line(v)?;
+        }
+        if a.own_share {
+            summary["own_share"] = own_summary(&own);
+        }
         if let Some(c) = &claims {
             summary["claimed"] = serde_json::to_value(c)?;
         }
@@ -273,6 +309,9 @@ fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, 
         out::line(serde_json::json!({ "summary": summary }))?;
     } else {
         report::print_table(&rows, &missing.iter().map(|m| (m.task.as_str(), m.at.as_str(), m.reason.as_str())).collect::<Vec<_>>(), a.baseline.map(|b| b.name()))?;
+        if a.own_share {
+            print_own_shares(&rows, &own)?;
+        }
         print_summary(&format!("{} candidates", rows.len() + missing.len()), &by_candidate, timed)?;
         print_summary(&format!("best per task ({} tasks)", by_task.tasks), &by_task, timed)?;
         if let Some((name, c, t, fell_back)) = &vs {
@@ -361,6 +400,58 @@ fn only(a: &EvalArgs, items: Vec<Item>, missing: Vec<Missing>) -> Result<(Vec<It
     }
     let keep = |key: &str| a.only.iter().any(|o| o == key);
     Ok((items.into_iter().filter(|i| keep(&i.task.key())).collect(), missing.into_iter().filter(|m| keep(&m.task)).collect()))
+}
+
+/// `--limit N`: the first N items and rows without code, in the input's order.
+fn limit(a: &EvalArgs, mut items: Vec<Item>, mut missing: Vec<Missing>) -> (Vec<Item>, Vec<Missing>) {
+    if let Some(n) = a.limit {
+        items.truncate(n);
+        missing.truncate(n.saturating_sub(items.len()));
+    }
+    (items, missing)
+}
+
+/// `--own-share` profiles GPU kernels: refused at once on the CPU.
+fn check_own_share(a: &EvalArgs, ws: &Workspace) -> Result<()> {
+    if a.own_share && !ws.on_gpu() {
+        bail!("`--own-share` needs a CUDA device: Nsight Compute profiles GPU kernels\nhint: drop `--own-share`, or run on a GPU (`--device cuda`)");
+    }
+    Ok(())
+}
+
+/// The summary's `own_share`: how many were measured, and their mean and range.
+fn own_summary(own: &[crate::own_share::Found]) -> serde_json::Value {
+    use crate::own_share::Found;
+    let shares: Vec<f64> = own.iter().filter_map(|f| if let Found::Measured { share, .. } = f { Some(share.share) } else { None }).collect();
+    let failed = own.iter().filter(|f| matches!(f, Found::Failed(_))).count();
+    let mean = (!shares.is_empty()).then(|| shares.iter().sum::<f64>() / shares.len() as f64);
+    serde_json::json!({
+        "measured": shares.len(),
+        "failed": failed,
+        "mean": mean,
+        "min": shares.iter().copied().reduce(f64::min),
+        "max": shares.iter().copied().reduce(f64::max),
+    })
+}
+
+/// The own-kernel share of each correct candidate, beside its speedup.
+fn print_own_shares(rows: &[Row<'_>], own: &[crate::own_share::Found]) -> Result<()> {
+    let lines: Vec<String> = rows
+        .iter()
+        .zip(own)
+        .filter_map(|(r, f)| {
+            let text = f.text()?;
+            let speedup = r.evaluation.speedup.map_or_else(|| "-".to_owned(), |s| format!("{:.2}x", s.median));
+            Some(format!("  {:<40} {:<28} {speedup:>8}  {text}", r.evaluation.task, report::short_label(&r.evaluation.candidate)))
+        })
+        .collect();
+    if !lines.is_empty() {
+        out::line("own-kernel share (GPU time in kernels the candidate built itself; Nsight Compute):")?;
+        for l in lines {
+            out::line(l)?;
+        }
+    }
+    Ok(())
 }
 
 fn print_summary(title: &str, s: &SuiteSummary, timed: bool) -> Result<()> {

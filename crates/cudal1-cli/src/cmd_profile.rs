@@ -84,6 +84,8 @@ pub enum Program<'a> {
     File(&'a Candidate, &'a Path),
     /// A program of the database (optimize), written to the scratch directory to run.
     Stored(&'a StoredProgram),
+    /// A candidate known by its text (a row of another system's release), written likewise.
+    Source(&'a Candidate),
 }
 
 /// Profiles programs on one device and files them in the store.
@@ -133,7 +135,7 @@ impl<'a> Profiling<'a> {
     fn key(&self, task: &Task, program: &Program<'_>) -> ProfileKey {
         let program = match program {
             Program::Reference => REFERENCE_PROGRAM.to_owned(),
-            Program::File(c, _) => c.hash.clone(),
+            Program::File(c, _) | Program::Source(c) => c.hash.clone(),
             Program::Stored(p) => content_hash(&p.code),
         };
         ProfileKey { task_hash: task.hash.clone(), program, gpu_class: self.class.clone() }
@@ -155,6 +157,11 @@ impl<'a> Profiling<'a> {
                 std::fs::write(&path, &p.code)?;
                 (Some(path), builds)
             }
+            Program::Source(c) => {
+                let path = self.scratch.path().join(format!("program-{}.py", key.program));
+                std::fs::write(&path, &c.source)?;
+                (Some(path), builds)
+            }
         })
     }
 
@@ -163,8 +170,8 @@ impl<'a> Profiling<'a> {
     pub fn get(&self, task: &Task, program: &Program<'_>) -> Result<(NewProfile, bool)> {
         let key = self.key(task, program);
         if !self.force {
-            // One of as many profiled calls as asked for now.
-            let same_calls = |p: &NewProfile| p.profile["calls"].as_u64() == Some(u64::from(self.profiler.calls));
+            // One of as many profiled calls as asked for now, with exact (mangled) kernel names.
+            let same_calls = |p: &NewProfile| p.profile["calls"].as_u64() == Some(u64::from(self.profiler.calls)) && p.profile["mangled"] == true;
             if let Some(found) = self.store.find_profile(&key)?.filter(|f| same_calls(&f.profile)) {
                 return Ok((found.profile, true));
             }
@@ -177,7 +184,7 @@ impl<'a> Profiling<'a> {
         let profile = self.profiler.profile(self.env, target, &dir)?;
         let label = match program {
             Program::Reference => REFERENCE_PROGRAM.to_owned(),
-            Program::File(c, _) => c.label.clone(),
+            Program::File(c, _) | Program::Source(c) => c.label.clone(),
             Program::Stored(p) => format!("program #{}", p.id),
         };
         let row = NewProfile { key, task_name: task.key(), label, brief: profile.brief(BRIEF_TOP), profile: serde_json::to_value(&profile)? };

@@ -28,6 +28,9 @@ pub fn run(a: &ShowArgs) -> Result<Status> {
     out::line(format!("recorded:   {}{}", stored.created_at, stored.batch_id.as_deref().map(|b| format!(" (batch {b})")).unwrap_or_default()))?;
     out::line(format!("task file:  {}", report::short_label(&stored.task_path)))?;
     out::line(format!("judged by:  {}", record::judge_line(&stored)))?;
+    if let Some(own) = record::own_share_line(&stored) {
+        out::line(format!("own kernels: {own}"))?;
+    }
     report::print_details(&e)?;
     Ok(Status::Done)
 }

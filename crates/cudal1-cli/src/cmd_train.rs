@@ -236,10 +236,15 @@ pub struct RlArgs {
     /// The reward of a wrong, exploiting, unparsable or cut-off program.
     #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub low_reward: f64,
-    /// What a correct program earns: `speedup` (its measured speedup, CUDA-L1) or `correct` (1
-    /// whatever its speed: the control run).
+    /// What a correct program earns: `speedup` (its measured speedup, CUDA-L1), `correct` (1
+    /// whatever its speed: the control run), or `speedup-own-kernels` (its speedup when at least
+    /// half of its GPU time runs in kernels it built itself, else at most 1: no gain from library
+    /// kernels alone; each correct program is profiled with Nsight Compute, on a GPU).
     #[arg(long, default_value = "speedup")]
     pub reward: String,
+    /// How `speedup-own-kernels` profiles (Nsight Compute).
+    #[command(flatten)]
+    pub ncu: crate::cmd_profile::NcuArgs,
     /// Programs per trajectory: each sample's next turn is prompted with its program's verdict
     /// and reason (`refine.j2`); a turn's reward adds the discounted scores of the turns after it
     /// (`--turn-gamma`), and advantages are normalised per turn within the group. Runs without
@@ -636,6 +641,9 @@ fn rl(a: &RlArgs) -> Result<Status> {
     let ws = eval_workspace(&a.common, a.device.as_ref(), &spec.device)?;
     let aggregation = Aggregation::parse(&a.aggregation).map_err(anyhow::Error::msg)?;
     let reward = cudal1_train::kernels::RewardKind::parse(&a.reward).map_err(anyhow::Error::msg)?;
+    if reward.needs_own_share() && !ws.on_gpu() {
+        bail!("`--reward speedup-own-kernels` needs a CUDA device: Nsight Compute profiles GPU kernels\nhint: use `--reward speedup`, or train on a GPU");
+    }
     let config = GrpoConfig {
         steps: a.steps,
         groups: a.groups,
@@ -684,6 +692,8 @@ fn rl(a: &RlArgs) -> Result<Status> {
     env.low_reward = a.low_reward;
     env.turn_target = a.turn_target;
     env.reward = reward;
+    let shares = if reward.needs_own_share() { Some(crate::own_share::TrainShares::new(&ws, &a.ncu, !a.common.no_sandbox, &interrupt)?) } else { None };
+    env.own_shares = shares.as_ref().map(|s| s as &dyn cudal1_train::kernels::OwnShares);
     let stop = || interrupt.interrupted();
     let summary = grpo::run(&mut policy, &mut env, &config, &run, state.map_or(0, |s| s.step), &stop, &mut |e| reporter.event(e))?;
     reporter.finish();

@@ -7,6 +7,7 @@ mod cmd_eval;
 mod cmd_export;
 mod cmd_optimize;
 mod cmd_profile;
+mod own_share;
 mod cmd_report;
 mod cmd_sandbox;
 mod cmd_serve;

@@ -61,7 +61,17 @@ pub fn stored_json(s: &StoredEvaluation) -> serde_json::Value {
     v["task_path"] = s.task_path.clone().into();
     v["settings"] = s.settings.clone();
     v["judge"] = judge_json(s);
+    if let Some(share) = s.own_share {
+        v["own_share"] = share.into();
+        v["own_kernels"] = s.own_kernels.clone().unwrap_or_default();
+    }
     v
+}
+
+/// A line for people: the stored own-kernel share, where one was measured.
+pub fn own_share_line(s: &StoredEvaluation) -> Option<String> {
+    let kernels: cudal1_eval::own::OwnShare = serde_json::from_value(s.own_kernels.clone()?).ok()?;
+    Some(kernels.text())
 }
 
 /// Who judged a stored evaluation, and whether this build would reuse it: `version` and

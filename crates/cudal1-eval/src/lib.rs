@@ -24,6 +24,7 @@ pub mod findings;
 pub mod intake;
 pub mod judge;
 pub mod memory;
+pub mod own;
 pub mod profile;
 pub mod reference;
 pub mod runner;

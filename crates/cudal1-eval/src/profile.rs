@@ -84,6 +84,9 @@ pub struct KernelSummary {
     /// The launch shape of its longest launch, as ncu writes it: `(256, 1, 1)`.
     pub block: String,
     pub grid: String,
+    /// The readable name (`c++filt`'s) of a mangled [`KernelSummary::name`], where it differs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demangled: Option<String>,
 }
 
 /// Where a program's GPU time goes during its profiled calls.
@@ -96,6 +99,10 @@ pub struct Profile {
     pub total_ns: f64,
     /// Longest first.
     pub kernels: Vec<KernelSummary>,
+    /// Kernels are named by their mangled names (namespaces, templates and arguments: exact, as
+    /// the own-kernel share needs them, [`crate::own`]); profiles made before are not.
+    #[serde(default)]
+    pub mangled: bool,
 }
 
 impl Profile {
@@ -144,11 +151,22 @@ impl Profile {
                     registers: avg(REGISTERS),
                     block: a.longest.1.block.clone(),
                     grid: a.longest.1.grid.clone(),
+                    demangled: None,
                 }
             })
             .collect();
         kernels.sort_by(|a, b| b.time_ns.total_cmp(&a.time_ns).then_with(|| a.name.cmp(&b.name)));
-        Profile { calls, launches: launches.len() as u32, total_ns, kernels }
+        Profile { calls, launches: launches.len() as u32, total_ns, kernels, mangled: false }
+    }
+
+    /// Fills in readable names of mangled kernel names with `c++filt` where it is installed
+    /// (binutils); without it, names stay mangled.
+    pub fn demangle(&mut self) {
+        let names: Vec<&str> = self.kernels.iter().map(|k| k.name.as_str()).collect();
+        let Some(readable) = demangle_names(&names) else { return };
+        for (k, r) in self.kernels.iter_mut().zip(readable) {
+            k.demangled = (r != k.name).then_some(r);
+        }
     }
 
     /// A few lines for a person or a prompt: the totals, then the `top` longest kernels with
@@ -186,7 +204,7 @@ impl Profile {
             out.push_str(&format!(
                 "\n- {:.0}% `{}` ({}{launches}): {}",
                 k.share * 100.0,
-                short_name(&k.name, 100),
+                short_name(k.demangled.as_deref().unwrap_or(&k.name), 100),
                 duration_text(k.time_ns),
                 facts.join(", ")
             ));
@@ -197,6 +215,22 @@ impl Profile {
         }
         out
     }
+}
+
+/// `names` through `c++filt`, one per line in order; `None` where it is missing or fails.
+fn demangle_names(names: &[&str]) -> Option<Vec<String>> {
+    use std::io::Write;
+    if names.iter().any(|n| n.contains('\n')) {
+        return None;
+    }
+    let mut child = Command::new("c++filt").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().ok()?;
+    let input = names.join("\n") + "\n";
+    let mut stdin = child.stdin.take()?;
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let out = child.wait_with_output().ok()?;
+    writer.join().ok()?.ok()?;
+    let lines: Vec<String> = String::from_utf8(out.stdout).ok()?.lines().map(str::to_owned).collect();
+    (out.status.success() && lines.len() == names.len()).then_some(lines)
 }
 
 /// `1.23 ms`, `45.6 µs`, `789 ns`.
@@ -342,6 +376,10 @@ impl Profiler {
             "--csv",
             "--print-units",
             "base",
+            // Exact kernel names (namespaces, templates, arguments): the own-kernel share
+            // compares them with the symbols of the program's extensions.
+            "--print-kernel-base",
+            "mangled",
             "--metrics",
         ]
         .iter()
@@ -360,13 +398,35 @@ impl Profiler {
         }
         let log = scratch.join("ncu.csv");
         let _ = std::fs::remove_file(&log);
-        let status = run_driver(env, self, Some(&self.ncu_args(&log)), target, scratch)?;
+        let mut args = self.ncu_args(&log);
+        args.splice(0..0, self.hardening());
+        let status = run_driver(env, self, Some(&args), target, scratch)?;
         let text = std::fs::read_to_string(&log).map_err(|e| ProfileError::Parse(format!("reading `{}`: {e}", log.display())))?;
         let launches = parse_ncu_csv(&text)?;
         if launches.is_empty() {
             return Err(ProfileError::NoKernels(format!("ncu {status}; its log ends: {}", tail(&text, 800))));
         }
-        Ok(Profile::from_launches(&launches, self.calls))
+        let mut profile = Profile::from_launches(&launches, self.calls);
+        profile.mangled = true;
+        profile.demangle();
+        Ok(profile)
+    }
+
+    /// ncu's options that keep the program's own files out of what ncu reports, where this ncu
+    /// knows them: no configuration file (ncu looks in its working directory and HOME, which are
+    /// the program's) and no renaming of kernels (a rename file there could give a library
+    /// kernel the name of one of the program's own).
+    fn hardening(&self) -> Vec<OsString> {
+        let help = Command::new(&self.ncu).arg("--help").stdin(Stdio::null()).stderr(Stdio::null()).output();
+        let help = help.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+        let mut args = Vec::new();
+        if help.contains("--config-file ") || help.contains("--config-file\n") {
+            args.extend(["--config-file".into(), "off".into()]);
+        }
+        if help.contains("--rename-kernels ") || help.contains("--rename-kernels\n") {
+            args.extend(["--rename-kernels".into(), "0".into()]);
+        }
+        args
     }
 
     /// Runs the target's calls as [`Profiler::profile`] would (in the same confinement), without
@@ -630,7 +690,7 @@ mod tests {
     fn ncu_is_asked_for_the_profiled_range_with_clocks_left_alone() {
         let args: Vec<String> = Profiler::new("/x/ncu".into()).ncu_args(Path::new("/s/ncu.csv")).iter().map(|a| a.to_string_lossy().into_owned()).collect();
         let joined = args.join(" ");
-        for part in ["--profile-from-start off", "--clock-control none", "--target-processes all", "--csv", "--log-file /s/ncu.csv"] {
+        for part in ["--profile-from-start off", "--clock-control none", "--print-kernel-base mangled", "--target-processes all", "--csv", "--log-file /s/ncu.csv"] {
             assert!(joined.contains(part), "{joined}");
         }
         assert!(joined.contains(&METRICS.join(",")));
@@ -657,6 +717,18 @@ mod tests {
         std::fs::write(&status, "{\"ok\": false}").unwrap();
         assert_eq!(read_claim(&status).as_deref(), Some("{\"ok\": false}"));
         assert_eq!(read_claim(dir.path()), None, "a directory");
+    }
+
+    #[test]
+    fn mangled_names_are_shown_demangled_where_cxxfilt_is_installed() {
+        let log = format!("{HEADER}\n{}", row(0, "_Z7row_sumPfi", DURATION, "nsecond", "10"));
+        let mut p = Profile::from_launches(&parse_ncu_csv(&log).unwrap(), 1);
+        p.demangle();
+        if Command::new("c++filt").arg("--version").output().is_err() {
+            return;
+        }
+        assert_eq!(p.kernels[0].demangled.as_deref(), Some("row_sum(float*, int)"));
+        assert!(p.brief(1).contains("`row_sum(float*, int)`"), "{}", p.brief(1));
     }
 
     #[test]

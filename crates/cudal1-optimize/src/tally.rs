@@ -118,6 +118,7 @@ pub(crate) mod tests {
             speedup_ci_low: speedup,
             speedup_ci_high: speedup,
             evaluation: serde_json::Value::Null,
+            own_share: None,
         }
     }
 

@@ -171,6 +171,7 @@ pub fn gather(store: &Store, request: &Request) -> Result<Report, ReportError> {
             report.claims.push(c);
         }
     }
+    report.own_shares = report.details.iter().any(|d| d.own_share.is_some());
     report.batches = batches.into_iter().map(|b| b.view).collect();
     let runs = if request.runs.is_empty() { store.run_ids()? } else { request.runs.clone() };
     for id in &runs {
@@ -487,6 +488,8 @@ fn detail(r: &Row, batch: &str, baselines: &[BaselineSet], code: Option<String>,
             })
             .collect(),
         claimed: r.claimed,
+        own_share: s.own_share,
+        own_text: s.own_kernels.clone().and_then(|k| serde_json::from_value::<cudal1_eval::own::OwnShare>(k).ok()).map(|o| o.text()),
         warnings: judge_warning(s).into_iter().chain(eval.map(|e| e.warnings.iter().map(|w| format!("{}: {}", w.class, w.message)).collect::<Vec<_>>()).unwrap_or_default()).collect(),
         findings: eval.map(|e| e.measurements.findings.iter().map(|f| format!("{}: {}", f.kind, f.detail)).collect::<BTreeSet<_>>().into_iter().collect()).unwrap_or_default(),
         log_tail: eval.and_then(|e| e.measurements.log_tail.clone()).filter(|l| !l.trim().is_empty()),
@@ -812,6 +815,35 @@ mod tests {
         assert!(html.contains("level1/2_&lt;script&gt;alert(1)&lt;/script&gt;"));
         assert!(html.contains("correct because &lt;reasons&gt;"));
         assert_eq!(html.matches("<script>").count(), 1, "only the page's own script");
+    }
+
+    #[test]
+    fn own_kernel_shares_get_a_column_and_a_line_where_measured() {
+        let store = store();
+        let html = crate::render(&gather(&store, &Request::default()).unwrap()).unwrap();
+        assert!(!html.contains(">own kernels</th>"), "no share measured, no column");
+        let fast = store.all_evaluations().unwrap().into_iter().find(|e| e.candidate_label == "/gone/fast.py").unwrap();
+        let share = cudal1_eval::own::OwnShare {
+            share: 0.75,
+            own_ns: 750.0,
+            total_ns: 1000.0,
+            calls: 1,
+            profiled_ms_per_call: 0.001,
+            extension_symbols: 12,
+            triton_kernels: vec![],
+            kernels: vec![
+                cudal1_eval::own::AttributedKernel { name: "_Z1kPf".into(), launches: 1, time_ns: 750.0, origin: cudal1_eval::own::Origin::Own },
+                cudal1_eval::own::AttributedKernel { name: "ampere_sgemm".into(), launches: 1, time_ns: 250.0, origin: cudal1_eval::own::Origin::Library },
+            ],
+        };
+        assert!(store.set_own_share(fast.id, share.share, &serde_json::to_value(&share).unwrap()).unwrap());
+        let report = gather(&store, &Request::default()).unwrap();
+        let d = report.details.iter().find(|d| d.id == fast.id).unwrap();
+        assert_eq!((d.own_share, d.own_text.as_deref()), (Some(0.75), Some("75% own (1 of 2 kernels)")));
+        let html = crate::render(&report).unwrap();
+        assert!(html.contains(">own kernels</th>"), "the column");
+        assert!(html.contains("data-value=\"0.75\">75.0%</td>"), "the cell");
+        assert!(html.contains("own kernels: 75% own (1 of 2 kernels)"), "the details");
     }
 
     #[test]

@@ -30,6 +30,8 @@ pub struct Report {
     pub warnings: Vec<Notice>,
     /// Another system's claimed speedups beside the measured ones, per batch that has them.
     pub claims: Vec<ClaimsView>,
+    /// Whether any evaluation shown has an own-kernel share (the table gets its column).
+    pub own_shares: bool,
     pub runs: Vec<RunView>,
     /// Inline SVG: every run's best speedup per round (empty for fewer than two runs).
     pub runs_compared: String,
@@ -177,6 +179,9 @@ pub struct EvalDetail {
     /// order of [`Report::baselines`] after `reference` (`None`: not measured for this task).
     pub baselines: Vec<Option<BaselineTime>>,
     pub claimed: Option<f64>,
+    /// The share of its GPU time in kernels it built itself (`eval --own-share`), and in words.
+    pub own_share: Option<f64>,
+    pub own_text: Option<String>,
     pub warnings: Vec<String>,
     pub findings: Vec<String>,
     pub log_tail: Option<String>,

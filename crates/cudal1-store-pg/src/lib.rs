@@ -153,6 +153,13 @@ impl ProgramDatabase for PgStore {
         self.pool.run("last_program_id", programs::last_id)
     }
 
+    fn set_program_own_share(&self, id: i64, share: f64) -> Result<bool, StoreError> {
+        if !(0.0..=1.0).contains(&share) {
+            return Err(StoreError::ShareOutOfRange { id, value: share });
+        }
+        self.pool.run("set_program_own_share", |c| programs::set_own_share(c, id, share))
+    }
+
     fn record_prompt(&self, p: &PromptRecord) -> Result<(), StoreError> {
         self.pool.run("record_prompt", |c| programs::record_prompt(c, p))
     }

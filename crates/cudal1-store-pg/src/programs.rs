@@ -8,7 +8,7 @@ use crate::Decode;
 
 const SELECT: &str = "SELECT id, created_at, task_hash, code_hash, settings_hash, code, run_id, round,
     parent_ids, verdict, reason, reason_class, speedup_median, speedup_ci_low, speedup_ci_high,
-    evaluation, trajectory, turn FROM programs";
+    evaluation, trajectory, turn, own_share FROM programs";
 
 /// Inserts unless the key is taken; returns the id under the key (the first program wins).
 pub(crate) fn insert(c: &mut impl GenericClient, p: &NewProgram) -> Result<i64, postgres::Error> {
@@ -120,5 +120,10 @@ pub(crate) fn decode(r: &Row, d: &Decode<'_>) -> Result<StoredProgram, cudal1_st
         speedup_ci_low: r.get(13),
         speedup_ci_high: r.get(14),
         evaluation: d.json_as("programs", &row, "evaluation", &r.get::<_, String>(15))?,
+        own_share: r.get(18),
     })
+}
+
+pub(crate) fn set_own_share(c: &mut impl GenericClient, id: i64, share: f64) -> Result<bool, postgres::Error> {
+    c.execute("UPDATE programs SET own_share = $1 WHERE id = $2", &[&share, &id]).map(|n| n > 0)
 }

@@ -94,6 +94,11 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE programs ADD COLUMN trajectory TEXT;
     ALTER TABLE programs ADD COLUMN turn BIGINT NOT NULL DEFAULT 1;
     ",
+    // 3 -> 4: a program's own-kernel share (the part of its GPU time in kernels it built itself,
+    // as in the SQLite store); older programs have none.
+    "
+    ALTER TABLE programs ADD COLUMN own_share DOUBLE PRECISION;
+    ",
 ];
 
 pub(crate) fn current_version() -> i64 {
@@ -204,5 +209,11 @@ mod tests {
         let row = crate::programs::for_task(&mut c, "t", "s").unwrap().remove(0);
         let (trajectory, turn): (Option<String>, i64) = (row.get(16), row.get(17));
         assert_eq!((trajectory, turn), (None, 1));
+        // Version 4: the program has no own-kernel share until one is recorded.
+        let id: i64 = row.get(0);
+        assert_eq!(row.get::<_, Option<f64>>(18), None);
+        assert!(crate::programs::set_own_share(&mut c, id, 0.25).unwrap());
+        let row = crate::programs::for_task(&mut c, "t", "s").unwrap().remove(0);
+        assert_eq!(row.get::<_, Option<f64>>(18), Some(0.25));
     }
 }

@@ -46,6 +46,9 @@ pub trait ProgramDatabase: Send + Sync {
     /// Correct programs of a task with a finite speedup and an id up to `as_of` (all when
     /// `None`), oldest first: what contrastive prompts sample from, without their code.
     fn ranked_programs(&self, task_hash: &str, settings_hash: &str, as_of: Option<i64>) -> Result<Vec<ProgramScore>, StoreError>;
+    /// Records the own-kernel share (0 to 1) of the program `id`, measured after it was judged
+    /// (`cudal1_eval::own`); `false` when there is no such program.
+    fn set_program_own_share(&self, id: i64, share: f64) -> Result<bool, StoreError>;
     /// The highest program id recorded (0 when there is none): a watermark that pins the
     /// database's state for reproducible prompts.
     fn last_program_id(&self) -> Result<i64, StoreError>;

@@ -126,6 +126,9 @@ pub enum StoreError {
         field: &'static str,
     },
 
+    #[error("cannot record an own-kernel share of {value} for evaluation {id}: a share lies between 0 and 1")]
+    ShareOutOfRange { id: i64, value: f64 },
+
     #[error("batch `{batch_id}` already exists in the store `{}`; choose a new batch id", .path.display())]
     BatchExists { path: PathBuf, batch_id: String },
 

@@ -74,6 +74,12 @@ pub struct StoredEvaluation {
     pub settings: serde_json::Value,
     pub measurements: serde_json::Value,
     pub duration_ms: f64,
+    /// The share of its GPU time in kernels it built itself, 0 to 1, where it was measured
+    /// (`eval --own-share`; `cudal1_eval::own`), and how it was split.
+    #[serde(default)]
+    pub own_share: Option<f64>,
+    #[serde(default)]
+    pub own_kernels: Option<serde_json::Value>,
 }
 
 impl StoredEvaluation {
@@ -105,7 +111,7 @@ impl StoredEvaluation {
 const SELECT: &str = "SELECT id, created_at, task_hash, candidate_hash, settings_hash, batch_id,
     task_name, task_path, candidate_label, verdict, reason, speedup_median, speedup_ci_low,
     speedup_ci_high, ref_ms, candidate_ms, device, environment, settings, measurements, duration_ms,
-    judge, gpu_class
+    judge, gpu_class, own_share, own_kernels
     FROM evaluations";
 
 pub(crate) fn find(
@@ -140,7 +146,8 @@ pub(crate) fn upsert(conn: &Connection, path: &Path, e: &NewEvaluation) -> Resul
             ref_ms = excluded.ref_ms, candidate_ms = excluded.candidate_ms,
             device = excluded.device, environment = excluded.environment,
             settings = excluded.settings, measurements = excluded.measurements,
-            duration_ms = excluded.duration_ms
+            duration_ms = excluded.duration_ms,
+            own_share = NULL, own_kernels = NULL
         RETURNING id";
     conn.prepare_cached(sql)
         .map_err(err)?
@@ -203,7 +210,7 @@ pub(crate) fn members(conn: &Connection, path: &Path, batch_id: &str) -> Result<
         coalesce(m.task_name, e.task_name), e.task_path, coalesce(m.candidate_label, e.candidate_label),
         e.verdict, e.reason, e.speedup_median, e.speedup_ci_low, e.speedup_ci_high, e.ref_ms,
         e.candidate_ms, e.device, e.environment, e.settings, e.measurements, e.duration_ms,
-        e.judge, e.gpu_class
+        e.judge, e.gpu_class, e.own_share, e.own_kernels
         FROM evaluations e LEFT JOIN batch_evaluations m ON m.evaluation_id = e.id AND m.batch_id = ?1
         WHERE e.batch_id = ?1 OR m.batch_id IS NOT NULL ORDER BY e.id";
     rows::all::<RawEvaluation>(conn, path, "batch_evaluations", sql, [batch_id])
@@ -280,6 +287,8 @@ struct RawEvaluation {
     settings: String,
     measurements: String,
     duration_ms: f64,
+    own_share: Option<f64>,
+    own_kernels: Option<String>,
 }
 
 impl RawRow for RawEvaluation {
@@ -312,6 +321,8 @@ impl RawRow for RawEvaluation {
             settings: row.get(18)?,
             measurements: row.get(19)?,
             duration_ms: row.get(20)?,
+            own_share: row.get(23)?,
+            own_kernels: row.get(24)?,
         })
     }
 
@@ -338,8 +349,22 @@ impl RawRow for RawEvaluation {
             candidate_ms: self.candidate_ms,
             device: self.device,
             duration_ms: self.duration_ms,
+            own_share: self.own_share,
+            own_kernels: self.own_kernels.as_deref().map(|t| column("own_kernels", t)).transpose()?,
         })
     }
+}
+
+/// Records the own-kernel share of the evaluation `id` (replacing one recorded before); `false`
+/// when there is no such evaluation. A re-evaluation of its key clears it.
+pub(crate) fn set_own_share(conn: &Connection, path: &Path, id: i64, share: f64, kernels: &serde_json::Value) -> Result<bool, StoreError> {
+    if !(0.0..=1.0).contains(&share) {
+        return Err(StoreError::ShareOutOfRange { id, value: share });
+    }
+    let n = conn
+        .execute("UPDATE evaluations SET own_share = ?1, own_kernels = ?2 WHERE id = ?3", rusqlite::params![share, json::encode(kernels), id])
+        .map_err(|e| query_error(path, "set_own_share", e))?;
+    Ok(n > 0)
 }
 
 #[cfg(test)]

@@ -141,6 +141,12 @@ impl Store {
         evaluation::by_id(&self.conn(), &self.path, id)
     }
 
+    /// Records the own-kernel share of the evaluation `id` (0 to 1) and its split per kernel;
+    /// `false` when no evaluation has that id. Re-evaluating the same key clears it.
+    pub fn set_own_share(&self, id: i64, share: f64, kernels: &serde_json::Value) -> Result<bool, StoreError> {
+        evaluation::set_own_share(&self.conn(), &self.path, id, share, kernels)
+    }
+
     /// Every evaluation of the store, oldest row first (`cudal1 export`).
     pub fn all_evaluations(&self) -> Result<Vec<StoredEvaluation>, StoreError> {
         evaluation::all(&self.conn(), &self.path)
@@ -335,6 +341,10 @@ impl ProgramDatabase for Store {
 
     fn last_program_id(&self) -> Result<i64, StoreError> {
         program::last_id(&self.conn(), &self.path)
+    }
+
+    fn set_program_own_share(&self, id: i64, share: f64) -> Result<bool, StoreError> {
+        program::set_own_share(&self.conn(), &self.path, id, share)
     }
 
     fn record_prompt(&self, p: &PromptRecord) -> Result<(), StoreError> {

@@ -69,6 +69,9 @@ pub struct StoredProgram {
     pub speedup_ci_low: Option<f64>,
     pub speedup_ci_high: Option<f64>,
     pub evaluation: serde_json::Value,
+    /// The share of its GPU time in kernels it built itself (0 to 1), where it was measured.
+    #[serde(default)]
+    pub own_share: Option<f64>,
 }
 
 /// The turn of rows written before turns existed, and of programs written outside a trajectory.
@@ -78,7 +81,7 @@ pub(crate) fn first_turn() -> u32 {
 
 const SELECT: &str = "SELECT id, created_at, task_hash, code_hash, settings_hash, code, run_id,
     round, parent_ids, verdict, reason, reason_class, speedup_median, speedup_ci_low,
-    speedup_ci_high, evaluation, trajectory, turn FROM programs";
+    speedup_ci_high, evaluation, trajectory, turn, own_share FROM programs";
 
 /// Inserts `p` unless a program with the same key exists; either way returns the id of the
 /// program stored under that key (the first one recorded wins: a program is evaluated once).
@@ -231,6 +234,7 @@ struct RawProgram {
     round: u32,
     trajectory: Option<String>,
     turn: u32,
+    own_share: Option<f64>,
     parent_ids: String,
     verdict: String,
     reason: String,
@@ -266,6 +270,7 @@ impl RawRow for RawProgram {
             evaluation: row.get(15)?,
             trajectory: row.get(16)?,
             turn: row.get(17)?,
+            own_share: row.get(18)?,
         })
     }
 
@@ -289,8 +294,19 @@ impl RawRow for RawProgram {
             speedup_median: self.speedup_median,
             speedup_ci_low: self.speedup_ci_low,
             speedup_ci_high: self.speedup_ci_high,
+            own_share: self.own_share,
         })
     }
+}
+
+/// Records the own-kernel share of the program `id`; `false` when there is none.
+pub(crate) fn set_own_share(conn: &Connection, path: &Path, id: i64, share: f64) -> Result<bool, StoreError> {
+    if !(0.0..=1.0).contains(&share) {
+        return Err(StoreError::ShareOutOfRange { id, value: share });
+    }
+    conn.execute("UPDATE programs SET own_share = ?1 WHERE id = ?2", rusqlite::params![share, id])
+        .map(|n| n > 0)
+        .map_err(|e| query_error(path, "set_program_own_share", e))
 }
 
 #[cfg(test)]
@@ -334,6 +350,18 @@ mod tests {
         assert_eq!(got.speedup_median, Some(2.0));
         assert_eq!(got.verdict, "correct");
         assert_eq!(got.parent_ids, vec![7, 3]);
+    }
+
+    #[test]
+    fn a_programs_own_share_is_recorded_after_it_and_read_back() {
+        let conn = conn();
+        let p = Path::new(":memory:");
+        let id = insert(&conn, p, &program("a", Some(2.0))).unwrap();
+        assert_eq!(by_id(&conn, p, id).unwrap().unwrap().own_share, None);
+        assert!(set_own_share(&conn, p, id, 0.9).unwrap());
+        assert_eq!(by_id(&conn, p, id).unwrap().unwrap().own_share, Some(0.9));
+        assert!(!set_own_share(&conn, p, id + 1, 0.9).unwrap());
+        assert!(matches!(set_own_share(&conn, p, id, f64::NAN), Err(StoreError::ShareOutOfRange { .. })));
     }
 
     #[test]

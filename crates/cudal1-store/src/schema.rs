@@ -290,6 +290,14 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE programs ADD COLUMN trajectory TEXT;
     ALTER TABLE programs ADD COLUMN turn INTEGER NOT NULL DEFAULT 1;
     ",
+    // 9 -> 10: the own-kernel share of an evaluation (`eval --own-share`): the part of its GPU
+    // time in kernels it built itself, and the split per kernel (JSON); and of a program (the
+    // `speedup-own-kernels` reward). Older rows have none.
+    "
+    ALTER TABLE evaluations ADD COLUMN own_share REAL;
+    ALTER TABLE evaluations ADD COLUMN own_kernels TEXT;
+    ALTER TABLE programs ADD COLUMN own_share REAL;
+    ",
 ];
 
 /// The schema version this build writes.
@@ -526,6 +534,39 @@ pub(crate) mod tests {
         let next = crate::NewSample { turn: 2, ..samples[0].sample.clone() };
         crate::search::insert_sample(&conn, path, &next).unwrap();
         assert_eq!(crate::search::samples(&conn, path, "r").unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_version_9_store_keeps_its_evaluations_without_a_share_and_records_one() {
+        let mut conn = memory();
+        for sql in &MIGRATIONS[..9] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.execute_batch(&format!(
+            "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = 9;
+             INSERT INTO evaluations (created_at, recorded_seq, task_hash, candidate_hash, settings_hash, batch_id,
+                 task_name, task_path, candidate_label, verdict, reason, speedup_median, device, environment,
+                 settings, measurements, duration_ms, judge, gpu_class)
+                 VALUES ('2026-11-01T00:00:00.000Z', 1, 't', 'c', 's', 'b', 'level1/1_A', 'a.py', 'cand.py',
+                 'correct', 'ok', 2.0, 'cuda:0', '{{}}', '{{}}', '{{}}', 1.0, 'j', 'nvidia-h100');"
+        ))
+        .unwrap();
+        let path = Path::new("old.db");
+        migrate(&mut conn, path).unwrap();
+        assert_eq!(header(&conn).0, current_version());
+        let old = crate::evaluation::all(&conn, path).unwrap();
+        assert_eq!((old.len(), old[0].speedup_median, old[0].own_share, old[0].own_kernels.clone()), (1, Some(2.0), None, None));
+        let split = serde_json::json!({"kernels": [{"name": "k", "origin": "own"}]});
+        assert!(crate::evaluation::set_own_share(&conn, path, old[0].id, 0.75, &split).unwrap());
+        assert!(!crate::evaluation::set_own_share(&conn, path, old[0].id + 1, 0.5, &split).unwrap());
+        assert!(crate::evaluation::set_own_share(&conn, path, old[0].id, 1.5, &split).is_err());
+        let now = crate::evaluation::by_id(&conn, path, old[0].id).unwrap().unwrap();
+        assert_eq!((now.own_share, now.own_kernels.clone()), (Some(0.75), Some(split)));
+        let programs = crate::program::for_task(&conn, path, "t", "s").unwrap();
+        assert!(programs.is_empty());
+        // Judged again under the same key: the share of the old verdict goes with it.
+        crate::evaluation::upsert(&conn, path, &now.to_new()).unwrap();
+        assert_eq!(crate::evaluation::by_id(&conn, path, old[0].id).unwrap().unwrap().own_share, None);
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //! # Ok::<(), cudal1_task::TaskError>(())
 //! ```
 
+mod bypass;
 mod candidates;
 mod hash;
 mod imports;
@@ -21,6 +22,7 @@ mod screen;
 mod syntax;
 pub mod synth;
 
+pub use bypass::triton_kernels;
 pub use candidates::{expectation, match_candidates, parse_generation_name, CandidateSource, Expectation, MatchedCandidate};
 pub use imports::{read_cuda_l1, ImportedRow};
 pub use hash::content_hash;

@@ -7,8 +7,10 @@
 //! running it (switching TF32 on, replacing torch, timer or harness functions, replacing
 //! `ModelNew.__call__`/`forward` from outside the class, scanning `gc`, reading frames). The rest
 //! are warnings: threads, side streams, CUDA graphs, lower precision, and code that hides from
-//! this screen (`exec`, `getattr` with a computed name, decoded strings). Hiding is expected; the
-//! runner's dynamic checks catch the same tricks at run time.
+//! this screen (`exec`, `getattr` with a computed name, decoded strings), and KernelBench's bypass
+//! patterns ([`crate::bypass`]: a fallback to PyTorch in an exception handler around the program's
+//! own kernel, a `ModelNew` that is the reference unchanged). Hiding is expected; the runner's
+//! dynamic checks catch the same tricks at run time.
 
 use crate::syntax::{parse, text};
 use std::collections::HashMap;
@@ -50,6 +52,10 @@ pub fn screen(source: &str) -> Screening {
     let mut s = Screener { src: source, aliases: HashMap::new(), findings: Vec::new() };
     s.collect_imports(root);
     s.walk(root, &Scope::default());
+    let bypasses = crate::bypass::find(root, source, &|n| s.path(n));
+    for b in bypasses {
+        s.findings.push(ScreenFinding { class: b.class.to_owned(), message: b.message, line: b.line, decisive: false });
+    }
     s.findings.sort_by_key(|f| f.line);
     // One warning per class and line is plenty.
     s.findings.dedup_by(|a, b| a.class == b.class && a.line == b.line);
@@ -468,6 +474,71 @@ mod tests {
     fn an_honest_candidate_is_clean() {
         let src = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\nclass ModelNew(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n        self.lin = nn.Linear(n, n)\n        self.register_buffer('wt', self.lin.weight.t().contiguous())\n\n    def forward(self, x):\n        out = torch.empty_like(x)\n        return F.gelu(torch.addmm(self.lin.bias, x, self.wt, out=out))\n\nN = 4\ndef get_inputs():\n    return [torch.randn(N, N)]\n";
         assert_eq!(screen(src), Screening::default());
+    }
+
+    fn warned(src: &str) -> Vec<(String, usize)> {
+        screen(src).warnings().filter(|f| f.class == "reference_fallback" || f.class == "unchanged_reference").map(|f| (f.class.clone(), f.line)).collect()
+    }
+
+    const EXT: &str = "import torch\nfrom torch.utils.cpp_extension import load_inline\next = load_inline(name='e', cpp_sources='', cuda_sources='', functions=['f'])\n";
+    const MODEL: &str = "import torch\nclass Model(torch.nn.Module):\n    def __init__(self, n):\n        super().__init__()\n        self.l = torch.nn.Linear(n, n)\n    def forward(self, x):\n        return self.l(x)\n";
+
+    #[test]
+    fn a_fallback_to_pytorch_around_the_kernel_is_a_warning() {
+        let direct = format!("{EXT}class ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n        try:\n            return ext.f(a, b)\n        except Exception:\n            return torch.matmul(a, b)\n");
+        assert_eq!(warned(&direct), [("reference_fallback".to_owned(), 8)]);
+        let s = screen(&direct);
+        assert!(s.decisive().is_none());
+        assert!(s.findings[0].message.contains("`torch.matmul(...)`"), "{s:?}");
+        // Through `self`, an alias of torch.nn.functional, and a bare `except`.
+        let through_self = format!("{EXT}import torch.nn.functional as F\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.k = ext\n    def forward(self, x):\n        try:\n            y = self.k.f(x)\n        except:\n            y = F.relu(x)\n        return y\n");
+        assert_eq!(warned(&through_self), [("reference_fallback".to_owned(), 12)]);
+        // The parent's forward, under a Triton kernel.
+        let triton = "import torch, triton\n@triton.jit\ndef k(x_ptr):\n    pass\nclass ModelNew(Model):\n    def forward(self, x):\n        try:\n            k[(1,)](x)\n            return x\n        except RuntimeError:\n            return super().forward(x)\n";
+        assert_eq!(warned(triton), [("reference_fallback".to_owned(), 10)]);
+    }
+
+    #[test]
+    fn honest_exception_handlers_do_not_warn() {
+        // A build guarded at import, a handler that re-raises, torch code guarded by torch code.
+        let guarded = "import torch\ntry:\n    from torch.utils.cpp_extension import load_inline\n    ext = load_inline(name='e', cpp_sources='')\nexcept ImportError:\n    ext = None\n";
+        assert_eq!(warned(guarded), []);
+        let reraise = format!("{EXT}class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        try:\n            return ext.f(x)\n        except RuntimeError as e:\n            raise RuntimeError(f'kernel failed: {{e}}')\n");
+        assert_eq!(warned(&reraise), []);
+        let torch_only = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        try:\n            return torch.compile(torch.relu)(x)\n        except Exception:\n            return torch.relu(x)\n";
+        assert_eq!(warned(torch_only), []);
+        // A handler that calls the kernel again on a contiguous copy is no fallback.
+        let retry = format!("{EXT}class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        try:\n            return ext.f(x)\n        except TypeError:\n            return ext.f(x.contiguous())\n");
+        assert_eq!(warned(&retry), []);
+    }
+
+    #[test]
+    fn the_reference_unchanged_is_a_warning() {
+        for new in [
+            "class ModelNew(Model):\n    pass\n",
+            "class ModelNew(Model):\n    \"\"\"Faster.\"\"\"\n    def __init__(self, n):\n        super().__init__(n)\n    def forward(self, x):\n        return super().forward(x)\n",
+            "class ModelNew(torch.nn.Module):\n    def __init__(self, n):\n        super().__init__()\n        self.inner = Model(n)\n    def forward(self, x):\n        return self.inner(x)\n",
+        ] {
+            assert_eq!(warned(&format!("{MODEL}{new}")), [("unchanged_reference".to_owned(), 8)], "{new}");
+        }
+    }
+
+    #[test]
+    fn subclasses_and_wrappers_that_change_what_runs_do_not_warn() {
+        for new in [
+            // Its own forward.
+            "class ModelNew(Model):\n    def forward(self, x):\n        return torch.addmm(self.l.bias, x, self.l.weight.t())\n",
+            // A submodule replaced in __init__: the parent's forward runs the new one.
+            "class ModelNew(Model):\n    def __init__(self, n):\n        super().__init__(n)\n        self.l = FastLinear(n)\n",
+            // A helper the parent may call.
+            "class ModelNew(Model):\n    def helper(self, x):\n        return x\n",
+            // Wraps the reference for its weights, runs its own computation.
+            "class ModelNew(torch.nn.Module):\n    def __init__(self, n):\n        super().__init__()\n        self.inner = Model(n)\n    def forward(self, x):\n        return torch.relu(x @ self.inner.l.weight.t())\n",
+            // A class that is not the candidate.
+            "class Helper(Model):\n    pass\n",
+        ] {
+            assert_eq!(warned(&format!("{MODEL}{new}")), [], "{new}");
+        }
     }
 
     #[test]

@@ -86,29 +86,62 @@ pub fn correct_speedup(e: &Evaluation) -> Option<f64> {
 }
 
 /// What a correct program earns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RewardKind {
     Speedup,
     Correct,
+    /// Its speedup where at least `threshold` of its GPU time runs in kernels it built itself
+    /// (the own-kernel share, `cudal1_eval::own`); below it, or unmeasured, its speedup capped
+    /// at 1: a program fast only through library kernels gains nothing over the reference.
+    SpeedupOwnKernels { threshold: f64 },
 }
 
+/// The own-kernel share a `speedup-own-kernels` reward asks for by default.
+pub const OWN_SHARE_THRESHOLD: f64 = 0.5;
+
 impl RewardKind {
+    /// `speedup`, `correct` or `speedup-own-kernels` (with [`OWN_SHARE_THRESHOLD`]).
     pub fn parse(text: &str) -> Result<RewardKind, String> {
         match text {
             "speedup" => Ok(RewardKind::Speedup),
             "correct" => Ok(RewardKind::Correct),
-            _ => Err(format!("unknown reward `{text}`: use `speedup` or `correct`")),
+            "speedup-own-kernels" => Ok(RewardKind::SpeedupOwnKernels { threshold: OWN_SHARE_THRESHOLD }),
+            _ => Err(format!("unknown reward `{text}`: use `speedup`, `correct` or `speedup-own-kernels`")),
         }
     }
 
-    fn of(self, speedup: Option<f64>, low: f64) -> f64 {
+    /// Whether scoring needs each correct program's own-kernel share.
+    #[must_use]
+    pub fn needs_own_share(self) -> bool {
+        matches!(self, RewardKind::SpeedupOwnKernels { .. })
+    }
+
+    /// The reward of a program with `speedup` (`None`: not correct) and own-kernel share `own`
+    /// (`None`: not measured).
+    #[must_use]
+    pub fn of(self, speedup: Option<f64>, own: Option<f64>, low: f64) -> f64 {
         match (self, speedup) {
             (RewardKind::Speedup, Some(s)) => s,
             (RewardKind::Correct, Some(_)) => 1.0,
+            (RewardKind::SpeedupOwnKernels { threshold }, Some(s)) => {
+                if own.is_some_and(|o| o >= threshold) {
+                    s
+                } else {
+                    s.min(1.0)
+                }
+            }
             (_, None) => low,
         }
     }
+}
+
+/// Measures the own-kernel share of a correct program (a profile on the GPU): for the
+/// `speedup-own-kernels` reward.
+pub trait OwnShares {
+    /// The share, 0 to 1, of `code` (a program of `task` the engine judged correct), or why
+    /// there is none.
+    fn own_share(&self, task: &Task, code: &str) -> Result<f64, String>;
 }
 
 /// GRPO over kernel tasks.
@@ -125,6 +158,8 @@ pub struct KernelEnv<'a> {
     /// What a correct program earns: its measured speedup (CUDA-L1), or 1 whatever its speed
     /// (the control that shows what the speedup reward adds).
     pub reward: RewardKind,
+    /// Where `speedup-own-kernels` gets its shares (none: unmeasured, so speedups are capped).
+    pub own_shares: Option<&'a dyn OwnShares>,
     /// Names this run's programs in the store.
     pub run_id: String,
     /// With `turns` above 1: a trajectory ends at a correct program with at least this speedup.
@@ -141,7 +176,25 @@ impl<'a> KernelEnv<'a> {
     pub fn new(tasks: Vec<Arc<Task>>, engine: &'a Evaluator, store: &'a dyn ProgramDatabase, prompts: &'a Prompts, sampler: ExemplarSampler, exemplars: usize, run_id: String) -> KernelEnv<'a> {
         // Exemplars and stored rewards only from programs this build judged on this class of GPU.
         let settings_hash = engine.judge().settings_hash(engine.settings());
-        KernelEnv { tasks, engine, store, prompts, sampler, exemplars, low_reward: 0.0, reward: RewardKind::Speedup, run_id, turn_target: 1.0, settings_hash, order: Vec::new(), pending: HashMap::new(), next_ticket: 0 }
+        KernelEnv { tasks, engine, store, prompts, sampler, exemplars, low_reward: 0.0, reward: RewardKind::Speedup, own_shares: None, run_id, turn_target: 1.0, settings_hash, order: Vec::new(), pending: HashMap::new(), next_ticket: 0 }
+    }
+
+    /// The own-kernel share of the stored program `id` (`code`, of `task`), measured now and
+    /// recorded with it; `None` (a capped reward) where it cannot be measured.
+    fn measure_own_share(&self, task: &Task, code: &str, id: i64) -> Option<f64> {
+        let source = self.own_shares?;
+        match source.own_share(task, code) {
+            Ok(share) => {
+                if let Err(e) = self.store.set_program_own_share(id, share) {
+                    tracing::warn!(program = id, error = %e, "could not record an own-kernel share");
+                }
+                Some(share)
+            }
+            Err(e) => {
+                tracing::warn!(program = id, task = %task.key(), error = %e, "no own-kernel share: its speedup is capped at 1");
+                None
+            }
+        }
     }
 
     /// Programs of `task` that a prompt at `step` may show: those of other runs, and this run's
@@ -243,7 +296,8 @@ impl Environment for KernelEnv<'_> {
                     if let Some(p) = self.store.find_program(&key)? {
                         let correct = p.verdict == Verdict::Correct.as_str();
                         let speedup = p.speedup_median.filter(|_| correct);
-                        let reward = self.reward.of(correct.then(|| speedup.unwrap_or(1.0)), self.low_reward);
+                        let own = if correct && self.reward.needs_own_share() { p.own_share.or_else(|| self.measure_own_share(&task, &code, p.id)) } else { None };
+                        let reward = self.reward.of(correct.then(|| speedup.unwrap_or(1.0)), own, self.low_reward);
                         scored[i] = Some(Scored { reward: Some(reward), correct, speedup, record: json!({"verdict": p.verdict, "program_id": p.id, "cached": true}) });
                     } else {
                         let parent_ids = prompts[*g].info["shown"].as_array().map(|a| a.iter().filter_map(Value::as_i64).collect()).unwrap_or_default();
@@ -282,7 +336,7 @@ impl Environment for KernelEnv<'_> {
                     let key = ProgramKey { task_hash: task.hash.clone(), code_hash: normalized_hash(&code), settings_hash: self.settings_hash.clone() };
                     let id = self.store.insert_program(&NewProgram {
                         key,
-                        code,
+                        code: code.clone(),
                         run_id: self.run_id.clone(),
                         round: u32::try_from(step).unwrap_or(u32::MAX),
                         trajectory: None,
@@ -296,7 +350,8 @@ impl Environment for KernelEnv<'_> {
                         speedup_ci_high: e.speedup.map(|s| s.ci_high).filter(|x| x.is_finite()),
                         evaluation: serde_json::to_value(&*e).unwrap_or_default(),
                     })?;
-                    let reward = self.reward.of(speedup, self.low_reward);
+                    let own = if speedup.is_some() && self.reward.needs_own_share() { self.measure_own_share(&task, &code, id) } else { None };
+                    let reward = self.reward.of(speedup, own, self.low_reward);
                     Scored { reward: Some(reward), correct: speedup.is_some(), speedup, record: json!({"verdict": e.verdict, "reason_class": e.reason_class, "program_id": id, "cached": false}) }
                 }
                 // The task's reference failed, or the run is stopping: not the sample's doing.
@@ -332,10 +387,30 @@ mod tests {
 
     #[test]
     fn the_control_reward_pays_correctness_alone() {
-        assert_eq!(RewardKind::Speedup.of(Some(2.5), 0.0), 2.5);
-        assert_eq!(RewardKind::Correct.of(Some(2.5), 0.0), 1.0);
-        assert_eq!(RewardKind::Correct.of(None, -1.0), -1.0);
+        assert_eq!(RewardKind::Speedup.of(Some(2.5), None, 0.0), 2.5);
+        assert_eq!(RewardKind::Correct.of(Some(2.5), None, 0.0), 1.0);
+        assert_eq!(RewardKind::Correct.of(None, None, -1.0), -1.0);
         assert_eq!(RewardKind::parse("correct"), Ok(RewardKind::Correct));
         assert!(RewardKind::parse("fast").is_err());
+    }
+
+    #[test]
+    fn a_speedup_from_library_kernels_alone_gains_nothing() {
+        let r = RewardKind::parse("speedup-own-kernels").unwrap();
+        assert_eq!(r, RewardKind::SpeedupOwnKernels { threshold: OWN_SHARE_THRESHOLD });
+        assert!(r.needs_own_share() && !RewardKind::Speedup.needs_own_share());
+        // Its own kernels do the work: the whole speedup.
+        assert_eq!(r.of(Some(3.0), Some(0.95), 0.0), 3.0);
+        assert_eq!(r.of(Some(3.0), Some(0.5), 0.0), 3.0, "at the threshold");
+        // cuBLAS or PyTorch does the work (a share of 0, or below the threshold): no gain.
+        assert_eq!(r.of(Some(3.0), Some(0.0), 0.0), 1.0);
+        assert_eq!(r.of(Some(3.0), Some(0.49), 0.0), 1.0);
+        // Unmeasured counts as library; a slower program keeps its (lower) speedup.
+        assert_eq!(r.of(Some(3.0), None, 0.0), 1.0);
+        assert_eq!(r.of(Some(0.8), Some(0.0), 0.0), 0.8);
+        // Wrong is wrong.
+        assert_eq!(r.of(None, Some(1.0), -1.0), -1.0);
+        // The same speedup, own against library: the group sees the difference.
+        assert!(r.of(Some(2.0), Some(1.0), 0.0) > r.of(Some(2.0), Some(0.1), 0.0));
     }
 }

@@ -15,6 +15,7 @@ mod judge;
 mod memory;
 mod optimize;
 mod output;
+mod own_share;
 mod profile;
 mod pty;
 mod report;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod builds;
+mod own;
 mod profile;
 mod started;
 

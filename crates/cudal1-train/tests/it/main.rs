@@ -467,3 +467,60 @@ fn two_turns_credit_turn_one_with_the_discounted_second_and_normalise_advantages
         }
     }
 }
+
+/// `speedup-own-kernels`: shares from a scripted profiler (there is no GPU here); a fast
+/// program whose time is all in library kernels earns no more than the reference, and its share
+/// is stored with the program, so a later sample of it is not profiled again.
+#[test]
+fn the_own_kernel_reward_gives_no_gain_to_a_program_fast_through_library_kernels() {
+    use cudal1_search::{ExemplarSampler, Prompts};
+    use cudal1_store::ProgramDatabase;
+    use cudal1_task::synth::{generate, Scale};
+    use cudal1_train::kernels::{OwnShares, RewardKind};
+    struct Scripted {
+        fast: String,
+        asked: std::sync::Mutex<Vec<String>>,
+    }
+    impl OwnShares for Scripted {
+        fn own_share(&self, _task: &cudal1_task::Task, code: &str) -> Result<f64, String> {
+            self.asked.lock().unwrap().push(code.to_owned());
+            // The fast program runs library kernels only; the slow one its own.
+            Ok(if code.trim() == self.fast.trim() { 0.0 } else { 0.9 })
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let synth = generate(Scale::Cpu, 1, 0).into_iter().find(|t| t.family == "row_loop").unwrap();
+    let path = dir.path().join("level1").join(format!("{}.py", synth.stem));
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, &synth.reference).unwrap();
+    let task = Arc::new(cudal1_task::Task::load(&path).unwrap());
+    let settings = EvalSettings { timing_budget: std::time::Duration::from_millis(400), ..EvalSettings::default() };
+    let mut engine_config = EngineConfig::new(runner_env(&dir.path().join("cache")), vec![Device::Cpu], settings, CompileCache { root: dir.path().join("ext") });
+    engine_config.scratch_parent = dir.path().join("scratch");
+    let (engine, _events) = Evaluator::start(engine_config).unwrap();
+    let store = cudal1_store::Store::open(&dir.path().join("s.db")).unwrap();
+    let prompts = Prompts::builtin();
+    let scripted = Scripted { fast: synth.fast.clone(), asked: std::sync::Mutex::new(Vec::new()) };
+    let mut env = cudal1_train::kernels::KernelEnv::new(vec![Arc::clone(&task)], &engine, &store, &prompts, ExemplarSampler::new(0.25, 1.0).unwrap(), 2, "run-own".into());
+    env.reward = RewardKind::parse("speedup-own-kernels").unwrap();
+    env.own_shares = Some(&scripted);
+    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(1);
+    let first = env.prompts(1, 1, &mut rng).unwrap();
+    let sample = |code: &str| Sample { prompt_index: 0, ids: vec![1], logprobs: vec![-1.0], text: format!("```python\n{code}\n```\n"), finish_reason: "stop".into() };
+    let samples = [sample(&synth.fast), sample(&synth.slow)];
+    let indexed: Vec<(usize, &Sample)> = samples.iter().map(|s| (0, s)).collect();
+    let scored = env.score(1, &first, &indexed).unwrap();
+    assert!(scored[0].correct && scored[1].correct, "{scored:?}");
+    let speedup = scored[0].speedup.unwrap();
+    assert!(speedup > 2.0, "the fast program is fast: {speedup}");
+    assert_eq!(scored[0].reward, Some(1.0), "fast through library kernels only: capped at the reference");
+    assert_eq!(scored[1].reward, scored[1].speedup, "its own kernels: its speedup");
+    assert_eq!(scripted.asked.lock().unwrap().len(), 2);
+    // The shares are stored with the programs; a later sample of one is not profiled again.
+    let id = scored[0].record["program_id"].as_i64().unwrap();
+    assert_eq!(store.program(id).unwrap().unwrap().own_share, Some(0.0));
+    let again = env.score(2, &first, &indexed[..1]).unwrap();
+    assert_eq!((again[0].record["cached"].as_bool(), again[0].reward), (Some(true), Some(1.0)));
+    assert_eq!(scripted.asked.lock().unwrap().len(), 2, "from the store");
+    engine.finish();
+}
