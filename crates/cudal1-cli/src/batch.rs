@@ -99,7 +99,7 @@ pub fn run(ws: &Workspace, items: &[Item], opts: &Options<'_>, interrupt: &Inter
     }
     let mut finished = Finished { rows: Vec::new(), task_failures: Vec::new(), host_failures: Vec::new(), cancelled: 0, stats: None, memory_waits: 0, ran_alone_for_memory: 0 };
     if !pending.is_empty() && !interrupt.interrupted() {
-        let (engine, events) = ws.engine()?;
+        let (engine, events) = ws.engine_with_events()?;
         interrupt.watch(engine.canceller());
         let mut ids: HashMap<JobId, usize> = HashMap::new();
         for &i in &pending {

@@ -150,7 +150,7 @@ pub fn run(a: OptimizeArgs) -> Result<Status> {
     tracing::info!(llm = %llm.describe(), "optimizing with");
 
     let interrupt = interrupt::install("the requests and evaluations under way");
-    let (engine, _events) = ws.engine()?;
+    let engine = ws.engine()?;
     interrupt.watch(engine.canceller());
     let profiling = if a.profile {
         if ws.devices[0] == cudal1_eval::Device::Cpu {

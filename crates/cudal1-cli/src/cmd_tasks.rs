@@ -106,7 +106,7 @@ fn list(a: &ListArgs) -> Result<Status> {
             config.lanes = n;
         }
         let interrupt = interrupt::install("the tasks being read");
-        let (engine, events) = Evaluator::start(config)?;
+        let (engine, events) = Evaluator::start_with_events(config)?;
         interrupt.watch(engine.canceller());
         cancelled = each_task(engine, &events, &tasks, Job::describe, |i, outcome, progress| {
             let result = match outcome {
@@ -216,7 +216,7 @@ fn check(a: &CheckArgs) -> Result<Status> {
         config.lanes = n;
     }
     let interrupt = interrupt::install("the task checks under way");
-    let (engine, events) = Evaluator::start(config)?;
+    let (engine, events) = Evaluator::start_with_events(config)?;
     interrupt.watch(engine.canceller());
     // Checks already in the store are not made again (`--force` makes them again).
     let store = Store::open(&a.db)?;

@@ -513,7 +513,7 @@ fn sft_data(a: &SftDataArgs) -> Result<Status> {
     let ws = Workspace::resolve(&a.common, a.device.as_ref(), None)?;
     let prompts = Prompts::builtin();
     let interrupt = interrupt::install("the judging under way");
-    let (engine, _events) = ws.engine()?;
+    let engine = ws.engine()?;
     interrupt.watch(engine.canceller());
     let mut reporter = Reporter::new("sft-data", &[]);
     let mut stats = Collected::default();
@@ -623,7 +623,7 @@ fn self_sup(a: &SelfSupArgs) -> Result<Status> {
         run.resume(&mut policy, state)?;
         reporter.event(TrainEvent::Resumed { step: state.step });
     }
-    let (engine, _events) = ws.engine()?;
+    let engine = ws.engine()?;
     interrupt.watch(engine.canceller());
     let stop = || interrupt.interrupted();
     let prompts = Prompts::builtin();
@@ -685,7 +685,7 @@ fn rl(a: &RlArgs) -> Result<Status> {
         run.resume(&mut policy, state)?;
         reporter.event(TrainEvent::Resumed { step: state.step });
     }
-    let (engine, _events) = ws.engine()?;
+    let engine = ws.engine()?;
     interrupt.watch(engine.canceller());
     let prompts = Prompts::builtin();
     let mut env = KernelEnv::new(tasks, &engine, &ws.store, &prompts, sampler, a.exemplar.exemplars, run_id);
@@ -710,7 +710,7 @@ fn eval(a: &EvalArgs) -> Result<Status> {
     let ws = eval_workspace(&a.common, a.device.as_ref(), &spec.device)?;
     let interrupt = interrupt::install("the evaluation under way");
     let mut policy = start_policy(&a.policy, &spec, &interp.path, &cache, false, 0)?;
-    let (engine, _events) = ws.engine()?;
+    let engine = ws.engine()?;
     interrupt.watch(engine.canceller());
     let mut reporter = Reporter::new("held-out", &[]);
     let prompts = Prompts::builtin();

@@ -70,11 +70,20 @@ impl Workspace {
         self.devices.iter().any(|d| matches!(d, Device::Cuda(_)))
     }
 
-    /// Starts the evaluation engine on this workspace's devices.
-    pub fn engine(&self) -> Result<(Evaluator, Receiver<Event>)> {
+    /// Starts the evaluation engine on this workspace's devices, without an event stream (each
+    /// job's outcome comes on its handle).
+    pub fn engine(&self) -> Result<Evaluator> {
         let config = self.engine_config();
         let parent = config.scratch_parent.clone();
-        Evaluator::start(config).with_context(|| format!("making a scratch directory in `{}`\nhint: set CUDAL1_WORK_DIR to a writable directory with room", parent.display()))
+        Evaluator::start(config).with_context(|| scratch_error(&parent))
+    }
+
+    /// As [`Workspace::engine`], with the stream of every job's events, for a reporter that reads
+    /// it to the end.
+    pub fn engine_with_events(&self) -> Result<(Evaluator, Receiver<Event>)> {
+        let config = self.engine_config();
+        let parent = config.scratch_parent.clone();
+        Evaluator::start_with_events(config).with_context(|| scratch_error(&parent))
     }
 
     /// What [`Workspace::engine`] starts an engine from.
@@ -94,6 +103,10 @@ impl Workspace {
 }
 
 /// Who judges on `devices`: this build, and their class of GPU as torch names it (`cpu`).
+fn scratch_error(parent: &Path) -> String {
+    format!("making a scratch directory in `{}`\nhint: set CUDAL1_WORK_DIR to a writable directory with room", parent.display())
+}
+
 pub fn judge(devices: &[Device], interpreter: &Interpreter) -> Result<Judge> {
     let class = cudal1_eval::judge::devices_class(devices, &interpreter.probe.gpu_names)
         .map_err(|e| anyhow::anyhow!("{e}\nhint: results are filed per class of GPU; delete `python/` in the cache directory so that PyTorch is asked again"))?;

@@ -292,7 +292,7 @@ impl State<'_> {
         let judge = cudal1_eval::Judge::new(self.config.gpu_class.clone());
         let config = EngineConfig { settings: EvalSettings { device, ..settings.clone() }, judge, ..self.config.engine.clone() };
         // Outcomes arrive on `done_tx`; the event stream is not needed (dropping it is allowed).
-        let (evaluator, _events) = Evaluator::start(config)?;
+        let evaluator = Evaluator::start(config)?;
         on_event(WorkerEvent::EngineStarted { canceller: evaluator.canceller() });
         self.engine = Some(Engine { evaluator, family: family.to_owned() });
         Ok(())

@@ -1,6 +1,9 @@
 //! The evaluation engine: [`Evaluator`] is owned and long-lived. Jobs go in at any time
-//! ([`Evaluator::submit`]: a task, a candidate, a [`Mode`], a priority); one ordered stream of
-//! [`Event`]s comes out, and each job's [`JobOutcome`] can also be awaited on its [`JobHandle`].
+//! ([`Evaluator::submit`]: a task, a candidate, a [`Mode`], a priority); each job's [`JobOutcome`]
+//! is awaited on its [`JobHandle`] (or a shared [`Done`] channel). The ordered stream of
+//! [`Event`]s is opt-in ([`Evaluator::start_with_events`]): an engine started with
+//! [`Evaluator::start`] keeps no events, so no user can hold a stream it never reads while every
+//! event of a long run piles up in it.
 //!
 //! Inside, programs that build extensions go to a pool of sandboxed CPU compile workers first, so
 //! a device never waits for nvcc. Each device has lanes: lane 0 takes every job and times one
@@ -14,7 +17,7 @@
 //! ```no_run
 //! # fn demo(config: cudal1_eval::EngineConfig, task: cudal1_task::Task, candidate: cudal1_task::Candidate) -> std::io::Result<()> {
 //! use cudal1_eval::{Evaluator, Job, JobOutcome};
-//! let (engine, events) = Evaluator::start(config)?;
+//! let (engine, events) = Evaluator::start_with_events(config)?;
 //! let handle = engine.submit(Job::evaluate(std::sync::Arc::new(task), candidate));
 //! std::thread::spawn(move || events.iter().for_each(|e| tracing::debug!(?e)));
 //! if let JobOutcome::Evaluated(e) = handle.wait() {
@@ -172,7 +175,8 @@ struct Shared {
     /// The most a task's reference process was seen to hold (on its device, and on the host), by
     /// task hash.
     seen: Mutex<HashMap<String, MemoryNeed>>,
-    events: Sender<Event>,
+    /// The event stream's sender, when the user asked for one.
+    events: Option<Sender<Event>>,
     cancelled: AtomicBool,
     killed: AtomicBool,
     next_id: AtomicU64,
@@ -185,7 +189,9 @@ struct Shared {
 impl Shared {
     fn emit(&self, job: JobId, kind: EventKind) {
         // A user that dropped the stream does not want events.
-        let _ = self.events.send(Event { job, kind });
+        if let Some(events) = &self.events {
+            let _ = events.send(Event { job, kind });
+        }
     }
 
     fn end(&self, entry: Entry, outcome: JobOutcome) {
@@ -220,14 +226,24 @@ pub struct Evaluator {
 }
 
 impl Evaluator {
-    /// Starts the compile pool and the device lanes; returns the engine and its event stream.
-    /// Fails only when the scratch directory cannot be made.
-    pub fn start(config: EngineConfig) -> std::io::Result<(Evaluator, Receiver<Event>)> {
+    /// Starts the compile pool and the device lanes, with no event stream: outcomes come on the
+    /// jobs' handles. Fails only when the scratch directory cannot be made.
+    pub fn start(config: EngineConfig) -> std::io::Result<Evaluator> {
+        Evaluator::launch(config, None)
+    }
+
+    /// As [`Evaluator::start`], with the stream of every job's events. The stream is unbounded:
+    /// read it until it ends, or drop it (events then go nowhere).
+    pub fn start_with_events(config: EngineConfig) -> std::io::Result<(Evaluator, Receiver<Event>)> {
+        let (events, stream) = unbounded();
+        Ok((Evaluator::launch(config, Some(events))?, stream))
+    }
+
+    fn launch(config: EngineConfig, events: Option<Sender<Event>>) -> std::io::Result<Evaluator> {
         std::fs::create_dir_all(&config.scratch_parent)?;
         crate::scratch::sweep(&config.scratch_parent);
         let scratch = tempfile::Builder::new().prefix("cudal1-").tempdir_in(&config.scratch_parent)?;
         let owner = crate::scratch::claim(scratch.path())?;
-        let (events, stream) = unbounded();
         let compile_workers = config.compile_workers.max(1);
         let shared = Arc::new(Shared {
             scratch: scratch.path().to_owned(),
@@ -263,7 +279,7 @@ impl Evaluator {
                 threads.push(spawn_named(format!("lane-{d}-{l}"), move || lane::run(&shared, d, l)));
             }
         }
-        Ok((Evaluator { shared, threads, scratch: Some(scratch), _owner: owner }, stream))
+        Ok(Evaluator { shared, threads, scratch: Some(scratch), _owner: owner })
     }
 
     /// Queues a job; its outcome arrives on the handle and as its last event. After

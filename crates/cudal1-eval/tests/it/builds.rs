@@ -26,7 +26,7 @@ fn a_half_built_entry_is_rebuilt_by_the_pool_and_loaded_by_the_candidate_without
     std::fs::write(ext.join("lock"), b"").unwrap();
     assert!(published(&entry).is_none());
 
-    let (engine, events) = Evaluator::start(config).unwrap();
+    let (engine, events) = Evaluator::start_with_events(config).unwrap();
     let job = engine.submit(Job::evaluate(task("level1/4_Row_Sum.py"), cand));
     let (_, by_job) = collect(&events, 1);
     engine.finish();
@@ -55,7 +55,7 @@ fn a_build_stopped_half_way_in_the_pool_publishes_nothing() {
     let cand = candidate("level1/4_Row_Sum/cpp_correct.py");
     let entry = config.compile_cache.dir_for(&cand);
     let root = config.compile_cache.root.clone();
-    let (engine, events) = Evaluator::start(config).unwrap();
+    let (engine, events) = Evaluator::start_with_events(config).unwrap();
     let job = engine.submit(Job::evaluate(task("level1/4_Row_Sum.py"), cand));
     let (_, by_job) = collect(&events, 1);
     engine.finish();
@@ -99,7 +99,7 @@ fn a_candidate_cannot_write_into_its_published_builds() {
     let config = engine_config(dir.path(), 1, Duration::from_secs(20));
     let cand = cudal1_task::Candidate::from_source("writes_into_its_builds.py".into(), WRITES_INTO_ITS_BUILDS.into());
     let entry = config.compile_cache.dir_for(&cand);
-    let (engine, events) = Evaluator::start(config).unwrap();
+    let (engine, events) = Evaluator::start_with_events(config).unwrap();
     let job = engine.submit(Job::evaluate(task("level1/4_Row_Sum.py"), cand).mode(cudal1_eval::Mode::Correctness));
     let (_, by_job) = collect(&events, 1);
     engine.finish();

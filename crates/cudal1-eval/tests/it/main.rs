@@ -46,7 +46,7 @@ fn engine(dir: &Path, lanes: usize, call_timeout: Duration) -> (Evaluator, cross
 fn engine_with(dir: &Path, lanes: usize, call_timeout: Duration, pipeline: bool) -> (Evaluator, crossbeam_channel::Receiver<Event>) {
     let mut config = engine_config(dir, lanes, call_timeout);
     config.pipeline = pipeline;
-    Evaluator::start(config).unwrap()
+    Evaluator::start_with_events(config).unwrap()
 }
 
 fn engine_config(dir: &Path, lanes: usize, call_timeout: Duration) -> EngineConfig {
@@ -285,7 +285,7 @@ fn fails_once(swish: &Task, marker: &Path, failure: &str) -> Candidate {
 fn unsandboxed_engine(dir: &Path, lanes: usize, call_timeout: Duration) -> (Evaluator, crossbeam_channel::Receiver<Event>) {
     let mut config = engine_config(dir, lanes, call_timeout);
     config.settings.sandbox = false;
-    Evaluator::start(config).unwrap()
+    Evaluator::start_with_events(config).unwrap()
 }
 
 /// Beside other lanes' checks, running out of memory or time is no verdict until the job ran
@@ -407,7 +407,7 @@ fn staged_checks_of_new_tasks_load_into_a_kept_reference_while_the_job_before_ru
     let dir = tempfile::tempdir().unwrap();
     let mut config = engine_config(dir.path(), 1, Duration::from_secs(20));
     config.prefetch = Some(true);
-    let (engine, events) = Evaluator::start(config).unwrap();
+    let (engine, events) = Evaluator::start_with_events(config).unwrap();
     let mut jobs = correct_checks_of_four_tasks();
     jobs.extend([
         (check("level1/1_Diagonal_Matmul.py", "level1/1_Diagonal_Matmul/wrong_axis.py"), Verdict::Incorrect),
@@ -506,7 +506,7 @@ fn two_devices_time_at_once_from_one_queue() {
     config.compile_workers = 1;
     config.lanes = 1;
     config.seed = 7;
-    let (engine, events) = Evaluator::start(config).unwrap();
+    let (engine, events) = Evaluator::start_with_events(config).unwrap();
     let swish = task("level1/2_Swish.py");
     let ids: Vec<JobId> = (0..4).map(|_| engine.submit(Job::evaluate(Arc::clone(&swish), candidate("level1/2_Swish/correct.py"))).id).collect();
     let (all, by_job) = collect(&events, ids.len());

@@ -54,7 +54,7 @@ fn the_share_counts_the_symbols_of_the_published_extension_and_no_library_name()
     let config = engine_config(dir.path(), 1, Duration::from_secs(30));
     let cand = Candidate::from_source("own_share.py".into(), CANDIDATE.into());
     let entry = config.compile_cache.dir_for(&cand);
-    let (engine, events) = Evaluator::start(config).unwrap();
+    let (engine, events) = Evaluator::start_with_events(config).unwrap();
     let job = engine.submit(Job::evaluate(task("level1/4_Row_Sum.py"), cand.clone()));
     let (_, by_job) = collect(&events, 1);
     engine.finish();

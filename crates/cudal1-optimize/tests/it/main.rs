@@ -110,7 +110,7 @@ fn engine(env: &RunnerEnv, dir: &Path) -> Evaluator {
     config.scratch_parent = dir.join("scratch");
     config.compile_workers = 1;
     config.lanes = 1;
-    Evaluator::start(config).unwrap().0
+    Evaluator::start(config).unwrap()
 }
 
 /// Files below `dir` once finished candidates' processes, which end in the background, are gone

@@ -288,7 +288,7 @@ fn supervised_data_keeps_exactly_the_correct_programs_once_each() {
     let mut engine_config = EngineConfig::new(runner_env(&dir.path().join("cache")), vec![Device::Cpu], settings, CompileCache { root: dir.path().join("ext") });
     engine_config.scratch_parent = dir.path().join("scratch");
     engine_config.lanes = 2;
-    let (engine, _events) = Evaluator::start(engine_config).unwrap();
+    let engine = Evaluator::start(engine_config).unwrap();
     let suite = repo().join("tests/suite-cpu");
     let task = Arc::new(cudal1_task::Task::load(&suite.join("tasks/level1/2_Swish.py")).unwrap());
     let read = |name: &str| std::fs::read_to_string(suite.join("candidates/level1/2_Swish").join(name)).unwrap();
@@ -336,7 +336,7 @@ fn the_kernel_environment_rewards_measured_speedups_caches_programs_and_shows_th
     let settings = EvalSettings { timing_budget: std::time::Duration::from_millis(400), ..EvalSettings::default() };
     let mut engine_config = EngineConfig::new(runner_env(&dir.path().join("cache")), vec![Device::Cpu], settings, CompileCache { root: dir.path().join("ext") });
     engine_config.scratch_parent = dir.path().join("scratch");
-    let (engine, _events) = Evaluator::start(engine_config).unwrap();
+    let engine = Evaluator::start(engine_config).unwrap();
     let store = cudal1_store::Store::open(&dir.path().join("s.db")).unwrap();
     let prompts = Prompts::builtin();
     let mut env = cudal1_train::kernels::KernelEnv::new(vec![Arc::clone(&task)], &engine, &store, &prompts, ExemplarSampler::new(0.25, 1.0).unwrap(), 2, "run-a".into());
@@ -497,7 +497,7 @@ fn the_own_kernel_reward_gives_no_gain_to_a_program_fast_through_library_kernels
     let settings = EvalSettings { timing_budget: std::time::Duration::from_millis(400), ..EvalSettings::default() };
     let mut engine_config = EngineConfig::new(runner_env(&dir.path().join("cache")), vec![Device::Cpu], settings, CompileCache { root: dir.path().join("ext") });
     engine_config.scratch_parent = dir.path().join("scratch");
-    let (engine, _events) = Evaluator::start(engine_config).unwrap();
+    let engine = Evaluator::start(engine_config).unwrap();
     let store = cudal1_store::Store::open(&dir.path().join("s.db")).unwrap();
     let prompts = Prompts::builtin();
     let scripted = Scripted { fast: synth.fast.clone(), asked: std::sync::Mutex::new(Vec::new()) };
