@@ -84,10 +84,7 @@ pub fn run_compile_stage(
                     continue;
                 };
                 let built = build_with_heartbeats(queue, config, &job);
-                let artifact = match &built {
-                    Ok(a) => Some(a),
-                    Err(_) => None,
-                };
+                let artifact = built.as_ref().ok();
                 match queue.advance(job.id, &config.name, artifact) {
                     Ok(()) => {
                         moved.fetch_add(1, Ordering::SeqCst);

@@ -72,7 +72,7 @@ fn job(task: &str, code: &str) -> NewJob {
         program_key: ProgramKey { task_hash: format!("t-{task}"), code_hash: format!("n-{code}"), settings_hash: "ps".into() },
         parent_ids: vec![],
         mode: "correctness".into(),
-        settings: json!({"device": "cpu", "seeds": 5, "pi": 3.141_592_653_589_793}),
+        settings: json!({"device": "cpu", "seeds": 5, "pi": std::f64::consts::PI}),
         priority: 0,
         stage: Stage::Run,
         max_attempts: 3,

@@ -299,8 +299,8 @@ fn supervised_data_keeps_exactly_the_correct_programs_once_each() {
         provenance: serde_json::json!({"source": "test", "label": label}),
     };
     let correct = read("correct.py");
-    // The same program again, reformatted: a duplicate by normalised source.
-    let reformatted = format!("{}\n\n# trailing comment\n", correct.replace("    ", "    "));
+    // The same program again with a comment and blank lines: a duplicate by normalised source.
+    let reformatted = format!("{correct}\n\n# trailing comment\n");
     let candidates = vec![
         reply(&correct, "correct"),
         reply(&read("nan_output.py"), "nan"),
@@ -446,7 +446,7 @@ fn two_turns_credit_turn_one_with_the_discounted_second_and_normalise_advantages
         .iter()
         .map(|l| (l["turn"].as_u64().unwrap(), l["trajectory"].as_u64().unwrap(), l["reward"].as_f64().unwrap(), l["turn_reward"].as_f64().unwrap(), l["advantage"].as_f64().unwrap()))
         .collect();
-    got.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    got.sort_by_key(|g| (g.0, g.1));
     // Turn rewards, gamma 0.4: trajectory 0: 0 + 0.4 * 2 = 0.8 (turn 2: 2); trajectory 1: 1
     // (good enough, one turn); trajectory 2: 0.5 + 0.4 * 0 = 0.5 (turn 2: 0).
     // Turn 1's advantages: mean 23/30, population std sqrt(19/450) = 0.2054805 (above the 0.1
