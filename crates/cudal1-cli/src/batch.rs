@@ -52,8 +52,9 @@ pub struct Row {
 pub struct Finished {
     /// In the items' order.
     pub rows: Vec<Row>,
-    /// Candidates whose task's reference failed (no verdict), with the error.
-    pub task_failures: Vec<(usize, String)>,
+    /// Candidates whose task's reference failed (no verdict), with the error and what can be
+    /// done about it ([`crate::hint::for_memory`] says it).
+    pub task_failures: Vec<(usize, String, Vec<cudal1_eval::Remedy>)>,
     /// Candidates that got no verdict because the machine failed (it ran out of memory, or a runner
     /// died before the candidate was loaded).
     pub host_failures: Vec<(usize, String)>,
@@ -157,8 +158,8 @@ impl Reporters<'_> {
                 self.json_row(item, &row)?;
                 Ok(Some(row))
             }
-            JobOutcome::TaskFailed { error, .. } => {
-                finished.task_failures.push((index, error.clone()));
+            JobOutcome::TaskFailed { error, remedies, .. } => {
+                finished.task_failures.push((index, error.clone(), remedies.clone()));
                 Ok(None)
             }
             JobOutcome::HostFailed { error } => {

@@ -114,7 +114,7 @@ pub fn run(a: BaselinesArgs) -> Result<Status> {
         ws.store.record_baseline(&stored)?;
         results.insert((ti, b), Measured { task: task.key(), stored, reused: row.reused, evaluation_id: row.id });
     }
-    let reference_failures: Vec<String> = finished.task_failures.iter().map(|(i, e)| format!("{}: {}", tasks[item_of[*i].0].key(), e.lines().next().unwrap_or(""))).collect();
+    let reference_failures: Vec<String> = finished.task_failures.iter().map(|(i, e, _)| format!("{}: {}", tasks[item_of[*i].0].key(), e.lines().next().unwrap_or(""))).collect();
     let host_failures: Vec<String> = finished.host_failures.iter().map(|(i, e)| format!("{} {}: {}", tasks[item_of[*i].0].key(), item_of[*i].1, e.lines().next().unwrap_or(""))).collect();
     let measured = results.values().filter(|m| m.stored.status == BaselineStatus::Measured).count();
     let failed_count = results.len() - measured;

@@ -50,8 +50,11 @@ fn single(a: &EvalArgs, task_path: &Path, cand_path: &Path) -> Result<Status> {
     let items = vec![Item { task: Arc::new(task), candidate, expect, claimed: None }];
     let opts = Options { mode: a.mode, json_lines: false, progress_lines: false, force: a.common.force, batch_id: None, against: None };
     let finished = batch::run(&ws, &items, &opts, &interrupt)?;
-    if let Some((_, error)) = finished.task_failures.first() {
-        bail!("{error}");
+    if let Some((_, error, remedies)) = finished.task_failures.first() {
+        match crate::hint::for_memory(remedies) {
+            Some(hint) => bail!("{}\nhint: {hint}", error.trim_end()),
+            None => bail!("{error}"),
+        }
     }
     if let Some((_, error)) = finished.host_failures.first() {
         bail!("no verdict: {error}\nhint: {HOST_HINT}");
@@ -92,6 +95,9 @@ fn single(a: &EvalArgs, task_path: &Path, cand_path: &Path) -> Result<Status> {
         if row.reused {
             eprintln!("(from the store: the same task, candidate and settings were judged before by this version of cudal1 on this class of device; --force evaluates again)");
         }
+    }
+    if let Some(hint) = crate::hint::for_verdict(e) {
+        eprintln!("hint: {hint}");
     }
     let mismatch = a.common.check_expectations && report::expectation_met(e, items[0].expect.as_ref()) == Some(false);
     // Ctrl-C let the evaluation finish (it is saved), but the run was still interrupted.
@@ -246,7 +252,9 @@ fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, 
     });
     ws.store.finish_batch(&batch_id, &serde_json::json!({"candidates": suite_json(&by_candidate), "tasks": suite_json(&by_task)}))?;
     let mismatched = rows.iter().filter(|r| report::expectation_met(r.evaluation, r.expect) == Some(false)).count();
-    let failures: Vec<&str> = finished.task_failures.iter().map(|(_, e)| e.as_str()).collect();
+    let failures: Vec<&str> = finished.task_failures.iter().map(|(_, e, _)| e.as_str()).collect();
+    let failure_hint = finished.task_failures.iter().find_map(|(_, _, remedies)| crate::hint::for_memory(remedies));
+    let verdict_hint = rows.iter().find_map(|r| crate::hint::for_verdict(r.evaluation));
     let host_failures: Vec<&str> = finished.host_failures.iter().map(|(_, e)| e.as_str()).collect();
     let claims = claimed_against_measured(&rows);
     let own: Vec<crate::own_share::Found> = if a.own_share && !interrupt.interrupted() {
@@ -307,6 +315,10 @@ fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, 
             summary["baseline"] = serde_json::json!({"name": name.name(), "candidates": suite_json(c), "tasks": suite_json(t), "fell_back_to_eager": fell_back});
         }
         out::line(serde_json::json!({ "summary": summary }))?;
+        // The JSON keeps the reasons; what to do about them is for the person at the terminal.
+        for hint in failure_hint.iter().chain(&verdict_hint) {
+            eprintln!("hint: {hint}");
+        }
     } else {
         report::print_table(&rows, &missing.iter().map(|m| (m.task.as_str(), m.at.as_str(), m.reason.as_str())).collect::<Vec<_>>(), a.baseline.map(|b| b.name()))?;
         if a.own_share {
@@ -341,6 +353,12 @@ fn run_batch(a: &EvalArgs, what: &str, paths: (&Path, &Path), items: Vec<Item>, 
         }
         if !failures.is_empty() {
             out::line(format!("{} candidate(s) got no verdict because their reference failed", failures.len()))?;
+            if let Some(hint) = &failure_hint {
+                eprintln!("hint: {hint}");
+            }
+        }
+        if let Some(hint) = &verdict_hint {
+            eprintln!("hint: {hint}");
         }
         if !host_failures.is_empty() {
             out::line(format!("{} candidate(s) got no verdict because the machine failed (not their fault); run the same command again to evaluate them", host_failures.len()))?;

@@ -16,6 +16,7 @@ mod cmd_tasks;
 mod cmd_train;
 mod cmd_worker;
 mod exit;
+mod hint;
 mod interrupt;
 mod out;
 mod queue_backend;

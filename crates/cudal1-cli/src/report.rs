@@ -10,12 +10,14 @@ use cudal1_task::Expectation;
 use std::io;
 
 /// `error:` / `Caused by:` / `hint:`, as the user should see them.
+/// The CLI's own errors carry their hint after `\nhint: `; a library's error carries what can be
+/// done as data, which [`crate::hint::for_error`] says.
 pub fn print_error(err: &anyhow::Error) {
     let mut chain = err.chain();
-    let top = chain.next().map(|e| e.to_string()).unwrap_or_default();
-    let (top, hint) = split_hint(&top);
+    let Some(first) = chain.next() else { return };
+    let (top, hint) = split_hint(&first.to_string());
     eprintln!("{} {top}", style::err("error:", Paint::Error));
-    let mut hints: Vec<String> = hint.into_iter().collect();
+    let mut hints: Vec<String> = hint.into_iter().chain(crate::hint::for_error(first)).collect();
     let mut last = top;
     for cause in chain {
         let (text, h) = split_hint(&cause.to_string());
@@ -25,7 +27,9 @@ pub fn print_error(err: &anyhow::Error) {
         }
         last = text;
         hints.extend(h);
+        hints.extend(crate::hint::for_error(cause));
     }
+    hints.dedup();
     for h in hints {
         eprintln!("{} {h}", style::err("hint:", Paint::Hint));
     }

@@ -227,8 +227,8 @@ fn memory_limit(flag: Option<u64>) -> u64 {
     use cudal1_eval::{memory, scratch};
     match flag {
         Some(limit) => {
-            if let Some(warning) = memory::limit_beyond_host(limit, scratch::available_memory(), scratch::total_memory()) {
-                eprintln!("warning: {warning}");
+            if let Some(beyond) = memory::limit_beyond_host(limit, scratch::available_memory(), scratch::total_memory()) {
+                eprintln!("warning: {}", crate::hint::limit_beyond_host(&beyond));
             }
             limit
         }

@@ -59,7 +59,7 @@ pub fn judge_call_error(err: &CallError, doing: &str, stderr: &str) -> Judgement
             Verdict::RuntimeError,
             "out_of_memory",
             with_stderr(format!(
-                "ran out of memory while {doing}: it went over its memory limit of {}{} and its processes were killed (`--memory` sets the limit)",
+                "ran out of memory while {doing}: it went over its memory limit of {}{} and its processes were killed",
                 human_bytes(*limit_bytes),
                 peak_bytes.map(|p| format!(" (it reached {})", human_bytes(p))).unwrap_or_default()
             )),

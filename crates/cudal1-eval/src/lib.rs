@@ -37,7 +37,7 @@ pub mod window;
 pub use engine::{default_lanes, Canceller, MemoryBudget, MemoryWait, Done, EngineConfig, EngineStats, Event, EventKind, Evaluator, Job, JobHandle, JobId, JobOutcome, Work};
 pub use baseline::Baseline;
 pub use compile::{CompileCache, CompileOutcome};
-pub use memory::MemoryNeed;
+pub use memory::{MemoryNeed, Remedy, TooLarge};
 pub use judge::{gpu_class_of, judge_version, Judge, JUDGE_LOGIC};
 pub use reference::{ReferenceError, ReferenceSession};
 pub use runner::RunnerEnv;

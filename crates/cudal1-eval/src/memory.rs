@@ -1,7 +1,7 @@
 //! Will a task fit? Before a reference is loaded, its inputs, outputs and parameters are sized on
 //! meta tensors (the runner's `describe`, which allocates nothing), and an evaluation that cannot
 //! fit the GPU, the host or a candidate's memory limit is refused with the numbers and what to
-//! do, instead of being found out by the kernel's OOM killer half an hour in.
+//! do ([`TooLarge`], [`Remedy`]: data, which front ends put in their own words), instead of being found out by the kernel's OOM killer half an hour in.
 
 use crate::runner::{CallError, RunnerClient};
 use crate::settings::{Device, EvalSettings};
@@ -113,60 +113,115 @@ pub fn default_process_limit(host_total: Option<u64>) -> u64 {
     host_total.map_or(DEFAULT_PROCESS_LIMIT, |total| (total / 2).min(DEFAULT_PROCESS_LIMIT))
 }
 
-/// A warning for a limit given by hand that the host cannot give (over its available or its total
-/// memory); the limit is kept as given.
-pub fn limit_beyond_host(limit: u64, host_available: Option<u64>, host_total: Option<u64>) -> Option<String> {
-    let (what, room) = match (host_total, host_available) {
-        (Some(total), _) if limit > total => ("memory", total),
-        (_, Some(available)) if limit > available => ("available memory", available),
-        _ => return None,
-    };
-    Some(format!(
-        "`--memory {}` is more than the host's {what} ({}): a candidate may then take memory the reference and cudal1 need, and the machine's OOM killer decides instead of the limit",
-        human_bytes(limit).replace(' ', "").replace("iB", ""),
-        human_bytes(room)
-    ))
+/// A limit given by hand that the host cannot give: over its available or its total memory. The
+/// limit is kept as given; the caller warns (a candidate may then take memory the reference and
+/// cudal1 need, and the machine's OOM killer decides instead of the limit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitBeyondHost {
+    /// The limit given, in bytes.
+    pub limit: u64,
+    /// What the host has, in bytes: its total memory (`of_total`) or its available memory.
+    pub room: u64,
+    pub of_total: bool,
 }
 
-/// What to try instead, said with every refusal.
-const SMALLER: &str = "`--scale 0.25` (or smaller) shrinks the task's leading input dimensions for a trial on this machine, or use a machine with more memory";
+/// Whether a limit of `limit` bytes is more than the host can give ([`LimitBeyondHost`]).
+pub fn limit_beyond_host(limit: u64, host_available: Option<u64>, host_total: Option<u64>) -> Option<LimitBeyondHost> {
+    match (host_total, host_available) {
+        (Some(total), _) if limit > total => Some(LimitBeyondHost { limit, room: total, of_total: true }),
+        (_, Some(available)) if limit > available => Some(LimitBeyondHost { limit, room: available, of_total: false }),
+        _ => None,
+    }
+}
 
-/// Why an evaluation of this size cannot run on `device` within `room`, with what to do; `None`
-/// when it fits. A reference and a candidate process run at once, each holding the footprint.
-pub fn refusal(f: &Footprint, device: &Device, room: &Room) -> Option<String> {
+/// What can be done about an evaluation that would not fit, as data: the CLI and `serve` say it
+/// in their own words (flags for people at a terminal, settings for API clients).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Remedy {
+    /// Raise the memory limit of a candidate's processes to at least `to` bytes.
+    RaiseMemoryLimit { to: u64 },
+    /// Make a trial of the task on smaller inputs: its leading input dimensions scaled by
+    /// `factor` (or less).
+    ScaleTask { factor: f64 },
+    /// Run on a machine with more memory.
+    MoreMemory,
+}
+
+/// The scale to try first when a task does not fit.
+pub const TRIAL_SCALE: f64 = 0.25;
+
+/// Why an evaluation cannot run where it was asked to: the numbers, and through
+/// [`TooLarge::remedies`] what to do. Its text names no flag or setting of any front end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TooLarge {
+    /// The reference and the candidate together need more than the GPU's memory.
+    Gpu { need: u64, gpu: u64, each: u64, footprint: Footprint },
+    /// The reference and the candidate together need more than the host has available.
+    Host { need: u64, available: u64, each: u64, footprint: Footprint },
+    /// A candidate's process needs more than its memory limit.
+    OverLimit { need: u64, limit: u64, footprint: Footprint },
+}
+
+impl TooLarge {
+    /// What to do, best first.
+    pub fn remedies(&self) -> Vec<Remedy> {
+        let mut remedies = Vec::new();
+        if let TooLarge::OverLimit { need, .. } = self {
+            remedies.push(Remedy::RaiseMemoryLimit { to: need.saturating_mul(5) / 4 });
+        }
+        remedies.extend([Remedy::ScaleTask { factor: TRIAL_SCALE }, Remedy::MoreMemory]);
+        remedies
+    }
+}
+
+impl std::fmt::Display for TooLarge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let b = |n: &u64| human_bytes(*n);
+        match self {
+            TooLarge::Gpu { need, gpu, each, footprint } => write!(
+                f,
+                "it needs about {} of GPU memory, the GPU has {}: the reference and the candidate each hold {} ({})",
+                b(need),
+                b(gpu),
+                b(each),
+                footprint.parts()
+            ),
+            TooLarge::Host { need, available, each, footprint } => write!(
+                f,
+                "it needs about {} of memory, the host has {} available: the reference and the candidate each hold {} ({}, and the interpreter)",
+                b(need),
+                b(available),
+                b(each),
+                footprint.parts()
+            ),
+            TooLarge::OverLimit { need, limit, footprint } => write!(
+                f,
+                "a candidate's process needs about {} ({}, and the interpreter), over its memory limit of {}",
+                b(need),
+                footprint.parts(),
+                b(limit)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for TooLarge {}
+
+/// Why an evaluation of this size cannot run on `device` within `room`; `None` when it fits. A
+/// reference and a candidate process run at once, each holding the footprint.
+pub fn refusal(f: &Footprint, device: &Device, room: &Room) -> Option<TooLarge> {
     let each = f.per_process();
     if let (true, Some(gpu)) = (device.is_cuda(), room.device_memory) {
         let need = each.saturating_mul(2);
-        if need > gpu {
-            return Some(format!(
-                "it needs about {} of GPU memory, the GPU has {}: the reference and the candidate each hold {} ({})\nhint: {SMALLER}",
-                human_bytes(need),
-                human_bytes(gpu),
-                human_bytes(each),
-                f.parts()
-            ));
-        }
-        return None;
+        return (need > gpu).then_some(TooLarge::Gpu { need, gpu, each, footprint: *f });
     }
     let process = each.saturating_add(PROCESS_OVERHEAD);
     let need = process.saturating_mul(2);
     if let Some(available) = room.host_available.filter(|a| need > *a) {
-        return Some(format!(
-            "it needs about {} of memory, the host has {} available: the reference and the candidate each hold {} ({}, and the interpreter)\nhint: {SMALLER}",
-            human_bytes(need),
-            human_bytes(available),
-            human_bytes(process),
-            f.parts()
-        ));
+        return Some(TooLarge::Host { need, available, each: process, footprint: *f });
     }
     if let Some(limit) = room.process_limit.filter(|l| process > *l) {
-        return Some(format!(
-            "a candidate's process needs about {} ({}, and the interpreter), over its memory limit of {}\nhint: raise the limit (`--memory {}`), or {SMALLER}",
-            human_bytes(process),
-            f.parts(),
-            human_bytes(limit),
-            human_bytes(process.saturating_mul(5) / 4).replace(' ', "").replace("iB", "")
-        ));
+        return Some(TooLarge::OverLimit { need: process, limit, footprint: *f });
     }
     None
 }
@@ -192,7 +247,7 @@ pub(crate) fn refuse_if_too_large(client: &mut RunnerClient, task_path: &Path, s
         process_limit: settings.memory_bytes.filter(|_| settings.sandbox),
     };
     match refusal(&footprint, &settings.device, &room) {
-        Some(why) => Err(CallError::Refused(why)),
+        Some(too_large) => Err(CallError::Refused(too_large)),
         None => Ok(()),
     }
 }
@@ -211,9 +266,11 @@ mod tests {
     #[test]
     fn a_task_that_cannot_fit_the_host_is_refused_with_the_numbers_and_what_to_do() {
         let room = Room { host_available: Some(21 * GIB), device_memory: None, process_limit: Some(32 * GIB) };
-        let why = refusal(&relu(), &Device::Cpu, &room).unwrap();
+        let refused = refusal(&relu(), &Device::Cpu, &room).unwrap();
+        let why = refused.to_string();
         assert!(why.starts_with("it needs about 37 GiB of memory, the host has 21 GiB available"), "{why}");
-        assert!(why.contains("inputs 6.0 GiB, outputs 6.0 GiB (kept twice)") && why.contains("hint: `--scale 0.25`"), "{why}");
+        assert!(why.contains("inputs 6.0 GiB, outputs 6.0 GiB (kept twice)"), "{why}");
+        assert_eq!(refused.remedies(), [Remedy::ScaleTask { factor: 0.25 }, Remedy::MoreMemory]);
         // A quarter of it fits.
         let quarter = Footprint { inputs: relu().inputs / 4, outputs: relu().outputs.map(|o| o / 4), parameters: 0 };
         assert_eq!(refusal(&quarter, &Device::Cpu, &room), None);
@@ -222,14 +279,30 @@ mod tests {
     }
 
     #[test]
+    fn a_refusals_verdict_reason_says_the_numbers_and_names_no_flag() {
+        let limited = Room { host_available: Some(500 * GIB), device_memory: None, process_limit: Some(8 * GIB) };
+        let tight = Room { host_available: Some(21 * GIB), ..limited };
+        let gpu = Room { device_memory: Some(24 * GIB), ..limited };
+        for (device, room) in [(Device::Cpu, limited), (Device::Cpu, tight), (Device::Cuda(0), gpu)] {
+            let refused = refusal(&relu(), &device, &room).unwrap();
+            let judged = crate::failure::judge_call_error(&CallError::Refused(refused), "checking that it fits in memory", "");
+            assert!(judged.reason.contains("needs about"), "{}", judged.reason);
+            assert!(!judged.reason.contains("--") && !judged.reason.contains("hint"), "{}", judged.reason);
+        }
+    }
+
+    #[test]
     fn the_gpu_and_the_candidates_limit_are_checked_too() {
         let gpu = Room { host_available: Some(GIB), device_memory: Some(80 * GIB), process_limit: Some(32 * GIB) };
         assert_eq!(refusal(&relu(), &Device::Cuda(0), &gpu), None, "the host is not where the tensors live");
         let small = Room { device_memory: Some(24 * GIB), ..gpu };
-        assert!(refusal(&relu(), &Device::Cuda(0), &small).unwrap().starts_with("it needs about 36 GiB of GPU memory, the GPU has 24 GiB"));
+        assert!(refusal(&relu(), &Device::Cuda(0), &small).unwrap().to_string().starts_with("it needs about 36 GiB of GPU memory, the GPU has 24 GiB"));
         let limited = Room { host_available: Some(500 * GIB), device_memory: None, process_limit: Some(8 * GIB) };
-        let why = refusal(&relu(), &Device::Cpu, &limited).unwrap();
-        assert!(why.contains("over its memory limit of 8.0 GiB") && why.contains("`--memory 23G`"), "{why}");
+        let refused = refusal(&relu(), &Device::Cpu, &limited).unwrap();
+        assert!(refused.to_string().contains("over its memory limit of 8.0 GiB"), "{refused}");
+        let process = relu().per_process() + PROCESS_OVERHEAD;
+        assert_eq!(refused.remedies()[0], Remedy::RaiseMemoryLimit { to: process * 5 / 4 });
+        assert_eq!(human_bytes(process * 5 / 4), "23 GiB");
     }
 
     #[test]
@@ -238,10 +311,10 @@ mod tests {
         assert_eq!(default_process_limit(Some(512 * GIB)), 32 * GIB);
         assert_eq!(default_process_limit(None), 32 * GIB);
         assert_eq!(limit_beyond_host(8 * GIB, Some(20 * GIB), Some(24 * GIB)), None);
-        let over_total = limit_beyond_host(32 * GIB, Some(20 * GIB), Some(24 * GIB)).unwrap();
-        assert!(over_total.starts_with("`--memory 32G` is more than the host's memory (24 GiB)"), "{over_total}");
-        let over_available = limit_beyond_host(22 * GIB, Some(20 * GIB), Some(24 * GIB)).unwrap();
-        assert!(over_available.contains("the host's available memory (20 GiB)"), "{over_available}");
+        let over_total = limit_beyond_host(32 * GIB, Some(20 * GIB), Some(24 * GIB));
+        assert_eq!(over_total, Some(LimitBeyondHost { limit: 32 * GIB, room: 24 * GIB, of_total: true }));
+        let over_available = limit_beyond_host(22 * GIB, Some(20 * GIB), Some(24 * GIB));
+        assert_eq!(over_available, Some(LimitBeyondHost { limit: 22 * GIB, room: 20 * GIB, of_total: false }));
         assert_eq!(limit_beyond_host(64 * GIB, None, None), None);
     }
 

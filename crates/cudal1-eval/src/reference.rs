@@ -28,6 +28,11 @@ pub struct ReferenceError {
 }
 
 impl ReferenceError {
+    /// What can be done about it, where something can (a task too large for the machine).
+    pub fn remedies(&self) -> Vec<crate::memory::Remedy> {
+        self.source.remedies()
+    }
+
     /// It failed before running any call: no candidate of this task can be judged.
     pub fn at_start(&self) -> bool {
         AT_START.contains(&self.doing)

@@ -99,7 +99,17 @@ pub enum CallError {
     Protocol(String),
     /// cudal1 did not make the call: the work would not fit ([`crate::memory`]).
     #[error("{0}")]
-    Refused(String),
+    Refused(crate::memory::TooLarge),
+}
+
+impl CallError {
+    /// What can be done about it, where something can ([`crate::memory::Remedy`]); best first.
+    pub fn remedies(&self) -> Vec<crate::memory::Remedy> {
+        match self {
+            CallError::Refused(too_large) => too_large.remedies(),
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// A running runner process.

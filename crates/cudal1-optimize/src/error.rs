@@ -32,9 +32,10 @@ pub enum OptimizeError {
         source: Box<cudal1_llm::LlmError>,
     },
 
-    /// The task's reference program could not be run, so no candidate can be judged.
+    /// The task's reference program could not be run, so no candidate can be judged;
+    /// `remedies`: what can be done about it, where something can.
     #[error("the reference of `{task}` failed, so no program can be evaluated: {message}")]
-    Reference { task: String, message: String },
+    Reference { task: String, message: String, remedies: Vec<cudal1_eval::Remedy> },
 
     #[error("the evaluator of `{task}` stopped unexpectedly with {outstanding} evaluation(s) under way")]
     EvaluatorStopped { task: String, outstanding: usize },

@@ -626,11 +626,11 @@ impl<'o, 'a> Loop<'o, 'a> {
                     self.programs.insert(code_hash, stored);
                 }
             }
-            JobOutcome::TaskFailed { error, at_start: true } => {
+            JobOutcome::TaskFailed { error, at_start: true, remedies } => {
                 gate.close();
-                self.fatal.get_or_insert(OptimizeError::Reference { task: self.task.key(), message: error });
+                self.fatal.get_or_insert(OptimizeError::Reference { task: self.task.key(), message: error, remedies });
             }
-            JobOutcome::TaskFailed { error, at_start: false } => {
+            JobOutcome::TaskFailed { error, at_start: false, .. } => {
                 tracing::warn!(task = %self.task.key(), %error, "the reference failed while judging a program");
                 on_event(Event::ReferenceFailed { error });
             }

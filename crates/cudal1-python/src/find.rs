@@ -69,14 +69,38 @@ pub struct Interpreter {
     pub probe: Probe,
 }
 
+/// Why no interpreter could be used. What to do about it is [`PythonError::remedies`], data that
+/// each front end says in its own words.
 #[derive(Debug, thiserror::Error)]
 pub enum PythonError {
-    #[error("no Python interpreter with PyTorch found; searched: {}\nhint: run `bash scripts/setup.sh` to create `.venv` with PyTorch, or pass `--python PATH`", searched.join("; "))]
+    #[error("no Python interpreter with PyTorch found; searched: {}", searched.join("; "))]
     NotFound { searched: Vec<String> },
-    #[error("`{path}` (from {source_kind}) cannot import torch: {error}\nhint: install it with `{path} -m pip install torch`, or point `--python` at an environment that has it")]
+    #[error("`{path}` (from {source_kind}) cannot import torch: {error}")]
     NoTorch { path: PathBuf, source_kind: Source, error: String },
     #[error("`{path}` (from {source_kind}) did not answer the probe: {detail}")]
     Probe { path: PathBuf, source_kind: Source, detail: String },
+}
+
+/// What can be done about a [`PythonError`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Remedy {
+    /// Create the project's environment (`.venv`, with PyTorch) with its setup script.
+    RunSetup,
+    /// Install PyTorch into the interpreter at `python`.
+    InstallTorch { python: PathBuf },
+    /// Name an interpreter that has PyTorch.
+    ChooseInterpreter,
+}
+
+impl PythonError {
+    /// What to do, best first.
+    pub fn remedies(&self) -> Vec<Remedy> {
+        match self {
+            PythonError::NotFound { .. } => vec![Remedy::RunSetup, Remedy::ChooseInterpreter],
+            PythonError::NoTorch { path, .. } => vec![Remedy::InstallTorch { python: path.clone() }, Remedy::ChooseInterpreter],
+            PythonError::Probe { .. } => Vec::new(),
+        }
+    }
 }
 
 const PROBE: &str = r#"
@@ -301,10 +325,14 @@ mod tests {
         let ok = Command::new(&python3).args(["-m", "venv", "--without-pip"]).arg(&venv).status().unwrap();
         assert!(ok.success());
         let req = PythonRequest { flag: Some(venv.join("bin/python")), ..Default::default() };
-        match find_interpreter(&req).unwrap_err() {
+        let err = find_interpreter(&req).unwrap_err();
+        match &err {
             PythonError::NoTorch { error, .. } => assert!(error.contains("torch"), "{error}"),
             other => panic!("expected NoTorch, got {other}"),
         }
+        // What to do is data: install torch into that interpreter, or choose another.
+        assert_eq!(err.remedies(), [Remedy::InstallTorch { python: venv.join("bin/python") }, Remedy::ChooseInterpreter]);
+        assert!(!err.to_string().contains("hint"), "{err}");
     }
 
     /// A stand-in interpreter: a script that answers the probe with `torch_dir`'s torch (or none)

@@ -50,11 +50,12 @@ impl From<StoreError> for ApiError {
             source = s.source();
         }
         tracing::error!(error = %text, "store");
-        let (message, hint) = match text.split_once("\nhint: ") {
-            Some((m, h)) => (m.to_owned(), Some(h.to_owned())),
-            None => (text, None),
+        // What a client can do, in the API's words; the store's operator reads the log.
+        let hint = match e {
+            StoreError::Connect { .. } => Some("the server cannot reach its store at the moment; send the request again later"),
+            _ => None,
         };
-        ApiError { status: StatusCode::SERVICE_UNAVAILABLE, message, hint }
+        ApiError { status: StatusCode::SERVICE_UNAVAILABLE, message: text, hint: hint.map(str::to_owned) }
     }
 }
 
@@ -72,5 +73,20 @@ impl IntoResponse for ApiError {
             response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unreachable_store_is_a_503_whose_hint_is_for_api_clients() {
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+        let e = ApiError::from(StoreError::Connect { store: "postgres://db/cudal1".into(), source: Box::new(refused) });
+        assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(e.message, "cannot connect to the store `postgres://db/cudal1`: connection refused");
+        let hint = e.hint.unwrap();
+        assert!(hint.contains("again later") && !hint.contains("--"), "{hint}");
     }
 }

@@ -103,7 +103,9 @@ pub enum StoreError {
         value: String,
     },
 
-    #[error("cannot connect to the store `{store}`\nhint: check that the server runs and the URL (user, host, port, database) is right")]
+    /// A database server could not be reached; what to check (the server, the URL) is each
+    /// front end's to say.
+    #[error("cannot connect to the store `{store}`")]
     Connect {
         store: String,
         #[source]

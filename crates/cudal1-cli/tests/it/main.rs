@@ -12,6 +12,7 @@ mod browser;
 mod cli;
 mod engine;
 mod judge;
+mod layering;
 mod memory;
 mod optimize;
 mod output;

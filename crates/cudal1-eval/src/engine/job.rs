@@ -101,8 +101,10 @@ pub enum JobOutcome {
     /// What the task's reference takes and holds.
     Described(Arc<DescribeReply>),
     /// The task's reference could not be run: the task is at fault, and the job got no verdict.
-    /// `at_start`: it failed to start or load, so no job of this task can be judged.
-    TaskFailed { error: String, at_start: bool },
+    /// `at_start`: it failed to start or load, so no job of this task can be judged. `remedies`:
+    /// what can be done about it, where something can (a task too large for the machine), as
+    /// data for the front end to say in its own words.
+    TaskFailed { error: String, at_start: bool, remedies: Vec<crate::memory::Remedy> },
     /// The machine failed, not the task or the candidate: it ran out of memory (the kernel's
     /// OOM killer ended a process that held no more than its share), or the candidate's runner
     /// failed twice before the candidate was loaded. No verdict; the same job may succeed another

@@ -262,7 +262,7 @@ impl Lane<'_> {
             Work::CheckTask { seeds } => match check_task(&self.shared.config.env, &entry.job.task, &settings, &self.shared.scratch, seeds) {
                 Ok(c) => JobOutcome::Checked(Arc::new(c)),
                 Err(e) if host_out_of_memory(&e.source) => JobOutcome::HostFailed { error: e.to_string() },
-                Err(e) => JobOutcome::TaskFailed { error: e.to_string(), at_start: false },
+                Err(e) => JobOutcome::TaskFailed { error: e.to_string(), at_start: false, remedies: e.source.remedies() },
             },
             Work::Describe => match self.describe(&entry.job.task, &settings) {
                 Ok(d) => JobOutcome::Described(Arc::new(d)),
@@ -527,7 +527,7 @@ fn reference_failed(e: &ReferenceError) -> JobOutcome {
     if e.host_out_of_memory() {
         JobOutcome::HostFailed { error: e.to_string() }
     } else {
-        JobOutcome::TaskFailed { at_start: e.at_start(), error: e.to_string() }
+        JobOutcome::TaskFailed { at_start: e.at_start(), error: e.to_string(), remedies: e.remedies() }
     }
 }
 

@@ -478,7 +478,8 @@ fn a_reference_that_cannot_load_fails_its_task_and_tasks_can_be_described_and_ch
     let broken = Arc::new(Task::load(&broken_path).unwrap());
     let failed = engine.submit(Job::evaluate(Arc::clone(&broken), candidate("level1/2_Swish/correct.py")));
     match failed.wait() {
-        JobOutcome::TaskFailed { error, at_start } => {
+        JobOutcome::TaskFailed { error, at_start, remedies } => {
+            assert!(remedies.is_empty(), "{remedies:?}");
             assert!(at_start, "{error}");
             assert!(error.contains("no init inputs today"), "{error}");
         }

@@ -1,0 +1,116 @@
+//! The CLI's words for what to do: libraries return what failed and what can be done about it as
+//! data ([`cudal1_eval::Remedy`], [`cudal1_python::Remedy`], error variants), and only here does
+//! that become a `hint:` line naming this CLI's flags.
+
+use cudal1_eval::memory::LimitBeyondHost;
+use cudal1_eval::Remedy;
+use cudal1_supervisor::human_bytes;
+use std::error::Error;
+
+/// A size as `--memory` takes it: `23G`.
+pub fn memory_flag_value(bytes: u64) -> String {
+    human_bytes(bytes).replace(' ', "").replace("iB", "")
+}
+
+/// One hint for an evaluation that would not fit, its remedies joined best first; `None` when
+/// there are none.
+pub fn for_memory(remedies: &[Remedy]) -> Option<String> {
+    let said: Vec<String> = remedies
+        .iter()
+        .map(|r| match r {
+            Remedy::RaiseMemoryLimit { to } => format!("raise the limit (`--memory {}`)", memory_flag_value(*to)),
+            Remedy::ScaleTask { factor } => format!(
+                "`--scale {factor}` (or smaller) shrinks the task's leading input dimensions for a trial on this machine"
+            ),
+            Remedy::MoreMemory => "use a machine with more memory".to_owned(),
+        })
+        .collect();
+    (!said.is_empty()).then(|| said.join(", or "))
+}
+
+/// The hint for a Python interpreter that cannot be used.
+fn for_python(remedies: &[cudal1_python::Remedy]) -> Option<String> {
+    use cudal1_python::Remedy as R;
+    let said: Vec<String> = remedies
+        .iter()
+        .map(|r| match r {
+            R::RunSetup => "run `bash scripts/setup.sh` to create `.venv` with PyTorch".to_owned(),
+            R::InstallTorch { python } => format!("install it with `{} -m pip install torch`", python.display()),
+            R::ChooseInterpreter => "point `--python` at an interpreter that has PyTorch".to_owned(),
+        })
+        .collect();
+    (!said.is_empty()).then(|| said.join(", or "))
+}
+
+/// The hint for one error of a chain, where a library said what can be done about it.
+pub fn for_error(e: &(dyn Error + 'static)) -> Option<String> {
+    if let Some(e) = e.downcast_ref::<cudal1_python::PythonError>() {
+        return for_python(&e.remedies());
+    }
+    if let Some(cudal1_store::StoreError::Connect { .. }) = e.downcast_ref::<cudal1_store::StoreError>() {
+        return Some("check that the server runs and the URL (user, host, port, database) is right".into());
+    }
+    if let Some(e) = e.downcast_ref::<cudal1_eval::ReferenceError>() {
+        return for_memory(&e.remedies());
+    }
+    if let Some(e) = e.downcast_ref::<cudal1_eval::TooLarge>() {
+        return for_memory(&e.remedies());
+    }
+    if let Some(cudal1_optimize::OptimizeError::Reference { remedies, .. }) = e.downcast_ref::<cudal1_optimize::OptimizeError>() {
+        return for_memory(remedies);
+    }
+    None
+}
+
+/// The hint under a verdict, where the CLI has a flag for it: a candidate killed at its memory
+/// limit (not one the GPU ran out under).
+pub fn for_verdict(e: &cudal1_eval::Evaluation) -> Option<String> {
+    (e.reason_class == "out_of_memory" && e.reason.contains("over its memory limit"))
+        .then(|| "`--memory` sets the limit of a candidate's processes".to_owned())
+}
+
+/// The warning for a `--memory` the host cannot give.
+pub fn limit_beyond_host(b: &LimitBeyondHost) -> String {
+    format!(
+        "`--memory {}` is more than the host's {} ({}): a candidate may then take memory the reference and cudal1 need, and the machine's OOM killer decides instead of the limit",
+        memory_flag_value(b.limit),
+        if b.of_total { "memory" } else { "available memory" },
+        human_bytes(b.room)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    #[test]
+    fn a_refusals_remedies_read_as_the_clis_flags() {
+        let over_limit = [Remedy::RaiseMemoryLimit { to: 23 * GIB }, Remedy::ScaleTask { factor: 0.25 }, Remedy::MoreMemory];
+        assert_eq!(
+            for_memory(&over_limit).unwrap(),
+            "raise the limit (`--memory 23G`), or `--scale 0.25` (or smaller) shrinks the task's leading input dimensions for a trial on this machine, or use a machine with more memory"
+        );
+        assert_eq!(for_memory(&[]), None);
+    }
+
+    #[test]
+    fn a_limit_beyond_the_host_is_said_with_the_flag() {
+        let over_total = limit_beyond_host(&LimitBeyondHost { limit: 32 * GIB, room: 24 * GIB, of_total: true });
+        assert!(over_total.starts_with("`--memory 32G` is more than the host's memory (24 GiB)"), "{over_total}");
+        let over_available = limit_beyond_host(&LimitBeyondHost { limit: 22 * GIB, room: 20 * GIB, of_total: false });
+        assert!(over_available.contains("the host's available memory (20 GiB)"), "{over_available}");
+    }
+
+    #[test]
+    fn library_errors_get_their_hint_here() {
+        let missing = cudal1_python::PythonError::NotFound { searched: vec!["python3".into()] };
+        assert!(!missing.to_string().contains("hint"));
+        let hint = for_error(&missing).unwrap();
+        assert!(hint.contains("scripts/setup.sh") && hint.contains("`--python`"), "{hint}");
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let store = cudal1_store::StoreError::Connect { store: "postgres://db".into(), source: Box::new(refused) };
+        assert!(for_error(&store).unwrap().contains("the URL"));
+    }
+}
