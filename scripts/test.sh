@@ -5,6 +5,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export CUDAL1_PYTHON="$PWD/.venv/bin/python"
+# The code's shape first: formatted as rustfmt.toml says, and no clippy warning (the workspace's
+# lints in Cargo.toml). `cargo fmt` / `cargo clippy --fix` put most of it right.
+echo "test: cargo fmt --check, cargo clippy -D warnings"
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+  command -v rustup >/dev/null || { echo "error: the tests need cargo fmt and cargo clippy: install them" >&2; exit 1; }
+  rustup component add rustfmt clippy
+fi
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --release --quiet -- -D warnings 2>&1
 echo "test: cargo test"
 cargo test --workspace --release 2>&1
 # Two runs: each folder has its own conftest.py, and one pytest process would import only one.

@@ -6,7 +6,9 @@ use std::fmt::Write;
 use std::path::Path;
 
 fn main() {
-    for (package, listing) in [("cudal1_runner", "runner_files.rs"), ("cudal1_model", "model_files.rs")] {
+    for (package, listing) in
+        [("cudal1_runner", "runner_files.rs"), ("cudal1_model", "model_files.rs")]
+    {
         embed(package, listing);
     }
 }

@@ -16,7 +16,9 @@ pub fn parse_device(text: &str) -> Result<DeviceFlag, String> {
     if text == "all" {
         return Ok(DeviceFlag::All);
     }
-    Device::parse(text).map(DeviceFlag::One).map_err(|_| format!("unknown device `{text}`: use `cpu`, `cuda`, `cuda:N` or `all`"))
+    Device::parse(text)
+        .map(DeviceFlag::One)
+        .map_err(|_| format!("unknown device `{text}`: use `cpu`, `cuda`, `cuda:N` or `all`"))
 }
 
 /// A size in bytes: `512M`, `4G`, `1.5GiB`, `800000000` (K, M, G, T are powers of 1024).
@@ -24,15 +26,22 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (number, unit) = t.split_at(split);
-    let shift = match unit.trim().to_ascii_lowercase().trim_end_matches("ib").trim_end_matches('b') {
+    let shift = match unit.trim().to_ascii_lowercase().trim_end_matches("ib").trim_end_matches('b')
+    {
         "" => 0,
         "k" => 10,
         "m" => 20,
         "g" => 30,
         "t" => 40,
-        _ => return Err(format!("`{text}` is not a size: use a number with K, M, G or T (`512M`, `4G`)")),
+        _ => {
+            return Err(format!(
+                "`{text}` is not a size: use a number with K, M, G or T (`512M`, `4G`)"
+            ))
+        }
     };
-    let value: f64 = number.parse().map_err(|_| format!("`{text}` is not a size: use a number with K, M, G or T (`512M`, `4G`)"))?;
+    let value: f64 = number.parse().map_err(|_| {
+        format!("`{text}` is not a size: use a number with K, M, G or T (`512M`, `4G`)")
+    })?;
     let bytes = value * (1u64 << shift) as f64;
     if !(bytes >= 1.0 && bytes < u64::MAX as f64) {
         return Err(format!("`{text}` is not a usable size"));
@@ -42,7 +51,11 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 
 /// [`parse_size`], or `0`.
 pub fn parse_size_or_zero(text: &str) -> Result<u64, String> {
-    if text.trim() == "0" { Ok(0) } else { parse_size(text) }
+    if text.trim() == "0" {
+        Ok(0)
+    } else {
+        parse_size(text)
+    }
 }
 
 fn parse_window(text: &str) -> Result<TimingWindow, String> {
@@ -66,7 +79,11 @@ pub enum FromFormat {
 }
 
 #[derive(Parser)]
-#[command(name = "cudal1", version, about = "Make PyTorch programs faster with LLM-written CUDA, verified by an evaluator that cannot be fooled")]
+#[command(
+    name = "cudal1",
+    version,
+    about = "Make PyTorch programs faster with LLM-written CUDA, verified by an evaluator that cannot be fooled"
+)]
 pub struct Cli {
     /// More detail: whole reasons in tables and info logging (-v), debug logging (-vv); also
     /// `RUST_LOG`.
@@ -251,7 +268,8 @@ pub struct BaselinesArgs {
 
 /// A baseline's name.
 pub fn parse_baseline(text: &str) -> Result<Baseline, String> {
-    Baseline::parse(text).ok_or_else(|| format!("unknown baseline `{text}`: use one of {}", Baseline::names()))
+    Baseline::parse(text)
+        .ok_or_else(|| format!("unknown baseline `{text}`: use one of {}", Baseline::names()))
 }
 
 #[derive(Args, Debug, Clone)]
@@ -452,7 +470,9 @@ mod tests {
         assert_eq!(parse_size("2kb"), Ok(2048));
         assert_eq!(parse_size("800"), Ok(800));
         assert!(parse_size("lots").unwrap_err().contains("`512M`"));
-        assert!(parse_size("4X").is_err() && parse_size("0").is_err() && parse_size("-1G").is_err());
+        assert!(
+            parse_size("4X").is_err() && parse_size("0").is_err() && parse_size("-1G").is_err()
+        );
         assert_eq!((parse_size_or_zero("0"), parse_size_or_zero("2G")), (Ok(0), Ok(2 << 30)));
         assert!(parse_size_or_zero("-1").is_err());
     }
@@ -477,7 +497,8 @@ pub struct ExemplarArgs {
 impl ExemplarArgs {
     /// The sampler, or an error naming the flag that is out of range.
     pub fn sampler(&self) -> anyhow::Result<cudal1_search::ExemplarSampler> {
-        cudal1_search::ExemplarSampler::new(self.bucket_width, self.exemplar_temperature).map_err(|e| anyhow::anyhow!("{e}"))
+        cudal1_search::ExemplarSampler::new(self.bucket_width, self.exemplar_temperature)
+            .map_err(|e| anyhow::anyhow!("{e}"))
     }
 }
 

@@ -10,7 +10,9 @@ use crate::report;
 use crate::style::{self, Paint};
 use crate::workspace::Workspace;
 use anyhow::{Context, Result};
-use cudal1_eval::{EngineStats, EvalSettings, Evaluation, Event, EventKind, Job, JobId, JobOutcome, Mode};
+use cudal1_eval::{
+    EngineStats, EvalSettings, Evaluation, Event, EventKind, Job, JobId, JobOutcome, Mode,
+};
 use cudal1_store::Store;
 use cudal1_task::{Candidate, Expectation, Task};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -73,7 +75,12 @@ pub fn settings_for(ws: &Workspace, mode: Mode) -> EvalSettings {
 }
 
 /// Runs the batch to the end (or to an interrupt).
-pub fn run(ws: &Workspace, items: &[Item], opts: &Options<'_>, interrupt: &Interrupt) -> Result<Finished> {
+pub fn run(
+    ws: &Workspace,
+    items: &[Item],
+    opts: &Options<'_>,
+    interrupt: &Interrupt,
+) -> Result<Finished> {
     let settings = settings_for(ws, opts.mode);
     let mut done: BTreeMap<usize, Row> = BTreeMap::new();
     let mut pending = Vec::new();
@@ -81,10 +88,19 @@ pub fn run(ws: &Workspace, items: &[Item], opts: &Options<'_>, interrupt: &Inter
         // Only this judge's verdicts (this build, this class of GPU) are reused; another's is
         // judged again, and stays in the store beside the new one.
         let key = record::key(&item.task.hash, &item.candidate.hash, &settings, &ws.judge);
-        let stored = if opts.force { None } else { ws.store.find_evaluation(&key)?.and_then(|s| Some((s.id, record::from_store(&s, &item.task.key(), &item.candidate.label)?))) };
+        let stored = if opts.force {
+            None
+        } else {
+            ws.store.find_evaluation(&key)?.and_then(|s| {
+                Some((s.id, record::from_store(&s, &item.task.key(), &item.candidate.label)?))
+            })
+        };
         match stored {
             Some((id, e)) => {
-                done.insert(i, Row { item: i, evaluation: Arc::new(e), reused: true, id: Some(id) });
+                done.insert(
+                    i,
+                    Row { item: i, evaluation: Arc::new(e), reused: true, id: Some(id) },
+                );
             }
             None => pending.push(i),
         }
@@ -93,19 +109,35 @@ pub fn run(ws: &Workspace, items: &[Item], opts: &Options<'_>, interrupt: &Inter
         progress: Progress::new(items.len(), done.len(), opts.progress_lines),
         json: opts.json_lines,
         against: opts.against,
-        recorder: Recorder { store: &ws.store, settings: &settings, judge: &ws.judge, batch_id: opts.batch_id, error: None },
+        recorder: Recorder {
+            store: &ws.store,
+            settings: &settings,
+            judge: &ws.judge,
+            batch_id: opts.batch_id,
+            error: None,
+        },
     };
     for row in done.values() {
         reporters.json_row(&items[row.item], row)?;
     }
-    let mut finished = Finished { rows: Vec::new(), task_failures: Vec::new(), host_failures: Vec::new(), cancelled: 0, stats: None, memory_waits: 0, ran_alone_for_memory: 0 };
+    let mut finished = Finished {
+        rows: Vec::new(),
+        task_failures: Vec::new(),
+        host_failures: Vec::new(),
+        cancelled: 0,
+        stats: None,
+        memory_waits: 0,
+        ran_alone_for_memory: 0,
+    };
     if !pending.is_empty() && !interrupt.interrupted() {
         let (engine, events) = ws.engine_with_events()?;
         interrupt.watch(engine.canceller());
         let mut ids: HashMap<JobId, usize> = HashMap::new();
         for &i in &pending {
             let item = &items[i];
-            let handle = engine.submit(Job::evaluate(Arc::clone(&item.task), item.candidate.clone()).mode(opts.mode));
+            let handle = engine.submit(
+                Job::evaluate(Arc::clone(&item.task), item.candidate.clone()).mode(opts.mode),
+            );
             ids.insert(handle.id, i);
         }
         let mut left = pending.len();
@@ -128,7 +160,8 @@ pub fn run(ws: &Workspace, items: &[Item], opts: &Options<'_>, interrupt: &Inter
     }
     reporters.progress.bar.finish_and_clear();
     if let Some(e) = reporters.recorder.error {
-        return Err(e).context("saving results (the batch finished, but some results were not saved)");
+        return Err(e)
+            .context("saving results (the batch finished, but some results were not saved)");
     }
     finished.rows = done.into_values().collect();
     Ok(finished)
@@ -143,7 +176,13 @@ struct Reporters<'a> {
 
 impl Reporters<'_> {
     /// Hands one event to every reporter; a finished evaluation comes back as a row.
-    fn event(&mut self, item: &Item, index: usize, event: &Event, finished: &mut Finished) -> Result<Option<Row>> {
+    fn event(
+        &mut self,
+        item: &Item,
+        index: usize,
+        event: &Event,
+        finished: &mut Finished,
+    ) -> Result<Option<Row>> {
         self.progress.event(item, event);
         if let EventKind::WaitingForMemory(wait) = &event.kind {
             finished.memory_waits += 1;
@@ -206,7 +245,13 @@ struct Recorder<'a> {
 impl Recorder<'_> {
     /// Saves `e`; its row id.
     fn record(&mut self, item: &Item, e: &Evaluation) -> Option<i64> {
-        let row = record::to_store(e, &item.task.path.display().to_string(), self.settings, self.judge, self.batch_id);
+        let row = record::to_store(
+            e,
+            &item.task.path.display().to_string(),
+            self.settings,
+            self.judge,
+            self.batch_id,
+        );
         match self.store.insert_evaluation(&row) {
             Ok(id) => Some(id),
             Err(err) => {
@@ -227,7 +272,12 @@ struct Progress {
 impl Progress {
     fn new(total: usize, done: usize, lines: bool) -> Progress {
         let bar = ProgressBar::new(total as u64);
-        bar.set_style(ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}").expect("valid template"));
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}",
+            )
+            .expect("valid template"),
+        );
         bar.set_position(done as u64);
         if done > 0 && lines {
             bar.println(format!("resuming: {done} of {total} candidates already evaluated"));
@@ -253,9 +303,16 @@ impl Progress {
                 self.bar.set_message(format!("{label} on {device}"));
             }
             EventKind::WaitingForMemory(wait) => {
-                let why = if wait.alone { "more than the budget: it will run alone" } else { "waiting for the running jobs" };
+                let why = if wait.alone {
+                    "more than the budget: it will run alone"
+                } else {
+                    "waiting for the running jobs"
+                };
                 tracing::info!(candidate = %item.candidate.label, need = %wait.need.describe(), reserved = %wait.reserved.describe(), alone = wait.alone, "waiting for memory");
-                self.bar.set_message(format!("{label} waits for memory ({}; {why})", wait.need.describe()));
+                self.bar.set_message(format!(
+                    "{label} waits for memory ({}; {why})",
+                    wait.need.describe()
+                ));
             }
             EventKind::Timing => {
                 tracing::info!(candidate = %item.candidate.label, "timing");
@@ -266,8 +323,14 @@ impl Progress {
                 let line = match outcome {
                     // Said by `finished`, which knows the row's id.
                     JobOutcome::Evaluated(_) => None,
-                    JobOutcome::TaskFailed { error, .. } => Some(format!("reference failed for {label}: {}", error.lines().next().unwrap_or(""))),
-                    JobOutcome::HostFailed { error } => Some(format!("no verdict for {label}: {}", error.lines().next().unwrap_or(""))),
+                    JobOutcome::TaskFailed { error, .. } => Some(format!(
+                        "reference failed for {label}: {}",
+                        error.lines().next().unwrap_or("")
+                    )),
+                    JobOutcome::HostFailed { error } => Some(format!(
+                        "no verdict for {label}: {}",
+                        error.lines().next().unwrap_or("")
+                    )),
                     _ => None,
                 };
                 if let Some(line) = line {
@@ -282,7 +345,12 @@ impl Progress {
         let e = &row.evaluation;
         let verdict = style::err(&format!("{:<13}", e.verdict.as_str()), Paint::Verdict(e.verdict));
         let id = row.id.map_or("-".into(), |i| i.to_string());
-        self.say(format!("{id:>5} {verdict} {:>24}  {}  {}", report::speedup_text(e), item.task.key(), report::short_label(&item.candidate.label)));
+        self.say(format!(
+            "{id:>5} {verdict} {:>24}  {}  {}",
+            report::speedup_text(e),
+            item.task.key(),
+            report::short_label(&item.candidate.label)
+        ));
     }
 
     /// A line above the bar; on a terminal only, as the bar (stderr that is a file or pipe gets

@@ -35,7 +35,9 @@ pub fn class_of(device: &Device, interpreter: &cudal1_python::Interpreter) -> Re
             .gpu_names
             .get(*i as usize)
             .map(|n| cudal1_queue::gpu_class_of(n))
-            .context("PyTorch did not name the GPU, so its results cannot be filed under a class of GPU"),
+            .context(
+                "PyTorch did not name the GPU, so its results cannot be filed under a class of GPU",
+            ),
     }
 }
 
@@ -59,7 +61,12 @@ pub fn run(a: BaselinesArgs) -> Result<Status> {
     }
     let mut tasks: Vec<Arc<Task>> = suite.tasks.into_iter().map(Arc::new).collect();
     if !a.only.is_empty() {
-        let unknown: Vec<&str> = a.only.iter().map(String::as_str).filter(|o| !tasks.iter().any(|t| t.key() == *o)).collect();
+        let unknown: Vec<&str> = a
+            .only
+            .iter()
+            .map(String::as_str)
+            .filter(|o| !tasks.iter().any(|t| t.key() == *o))
+            .collect();
         if !unknown.is_empty() {
             bail!("no task `{}` in `{}`\nhint: name tasks as `level1/12_Name` (`cudal1 tasks list {}` lists them)", unknown.join("`, `"), a.dir.display(), a.dir.display());
         }
@@ -68,13 +75,15 @@ pub fn run(a: BaselinesArgs) -> Result<Status> {
     if tasks.is_empty() {
         bail!("`{}` holds no task", a.dir.display());
     }
-    let names: Vec<Baseline> = if a.names.is_empty() { Baseline::ALL.to_vec() } else { a.names.clone() };
+    let names: Vec<Baseline> =
+        if a.names.is_empty() { Baseline::ALL.to_vec() } else { a.names.clone() };
     let mut ws = Workspace::resolve(&a.common, a.device.as_ref(), None)?;
     let class = gpu_class(&ws);
     let settings_hash = batch::settings_for(&ws, Mode::Full).key_hash();
     // The first call of `torch.compile` compiles, and may take minutes; the call timeout is not
     // part of the settings' key, so results still match candidates' settings.
-    ws.settings.call_timeout = ws.settings.call_timeout.max(Duration::from_secs_f64(a.compile_timeout));
+    ws.settings.call_timeout =
+        ws.settings.call_timeout.max(Duration::from_secs_f64(a.compile_timeout));
     let device = ws.devices[0].clone();
 
     let mut results: BTreeMap<(usize, Baseline), Measured> = BTreeMap::new();
@@ -82,40 +91,99 @@ pub fn run(a: BaselinesArgs) -> Result<Status> {
     let mut item_of: Vec<(usize, Baseline)> = Vec::new();
     for (ti, task) in tasks.iter().enumerate() {
         for &b in &names {
-            let key = BaselineKey { task_hash: task.hash.clone(), settings_hash: settings_hash.clone(), gpu_class: class.clone(), judge: ws.judge.version.clone(), name: b.name().into() };
+            let key = BaselineKey {
+                task_hash: task.hash.clone(),
+                settings_hash: settings_hash.clone(),
+                gpu_class: class.clone(),
+                judge: ws.judge.version.clone(),
+                name: b.name().into(),
+            };
             if !a.common.force {
                 if let Some(s) = ws.store.find_baseline(&key)? {
-                    results.insert((ti, b), Measured { task: task.key(), stored: s.baseline, reused: true, evaluation_id: None });
+                    results.insert(
+                        (ti, b),
+                        Measured {
+                            task: task.key(),
+                            stored: s.baseline,
+                            reused: true,
+                            evaluation_id: None,
+                        },
+                    );
                     continue;
                 }
             }
             if let Some(why) = b.unavailable_on(&device) {
                 let row = failed(key, task, why, serde_json::Value::Null);
                 ws.store.record_baseline(&row)?;
-                results.insert((ti, b), Measured { task: task.key(), stored: row, reused: false, evaluation_id: None });
+                results.insert(
+                    (ti, b),
+                    Measured { task: task.key(), stored: row, reused: false, evaluation_id: None },
+                );
                 continue;
             }
-            items.push(Item { task: Arc::clone(task), candidate: b.program(task), expect: None, claimed: None });
+            items.push(Item {
+                task: Arc::clone(task),
+                candidate: b.program(task),
+                expect: None,
+                claimed: None,
+            });
             item_of.push((ti, b));
         }
     }
     if !results.is_empty() && results.values().any(|m| m.reused) && !a.json {
-        eprintln!("resuming: {} of {} baselines already in the store", results.values().filter(|m| m.reused).count(), tasks.len() * names.len());
+        eprintln!(
+            "resuming: {} of {} baselines already in the store",
+            results.values().filter(|m| m.reused).count(),
+            tasks.len() * names.len()
+        );
     }
 
     let interrupt = interrupt::install("the baselines under way");
-    let opts = Options { mode: Mode::Full, json_lines: false, progress_lines: !a.json, force: a.common.force, batch_id: None, against: None };
+    let opts = Options {
+        mode: Mode::Full,
+        json_lines: false,
+        progress_lines: !a.json,
+        force: a.common.force,
+        batch_id: None,
+        against: None,
+    };
     let finished = batch::run(&ws, &items, &opts, &interrupt)?;
     for row in &finished.rows {
         let (ti, b) = item_of[row.item];
         let task = &tasks[ti];
-        let key = BaselineKey { task_hash: task.hash.clone(), settings_hash: settings_hash.clone(), gpu_class: class.clone(), judge: ws.judge.version.clone(), name: b.name().into() };
+        let key = BaselineKey {
+            task_hash: task.hash.clone(),
+            settings_hash: settings_hash.clone(),
+            gpu_class: class.clone(),
+            judge: ws.judge.version.clone(),
+            name: b.name().into(),
+        };
         let stored = from_evaluation(key, task, b, &row.evaluation);
         ws.store.record_baseline(&stored)?;
-        results.insert((ti, b), Measured { task: task.key(), stored, reused: row.reused, evaluation_id: row.id });
+        results.insert(
+            (ti, b),
+            Measured { task: task.key(), stored, reused: row.reused, evaluation_id: row.id },
+        );
     }
-    let reference_failures: Vec<String> = finished.task_failures.iter().map(|(i, e, _)| format!("{}: {}", tasks[item_of[*i].0].key(), e.lines().next().unwrap_or(""))).collect();
-    let host_failures: Vec<String> = finished.host_failures.iter().map(|(i, e)| format!("{} {}: {}", tasks[item_of[*i].0].key(), item_of[*i].1, e.lines().next().unwrap_or(""))).collect();
+    let reference_failures: Vec<String> = finished
+        .task_failures
+        .iter()
+        .map(|(i, e, _)| {
+            format!("{}: {}", tasks[item_of[*i].0].key(), e.lines().next().unwrap_or(""))
+        })
+        .collect();
+    let host_failures: Vec<String> = finished
+        .host_failures
+        .iter()
+        .map(|(i, e)| {
+            format!(
+                "{} {}: {}",
+                tasks[item_of[*i].0].key(),
+                item_of[*i].1,
+                e.lines().next().unwrap_or("")
+            )
+        })
+        .collect();
     let measured = results.values().filter(|m| m.stored.status == BaselineStatus::Measured).count();
     let failed_count = results.len() - measured;
 
@@ -149,10 +217,15 @@ pub fn run(a: BaselinesArgs) -> Result<Status> {
             out::line(format!("reference failed, no baselines: {f}"))?;
         }
         for f in &host_failures {
-            out::line(format!("no result (the machine failed, not the baseline; run the same command again): {f}"))?;
+            out::line(format!(
+                "no result (the machine failed, not the baseline; run the same command again): {f}"
+            ))?;
         }
         if finished.cancelled > 0 {
-            out::line(format!("{} baseline(s) skipped after the interrupt; run the same command again to resume", finished.cancelled))?;
+            out::line(format!(
+                "{} baseline(s) skipped after the interrupt; run the same command again to resume",
+                finished.cancelled
+            ))?;
         }
     }
     if finished.cancelled > 0 || interrupt.interrupted() {
@@ -162,7 +235,12 @@ pub fn run(a: BaselinesArgs) -> Result<Status> {
     Ok(Status::problems_if(!reference_failures.is_empty() || !host_failures.is_empty()))
 }
 
-fn failed(key: BaselineKey, task: &Task, reason: String, evaluation: serde_json::Value) -> NewBaseline {
+fn failed(
+    key: BaselineKey,
+    task: &Task,
+    reason: String,
+    evaluation: serde_json::Value,
+) -> NewBaseline {
     NewBaseline {
         key,
         task_name: task.key(),
@@ -185,7 +263,10 @@ fn from_evaluation(key: BaselineKey, task: &Task, b: Baseline, e: &Evaluation) -
     match (e.verdict, e.speedup) {
         (Verdict::Correct, Some(s)) if b == Baseline::Eager => NewBaseline {
             status: BaselineStatus::Measured,
-            reason: format!("the reference itself; against itself it measured {:.3}x [{:.3}, {:.3}]", s.median, s.ci_low, s.ci_high),
+            reason: format!(
+                "the reference itself; against itself it measured {:.3}x [{:.3}, {:.3}]",
+                s.median, s.ci_low, s.ci_high
+            ),
             speedup_median: Some(1.0),
             speedup_ci_low: Some(1.0),
             speedup_ci_high: Some(1.0),
@@ -208,7 +289,11 @@ fn from_evaluation(key: BaselineKey, task: &Task, b: Baseline, e: &Evaluation) -
 }
 
 fn interval(b: &NewBaseline) -> Option<Interval> {
-    Some(Interval { median: b.speedup_median?, ci_low: b.speedup_ci_low?, ci_high: b.speedup_ci_high? })
+    Some(Interval {
+        median: b.speedup_median?,
+        ci_low: b.speedup_ci_low?,
+        ci_high: b.speedup_ci_high?,
+    })
 }
 
 fn row_json(m: &Measured, class: &str) -> serde_json::Value {
@@ -231,13 +316,31 @@ fn row_json(m: &Measured, class: &str) -> serde_json::Value {
 
 fn print_table<'a>(rows: impl Iterator<Item = &'a Measured>) -> Result<()> {
     let mut t = style::table();
-    t.set_header(["task", "baseline", "status", "vs eager [95% CI]", "baseline ms", "eager ms", "reason"]);
+    t.set_header([
+        "task",
+        "baseline",
+        "status",
+        "vs eager [95% CI]",
+        "baseline ms",
+        "eager ms",
+        "reason",
+    ]);
     let ms = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v:.4}"));
     for m in rows {
         let b = &m.stored;
         let status = format!("{}{}", b.status.as_str(), if m.reused { " *" } else { "" });
-        let speedup = interval(b).map_or("-".into(), |s| format!("{:.2}x [{:.2}, {:.2}]", s.median, s.ci_low, s.ci_high));
-        t.add_row([m.task.clone(), b.key.name.clone(), status, speedup, ms(b.baseline_ms), ms(b.reference_ms), crate::report::reason_summary(&b.reason)]);
+        let speedup = interval(b).map_or("-".into(), |s| {
+            format!("{:.2}x [{:.2}, {:.2}]", s.median, s.ci_low, s.ci_high)
+        });
+        t.add_row([
+            m.task.clone(),
+            b.key.name.clone(),
+            status,
+            speedup,
+            ms(b.baseline_ms),
+            ms(b.reference_ms),
+            crate::report::reason_summary(&b.reason),
+        ]);
     }
     out::line(t)?;
     Ok(())
@@ -271,7 +374,13 @@ impl Against {
         let settings_hash = batch::settings_for(ws, Mode::Full).key_hash();
         let mut missing = Vec::new();
         for t in tasks {
-            let key = BaselineKey { task_hash: t.hash.clone(), settings_hash: settings_hash.clone(), gpu_class: class.clone(), judge: ws.judge.version.clone(), name: baseline.name().into() };
+            let key = BaselineKey {
+                task_hash: t.hash.clone(),
+                settings_hash: settings_hash.clone(),
+                gpu_class: class.clone(),
+                judge: ws.judge.version.clone(),
+                name: baseline.name().into(),
+            };
             match ws.store.find_baseline(&key)? {
                 Some(s) => {
                     by_task.insert(t.hash.clone(), s);
@@ -301,7 +410,11 @@ impl Against {
         let base = stored.and_then(interval);
         let fell_back_to_eager = stored.is_some_and(|s| s.status == BaselineStatus::Failed);
         let speedup = e.speedup.map(|c| match base {
-            Some(b) => Interval { median: c.median / b.median, ci_low: c.ci_low / b.ci_high, ci_high: c.ci_high / b.ci_low },
+            Some(b) => Interval {
+                median: c.median / b.median,
+                ci_low: c.ci_low / b.ci_high,
+                ci_high: c.ci_high / b.ci_low,
+            },
             None => c,
         });
         Restated { speedup, fell_back_to_eager }
@@ -331,7 +444,13 @@ mod tests {
         let stored = |status, s: Option<(f64, f64, f64)>| StoredBaseline {
             created_at: String::new(),
             baseline: NewBaseline {
-                key: BaselineKey { task_hash: "t".into(), settings_hash: "s".into(), gpu_class: "cpu".into(), judge: "1.judge".into(), name: "compile-default".into() },
+                key: BaselineKey {
+                    task_hash: "t".into(),
+                    settings_hash: "s".into(),
+                    gpu_class: "cpu".into(),
+                    judge: "1.judge".into(),
+                    name: "compile-default".into(),
+                },
                 task_name: "level1/x".into(),
                 status,
                 reason: String::new(),

@@ -44,7 +44,10 @@ pub fn run(a: &ExportArgs) -> Result<Status> {
         None => store.all_evaluations()?,
     };
     let mut sink: Box<dyn Write> = match &a.out {
-        Some(path) => Box::new(std::io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("creating `{}`", path.display()))?)),
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path)
+                .with_context(|| format!("creating `{}`", path.display()))?,
+        )),
         None => Box::new(std::io::stdout().lock()),
     };
     match a.format {
@@ -56,7 +59,11 @@ pub fn run(a: &ExportArgs) -> Result<Status> {
         ExportFormat::Csv => {
             writeln!(sink, "{}", COLUMNS.join(","))?;
             for r in &rows {
-                writeln!(sink, "{}", csv_row(r).iter().map(|f| csv_field(f)).collect::<Vec<_>>().join(","))?;
+                writeln!(
+                    sink,
+                    "{}",
+                    csv_row(r).iter().map(|f| csv_field(f)).collect::<Vec<_>>().join(",")
+                )?;
             }
         }
     }

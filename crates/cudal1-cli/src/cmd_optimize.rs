@@ -10,7 +10,9 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use cudal1_eval::Evaluation;
 use cudal1_llm::{EmbeddedConfig, EmbeddedModel, Llm, OpenAiClient, Prices};
-use cudal1_optimize::{write_outputs, Event, OptimizeConfig, Optimizer, Outcome, RunSummary, StopReason};
+use cudal1_optimize::{
+    write_outputs, Event, OptimizeConfig, Optimizer, Outcome, RunSummary, StopReason,
+};
 use cudal1_python::Interpreter;
 use cudal1_search::Prompts;
 use cudal1_task::{load_suite, Task};
@@ -119,7 +121,9 @@ pub fn run(a: OptimizeArgs) -> Result<Status> {
         bail!("`--force` and `--check-expectations` are options of `cudal1 eval`\nhint: `cudal1 optimize` never evaluates a program twice; use another `--out` or `--db` for a fresh run");
     }
     if a.endpoint.llm_url.is_none() && (a.price_prompt > 0.0 || a.price_completion > 0.0) {
-        tracing::warn!("prices are set but the embedded model costs nothing; they only scale the report");
+        tracing::warn!(
+            "prices are set but the embedded model costs nothing; they only scale the report"
+        );
     }
     let (tasks, suite) = load_tasks(&a.task)?;
     let ws = Workspace::resolve(&a.common, a.device.as_ref(), None)?;
@@ -133,10 +137,18 @@ pub fn run(a: OptimizeArgs) -> Result<Status> {
         bucket_width: a.exemplar.bucket_width,
         exemplar_temperature: a.exemplar.exemplar_temperature,
         patience: a.patience,
-        max_wall: a.max_wall.map(|s| Duration::try_from_secs_f64(s).context("`--max-wall` must be a number of seconds")).transpose()?,
+        max_wall: a
+            .max_wall
+            .map(|s| {
+                Duration::try_from_secs_f64(s).context("`--max-wall` must be a number of seconds")
+            })
+            .transpose()?,
         max_total_tokens: a.max_total_tokens,
         max_cost_usd: a.max_cost,
-        prices: Prices { prompt_per_million: a.price_prompt, completion_per_million: a.price_completion },
+        prices: Prices {
+            prompt_per_million: a.price_prompt,
+            completion_per_million: a.price_completion,
+        },
         temperature: a.temperature,
         top_p: a.top_p,
         max_tokens: a.max_tokens.unwrap_or(defaults.max_tokens),
@@ -157,8 +169,21 @@ pub fn run(a: OptimizeArgs) -> Result<Status> {
             bail!("`--profile` needs a CUDA device: Nsight Compute profiles GPU kernels\nhint: drop `--profile`, or run on a GPU (`--device cuda`)");
         }
         // LLM-written programs: confined like their evaluation unless `--no-sandbox` says otherwise.
-        let options = crate::cmd_profile::Options { force: false, dry_run: false, sandbox: !a.common.no_sandbox, cancel: Some(interrupt::profile_cancel(&interrupt)) };
-        Some(crate::cmd_profile::Profiling::new(&a.ncu, &ws.env, &ws.interpreter, ws.devices[0].clone(), &ws.cache, &ws.store, options)?)
+        let options = crate::cmd_profile::Options {
+            force: false,
+            dry_run: false,
+            sandbox: !a.common.no_sandbox,
+            cancel: Some(interrupt::profile_cancel(&interrupt)),
+        };
+        Some(crate::cmd_profile::Profiling::new(
+            &a.ncu,
+            &ws.env,
+            &ws.interpreter,
+            ws.devices[0].clone(),
+            &ws.cache,
+            &ws.store,
+            options,
+        )?)
     } else {
         None
     };
@@ -174,14 +199,19 @@ pub fn run(a: OptimizeArgs) -> Result<Status> {
     let mut failed = 0usize;
     for task in &tasks {
         let dir = if suite { a.out.join(task.key()) } else { a.out.clone() };
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating the output directory `{}`", dir.display()))?;
-        let label = std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone()).display().to_string();
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("creating the output directory `{}`", dir.display()))?;
+        let label =
+            std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone()).display().to_string();
         let mut progress = Progress::default();
         let summary = match optimizer.run(task, &label, &mut |e| progress.on_event(e)) {
             Ok(s) => s,
             Err(e) if suite => {
                 progress.clear();
-                crate::report::print_error(&anyhow::Error::new(e).context(format!("optimizing `{}` (the suite goes on)", task.key())));
+                crate::report::print_error(
+                    &anyhow::Error::new(e)
+                        .context(format!("optimizing `{}` (the suite goes on)", task.key())),
+                );
                 failed += 1;
                 continue;
             }
@@ -218,7 +248,10 @@ fn load_tasks(path: &Path) -> Result<(Vec<Task>, bool)> {
             eprintln!("warning: skipping a task: {p}");
         }
         if suite.tasks.is_empty() {
-            bail!("`{}` holds no task\nhint: lay tasks out as KernelBench does (`level1/12_Name.py`)", path.display());
+            bail!(
+                "`{}` holds no task\nhint: lay tasks out as KernelBench does (`level1/12_Name.py`)",
+                path.display()
+            );
         }
         Ok((suite.tasks, true))
     } else {
@@ -232,16 +265,28 @@ struct LlmDefaults {
     concurrency: usize,
 }
 
-fn build_llm(a: &OptimizeArgs, interp: &Interpreter, cache: &Path) -> Result<(Box<dyn Llm>, LlmDefaults)> {
-    let timeout = Duration::try_from_secs_f64(a.llm_timeout).ok().filter(|d| !d.is_zero()).context("`--llm-timeout` must be a positive number of seconds")?;
+fn build_llm(
+    a: &OptimizeArgs,
+    interp: &Interpreter,
+    cache: &Path,
+) -> Result<(Box<dyn Llm>, LlmDefaults)> {
+    let timeout = Duration::try_from_secs_f64(a.llm_timeout)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .context("`--llm-timeout` must be a positive number of seconds")?;
     if let Some(mut c) = a.endpoint.config() {
         c.timeout = timeout;
         c.max_concurrent = a.concurrency.unwrap_or(8).max(1);
-        c.prices = Prices { prompt_per_million: a.price_prompt, completion_per_million: a.price_completion };
+        c.prices = Prices {
+            prompt_per_million: a.price_prompt,
+            completion_per_million: a.price_completion,
+        };
         let client = OpenAiClient::new(c)?;
         return Ok((Box::new(client), LlmDefaults { max_tokens: 8192, concurrency: 8 }));
     }
-    let worker_root = cudal1_python::MODEL_WORKER.install(cache).with_context(|| format!("installing the embedded model's worker under `{}`", cache.display()))?;
+    let worker_root = cudal1_python::MODEL_WORKER.install(cache).with_context(|| {
+        format!("installing the embedded model's worker under `{}`", cache.display())
+    })?;
     let mut c = EmbeddedConfig::new(interp.path.clone(), worker_root);
     c.device = a.llm_device.clone();
     c.threads = a.llm_threads;
@@ -288,13 +333,23 @@ impl Progress {
 
     fn refresh(&self) {
         if let Some(bar) = &self.bar {
-            bar.set_message(format!("evaluating {}, best so far {}", self.evaluating, speedup_text(self.best)));
+            bar.set_message(format!(
+                "evaluating {}, best so far {}",
+                self.evaluating,
+                speedup_text(self.best)
+            ));
         }
     }
 
     fn on_event(&mut self, event: Event) {
         match event {
-            Event::RunStarted { run_id, task, finished_rounds, recorded_samples, pending_evaluations } => {
+            Event::RunStarted {
+                run_id,
+                task,
+                finished_rounds,
+                recorded_samples,
+                pending_evaluations,
+            } => {
                 if finished_rounds > 0 || recorded_samples > 0 {
                     self.say(format!(
                         "{task}: resuming run {run_id} ({finished_rounds} round(s) finished, {recorded_samples} sample(s) recorded, {pending_evaluations} program(s) left to evaluate)"
@@ -326,8 +381,18 @@ impl Progress {
                 self.say(format!("round {round}: {requests} trajectory(ies) go on with the previous verdict in the prompt"));
                 self.refresh();
             }
-            Event::SampleRecorded { round, index, turn, outcome, reason, queued, known_program, .. } => {
-                let index = if turn > 1 { format!("{index} turn {turn}") } else { index.to_string() };
+            Event::SampleRecorded {
+                round,
+                index,
+                turn,
+                outcome,
+                reason,
+                queued,
+                known_program,
+                ..
+            } => {
+                let index =
+                    if turn > 1 { format!("{index} turn {turn}") } else { index.to_string() };
                 if let Some(bar) = &self.bar {
                     bar.inc(1);
                 }
@@ -339,7 +404,11 @@ impl Progress {
                 }
                 if outcome != Outcome::Program {
                     let reason = reason.unwrap_or_default();
-                    self.say(format!("  round {round} sample {index}: {}: {}", outcome.as_str(), reason.lines().next().unwrap_or("")));
+                    self.say(format!(
+                        "  round {round} sample {index}: {}: {}",
+                        outcome.as_str(),
+                        reason.lines().next().unwrap_or("")
+                    ));
                 }
                 self.refresh();
             }
@@ -351,29 +420,47 @@ impl Progress {
                         (b, s) => b.or(s),
                     };
                 }
-                let first = reason.lines().next().unwrap_or("").chars().take(100).collect::<String>();
-                self.say(format!("  round {round} program #{program_id}: {verdict} {} {first}", speedup_text(speedup)));
+                let first =
+                    reason.lines().next().unwrap_or("").chars().take(100).collect::<String>();
+                self.say(format!(
+                    "  round {round} program #{program_id}: {verdict} {} {first}",
+                    speedup_text(speedup)
+                ));
                 self.refresh();
             }
             Event::HostFailed { error } => {
                 self.evaluating = self.evaluating.saturating_sub(1);
                 self.unjudged += 1;
-                self.say(format!("  no verdict (evaluated again on the next run): {}", error.lines().next().unwrap_or("")));
+                self.say(format!(
+                    "  no verdict (evaluated again on the next run): {}",
+                    error.lines().next().unwrap_or("")
+                ));
             }
             Event::ReferenceFailed { error } => {
                 self.evaluating = self.evaluating.saturating_sub(1);
-                self.say(format!("  the reference failed (a fresh one starts): {}", error.lines().next().unwrap_or("")));
+                self.say(format!(
+                    "  the reference failed (a fresh one starts): {}",
+                    error.lines().next().unwrap_or("")
+                ));
             }
             Event::Profiling { round, programs } => {
                 self.say(format!("round {round}: profiling {programs} program(s) with Nsight Compute for the prompts"));
             }
             Event::ProfileFailed { program_id, error } => {
-                let what = program_id.map_or_else(|| "the reference".to_owned(), |id| format!("program #{id}"));
-                self.say(format!("  {what} could not be profiled (prompts show it without): {}", error.lines().next().unwrap_or("")));
+                let what = program_id
+                    .map_or_else(|| "the reference".to_owned(), |id| format!("program #{id}"));
+                self.say(format!(
+                    "  {what} could not be profiled (prompts show it without): {}",
+                    error.lines().next().unwrap_or("")
+                ));
             }
             Event::RoundFinished { totals: t } => {
                 self.clear();
-                let rate = if t.samples > 0 { 100.0 * f64::from(t.correct) / f64::from(t.samples) } else { 0.0 };
+                let rate = if t.samples > 0 {
+                    100.0 * f64::from(t.correct) / f64::from(t.samples)
+                } else {
+                    0.0
+                };
                 self.best = t.best_speedup.or(self.best);
                 eprintln!(
                     "round {}: {} samples, {} with a program, {} correct ({rate:.0}%), best so far {}, {} tokens",
@@ -410,10 +497,25 @@ fn print_summary(s: &RunSummary, dir: &Path) -> std::io::Result<()> {
                 (Some(lo), Some(hi)) => format!(" [{lo:.2}, {hi:.2}]"),
                 _ => String::new(),
             };
-            let verdict = serde_json::from_value::<Evaluation>(b.evaluation.clone()).map(|e| e.verdict.to_string()).unwrap_or_default();
-            out::line(format!("  best: program #{} (round {}), {verdict} {:.2}x{ci} -> {}", b.program_id, b.round, b.speedup, dir.join("best.py").display()))?;
+            let verdict = serde_json::from_value::<Evaluation>(b.evaluation.clone())
+                .map(|e| e.verdict.to_string())
+                .unwrap_or_default();
+            out::line(format!(
+                "  best: program #{} (round {}), {verdict} {:.2}x{ci} -> {}",
+                b.program_id,
+                b.round,
+                b.speedup,
+                dir.join("best.py").display()
+            ))?;
         }
-        None => out::line(format!("  no correct program yet, so no best.py; {} says what each program got", dir.join("best.json").display()))?,
+        None => out::line(format!(
+            "  no correct program yet, so no best.py; {} says what each program got",
+            dir.join("best.json").display()
+        ))?,
     }
-    out::line(format!("  report: {} (every reply in {})", dir.join("report.md").display(), dir.join("replies").display()))
+    out::line(format!(
+        "  report: {} (every reply in {})",
+        dir.join("report.md").display(),
+        dir.join("replies").display()
+    ))
 }

@@ -117,14 +117,39 @@ const BRIEF_TOP: usize = 5;
 
 impl<'a> Profiling<'a> {
     /// Finds ncu (unless `dry_run`), and names the GPU class profiles are filed under.
-    pub fn new(args: &NcuArgs, env: &'a RunnerEnv, interp: &Interpreter, device: Device, cache: &Path, store: &'a Store, o: Options) -> Result<Self> {
+    pub fn new(
+        args: &NcuArgs,
+        env: &'a RunnerEnv,
+        interp: &Interpreter,
+        device: Device,
+        cache: &Path,
+        store: &'a Store,
+        o: Options,
+    ) -> Result<Self> {
         let ncu = if o.dry_run { PathBuf::from("ncu") } else { locate_ncu(args.ncu.as_deref())? };
-        let timeout = Duration::try_from_secs_f64(args.profile_timeout).ok().filter(|d| !d.is_zero()).context("`--profile-timeout` must be a positive number of seconds")?;
+        let timeout = Duration::try_from_secs_f64(args.profile_timeout)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .context("`--profile-timeout` must be a positive number of seconds")?;
         if args.profile_calls == 0 {
             bail!("`--profile-calls` must be at least 1");
         }
-        let sandbox = if o.sandbox { Some(std::env::current_exe().context("finding the cudal1 binary, which confines profiled programs")?) } else { None };
-        let profiler = Profiler { ncu, warmup: args.profile_warmup, calls: args.profile_calls, timeout, sandbox, cancel: o.cancel };
+        let sandbox = if o.sandbox {
+            Some(
+                std::env::current_exe()
+                    .context("finding the cudal1 binary, which confines profiled programs")?,
+            )
+        } else {
+            None
+        };
+        let profiler = Profiler {
+            ncu,
+            warmup: args.profile_warmup,
+            calls: args.profile_calls,
+            timeout,
+            sandbox,
+            cancel: o.cancel,
+        };
         let (builds, force) = (CompileCache { root: cache.join("extensions") }, o.force);
         let class = crate::cmd_baselines::class_of(&device, interp)?;
         let parent = cudal1_eval::scratch::default_parent();
@@ -147,7 +172,11 @@ impl<'a> Profiling<'a> {
     }
 
     /// The candidate file to run (none for the reference), and its build directory.
-    fn target_file(&self, key: &ProfileKey, program: &Program<'_>) -> Result<(Option<PathBuf>, PathBuf), ProfileError> {
+    fn target_file(
+        &self,
+        key: &ProfileKey,
+        program: &Program<'_>,
+    ) -> Result<(Option<PathBuf>, PathBuf), ProfileError> {
         let builds = self.builds.root.join(&key.program[..key.program.len().min(32)]);
         Ok(match program {
             Program::Reference => (None, self.scratch.path().join("reference-builds")),
@@ -171,14 +200,23 @@ impl<'a> Profiling<'a> {
         let key = self.key(task, program);
         if !self.force {
             // One of as many profiled calls as asked for now, with exact (mangled) kernel names.
-            let same_calls = |p: &NewProfile| p.profile["calls"].as_u64() == Some(u64::from(self.profiler.calls)) && p.profile["mangled"] == true;
+            let same_calls = |p: &NewProfile| {
+                p.profile["calls"].as_u64() == Some(u64::from(self.profiler.calls))
+                    && p.profile["mangled"] == true
+            };
             if let Some(found) = self.store.find_profile(&key)?.filter(|f| same_calls(&f.profile)) {
                 return Ok((found.profile, true));
             }
         }
         let (candidate, builds) = self.target_file(&key, program)?;
         let dir = self.run_dir(&key, "run");
-        let target = Target { task: &task.path, candidate: candidate.as_deref(), device: &self.device, seed: 1, extensions: Some(&builds) };
+        let target = Target {
+            task: &task.path,
+            candidate: candidate.as_deref(),
+            device: &self.device,
+            seed: 1,
+            extensions: Some(&builds),
+        };
         // The build directory is the evaluation's: no build of this program runs meanwhile.
         let _builds_lock = cudal1_eval::compile::lock(&builds);
         let profile = self.profiler.profile(self.env, target, &dir)?;
@@ -187,7 +225,13 @@ impl<'a> Profiling<'a> {
             Program::File(c, _) | Program::Source(c) => c.label.clone(),
             Program::Stored(p) => format!("program #{}", p.id),
         };
-        let row = NewProfile { key, task_name: task.key(), label, brief: profile.brief(BRIEF_TOP), profile: serde_json::to_value(&profile)? };
+        let row = NewProfile {
+            key,
+            task_name: task.key(),
+            label,
+            brief: profile.brief(BRIEF_TOP),
+            profile: serde_json::to_value(&profile)?,
+        };
         self.store.record_profile(&row)?;
         Ok((row, false))
     }
@@ -197,7 +241,13 @@ impl<'a> Profiling<'a> {
         let key = self.key(task, program);
         let (candidate, builds) = self.target_file(&key, program)?;
         let dir = self.run_dir(&key, "dry");
-        let target = Target { task: &task.path, candidate: candidate.as_deref(), device: &self.device, seed: 1, extensions: Some(&builds) };
+        let target = Target {
+            task: &task.path,
+            candidate: candidate.as_deref(),
+            device: &self.device,
+            seed: 1,
+            extensions: Some(&builds),
+        };
         Ok(self.profiler.dry_run(self.env, target, &dir)?)
     }
 }
@@ -209,18 +259,24 @@ impl cudal1_optimize::Profiles for Profiling<'_> {
     }
 
     fn program(&self, task: &Task, program: &StoredProgram) -> Result<String, String> {
-        self.get(task, &Program::Stored(program)).map(|(p, _)| p.brief).map_err(|e| format!("{e:#}"))
+        self.get(task, &Program::Stored(program))
+            .map(|(p, _)| p.brief)
+            .map_err(|e| format!("{e:#}"))
     }
 }
 
 pub fn run(a: &ProfileArgs) -> Result<Status> {
     let task = Task::load(&a.task)?;
-    let candidates: Vec<(Candidate, PathBuf)> =
-        a.candidates.iter().map(|p| Candidate::load(p).map(|c| (c, p.clone()))).collect::<Result<_, _>>()?;
+    let candidates: Vec<(Candidate, PathBuf)> = a
+        .candidates
+        .iter()
+        .map(|p| Candidate::load(p).map(|c| (c, p.clone())))
+        .collect::<Result<_, _>>()?;
     if a.no_reference && candidates.is_empty() {
         bail!("nothing to profile: `--no-reference` and no candidate\nhint: name candidate files after the task");
     }
-    let (interp, env, cache) = crate::workspace::interpreter(a.python.as_deref(), a.cache_dir.as_deref())?;
+    let (interp, env, cache) =
+        crate::workspace::interpreter(a.python.as_deref(), a.cache_dir.as_deref())?;
     let device = match &a.device {
         Some(DeviceFlag::One(d)) => d.clone(),
         Some(DeviceFlag::All) | None if interp.probe.gpus.is_empty() && !a.dry_run => {
@@ -234,7 +290,12 @@ pub fn run(a: &ProfileArgs) -> Result<Status> {
     }
     let store = Store::open(&a.db)?;
     let interrupt = crate::interrupt::install("the profile under way");
-    let options = Options { force: a.force, dry_run: a.dry_run, sandbox: !a.no_sandbox, cancel: Some(crate::interrupt::profile_cancel(&interrupt)) };
+    let options = Options {
+        force: a.force,
+        dry_run: a.dry_run,
+        sandbox: !a.no_sandbox,
+        cancel: Some(crate::interrupt::profile_cancel(&interrupt)),
+    };
     let profiling = Profiling::new(&a.ncu, &env, &interp, device, &cache, &store, options)?;
     let mut programs: Vec<(String, Program<'_>)> = Vec::new();
     if !a.no_reference {
@@ -260,7 +321,10 @@ pub fn run(a: &ProfileArgs) -> Result<Status> {
                 out::line(v)?;
             } else {
                 match result {
-                    Ok(()) => out::line(format!("{} {label}: runs under the profiling driver", task.key()))?,
+                    Ok(()) => out::line(format!(
+                        "{} {label}: runs under the profiling driver",
+                        task.key()
+                    ))?,
                     Err(e) => out::line(format!("{} {label}: {e:#}", task.key()))?,
                 }
             }
@@ -278,7 +342,8 @@ pub fn run(a: &ProfileArgs) -> Result<Status> {
                         "reused": reused, "brief": row.brief, "profile": row.profile,
                     }))?;
                 } else {
-                    let from = if reused { " (from the store; --force profiles again)" } else { "" };
+                    let from =
+                        if reused { " (from the store; --force profiles again)" } else { "" };
                     out::line(format!("{} {label} on {}{from}:", task.key(), row.key.gpu_class))?;
                     for line in profile.brief(a.top).lines() {
                         out::line(format!("  {line}"))?;
@@ -288,7 +353,9 @@ pub fn run(a: &ProfileArgs) -> Result<Status> {
             Err(e) => {
                 failures += 1;
                 if a.json {
-                    out::line(serde_json::json!({"task": task.key(), "program": label, "error": format!("{e:#}")}))?;
+                    out::line(
+                        serde_json::json!({"task": task.key(), "program": label, "error": format!("{e:#}")}),
+                    )?;
                 } else {
                     out::line(format!("{} {label}: not profiled: {e:#}", task.key()))?;
                 }

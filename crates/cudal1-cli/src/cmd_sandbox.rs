@@ -57,7 +57,9 @@ fn which(name: &OsString) -> Result<PathBuf> {
     if path.components().count() > 1 {
         return Ok(std::path::absolute(&path)?);
     }
-    let dirs = std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect::<Vec<_>>()).unwrap_or_default();
+    let dirs = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default();
     match dirs.into_iter().map(|d| d.join(&path)).find(|p| p.is_file()) {
         Some(p) => Ok(p),
         None => bail!("`{}` is not on PATH", path.display()),

@@ -108,7 +108,12 @@ pub fn run(a: ServeArgs) -> Result<Status> {
     if token.is_none() && !a.listen.ip().is_loopback() {
         bail!("`--listen {}` is reachable from other machines, and no token is set\nhint: put a secret in the environment variable {} (or the one `--token-env` names); clients send it as `Authorization: Bearer <token>`", a.listen, a.token_env);
     }
-    for (what, x) in [("--wait", a.wait), ("--max-wait", a.max_wait), ("--openrlhf-wait", a.openrlhf_wait), ("--lease", a.lease)] {
+    for (what, x) in [
+        ("--wait", a.wait),
+        ("--max-wait", a.max_wait),
+        ("--openrlhf-wait", a.openrlhf_wait),
+        ("--lease", a.lease),
+    ] {
         if !(x.is_finite() && x >= 0.0) {
             bail!("`{what}` must be a number of seconds");
         }
@@ -118,13 +123,18 @@ pub fn run(a: ServeArgs) -> Result<Status> {
     let interrupt = interrupt::install("the evaluations under way");
 
     let (settings, gpu_class, worker) = if local {
-        let (interp, env, cache) = workspace::interpreter(a.common.python.as_deref(), a.common.cache_dir.as_deref())?;
+        let (interp, env, cache) =
+            workspace::interpreter(a.common.python.as_deref(), a.common.cache_dir.as_deref())?;
         let devices = workspace::devices(a.device.as_ref(), &interp)?;
         let settings = workspace::settings(&a.common, devices[0].clone())?;
         let gpu_class = match (&a.gpu_class, &devices[0]) {
             (Some(c), _) => c.clone(),
             (None, Device::Cpu) => "cpu".to_owned(),
-            (None, Device::Cuda(i)) => interp.probe.gpu_names.get(*i as usize).map(|n| gpu_class_of(n)).context("PyTorch did not name the GPU\nhint: name its class with `--gpu-class`")?,
+            (None, Device::Cuda(i)) => {
+                interp.probe.gpu_names.get(*i as usize).map(|n| gpu_class_of(n)).context(
+                    "PyTorch did not name the GPU\nhint: name its class with `--gpu-class`",
+                )?
+            }
         };
         let parts = EngineParts {
             compile_workers: a.common.compile_workers,
@@ -158,11 +168,19 @@ pub fn run(a: ServeArgs) -> Result<Status> {
     let mut config = ServeConfig::new(tasks, settings, gpu_class.clone());
     config.default_mode = a.mode;
     config.token = token;
-    config.limits = Limits { max_body_bytes: a.max_body << 20, max_items: a.max_items, max_completion_bytes: a.max_completion << 10 };
+    config.limits = Limits {
+        max_body_bytes: a.max_body << 20,
+        max_items: a.max_items,
+        max_completion_bytes: a.max_completion << 10,
+    };
     config.default_wait = Duration::from_secs_f64(a.wait);
     config.max_wait = Duration::from_secs_f64(a.max_wait);
     config.openrlhf_wait = Duration::from_secs_f64(a.openrlhf_wait);
-    config.prompt_defaults = PromptDefaults { exemplars: a.exemplar.exemplars, temperature: a.exemplar.exemplar_temperature, bucket_width: a.exemplar.bucket_width };
+    config.prompt_defaults = PromptDefaults {
+        exemplars: a.exemplar.exemplars,
+        temperature: a.exemplar.exemplar_temperature,
+        bucket_width: a.exemplar.bucket_width,
+    };
     config.clip = a.clip;
     config.max_attempts = a.max_attempts;
     config.compile_stage = a.compile_stage;
@@ -189,7 +207,11 @@ pub fn run(a: ServeArgs) -> Result<Status> {
             .expect("the system can start a thread")
     });
 
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting the HTTP runtime")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the HTTP runtime")?;
     let served = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(a.listen).await.with_context(|| format!("cannot listen on `{}`\nhint: is another `cudal1 serve` running there? choose another port with `--listen`", a.listen))?;
         let addr = listener.local_addr()?;
@@ -209,7 +231,10 @@ pub fn run(a: ServeArgs) -> Result<Status> {
     });
     if let Some(t) = worker_thread {
         match t.join() {
-            Ok(Ok(summary)) => eprintln!("local worker: {} evaluated, {} given back to the queue", summary.evaluated, summary.released),
+            Ok(Ok(summary)) => eprintln!(
+                "local worker: {} evaluated, {} given back to the queue",
+                summary.evaluated, summary.released
+            ),
             Ok(Err(e)) => eprintln!("warning: local worker: {e}"),
             Err(_) => eprintln!("warning: the local worker panicked"),
         }

@@ -25,7 +25,11 @@ pub fn run(a: &ShowArgs) -> Result<Status> {
     let e = record::from_store(&stored, &stored.task_name, &stored.candidate_label)
         .with_context(|| format!("evaluation {} of `{}` was stored by another version of cudal1; `--json` shows it as stored", a.id, a.db.display()))?;
     report::print_single(&e, Some(stored.id))?;
-    out::line(format!("recorded:   {}{}", stored.created_at, stored.batch_id.as_deref().map(|b| format!(" (batch {b})")).unwrap_or_default()))?;
+    out::line(format!(
+        "recorded:   {}{}",
+        stored.created_at,
+        stored.batch_id.as_deref().map(|b| format!(" (batch {b})")).unwrap_or_default()
+    ))?;
     out::line(format!("task file:  {}", report::short_label(&stored.task_path)))?;
     out::line(format!("judged by:  {}", record::judge_line(&stored)))?;
     if let Some(own) = record::own_share_line(&stored) {

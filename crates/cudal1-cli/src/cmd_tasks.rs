@@ -8,14 +8,17 @@ use crate::interrupt;
 use crate::out;
 use crate::workspace;
 use anyhow::{bail, Result};
+use crossbeam_channel::Receiver;
 use cudal1_eval::degenerate::TaskCheck;
 use cudal1_eval::memory::Footprint;
-use cudal1_supervisor::human_bytes;
-use cudal1_eval::{CompileCache, Device, EngineConfig, EvalSettings, Evaluator, Event, EventKind, Job, JobId, JobOutcome, Tolerance};
+use cudal1_eval::{
+    CompileCache, Device, EngineConfig, EvalSettings, Evaluator, Event, EventKind, Job, JobId,
+    JobOutcome, Tolerance,
+};
 use cudal1_protocol::DescribeReply;
 use cudal1_store::{NewTaskCheck, Store};
+use cudal1_supervisor::human_bytes;
 use cudal1_task::{load_suite, Task};
-use crossbeam_channel::Receiver;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,12 +37,16 @@ fn synth(a: &crate::args::SynthArgs) -> Result<Status> {
     let tasks = generate(scale, a.train, a.heldout);
     let write = |path: std::path::PathBuf, text: &str| -> Result<()> {
         std::fs::create_dir_all(path.parent().expect("a file in a folder"))?;
-        std::fs::write(&path, text).map_err(|e| anyhow::anyhow!("writing `{}`: {e}", path.display()))
+        std::fs::write(&path, text)
+            .map_err(|e| anyhow::anyhow!("writing `{}`: {e}", path.display()))
     };
     for t in &tasks {
         write(a.out.join(t.split).join("level1").join(format!("{}.py", t.stem)), &t.reference)?;
         let dir = a.out.join("solutions").join(t.split).join("level1").join(&t.stem);
-        write(dir.join("fast.py"), &format!("# cudal1: expect=correct faster\n# The family's known rewrite.\n{}", t.fast))?;
+        write(
+            dir.join("fast.py"),
+            &format!("# cudal1: expect=correct faster\n# The family's known rewrite.\n{}", t.fast),
+        )?;
         write(dir.join("slow.py"), &format!("# cudal1: expect=correct\n# Correct, no faster: the reference's computation restated.\n{}", t.slow))?;
     }
     let manifest = serde_json::json!({"scale": scale, "families": FAMILIES, "tasks": tasks});
@@ -58,15 +65,27 @@ fn synth(a: &crate::args::SynthArgs) -> Result<Status> {
 
 /// Submits one job per task and hands each task's outcome, as it finishes, to `on_done`; returns
 /// how many were cancelled by an interrupt.
-fn each_task(engine: Evaluator, events: &Receiver<Event>, tasks: &[Arc<Task>], job: impl Fn(Arc<Task>) -> Job, mut on_done: impl FnMut(usize, JobOutcome, &indicatif::ProgressBar) -> Result<()>) -> Result<usize> {
+fn each_task(
+    engine: Evaluator,
+    events: &Receiver<Event>,
+    tasks: &[Arc<Task>],
+    job: impl Fn(Arc<Task>) -> Job,
+    mut on_done: impl FnMut(usize, JobOutcome, &indicatif::ProgressBar) -> Result<()>,
+) -> Result<usize> {
     if tasks.is_empty() {
         engine.finish();
         return Ok(0);
     }
     let progress = indicatif::ProgressBar::new(tasks.len() as u64);
-    progress.set_style(indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}").expect("valid template"));
+    progress.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}",
+        )
+        .expect("valid template"),
+    );
     progress.enable_steady_tick(Duration::from_millis(200));
-    let ids: HashMap<JobId, usize> = tasks.iter().enumerate().map(|(i, t)| (engine.submit(job(Arc::clone(t))).id, i)).collect();
+    let ids: HashMap<JobId, usize> =
+        tasks.iter().enumerate().map(|(i, t)| (engine.submit(job(Arc::clone(t))).id, i)).collect();
     let (mut left, mut cancelled) = (tasks.len(), 0);
     for event in events {
         let Some(&i) = ids.get(&event.job) else { continue };
@@ -100,7 +119,12 @@ fn list(a: &ListArgs) -> Result<Status> {
         // Trusted CPU runners read every task: shapes and parameter counts come from running
         // `get_inputs()` and building the model on meta tensors, which allocates nothing.
         let (_, env, cache) = workspace::interpreter(a.python.as_deref(), a.cache_dir.as_deref())?;
-        let mut config = EngineConfig::new(env, vec![Device::Cpu], EvalSettings::default(), CompileCache { root: cache.join("extensions") });
+        let mut config = EngineConfig::new(
+            env,
+            vec![Device::Cpu],
+            EvalSettings::default(),
+            CompileCache { root: cache.join("extensions") },
+        );
         config.compile_workers = 1;
         if let Some(n) = a.lanes {
             config.lanes = n;
@@ -111,7 +135,9 @@ fn list(a: &ListArgs) -> Result<Status> {
         cancelled = each_task(engine, &events, &tasks, Job::describe, |i, outcome, progress| {
             let result = match outcome {
                 JobOutcome::Described(d) => Ok(d),
-                JobOutcome::TaskFailed { error, .. } | JobOutcome::HostFailed { error } => Err(error),
+                JobOutcome::TaskFailed { error, .. } | JobOutcome::HostFailed { error } => {
+                    Err(error)
+                }
                 _ => return Ok(()),
             };
             if a.json {
@@ -132,12 +158,26 @@ fn list(a: &ListArgs) -> Result<Status> {
         t.set_header(["level", "id", "name", "inputs", "parameters", "memory"]);
         for (task, d) in tasks.iter().zip(&described) {
             let (inputs, parameters, memory) = match d {
-                Some(Ok(d)) => (describe_values(&d.inputs), d.parameters.to_string(), Footprint::from_reply(d).map_or("-".into(), |f| human_bytes(f.cpu_evaluation()))),
-                Some(Err(e)) => (format!("error: {}", e.lines().next().unwrap_or("")), "-".into(), "-".into()),
+                Some(Ok(d)) => (
+                    describe_values(&d.inputs),
+                    d.parameters.to_string(),
+                    Footprint::from_reply(d)
+                        .map_or("-".into(), |f| human_bytes(f.cpu_evaluation())),
+                ),
+                Some(Err(e)) => {
+                    (format!("error: {}", e.lines().next().unwrap_or("")), "-".into(), "-".into())
+                }
                 None => ("-".into(), "-".into(), "-".into()),
             };
             let cell = |v: Option<u32>| v.map_or("-".into(), |x| x.to_string());
-            t.add_row([cell(task.name.level), cell(task.name.id), task.name.name.clone(), inputs, parameters, memory]);
+            t.add_row([
+                cell(task.name.level),
+                cell(task.name.id),
+                task.name.name.clone(),
+                inputs,
+                parameters,
+                memory,
+            ]);
         }
         out::line(t)?;
         out::line(format!("{} task(s) in {}; memory: what one evaluation on the CPU holds (a reference and a candidate process)", tasks.len(), a.dir.display()))?;
@@ -184,15 +224,25 @@ fn check(a: &CheckArgs) -> Result<Status> {
     if a.seeds < 2 {
         bail!("`--seeds` must be at least 2: outputs of different seeds are compared");
     }
-    if a.call_timeout.is_nan() || a.call_timeout <= 0.0 || a.load_timeout.is_nan() || a.load_timeout <= 0.0 {
+    if a.call_timeout.is_nan()
+        || a.call_timeout <= 0.0
+        || a.load_timeout.is_nan()
+        || a.load_timeout <= 0.0
+    {
         bail!("`--call-timeout` and `--load-timeout` must be positive numbers of seconds");
     }
     let suite = load_suite(&a.dir)?;
-    let tasks: Vec<Arc<Task>> = suite.tasks.into_iter().filter(|t| a.only.is_empty() || a.only.contains(&t.key())).map(Arc::new).collect();
+    let tasks: Vec<Arc<Task>> = suite
+        .tasks
+        .into_iter()
+        .filter(|t| a.only.is_empty() || a.only.contains(&t.key()))
+        .map(Arc::new)
+        .collect();
     if tasks.is_empty() {
         bail!("no task of `{}` matches `--only {}`", a.dir.display(), a.only.join(" "));
     }
-    let (interpreter, env, cache) = workspace::interpreter(a.python.as_deref(), a.cache_dir.as_deref())?;
+    let (interpreter, env, cache) =
+        workspace::interpreter(a.python.as_deref(), a.cache_dir.as_deref())?;
     let devices = workspace::devices(a.device.as_ref(), &interpreter)?;
     let settings = EvalSettings {
         tolerance: if a.kernelbench_v0 { Tolerance::KernelBenchV0 } else { Tolerance::PerDtype },
@@ -206,9 +256,11 @@ fn check(a: &CheckArgs) -> Result<Status> {
     let seeds: Vec<u64> = (0..a.seeds as u64).map(|i| 1000 + 7919 * i).collect();
     let judge = workspace::judge(&devices, &interpreter)?;
     // Checks are filed under the settings, seeds and who checked (this build, this class of GPU).
-    let settings_hash = cudal1_task::content_hash(&format!("{}|{seeds:?}", judge.settings_hash(&settings)));
+    let settings_hash =
+        cudal1_task::content_hash(&format!("{}|{seeds:?}", judge.settings_hash(&settings)));
     let memory = workspace::memory_budget(None, &devices, &interpreter);
-    let mut config = EngineConfig::new(env, devices, settings, CompileCache { root: cache.join("extensions") });
+    let mut config =
+        EngineConfig::new(env, devices, settings, CompileCache { root: cache.join("extensions") });
     config.judge = judge;
     config.memory = memory;
     config.compile_workers = 1;
@@ -224,7 +276,9 @@ fn check(a: &CheckArgs) -> Result<Status> {
     let mut reused = vec![false; tasks.len()];
     for (i, t) in tasks.iter().enumerate() {
         let stored = if a.force { None } else { store.find_task_check(&t.hash, &settings_hash)? };
-        if let Some(c) = stored.and_then(|s| serde_json::from_value::<TaskCheck>(s.check.result).ok()) {
+        if let Some(c) =
+            stored.and_then(|s| serde_json::from_value::<TaskCheck>(s.check.result).ok())
+        {
             if a.json {
                 out::line(check_row(&t.key(), &Ok(Arc::new(c.clone())), true)?)?;
             }
@@ -232,37 +286,52 @@ fn check(a: &CheckArgs) -> Result<Status> {
             reused[i] = true;
         }
     }
-    let pending: Vec<Arc<Task>> = tasks.iter().zip(&reused).filter(|(_, r)| !**r).map(|(t, _)| Arc::clone(t)).collect();
+    let pending: Vec<Arc<Task>> =
+        tasks.iter().zip(&reused).filter(|(_, r)| !**r).map(|(t, _)| Arc::clone(t)).collect();
     let index: Vec<usize> = (0..tasks.len()).filter(|i| !reused[*i]).collect();
     let done_before = tasks.len() - pending.len();
     if done_before > 0 && !a.json {
         eprintln!("resuming: {done_before} of {} task(s) already checked (from `{}`; --force checks again)", tasks.len(), a.db.display());
     }
     let mut save_error = None;
-    let cancelled = each_task(engine, &events, &pending, |t| Job::check_task(t, seeds.clone()), |p, outcome, progress| {
-        let i = index[p];
-        let result = match outcome {
-            JobOutcome::Checked(c) => Ok(c),
-            JobOutcome::TaskFailed { error, .. } | JobOutcome::HostFailed { error } => Err(error),
-            _ => return Ok(()),
-        };
-        if let Ok(c) = &result {
-            let saved = store.insert_task_check(&NewTaskCheck { task_hash: tasks[i].hash.clone(), settings_hash: settings_hash.clone(), task_name: tasks[i].key(), result: serde_json::to_value(&**c)? });
-            if let Err(e) = saved {
-                save_error.get_or_insert(e);
+    let cancelled = each_task(
+        engine,
+        &events,
+        &pending,
+        |t| Job::check_task(t, seeds.clone()),
+        |p, outcome, progress| {
+            let i = index[p];
+            let result = match outcome {
+                JobOutcome::Checked(c) => Ok(c),
+                JobOutcome::TaskFailed { error, .. } | JobOutcome::HostFailed { error } => {
+                    Err(error)
+                }
+                _ => return Ok(()),
+            };
+            if let Ok(c) = &result {
+                let saved = store.insert_task_check(&NewTaskCheck {
+                    task_hash: tasks[i].hash.clone(),
+                    settings_hash: settings_hash.clone(),
+                    task_name: tasks[i].key(),
+                    result: serde_json::to_value(&**c)?,
+                });
+                if let Err(e) = saved {
+                    save_error.get_or_insert(e);
+                }
             }
-        }
-        if a.json {
-            let row = check_row(&tasks[i].key(), &result, false)?;
-            progress.suspend(|| out::line(row))?;
-        } else {
-            progress.println(check_line(&tasks[i].key(), &result));
-        }
-        rows[i] = Some(result);
-        Ok(())
-    })?;
+            if a.json {
+                let row = check_row(&tasks[i].key(), &result, false)?;
+                progress.suspend(|| out::line(row))?;
+            } else {
+                progress.println(check_line(&tasks[i].key(), &result));
+            }
+            rows[i] = Some(result);
+            Ok(())
+        },
+    )?;
     if let Some(e) = save_error {
-        return Err(anyhow::Error::new(e).context("saving task checks (the checks finished, but some were not saved)"));
+        return Err(anyhow::Error::new(e)
+            .context("saving task checks (the checks finished, but some were not saved)"));
     }
     let flagged = rows.iter().filter(|r| matches!(r, Some(Ok(c)) if c.is_degenerate())).count();
     let failed = rows.iter().filter(|r| matches!(r, Some(Err(_)))).count();
@@ -271,10 +340,17 @@ fn check(a: &CheckArgs) -> Result<Status> {
         t.set_header(["task", "degenerate", "why"]);
         for ((task, result), reused) in tasks.iter().zip(&rows).zip(&reused) {
             let (verdict, why) = match result {
-                Some(Ok(c)) if c.is_degenerate() => {
-                    ("yes".to_owned(), c.flags.iter().map(|f| format!("{}: {}", f.kind.as_str(), f.reason)).collect::<Vec<_>>().join("\n"))
+                Some(Ok(c)) if c.is_degenerate() => (
+                    "yes".to_owned(),
+                    c.flags
+                        .iter()
+                        .map(|f| format!("{}: {}", f.kind.as_str(), f.reason))
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                ),
+                Some(Ok(c)) if !c.unjudged.is_empty() => {
+                    ("no".to_owned(), format!("not judged: {}", c.unjudged.join("; ")))
                 }
-                Some(Ok(c)) if !c.unjudged.is_empty() => ("no".to_owned(), format!("not judged: {}", c.unjudged.join("; "))),
                 Some(Ok(_)) => ("no".to_owned(), String::new()),
                 Some(Err(e)) => ("error".to_owned(), e.lines().next().unwrap_or("").to_owned()),
                 None => ("-".to_owned(), "not checked (interrupted)".to_owned()),
@@ -301,10 +377,16 @@ fn check(a: &CheckArgs) -> Result<Status> {
 }
 
 /// A check as `--json` prints it: the check (or the error), and whether it came from the store.
-fn check_row(key: &str, result: &Result<Arc<TaskCheck>, String>, reused: bool) -> Result<serde_json::Value> {
+fn check_row(
+    key: &str,
+    result: &Result<Arc<TaskCheck>, String>,
+    reused: bool,
+) -> Result<serde_json::Value> {
     let mut v = match result {
         Ok(c) => serde_json::to_value(&**c)?,
-        Err(e) => serde_json::json!({"task": key, "flags": [], "parameters": null, "unjudged": [], "error": e}),
+        Err(e) => {
+            serde_json::json!({"task": key, "flags": [], "parameters": null, "unjudged": [], "error": e})
+        }
     };
     v["reused"] = reused.into();
     Ok(v)
@@ -314,8 +396,14 @@ fn check_row(key: &str, result: &Result<Arc<TaskCheck>, String>, reused: bool) -
 fn check_line(key: &str, result: &Result<Arc<TaskCheck>, String>) -> String {
     use crate::style::{err, Paint};
     match result {
-        Ok(c) if c.is_degenerate() => format!("{key}: {} ({})", err("degenerate", Paint::Warning), c.flags.iter().map(|f| f.kind.as_str()).collect::<Vec<_>>().join(", ")),
+        Ok(c) if c.is_degenerate() => format!(
+            "{key}: {} ({})",
+            err("degenerate", Paint::Warning),
+            c.flags.iter().map(|f| f.kind.as_str()).collect::<Vec<_>>().join(", ")
+        ),
         Ok(_) => format!("{key}: healthy"),
-        Err(e) => format!("{key}: {} {}", err("error:", Paint::Error), e.lines().next().unwrap_or("")),
+        Err(e) => {
+            format!("{key}: {} {}", err("error:", Paint::Error), e.lines().next().unwrap_or(""))
+        }
     }
 }

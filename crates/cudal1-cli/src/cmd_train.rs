@@ -369,23 +369,57 @@ fn tasks_of(dir: &Path) -> Result<Vec<Arc<Task>>> {
 
 /// The policy's spec from the flags; the device defaults to the first GPU when there is one.
 fn policy_spec(a: &PolicyArgs, gpus: usize) -> Result<PolicySpec> {
-    let device = a.policy_device.clone().unwrap_or_else(|| if gpus > 0 { "cuda:0".into() } else { "cpu".into() });
+    let device = a.policy_device.clone().unwrap_or_else(|| {
+        if gpus > 0 {
+            "cuda:0".into()
+        } else {
+            "cpu".into()
+        }
+    });
     Device::parse(&device).map_err(anyhow::Error::msg).context("`--policy-device`")?;
-    let dtype = a.dtype.clone().unwrap_or_else(|| if device == "cpu" { "float32".into() } else { "bfloat16".into() });
+    let dtype = a.dtype.clone().unwrap_or_else(|| {
+        if device == "cpu" {
+            "float32".into()
+        } else {
+            "bfloat16".into()
+        }
+    });
     let source = match (&a.model_dir, &a.gguf_dir) {
         (Some(dir), _) => ModelSource::Hf(dir.clone()),
-        (None, Some(dir)) => ModelSource::Gguf { dir: Some(dir.clone()), file: a.gguf_file.clone() },
+        (None, Some(dir)) => {
+            ModelSource::Gguf { dir: Some(dir.clone()), file: a.gguf_file.clone() }
+        }
         (None, None) => ModelSource::Embedded(true),
     };
-    let lora = (a.lora_r > 0).then(|| Lora { r: a.lora_r, alpha: a.lora_alpha.unwrap_or(2.0 * f64::from(a.lora_r)), dropout: 0.0, target_modules: None });
+    let lora = (a.lora_r > 0).then(|| Lora {
+        r: a.lora_r,
+        alpha: a.lora_alpha.unwrap_or(2.0 * f64::from(a.lora_r)),
+        dropout: 0.0,
+        target_modules: None,
+    });
     let lr = a.lr.unwrap_or(if lora.is_some() { 1e-4 } else { 1e-5 });
-    Ok(PolicySpec { source, device, dtype, lora, optimizer: Optimizer { lr, ..Optimizer::default() } })
+    Ok(PolicySpec {
+        source,
+        device,
+        dtype,
+        lora,
+        optimizer: Optimizer { lr, ..Optimizer::default() },
+    })
 }
 
 /// Starts the policy (with a reference policy for the KL penalty when asked), from `--init`'s
 /// weights when given.
-fn start_policy(a: &PolicyArgs, spec: &PolicySpec, python: &Path, cache: &Path, reference: bool, seed: u64) -> Result<Policy> {
-    let root = cudal1_python::MODEL_WORKER.install(cache).with_context(|| format!("installing the model worker under `{}`", cache.display()))?;
+fn start_policy(
+    a: &PolicyArgs,
+    spec: &PolicySpec,
+    python: &Path,
+    cache: &Path,
+    reference: bool,
+    seed: u64,
+) -> Result<Policy> {
+    let root = cudal1_python::MODEL_WORKER
+        .install(cache)
+        .with_context(|| format!("installing the model worker under `{}`", cache.display()))?;
     let mut config = ModelConfig::new(python, root);
     config.threads = a.threads;
     config.label = "policy".into();
@@ -400,7 +434,11 @@ fn start_policy(a: &PolicyArgs, spec: &PolicySpec, python: &Path, cache: &Path, 
 }
 
 /// The evaluation workspace; with several GPUs and no `--device`, the policy's GPU is left to it.
-fn eval_workspace(common: &CommonEval, device: Option<&DeviceFlag>, policy_device: &str) -> Result<Workspace> {
+fn eval_workspace(
+    common: &CommonEval,
+    device: Option<&DeviceFlag>,
+    policy_device: &str,
+) -> Result<Workspace> {
     let mut ws = Workspace::resolve(common, device, None)?;
     if device.is_none() {
         ws.devices = evaluation_devices(std::mem::take(&mut ws.devices), policy_device);
@@ -421,7 +459,6 @@ fn evaluation_devices(mut devices: Vec<Device>, policy_device: &str) -> Vec<Devi
     devices
 }
 
-
 /// Progress of a stage: a bar over its steps and a line per step.
 struct Reporter {
     bar: ProgressBar,
@@ -438,7 +475,12 @@ const LOG_EVERY: Duration = Duration::from_secs(15);
 impl Reporter {
     fn new(what: &str, keys: &'static [&'static str]) -> Reporter {
         let bar = ProgressBar::new(0);
-        bar.set_style(ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {prefix} {msg}").expect("valid template"));
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {prefix} {msg}",
+            )
+            .expect("valid template"),
+        );
         bar.set_prefix(what.to_owned());
         bar.enable_steady_tick(Duration::from_millis(200));
         Reporter { bar, keys, what: what.to_owned(), last_line: None }
@@ -526,7 +568,10 @@ fn sft_data(a: &SftDataArgs) -> Result<Status> {
         }
         for m in matched {
             let task = Arc::clone(&tasks[m.task]);
-            let label = std::path::Path::new(&m.candidate.label).file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+            let label = std::path::Path::new(&m.candidate.label)
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default();
             candidates.push(Candidate {
                 messages: data::task_messages(&prompts, &task)?,
                 reply: data::corpus_reply(&m.candidate.source),
@@ -538,10 +583,23 @@ fn sft_data(a: &SftDataArgs) -> Result<Status> {
     if let Some(mut c) = a.endpoint.config() {
         c.max_concurrent = a.concurrency.max(1);
         let llm = OpenAiClient::new(c)?;
-        let request = ChatRequest::new(vec![]).with_max_tokens(a.max_tokens).with_temperature(a.temperature);
-        candidates.extend(data::sample_llm(&llm as &dyn Llm, &prompts, &tasks, a.samples, &request, a.concurrency, ws.seed, &mut stats, &mut |e| reporter.event(e))?);
+        let request =
+            ChatRequest::new(vec![]).with_max_tokens(a.max_tokens).with_temperature(a.temperature);
+        candidates.extend(data::sample_llm(
+            &llm as &dyn Llm,
+            &prompts,
+            &tasks,
+            a.samples,
+            &request,
+            a.concurrency,
+            ws.seed,
+            &mut stats,
+            &mut |e| reporter.event(e),
+        )?);
     }
-    let kept = data::keep_correct(&engine, candidates, &mut HashSet::new(), &mut stats, &mut |e| reporter.event(e));
+    let kept = data::keep_correct(&engine, candidates, &mut HashSet::new(), &mut stats, &mut |e| {
+        reporter.event(e)
+    });
     reporter.finish();
     engine.finish();
     if interrupt.interrupted() {
@@ -551,10 +609,16 @@ fn sft_data(a: &SftDataArgs) -> Result<Status> {
     data::write(&a.out, &kept)?;
     let mut by_label: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
     for e in &kept {
-        let label = e.provenance.get("label").and_then(|v| v.as_str()).unwrap_or(e.provenance["source"].as_str().unwrap_or("?"));
+        let label = e
+            .provenance
+            .get("label")
+            .and_then(|v| v.as_str())
+            .unwrap_or(e.provenance["source"].as_str().unwrap_or("?"));
         *by_label.entry(label.to_owned()).or_default() += 1;
     }
-    out::line(json!({"examples": kept.len(), "by_label": by_label, "collected": stats, "out": a.out}))?;
+    out::line(
+        json!({"examples": kept.len(), "by_label": by_label, "collected": stats, "out": a.out}),
+    )?;
     Ok(Status::problems_if(stats.llm_errors > 0 && stats.replies == 0))
 }
 
@@ -571,9 +635,16 @@ fn sft_stage(a: &SftArgs) -> Result<Status> {
     if examples.is_empty() {
         bail!("no examples in {:?}\nhint: make them with `cudal1 train sft-data`", a.data);
     }
-    let (interp, _, cache) = crate::workspace::interpreter(a.python.as_deref(), a.cache_dir.as_deref())?;
+    let (interp, _, cache) =
+        crate::workspace::interpreter(a.python.as_deref(), a.cache_dir.as_deref())?;
     let spec = policy_spec(&a.policy, interp.probe.gpus.len())?;
-    let config = SftConfig { epochs: a.epochs, batch_size: a.batch_size, micro_batch: a.micro_batch, save_every: a.save_every, seed: a.seed };
+    let config = SftConfig {
+        epochs: a.epochs,
+        batch_size: a.batch_size,
+        micro_batch: a.micro_batch,
+        save_every: a.save_every,
+        seed: a.seed,
+    };
     let settings = json!({"policy": spec, "config": config, "init": a.policy.init, "data": a.data, "examples": examples.len()});
     let (run, state) = RunDir::open(&a.out, "sft", &settings)?;
     let interrupt = interrupt::install("the step under way");
@@ -586,13 +657,27 @@ fn sft_stage(a: &SftArgs) -> Result<Status> {
     }
     let sequences = sft::encode(&mut policy, &examples)?;
     let stop = || interrupt.interrupted();
-    let lines = sft::run(&mut policy, &sequences, &config, &run, resume, true, &stop, &mut |e| reporter.event(e))?;
+    let lines = sft::run(&mut policy, &sequences, &config, &run, resume, true, &stop, &mut |e| {
+        reporter.event(e)
+    })?;
     reporter.finish();
     policy.shutdown();
-    finish(&run, "sft", &["loss", "grad_norm", "entropy", "seconds.train"], lines.last(), &interrupt)
+    finish(
+        &run,
+        "sft",
+        &["loss", "grad_norm", "entropy", "seconds.train"],
+        lines.last(),
+        &interrupt,
+    )
 }
 
-fn finish(run: &RunDir, stage: &str, plotted: &[&str], last: Option<&serde_json::Value>, interrupt: &Interrupt) -> Result<Status> {
+fn finish(
+    run: &RunDir,
+    stage: &str,
+    plotted: &[&str],
+    last: Option<&serde_json::Value>,
+    interrupt: &Interrupt,
+) -> Result<Status> {
     let plot = run.plot(stage, plotted)?;
     out::line(json!({"run": run.root(), "last": last, "plot": plot}))?;
     Ok(if interrupt.interrupted() { Status::Interrupted } else { Status::Done })
@@ -601,7 +686,8 @@ fn finish(run: &RunDir, stage: &str, plotted: &[&str], last: Option<&serde_json:
 fn self_sup(a: &SelfSupArgs) -> Result<Status> {
     let tasks = tasks_of(&a.suite)?;
     let stage1 = read_all(&a.data)?;
-    let (interp, _, cache) = crate::workspace::interpreter(a.common.python.as_deref(), a.common.cache_dir.as_deref())?;
+    let (interp, _, cache) =
+        crate::workspace::interpreter(a.common.python.as_deref(), a.common.cache_dir.as_deref())?;
     let spec = policy_spec(&a.policy, interp.probe.gpus.len())?;
     let ws = eval_workspace(&a.common, a.device.as_ref(), &spec.device)?;
     let config = SelfSupConfig {
@@ -627,16 +713,41 @@ fn self_sup(a: &SelfSupArgs) -> Result<Status> {
     interrupt.watch(engine.canceller());
     let stop = || interrupt.interrupted();
     let prompts = Prompts::builtin();
-    let lines = selfsup::run(&mut policy, &engine, &prompts, &tasks, &stage1, &config, &run, state.map_or(0, |s| s.step), &stop, &mut |e| reporter.event(e))?;
+    let lines = selfsup::run(
+        &mut policy,
+        &engine,
+        &prompts,
+        &tasks,
+        &stage1,
+        &config,
+        &run,
+        state.map_or(0, |s| s.step),
+        &stop,
+        &mut |e| reporter.event(e),
+    )?;
     reporter.finish();
     engine.finish();
     policy.shutdown();
-    finish(&run, "self-sup", &["new_kept", "judged_correct_rate", "loss", "seconds.generate", "seconds.evaluate", "seconds.train"], lines.last(), &interrupt)
+    finish(
+        &run,
+        "self-sup",
+        &[
+            "new_kept",
+            "judged_correct_rate",
+            "loss",
+            "seconds.generate",
+            "seconds.evaluate",
+            "seconds.train",
+        ],
+        lines.last(),
+        &interrupt,
+    )
 }
 
 fn rl(a: &RlArgs) -> Result<Status> {
     let tasks = tasks_of(&a.suite)?;
-    let (interp, _, cache) = crate::workspace::interpreter(a.common.python.as_deref(), a.common.cache_dir.as_deref())?;
+    let (interp, _, cache) =
+        crate::workspace::interpreter(a.common.python.as_deref(), a.common.cache_dir.as_deref())?;
     let spec = policy_spec(&a.policy, interp.probe.gpus.len())?;
     let ws = eval_workspace(&a.common, a.device.as_ref(), &spec.device)?;
     let aggregation = Aggregation::parse(&a.aggregation).map_err(anyhow::Error::msg)?;
@@ -677,10 +788,17 @@ fn rl(a: &RlArgs) -> Result<Status> {
         settings["turn_target"] = json!(a.turn_target);
     }
     let (run, state) = RunDir::open(&a.out, "rl", &settings)?;
-    let run_id = cudal1_task::content_hash(&format!("train-rl|{}", std::fs::canonicalize(&a.out).unwrap_or_else(|_| a.out.clone()).display()))[..16].to_owned();
+    let run_id = cudal1_task::content_hash(&format!(
+        "train-rl|{}",
+        std::fs::canonicalize(&a.out).unwrap_or_else(|_| a.out.clone()).display()
+    ))[..16]
+        .to_owned();
     let interrupt = interrupt::install("the step under way");
     let mut policy = start_policy(&a.policy, &spec, &interp.path, &cache, a.kl > 0.0, config.seed)?;
-    let mut reporter = Reporter::new("rl", &["reward_mean", "correct_rate", "fast1_rate", "best_speedup", "kl", "clip_fraction"]);
+    let mut reporter = Reporter::new(
+        "rl",
+        &["reward_mean", "correct_rate", "fast1_rate", "best_speedup", "kl", "clip_fraction"],
+    );
     if let Some(state) = &state {
         run.resume(&mut policy, state)?;
         reporter.event(TrainEvent::Resumed { step: state.step });
@@ -688,14 +806,27 @@ fn rl(a: &RlArgs) -> Result<Status> {
     let engine = ws.engine()?;
     interrupt.watch(engine.canceller());
     let prompts = Prompts::builtin();
-    let mut env = KernelEnv::new(tasks, &engine, &ws.store, &prompts, sampler, a.exemplar.exemplars, run_id);
+    let mut env =
+        KernelEnv::new(tasks, &engine, &ws.store, &prompts, sampler, a.exemplar.exemplars, run_id);
     env.low_reward = a.low_reward;
     env.turn_target = a.turn_target;
     env.reward = reward;
-    let shares = if reward.needs_own_share() { Some(crate::own_share::TrainShares::new(&ws, &a.ncu, !a.common.no_sandbox, &interrupt)?) } else { None };
+    let shares = if reward.needs_own_share() {
+        Some(crate::own_share::TrainShares::new(&ws, &a.ncu, !a.common.no_sandbox, &interrupt)?)
+    } else {
+        None
+    };
     env.own_shares = shares.as_ref().map(|s| s as &dyn cudal1_train::kernels::OwnShares);
     let stop = || interrupt.interrupted();
-    let summary = grpo::run(&mut policy, &mut env, &config, &run, state.map_or(0, |s| s.step), &stop, &mut |e| reporter.event(e))?;
+    let summary = grpo::run(
+        &mut policy,
+        &mut env,
+        &config,
+        &run,
+        state.map_or(0, |s| s.step),
+        &stop,
+        &mut |e| reporter.event(e),
+    )?;
     reporter.finish();
     drop(env);
     engine.finish();
@@ -705,7 +836,8 @@ fn rl(a: &RlArgs) -> Result<Status> {
 
 fn eval(a: &EvalArgs) -> Result<Status> {
     let tasks = tasks_of(&a.suite)?;
-    let (interp, _, cache) = crate::workspace::interpreter(a.common.python.as_deref(), a.common.cache_dir.as_deref())?;
+    let (interp, _, cache) =
+        crate::workspace::interpreter(a.common.python.as_deref(), a.common.cache_dir.as_deref())?;
     let spec = policy_spec(&a.policy, interp.probe.gpus.len())?;
     let ws = eval_workspace(&a.common, a.device.as_ref(), &spec.device)?;
     let interrupt = interrupt::install("the evaluation under way");
@@ -724,7 +856,17 @@ fn eval(a: &EvalArgs) -> Result<Status> {
     let checkpoint = a.policy.init.as_deref().map(committed_checkpoint).transpose()?;
     // Verdicts kept in the progress file are reused only by the same judge (version and GPU class).
     let who = json!({"policy": spec, "checkpoint": checkpoint, "eval": ws.settings.key_hash(), "gpu_class": ws.judge.gpu_class, "judge": ws.judge.version});
-    let report = heldout::evaluate(&mut policy, &engine, &prompts, &tasks, a.samples, sampling, a.sample_seed, Some((&progress, who)), &mut |e| reporter.event(e))?;
+    let report = heldout::evaluate(
+        &mut policy,
+        &engine,
+        &prompts,
+        &tasks,
+        a.samples,
+        sampling,
+        a.sample_seed,
+        Some((&progress, who)),
+        &mut |e| reporter.event(e),
+    )?;
     reporter.finish();
     engine.finish();
     policy.shutdown();
@@ -733,7 +875,8 @@ fn eval(a: &EvalArgs) -> Result<Status> {
         return Ok(Status::Interrupted);
     }
     let full = json!({"summary": report.summary(), "init": a.policy.init, "samples": report.samples, "mode": Mode::Full});
-    std::fs::write(&a.out, serde_json::to_string_pretty(&full)?).with_context(|| format!("writing `{}`", a.out.display()))?;
+    std::fs::write(&a.out, serde_json::to_string_pretty(&full)?)
+        .with_context(|| format!("writing `{}`", a.out.display()))?;
     out::line(json!({"summary": report.summary(), "report": a.out}))?;
     Ok(Status::Done)
 }
@@ -752,7 +895,10 @@ mod tests {
     #[test]
     fn the_policys_gpu_is_left_out_of_evaluation_when_there_are_others() {
         let gpus = |n: u32| (0..n).map(Device::Cuda).collect::<Vec<_>>();
-        assert_eq!(evaluation_devices(gpus(4), "cuda:1"), vec![Device::Cuda(0), Device::Cuda(2), Device::Cuda(3)]);
+        assert_eq!(
+            evaluation_devices(gpus(4), "cuda:1"),
+            vec![Device::Cuda(0), Device::Cuda(2), Device::Cuda(3)]
+        );
         assert_eq!(evaluation_devices(gpus(2), "cuda:0"), vec![Device::Cuda(1)]);
         // One GPU is shared in turn; a policy on the CPU or elsewhere leaves every GPU to timing.
         assert_eq!(evaluation_devices(gpus(1), "cuda:0"), gpus(1));

@@ -99,20 +99,31 @@ pub fn run(a: WorkerArgs) -> Result<Status> {
             gpu_class: gpu_class.clone(),
             env,
             compile_cache: cudal1_eval::CompileCache { root: cache.join("extensions") },
-            workers: a.compile_workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZero::get)),
+            workers: a.compile_workers.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+            }),
             lease,
             task_root: cache.join("jobs"),
-            work_root: cudal1_eval::scratch::default_parent().join(format!("cudal1-compile-{}", std::process::id())),
+            work_root: cudal1_eval::scratch::default_parent()
+                .join(format!("cudal1-compile-{}", std::process::id())),
             build_environment,
             exit_when_idle: idle,
         };
-        eprintln!("worker {name}: building extensions for `{gpu_class}` jobs from {}", backend.queue().describe());
+        eprintln!(
+            "worker {name}: building extensions for `{gpu_class}` jobs from {}",
+            backend.queue().describe()
+        );
         let progress = a.progress;
-        let moved = cudal1_queue::run_compile_stage(backend.queue().as_ref(), &config, interrupt.flag(), &|job, built| {
-            if progress {
-                eprintln!("job {} ({}): {built:?}", job.id, job.task_name);
-            }
-        });
+        let moved = cudal1_queue::run_compile_stage(
+            backend.queue().as_ref(),
+            &config,
+            interrupt.flag(),
+            &|job, built| {
+                if progress {
+                    eprintln!("job {} ({}): {built:?}", job.id, job.task_name);
+                }
+            },
+        );
         let _ = std::fs::remove_dir_all(&config.work_root);
         eprintln!("worker {name}: {moved} job(s) moved on to the run stage");
         return Ok(if interrupt.interrupted() { Status::Interrupted } else { Status::Done });
@@ -124,7 +135,12 @@ pub fn run(a: WorkerArgs) -> Result<Status> {
     let gpu_class = match (&a.gpu_class, &devices[0]) {
         (Some(c), _) => c.clone(),
         (None, Device::Cpu) => "cpu".to_owned(),
-        (None, Device::Cuda(i)) => interp.probe.gpu_names.get(*i as usize).map(|n| gpu_class_of(n)).context("PyTorch did not name the GPU\nhint: name its class with `--gpu-class`")?,
+        (None, Device::Cuda(i)) => interp
+            .probe
+            .gpu_names
+            .get(*i as usize)
+            .map(|n| gpu_class_of(n))
+            .context("PyTorch did not name the GPU\nhint: name its class with `--gpu-class`")?,
     };
     // The settings come with each job; these only seed the engine's configuration.
     let seed_settings = EvalSettings::for_device(devices[0].clone());
@@ -150,9 +166,18 @@ pub fn run(a: WorkerArgs) -> Result<Status> {
         build_environment,
         exit_when_idle: idle,
     };
-    eprintln!("worker {name}: taking `{gpu_class}` jobs from {} on {}", backend.queue().describe(), devices[0]);
+    eprintln!(
+        "worker {name}: taking `{gpu_class}` jobs from {} on {}",
+        backend.queue().describe(),
+        devices[0]
+    );
     let progress = a.progress;
-    let summary = cudal1_queue::run(backend.queue().as_ref(), &config, interrupt.flag(), &mut |event| match event {
+    let summary = cudal1_queue::run(
+        backend.queue().as_ref(),
+        &config,
+        interrupt.flag(),
+        &mut |event| {
+            match event {
         WorkerEvent::EngineStarted { canceller } => interrupt.watch(canceller),
         WorkerEvent::Claimed { job } if progress => eprintln!("job {} ({}): claimed, attempt {}", job.id, job.task_name, job.attempt),
         WorkerEvent::Finished { job, task, verdict, error, first } if progress => {
@@ -165,7 +190,9 @@ pub fn run(a: WorkerArgs) -> Result<Status> {
         WorkerEvent::LeaseLost { job } => eprintln!("warning: job {job}: its lease ran out; another worker may take it (the first result wins)"),
         WorkerEvent::StoreProblem { error } => eprintln!("warning: the queue: {error}"),
         _ => {}
-    })?;
+    }
+        },
+    )?;
     eprintln!(
         "worker {name}: {} claimed, {} evaluated, {} failed, {} given back, {} dropped as second results",
         summary.claimed, summary.evaluated, summary.failed, summary.released, summary.discarded

@@ -35,8 +35,12 @@ fn for_python(remedies: &[cudal1_python::Remedy]) -> Option<String> {
         .iter()
         .map(|r| match r {
             R::RunSetup => "run `bash scripts/setup.sh` to create `.venv` with PyTorch".to_owned(),
-            R::InstallTorch { python } => format!("install it with `{} -m pip install torch`", python.display()),
-            R::ChooseInterpreter => "point `--python` at an interpreter that has PyTorch".to_owned(),
+            R::InstallTorch { python } => {
+                format!("install it with `{} -m pip install torch`", python.display())
+            }
+            R::ChooseInterpreter => {
+                "point `--python` at an interpreter that has PyTorch".to_owned()
+            }
         })
         .collect();
     (!said.is_empty()).then(|| said.join(", or "))
@@ -47,8 +51,12 @@ pub fn for_error(e: &(dyn Error + 'static)) -> Option<String> {
     if let Some(e) = e.downcast_ref::<cudal1_python::PythonError>() {
         return for_python(&e.remedies());
     }
-    if let Some(cudal1_store::StoreError::Connect { .. }) = e.downcast_ref::<cudal1_store::StoreError>() {
-        return Some("check that the server runs and the URL (user, host, port, database) is right".into());
+    if let Some(cudal1_store::StoreError::Connect { .. }) =
+        e.downcast_ref::<cudal1_store::StoreError>()
+    {
+        return Some(
+            "check that the server runs and the URL (user, host, port, database) is right".into(),
+        );
     }
     if let Some(e) = e.downcast_ref::<cudal1_eval::ReferenceError>() {
         return for_memory(&e.remedies());
@@ -56,7 +64,9 @@ pub fn for_error(e: &(dyn Error + 'static)) -> Option<String> {
     if let Some(e) = e.downcast_ref::<cudal1_eval::TooLarge>() {
         return for_memory(&e.remedies());
     }
-    if let Some(cudal1_optimize::OptimizeError::Reference { remedies, .. }) = e.downcast_ref::<cudal1_optimize::OptimizeError>() {
+    if let Some(cudal1_optimize::OptimizeError::Reference { remedies, .. }) =
+        e.downcast_ref::<cudal1_optimize::OptimizeError>()
+    {
         return for_memory(remedies);
     }
     None
@@ -87,7 +97,11 @@ mod tests {
 
     #[test]
     fn a_refusals_remedies_read_as_the_clis_flags() {
-        let over_limit = [Remedy::RaiseMemoryLimit { to: 23 * GIB }, Remedy::ScaleTask { factor: 0.25 }, Remedy::MoreMemory];
+        let over_limit = [
+            Remedy::RaiseMemoryLimit { to: 23 * GIB },
+            Remedy::ScaleTask { factor: 0.25 },
+            Remedy::MoreMemory,
+        ];
         assert_eq!(
             for_memory(&over_limit).unwrap(),
             "raise the limit (`--memory 23G`), or `--scale 0.25` (or smaller) shrinks the task's leading input dimensions for a trial on this machine, or use a machine with more memory"
@@ -97,10 +111,21 @@ mod tests {
 
     #[test]
     fn a_limit_beyond_the_host_is_said_with_the_flag() {
-        let over_total = limit_beyond_host(&LimitBeyondHost { limit: 32 * GIB, room: 24 * GIB, of_total: true });
-        assert!(over_total.starts_with("`--memory 32G` is more than the host's memory (24 GiB)"), "{over_total}");
-        let over_available = limit_beyond_host(&LimitBeyondHost { limit: 22 * GIB, room: 20 * GIB, of_total: false });
-        assert!(over_available.contains("the host's available memory (20 GiB)"), "{over_available}");
+        let over_total =
+            limit_beyond_host(&LimitBeyondHost { limit: 32 * GIB, room: 24 * GIB, of_total: true });
+        assert!(
+            over_total.starts_with("`--memory 32G` is more than the host's memory (24 GiB)"),
+            "{over_total}"
+        );
+        let over_available = limit_beyond_host(&LimitBeyondHost {
+            limit: 22 * GIB,
+            room: 20 * GIB,
+            of_total: false,
+        });
+        assert!(
+            over_available.contains("the host's available memory (20 GiB)"),
+            "{over_available}"
+        );
     }
 
     #[test]
@@ -110,7 +135,10 @@ mod tests {
         let hint = for_error(&missing).unwrap();
         assert!(hint.contains("scripts/setup.sh") && hint.contains("`--python`"), "{hint}");
         let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
-        let store = cudal1_store::StoreError::Connect { store: "postgres://db".into(), source: Box::new(refused) };
+        let store = cudal1_store::StoreError::Connect {
+            store: "postgres://db".into(),
+            source: Box::new(refused),
+        };
         assert!(for_error(&store).unwrap().contains("the URL"));
     }
 }

@@ -49,11 +49,13 @@ impl Interrupt {
 
     fn press(&self) {
         let n = self.presses.fetch_add(1, Ordering::SeqCst);
-        let engines = self.engines.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        let engines =
+            self.engines.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
         match n {
             0 => {
                 self.flag.store(true, Ordering::SeqCst);
-                let what = *self.under_way.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let what =
+                    *self.under_way.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 eprintln!(
                     "\ninterrupted: finishing {what} that end within {} s (they are saved; the rest is abandoned, and the same command does it again); press Ctrl-C again to stop now",
                     GRACE.as_secs()
@@ -61,8 +63,15 @@ impl Interrupt {
                 engines.iter().for_each(Canceller::cancel);
                 std::thread::spawn(|| {
                     std::thread::sleep(GRACE);
-                    if let Some(state) = STATE.get().filter(|s| s.presses.load(Ordering::SeqCst) == 1) {
-                        state.engines.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().for_each(Canceller::kill);
+                    if let Some(state) =
+                        STATE.get().filter(|s| s.presses.load(Ordering::SeqCst) == 1)
+                    {
+                        state
+                            .engines
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .iter()
+                            .for_each(Canceller::kill);
                     }
                 });
             }

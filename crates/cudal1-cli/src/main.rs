@@ -7,7 +7,6 @@ mod cmd_eval;
 mod cmd_export;
 mod cmd_optimize;
 mod cmd_profile;
-mod own_share;
 mod cmd_report;
 mod cmd_sandbox;
 mod cmd_serve;
@@ -19,6 +18,7 @@ mod exit;
 mod hint;
 mod interrupt;
 mod out;
+mod own_share;
 mod queue_backend;
 mod record;
 mod report;
@@ -77,7 +77,13 @@ fn init_logging(verbose: u8) {
         1 => "info",
         _ => "debug",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     // Colours as for the rest of stderr: none in a file or a pipe (`2> run.log`), or with `NO_COLOR`.
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(style::stderr_in_color()).with_target(false).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(style::stderr_in_color())
+        .with_target(false)
+        .init();
 }

@@ -26,7 +26,10 @@ pub struct Subject<'a> {
 pub enum Found {
     /// Not a correct evaluation on a GPU: no share.
     NotApplicable,
-    Measured { share: OwnShare, reused: bool },
+    Measured {
+        share: OwnShare,
+        reused: bool,
+    },
     Failed(String),
 }
 
@@ -58,14 +61,34 @@ impl Found {
 }
 
 /// Measures (or finds in the store) the share of each subject, in order.
-pub fn measure(ws: &Workspace, ncu: &NcuArgs, force: bool, sandbox: bool, interrupt: &Arc<Interrupt>, subjects: &[Subject<'_>]) -> Result<Vec<Found>> {
-    let applicable = |s: &Subject<'_>| s.evaluation.verdict == Verdict::Correct && s.evaluation.device.starts_with("cuda");
+pub fn measure(
+    ws: &Workspace,
+    ncu: &NcuArgs,
+    force: bool,
+    sandbox: bool,
+    interrupt: &Arc<Interrupt>,
+    subjects: &[Subject<'_>],
+) -> Result<Vec<Found>> {
+    let applicable = |s: &Subject<'_>| {
+        s.evaluation.verdict == Verdict::Correct && s.evaluation.device.starts_with("cuda")
+    };
     if !subjects.iter().any(applicable) {
         return Ok(subjects.iter().map(|_| Found::NotApplicable).collect());
     }
-    let device = ws.devices.iter().find(|d| matches!(d, Device::Cuda(_))).cloned().context("`--own-share` needs a CUDA device: Nsight Compute profiles GPU kernels")?;
-    let options = Options { force, dry_run: false, sandbox, cancel: Some(crate::interrupt::profile_cancel(interrupt)) };
-    let profiling = Profiling::new(ncu, &ws.env, &ws.interpreter, device, &ws.cache, &ws.store, options)?;
+    let device = ws
+        .devices
+        .iter()
+        .find(|d| matches!(d, Device::Cuda(_)))
+        .cloned()
+        .context("`--own-share` needs a CUDA device: Nsight Compute profiles GPU kernels")?;
+    let options = Options {
+        force,
+        dry_run: false,
+        sandbox,
+        cancel: Some(crate::interrupt::profile_cancel(interrupt)),
+    };
+    let profiling =
+        Profiling::new(ncu, &ws.env, &ws.interpreter, device, &ws.cache, &ws.store, options)?;
     let builds = CompileCache { root: ws.cache.join("extensions") };
     let mut found = Vec::with_capacity(subjects.len());
     for s in subjects {
@@ -84,7 +107,13 @@ pub fn measure(ws: &Workspace, ncu: &NcuArgs, force: bool, sandbox: bool, interr
     Ok(found)
 }
 
-fn one(ws: &Workspace, profiling: &Profiling<'_>, builds: &CompileCache, force: bool, s: &Subject<'_>) -> Result<Found> {
+fn one(
+    ws: &Workspace,
+    profiling: &Profiling<'_>,
+    builds: &CompileCache,
+    force: bool,
+    s: &Subject<'_>,
+) -> Result<Found> {
     if let (false, Some(id)) = (force, s.id) {
         let stored = ws.store.evaluation(id)?;
         if let Some(kernels) = stored.and_then(|e| e.own_kernels) {
@@ -102,18 +131,27 @@ fn one(ws: &Workspace, profiling: &Profiling<'_>, builds: &CompileCache, force: 
 
 /// Profiles `candidate` (and `task`'s reference, whose kernels are never the candidate's own)
 /// and splits its GPU time.
-fn share_of(profiling: &Profiling<'_>, builds: &CompileCache, task: &Task, candidate: &Candidate) -> Result<OwnShare> {
+fn share_of(
+    profiling: &Profiling<'_>,
+    builds: &CompileCache,
+    task: &Task,
+    candidate: &Candidate,
+) -> Result<OwnShare> {
     // The reference's kernels are PyTorch's and its libraries': never the candidate's own.
     let library: Vec<String> = match profiling.get(task, &Program::Reference) {
-        Ok((row, _)) => serde_json::from_value::<Profile>(row.profile).map(|p| p.kernels.into_iter().map(|k| k.name).collect()).unwrap_or_default(),
+        Ok((row, _)) => serde_json::from_value::<Profile>(row.profile)
+            .map(|p| p.kernels.into_iter().map(|k| k.name).collect())
+            .unwrap_or_default(),
         Err(e) => {
             tracing::warn!(task = %task.key(), error = %format!("{e:#}"), "the reference could not be profiled; its kernel names are not excluded from own kernels");
             Vec::new()
         }
     };
     let (row, _) = profiling.get(task, &Program::Source(candidate))?;
-    let profile: Profile = serde_json::from_value(row.profile).context("a stored profile is not one this version reads")?;
-    let own = OwnKernels::of_program(Some(&builds.dir_for(candidate)), &candidate.source)?.with_library(library);
+    let profile: Profile = serde_json::from_value(row.profile)
+        .context("a stored profile is not one this version reads")?;
+    let own = OwnKernels::of_program(Some(&builds.dir_for(candidate)), &candidate.source)?
+        .with_library(library);
     Ok(attribute(&profile, &own)?)
 }
 
@@ -124,15 +162,26 @@ pub struct TrainShares<'a> {
 }
 
 impl<'a> TrainShares<'a> {
-    pub fn new(ws: &'a Workspace, ncu: &NcuArgs, sandbox: bool, interrupt: &Arc<Interrupt>) -> Result<TrainShares<'a>> {
+    pub fn new(
+        ws: &'a Workspace,
+        ncu: &NcuArgs,
+        sandbox: bool,
+        interrupt: &Arc<Interrupt>,
+    ) -> Result<TrainShares<'a>> {
         let device = ws
             .devices
             .iter()
             .find(|d| matches!(d, Device::Cuda(_)))
             .cloned()
             .context("`--reward speedup-own-kernels` needs a CUDA device: Nsight Compute profiles GPU kernels\nhint: use `--reward speedup`, or train on a GPU")?;
-        let options = Options { force: false, dry_run: false, sandbox, cancel: Some(crate::interrupt::profile_cancel(interrupt)) };
-        let profiling = Profiling::new(ncu, &ws.env, &ws.interpreter, device, &ws.cache, &ws.store, options)?;
+        let options = Options {
+            force: false,
+            dry_run: false,
+            sandbox,
+            cancel: Some(crate::interrupt::profile_cancel(interrupt)),
+        };
+        let profiling =
+            Profiling::new(ncu, &ws.env, &ws.interpreter, device, &ws.cache, &ws.store, options)?;
         Ok(TrainShares { profiling, builds: CompileCache { root: ws.cache.join("extensions") } })
     }
 }
@@ -141,6 +190,8 @@ impl cudal1_train::kernels::OwnShares for TrainShares<'_> {
     fn own_share(&self, task: &Task, code: &str) -> Result<f64, String> {
         // The engine judged it as this candidate: the same hash finds the same published build.
         let candidate = Candidate::from_source("rl program".into(), code.to_owned());
-        share_of(&self.profiling, &self.builds, task, &candidate).map(|s| s.share).map_err(|e| format!("{e:#}"))
+        share_of(&self.profiling, &self.builds, task, &candidate)
+            .map(|s| s.share)
+            .map_err(|e| format!("{e:#}"))
     }
 }

@@ -24,7 +24,9 @@ impl Backend {
                 }
                 Ok(Backend::Postgres(Arc::new(PgStore::connect_with(url, retry_for)?)))
             }
-            None => Ok(Backend::Sqlite(Arc::new(Store::open(db).with_context(|| format!("opening the store `{}`", db.display()))?))),
+            None => Ok(Backend::Sqlite(Arc::new(
+                Store::open(db).with_context(|| format!("opening the store `{}`", db.display()))?,
+            ))),
         }
     }
 

@@ -6,7 +6,12 @@ use cudal1_store::{EvalKey, NewEvaluation, StoredEvaluation};
 
 /// The key an evaluation by `judge` is stored and found under: a verdict of another judging
 /// version or class of GPU is never found under it.
-pub fn key(task_hash: &str, candidate_hash: &str, settings: &EvalSettings, judge: &Judge) -> EvalKey {
+pub fn key(
+    task_hash: &str,
+    candidate_hash: &str,
+    settings: &EvalSettings,
+    judge: &Judge,
+) -> EvalKey {
     EvalKey {
         task_hash: task_hash.to_owned(),
         candidate_hash: candidate_hash.to_owned(),
@@ -17,7 +22,13 @@ pub fn key(task_hash: &str, candidate_hash: &str, settings: &EvalSettings, judge
 }
 
 /// `e` as the store keeps it, filed under `judge` (the engine's, which judged it).
-pub fn to_store(e: &Evaluation, task_path: &str, settings: &EvalSettings, judge: &Judge, batch_id: Option<&str>) -> NewEvaluation {
+pub fn to_store(
+    e: &Evaluation,
+    task_path: &str,
+    settings: &EvalSettings,
+    judge: &Judge,
+    batch_id: Option<&str>,
+) -> NewEvaluation {
     NewEvaluation {
         key: key(&e.task_hash, &e.candidate_hash, settings, judge),
         batch_id: batch_id.map(str::to_owned),
@@ -70,7 +81,8 @@ pub fn stored_json(s: &StoredEvaluation) -> serde_json::Value {
 
 /// A line for people: the stored own-kernel share, where one was measured.
 pub fn own_share_line(s: &StoredEvaluation) -> Option<String> {
-    let kernels: cudal1_eval::own::OwnShare = serde_json::from_value(s.own_kernels.clone()?).ok()?;
+    let kernels: cudal1_eval::own::OwnShare =
+        serde_json::from_value(s.own_kernels.clone()?).ok()?;
     Some(kernels.text())
 }
 
@@ -94,6 +106,9 @@ pub fn judge_line(s: &StoredEvaluation) -> String {
     if s.key.judge == cudal1_eval::judge_version() {
         format!("{} on {class} (this version)", s.key.judge)
     } else {
-        format!("{} on {class}, an older judging version (never reused: `eval` judges it again)", s.key.judge)
+        format!(
+            "{} on {class}, an older judging version (never reused: `eval` judges it again)",
+            s.key.judge
+        )
     }
 }

@@ -45,7 +45,9 @@ fn split_hint(text: &str) -> (String, Option<String>) {
 /// `1.23x [1.10, 1.31]`; a wide interval says so (`wide`), and a trial on smaller inputs too.
 pub fn speedup_text(e: &Evaluation) -> String {
     let mut text = match e.speedup {
-        Some(s) if s.is_wide() => format!("{:.2}x [{:.2}, {:.2}] wide", s.median, s.ci_low, s.ci_high),
+        Some(s) if s.is_wide() => {
+            format!("{:.2}x [{:.2}, {:.2}] wide", s.median, s.ci_low, s.ci_high)
+        }
         Some(s) => format!("{:.2}x [{:.2}, {:.2}]", s.median, s.ci_low, s.ci_high),
         None => "-".into(),
     };
@@ -67,7 +69,8 @@ pub fn reason_summary(reason: &str) -> String {
     if style::verbose() {
         return reason.trim_end().to_owned();
     }
-    let mut lines = reason.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("---"));
+    let mut lines =
+        reason.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("---"));
     let first = lines.next().unwrap_or("");
     let mut text = first.to_owned();
     if first.ends_with(':') {
@@ -89,7 +92,8 @@ pub const REASON_CHARS: usize = 200;
 pub fn short_label(label: &str) -> String {
     let cwd = std::env::current_dir().ok();
     let path = std::path::Path::new(label);
-    cwd.and_then(|c| path.strip_prefix(&c).ok().map(|p| p.display().to_string())).unwrap_or_else(|| label.to_owned())
+    cwd.and_then(|c| path.strip_prefix(&c).ok().map(|p| p.display().to_string()))
+        .unwrap_or_else(|| label.to_owned())
 }
 
 fn ms(x: Option<f64>) -> String {
@@ -107,7 +111,12 @@ pub fn print_single(e: &Evaluation, id: Option<i64>) -> io::Result<()> {
     out::line(format!("reason:     {}", e.reason.replace('\n', "\n            ")))?;
     if e.speedup.is_some() {
         out::line(format!("speedup:    {} (median, 95% CI)", speedup_text(e)))?;
-        out::line(format!("time:       reference {} ms, candidate {} ms (median per call{})", ms(e.ref_ms), ms(e.candidate_ms), window_text(e)))?;
+        out::line(format!(
+            "time:       reference {} ms, candidate {} ms (median per call{})",
+            ms(e.ref_ms),
+            ms(e.candidate_ms),
+            window_text(e)
+        ))?;
     }
     let env = &e.environment;
     out::line(format!(
@@ -119,7 +128,12 @@ pub fn print_single(e: &Evaluation, id: Option<i64>) -> io::Result<()> {
         env.driver.as_deref().unwrap_or("-")
     ))?;
     for w in &e.warnings {
-        out::line(format!("{}    [{}] {}", style::out("warning:", Paint::Warning), w.class, w.message))?;
+        out::line(format!(
+            "{}    [{}] {}",
+            style::out("warning:", Paint::Warning),
+            w.class,
+            w.message
+        ))?;
     }
     Ok(())
 }
@@ -128,11 +142,24 @@ pub fn print_single(e: &Evaluation, id: Option<i64>) -> io::Result<()> {
 /// timing, findings and the program's own output (`cudal1 show`).
 pub fn print_details(e: &Evaluation) -> io::Result<()> {
     let m = &e.measurements;
-    out::line(format!("mode:       {}{}", e.mode, e.scale.map(|s| format!(", scaled by {s}")).unwrap_or_default()))?;
+    out::line(format!(
+        "mode:       {}{}",
+        e.mode,
+        e.scale.map(|s| format!(", scaled by {s}")).unwrap_or_default()
+    ))?;
     let phases: Vec<String> = m.phases_ms.iter().map(|(k, v)| format!("{k} {v:.1}")).collect();
-    out::line(format!("duration:   {:.1} ms{}", e.duration_ms, if phases.is_empty() { String::new() } else { format!(" ({})", phases.join(", ")) }))?;
+    out::line(format!(
+        "duration:   {:.1} ms{}",
+        e.duration_ms,
+        if phases.is_empty() { String::new() } else { format!(" ({})", phases.join(", ")) }
+    ))?;
     if let Some(c) = m.compile_ms {
-        out::line(format!("compile:    {c:.1} ms{}", m.extension_ms.map(|x| format!(", {x:.1} ms in builds while holding the device")).unwrap_or_default()))?;
+        out::line(format!(
+            "compile:    {c:.1} ms{}",
+            m.extension_ms
+                .map(|x| format!(", {x:.1} ms in builds while holding the device"))
+                .unwrap_or_default()
+        ))?;
     }
     if !m.checks.is_empty() {
         let mut t = style::table();
@@ -158,7 +185,10 @@ pub fn print_details(e: &Evaluation) -> io::Result<()> {
             t.blocks,
             t.calls_per_block,
             t.outer_speedup.map_or("-".into(), |s| format!("{s:.3}x")),
-            t.remeasured.as_ref().map(|r| format!("; measured again: {}", r.why)).unwrap_or_default()
+            t.remeasured
+                .as_ref()
+                .map(|r| format!("; measured again: {}", r.why))
+                .unwrap_or_default()
         ))?;
     }
     for f in &m.findings {
@@ -210,7 +240,11 @@ pub fn expectation_met(e: &Evaluation, expect: Option<&Expectation>) -> Option<b
 
 /// The table of a batch; `missing` rows (task, label, why) had nothing to evaluate; with
 /// `baseline`, a column of speedups against it.
-pub fn print_table(rows: &[Row<'_>], missing: &[(&str, &str, &str)], baseline: Option<&str>) -> io::Result<()> {
+pub fn print_table(
+    rows: &[Row<'_>],
+    missing: &[(&str, &str, &str)],
+    baseline: Option<&str>,
+) -> io::Result<()> {
     let claims = rows.iter().any(|r| r.claimed.is_some());
     let vs_header = baseline.map(|b| format!("vs {b} [95% CI]"));
     // Below 120 columns the times give way to the reason (`cudal1 show` has them).
@@ -228,8 +262,14 @@ pub fn print_table(rows: &[Row<'_>], missing: &[(&str, &str, &str)], baseline: O
     }
     header.push("reason");
     t.set_header(&header);
-    let at_least = |n: u16| comfy_table::ColumnConstraint::LowerBoundary(comfy_table::Width::Fixed(n));
-    let constraints = [("id", comfy_table::ColumnConstraint::ContentWidth), ("verdict", at_least(13)), ("speedup [95% CI]", at_least(6)), ("reason", at_least(20))];
+    let at_least =
+        |n: u16| comfy_table::ColumnConstraint::LowerBoundary(comfy_table::Width::Fixed(n));
+    let constraints = [
+        ("id", comfy_table::ColumnConstraint::ContentWidth),
+        ("verdict", at_least(13)),
+        ("speedup [95% CI]", at_least(6)),
+        ("reason", at_least(20)),
+    ];
     for (name, c) in constraints {
         if let Some(i) = header.iter().position(|h| *h == name) {
             t.column_mut(i).expect("a column per header").set_constraint(c);
@@ -239,12 +279,17 @@ pub fn print_table(rows: &[Row<'_>], missing: &[(&str, &str, &str)], baseline: O
         let e = r.evaluation;
         let mut verdict = e.verdict.to_string();
         if let Some(false) = expectation_met(e, r.expect) {
-            verdict.push_str(&format!(" (expected {})", r.expect.map(|x| x.verdict.as_str()).unwrap_or("")));
+            verdict.push_str(&format!(
+                " (expected {})",
+                r.expect.map(|x| x.verdict.as_str()).unwrap_or("")
+            ));
         }
         if r.reused {
             verdict.push_str(" *");
         }
-        let label = std::path::Path::new(&e.candidate).file_name().map_or(e.candidate.clone(), |f| f.to_string_lossy().into_owned());
+        let label = std::path::Path::new(&e.candidate)
+            .file_name()
+            .map_or(e.candidate.clone(), |f| f.to_string_lossy().into_owned());
         let mut cells = vec![
             comfy_table::Cell::new(r.id.map_or("-".into(), |i| i.to_string())),
             comfy_table::Cell::new(&e.task),
@@ -253,7 +298,8 @@ pub fn print_table(rows: &[Row<'_>], missing: &[(&str, &str, &str)], baseline: O
             comfy_table::Cell::new(speedup_text(e)),
         ];
         if claims {
-            let claimed = r.claimed.and_then(|c| c.get("score_default")).and_then(serde_json::Value::as_f64);
+            let claimed =
+                r.claimed.and_then(|c| c.get("score_default")).and_then(serde_json::Value::as_f64);
             cells.push(comfy_table::Cell::new(claimed.map_or("-".into(), |c| format!("{c:.2}x"))));
         }
         if vs_header.is_some() {
@@ -266,7 +312,13 @@ pub fn print_table(rows: &[Row<'_>], missing: &[(&str, &str, &str)], baseline: O
         t.add_row(cells);
     }
     for (task, label, why) in missing {
-        let mut cells = vec!["-".to_owned(), (*task).to_owned(), (*label).to_owned(), "no code".into(), "-".into()];
+        let mut cells = vec![
+            "-".to_owned(),
+            (*task).to_owned(),
+            (*label).to_owned(),
+            "no code".into(),
+            "-".into(),
+        ];
         if claims {
             cells.push("-".into());
         }

@@ -51,7 +51,11 @@ fn wants_color(terminal: bool) -> bool {
 /// `COLUMNS`, else the width of the terminal on stdout; none when stdout is a file or pipe
 /// (tables then keep their full text).
 fn terminal_width() -> Option<u16> {
-    if let Some(c) = std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse::<u16>().ok()).filter(|c| *c >= 20) {
+    if let Some(c) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<u16>().ok())
+        .filter(|c| *c >= 20)
+    {
         return Some(c);
     }
     if !std::io::stdout().is_terminal() {
@@ -154,7 +158,10 @@ mod tests {
 
     #[test]
     fn paint_wraps_text_in_an_escape_only_when_on() {
-        assert_eq!(paint("correct", Paint::Verdict(Verdict::Correct), true), "\x1b[32mcorrect\x1b[0m");
+        assert_eq!(
+            paint("correct", Paint::Verdict(Verdict::Correct), true),
+            "\x1b[32mcorrect\x1b[0m"
+        );
         assert_eq!(paint("error:", Paint::Error, false), "error:");
     }
 }

@@ -4,10 +4,13 @@
 
 use crate::args::{CommonEval, DeviceFlag};
 use anyhow::{bail, Context, Result};
-use cudal1_eval::{CompileCache, Device, EngineConfig, EvalSettings, Evaluator, Event, Judge, MemoryBudget, Mode, RunnerEnv, Tolerance};
+use crossbeam_channel::Receiver;
+use cudal1_eval::{
+    CompileCache, Device, EngineConfig, EvalSettings, Evaluator, Event, Judge, MemoryBudget, Mode,
+    RunnerEnv, Tolerance,
+};
 use cudal1_python::{find_interpreter, Interpreter, PythonRequest};
 use cudal1_store::Store;
-use crossbeam_channel::Receiver;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -34,8 +37,13 @@ pub struct Workspace {
 
 impl Workspace {
     /// Everything `eval`, `optimize` and `tasks check` share, from their common flags.
-    pub fn resolve(common: &CommonEval, device: Option<&DeviceFlag>, prefetch: Option<bool>) -> Result<Workspace> {
-        let (interpreter, env, cache) = interpreter(common.python.as_deref(), common.cache_dir.as_deref())?;
+    pub fn resolve(
+        common: &CommonEval,
+        device: Option<&DeviceFlag>,
+        prefetch: Option<bool>,
+    ) -> Result<Workspace> {
+        let (interpreter, env, cache) =
+            interpreter(common.python.as_deref(), common.cache_dir.as_deref())?;
         let devices = devices(device, &interpreter)?;
         let settings = settings(common, devices[0].clone())?;
         let judge = judge(&devices, &interpreter)?;
@@ -96,7 +104,8 @@ impl Workspace {
             seed: self.seed,
             memory: self.memory.clone(),
         };
-        let mut config = engine_config(&self.env, &self.devices, &self.settings, &self.cache, &parts);
+        let mut config =
+            engine_config(&self.env, &self.devices, &self.settings, &self.cache, &parts);
         config.judge = self.judge.clone();
         config
     }
@@ -130,12 +139,26 @@ pub fn memory_budget(flag: Option<u64>, devices: &[Device], interp: &Interpreter
         Device::Cuda(i) => interp.probe.gpu_memory.get(*i as usize).copied(),
         Device::Cpu => None,
     };
-    MemoryBudget { host: flag.or_else(cudal1_eval::scratch::available_memory), devices: devices.iter().map(gpu).collect() }
+    MemoryBudget {
+        host: flag.or_else(cudal1_eval::scratch::available_memory),
+        devices: devices.iter().map(gpu).collect(),
+    }
 }
 
 /// An engine's configuration on these devices, with the extensions cache below `cache`.
-pub fn engine_config(env: &RunnerEnv, devices: &[Device], settings: &EvalSettings, cache: &Path, parts: &EngineParts) -> EngineConfig {
-    let mut config = EngineConfig::new(env.clone(), devices.to_vec(), settings.clone(), CompileCache { root: cache.join("extensions") });
+pub fn engine_config(
+    env: &RunnerEnv,
+    devices: &[Device],
+    settings: &EvalSettings,
+    cache: &Path,
+    parts: &EngineParts,
+) -> EngineConfig {
+    let mut config = EngineConfig::new(
+        env.clone(),
+        devices.to_vec(),
+        settings.clone(),
+        CompileCache { root: cache.join("extensions") },
+    );
     if let Some(n) = parts.compile_workers {
         config.compile_workers = n;
     }
@@ -164,11 +187,19 @@ pub fn cache_dir(flag: Option<&Path>) -> PathBuf {
 }
 
 /// The interpreter, probed, the runner package installed in the cache, and the cache.
-pub fn interpreter(python: Option<&Path>, cache_flag: Option<&Path>) -> Result<(Interpreter, RunnerEnv, PathBuf)> {
+pub fn interpreter(
+    python: Option<&Path>,
+    cache_flag: Option<&Path>,
+) -> Result<(Interpreter, RunnerEnv, PathBuf)> {
     let cache = cache_dir(cache_flag);
-    let interp = find_interpreter(&PythonRequest { flag: python.map(Path::to_owned), start_dir: None, probe_cache: Some(cache.join("python")) })?;
+    let interp = find_interpreter(&PythonRequest {
+        flag: python.map(Path::to_owned),
+        start_dir: None,
+        probe_cache: Some(cache.join("python")),
+    })?;
     tracing::info!(python = %interp.path.display(), source = %interp.source, torch = ?interp.probe.torch, "using Python");
-    let mut env = RunnerEnv::prepare(&interp, &cache).with_context(|| format!("installing the runner package under `{}`", cache.display()))?;
+    let mut env = RunnerEnv::prepare(&interp, &cache)
+        .with_context(|| format!("installing the runner package under `{}`", cache.display()))?;
     // `CUDAL1_FORK_SERVER=0`: every runner starts its own interpreter, as before the fork server.
     env.forks = std::env::var_os("CUDAL1_FORK_SERVER").is_none_or(|v| v != "0");
     Ok((interp, env, cache))
@@ -206,7 +237,9 @@ pub fn check(common: &CommonEval) -> Result<()> {
         bail!("`--seeds` must be at least 1");
     }
     if !(common.budget > 0.0 && common.call_timeout > 0.0 && common.load_timeout > 0.0) {
-        bail!("`--budget`, `--call-timeout` and `--load-timeout` must be positive numbers of seconds");
+        bail!(
+            "`--budget`, `--call-timeout` and `--load-timeout` must be positive numbers of seconds"
+        );
     }
     if let Some(scale) = common.scale {
         if !(scale > 0.0 && scale <= 1.0) {
@@ -227,7 +260,11 @@ fn memory_limit(flag: Option<u64>) -> u64 {
     use cudal1_eval::{memory, scratch};
     match flag {
         Some(limit) => {
-            if let Some(beyond) = memory::limit_beyond_host(limit, scratch::available_memory(), scratch::total_memory()) {
+            if let Some(beyond) = memory::limit_beyond_host(
+                limit,
+                scratch::available_memory(),
+                scratch::total_memory(),
+            ) {
                 eprintln!("warning: {}", crate::hint::limit_beyond_host(&beyond));
             }
             limit
@@ -254,7 +291,9 @@ pub fn settings(common: &CommonEval, device: Device) -> Result<EvalSettings> {
         mode: Mode::Full,
         memory_bytes: Some(memory_limit(common.memory)),
         scale: common.scale.filter(|s| *s < 1.0),
-        device_output_bytes: common.device_outputs.unwrap_or(cudal1_eval::DEFAULT_DEVICE_OUTPUT_BYTES),
+        device_output_bytes: common
+            .device_outputs
+            .unwrap_or(cudal1_eval::DEFAULT_DEVICE_OUTPUT_BYTES),
         ..EvalSettings::for_device(device)
     })
 }

@@ -22,9 +22,13 @@ pub struct Floor {
 pub enum FloorCheck {
     Fine,
     /// Faster than reading every input and writing every output.
-    BelowTraffic { floor_ms: f64 },
+    BelowTraffic {
+        floor_ms: f64,
+    },
     /// Faster than writing the outputs alone.
-    BelowOutputWrite { floor_ms: f64 },
+    BelowOutputWrite {
+        floor_ms: f64,
+    },
 }
 
 /// Measurements are noisy and vendors round peak bandwidth; only a time below this share of the
@@ -79,7 +83,9 @@ pub fn input_bytes(specs: &[ValueSpec]) -> u64 {
     specs
         .iter()
         .map(|s| match s {
-            ValueSpec::Tensor { shape, dtype } => shape.iter().product::<u64>() * dtype_bytes(dtype),
+            ValueSpec::Tensor { shape, dtype } => {
+                shape.iter().product::<u64>() * dtype_bytes(dtype)
+            }
             _ => 0,
         })
         .sum()

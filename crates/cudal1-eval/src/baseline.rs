@@ -76,7 +76,9 @@ impl Baseline {
     #[must_use]
     pub fn unavailable_on(self, device: &Device) -> Option<String> {
         match (self, device) {
-            (Baseline::CudaGraphs, Device::Cpu) => Some("CUDA graphs need a CUDA device; this run is on the CPU".into()),
+            (Baseline::CudaGraphs, Device::Cpu) => {
+                Some("CUDA graphs need a CUDA device; this run is on the CPU".into())
+            }
             _ => None,
         }
     }
@@ -98,7 +100,11 @@ impl Baseline {
             Baseline::CompileMaxAutotune => COMPILE.replace("{MODE}", "max-autotune"),
             Baseline::CudaGraphs => CUDA_GRAPHS.to_owned(),
         };
-        let source = format!("{}\n\n# --- cudal1 baseline `{}` (generated) ---\n{wrapper}", task.source.trim_end(), self.name());
+        let source = format!(
+            "{}\n\n# --- cudal1 baseline `{}` (generated) ---\n{wrapper}",
+            task.source.trim_end(),
+            self.name()
+        );
         Candidate::from_source(self.label(), source)
     }
 }
@@ -194,9 +200,15 @@ mod tests {
         let task = Task::from_source(Path::new("level1/1_X.py"), "import torch\nclass Model(torch.nn.Module):\n    pass\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n".into()).unwrap();
         let p = Baseline::CompileReduceOverhead.program(&task);
         assert!(p.source.starts_with(&task.source.trim_end()[..20]));
-        assert!(p.source.contains("mode=\"reduce-overhead\"") && p.source.contains("class ModelNew"));
+        assert!(
+            p.source.contains("mode=\"reduce-overhead\"") && p.source.contains("class ModelNew")
+        );
         assert!(p.check().is_ok(), "{:?}", p.check());
-        assert_eq!(p.hash, Baseline::CompileReduceOverhead.program(&task).hash, "the same program each time");
+        assert_eq!(
+            p.hash,
+            Baseline::CompileReduceOverhead.program(&task).hash,
+            "the same program each time"
+        );
         assert_ne!(p.hash, Baseline::CompileDefault.program(&task).hash);
         assert!(Baseline::CudaGraphs.program(&task).source.contains("graph.replay()"));
         assert!(Baseline::CudaGraphs.unavailable_on(&Device::Cuda(0)).is_none());

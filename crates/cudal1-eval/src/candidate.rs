@@ -4,14 +4,16 @@
 
 use crate::bandwidth::{self, Floor, FloorCheck};
 use crate::compile::CompileOutcome;
+use crate::correctness::SeedOutcome;
 use crate::failure::{judge_call_error, HOST_OUT_OF_MEMORY, RUNNER_DID_NOT_START};
 use crate::findings::judge_findings;
 use crate::reference::{absolute, runner_device, ReferenceError, ReferenceSession, INIT_SEED};
 use crate::runner::{CallError, Launch, Role, RunnerClient, RunnerEnv, HELLO_TIMEOUT};
 use crate::settings::EvalSettings;
-use crate::correctness::SeedOutcome;
 use crate::timing::{self, RevealedCall, Side, TimingRun};
-use crate::verdict::{Evaluation, Judgement, Measurements, Remeasure, SeedCheck, TimingReport, Verdict, Warning};
+use crate::verdict::{
+    Evaluation, Judgement, Measurements, Remeasure, SeedCheck, TimingReport, Verdict, Warning,
+};
 use crate::window::{self, WindowUsed};
 use cudal1_protocol::{Hello, Load, OutputRef, Outputs, Release, SeedResult};
 use cudal1_stats::{median, median_interval, speedup_interval, Interval};
@@ -52,7 +54,8 @@ impl Retired {
 
     /// Waits until every process handed over so far has ended and its directory is gone.
     pub fn wait(&self) {
-        let handles = std::mem::take(&mut *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        let handles =
+            std::mem::take(&mut *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
         for h in handles {
             let _ = h.join();
         }
@@ -106,7 +109,16 @@ pub fn evaluate_in(
     rng: StdRng,
 ) -> Result<Evaluation, Unjudged> {
     let started = Instant::now();
-    let mut run = Run { ctx, reference, candidate, m: Measurements::default(), rng, warnings: Vec::new(), output_bytes: None, open_phase: None };
+    let mut run = Run {
+        ctx,
+        reference,
+        candidate,
+        m: Measurements::default(),
+        rng,
+        warnings: Vec::new(),
+        output_bytes: None,
+        open_phase: None,
+    };
     let (judgement, speedup, times) = match run.go(compiled, process)? {
         Ok((j, s, t)) => (j, s, t),
         Err(j) => (j, None, None),
@@ -153,7 +165,10 @@ pub const JUDGED_AGAIN_ALONE: &str = "judged_again_alone";
 /// What is decided from the program and its build alone, before any process runs (a syntax error,
 /// a missing `ModelNew`, a decisive static finding, a failed build), with the static screen's
 /// warnings.
-pub fn prejudge(candidate: &Candidate, compiled: &CompileOutcome) -> (Option<Judgement>, Vec<Warning>) {
+pub fn prejudge(
+    candidate: &Candidate,
+    compiled: &CompileOutcome,
+) -> (Option<Judgement>, Vec<Warning>) {
     if let Err(e) = candidate.check() {
         let j = match e {
             TaskError::Syntax { line, column, snippet, .. } => Judgement::new(
@@ -167,9 +182,22 @@ pub fn prejudge(candidate: &Candidate, compiled: &CompileOutcome) -> (Option<Jud
     }
     // A cheap first filter; what hides from it is caught by the runner at run time.
     let screening = cudal1_task::screen(&candidate.source);
-    let warnings = screening.warnings().map(|f| Warning { class: f.class.clone(), message: format!("line {}: {}", f.line, f.message) }).collect();
+    let warnings = screening
+        .warnings()
+        .map(|f| Warning {
+            class: f.class.clone(),
+            message: format!("line {}: {}", f.line, f.message),
+        })
+        .collect();
     if let Some(f) = screening.decisive() {
-        return (Some(Judgement::new(Verdict::Exploit, &f.class, format!("static screening, line {}: {}", f.line, f.message))), warnings);
+        return (
+            Some(Judgement::new(
+                Verdict::Exploit,
+                &f.class,
+                format!("static screening, line {}: {}", f.line, f.message),
+            )),
+            warnings,
+        );
     }
     match compiled {
         CompileOutcome::Failed { judgement, .. } => (Some(judgement.clone()), warnings),
@@ -179,7 +207,12 @@ pub fn prejudge(candidate: &Candidate, compiled: &CompileOutcome) -> (Option<Jud
 
 /// The evaluation of a candidate that [`prejudge`] decides, made without starting the task's
 /// reference (a device's time is not spent on it). `None` when the candidate must run.
-pub fn prejudged(ctx: &EvalContext<'_>, task: &cudal1_task::Task, candidate: &Candidate, compiled: &CompileOutcome) -> Option<Evaluation> {
+pub fn prejudged(
+    ctx: &EvalContext<'_>,
+    task: &cudal1_task::Task,
+    candidate: &Candidate,
+    compiled: &CompileOutcome,
+) -> Option<Evaluation> {
     let (judgement, warnings) = prejudge(candidate, compiled);
     let judgement = judgement?;
     let m = Measurements {
@@ -242,9 +275,23 @@ pub struct CandidateProcess {
 impl CandidateProcess {
     /// Starts the process for `candidate` against the task at `task_path`, whose extensions (if
     /// any) `compiled` built; the judgement when it cannot be started.
-    pub fn start(ctx: &EvalContext<'_>, task_path: &Path, candidate: &Candidate, compiled: &CompileOutcome) -> Result<CandidateProcess, Judgement> {
-        let internal = |what: &str, e: std::io::Error| Judgement::new(Verdict::RuntimeError, "internal", format!("cudal1 could not {what}: {e}"));
-        let scratch = tempfile::Builder::new().prefix("candidate-").tempdir_in(ctx.work_root).map_err(|e| internal("make a scratch directory", e))?;
+    pub fn start(
+        ctx: &EvalContext<'_>,
+        task_path: &Path,
+        candidate: &Candidate,
+        compiled: &CompileOutcome,
+    ) -> Result<CandidateProcess, Judgement> {
+        let internal = |what: &str, e: std::io::Error| {
+            Judgement::new(
+                Verdict::RuntimeError,
+                "internal",
+                format!("cudal1 could not {what}: {e}"),
+            )
+        };
+        let scratch = tempfile::Builder::new()
+            .prefix("candidate-")
+            .tempdir_in(ctx.work_root)
+            .map_err(|e| internal("make a scratch directory", e))?;
         let file = scratch.path().join("candidate.py");
         std::fs::write(&file, &candidate.source).map_err(|e| internal("write the candidate", e))?;
         let settings = ctx.settings;
@@ -259,7 +306,8 @@ impl CandidateProcess {
             memory_bytes: settings.memory_bytes,
             untimed: !settings.mode.times(),
         };
-        let client = RunnerClient::spawn(ctx.env, launch).map_err(|e| judge_call_error(&e, "starting", ""))?;
+        let client = RunnerClient::spawn(ctx.env, launch)
+            .map_err(|e| judge_call_error(&e, "starting", ""))?;
         Ok(CandidateProcess { scratch, file, client })
     }
 
@@ -283,7 +331,11 @@ impl CandidateProcess {
 type Decided = Result<(Judgement, Option<Interval>, Option<(f64, f64)>), Judgement>;
 
 impl Run<'_, '_> {
-    fn go(&mut self, compiled: &CompileOutcome, process: Option<CandidateProcess>) -> Result<Decided, ReferenceError> {
+    fn go(
+        &mut self,
+        compiled: &CompileOutcome,
+        process: Option<CandidateProcess>,
+    ) -> Result<Decided, ReferenceError> {
         let (judgement, warnings) = prejudge(self.candidate, compiled);
         self.warnings.extend(warnings);
         match compiled {
@@ -309,7 +361,9 @@ impl Run<'_, '_> {
         self.m.phase("start", spawned.elapsed());
         let task_path = absolute(&self.reference.task.path);
         let outcome = match self.with_client(&mut process, &task_path) {
-            Ok(Err(j)) if j.class == HOST_OUT_OF_MEMORY => Ok(Err(self.host_out_of_memory(j, process.client.peak_memory()))),
+            Ok(Err(j)) if j.class == HOST_OUT_OF_MEMORY => {
+                Ok(Err(self.host_out_of_memory(j, process.client.peak_memory())))
+            }
             other => other,
         };
         self.end_phase();
@@ -347,18 +401,28 @@ impl Run<'_, '_> {
     /// loaded by the next request), so a process that dies or hangs before then is not the
     /// candidate's doing: it is replaced once, and a second failure is the machine's (no verdict,
     /// [`RUNNER_DID_NOT_START`]).
-    fn started(&self, ahead: Option<CandidateProcess>, compiled: &CompileOutcome) -> Result<CandidateProcess, Judgement> {
+    fn started(
+        &self,
+        ahead: Option<CandidateProcess>,
+        compiled: &CompileOutcome,
+    ) -> Result<CandidateProcess, Judgement> {
         let mut ahead = ahead;
         let mut failures = Vec::new();
         for _ in 0..2 {
             let mut process = match ahead.take() {
                 Some(p) => p,
-                None => CandidateProcess::start(self.ctx, &self.reference.task.path, self.candidate, compiled)?,
+                None => CandidateProcess::start(
+                    self.ctx,
+                    &self.reference.task.path,
+                    self.candidate,
+                    compiled,
+                )?,
             };
             match process.client.call(&Hello {}, HELLO_TIMEOUT) {
                 Ok(_) => return Ok(process),
                 Err(e) => {
-                    let reason = judge_call_error(&e, "starting", &process.client.stderr_tail()).reason;
+                    let reason =
+                        judge_call_error(&e, "starting", &process.client.stderr_tail()).reason;
                     tracing::warn!(candidate = %self.candidate.label, %reason, "a candidate's runner failed before the candidate was loaded; starting another");
                     failures.push(reason);
                     process.discard();
@@ -375,28 +439,46 @@ impl Run<'_, '_> {
         ))
     }
 
-    fn with_client(&mut self, process: &mut CandidateProcess, task_path: &Path) -> Result<Decided, ReferenceError> {
+    fn with_client(
+        &mut self,
+        process: &mut CandidateProcess,
+        task_path: &Path,
+    ) -> Result<Decided, ReferenceError> {
         let settings = self.ctx.settings;
         // Until the job takes the device alone to time it.
         let shares = std::cell::Cell::new(self.ctx.shares_device);
-        let fail = |client: &RunnerClient, e: CallError, doing: &str| {
-            let j = judge_call_error(&e, doing, &client.stderr_tail());
-            // Beside other lanes' candidates and references, which share the device's memory and
-            // the machine's cores, running out of memory or time is no verdict yet: the lane
-            // evaluates the candidate again holding the device alone (the claim of an
-            // out-of-memory error buys a rerun, nothing more).
-            match &e {
-                CallError::Runner(r) if shares.get() && r.kind == cudal1_protocol::ErrorKind::Oom => {
-                    Judgement::new(j.verdict, JUDGED_AGAIN_ALONE, format!("ran out of device memory while {doing}, with other jobs beside it"))
+        let fail =
+            |client: &RunnerClient, e: CallError, doing: &str| {
+                let j = judge_call_error(&e, doing, &client.stderr_tail());
+                // Beside other lanes' candidates and references, which share the device's memory and
+                // the machine's cores, running out of memory or time is no verdict yet: the lane
+                // evaluates the candidate again holding the device alone (the claim of an
+                // out-of-memory error buys a rerun, nothing more).
+                match &e {
+                    CallError::Runner(r)
+                        if shares.get() && r.kind == cudal1_protocol::ErrorKind::Oom =>
+                    {
+                        Judgement::new(
+                            j.verdict,
+                            JUDGED_AGAIN_ALONE,
+                            format!(
+                                "ran out of device memory while {doing}, with other jobs beside it"
+                            ),
+                        )
+                    }
+                    CallError::Worker(cudal1_supervisor::WorkerError::Timeout {
+                        after, ..
+                    }) if shares.get() => Judgement::new(
+                        j.verdict,
+                        JUDGED_AGAIN_ALONE,
+                        format!(
+                            "did not finish {doing} within {:.1} s, with other jobs beside it",
+                            after.as_secs_f64()
+                        ),
+                    ),
+                    _ => j,
                 }
-                CallError::Worker(cudal1_supervisor::WorkerError::Timeout { after, .. }) if shares.get() => Judgement::new(
-                    j.verdict,
-                    JUDGED_AGAIN_ALONE,
-                    format!("did not finish {doing} within {:.1} s, with other jobs beside it", after.as_secs_f64()),
-                ),
-                _ => j,
-            }
-        };
+            };
         let CandidateProcess { scratch, file, client } = process;
         let scratch = scratch.path();
         self.begin("load");
@@ -409,13 +491,16 @@ impl Run<'_, '_> {
         };
         // A build the compile pool missed happens in the candidate's process, at load or on the
         // first call: those get the time a build may take on top of their own limit.
-        let build_time = if self.m.missed_builds.is_empty() { Duration::ZERO } else { settings.compile_timeout };
+        let build_time =
+            if self.m.missed_builds.is_empty() { Duration::ZERO } else { settings.compile_timeout };
         // Correctness on fresh random seeds, compared in the reference process. The reference
         // makes its expected outputs while the candidate loads: two processes, and neither
         // waits for the other. The candidate sees nothing of it (the reference's outputs stay in
         // its own process and directory until compared).
-        let seeds: Vec<u64> = (0..settings.correctness_seeds).map(|_| self.rng.random_range(1..1u64 << 31)).collect();
-        let expected_limit = settings.call_timeout * settings.correctness_seeds.max(1) as u32 + Duration::from_secs(60);
+        let seeds: Vec<u64> =
+            (0..settings.correctness_seeds).map(|_| self.rng.random_range(1..1u64 << 31)).collect();
+        let expected_limit = settings.call_timeout * settings.correctness_seeds.max(1) as u32
+            + Duration::from_secs(60);
         let reference = &mut *self.reference;
         let (loaded, expected) = std::thread::scope(|s| {
             let expected = std::thread::Builder::new()
@@ -423,7 +508,8 @@ impl Run<'_, '_> {
                 .spawn_scoped(s, || reference.ensure_expected(&seeds, expected_limit));
             let loaded = client.call(&load, settings.load_timeout + build_time);
             // Without a thread (none could be made), the outputs are made after the load.
-            let expected = expected.map(|h| h.join().expect("the expected outputs' thread does not panic"));
+            let expected =
+                expected.map(|h| h.join().expect("the expected outputs' thread does not panic"));
             (loaded, expected.ok())
         });
         // A reference that failed is the task's fault, whatever the candidate did; one that ran
@@ -470,15 +556,40 @@ impl Run<'_, '_> {
                 }
                 (settings.call_timeout, "running the correctness checks")
             };
-            let reply = match client.call(&Outputs { seeds: vec![seed], dir: out_dir.clone(), share_bytes: settings.share_bytes() }, limit) {
+            let reply = match client.call(
+                &Outputs {
+                    seeds: vec![seed],
+                    dir: out_dir.clone(),
+                    share_bytes: settings.share_bytes(),
+                },
+                limit,
+            ) {
                 Ok(r) => r,
                 Err(e) => return Ok(Err(fail(client, e, doing))),
             };
             self.m.extension_ms = reply.extension_ms.or(self.m.extension_ms);
             let result = match <[SeedResult; 1]>::try_from(reply.results) {
                 Ok([r]) if r.seed == seed => r,
-                Ok([r]) => return Ok(Err(fail(client, CallError::Protocol(format!("the outputs of input seed {seed} came back as input seed {}'s", r.seed)), "running the correctness checks"))),
-                Err(got) => return Ok(Err(fail(client, CallError::Protocol(format!("the outputs of one input seed came back as {}", got.len())), "running the correctness checks"))),
+                Ok([r]) => {
+                    return Ok(Err(fail(
+                        client,
+                        CallError::Protocol(format!(
+                            "the outputs of input seed {seed} came back as input seed {}'s",
+                            r.seed
+                        )),
+                        "running the correctness checks",
+                    )))
+                }
+                Err(got) => {
+                    return Ok(Err(fail(
+                        client,
+                        CallError::Protocol(format!(
+                            "the outputs of one input seed came back as {}",
+                            got.len()
+                        )),
+                        "running the correctness checks",
+                    )))
+                }
             };
             self.m.findings.extend(result.findings.iter().cloned());
             call_ms.push(result.ms);
@@ -506,7 +617,10 @@ impl Run<'_, '_> {
 
         self.end_phase();
         if !settings.mode.times() {
-            let reason = format!("matches the reference on {} checked calls (correctness only: not timed)", self.m.checks.len());
+            let reason = format!(
+                "matches the reference on {} checked calls (correctness only: not timed)",
+                self.m.checks.len()
+            );
             return Ok(Ok((Judgement::new(Verdict::Correct, "correct", reason), None, None)));
         }
         if let Some(take_the_device) = self.ctx.before_timing {
@@ -524,10 +638,22 @@ impl Run<'_, '_> {
         let cand_first = median(&call_ms).unwrap_or(1.0);
         let ref_first = self.reference.first_call_ms.unwrap_or(cand_first);
         let output_bytes = self.output_bytes.unwrap_or(1).max(1);
-        let measure = |run: &mut Run<'_, '_>, client: &mut RunnerClient| -> Result<Result<TimingRun, Judgement>, ReferenceError> {
-            match timing::measure(&mut run.reference.client, client, &out_dir, (ref_first, cand_first), output_bytes, settings, &mut run.rng) {
+        let measure = |run: &mut Run<'_, '_>,
+                       client: &mut RunnerClient|
+         -> Result<Result<TimingRun, Judgement>, ReferenceError> {
+            match timing::measure(
+                &mut run.reference.client,
+                client,
+                &out_dir,
+                (ref_first, cand_first),
+                output_bytes,
+                settings,
+                &mut run.rng,
+            ) {
                 Ok(r) => Ok(Ok(r)),
-                Err(e) if e.side == Side::Reference => Err(run.reference.error("timing the reference", e.error)),
+                Err(e) if e.side == Side::Reference => {
+                    Err(run.reference.error("timing the reference", e.error))
+                }
                 Err(e) => Ok(Err(fail(client, e.error, "timing"))),
             }
         };
@@ -551,13 +677,26 @@ impl Run<'_, '_> {
         if let Some(j) = escaped(client, "timing") {
             return Ok(Err(j));
         }
-        let hidden_twice = [&first, &second].iter().all(|r| timing::hidden_work(r).is_some_and(|h| h.escaped_the_timer()));
-        let bounded_twice = [&first, &second].iter().all(|r| timing::outer_bound(r).is_some_and(|b| b.disagrees()));
+        let hidden_twice = [&first, &second]
+            .iter()
+            .all(|r| timing::hidden_work(r).is_some_and(|h| h.escaped_the_timer()));
+        let bounded_twice =
+            [&first, &second].iter().all(|r| timing::outer_bound(r).is_some_and(|b| b.disagrees()));
         let first_speedup = quick_speedup(&first);
-        let (mut kept, other) = if first_speedup.unwrap_or(f64::MAX) < quick_speedup(&second).unwrap_or(f64::MAX) { (first, second) } else { (second, first) };
+        let (mut kept, other) =
+            if first_speedup.unwrap_or(f64::MAX) < quick_speedup(&second).unwrap_or(f64::MAX) {
+                (first, second)
+            } else {
+                (second, first)
+            };
         kept.checked.extend(other.checked);
         self.begin("verdict");
-        self.decide_after_timing(scratch, kept, (hidden_twice, bounded_twice), Some(Remeasure { why, first_speedup }))
+        self.decide_after_timing(
+            scratch,
+            kept,
+            (hidden_twice, bounded_twice),
+            Some(Remeasure { why, first_speedup }),
+        )
     }
 
     /// Starts a phase of the evaluation, ending the one under way: a phase is recorded however
@@ -573,10 +712,13 @@ impl Run<'_, '_> {
         }
     }
 
-
     /// The earlier seed whose expected output a wrong output (already taken into custody)
     /// matches, if any.
-    fn stale_match(&mut self, wrong: &OutputRef, earlier: &[u64]) -> Result<Result<Option<u64>, Judgement>, ReferenceError> {
+    fn stale_match(
+        &mut self,
+        wrong: &OutputRef,
+        earlier: &[u64],
+    ) -> Result<Result<Option<u64>, Judgement>, ReferenceError> {
         for &seed in earlier.iter().rev() {
             match self.compare_candidate(seed, wrong)? {
                 Ok(o) if o.failure.is_none() => return Ok(Ok(Some(seed))),
@@ -589,7 +731,13 @@ impl Run<'_, '_> {
 
     /// Checks one correctness seed's outputs against the reference, recording the check; the
     /// judgement it decides, if any. `earlier`: the seeds checked before it, for a stale result.
-    fn check_seed(&mut self, scratch: &Path, r: &SeedResult, output: Option<OutputRef>, earlier: &[u64]) -> Result<Option<Judgement>, ReferenceError> {
+    fn check_seed(
+        &mut self,
+        scratch: &Path,
+        r: &SeedResult,
+        output: Option<OutputRef>,
+        earlier: &[u64],
+    ) -> Result<Option<Judgement>, ReferenceError> {
         let taken = match self.take_output(scratch, output) {
             Ok(p) => p,
             Err(j) => return Ok(Some(j)),
@@ -618,7 +766,11 @@ impl Run<'_, '_> {
     /// candidate's reach first ([`crate::intake`]); outputs exported on the device are opened and
     /// checked by the reference itself. A runner that names neither, or claims outputs kept on
     /// the device (only the reference keeps its own), is refused.
-    fn take_output(&mut self, scratch: &Path, output: Option<OutputRef>) -> Result<OutputRef, Judgement> {
+    fn take_output(
+        &mut self,
+        scratch: &Path,
+        output: Option<OutputRef>,
+    ) -> Result<OutputRef, Judgement> {
         match output {
             Some(OutputRef::File(path)) => self.reference.take_output(scratch, &path).map(OutputRef::File).map_err(|e| tampered_file(&e)),
             Some(shared @ OutputRef::Shared(_)) => Ok(shared),
@@ -635,7 +787,11 @@ impl Run<'_, '_> {
     /// that the reference reads: if the reference fails on them (dies, hangs, errs), the
     /// candidate did that. The reference is then started afresh for the evaluations that follow,
     /// and the candidate gets the verdict.
-    fn compare_candidate(&mut self, seed: u64, taken: &OutputRef) -> Result<Result<SeedOutcome, Judgement>, ReferenceError> {
+    fn compare_candidate(
+        &mut self,
+        seed: u64,
+        taken: &OutputRef,
+    ) -> Result<Result<SeedOutcome, Judgement>, ReferenceError> {
         match self.reference.compare(seed, taken, self.ctx.settings) {
             Ok(o) => Ok(Ok(o)),
             Err(e) => {
@@ -661,7 +817,11 @@ impl Run<'_, '_> {
         })?;
         // The reference's output bytes: the candidate passed the checks, so its outputs have their shapes and dtypes.
         let output_bytes = self.output_bytes.unwrap_or(0);
-        let floor = Floor { input_bytes: bandwidth::input_bytes(&self.reference.load.inputs), output_bytes, gbps };
+        let floor = Floor {
+            input_bytes: bandwidth::input_bytes(&self.reference.load.inputs),
+            output_bytes,
+            gbps,
+        };
         match floor.check(candidate_ms) {
             FloorCheck::Fine => None,
             FloorCheck::BelowTraffic { floor_ms } => {
@@ -681,7 +841,13 @@ impl Run<'_, '_> {
 
     /// `twice`: whether the outer clock saw hidden work, and disagreed with the claimed times, in
     /// both of two measurements.
-    fn decide_after_timing(&mut self, scratch: &Path, run: TimingRun, twice: (bool, bool), remeasured: Option<Remeasure>) -> Result<Decided, ReferenceError> {
+    fn decide_after_timing(
+        &mut self,
+        scratch: &Path,
+        run: TimingRun,
+        twice: (bool, bool),
+        remeasured: Option<Remeasure>,
+    ) -> Result<Decided, ReferenceError> {
         let (hidden_twice, bounded_twice) = twice;
         let settings = self.ctx.settings;
         // What the guard saw while timing, and the outputs of a sample of timed calls.
@@ -693,7 +859,10 @@ impl Run<'_, '_> {
             return Ok(Err(j));
         }
         let seeds: Vec<u64> = run.checked.iter().map(|c| c.call.seed).collect();
-        self.reference.ensure_expected(&seeds, settings.call_timeout * (seeds.len().max(1) as u32) + Duration::from_secs(60))?;
+        self.reference.ensure_expected(
+            &seeds,
+            settings.call_timeout * (seeds.len().max(1) as u32) + Duration::from_secs(60),
+        )?;
         let mut timed_failure = run.unkept.map(|(block, kept, calls)| {
             format!("timed block {block} kept {kept} of its {calls} outputs for checking, which fit when they had the checked calls' size: its timed calls return something else")
         });
@@ -719,12 +888,22 @@ impl Run<'_, '_> {
         let tails = if settings.device.is_cuda() { window::tails_ms(&run) } else { (None, None) };
         let bound = timing::outer_bound(&run);
         // The speedup can never exceed what cudal1's own clock supports.
-        let claimed = speedup_interval(run.reference_ms(), run.candidate_ms(), settings.bootstrap_resamples, settings.confidence, seed);
+        let claimed = speedup_interval(
+            run.reference_ms(),
+            run.candidate_ms(),
+            settings.bootstrap_resamples,
+            settings.confidence,
+            seed,
+        );
         let capped = match (bound, claimed) {
             (Some(b), Some(i)) => b.cut(i.median),
             _ => 1.0,
         };
-        let speedup = claimed.map(|i| Interval { median: i.median / capped, ci_low: i.ci_low / capped, ci_high: i.ci_high / capped });
+        let speedup = claimed.map(|i| Interval {
+            median: i.median / capped,
+            ci_low: i.ci_low / capped,
+            ci_high: i.ci_high / capped,
+        });
         let ref_outer = timing::outer_per_call_ms(&run.reference_blocks);
         let cand_outer = timing::outer_per_call_ms(&run.candidate_blocks);
         let outer_speedup = match (median(&ref_outer), median(&cand_outer)) {
@@ -732,8 +911,18 @@ impl Run<'_, '_> {
             _ => None,
         };
         let report = TimingReport {
-            reference: median_interval(run.reference_ms(), settings.bootstrap_resamples, settings.confidence, seed),
-            candidate: median_interval(run.candidate_ms(), settings.bootstrap_resamples, settings.confidence, seed),
+            reference: median_interval(
+                run.reference_ms(),
+                settings.bootstrap_resamples,
+                settings.confidence,
+                seed,
+            ),
+            candidate: median_interval(
+                run.candidate_ms(),
+                settings.bootstrap_resamples,
+                settings.confidence,
+                seed,
+            ),
             reference_ms: run.reference_ms().to_vec(),
             candidate_ms: run.candidate_ms().to_vec(),
             reference_outer_ms: ref_outer,
@@ -774,7 +963,9 @@ impl Run<'_, '_> {
                 format!("cudal1 counted {cpu:.0} ms of CPU in the candidate's processes (child processes included) during the {wall:.0} ms the reference was being timed: it works between its calls, behind the timer, or slows the reference down"),
             )));
         }
-        if let Some(extra) = timing::extra_cores(&run).filter(|e| *e > timing::EXTRA_CORES && !settings.device.is_cuda()) {
+        if let Some(extra) = timing::extra_cores(&run)
+            .filter(|e| *e > timing::EXTRA_CORES && !settings.device.is_cuda())
+        {
             return Ok(Err(Judgement::new(
                 Verdict::Exploit,
                 "extra_cores",
@@ -802,7 +993,11 @@ impl Run<'_, '_> {
             )));
         }
         let Some(speedup) = speedup else {
-            return Ok(Err(Judgement::new(Verdict::RuntimeError, "internal", "no timing samples were collected")));
+            return Ok(Err(Judgement::new(
+                Verdict::RuntimeError,
+                "internal",
+                "no timing samples were collected",
+            )));
         };
         if let Some(j) = times.and_then(|(_, c)| self.floor_check(c)) {
             return Ok(Err(j));
@@ -862,18 +1057,41 @@ fn escaped(client: &mut RunnerClient, during: &str) -> Option<Judgement> {
 /// A candidate's output file that is not a plain file of its own (a link to an expected output,
 /// a FIFO, a path elsewhere).
 /// A checked call's record.
-fn seed_check(seed: u64, timed: bool, outcome: &SeedOutcome, candidate_ms: Option<f64>) -> SeedCheck {
-    SeedCheck { seed, timed, passed: outcome.failure.is_none(), max_abs: outcome.max_abs, max_rel: outcome.max_rel, mismatches: outcome.mismatches, candidate_ms }
+fn seed_check(
+    seed: u64,
+    timed: bool,
+    outcome: &SeedOutcome,
+    candidate_ms: Option<f64>,
+) -> SeedCheck {
+    SeedCheck {
+        seed,
+        timed,
+        passed: outcome.failure.is_none(),
+        max_abs: outcome.max_abs,
+        max_rel: outcome.max_rel,
+        mismatches: outcome.mismatches,
+        candidate_ms,
+    }
 }
 
 fn tampered_file(e: &crate::intake::Refused) -> Judgement {
-    Judgement::new(Verdict::Exploit, "output_file_tampered", format!("its saved output was replaced: {e}"))
+    Judgement::new(
+        Verdict::Exploit,
+        "output_file_tampered",
+        format!("its saved output was replaced: {e}"),
+    )
 }
 
 /// The output the reference read is not the one the runner captured after the call: something
 /// rewrote it in between.
-fn changed_after_saving(committed: Option<&str>, outcome: &SeedOutcome, seed: u64) -> Option<Judgement> {
-    let (Some(committed), Some(read)) = (committed, outcome.fingerprint.as_deref()) else { return None };
+fn changed_after_saving(
+    committed: Option<&str>,
+    outcome: &SeedOutcome,
+    seed: u64,
+) -> Option<Judgement> {
+    let (Some(committed), Some(read)) = (committed, outcome.fingerprint.as_deref()) else {
+        return None;
+    };
     (committed != read).then(|| {
         Judgement::new(
             Verdict::Exploit,
@@ -890,8 +1108,15 @@ const HOST_BOUND_MS: f64 = 0.1;
 fn host_bound(report: &TimingReport) -> Option<Warning> {
     let (reference, candidate) = (report.reference?.median, report.candidate?.median);
     match report.window? {
-        WindowUsed::Wall | WindowUsed::SpinCouldHide { .. } => host_bound_wall(reference, candidate),
-        WindowUsed::Gpu | WindowUsed::UntilIdle { .. } => host_bound_loop(reference, candidate, report.reference_issue_ms?, report.candidate_issue_ms?),
+        WindowUsed::Wall | WindowUsed::SpinCouldHide { .. } => {
+            host_bound_wall(reference, candidate)
+        }
+        WindowUsed::Gpu | WindowUsed::UntilIdle { .. } => host_bound_loop(
+            reference,
+            candidate,
+            report.reference_issue_ms?,
+            report.candidate_issue_ms?,
+        ),
         WindowUsed::Host => None,
     }
 }
@@ -913,12 +1138,19 @@ fn host_bound_wall(reference_ms: f64, candidate_ms: f64) -> Option<Warning> {
 /// In the GPU window, a side that takes longer to issue a call than the GPU takes to run it: called
 /// in a loop, it would wait on its host, so a program would see about the ratio of each side's
 /// larger time rather than the GPU's speedup. Said when the two differ by more than 10%.
-fn host_bound_loop(reference_ms: f64, candidate_ms: f64, reference_issue_ms: f64, candidate_issue_ms: f64) -> Option<Warning> {
+fn host_bound_loop(
+    reference_ms: f64,
+    candidate_ms: f64,
+    reference_issue_ms: f64,
+    candidate_issue_ms: f64,
+) -> Option<Warning> {
     let gpu_speedup = reference_ms / candidate_ms;
     let loop_speedup = reference_ms.max(reference_issue_ms) / candidate_ms.max(candidate_issue_ms);
     let waits = match (reference_issue_ms > reference_ms, candidate_issue_ms > candidate_ms) {
         (_, true) if loop_speedup < 0.9 * gpu_speedup => "its calls would wait on its host",
-        (true, _) if loop_speedup > 1.1 * gpu_speedup => "the reference's calls would wait on its host",
+        (true, _) if loop_speedup > 1.1 * gpu_speedup => {
+            "the reference's calls would wait on its host"
+        }
         _ => return None,
     };
     Some(Warning {
@@ -940,13 +1172,20 @@ fn quick_speedup(run: &TimingRun) -> Option<f64> {
 
 fn remeasure_reason(run: &TimingRun, settings: &EvalSettings) -> Option<String> {
     if let Some(h) = timing::hidden_work(run).filter(timing::HiddenWork::escaped_the_timer) {
-        return Some(format!("the outer clock saw {:.3} ms per call the runner did not time", h.hidden_ms));
+        return Some(format!(
+            "the outer clock saw {:.3} ms per call the runner did not time",
+            h.hidden_ms
+        ));
     }
     if let Some(b) = timing::outer_bound(run).filter(timing::OuterBound::disagrees) {
-        return Some(format!("the outer clock allows no less than {:.4} ms per call, the runner claimed {:.4} ms", b.floor_ms, b.claimed_ms));
+        return Some(format!(
+            "the outer clock allows no less than {:.4} ms per call, the runner claimed {:.4} ms",
+            b.floor_ms, b.claimed_ms
+        ));
     }
     let s = quick_speedup(run)?;
-    (s > settings.remeasure_above).then(|| format!("a speedup of {s:.2}x is above {:.1}x", settings.remeasure_above))
+    (s > settings.remeasure_above)
+        .then(|| format!("a speedup of {s:.2}x is above {:.1}x", settings.remeasure_above))
 }
 
 #[cfg(test)]
@@ -954,7 +1193,11 @@ mod tests {
     use super::*;
 
     fn run_with(reference_ms: f64, candidate_ms: f64) -> TimingRun {
-        TimingRun { reference_call_ms: vec![reference_ms; 5], candidate_call_ms: vec![candidate_ms; 5], ..TimingRun::default() }
+        TimingRun {
+            reference_call_ms: vec![reference_ms; 5],
+            candidate_call_ms: vec![candidate_ms; 5],
+            ..TimingRun::default()
+        }
     }
 
     fn report(window: WindowUsed, reference: (f64, f64), candidate: (f64, f64)) -> TimingReport {
@@ -1006,20 +1249,33 @@ mod tests {
         // A launch-bound reference (seen on level3/5_LSTM_Cell_Loop): the GPU says 1.24x, a loop
         // would see about 1.94x.
         let w = host_bound(&report(WindowUsed::Gpu, (6.35, 9.921), (5.118, 2.496))).unwrap();
-        assert!(w.message.contains("the reference's calls would wait") && w.message.contains("1.94x"), "{}", w.message);
+        assert!(
+            w.message.contains("the reference's calls would wait") && w.message.contains("1.94x"),
+            "{}",
+            w.message
+        );
         // Issues faster than the GPU runs: nothing to say.
         assert!(host_bound(&report(WindowUsed::Gpu, (0.7, 0.008), (0.35, 0.020))).is_none());
     }
 
     #[test]
     fn an_output_whose_fingerprint_is_not_the_committed_one_was_rewritten() {
-        let read = |f: Option<&str>| SeedOutcome { max_abs: None, max_rel: None, mismatches: 0, failure: None, fingerprint: f.map(str::to_owned) };
+        let read = |f: Option<&str>| SeedOutcome {
+            max_abs: None,
+            max_rel: None,
+            mismatches: 0,
+            failure: None,
+            fingerprint: f.map(str::to_owned),
+        };
         let j = changed_after_saving(Some("aa"), &read(Some("bb")), 7).unwrap();
         assert_eq!((j.verdict, j.class.as_str()), (Verdict::Exploit, "output_changed_after_call"));
         assert!(changed_after_saving(Some("aa"), &read(Some("aa")), 7).is_none());
         // A file that would not load has no fingerprint: its failure is judged as a mismatch.
         assert!(changed_after_saving(Some("aa"), &read(None), 7).is_none());
-        let refused = crate::intake::Refused { path: "/x/outputs/seed-1.pt".into(), why: "it is not a regular file (a symbolic link)".into() };
+        let refused = crate::intake::Refused {
+            path: "/x/outputs/seed-1.pt".into(),
+            why: "it is not a regular file (a symbolic link)".into(),
+        };
         assert_eq!(tampered_file(&refused).class, "output_file_tampered");
     }
 

@@ -54,8 +54,16 @@ pub enum CompileOutcome {
     NotNeeded,
     /// `missed`: build calls the pool could not make happen ahead (`line 42 in ModelNew.forward`);
     /// the candidate builds those in its own process, on its device's time.
-    Built { dir: PathBuf, ms: f64, cached: bool, missed: Vec<String> },
-    Failed { judgement: Judgement, ms: f64 },
+    Built {
+        dir: PathBuf,
+        ms: f64,
+        cached: bool,
+        missed: Vec<String>,
+    },
+    Failed {
+        judgement: Judgement,
+        ms: f64,
+    },
 }
 
 impl CompileOutcome {
@@ -94,24 +102,47 @@ struct BuildRecord {
 /// The missed builds of the published, complete build in `dir`; `None` when `dir` holds none:
 /// nothing, a failure, an older cudal1's entry, or one whose recorded libraries are not all there.
 pub fn published(dir: &Path) -> Option<Vec<String>> {
-    let marker: Marker = serde_json::from_str(&std::fs::read_to_string(dir.join(BUILT)).ok()?).ok()?;
+    let marker: Marker =
+        serde_json::from_str(&std::fs::read_to_string(dir.join(BUILT)).ok()?).ok()?;
     if marker.format < FORMAT {
         return None;
     }
-    let builds: std::collections::BTreeMap<String, BuildRecord> = serde_json::from_str(&std::fs::read_to_string(dir.join(BUILDS)).ok()?).ok()?;
+    let builds: std::collections::BTreeMap<String, BuildRecord> =
+        serde_json::from_str(&std::fs::read_to_string(dir.join(BUILDS)).ok()?).ok()?;
     let inside = |p: &Path| p.components().all(|c| matches!(c, std::path::Component::Normal(_)));
-    builds.values().all(|b| inside(&b.library) && dir.join(&b.library).metadata().is_ok_and(|m| m.is_file() && m.len() > 0)).then_some(marker.missed)
+    builds
+        .values()
+        .all(|b| {
+            inside(&b.library)
+                && dir.join(&b.library).metadata().is_ok_and(|m| m.is_file() && m.len() > 0)
+        })
+        .then_some(marker.missed)
 }
 
 /// Builds the candidate's extensions, or answers from the cache.
-pub fn compile(env: &RunnerEnv, task: &Task, candidate: &Candidate, cache: &CompileCache, settings: &EvalSettings, work_root: &Path) -> CompileOutcome {
+pub fn compile(
+    env: &RunnerEnv,
+    task: &Task,
+    candidate: &Candidate,
+    cache: &CompileCache,
+    settings: &EvalSettings,
+    work_root: &Path,
+) -> CompileOutcome {
     compile_until(env, task, candidate, cache, settings, work_root, &|| false)
 }
 
 /// As [`compile`], giving up waiting for another build of the same program once `stop` says so
 /// (an engine cancelled by Ctrl-C); a build of its own under way is ended by killing its runner
 /// ([`crate::runner::kill_builds_under`]).
-pub fn compile_until(env: &RunnerEnv, task: &Task, candidate: &Candidate, cache: &CompileCache, settings: &EvalSettings, work_root: &Path, stop: &dyn Fn() -> bool) -> CompileOutcome {
+pub fn compile_until(
+    env: &RunnerEnv,
+    task: &Task,
+    candidate: &Candidate,
+    cache: &CompileCache,
+    settings: &EvalSettings,
+    work_root: &Path,
+    stop: &dyn Fn() -> bool,
+) -> CompileOutcome {
     if !needs_compile(&candidate.source) {
         return CompileOutcome::NotNeeded;
     }
@@ -120,11 +151,16 @@ pub fn compile_until(env: &RunnerEnv, task: &Task, candidate: &Candidate, cache:
     // `serve`): the others wait for it and then find it built, rather than building the same
     // directory at once or starting a candidate whose build is still under way.
     let Ok(_lock) = lock_until(&dir, stop) else {
-        let judgement = Judgement::new(Verdict::RuntimeError, "internal", "stopped while another build of the same program was under way");
+        let judgement = Judgement::new(
+            Verdict::RuntimeError,
+            "internal",
+            "stopped while another build of the same program was under way",
+        );
         return CompileOutcome::Failed { judgement, ms: 0.0 };
     };
     if stop() {
-        let judgement = Judgement::new(Verdict::RuntimeError, "internal", "stopped before the build started");
+        let judgement =
+            Judgement::new(Verdict::RuntimeError, "internal", "stopped before the build started");
         return CompileOutcome::Failed { judgement, ms: 0.0 };
     }
     if let Some(missed) = published(&dir) {
@@ -132,14 +168,24 @@ pub fn compile_until(env: &RunnerEnv, task: &Task, candidate: &Candidate, cache:
     }
     // A failure recorded without its compiler output (by an older cudal1) is built again, so that
     // the verdict keeps the output.
-    if let (Ok(reason), Ok(log)) = (std::fs::read_to_string(dir.join(FAILED)), std::fs::read_to_string(dir.join(FAILED_LOG))) {
-        return CompileOutcome::Failed { judgement: Judgement::new(Verdict::CompileError, "compile_error", reason).with_log(Some(log)), ms: 0.0 };
+    if let (Ok(reason), Ok(log)) =
+        (std::fs::read_to_string(dir.join(FAILED)), std::fs::read_to_string(dir.join(FAILED_LOG)))
+    {
+        return CompileOutcome::Failed {
+            judgement: Judgement::new(Verdict::CompileError, "compile_error", reason)
+                .with_log(Some(log)),
+            ms: 0.0,
+        };
     }
     if dir.exists() {
         tracing::info!(dir = %dir.display(), "an extension entry that is not a complete published build (a killed build, or an older cudal1's): building it again");
     }
     let internal = |e: std::io::Error| CompileOutcome::Failed {
-        judgement: Judgement::new(Verdict::RuntimeError, "internal", format!("cudal1 could not prepare the build in `{}`: {e}", cache.root.display())),
+        judgement: Judgement::new(
+            Verdict::RuntimeError,
+            "internal",
+            format!("cudal1 could not prepare the build in `{}`: {e}", cache.root.display()),
+        ),
         ms: 0.0,
     };
     let staging = match staging_dir(cache, candidate) {
@@ -152,8 +198,11 @@ pub fn compile_until(env: &RunnerEnv, task: &Task, candidate: &Candidate, cache:
     match outcome {
         Ok(missed) => {
             remove_locks(staging.path());
-            let marker = serde_json::to_string(&Marker { missed: missed.clone(), format: FORMAT }).expect("plain data");
-            if let Err(e) = std::fs::write(staging.path().join(BUILT), marker).and_then(|()| publish(staging, &dir)) {
+            let marker = serde_json::to_string(&Marker { missed: missed.clone(), format: FORMAT })
+                .expect("plain data");
+            if let Err(e) = std::fs::write(staging.path().join(BUILT), marker)
+                .and_then(|()| publish(staging, &dir))
+            {
                 return internal(e);
             }
             CompileOutcome::Built { dir, ms, cached: false, missed }
@@ -163,7 +212,12 @@ pub fn compile_until(env: &RunnerEnv, task: &Task, candidate: &Candidate, cache:
             // crash or a timeout may be the machine's fault, and its half-made build is dropped.
             if judgement.class == "compile_error" {
                 let recorded = std::fs::write(staging.path().join(FAILED), &judgement.reason)
-                    .and_then(|()| std::fs::write(staging.path().join(FAILED_LOG), judgement.log.as_deref().unwrap_or("")))
+                    .and_then(|()| {
+                        std::fs::write(
+                            staging.path().join(FAILED_LOG),
+                            judgement.log.as_deref().unwrap_or(""),
+                        )
+                    })
                     .and_then(|()| publish(staging, &dir));
                 if let Err(e) = recorded {
                     tracing::warn!(dir = %dir.display(), error = %e, "could not record a failed build; it will be built again");
@@ -214,7 +268,9 @@ fn replace_dir(staging: &Path, dir: &Path) -> std::io::Result<()> {
     }
     // Swapped atomically where the kernel can (a reader sees the old entry or the new one), else
     // the old one is moved aside first.
-    let swapped = nix::fcntl::renameat2(None, staging, None, dir, nix::fcntl::RenameFlags::RENAME_EXCHANGE).is_ok();
+    let swapped =
+        nix::fcntl::renameat2(None, staging, None, dir, nix::fcntl::RenameFlags::RENAME_EXCHANGE)
+            .is_ok();
     if !swapped {
         let aside = staging.with_extension("old");
         std::fs::rename(dir, &aside)?;
@@ -233,14 +289,20 @@ fn replace_dir(staging: &Path, dir: &Path) -> std::io::Result<()> {
 pub fn lock(dir: &Path) -> Option<nix::fcntl::Flock<std::fs::File>> {
     let path = dir.with_extension("lock");
     std::fs::create_dir_all(path.parent()?).ok()?;
-    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).ok()?;
+    let file =
+        std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).ok()?;
     nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).ok()
 }
 
 /// As [`lock`], trying every 100 ms until the lock is had or `stop` says to give up (`Err`).
-fn lock_until(dir: &Path, stop: &dyn Fn() -> bool) -> Result<Option<nix::fcntl::Flock<std::fs::File>>, ()> {
+fn lock_until(
+    dir: &Path,
+    stop: &dyn Fn() -> bool,
+) -> Result<Option<nix::fcntl::Flock<std::fs::File>>, ()> {
     let path = dir.with_extension("lock");
-    let Some(file) = path.parent().and_then(|p| std::fs::create_dir_all(p).ok()).and_then(|()| std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).ok()) else {
+    let Some(file) = path.parent().and_then(|p| std::fs::create_dir_all(p).ok()).and_then(|()| {
+        std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).ok()
+    }) else {
         return Ok(None);
     };
     let mut file = file;
@@ -261,10 +323,24 @@ fn lock_until(dir: &Path, stop: &dyn Fn() -> bool) -> Result<Option<nix::fcntl::
 }
 
 /// Builds; the build calls it could not make happen come back.
-fn build(env: &RunnerEnv, task: &Task, candidate: &Candidate, ext_dir: &Path, settings: &EvalSettings, work_root: &Path) -> Result<Vec<String>, Judgement> {
-    let internal = |e: std::io::Error| Judgement::new(Verdict::RuntimeError, "internal", format!("cudal1 could not prepare the build: {e}"));
+fn build(
+    env: &RunnerEnv,
+    task: &Task,
+    candidate: &Candidate,
+    ext_dir: &Path,
+    settings: &EvalSettings,
+    work_root: &Path,
+) -> Result<Vec<String>, Judgement> {
+    let internal = |e: std::io::Error| {
+        Judgement::new(
+            Verdict::RuntimeError,
+            "internal",
+            format!("cudal1 could not prepare the build: {e}"),
+        )
+    };
     std::fs::create_dir_all(ext_dir).map_err(internal)?;
-    let scratch = tempfile::Builder::new().prefix("compile-").tempdir_in(work_root).map_err(internal)?;
+    let scratch =
+        tempfile::Builder::new().prefix("compile-").tempdir_in(work_root).map_err(internal)?;
     let file = scratch.path().join("candidate.py");
     std::fs::write(&file, &candidate.source).map_err(internal)?;
     let task_path = crate::reference::absolute(&task.path);
@@ -283,9 +359,12 @@ fn build(env: &RunnerEnv, task: &Task, candidate: &Candidate, ext_dir: &Path, se
         },
     )
     .map_err(|e| judge_call_error(&e, "starting the compiler", ""))?;
-    let result = client
-        .call(&Hello {}, crate::runner::HELLO_TIMEOUT)
-        .and_then(|_| client.call(&CompileRequest { candidate: file, reference: task_path }, settings.compile_timeout));
+    let result = client.call(&Hello {}, crate::runner::HELLO_TIMEOUT).and_then(|_| {
+        client.call(
+            &CompileRequest { candidate: file, reference: task_path },
+            settings.compile_timeout,
+        )
+    });
     let outcome = match result {
         Ok(reply) => {
             if !reply.missed.is_empty() {
@@ -295,7 +374,12 @@ fn build(env: &RunnerEnv, task: &Task, candidate: &Candidate, ext_dir: &Path, se
         }
         Err(CallError::Runner(e)) if e.kind == ErrorKind::CompileError => {
             let log = Some(e.message.clone());
-            Err(Judgement::new(Verdict::CompileError, "compile_error", format!("the extension does not build:\n{}", trim_log(&e.message))).with_log(log))
+            Err(Judgement::new(
+                Verdict::CompileError,
+                "compile_error",
+                format!("the extension does not build:\n{}", trim_log(&e.message)),
+            )
+            .with_log(log))
         }
         Err(e) => {
             let mut j = judge_call_error(&e, "compiling", &client.stderr_tail());
@@ -350,9 +434,17 @@ mod tests {
         assert_eq!(published(&entry), None, "no record of the builds");
         std::fs::write(entry.join(BUILDS), r#"{"f1": {"library": "ext/ext.so", "kind": "python"}, "f2": {"library": "other/other.so", "kind": "python"}}"#).unwrap();
         assert_eq!(published(&entry), None, "a recorded library is missing");
-        std::fs::write(entry.join(BUILDS), r#"{"f1": {"library": "../ext/ext.so", "kind": "python"}}"#).unwrap();
+        std::fs::write(
+            entry.join(BUILDS),
+            r#"{"f1": {"library": "../ext/ext.so", "kind": "python"}}"#,
+        )
+        .unwrap();
         assert_eq!(published(&entry), None, "a library outside the entry");
-        std::fs::write(entry.join(BUILDS), r#"{"f1": {"library": "ext/ext.so", "kind": "python"}}"#).unwrap();
+        std::fs::write(
+            entry.join(BUILDS),
+            r#"{"f1": {"library": "ext/ext.so", "kind": "python"}}"#,
+        )
+        .unwrap();
         assert_eq!(published(&entry), Some(vec!["line 3".to_owned()]));
     }
 
@@ -367,7 +459,8 @@ mod tests {
         publish(staging, &dir).unwrap();
         assert_eq!(std::fs::read_to_string(dir.join(BUILT)).unwrap(), "new");
         assert!(!dir.join("ext").exists(), "nothing of the old entry stays");
-        let names: Vec<_> = std::fs::read_dir(root.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+        let names: Vec<_> =
+            std::fs::read_dir(root.path()).unwrap().flatten().map(|e| e.file_name()).collect();
         assert_eq!(names, ["entry"]);
     }
 

@@ -38,12 +38,16 @@ fn by_hand() -> &'static Result<Option<Vec<usize>>, String> {
 fn parse_cores(text: &str, allowed: &[usize]) -> Result<Vec<usize>, String> {
     let mut cores = Vec::new();
     for part in text.split(',').map(str::trim) {
-        let core: usize = part.parse().map_err(|_| format!("{CORES_VAR}=`{text}`: `{part}` is not a core number; give cores like `8,9`"))?;
+        let core: usize = part.parse().map_err(|_| {
+            format!("{CORES_VAR}=`{text}`: `{part}` is not a core number; give cores like `8,9`")
+        })?;
         if !allowed.contains(&core) {
             return Err(format!("{CORES_VAR}=`{text}`: core {core} is not one this process may run on ({allowed:?})"));
         }
         if cores.contains(&core) {
-            return Err(format!("{CORES_VAR}=`{text}`: core {core} is named twice; each GPU needs its own"));
+            return Err(format!(
+                "{CORES_VAR}=`{text}`: core {core} is named twice; each GPU needs its own"
+            ));
         }
         cores.push(core);
     }
@@ -88,7 +92,9 @@ pub fn reserve(devices: &[Device]) -> Result<(), String> {
     }
     // The mask belongs to each thread: set it on every thread there is; new ones inherit it.
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return Ok(()) };
-    for tid in tasks.flatten().filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok())) {
+    for tid in
+        tasks.flatten().filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()))
+    {
         if let Err(e) = sched_setaffinity(Pid::from_raw(tid), &set) {
             tracing::warn!(tid, error = %e, "could not keep a thread off the timing cores");
         }
@@ -118,7 +124,9 @@ mod tests {
         let allowed = [0, 1, 2, 3];
         assert_eq!(parse_cores("2, 3", &allowed), Ok(vec![2, 3]));
         assert!(parse_cores("2,x", &allowed).unwrap_err().contains("`x` is not a core number"));
-        assert!(parse_cores("9", &allowed).unwrap_err().contains("core 9 is not one this process may run on"));
+        assert!(parse_cores("9", &allowed)
+            .unwrap_err()
+            .contains("core 9 is not one this process may run on"));
         assert!(parse_cores("1,1", &allowed).unwrap_err().contains("named twice"));
     }
 
@@ -126,6 +134,9 @@ mod tests {
     fn this_process_may_run_somewhere() {
         let cores = current_cores();
         assert!(!cores.is_empty());
-        assert_eq!(cores.len(), std::thread::available_parallelism().map_or(0, |n| n.get()).min(cores.len()));
+        assert_eq!(
+            cores.len(),
+            std::thread::available_parallelism().map_or(0, |n| n.get()).min(cores.len())
+        );
     }
 }

@@ -32,20 +32,41 @@ pub fn distinct_tolerances(reply: &CompareReply, tol: &Tolerance) -> Vec<(f64, f
 /// output is judged with the reply made at its own dtype's tolerance.
 pub fn judge(replies: &[((f64, f64), CompareReply)], tol: &Tolerance) -> SeedOutcome {
     let (_, first) = &replies[0];
-    let fail = |msg: String| SeedOutcome { max_abs: None, max_rel: None, mismatches: 0, failure: Some(msg), fingerprint: None };
+    let fail = |msg: String| SeedOutcome {
+        max_abs: None,
+        max_rel: None,
+        mismatches: 0,
+        failure: Some(msg),
+        fingerprint: None,
+    };
     if let Some(e) = &first.load_error {
         return fail(format!("its output could not be read: {e}"));
     }
     if first.count_actual != first.count_expected {
-        return fail(format!("it returned {} output(s), the reference returns {}", first.count_actual, first.count_expected));
+        return fail(format!(
+            "it returned {} output(s), the reference returns {}",
+            first.count_actual, first.count_expected
+        ));
     }
-    let mut outcome = SeedOutcome { max_abs: Some(0.0), max_rel: Some(0.0), mismatches: 0, failure: None, fingerprint: None };
+    let mut outcome = SeedOutcome {
+        max_abs: Some(0.0),
+        max_rel: Some(0.0),
+        mismatches: 0,
+        failure: None,
+        fingerprint: None,
+    };
     for (i, o) in first.outputs.iter().enumerate() {
         if o.actual_shape != o.expected_shape {
-            return fail(format!("output {} has shape {:?}, the reference's has shape {:?}", o.index, o.actual_shape, o.expected_shape));
+            return fail(format!(
+                "output {} has shape {:?}, the reference's has shape {:?}",
+                o.index, o.actual_shape, o.expected_shape
+            ));
         }
         if o.actual_dtype != o.expected_dtype {
-            return fail(format!("output {} has dtype {}, the reference's is {}", o.index, o.actual_dtype, o.expected_dtype));
+            return fail(format!(
+                "output {} has dtype {}, the reference's is {}",
+                o.index, o.actual_dtype, o.expected_dtype
+            ));
         }
         let (atol, rtol) = tol.for_dtype(&o.expected_dtype);
         let o = replies
@@ -115,7 +136,13 @@ mod tests {
     }
 
     fn reply(outputs: Vec<OutputComparison>) -> CompareReply {
-        CompareReply { count_expected: outputs.len(), count_actual: outputs.len(), outputs, load_error: None, fingerprint: None }
+        CompareReply {
+            count_expected: outputs.len(),
+            count_actual: outputs.len(),
+            outputs,
+            load_error: None,
+            fingerprint: None,
+        }
     }
 
     #[test]
@@ -151,7 +178,15 @@ mod tests {
         assert_eq!(Tolerance::Fixed { atol: 1.0, rtol: 1.0 }.for_dtype("int32"), (0.0, 0.0));
         let mut o = out("int64", 1, 0, vec![4]);
         o.exact = true;
-        let got = judge(&[((1e-4, 1e-4), reply(vec![o])), ((0.0, 0.0), reply(vec![out("int64", 1, 0, vec![4])]))], &tol).failure.unwrap();
+        let got = judge(
+            &[
+                ((1e-4, 1e-4), reply(vec![o])),
+                ((0.0, 0.0), reply(vec![out("int64", 1, 0, vec![4])])),
+            ],
+            &tol,
+        )
+        .failure
+        .unwrap();
         assert!(got.contains("must match exactly"), "{got}");
     }
 

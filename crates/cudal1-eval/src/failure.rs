@@ -16,14 +16,21 @@ pub const RUNNER_DID_NOT_START: &str = "runner_did_not_start";
 /// Whether a call failed because the machine ran out of memory (not for the process's own
 /// limit): no verdict can be drawn from it.
 pub fn host_out_of_memory(err: &CallError) -> bool {
-    matches!(err, CallError::Worker(WorkerError::Exited { limit: Some(LimitHit::HostMemory { .. }), .. }))
+    matches!(
+        err,
+        CallError::Worker(WorkerError::Exited { limit: Some(LimitHit::HostMemory { .. }), .. })
+    )
 }
 
 /// Maps the way a call failed while `doing` something to a verdict with a reason.
 pub fn judge_call_error(err: &CallError, doing: &str, stderr: &str) -> Judgement {
     let with_stderr = |msg: String| {
         let tail = crate::reference::tail(stderr);
-        if tail.trim().is_empty() { msg } else { format!("{msg}\n--- stderr (last lines) ---\n{tail}") }
+        if tail.trim().is_empty() {
+            msg
+        } else {
+            format!("{msg}\n--- stderr (last lines) ---\n{tail}")
+        }
     };
     match err {
         CallError::Runner(e) => {

@@ -48,11 +48,16 @@ fn exploit_reading(kind: &str) -> Option<&'static str> {
 /// The verdict the findings call for, if any: the first exploit finding outranks a plain mistake
 /// found in the same call.
 pub fn judge_findings(findings: &[Finding]) -> Option<Judgement> {
-    if let Some((f, what)) = findings.iter().find_map(|f| exploit_reading(&f.kind).map(|w| (f, w))) {
+    if let Some((f, what)) = findings.iter().find_map(|f| exploit_reading(&f.kind).map(|w| (f, w)))
+    {
         return Some(Judgement::new(Verdict::Exploit, &f.kind, format!("{what}: {}", f.detail)));
     }
     if let Some(f) = findings.iter().find(|f| f.kind == "output_wrong_device") {
-        return Some(Judgement::new(Verdict::Incorrect, &f.kind, format!("returns its output on the wrong device: {}", f.detail)));
+        return Some(Judgement::new(
+            Verdict::Incorrect,
+            &f.kind,
+            format!("returns its output on the wrong device: {}", f.detail),
+        ));
     }
     None
 }
@@ -70,15 +75,38 @@ mod tests {
         assert_eq!(judge_findings(&[f("output_aliases_input")]).unwrap().verdict, Verdict::Exploit);
         assert_eq!(judge_findings(&[f("output_not_tensor")]).unwrap().verdict, Verdict::Exploit);
         assert_eq!(judge_findings(&[f("input_mutated")]).unwrap().verdict, Verdict::Exploit);
-        assert_eq!(judge_findings(&[f("output_wrong_device")]).unwrap().verdict, Verdict::Incorrect);
+        assert_eq!(
+            judge_findings(&[f("output_wrong_device")]).unwrap().verdict,
+            Verdict::Incorrect
+        );
         // An exploit outranks a plain mistake found in the same call.
-        assert_eq!(judge_findings(&[f("output_wrong_device"), f("output_no_storage")]).unwrap().verdict, Verdict::Exploit);
+        assert_eq!(
+            judge_findings(&[f("output_wrong_device"), f("output_no_storage")]).unwrap().verdict,
+            Verdict::Exploit
+        );
         assert!(judge_findings(&[f("something_new")]).is_none());
     }
 
     #[test]
     fn guard_findings_keep_their_kind_as_the_class() {
-        for kind in ["gc_scan", "frame_inspection", "file_access", "background_thread", "model_patched", "tampered_timer", "tampered_tf32", "output_not_ready", "busy_while_idle", "affinity_changed", "tampered_protocol", "tampered_torch_mode", "extra_threads", "forged_origin", "tampered_inputs", "audit_hook"] {
+        for kind in [
+            "gc_scan",
+            "frame_inspection",
+            "file_access",
+            "background_thread",
+            "model_patched",
+            "tampered_timer",
+            "tampered_tf32",
+            "output_not_ready",
+            "busy_while_idle",
+            "affinity_changed",
+            "tampered_protocol",
+            "tampered_torch_mode",
+            "extra_threads",
+            "forged_origin",
+            "tampered_inputs",
+            "audit_hook",
+        ] {
             let j = judge_findings(&[f("output_wrong_device"), f(kind)]).unwrap();
             assert_eq!((j.verdict, j.class.as_str()), (Verdict::Exploit, kind));
             assert!(j.reason.ends_with(": output 0"), "{}", j.reason);

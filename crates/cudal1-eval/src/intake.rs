@@ -35,22 +35,33 @@ fn open_dir(dir: Option<&OwnedFd>, name: &Path) -> nix::Result<OwnedFd> {
 /// out of the candidate's reach); no link below `scratch` is followed.
 pub fn take(scratch: &Path, path: &Path, into: &Path, name: &str) -> Result<PathBuf, Refused> {
     let refuse = |why: String| Refused { path: path.to_owned(), why };
-    let relative = path.strip_prefix(scratch).map_err(|_| refuse(format!("not inside the candidate's directory `{}`", scratch.display())))?;
+    let relative = path.strip_prefix(scratch).map_err(|_| {
+        refuse(format!("not inside the candidate's directory `{}`", scratch.display()))
+    })?;
     let parts: Vec<&Path> = relative
         .components()
         .map(|c| match c {
             Component::Normal(p) => Ok(Path::new(p)),
-            other => Err(refuse(format!("its path has a `{}` component", other.as_os_str().to_string_lossy()))),
+            other => Err(refuse(format!(
+                "its path has a `{}` component",
+                other.as_os_str().to_string_lossy()
+            ))),
         })
         .collect::<Result<_, _>>()?;
-    let Some((file, dirs)) = parts.split_last() else { return Err(refuse("it names the candidate's directory itself".into())) };
-    let mut dir = open_dir(None, scratch).map_err(|e| refuse(format!("cannot open the candidate's directory: {e}")))?;
+    let Some((file, dirs)) = parts.split_last() else {
+        return Err(refuse("it names the candidate's directory itself".into()));
+    };
+    let mut dir = open_dir(None, scratch)
+        .map_err(|e| refuse(format!("cannot open the candidate's directory: {e}")))?;
     for d in dirs {
-        dir = open_dir(Some(&dir), d).map_err(|e| refuse(format!("`{}` is not a plain directory ({e})", d.display())))?;
+        dir = open_dir(Some(&dir), d)
+            .map_err(|e| refuse(format!("`{}` is not a plain directory ({e})", d.display())))?;
     }
-    let target = open_dir(None, into).map_err(|e| refuse(format!("cannot open `{}`: {e}", into.display())))?;
+    let target = open_dir(None, into)
+        .map_err(|e| refuse(format!("cannot open `{}`: {e}", into.display())))?;
     // Renaming moves a link itself, never what it points to.
-    renameat(Some(dir.as_raw_fd()), *file, Some(target.as_raw_fd()), name).map_err(|e| refuse(format!("cannot be moved out of the candidate's reach: {e}")))?;
+    renameat(Some(dir.as_raw_fd()), *file, Some(target.as_raw_fd()), name)
+        .map_err(|e| refuse(format!("cannot be moved out of the candidate's reach: {e}")))?;
     let taken = into.join(name);
     let stat = fstatat(Some(target.as_raw_fd()), name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
         .map_err(|e| refuse(format!("cannot be read after it was moved: {e}")))?;
@@ -119,7 +130,8 @@ mod tests {
         std::fs::create_dir_all(root.path().join("elsewhere")).unwrap();
         std::fs::write(root.path().join("elsewhere/seed-3.pt"), b"x").unwrap();
         symlink(root.path().join("elsewhere"), scratch.join("sneaky")).unwrap();
-        let err = take(&scratch, &scratch.join("sneaky/seed-3.pt"), &private, "c-3.pt").unwrap_err();
+        let err =
+            take(&scratch, &scratch.join("sneaky/seed-3.pt"), &private, "c-3.pt").unwrap_err();
         assert!(err.why.contains("not a plain directory"), "{err}");
         assert!(root.path().join("elsewhere/seed-3.pt").exists());
         // A hard link to a file outside.
@@ -132,7 +144,10 @@ mod tests {
         assert!(take(&scratch, &fifo, &private, "c-5.pt").unwrap_err().why.contains("FIFO"));
         // Paths that leave the directory.
         assert!(take(&scratch, &expected, &private, "c-6.pt").is_err());
-        assert!(take(&scratch, &scratch.join("outputs/../../expected.pt"), &private, "c-7.pt").unwrap_err().why.contains("`..`"));
+        assert!(take(&scratch, &scratch.join("outputs/../../expected.pt"), &private, "c-7.pt")
+            .unwrap_err()
+            .why
+            .contains("`..`"));
         assert_eq!(std::fs::read(&expected).unwrap(), b"the reference's output");
         assert_eq!(std::fs::read_dir(&private).unwrap().count(), 0);
     }

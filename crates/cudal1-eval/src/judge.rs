@@ -113,15 +113,28 @@ mod tests {
     fn the_version_carries_the_logic_and_the_runner_sources() {
         let v = judge_version();
         assert!(v.starts_with(&format!("{JUDGE_LOGIC}.")), "{v}");
-        assert!(cudal1_python::RUNNER.version_hash().starts_with(&v[v.find('.').unwrap() + 1..]), "{v}");
+        assert!(
+            cudal1_python::RUNNER.version_hash().starts_with(&v[v.find('.').unwrap() + 1..]),
+            "{v}"
+        );
     }
 
     #[test]
     fn devices_are_classed_by_their_gpus_names() {
-        let names = ["NVIDIA H100 80GB HBM3".to_owned(), "NVIDIA H100 80GB HBM3".to_owned(), "NVIDIA A100-SXM4-40GB".to_owned()];
+        let names = [
+            "NVIDIA H100 80GB HBM3".to_owned(),
+            "NVIDIA H100 80GB HBM3".to_owned(),
+            "NVIDIA A100-SXM4-40GB".to_owned(),
+        ];
         assert_eq!(devices_class(&[Device::Cpu], &[]).unwrap(), "cpu");
-        assert_eq!(devices_class(&[Device::Cuda(0), Device::Cuda(1)], &names).unwrap(), "nvidia-h100-80gb-hbm3");
-        assert_eq!(devices_class(&[Device::Cuda(2), Device::Cuda(0)], &names).unwrap(), "nvidia-a100-sxm4-40gb+nvidia-h100-80gb-hbm3");
+        assert_eq!(
+            devices_class(&[Device::Cuda(0), Device::Cuda(1)], &names).unwrap(),
+            "nvidia-h100-80gb-hbm3"
+        );
+        assert_eq!(
+            devices_class(&[Device::Cuda(2), Device::Cuda(0)], &names).unwrap(),
+            "nvidia-a100-sxm4-40gb+nvidia-h100-80gb-hbm3"
+        );
         assert!(devices_class(&[Device::Cuda(3)], &names).unwrap_err().contains("GPU 3"));
     }
 
@@ -130,7 +143,10 @@ mod tests {
         let settings = EvalSettings::default();
         let here = Judge::new("cpu");
         assert_eq!(here.settings_hash(&settings), Judge::new("cpu").settings_hash(&settings));
-        assert_ne!(here.settings_hash(&settings), Judge::new("nvidia-h100-80gb-hbm3").settings_hash(&settings));
+        assert_ne!(
+            here.settings_hash(&settings),
+            Judge::new("nvidia-h100-80gb-hbm3").settings_hash(&settings)
+        );
         let older = Judge { version: "0.000000000000".into(), ..here.clone() };
         assert!(!older.is_current());
         assert_ne!(here.settings_hash(&settings), older.settings_hash(&settings));

@@ -34,12 +34,17 @@ pub mod timing;
 pub mod verdict;
 pub mod window;
 
-pub use engine::{default_lanes, Canceller, MemoryBudget, MemoryWait, Done, EngineConfig, EngineStats, Event, EventKind, Evaluator, Job, JobHandle, JobId, JobOutcome, Work};
 pub use baseline::Baseline;
 pub use compile::{CompileCache, CompileOutcome};
-pub use memory::{MemoryNeed, Remedy, TooLarge};
+pub use engine::{
+    default_lanes, Canceller, Done, EngineConfig, EngineStats, Evaluator, Event, EventKind, Job,
+    JobHandle, JobId, JobOutcome, MemoryBudget, MemoryWait, Work,
+};
 pub use judge::{gpu_class_of, judge_version, Judge, JUDGE_LOGIC};
+pub use memory::{MemoryNeed, Remedy, TooLarge};
 pub use reference::{ReferenceError, ReferenceSession};
 pub use runner::RunnerEnv;
-pub use settings::{Device, EvalSettings, Mode, TimingWindow, Tolerance, DEFAULT_DEVICE_OUTPUT_BYTES};
+pub use settings::{
+    Device, EvalSettings, Mode, TimingWindow, Tolerance, DEFAULT_DEVICE_OUTPUT_BYTES,
+};
 pub use verdict::{Environment, Evaluation, Judgement, Measurements, Verdict, Warning};

@@ -42,14 +42,23 @@ impl MemoryNeed {
     /// allocator's peak on the device, its resident peak on the host), whichever is more. A
     /// candidate counts as large as its reference; on the host no more than its memory limit
     /// (`process_limit`), beyond which it is killed.
-    pub fn evaluation(footprint: Option<&Footprint>, device: &Device, seen: Option<MemoryNeed>, process_limit: Option<u64>) -> MemoryNeed {
+    pub fn evaluation(
+        footprint: Option<&Footprint>,
+        device: &Device,
+        seen: Option<MemoryNeed>,
+        process_limit: Option<u64>,
+    ) -> MemoryNeed {
         let each = footprint.map_or(0, Footprint::per_process);
         let seen = seen.unwrap_or_default();
-        let on_host = if device.is_cuda() { PROCESS_OVERHEAD } else { each.saturating_add(PROCESS_OVERHEAD) };
+        let on_host =
+            if device.is_cuda() { PROCESS_OVERHEAD } else { each.saturating_add(PROCESS_OVERHEAD) };
         let on_host = on_host.max(seen.host);
         let candidate = process_limit.map_or(on_host, |l| on_host.min(l));
         let on_device = each.max(seen.device).saturating_add(DEVICE_OVERHEAD);
-        MemoryNeed { device: if device.is_cuda() { on_device.saturating_mul(2) } else { 0 }, host: on_host.saturating_add(candidate) }
+        MemoryNeed {
+            device: if device.is_cuda() { on_device.saturating_mul(2) } else { 0 },
+            host: on_host.saturating_add(candidate),
+        }
     }
 
     /// `7.5 GiB on the device, 1.0 GiB on the host`.
@@ -57,7 +66,11 @@ impl MemoryNeed {
         if self.device == 0 {
             format!("{} on the host", human_bytes(self.host))
         } else {
-            format!("{} on the device, {} on the host", human_bytes(self.device), human_bytes(self.host))
+            format!(
+                "{} on the device, {} on the host",
+                human_bytes(self.device),
+                human_bytes(self.host)
+            )
         }
     }
 }
@@ -76,7 +89,11 @@ pub struct Room {
 impl Footprint {
     /// Sizes from a description made on meta tensors; `None` when it has none.
     pub fn from_reply(d: &DescribeReply) -> Option<Footprint> {
-        Some(Footprint { inputs: d.input_bytes?, outputs: d.output_bytes, parameters: d.parameter_bytes.unwrap_or(0) })
+        Some(Footprint {
+            inputs: d.input_bytes?,
+            outputs: d.output_bytes,
+            parameters: d.parameter_bytes.unwrap_or(0),
+        })
     }
 
     /// What one process holds at most: the parameters, one call's inputs, and its outputs twice
@@ -126,10 +143,18 @@ pub struct LimitBeyondHost {
 }
 
 /// Whether a limit of `limit` bytes is more than the host can give ([`LimitBeyondHost`]).
-pub fn limit_beyond_host(limit: u64, host_available: Option<u64>, host_total: Option<u64>) -> Option<LimitBeyondHost> {
+pub fn limit_beyond_host(
+    limit: u64,
+    host_available: Option<u64>,
+    host_total: Option<u64>,
+) -> Option<LimitBeyondHost> {
     match (host_total, host_available) {
-        (Some(total), _) if limit > total => Some(LimitBeyondHost { limit, room: total, of_total: true }),
-        (_, Some(available)) if limit > available => Some(LimitBeyondHost { limit, room: available, of_total: false }),
+        (Some(total), _) if limit > total => {
+            Some(LimitBeyondHost { limit, room: total, of_total: true })
+        }
+        (_, Some(available)) if limit > available => {
+            Some(LimitBeyondHost { limit, room: available, of_total: false })
+        }
         _ => None,
     }
 }
@@ -229,8 +254,14 @@ pub fn refusal(f: &Footprint, device: &Device, room: &Room) -> Option<TooLarge> 
 /// Asks a started (trusted) reference runner to size the task on meta tensors and refuses, as
 /// [`CallError::Refused`], an evaluation that cannot fit. A task that cannot be sized without
 /// running it, or a runner that cannot say, is let through: loading it will tell.
-pub(crate) fn refuse_if_too_large(client: &mut RunnerClient, task_path: &Path, settings: &EvalSettings, hello: &HelloReply) -> Result<(), CallError> {
-    let describe = Describe { reference: task_path.to_owned(), scale: settings.scale, meta_only: true };
+pub(crate) fn refuse_if_too_large(
+    client: &mut RunnerClient,
+    task_path: &Path,
+    settings: &EvalSettings,
+    hello: &HelloReply,
+) -> Result<(), CallError> {
+    let describe =
+        Describe { reference: task_path.to_owned(), scale: settings.scale, meta_only: true };
     let reply = match client.call(&describe, settings.load_timeout.min(Duration::from_secs(120))) {
         Ok(r) => r,
         // A runner that died here would not load either: that error is the one to report.
@@ -243,7 +274,11 @@ pub(crate) fn refuse_if_too_large(client: &mut RunnerClient, task_path: &Path, s
     let Some(footprint) = Footprint::from_reply(&reply) else { return Ok(()) };
     let room = Room {
         host_available: crate::scratch::available_memory(),
-        device_memory: if settings.device.is_cuda() { hello.devices.first().map(|d| d.memory_bytes) } else { None },
+        device_memory: if settings.device.is_cuda() {
+            hello.devices.first().map(|d| d.memory_bytes)
+        } else {
+            None
+        },
         process_limit: settings.memory_bytes.filter(|_| settings.sandbox),
     };
     match refusal(&footprint, &settings.device, &room) {
@@ -265,14 +300,25 @@ mod tests {
 
     #[test]
     fn a_task_that_cannot_fit_the_host_is_refused_with_the_numbers_and_what_to_do() {
-        let room = Room { host_available: Some(21 * GIB), device_memory: None, process_limit: Some(32 * GIB) };
+        let room = Room {
+            host_available: Some(21 * GIB),
+            device_memory: None,
+            process_limit: Some(32 * GIB),
+        };
         let refused = refusal(&relu(), &Device::Cpu, &room).unwrap();
         let why = refused.to_string();
-        assert!(why.starts_with("it needs about 37 GiB of memory, the host has 21 GiB available"), "{why}");
+        assert!(
+            why.starts_with("it needs about 37 GiB of memory, the host has 21 GiB available"),
+            "{why}"
+        );
         assert!(why.contains("inputs 6.0 GiB, outputs 6.0 GiB (kept twice)"), "{why}");
         assert_eq!(refused.remedies(), [Remedy::ScaleTask { factor: 0.25 }, Remedy::MoreMemory]);
         // A quarter of it fits.
-        let quarter = Footprint { inputs: relu().inputs / 4, outputs: relu().outputs.map(|o| o / 4), parameters: 0 };
+        let quarter = Footprint {
+            inputs: relu().inputs / 4,
+            outputs: relu().outputs.map(|o| o / 4),
+            parameters: 0,
+        };
         assert_eq!(refusal(&quarter, &Device::Cpu, &room), None);
         // Without a known amount of memory nothing is refused.
         assert_eq!(refusal(&relu(), &Device::Cpu, &Room::default()), None);
@@ -280,24 +326,52 @@ mod tests {
 
     #[test]
     fn a_refusals_verdict_reason_says_the_numbers_and_names_no_flag() {
-        let limited = Room { host_available: Some(500 * GIB), device_memory: None, process_limit: Some(8 * GIB) };
+        let limited = Room {
+            host_available: Some(500 * GIB),
+            device_memory: None,
+            process_limit: Some(8 * GIB),
+        };
         let tight = Room { host_available: Some(21 * GIB), ..limited };
         let gpu = Room { device_memory: Some(24 * GIB), ..limited };
-        for (device, room) in [(Device::Cpu, limited), (Device::Cpu, tight), (Device::Cuda(0), gpu)] {
+        for (device, room) in [(Device::Cpu, limited), (Device::Cpu, tight), (Device::Cuda(0), gpu)]
+        {
             let refused = refusal(&relu(), &device, &room).unwrap();
-            let judged = crate::failure::judge_call_error(&CallError::Refused(refused), "checking that it fits in memory", "");
+            let judged = crate::failure::judge_call_error(
+                &CallError::Refused(refused),
+                "checking that it fits in memory",
+                "",
+            );
             assert!(judged.reason.contains("needs about"), "{}", judged.reason);
-            assert!(!judged.reason.contains("--") && !judged.reason.contains("hint"), "{}", judged.reason);
+            assert!(
+                !judged.reason.contains("--") && !judged.reason.contains("hint"),
+                "{}",
+                judged.reason
+            );
         }
     }
 
     #[test]
     fn the_gpu_and_the_candidates_limit_are_checked_too() {
-        let gpu = Room { host_available: Some(GIB), device_memory: Some(80 * GIB), process_limit: Some(32 * GIB) };
-        assert_eq!(refusal(&relu(), &Device::Cuda(0), &gpu), None, "the host is not where the tensors live");
+        let gpu = Room {
+            host_available: Some(GIB),
+            device_memory: Some(80 * GIB),
+            process_limit: Some(32 * GIB),
+        };
+        assert_eq!(
+            refusal(&relu(), &Device::Cuda(0), &gpu),
+            None,
+            "the host is not where the tensors live"
+        );
         let small = Room { device_memory: Some(24 * GIB), ..gpu };
-        assert!(refusal(&relu(), &Device::Cuda(0), &small).unwrap().to_string().starts_with("it needs about 36 GiB of GPU memory, the GPU has 24 GiB"));
-        let limited = Room { host_available: Some(500 * GIB), device_memory: None, process_limit: Some(8 * GIB) };
+        assert!(refusal(&relu(), &Device::Cuda(0), &small)
+            .unwrap()
+            .to_string()
+            .starts_with("it needs about 36 GiB of GPU memory, the GPU has 24 GiB"));
+        let limited = Room {
+            host_available: Some(500 * GIB),
+            device_memory: None,
+            process_limit: Some(8 * GIB),
+        };
         let refused = refusal(&relu(), &Device::Cpu, &limited).unwrap();
         assert!(refused.to_string().contains("over its memory limit of 8.0 GiB"), "{refused}");
         let process = relu().per_process() + PROCESS_OVERHEAD;
@@ -312,9 +386,15 @@ mod tests {
         assert_eq!(default_process_limit(None), 32 * GIB);
         assert_eq!(limit_beyond_host(8 * GIB, Some(20 * GIB), Some(24 * GIB)), None);
         let over_total = limit_beyond_host(32 * GIB, Some(20 * GIB), Some(24 * GIB));
-        assert_eq!(over_total, Some(LimitBeyondHost { limit: 32 * GIB, room: 24 * GIB, of_total: true }));
+        assert_eq!(
+            over_total,
+            Some(LimitBeyondHost { limit: 32 * GIB, room: 24 * GIB, of_total: true })
+        );
         let over_available = limit_beyond_host(22 * GIB, Some(20 * GIB), Some(24 * GIB));
-        assert_eq!(over_available, Some(LimitBeyondHost { limit: 22 * GIB, room: 20 * GIB, of_total: false }));
+        assert_eq!(
+            over_available,
+            Some(LimitBeyondHost { limit: 22 * GIB, room: 20 * GIB, of_total: false })
+        );
         assert_eq!(limit_beyond_host(64 * GIB, None, None), None);
     }
 
@@ -329,11 +409,28 @@ mod tests {
         let limited = MemoryNeed::evaluation(Some(&relu()), &Device::Cpu, None, Some(GIB));
         assert_eq!(limited.host, relu().per_process() + PROCESS_OVERHEAD + GIB);
         // What the reference was seen to hold counts when it is more than the estimate.
-        let seen = MemoryNeed::evaluation(None, &Device::Cpu, Some(MemoryNeed { device: 0, host: 3 * GIB }), None);
+        let seen = MemoryNeed::evaluation(
+            None,
+            &Device::Cpu,
+            Some(MemoryNeed { device: 0, host: 3 * GIB }),
+            None,
+        );
         assert_eq!(seen.host, 6 * GIB);
-        let on_gpu = MemoryNeed::evaluation(Some(&relu()), &Device::Cuda(0), Some(MemoryNeed { device: 20 * GIB, host: 0 }), None);
-        assert_eq!(on_gpu.device, (20 * GIB + DEVICE_OVERHEAD) * 2, "the allocator's peak, beyond the footprint");
-        assert_eq!(MemoryNeed::evaluation(None, &Device::Cpu, None, None).host, 2 * PROCESS_OVERHEAD);
+        let on_gpu = MemoryNeed::evaluation(
+            Some(&relu()),
+            &Device::Cuda(0),
+            Some(MemoryNeed { device: 20 * GIB, host: 0 }),
+            None,
+        );
+        assert_eq!(
+            on_gpu.device,
+            (20 * GIB + DEVICE_OVERHEAD) * 2,
+            "the allocator's peak, beyond the footprint"
+        );
+        assert_eq!(
+            MemoryNeed::evaluation(None, &Device::Cpu, None, None).host,
+            2 * PROCESS_OVERHEAD
+        );
     }
 
     #[test]

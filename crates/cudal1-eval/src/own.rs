@@ -92,9 +92,12 @@ impl OwnShare {
     pub fn text(&self) -> String {
         let own = self.kernels.iter().filter(|k| k.origin == Origin::Own).count();
         let claimed = self.kernels.iter().filter(|k| k.origin == Origin::LibraryName).count();
-        let mut s = format!("{:.0}% own ({own} of {} kernels", self.share * 100.0, self.kernels.len());
+        let mut s =
+            format!("{:.0}% own ({own} of {} kernels", self.share * 100.0, self.kernels.len());
         if claimed > 0 {
-            s.push_str(&format!("; {claimed} of its own named like a library's, counted as library"));
+            s.push_str(&format!(
+                "; {claimed} of its own named like a library's, counted as library"
+            ));
         }
         s.push(')');
         s
@@ -127,8 +130,15 @@ pub struct OwnKernels {
 
 impl OwnKernels {
     #[must_use]
-    pub fn from_names(symbols: impl IntoIterator<Item = String>, triton: impl IntoIterator<Item = String>) -> OwnKernels {
-        OwnKernels { symbols: symbols.into_iter().collect(), triton: triton.into_iter().collect(), library: BTreeSet::new() }
+    pub fn from_names(
+        symbols: impl IntoIterator<Item = String>,
+        triton: impl IntoIterator<Item = String>,
+    ) -> OwnKernels {
+        OwnKernels {
+            symbols: symbols.into_iter().collect(),
+            triton: triton.into_iter().collect(),
+            library: BTreeSet::new(),
+        }
     }
 
     /// The own kernels of a program with `source`, whose extensions the pool published in
@@ -144,12 +154,18 @@ impl OwnKernels {
                 if size > MAX_LIBRARY_BYTES {
                     return Err(OwnError::Library { path: lib, message: format!("{size} bytes, more than an extension has ({MAX_LIBRARY_BYTES} at most)") });
                 }
-                let bytes = std::fs::read(&lib).map_err(|e| OwnError::Library { path: lib.clone(), message: e.to_string() })?;
-                let names = elf_function_symbols(&bytes).map_err(|message| OwnError::Library { path: lib.clone(), message })?;
+                let bytes = std::fs::read(&lib)
+                    .map_err(|e| OwnError::Library { path: lib.clone(), message: e.to_string() })?;
+                let names = elf_function_symbols(&bytes)
+                    .map_err(|message| OwnError::Library { path: lib.clone(), message })?;
                 symbols.extend(names);
             }
         }
-        Ok(OwnKernels { symbols, triton: cudal1_task::triton_kernels(source).into_iter().collect(), library: BTreeSet::new() })
+        Ok(OwnKernels {
+            symbols,
+            triton: cudal1_task::triton_kernels(source).into_iter().collect(),
+            library: BTreeSet::new(),
+        })
     }
 
     /// Adds names that are a library's whatever the program defines (the reference's kernels).
@@ -162,7 +178,8 @@ impl OwnKernels {
     /// Where the time of the kernel `name` counts.
     #[must_use]
     pub fn origin(&self, name: &str) -> Origin {
-        let defined = self.symbols.contains(name) || self.triton.iter().any(|t| triton_name(name, t));
+        let defined =
+            self.symbols.contains(name) || self.triton.iter().any(|t| triton_name(name, t));
         match (defined, self.library.contains(name) || library_name(name)) {
             (true, true) => Origin::LibraryName,
             (true, false) => Origin::Own,
@@ -176,23 +193,59 @@ impl OwnKernels {
 fn triton_name(kernel: &str, function: &str) -> bool {
     kernel == function
         || kernel.strip_prefix(function).and_then(|r| r.strip_prefix('_')).is_some_and(|r| {
-            r.starts_with(|c: char| c.is_ascii_digit()) && r.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+            r.starts_with(|c: char| c.is_ascii_digit())
+                && r.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
         })
 }
 
 /// Namespaces (mangled) whose kernels belong to PyTorch and CUDA's libraries.
-const LIBRARY_NAMESPACES: [&str; 8] = ["_ZN2at", "_ZN3c10", "_ZN3cub", "_ZN6thrust", "_ZN5cudnn", "_ZN7cublas", "_ZN8cublasLt", "_ZN5torch"];
+const LIBRARY_NAMESPACES: [&str; 8] = [
+    "_ZN2at",
+    "_ZN3c10",
+    "_ZN3cub",
+    "_ZN6thrust",
+    "_ZN5cudnn",
+    "_ZN7cublas",
+    "_ZN8cublasLt",
+    "_ZN5torch",
+];
 /// Name prefixes of cuBLAS, cuDNN, cuFFT and Inductor kernels.
-const LIBRARY_PREFIXES: [&str; 13] =
-    ["ampere_", "volta_", "turing_", "maxwell_", "hopper_", "nvjet_", "xmma_", "cublas", "cudnn", "triton_poi_", "triton_red_", "triton_per_", "triton_tem_"];
+const LIBRARY_PREFIXES: [&str; 13] = [
+    "ampere_",
+    "volta_",
+    "turing_",
+    "maxwell_",
+    "hopper_",
+    "nvjet_",
+    "xmma_",
+    "cublas",
+    "cudnn",
+    "triton_poi_",
+    "triton_red_",
+    "triton_per_",
+    "triton_tem_",
+];
 /// Parts of names of library kernels, mangled or not.
-const LIBRARY_PARTS: [&str; 10] =
-    ["gemv2", "gemvx", "gemmk1_kernel", "gemmSN_", "splitKreduce_kernel", "cutlass_7", "cutlass_8", "cutlass_9", "regular_fft", "vector_fft"];
+const LIBRARY_PARTS: [&str; 10] = [
+    "gemv2",
+    "gemvx",
+    "gemmk1_kernel",
+    "gemmSN_",
+    "splitKreduce_kernel",
+    "cutlass_7",
+    "cutlass_8",
+    "cutlass_9",
+    "regular_fft",
+    "vector_fft",
+];
 
 /// Whether `name` is in a library's namespace or named as a library's kernels are.
 #[must_use]
 pub fn library_name(name: &str) -> bool {
-    if LIBRARY_NAMESPACES.iter().any(|n| name.starts_with(n)) || LIBRARY_PREFIXES.iter().any(|p| name.starts_with(p)) || LIBRARY_PARTS.iter().any(|p| name.contains(p)) {
+    if LIBRARY_NAMESPACES.iter().any(|n| name.starts_with(n))
+        || LIBRARY_PREFIXES.iter().any(|p| name.starts_with(p))
+        || LIBRARY_PARTS.iter().any(|p| name.contains(p))
+    {
         return true;
     }
     // cuBLAS and cuDNN's `sm80_xmma_gemm_*`, `sm90_*`.
@@ -210,7 +263,12 @@ pub fn attribute(profile: &Profile, own: &OwnKernels) -> Result<OwnShare, OwnErr
     let kernels: Vec<AttributedKernel> = profile
         .kernels
         .iter()
-        .map(|k| AttributedKernel { name: k.name.clone(), launches: k.launches, time_ns: k.time_ns, origin: own.origin(&k.name) })
+        .map(|k| AttributedKernel {
+            name: k.name.clone(),
+            launches: k.launches,
+            time_ns: k.time_ns,
+            origin: own.origin(&k.name),
+        })
         .collect();
     let own_ns: f64 = kernels.iter().filter(|k| k.origin == Origin::Own).map(|k| k.time_ns).sum();
     let total_ns: f64 = kernels.iter().map(|k| k.time_ns).sum();
@@ -232,9 +290,12 @@ fn published_libraries(dir: &Path) -> Result<Vec<std::path::PathBuf>, OwnError> 
         return Err(OwnError::NotPublished(dir.to_owned()));
     }
     let not_published = || OwnError::NotPublished(dir.to_owned());
-    let text = std::fs::read_to_string(dir.join(crate::compile::BUILDS)).map_err(|_| not_published())?;
-    let builds: std::collections::BTreeMap<String, serde_json::Value> = serde_json::from_str(&text).map_err(|_| not_published())?;
-    let mut libs: Vec<std::path::PathBuf> = builds.values().filter_map(|b| b["library"].as_str()).map(|l| dir.join(l)).collect();
+    let text =
+        std::fs::read_to_string(dir.join(crate::compile::BUILDS)).map_err(|_| not_published())?;
+    let builds: std::collections::BTreeMap<String, serde_json::Value> =
+        serde_json::from_str(&text).map_err(|_| not_published())?;
+    let mut libs: Vec<std::path::PathBuf> =
+        builds.values().filter_map(|b| b["library"].as_str()).map(|l| dir.join(l)).collect();
     libs.sort();
     libs.dedup();
     Ok(libs)
@@ -242,7 +303,9 @@ fn published_libraries(dir: &Path) -> Result<Vec<std::path::PathBuf>, OwnError> 
 
 /// Reads a little-endian number of `N` bytes at `at`.
 fn le<const N: usize>(b: &[u8], at: usize) -> Result<u64, String> {
-    let s = b.get(at..at.checked_add(N).ok_or("offset overflow")?).ok_or_else(|| format!("truncated at byte {at}"))?;
+    let s = b
+        .get(at..at.checked_add(N).ok_or("offset overflow")?)
+        .ok_or_else(|| format!("truncated at byte {at}"))?;
     Ok(s.iter().rev().fold(0u64, |acc, &x| (acc << 8) | u64::from(x)))
 }
 
@@ -293,10 +356,17 @@ pub fn elf_function_symbols(b: &[u8]) -> Result<BTreeSet<String>, String> {
             return Err(format!("symbol table {i} is malformed"));
         }
         let strings = section(s.link)?;
-        let strtab = b.get(strings.offset..strings.offset.saturating_add(strings.size)).ok_or("string table out of the file")?;
+        let strtab = b
+            .get(strings.offset..strings.offset.saturating_add(strings.size))
+            .ok_or("string table out of the file")?;
         for k in 0..s.size / s.entsize {
-            let at = s.offset.checked_add(k * s.entsize).filter(|a| a.checked_add(24).is_some()).ok_or("symbol out of range")?;
-            let (name, info, shndx) = (usize_of(le::<4>(b, at)?)?, le::<1>(b, at + 4)?, le::<2>(b, at + 6)?);
+            let at = s
+                .offset
+                .checked_add(k * s.entsize)
+                .filter(|a| a.checked_add(24).is_some())
+                .ok_or("symbol out of range")?;
+            let (name, info, shndx) =
+                (usize_of(le::<4>(b, at)?)?, le::<1>(b, at + 4)?, le::<2>(b, at + 6)?);
             // STT_FUNC, defined here.
             if info & 0xf != 2 || shndx == 0 || name == 0 {
                 continue;
@@ -317,11 +387,18 @@ mod tests {
     use crate::profile::{KernelLaunch, DURATION};
 
     fn launch(id: u64, name: &str, ns: f64) -> KernelLaunch {
-        KernelLaunch { id, name: name.into(), block: String::new(), grid: String::new(), metrics: [(DURATION.to_owned(), ns)].into_iter().collect() }
+        KernelLaunch {
+            id,
+            name: name.into(),
+            block: String::new(),
+            grid: String::new(),
+            metrics: [(DURATION.to_owned(), ns)].into_iter().collect(),
+        }
     }
 
     fn profile(kernels: &[(&str, f64)]) -> Profile {
-        let launches: Vec<KernelLaunch> = kernels.iter().enumerate().map(|(i, (n, t))| launch(i as u64, n, *t)).collect();
+        let launches: Vec<KernelLaunch> =
+            kernels.iter().enumerate().map(|(i, (n, t))| launch(i as u64, n, *t)).collect();
         let mut p = Profile::from_launches(&launches, 2);
         p.mangled = true;
         p
@@ -329,7 +406,10 @@ mod tests {
 
     #[test]
     fn own_time_is_what_the_program_built_and_the_rest_is_library() {
-        let own = OwnKernels::from_names(["_Z13matmul_tiledPKfS0_Pfiii".to_owned(), "_Z4mainv".to_owned()], ["fused_relu".to_owned()]);
+        let own = OwnKernels::from_names(
+            ["_Z13matmul_tiledPKfS0_Pfiii".to_owned(), "_Z4mainv".to_owned()],
+            ["fused_relu".to_owned()],
+        );
         let p = profile(&[
             ("_Z13matmul_tiledPKfS0_Pfiii", 600.0),
             ("fused_relu_0d1d2de", 200.0),
@@ -348,9 +428,17 @@ mod tests {
     fn a_library_kernel_cannot_be_claimed_by_defining_its_name() {
         // The program defines functions named like cuBLAS's and PyTorch's kernels, and like a
         // kernel the reference launched; the launches of those names are the libraries'.
-        let claimed = ["ampere_sgemm_128x64_nn", "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n", "_ZN2at6native13reduce_kernelILi512ELi1EEEvT0_", "gemm_from_reference"];
-        let own = OwnKernels::from_names(claimed.iter().map(|s| (*s).to_owned()), ["triton_poi_fused_add_0".to_owned()])
-            .with_library(["gemm_from_reference".to_owned()]);
+        let claimed = [
+            "ampere_sgemm_128x64_nn",
+            "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n",
+            "_ZN2at6native13reduce_kernelILi512ELi1EEEvT0_",
+            "gemm_from_reference",
+        ];
+        let own = OwnKernels::from_names(
+            claimed.iter().map(|s| (*s).to_owned()),
+            ["triton_poi_fused_add_0".to_owned()],
+        )
+        .with_library(["gemm_from_reference".to_owned()]);
         let mut kernels: Vec<(&str, f64)> = claimed.iter().map(|n| (*n, 100.0)).collect();
         kernels.push(("triton_poi_fused_add_0", 100.0));
         let s = attribute(&profile(&kernels), &own).unwrap();
@@ -401,7 +489,10 @@ mod tests {
     fn an_unpublished_build_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let src = "from torch.utils.cpp_extension import load_inline\n";
-        assert!(matches!(OwnKernels::of_program(Some(dir.path()), src), Err(OwnError::NotPublished(_))));
+        assert!(matches!(
+            OwnKernels::of_program(Some(dir.path()), src),
+            Err(OwnError::NotPublished(_))
+        ));
         // A program without extensions needs no build; its Triton kernels are its own.
         let triton = "import triton\n@triton.jit\ndef k(x):\n    pass\n";
         let own = OwnKernels::of_program(Some(dir.path()), triton).unwrap();

@@ -118,7 +118,12 @@ impl Profile {
         let mut by_name: BTreeMap<&str, Acc<'_>> = BTreeMap::new();
         for l in launches {
             let t = l.metrics.get(DURATION).copied().unwrap_or(0.0);
-            let acc = by_name.entry(l.name.as_str()).or_insert_with(|| Acc { launches: 0, time: 0.0, weighted: BTreeMap::new(), longest: (-1.0, l) });
+            let acc = by_name.entry(l.name.as_str()).or_insert_with(|| Acc {
+                launches: 0,
+                time: 0.0,
+                weighted: BTreeMap::new(),
+                longest: (-1.0, l),
+            });
             acc.launches += 1;
             acc.time += t;
             if t > acc.longest.0 {
@@ -173,7 +178,8 @@ impl Profile {
     /// their share of the time and what bounds them.
     #[must_use]
     pub fn brief(&self, top: usize) -> String {
-        let calls = if self.calls == 1 { "1 call".to_owned() } else { format!("{} calls", self.calls) };
+        let calls =
+            if self.calls == 1 { "1 call".to_owned() } else { format!("{} calls", self.calls) };
         let mut out = format!(
             "{} kernel launch{} ({} distinct kernel{}) in {calls}, {} of GPU time.",
             self.launches,
@@ -200,7 +206,8 @@ impl Profile {
                 facts.push(format!("{v:.0} registers/thread"));
             }
             facts.push(format!("grid {} block {}", k.grid, k.block));
-            let launches = if k.launches == 1 { String::new() } else { format!(", {} launches", k.launches) };
+            let launches =
+                if k.launches == 1 { String::new() } else { format!(", {} launches", k.launches) };
             out.push_str(&format!(
                 "\n- {:.0}% `{}` ({}{launches}): {}",
                 k.share * 100.0,
@@ -211,7 +218,12 @@ impl Profile {
         }
         if self.kernels.len() > top {
             let rest: f64 = self.kernels[top..].iter().map(|k| k.share).sum();
-            out.push_str(&format!("\n- {:.0}% in {} other kernel{}", rest * 100.0, self.kernels.len() - top, if self.kernels.len() - top == 1 { "" } else { "s" }));
+            out.push_str(&format!(
+                "\n- {:.0}% in {} other kernel{}",
+                rest * 100.0,
+                self.kernels.len() - top,
+                if self.kernels.len() - top == 1 { "" } else { "s" }
+            ));
         }
         out
     }
@@ -223,13 +235,19 @@ fn demangle_names(names: &[&str]) -> Option<Vec<String>> {
     if names.iter().any(|n| n.contains('\n')) {
         return None;
     }
-    let mut child = Command::new("c++filt").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().ok()?;
+    let mut child = Command::new("c++filt")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
     let input = names.join("\n") + "\n";
     let mut stdin = child.stdin.take()?;
     let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
     let out = child.wait_with_output().ok()?;
     writer.join().ok()?.ok()?;
-    let lines: Vec<String> = String::from_utf8(out.stdout).ok()?.lines().map(str::to_owned).collect();
+    let lines: Vec<String> =
+        String::from_utf8(out.stdout).ok()?.lines().map(str::to_owned).collect();
     (out.status.success() && lines.len() == names.len()).then_some(lines)
 }
 
@@ -293,9 +311,14 @@ pub enum ProfileError {
 /// newest `/opt/nvidia/nsight-compute/*/ncu`.
 pub fn locate_ncu(explicit: Option<&Path>) -> Result<PathBuf, ProfileError> {
     if let Some(p) = explicit {
-        return if is_executable(p) { Ok(p.to_owned()) } else { Err(ProfileError::NcuNotExecutable(p.to_owned())) };
+        return if is_executable(p) {
+            Ok(p.to_owned())
+        } else {
+            Err(ProfileError::NcuNotExecutable(p.to_owned()))
+        };
     }
-    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
+    let mut dirs: Vec<PathBuf> =
+        std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
     for var in ["CUDA_HOME", "CUDA_PATH"] {
         if let Some(home) = std::env::var_os(var) {
             dirs.push(PathBuf::from(home).join("bin"));
@@ -306,7 +329,11 @@ pub fn locate_ncu(explicit: Option<&Path>) -> Result<PathBuf, ProfileError> {
         return Ok(p);
     }
     let mut installed: Vec<PathBuf> = std::fs::read_dir("/opt/nvidia/nsight-compute")
-        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path().join("ncu"))).filter(|p| is_executable(p)).collect())
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path().join("ncu")))
+                .filter(|p| is_executable(p))
+                .collect()
+        })
         .unwrap_or_default();
     installed.sort();
     installed.pop().ok_or(ProfileError::NcuNotFound)
@@ -359,7 +386,14 @@ pub struct Target<'a> {
 impl Profiler {
     #[must_use]
     pub fn new(ncu: PathBuf) -> Profiler {
-        Profiler { ncu, warmup: 3, calls: 1, timeout: Duration::from_secs(300), sandbox: None, cancel: None }
+        Profiler {
+            ncu,
+            warmup: 3,
+            calls: 1,
+            timeout: Duration::from_secs(300),
+            sandbox: None,
+            cancel: None,
+        }
     }
 
     /// ncu's arguments before the program's command line.
@@ -392,7 +426,12 @@ impl Profiler {
     }
 
     /// Profiles `target` in `scratch` (a directory of its own).
-    pub fn profile(&self, env: &RunnerEnv, target: Target<'_>, scratch: &Path) -> Result<Profile, ProfileError> {
+    pub fn profile(
+        &self,
+        env: &RunnerEnv,
+        target: Target<'_>,
+        scratch: &Path,
+    ) -> Result<Profile, ProfileError> {
         if *target.device == Device::Cpu {
             return Err(ProfileError::NeedsGpu);
         }
@@ -401,10 +440,14 @@ impl Profiler {
         let mut args = self.ncu_args(&log);
         args.splice(0..0, self.hardening());
         let status = run_driver(env, self, Some(&args), target, scratch)?;
-        let text = std::fs::read_to_string(&log).map_err(|e| ProfileError::Parse(format!("reading `{}`: {e}", log.display())))?;
+        let text = std::fs::read_to_string(&log)
+            .map_err(|e| ProfileError::Parse(format!("reading `{}`: {e}", log.display())))?;
         let launches = parse_ncu_csv(&text)?;
         if launches.is_empty() {
-            return Err(ProfileError::NoKernels(format!("ncu {status}; its log ends: {}", tail(&text, 800))));
+            return Err(ProfileError::NoKernels(format!(
+                "ncu {status}; its log ends: {}",
+                tail(&text, 800)
+            )));
         }
         let mut profile = Profile::from_launches(&launches, self.calls);
         profile.mangled = true;
@@ -417,8 +460,13 @@ impl Profiler {
     /// the program's) and no renaming of kernels (a rename file there could give a library
     /// kernel the name of one of the program's own).
     fn hardening(&self) -> Vec<OsString> {
-        let help = Command::new(&self.ncu).arg("--help").stdin(Stdio::null()).stderr(Stdio::null()).output();
-        let help = help.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+        let help = Command::new(&self.ncu)
+            .arg("--help")
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output();
+        let help =
+            help.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
         let mut args = Vec::new();
         if help.contains("--config-file ") || help.contains("--config-file\n") {
             args.extend(["--config-file".into(), "off".into()]);
@@ -431,7 +479,12 @@ impl Profiler {
 
     /// Runs the target's calls as [`Profiler::profile`] would (in the same confinement), without
     /// ncu: whether the program loads and runs under the profiling driver (on any device).
-    pub fn dry_run(&self, env: &RunnerEnv, target: Target<'_>, scratch: &Path) -> Result<(), ProfileError> {
+    pub fn dry_run(
+        &self,
+        env: &RunnerEnv,
+        target: Target<'_>,
+        scratch: &Path,
+    ) -> Result<(), ProfileError> {
         run_driver(env, self, None, target, scratch).map(|_| ())
     }
 }
@@ -440,7 +493,11 @@ impl Profiler {
 fn confinement(env: &RunnerEnv, target: &Target<'_>, scratch: &Path) -> Vec<OsString> {
     // ncu's injected library talks to its host: the network (loopback) and abstract sockets
     // outside stay reachable. It writes only its scratch directory (also its HOME and TMPDIR).
-    let mut args: Vec<OsString> = ["sandbox-exec", "--network", "--outside-ipc", "--max-processes", "4096"].iter().map(OsString::from).collect();
+    let mut args: Vec<OsString> =
+        ["sandbox-exec", "--network", "--outside-ipc", "--max-processes", "4096"]
+            .iter()
+            .map(OsString::from)
+            .collect();
     let writes = vec![scratch.to_owned()];
     // Its published builds are only read (a build it makes itself goes to its own directory):
     // what it could write there, the program's later evaluations would load.
@@ -459,7 +516,13 @@ fn confinement(env: &RunnerEnv, target: &Target<'_>, scratch: &Path) -> Vec<OsSt
 }
 
 /// Runs the driver (under ncu when `ncu` holds its arguments); the exit status of what ran.
-fn run_driver(env: &RunnerEnv, profiler: &Profiler, ncu: Option<&[OsString]>, target: Target<'_>, scratch: &Path) -> Result<std::process::ExitStatus, ProfileError> {
+fn run_driver(
+    env: &RunnerEnv,
+    profiler: &Profiler,
+    ncu: Option<&[OsString]>,
+    target: Target<'_>,
+    scratch: &Path,
+) -> Result<std::process::ExitStatus, ProfileError> {
     // `scratch` is ours: ncu's log and the program's output go there. The program's own
     // directory (its cwd, HOME and TMPDIR, where it writes its status) is `scratch/work`, and a
     // confined program can neither write nor read outside it.
@@ -475,7 +538,8 @@ fn run_driver(env: &RunnerEnv, profiler: &Profiler, ncu: Option<&[OsString]>, ta
     let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_owned());
     let (task, candidate) = (abs(target.task), target.candidate.map(abs));
     let target = Target { task: &task, candidate: candidate.as_deref(), ..target };
-    let mut driver: Vec<OsString> = vec![env.python.clone().into(), "-m".into(), "cudal1_runner.profile".into()];
+    let mut driver: Vec<OsString> =
+        vec![env.python.clone().into(), "-m".into(), "cudal1_runner.profile".into()];
     driver.extend(["--task".into(), task.clone().into()]);
     if let Some(c) = &candidate {
         driver.extend(["--candidate".into(), c.into()]);
@@ -485,8 +549,18 @@ fn run_driver(env: &RunnerEnv, profiler: &Profiler, ncu: Option<&[OsString]>, ta
         // CUDA_VISIBLE_DEVICES below leaves only the chosen GPU, as cuda:0.
         Device::Cuda(_) => "cuda:0".to_owned(),
     };
-    driver.extend(["--device".into(), device.into(), "--seed".into(), target.seed.to_string().into()]);
-    driver.extend(["--warmup".into(), profiler.warmup.to_string().into(), "--calls".into(), profiler.calls.to_string().into()]);
+    driver.extend([
+        "--device".into(),
+        device.into(),
+        "--seed".into(),
+        target.seed.to_string().into(),
+    ]);
+    driver.extend([
+        "--warmup".into(),
+        profiler.warmup.to_string().into(),
+        "--calls".into(),
+        profiler.calls.to_string().into(),
+    ]);
     driver.extend(["--status".into(), status_file.clone().into()]);
     let mut line: Vec<OsString> = Vec::new();
     if let Some(ncu_args) = ncu {
@@ -501,11 +575,20 @@ fn run_driver(env: &RunnerEnv, profiler: &Profiler, ncu: Option<&[OsString]>, ta
     let program = PathBuf::from(&line[0]);
     let mut cmd = Command::new(&program);
     cmd.args(&line[1..]).current_dir(&work).env_clear().process_group(0).stdin(Stdio::null());
-    cmd.envs(crate::runner::environment(env, &work, target.device, true, target.extensions, false, false));
+    cmd.envs(crate::runner::environment(
+        env,
+        &work,
+        target.device,
+        true,
+        target.extensions,
+        false,
+        false,
+    ));
     let out_path = scratch.join("output.log");
     let out = std::fs::File::create(&out_path)?;
     cmd.stdout(out.try_clone()?).stderr(out);
-    let mut child = cmd.spawn().map_err(|source| ProfileError::Spawn { program: program.clone(), source })?;
+    let mut child =
+        cmd.spawn().map_err(|source| ProfileError::Spawn { program: program.clone(), source })?;
     let group = child.id() as libc::pid_t;
     // SAFETY: kill has no memory-safety preconditions; the child leads its own group and is not
     // reaped before this is sent (see `exited`), so the group id is still ours.
@@ -521,14 +604,19 @@ fn run_driver(env: &RunnerEnv, profiler: &Profiler, ncu: Option<&[OsString]>, ta
         if cancelled || started.elapsed() >= profiler.timeout {
             kill_group();
             let _ = child.wait();
-            return Err(if cancelled { ProfileError::Cancelled } else { ProfileError::Timeout(profiler.timeout) });
+            return Err(if cancelled {
+                ProfileError::Cancelled
+            } else {
+                ProfileError::Timeout(profiler.timeout)
+            });
         }
         std::thread::sleep(Duration::from_millis(20));
     }
     let status = child.wait()?;
     let output = std::fs::read_to_string(&out_path).unwrap_or_default();
     // The status comes from the program's process: a claim, read without following links.
-    match read_claim(&status_file).and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok()) {
+    match read_claim(&status_file).and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+    {
         Some(v) if v["ok"] == true => Ok(status),
         Some(v) => Err(ProfileError::Program {
             kind: v["kind"].as_str().unwrap_or("internal").to_owned(),
@@ -542,7 +630,11 @@ fn run_driver(env: &RunnerEnv, profiler: &Profiler, ncu: Option<&[OsString]>, ta
 fn read_claim(path: &Path) -> Option<String> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path).ok()?;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
     if !f.metadata().ok()?.is_file() {
         return None;
     }
@@ -556,7 +648,13 @@ fn exited(pid: libc::pid_t) -> bool {
     // SAFETY: a zeroed siginfo_t is a valid out-parameter; waitid only writes to it.
     unsafe {
         let mut info: libc::siginfo_t = std::mem::zeroed();
-        libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) == 0 && info.si_pid() != 0
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        ) == 0
+            && info.si_pid() != 0
     }
 }
 
@@ -573,18 +671,40 @@ fn tail(text: &str, max: usize) -> String {
 /// are converted to nanoseconds and thousands separators dropped.
 pub fn parse_ncu_csv(text: &str) -> Result<Vec<KernelLaunch>, ProfileError> {
     let lines: Vec<&str> = text.lines().collect();
-    let Some(start) = lines.iter().position(|l| l.starts_with("\"ID\"") && l.contains("\"Metric Name\"")) else {
+    let Some(start) =
+        lines.iter().position(|l| l.starts_with("\"ID\"") && l.contains("\"Metric Name\""))
+    else {
         if text.contains("==PROF==") || text.contains("==ERROR==") || text.trim().is_empty() {
             return Ok(Vec::new());
         }
-        return Err(ProfileError::Parse(format!("no header row in ncu's output: {}", tail(text, 400))));
+        return Err(ProfileError::Parse(format!(
+            "no header row in ncu's output: {}",
+            tail(text, 400)
+        )));
     };
-    let body = lines[start..].iter().copied().filter(|l| l.starts_with('"')).collect::<Vec<_>>().join("\n");
+    let body = lines[start..]
+        .iter()
+        .copied()
+        .filter(|l| l.starts_with('"'))
+        .collect::<Vec<_>>()
+        .join("\n");
     let mut reader = csv::ReaderBuilder::new().flexible(true).from_reader(body.as_bytes());
     let headers = reader.headers().map_err(|e| ProfileError::Parse(e.to_string()))?.clone();
-    let col = |name: &str| headers.iter().position(|h| h == name).ok_or_else(|| ProfileError::Parse(format!("no `{name}` column")));
-    let (id, kernel, block, grid, metric, unit, value) =
-        (col("ID")?, col("Kernel Name")?, col("Block Size")?, col("Grid Size")?, col("Metric Name")?, col("Metric Unit")?, col("Metric Value")?);
+    let col = |name: &str| {
+        headers
+            .iter()
+            .position(|h| h == name)
+            .ok_or_else(|| ProfileError::Parse(format!("no `{name}` column")))
+    };
+    let (id, kernel, block, grid, metric, unit, value) = (
+        col("ID")?,
+        col("Kernel Name")?,
+        col("Block Size")?,
+        col("Grid Size")?,
+        col("Metric Name")?,
+        col("Metric Unit")?,
+        col("Metric Value")?,
+    );
     let mut launches: BTreeMap<u64, KernelLaunch> = BTreeMap::new();
     for record in reader.records() {
         let r = record.map_err(|e| ProfileError::Parse(e.to_string()))?;
@@ -631,7 +751,10 @@ mod tests {
     }
 
     fn log() -> String {
-        let mut lines = vec!["==PROF== Connected to process 4242 (/usr/bin/python3.12)".to_owned(), HEADER.to_owned()];
+        let mut lines = vec![
+            "==PROF== Connected to process 4242 (/usr/bin/python3.12)".to_owned(),
+            HEADER.to_owned(),
+        ];
         // Launch 0 and 2 of one kernel, 1 of another; times in three units.
         for (id, k, t, unit, c, m, occ) in [
             (0, "void gemm<float>(float*, int)", "1,500", "nsecond", "80.5", "20", "40"),
@@ -674,23 +797,46 @@ mod tests {
         assert!((gemm.occupancy_pct.unwrap() - 35.0).abs() < 1e-9);
         assert_eq!(gemm.dram_pct, None);
         let brief = p.brief(1);
-        assert!(brief.starts_with("3 kernel launches (2 distinct kernels) in 1 call, 2.5 µs of GPU time."), "{brief}");
+        assert!(
+            brief.starts_with(
+                "3 kernel launches (2 distinct kernels) in 1 call, 2.5 µs of GPU time."
+            ),
+            "{brief}"
+        );
         assert!(brief.contains("- 80% `void gemm<float>(float*, int)` (2.0 µs, 2 launches): compute 76% of peak, memory 18% of peak"), "{brief}");
-        assert!(brief.contains("32 registers/thread, grid (1024, 1, 1) block (256, 1, 1)"), "{brief}");
+        assert!(
+            brief.contains("32 registers/thread, grid (1024, 1, 1) block (256, 1, 1)"),
+            "{brief}"
+        );
         assert!(brief.ends_with("- 20% in 1 other kernel"), "{brief}");
     }
 
     #[test]
     fn a_log_without_kernels_is_empty_and_garbage_is_an_error() {
-        assert!(parse_ncu_csv("==PROF== Connected to process 1\n==WARNING== No kernels were profiled.\n").unwrap().is_empty());
+        assert!(parse_ncu_csv(
+            "==PROF== Connected to process 1\n==WARNING== No kernels were profiled.\n"
+        )
+        .unwrap()
+        .is_empty());
         assert!(matches!(parse_ncu_csv("Segmentation fault"), Err(ProfileError::Parse(_))));
     }
 
     #[test]
     fn ncu_is_asked_for_the_profiled_range_with_clocks_left_alone() {
-        let args: Vec<String> = Profiler::new("/x/ncu".into()).ncu_args(Path::new("/s/ncu.csv")).iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        let args: Vec<String> = Profiler::new("/x/ncu".into())
+            .ncu_args(Path::new("/s/ncu.csv"))
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
         let joined = args.join(" ");
-        for part in ["--profile-from-start off", "--clock-control none", "--print-kernel-base mangled", "--target-processes all", "--csv", "--log-file /s/ncu.csv"] {
+        for part in [
+            "--profile-from-start off",
+            "--clock-control none",
+            "--print-kernel-base mangled",
+            "--target-processes all",
+            "--csv",
+            "--log-file /s/ncu.csv",
+        ] {
             assert!(joined.contains(part), "{joined}");
         }
         assert!(joined.contains(&METRICS.join(",")));

@@ -7,7 +7,10 @@ use crate::correctness::{distinct_tolerances, judge, SeedOutcome};
 use crate::runner::{CallError, Launch, Role, RunnerClient, RunnerEnv};
 use crate::settings::{Device, EvalSettings};
 use crate::verdict::Environment;
-use cudal1_protocol::{Compare, Describe, DescribeReply, DeviceInfo, Expected, Hello, HelloReply, Load, LoadReply, OutputRef, Release};
+use cudal1_protocol::{
+    Compare, Describe, DescribeReply, DeviceInfo, Expected, Hello, HelloReply, Load, LoadReply,
+    OutputRef, Release,
+};
 use cudal1_task::Task;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -142,7 +145,12 @@ impl StartingReference {
     }
 }
 
-fn launch_reference(env: &RunnerEnv, task: &Task, settings: &EvalSettings, dir: &Path) -> Result<RunnerClient, ReferenceError> {
+fn launch_reference(
+    env: &RunnerEnv,
+    task: &Task,
+    settings: &EvalSettings,
+    dir: &Path,
+) -> Result<RunnerClient, ReferenceError> {
     let launch = Launch {
         role: Role::Reference,
         label: format!("reference {}", task.key()),
@@ -154,45 +162,90 @@ fn launch_reference(env: &RunnerEnv, task: &Task, settings: &EvalSettings, dir: 
         memory_bytes: None,
         untimed: !settings.mode.times(),
     };
-    RunnerClient::spawn(env, launch).map_err(|source| ReferenceError { task: task.key(), doing: "starting", source, stderr: String::new() })
+    RunnerClient::spawn(env, launch).map_err(|source| ReferenceError {
+        task: task.key(),
+        doing: "starting",
+        source,
+        stderr: String::new(),
+    })
 }
 
-fn hello_and_load(client: &mut RunnerClient, task: &Task, settings: &EvalSettings) -> Result<(HelloReply, LoadReply), ReferenceError> {
-    let hello = client.call(&Hello {}, crate::runner::HELLO_TIMEOUT).map_err(|e| failed(task, "starting", e, client))?;
+fn hello_and_load(
+    client: &mut RunnerClient,
+    task: &Task,
+    settings: &EvalSettings,
+) -> Result<(HelloReply, LoadReply), ReferenceError> {
+    let hello = client
+        .call(&Hello {}, crate::runner::HELLO_TIMEOUT)
+        .map_err(|e| failed(task, "starting", e, client))?;
     let load = load_task(client, task, settings, &hello)?;
     Ok((hello, load))
 }
 
-fn failed(task: &Task, doing: &'static str, source: CallError, client: &RunnerClient) -> ReferenceError {
+fn failed(
+    task: &Task,
+    doing: &'static str,
+    source: CallError,
+    client: &RunnerClient,
+) -> ReferenceError {
     ReferenceError { task: task.key(), doing, source, stderr: tail(&client.stderr_tail()) }
 }
 
 /// Checks that `task` fits and loads it in a reference runner that has said hello.
-fn load_task(client: &mut RunnerClient, task: &Task, settings: &EvalSettings, hello: &HelloReply) -> Result<LoadReply, ReferenceError> {
-    crate::memory::refuse_if_too_large(client, &absolute(&task.path), settings, hello).map_err(|e| failed(task, FITTING, e, client))?;
-    let load = Load { reference: absolute(&task.path), candidate: None, device: runner_device(&settings.device), init_seed: INIT_SEED, scale: settings.scale };
+fn load_task(
+    client: &mut RunnerClient,
+    task: &Task,
+    settings: &EvalSettings,
+    hello: &HelloReply,
+) -> Result<LoadReply, ReferenceError> {
+    crate::memory::refuse_if_too_large(client, &absolute(&task.path), settings, hello)
+        .map_err(|e| failed(task, FITTING, e, client))?;
+    let load = Load {
+        reference: absolute(&task.path),
+        candidate: None,
+        device: runner_device(&settings.device),
+        init_seed: INIT_SEED,
+        scale: settings.scale,
+    };
     client.call(&load, settings.load_timeout).map_err(|e| failed(task, "loading", e, client))
 }
 
 impl ReferenceSession {
     /// Starts the task's reference and loads it: [`ReferenceSession::spawn`], then
     /// [`StartingReference::ready`].
-    pub fn start(env: &RunnerEnv, task: &Task, settings: &EvalSettings, work_root: &Path) -> Result<ReferenceSession, ReferenceError> {
+    pub fn start(
+        env: &RunnerEnv,
+        task: &Task,
+        settings: &EvalSettings,
+        work_root: &Path,
+    ) -> Result<ReferenceSession, ReferenceError> {
         Self::spawn(env, task, settings, work_root)?.ready(settings)
     }
 
     /// Starts the task's reference runner without waiting for it.
-    pub fn spawn(env: &RunnerEnv, task: &Task, settings: &EvalSettings, work_root: &Path) -> Result<StartingReference, ReferenceError> {
+    pub fn spawn(
+        env: &RunnerEnv,
+        task: &Task,
+        settings: &EvalSettings,
+        work_root: &Path,
+    ) -> Result<StartingReference, ReferenceError> {
         let made = |e: std::io::Error| ReferenceError {
             task: task.key(),
             doing: "creating its work directory",
             source: CallError::Protocol(e.to_string()),
             stderr: String::new(),
         };
-        let dir = tempfile::Builder::new().prefix("reference-").tempdir_in(work_root).map_err(made)?;
+        let dir =
+            tempfile::Builder::new().prefix("reference-").tempdir_in(work_root).map_err(made)?;
         std::fs::create_dir(dir.path().join(INTAKE)).map_err(made)?;
         let client = launch_reference(env, task, settings, dir.path())?;
-        Ok(StartingReference { task: task.clone(), dir, client, env: env.clone(), untimed: !settings.mode.times() })
+        Ok(StartingReference {
+            task: task.clone(),
+            dir,
+            client,
+            env: env.clone(),
+            untimed: !settings.mode.times(),
+        })
     }
 
     /// A fresh runner in place of this one (after a candidate made it fail): the expected
@@ -214,7 +267,11 @@ impl ReferenceSession {
     /// global state (cuDNN's autotuner, say), which a timed reference must not carry over; the
     /// runner resets what PyTorch's defaults are known to be. The old task's expected outputs go.
     /// A failure ends the process.
-    pub fn reload(mut self, task: &Task, settings: &EvalSettings) -> Result<ReferenceSession, ReferenceError> {
+    pub fn reload(
+        mut self,
+        task: &Task,
+        settings: &EvalSettings,
+    ) -> Result<ReferenceSession, ReferenceError> {
         self.clear_expected();
         self.client.relabel(format!("reference {}", task.key()));
         match load_task(&mut self.client, task, settings, &self.hello) {
@@ -243,13 +300,23 @@ impl ReferenceSession {
 
     /// Moves a candidate's output file (below its `scratch` directory) out of its reach,
     /// refusing anything but a plain file of its own ([`crate::intake`]).
-    pub fn take_output(&mut self, scratch: &Path, path: &Path) -> Result<PathBuf, crate::intake::Refused> {
+    pub fn take_output(
+        &mut self,
+        scratch: &Path,
+        path: &Path,
+    ) -> Result<PathBuf, crate::intake::Refused> {
         self.taken += 1;
-        crate::intake::take(scratch, path, &self.dir.path().join(INTAKE), &format!("candidate-{}.pt", self.taken))
+        crate::intake::take(
+            scratch,
+            path,
+            &self.dir.path().join(INTAKE),
+            &format!("candidate-{}.pt", self.taken),
+        )
     }
 
     pub fn environment(&self) -> Environment {
-        let gpu: Option<&DeviceInfo> = if self.device.is_cuda() { self.hello.devices.first() } else { None };
+        let gpu: Option<&DeviceInfo> =
+            if self.device.is_cuda() { self.hello.devices.first() } else { None };
         Environment {
             python: self.hello.python.clone(),
             torch: self.hello.torch.clone(),
@@ -260,15 +327,23 @@ impl ReferenceSession {
     }
 
     /// Makes expected outputs for the seeds that have none yet.
-    pub fn ensure_expected(&mut self, seeds: &[u64], timeout: Duration) -> Result<(), ReferenceError> {
-        let missing: Vec<u64> = seeds.iter().copied().filter(|s| !self.expected.contains_key(s)).collect();
+    pub fn ensure_expected(
+        &mut self,
+        seeds: &[u64],
+        timeout: Duration,
+    ) -> Result<(), ReferenceError> {
+        let missing: Vec<u64> =
+            seeds.iter().copied().filter(|s| !self.expected.contains_key(s)).collect();
         if missing.is_empty() {
             return Ok(());
         }
         let share_bytes = self.settings.share_bytes();
         let reply = self
             .client
-            .call(&Expected { seeds: missing, dir: self.dir.path().to_owned(), share_bytes }, timeout)
+            .call(
+                &Expected { seeds: missing, dir: self.dir.path().to_owned(), share_bytes },
+                timeout,
+            )
             .map_err(|e| self.error("computing expected outputs", e))?;
         if let Some(peak) = reply.device_peak_bytes {
             self.device_peak = Some(self.device_peak.unwrap_or(0).max(peak));
@@ -278,7 +353,10 @@ impl ReferenceSession {
                 self.first_call_ms = Some(r.ms);
             }
             let (Some(at), Some(nbytes)) = (r.output(), r.nbytes) else {
-                let detail = format!("its expected outputs of seed {} name no place (a file, or kept) or no size", r.seed);
+                let detail = format!(
+                    "its expected outputs of seed {} name no place (a file, or kept) or no size",
+                    r.seed
+                );
                 return Err(self.error("computing expected outputs", CallError::Protocol(detail)));
             };
             self.expected.insert(r.seed, Expectation { at, nbytes });
@@ -293,20 +371,35 @@ impl ReferenceSession {
 
     /// Compares a candidate's outputs for `seed` (a file in custody, or exported on the device)
     /// with the expected ones.
-    pub fn compare(&mut self, seed: u64, actual: &OutputRef, settings: &EvalSettings) -> Result<SeedOutcome, ReferenceError> {
-        let expected = self.expected.get(&seed).map(|e| e.at.clone()).expect("ensure_expected runs before compare");
+    pub fn compare(
+        &mut self,
+        seed: u64,
+        actual: &OutputRef,
+        settings: &EvalSettings,
+    ) -> Result<SeedOutcome, ReferenceError> {
+        let expected = self
+            .expected
+            .get(&seed)
+            .map(|e| e.at.clone())
+            .expect("ensure_expected runs before compare");
         let timeout = Duration::from_secs(120);
         let (atol, rtol) = settings.tolerance.for_dtype("float32");
         let first = self
             .client
-            .call(&Compare { expected: expected.clone(), actual: actual.clone(), atol, rtol }, timeout)
+            .call(
+                &Compare { expected: expected.clone(), actual: actual.clone(), atol, rtol },
+                timeout,
+            )
             .map_err(|e| self.error("comparing outputs", e))?;
         let mut replies = vec![((atol, rtol), first)];
         for (atol, rtol) in distinct_tolerances(&replies[0].1, &settings.tolerance) {
             if replies.iter().all(|(t, _)| *t != (atol, rtol)) {
                 let r = self
                     .client
-                    .call(&Compare { expected: expected.clone(), actual: actual.clone(), atol, rtol }, timeout)
+                    .call(
+                        &Compare { expected: expected.clone(), actual: actual.clone(), atol, rtol },
+                        timeout,
+                    )
                     .map_err(|e| self.error("comparing outputs", e))?;
                 replies.push(((atol, rtol), r));
             }
@@ -341,7 +434,12 @@ impl ReferenceSession {
     }
 
     pub fn error(&self, doing: &'static str, source: CallError) -> ReferenceError {
-        ReferenceError { task: self.task.key(), doing, source, stderr: tail(&self.client.stderr_tail()) }
+        ReferenceError {
+            task: self.task.key(),
+            doing,
+            source,
+            stderr: tail(&self.client.stderr_tail()),
+        }
     }
 
     pub fn shutdown(self) {
@@ -351,8 +449,15 @@ impl ReferenceSession {
 
 /// What a task takes and holds (`tasks list`), from a trusted CPU runner that allocates nothing
 /// where the task allows it: [`Describer`] for one task.
-pub fn describe(env: &RunnerEnv, task: &Task, settings: &EvalSettings, work_root: &Path) -> Result<DescribeReply, ReferenceError> {
-    let mut describer = Describer::start(env, work_root).map_err(|(doing, source)| ReferenceError { task: task.key(), doing, source, stderr: String::new() })?;
+pub fn describe(
+    env: &RunnerEnv,
+    task: &Task,
+    settings: &EvalSettings,
+    work_root: &Path,
+) -> Result<DescribeReply, ReferenceError> {
+    let mut describer = Describer::start(env, work_root).map_err(|(doing, source)| {
+        ReferenceError { task: task.key(), doing, source, stderr: String::new() }
+    })?;
     let result = describer.describe(task, settings);
     describer.shutdown();
     result
@@ -369,8 +474,14 @@ pub struct Describer {
 
 impl Describer {
     /// Starts the runner; what failed (`creating its work directory`, `starting`) and why.
-    pub fn start(env: &RunnerEnv, work_root: &Path) -> Result<Describer, (&'static str, CallError)> {
-        let dir = tempfile::Builder::new().prefix("describe-").tempdir_in(work_root).map_err(|e| ("creating its work directory", CallError::Protocol(e.to_string())))?;
+    pub fn start(
+        env: &RunnerEnv,
+        work_root: &Path,
+    ) -> Result<Describer, (&'static str, CallError)> {
+        let dir = tempfile::Builder::new()
+            .prefix("describe-")
+            .tempdir_in(work_root)
+            .map_err(|e| ("creating its work directory", CallError::Protocol(e.to_string())))?;
         let launch = Launch {
             role: Role::Reference,
             label: "describe".into(),
@@ -391,25 +502,54 @@ impl Describer {
     }
 
     /// Describes one task. After an error the runner may be gone ([`Describer::alive`]).
-    pub fn describe(&mut self, task: &Task, settings: &EvalSettings) -> Result<DescribeReply, ReferenceError> {
+    pub fn describe(
+        &mut self,
+        task: &Task,
+        settings: &EvalSettings,
+    ) -> Result<DescribeReply, ReferenceError> {
         self.client
-            .call(&Describe { reference: absolute(&task.path), scale: settings.scale, meta_only: false }, settings.load_timeout)
-            .map_err(|source| ReferenceError { task: task.key(), doing: "loading", source, stderr: tail(&self.client.stderr_tail()) })
+            .call(
+                &Describe {
+                    reference: absolute(&task.path),
+                    scale: settings.scale,
+                    meta_only: false,
+                },
+                settings.load_timeout,
+            )
+            .map_err(|source| ReferenceError {
+                task: task.key(),
+                doing: "loading",
+                source,
+                stderr: tail(&self.client.stderr_tail()),
+            })
     }
 
     /// Sizes one task on meta tensors, allocating nothing (`None` where it cannot be sized so).
     /// After an error the runner may be gone ([`Describer::alive`]).
-    pub fn size(&mut self, task: &Task, settings: &EvalSettings) -> Result<Option<crate::memory::Footprint>, ReferenceError> {
-        let request = Describe { reference: absolute(&task.path), scale: settings.scale, meta_only: true };
+    pub fn size(
+        &mut self,
+        task: &Task,
+        settings: &EvalSettings,
+    ) -> Result<Option<crate::memory::Footprint>, ReferenceError> {
+        let request =
+            Describe { reference: absolute(&task.path), scale: settings.scale, meta_only: true };
         self.client
             .call(&request, settings.load_timeout.min(Duration::from_secs(120)))
             .map(|reply| crate::memory::Footprint::from_reply(&reply))
-            .map_err(|source| ReferenceError { task: task.key(), doing: "sizing", source, stderr: tail(&self.client.stderr_tail()) })
+            .map_err(|source| ReferenceError {
+                task: task.key(),
+                doing: "sizing",
+                source,
+                stderr: tail(&self.client.stderr_tail()),
+            })
     }
 
     /// Whether the runner can describe another task (it has not died or been killed).
     pub fn alive<T>(&self, last: &Result<T, ReferenceError>) -> bool {
-        !matches!(last, Err(ReferenceError { source: CallError::Worker(_) | CallError::Protocol(_), .. }))
+        !matches!(
+            last,
+            Err(ReferenceError { source: CallError::Worker(_) | CallError::Protocol(_), .. })
+        )
     }
 
     pub fn shutdown(self) {

@@ -2,7 +2,9 @@
 
 use crate::settings::Device;
 use cudal1_protocol::{parse_reply, Request, RunnerError};
-use cudal1_supervisor::{Sandbox, SpawnError, SpawnOptions, Worker, WorkerError, WorkerSpec, Zygote};
+use cudal1_supervisor::{
+    Sandbox, SpawnError, SpawnOptions, Worker, WorkerError, WorkerSpec, Zygote,
+};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -36,17 +38,31 @@ pub struct RunnerEnv {
 impl RunnerEnv {
     /// The environment for runners of `interpreter`, with the runner package installed under
     /// `cache`. Extension builds target the first visible GPU's architecture.
-    pub fn prepare(interpreter: &cudal1_python::Interpreter, cache: &Path) -> std::io::Result<RunnerEnv> {
+    pub fn prepare(
+        interpreter: &cudal1_python::Interpreter,
+        cache: &Path,
+    ) -> std::io::Result<RunnerEnv> {
         let package_root = cudal1_python::RUNNER.install(cache)?;
         let probe = &interpreter.probe;
         let mut python_dirs = vec![probe.prefix.clone(), probe.base_prefix.clone()];
         // A virtual environment's interpreter is a link into its base installation.
-        if let Some(dir) = std::fs::canonicalize(&interpreter.path).ok().and_then(|real| real.parent()?.parent().map(Path::to_owned)) {
+        if let Some(dir) = std::fs::canonicalize(&interpreter.path)
+            .ok()
+            .and_then(|real| real.parent()?.parent().map(Path::to_owned))
+        {
             python_dirs.push(dir);
         }
         let bytecode = cache.join("bytecode");
         std::fs::create_dir_all(&bytecode)?;
-        Ok(RunnerEnv { python: interpreter.path.clone(), python_dirs, package_root, cuda_arch: probe.gpus.first().cloned(), gpu_names: probe.gpu_names.clone(), bytecode: Some(bytecode), forks: true })
+        Ok(RunnerEnv {
+            python: interpreter.path.clone(),
+            python_dirs,
+            package_root,
+            cuda_arch: probe.gpus.first().cloned(),
+            gpu_names: probe.gpu_names.clone(),
+            bytecode: Some(bytecode),
+            forks: true,
+        })
     }
 }
 
@@ -123,7 +139,8 @@ pub struct RunnerClient {
 /// its own scratch directory ([`kill_under`]) and nothing of another engine in the process; and
 /// the scratch directories killed so far, so that a runner that starts under one afterwards (its
 /// start was under way: a fork server still importing torch) is killed as it registers.
-static LIVE: std::sync::Mutex<Registry> = std::sync::Mutex::new(Registry { live: Vec::new(), killed: Vec::new() });
+static LIVE: std::sync::Mutex<Registry> =
+    std::sync::Mutex::new(Registry { live: Vec::new(), killed: Vec::new() });
 
 struct Registry {
     /// Each runner's process group, scratch directory and role.
@@ -150,7 +167,10 @@ fn registry() -> std::sync::MutexGuard<'static, Registry> {
 fn kill_group(pid: u32) {
     // Each runner leads its own process group; its entry is removed only after the group is
     // reaped, so the pid cannot have been reused by another process.
-    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
 }
 
 /// A runner's entry in [`LIVE`], removed when its client goes.
@@ -160,7 +180,11 @@ impl Live {
     fn register(pid: u32, scratch: &Path, role: Role) -> Live {
         let mut registry = registry();
         registry.live.push((pid, scratch.to_owned(), role));
-        if registry.killed.iter().any(|(root, r)| scratch.starts_with(root) && r.is_none_or(|r| r == role)) {
+        if registry
+            .killed
+            .iter()
+            .any(|(root, r)| scratch.starts_with(root) && r.is_none_or(|r| r == role))
+        {
             kill_group(pid);
         }
         Live(pid)
@@ -204,9 +228,18 @@ pub fn kill_builds_under(root: &Path) {
 /// `trusted`: no candidate code runs in it (a reference), so it may write the bytecode cache
 /// that every runner reads ([`RunnerEnv::bytecode`]). A process that runs a candidate's code
 /// only reads it: bytecode it wrote would run in the trusted processes.
-pub fn environment(env: &RunnerEnv, scratch: &Path, device: &Device, sees_gpu: bool, extensions: Option<&Path>, trusted: bool, untimed: bool) -> Vec<(OsString, OsString)> {
+pub fn environment(
+    env: &RunnerEnv,
+    scratch: &Path,
+    device: &Device,
+    sees_gpu: bool,
+    extensions: Option<&Path>,
+    trusted: bool,
+    untimed: bool,
+) -> Vec<(OsString, OsString)> {
     let mut vars: Vec<(OsString, OsString)> = Vec::new();
-    let mut set = |k: &str, v: &dyn AsRef<std::ffi::OsStr>| vars.push((k.into(), v.as_ref().to_owned()));
+    let mut set =
+        |k: &str, v: &dyn AsRef<std::ffi::OsStr>| vars.push((k.into(), v.as_ref().to_owned()));
     for key in ["PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "LANG", "TERM"] {
         if let Some(v) = std::env::var_os(key) {
             set(key, &v);
@@ -274,7 +307,14 @@ pub const UNTIMED_QUEUES: &str = "1";
 /// these are never seen. Every other variable is read as the interpreter starts or as torch is
 /// imported (`PYTHONPATH`, `OMP_NUM_THREADS`, ...), so a runner is forked only from a zygote that
 /// started with the same values.
-const SET_AFTER_FORK: [&str; 6] = ["HOME", "TMPDIR", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_MAX_CONNECTIONS", "TORCH_EXTENSIONS_DIR", "PYTHONDONTWRITEBYTECODE"];
+const SET_AFTER_FORK: [&str; 6] = [
+    "HOME",
+    "TMPDIR",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_MAX_CONNECTIONS",
+    "TORCH_EXTENSIONS_DIR",
+    "PYTHONDONTWRITEBYTECODE",
+];
 
 /// A fork server with no runner and no request for this long ends (it holds an interpreter with
 /// torch imported: hundreds of MB); the next runner wanted starts another.
@@ -282,27 +322,40 @@ const ZYGOTE_IDLE_SECONDS: u32 = 30;
 
 /// The running fork servers, by interpreter, the environment they started with, and whether
 /// they fork candidates or references.
-static ZYGOTES: std::sync::Mutex<Vec<(PathBuf, Vec<(OsString, OsString)>, bool, Zygote)>> = std::sync::Mutex::new(Vec::new());
+static ZYGOTES: std::sync::Mutex<Vec<(PathBuf, Vec<(OsString, OsString)>, bool, Zygote)>> =
+    std::sync::Mutex::new(Vec::new());
 
 /// The fork server for runners of `env` with the environment `vars`, started if none runs; `None`
 /// where one cannot be started. Candidates and references come from different fork servers:
 /// processes forked from one share its memory layout (where its libraries were mapped), and a
 /// candidate must learn nothing of the reference's process, which reads what the candidate wrote.
 fn zygote_for(env: &RunnerEnv, vars: &[(OsString, OsString)], candidates: bool) -> Option<Zygote> {
-    let mut base: Vec<(OsString, OsString)> = vars.iter().filter(|(k, _)| !SET_AFTER_FORK.iter().any(|s| k == s)).cloned().collect();
+    let mut base: Vec<(OsString, OsString)> =
+        vars.iter().filter(|(k, _)| !SET_AFTER_FORK.iter().any(|s| k == s)).cloned().collect();
     base.sort();
     let mut zygotes = ZYGOTES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     // One that ended (a crash, the machine short of memory) is started again; one that found
     // threads after its imports stays, so that runners of its kind start their own interpreters.
     zygotes.retain(|(_, _, _, z)| z.dead().is_none() || z.unfit());
-    if let Some((_, _, _, z)) = zygotes.iter().find(|(python, b, s, _)| *python == env.python && *b == base && *s == candidates) {
+    if let Some((_, _, _, z)) = zygotes
+        .iter()
+        .find(|(python, b, s, _)| *python == env.python && *b == base && *s == candidates)
+    {
         return (!z.unfit()).then(|| z.clone());
     }
     let mut own = base.clone();
     let temp = std::env::temp_dir();
     own.push(("HOME".into(), temp.clone().into()));
     own.push(("TMPDIR".into(), temp.into()));
-    let args = ["-m", "cudal1_runner.zygote", "--preload", "cudal1_runner.preload", "--idle", &ZYGOTE_IDLE_SECONDS.to_string()].map(OsString::from);
+    let args = [
+        "-m",
+        "cudal1_runner.zygote",
+        "--preload",
+        "cudal1_runner.preload",
+        "--idle",
+        &ZYGOTE_IDLE_SECONDS.to_string(),
+    ]
+    .map(OsString::from);
     match Zygote::start(&env.python, &args, &env.package_root, &own) {
         Ok(z) => {
             zygotes.push((env.python.clone(), base, candidates, z.clone()));
@@ -319,7 +372,12 @@ fn zygote_for(env: &RunnerEnv, vars: &[(OsString, OsString)], candidates: bool) 
 /// runners die with them), so that none is left for init to adopt when cudal1 exits. Runners
 /// wanted afterwards start new ones.
 pub fn end_fork_servers() {
-    let zygotes: Vec<Zygote> = ZYGOTES.lock().unwrap_or_else(std::sync::PoisonError::into_inner).drain(..).map(|(_, _, _, z)| z).collect();
+    let zygotes: Vec<Zygote> = ZYGOTES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .drain(..)
+        .map(|(_, _, _, z)| z)
+        .collect();
     for z in &zygotes {
         z.shutdown();
     }
@@ -343,7 +401,15 @@ pub fn prestart(env: &RunnerEnv, device: &Device) {
 
 impl RunnerClient {
     pub fn spawn(env: &RunnerEnv, launch: Launch<'_>) -> Result<RunnerClient, CallError> {
-        let mut vars = environment(env, launch.scratch, launch.device, launch.role != Role::Compile, launch.extensions, launch.role == Role::Reference, launch.untimed);
+        let mut vars = environment(
+            env,
+            launch.scratch,
+            launch.device,
+            launch.role != Role::Compile,
+            launch.extensions,
+            launch.role == Role::Reference,
+            launch.untimed,
+        );
         if launch.role == Role::Compile {
             let jobs = std::thread::available_parallelism().map_or(2, |n| n.get()).min(8);
             vars.push(("MAX_JOBS".into(), jobs.to_string().into()));
@@ -375,12 +441,21 @@ impl RunnerClient {
         let spec = WorkerSpec {
             label: launch.label,
             program: env.python.clone(),
-            args: vec!["-m".into(), "cudal1_runner".into(), "--role".into(), launch.role.as_str().into()],
+            args: vec![
+                "-m".into(),
+                "cudal1_runner".into(),
+                "--role".into(),
+                launch.role.as_str().into(),
+            ],
             cwd: launch.scratch.to_owned(),
             env: vars,
             sandbox,
         };
-        let zygote = if env.forks && launch.role != Role::Compile { zygote_for(env, &spec.env, launch.role == Role::Candidate) } else { None };
+        let zygote = if env.forks && launch.role != Role::Compile {
+            zygote_for(env, &spec.env, launch.role == Role::Candidate)
+        } else {
+            None
+        };
         let worker = match zygote {
             Some(zygote) => Worker::spawn_forked(spec.clone(), SpawnOptions::default(), &zygote).or_else(|e| {
                 tracing::warn!(error = %e, "forking the runner failed; starting an interpreter for it");
@@ -395,15 +470,25 @@ impl RunnerClient {
     /// Stops every process of the runner's group (SIGSTOP) between requests; [`RunnerClient::resume`]
     /// lets them go on.
     pub fn pause(&self) {
-        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(self.worker.pid() as i32), nix::sys::signal::Signal::SIGSTOP);
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(self.worker.pid() as i32),
+            nix::sys::signal::Signal::SIGSTOP,
+        );
     }
 
     pub fn resume(&self) {
-        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(self.worker.pid() as i32), nix::sys::signal::Signal::SIGCONT);
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(self.worker.pid() as i32),
+            nix::sys::signal::Signal::SIGCONT,
+        );
     }
 
     /// Sends one request and waits for its reply.
-    pub fn call<R: Request>(&mut self, request: &R, timeout: Duration) -> Result<R::Reply, CallError> {
+    pub fn call<R: Request>(
+        &mut self,
+        request: &R,
+        timeout: Duration,
+    ) -> Result<R::Reply, CallError> {
         let reply = self.worker.request(request.to_json(), timeout)?;
         match parse_reply::<R::Reply>(reply) {
             Ok(Ok(r)) => Ok(r),
@@ -424,7 +509,9 @@ impl RunnerClient {
     /// took.
     pub fn set_nice(&self, nice: i32) -> bool {
         // SAFETY: setpriority has no memory-safety preconditions.
-        unsafe { libc::setpriority(libc::PRIO_PGRP as _, self.worker.pid() as libc::id_t, nice) == 0 }
+        unsafe {
+            libc::setpriority(libc::PRIO_PGRP as _, self.worker.pid() as libc::id_t, nice) == 0
+        }
     }
 
     /// Names the runner anew in its errors and logs (a reference given another task).

@@ -39,7 +39,8 @@ pub const OWNER_FILE: &str = ".cudal1-owner";
 pub(crate) fn claim(dir: &Path) -> std::io::Result<nix::fcntl::Flock<std::fs::File>> {
     let unnamed = dir.join(format!("{OWNER_FILE}.new"));
     let file = std::fs::OpenOptions::new().create_new(true).write(true).open(&unnamed)?;
-    let lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|(_, e)| std::io::Error::from(e))?;
+    let lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map_err(|(_, e)| std::io::Error::from(e))?;
     std::fs::rename(&unnamed, dir.join(OWNER_FILE))?;
     Ok(lock)
 }
@@ -56,16 +57,25 @@ pub(crate) fn sweep(parent: &Path) -> usize {
             continue;
         }
         let dir = entry.path();
-        let owner = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(dir.join(OWNER_FILE));
+        let owner = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(dir.join(OWNER_FILE));
         let Ok(owner) = owner else { continue };
         // Held by a live engine (in this process or another): the lock is refused.
-        let Ok(unlocked) = nix::fcntl::Flock::lock(owner, nix::fcntl::FlockArg::LockExclusiveNonblock) else { continue };
+        let Ok(unlocked) =
+            nix::fcntl::Flock::lock(owner, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        else {
+            continue;
+        };
         match remove_settled(&dir) {
             Ok(()) => {
                 removed += 1;
                 tracing::info!(dir = %dir.display(), "removed the scratch directory of an engine that was killed");
             }
-            Err(e) => tracing::warn!(dir = %dir.display(), error = %e, "could not remove the scratch directory of an engine that was killed"),
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "could not remove the scratch directory of an engine that was killed")
+            }
         }
         drop(unlocked);
     }
@@ -123,7 +133,8 @@ mod tests {
 
     #[test]
     fn reads_available_memory_from_meminfo() {
-        let text = "MemTotal:       24000000 kB\nMemFree:         1000 kB\nMemAvailable:   20000000 kB\n";
+        let text =
+            "MemTotal:       24000000 kB\nMemFree:         1000 kB\nMemAvailable:   20000000 kB\n";
         assert_eq!(meminfo_field(text, "MemAvailable:"), Some(20_000_000 * 1024));
         assert_eq!(meminfo_field(text, "Nope:"), None);
         assert!(available_memory().is_some_and(|m| m > 0));

@@ -229,7 +229,9 @@ impl Default for EvalSettings {
             call_timeout: Duration::from_secs(20),
             sandbox: true,
             remeasure_above: 3.0,
-            memory_bytes: Some(crate::memory::default_process_limit(crate::scratch::total_memory())),
+            memory_bytes: Some(
+                crate::memory::default_process_limit(crate::scratch::total_memory()),
+            ),
             scale: None,
             bandwidth_gbps: None,
             device_output_bytes: DEFAULT_DEVICE_OUTPUT_BYTES,
@@ -250,7 +252,11 @@ impl EvalSettings {
     /// The bytes of outputs a runner may keep on the device for one check instead of saving them
     /// ([`cudal1_protocol::Outputs::share_bytes`]): none off a GPU.
     pub fn share_bytes(&self) -> u64 {
-        if self.device.is_cuda() { self.device_output_bytes } else { 0 }
+        if self.device.is_cuda() {
+            self.device_output_bytes
+        } else {
+            0
+        }
     }
 
     /// The defaults for `device`.
@@ -310,7 +316,10 @@ mod tests {
         assert_eq!(EvalSettings::for_device(Device::Cuda(1)).block_target, GPU_BLOCK);
         assert_eq!(EvalSettings::for_device(Device::Cpu).block_target, CPU_BLOCK);
         assert_eq!(EvalSettings::default().block_target, CPU_BLOCK);
-        assert_ne!(EvalSettings::for_device(Device::Cuda(0)).key_hash(), EvalSettings::default().key_hash());
+        assert_ne!(
+            EvalSettings::for_device(Device::Cuda(0)).key_hash(),
+            EvalSettings::default().key_hash()
+        );
     }
 
     #[test]

@@ -72,11 +72,19 @@ pub struct RevealedCall {
 impl TimingRun {
     /// Per call, in the window the speedup uses.
     pub fn reference_ms(&self) -> &[f64] {
-        if self.window.until_idle() { &self.reference_full_ms } else { &self.reference_call_ms }
+        if self.window.until_idle() {
+            &self.reference_full_ms
+        } else {
+            &self.reference_call_ms
+        }
     }
 
     pub fn candidate_ms(&self) -> &[f64] {
-        if self.window.until_idle() { &self.candidate_full_ms } else { &self.candidate_call_ms }
+        if self.window.until_idle() {
+            &self.candidate_full_ms
+        } else {
+            &self.candidate_call_ms
+        }
     }
 }
 
@@ -96,7 +104,11 @@ pub struct BlockClock {
 impl BlockClock {
     /// The runner's sum of the window in use.
     fn window_ms(&self, window: WindowUsed) -> f64 {
-        if window.until_idle() { self.full_ms } else { self.call_ms }
+        if window.until_idle() {
+            self.full_ms
+        } else {
+            self.call_ms
+        }
     }
 }
 
@@ -110,13 +122,21 @@ pub struct TimingError {
 /// What the timing protocol needs of a side: a runner ([`RunnerClient`]), or a scripted one in
 /// tests.
 pub trait TimedSide {
-    fn call<R: cudal1_protocol::Request>(&mut self, request: &R, timeout: Duration) -> Result<R::Reply, CallError>;
+    fn call<R: cudal1_protocol::Request>(
+        &mut self,
+        request: &R,
+        timeout: Duration,
+    ) -> Result<R::Reply, CallError>;
     /// CPU time of the side's processes so far, by cudal1's count.
     fn cpu_time(&self) -> Duration;
 }
 
 impl TimedSide for RunnerClient {
-    fn call<R: cudal1_protocol::Request>(&mut self, request: &R, timeout: Duration) -> Result<R::Reply, CallError> {
+    fn call<R: cudal1_protocol::Request>(
+        &mut self,
+        request: &R,
+        timeout: Duration,
+    ) -> Result<R::Reply, CallError> {
         RunnerClient::call(self, request, timeout)
     }
 
@@ -144,7 +164,13 @@ struct Seen {
 }
 
 impl<S: TimedSide> Sides<'_, S> {
-    fn time(&mut self, side: Side, req: &Time, timeout: Duration, findings: &mut Vec<Finding>) -> Result<Seen, TimingError> {
+    fn time(
+        &mut self,
+        side: Side,
+        req: &Time,
+        timeout: Duration,
+        findings: &mut Vec<Finding>,
+    ) -> Result<Seen, TimingError> {
         let idle_before = (side == Side::Reference).then(|| self.candidate.cpu_time());
         let client = match side {
             Side::Reference => &mut *self.reference,
@@ -155,8 +181,11 @@ impl<S: TimedSide> Sides<'_, S> {
         let reply = client.call(req, timeout).map_err(|error| TimingError { side, error })?;
         let outer_ms = start.elapsed().as_secs_f64() * 1e3;
         let cpu_ms = client.cpu_time().saturating_sub(cpu_before).as_secs_f64() * 1e3;
-        let candidate_cpu_ms = idle_before.map_or(0.0, |before| self.candidate.cpu_time().saturating_sub(before).as_secs_f64() * 1e3);
-        validate(&reply, req).map_err(|detail| TimingError { side, error: CallError::Protocol(detail) })?;
+        let candidate_cpu_ms = idle_before.map_or(0.0, |before| {
+            self.candidate.cpu_time().saturating_sub(before).as_secs_f64() * 1e3
+        });
+        validate(&reply, req)
+            .map_err(|detail| TimingError { side, error: CallError::Protocol(detail) })?;
         if side == Side::Candidate {
             findings.extend(reply.findings.iter().cloned());
         }
@@ -166,14 +195,29 @@ impl<S: TimedSide> Sides<'_, S> {
     /// Saves the kept output of candidate call `call` of the last block, whose input seed was
     /// `seed`: a reply that names another seed would have the output of some other call (one it
     /// computed) checked in place of the chosen one, and is a forged reply.
-    fn reveal(&mut self, call: u32, seed: u64, fingerprint: &str, timeout: Duration, run: &mut TimingRun) -> Result<(), TimingError> {
+    fn reveal(
+        &mut self,
+        call: u32,
+        seed: u64,
+        fingerprint: &str,
+        timeout: Duration,
+        run: &mut TimingRun,
+    ) -> Result<(), TimingError> {
         let side = Side::Candidate;
         let reply = self
             .candidate
-            .call(&Reveal { calls: vec![call], dir: self.candidate_dir.to_owned(), share_bytes: self.share_bytes }, timeout)
+            .call(
+                &Reveal {
+                    calls: vec![call],
+                    dir: self.candidate_dir.to_owned(),
+                    share_bytes: self.share_bytes,
+                },
+                timeout,
+            )
             .map_err(|error| TimingError { side, error })?;
         run.findings.extend(reply.findings);
-        let checked = revealed(reply.checked, call, seed).map_err(|detail| TimingError { side, error: CallError::Protocol(detail) })?;
+        let checked = revealed(reply.checked, call, seed)
+            .map_err(|detail| TimingError { side, error: CallError::Protocol(detail) })?;
         run.checked.push(RevealedCall { call: checked, fingerprint: fingerprint.to_owned() });
         Ok(())
     }
@@ -182,9 +226,13 @@ impl<S: TimedSide> Sides<'_, S> {
 /// The one output a `reveal` of call `call` (input seed `seed`) answers with; anything else is a
 /// forged reply.
 fn revealed(checked: Vec<CheckedCall>, call: u32, seed: u64) -> Result<CheckedCall, String> {
-    let [checked] = <[CheckedCall; 1]>::try_from(checked).map_err(|got| format!("`reveal` of one call answered with {} outputs", got.len()))?;
+    let [checked] = <[CheckedCall; 1]>::try_from(checked)
+        .map_err(|got| format!("`reveal` of one call answered with {} outputs", got.len()))?;
     if checked.seed != seed {
-        return Err(format!("`reveal` of call {call} (input seed {seed}) answered with the output of input seed {}", checked.seed));
+        return Err(format!(
+            "`reveal` of call {call} (input seed {seed}) answered with the output of input seed {}",
+            checked.seed
+        ));
     }
     Ok(checked)
 }
@@ -196,9 +244,19 @@ fn validate(reply: &TimeReply, req: &Time) -> Result<(), String> {
     let lists: [(&str, &[f64], usize); 4] = if req.warmup {
         // A warm-up's GPU window (`ms`, with the spin) shows whether the spin could hide work.
         let ms = if reply.ms.is_empty() { 0 } else { calls };
-        [("issue_ms", &reply.issue_ms, calls), ("ms", &reply.ms, ms), ("host_ms", &reply.host_ms, 0), ("full_ms", &reply.full_ms, reply.full_ms.len())]
+        [
+            ("issue_ms", &reply.issue_ms, calls),
+            ("ms", &reply.ms, ms),
+            ("host_ms", &reply.host_ms, 0),
+            ("full_ms", &reply.full_ms, reply.full_ms.len()),
+        ]
     } else {
-        [("issue_ms", &reply.issue_ms, calls), ("ms", &reply.ms, calls), ("host_ms", &reply.host_ms, calls), ("full_ms", &reply.full_ms, calls)]
+        [
+            ("issue_ms", &reply.issue_ms, calls),
+            ("ms", &reply.ms, calls),
+            ("host_ms", &reply.host_ms, calls),
+            ("full_ms", &reply.full_ms, calls),
+        ]
     };
     for (name, values, want) in lists {
         if values.len() != want {
@@ -210,7 +268,11 @@ fn validate(reply: &TimeReply, req: &Time) -> Result<(), String> {
     }
     let fingerprints = if req.warmup { 0 } else { calls };
     if reply.fingerprints.len() != fingerprints || reply.kept > fingerprints {
-        return Err(format!("a `time` reply for {calls} calls has {} fingerprints and {} kept outputs", reply.fingerprints.len(), reply.kept));
+        return Err(format!(
+            "a `time` reply for {calls} calls has {} fingerprints and {} kept outputs",
+            reply.fingerprints.len(),
+            reply.kept
+        ));
     }
     if !reply.wall_ms.is_finite() || reply.wall_ms < 0.0 {
         return Err(format!("a `time` reply has `wall_ms` {}", reply.wall_ms));
@@ -221,7 +283,11 @@ fn validate(reply: &TimeReply, req: &Time) -> Result<(), String> {
 /// How many bytes of captured outputs a runner keeps per block until the checks are chosen: on a
 /// GPU they stay in device memory; a block never holds more calls than fit.
 pub fn keep_bytes(settings: &EvalSettings) -> u64 {
-    if settings.device.is_cuda() { 2 << 30 } else { 256 << 20 }
+    if settings.device.is_cuda() {
+        2 << 30
+    } else {
+        256 << 20
+    }
 }
 
 /// Runs the whole protocol. `estimate_ms` is each side's first-call time, used to size blocks and
@@ -236,9 +302,12 @@ pub fn measure<S: TimedSide>(
     settings: &EvalSettings,
     rng: &mut impl Rng,
 ) -> Result<TimingRun, TimingError> {
-    let mut sides = Sides { reference, candidate, candidate_dir, share_bytes: settings.share_bytes() };
+    let mut sides =
+        Sides { reference, candidate, candidate_dir, share_bytes: settings.share_bytes() };
     let slowest = estimate_ms.0.max(estimate_ms.1).max(1e-3);
-    let limit = |calls: u32| settings.call_timeout + Duration::from_secs_f64(calls as f64 * slowest * 20.0 / 1e3);
+    let limit = |calls: u32| {
+        settings.call_timeout + Duration::from_secs_f64(calls as f64 * slowest * 20.0 / 1e3)
+    };
     // Both sides, every block: the one core this device times on.
     let cpu = cores::timing_core(&settings.device).and_then(|c| u32::try_from(c).ok());
     // At least one call's outputs always fit.
@@ -268,7 +337,12 @@ pub fn measure<S: TimedSide>(
         let mut issue = [0.0f64; 2];
         let mut candidate_ms = None;
         for (i, side) in [Side::Reference, Side::Candidate].into_iter().enumerate() {
-            let Seen { reply, outer_ms, .. } = sides.time(side, &warm_block(warm_calls, spin_us, rng), limit(warm_calls), &mut findings)?;
+            let Seen { reply, outer_ms, .. } = sides.time(
+                side,
+                &warm_block(warm_calls, spin_us, rng),
+                limit(warm_calls),
+                &mut findings,
+            )?;
             wall = wall.max(outer_ms / f64::from(warm_calls));
             issue[i] = cudal1_stats::median(past_the_first(&reply.issue_ms)).unwrap_or(0.0);
             if side == Side::Candidate {
@@ -293,17 +367,39 @@ pub fn measure<S: TimedSide>(
         if warm_started.elapsed() >= settings.warmup {
             break wall.max(1e-3);
         }
-        warm_calls = ((settings.warmup.as_secs_f64() * 1e3 / 2.0 / wall.max(1e-3)) as u32).clamp(1, 2000);
+        warm_calls =
+            ((settings.warmup.as_secs_f64() * 1e3 / 2.0 / wall.max(1e-3)) as u32).clamp(1, 2000);
     };
-    let calls = ((settings.block_target.as_secs_f64() * 1e3 / per_call_wall) as u32).clamp(1, max_calls);
+    let calls =
+        ((settings.block_target.as_secs_f64() * 1e3 / per_call_wall) as u32).clamp(1, max_calls);
     let blocks = Blocks { calls, per_call_wall, cpu, keep };
-    let mut run = timed_blocks(&mut sides, &blocks, TimingRun { calls_per_block: calls, findings, spin_us, spin_dropped, ..TimingRun::default() }, settings, &limit, rng)?;
+    let mut run = timed_blocks(
+        &mut sides,
+        &blocks,
+        TimingRun {
+            calls_per_block: calls,
+            findings,
+            spin_us,
+            spin_dropped,
+            ..TimingRun::default()
+        },
+        settings,
+        &limit,
+        rng,
+    )?;
     // A claim is held against what it claims: where the timed calls turned out shorter than the
     // warm-up's, so that the spin could hide a share of them, the blocks are timed again without.
     if let (Some(spin), Some(ms)) = (run.spin_us, median_window_ms(&run)) {
         if window::spin_could_hide(spin, ms) {
             let first = std::mem::take(&mut run);
-            let again = TimingRun { calls_per_block: calls, findings: first.findings, checked: first.checked, unkept: first.unkept, spin_dropped: Some((spin, ms)), ..TimingRun::default() };
+            let again = TimingRun {
+                calls_per_block: calls,
+                findings: first.findings,
+                checked: first.checked,
+                unkept: first.unkept,
+                spin_dropped: Some((spin, ms)),
+                ..TimingRun::default()
+            };
             run = timed_blocks(&mut sides, &blocks, again, settings, &limit, rng)?;
         }
     }
@@ -315,7 +411,11 @@ pub fn measure<S: TimedSide>(
 /// doubled the median issue time that sizes the spin (an H100, 2026-11-26: spins of 0.29-0.48 ms
 /// for calls that took 0.06-0.23 ms to issue).
 fn past_the_first(values: &[f64]) -> &[f64] {
-    if values.len() > 1 { &values[1..] } else { values }
+    if values.len() > 1 {
+        &values[1..]
+    } else {
+        values
+    }
 }
 
 /// The candidate's median time per call in the window the run chose.
@@ -354,18 +454,23 @@ fn timed_blocks<S: TimedSide>(
     // Which candidate blocks reveal a call is drawn after each block has returned, so that no
     // block can know it will be checked: about `timed_checks` per measurement, at least one.
     let pair_ms = 2.0 * f64::from(calls) * b.per_call_wall;
-    let expected_blocks = (settings.timing_budget.as_secs_f64() * 1e3 / pair_ms).max(settings.min_blocks as f64).max(1.0);
+    let expected_blocks = (settings.timing_budget.as_secs_f64() * 1e3 / pair_ms)
+        .max(settings.min_blocks as f64)
+        .max(1.0);
     let reveal_chance = (settings.timed_checks as f64 / expected_blocks).clamp(0.0, 1.0);
     let checked_before = run.checked.len();
 
     let started = Instant::now();
     let mut blocks = 0usize;
-    while blocks < settings.min_blocks || (started.elapsed() < settings.timing_budget && blocks < 10_000) {
+    while blocks < settings.min_blocks
+        || (started.elapsed() < settings.timing_budget && blocks < 10_000)
+    {
         let mut order = [Side::Reference, Side::Candidate];
         order.shuffle(rng);
         for side in order {
             let request = block(rng);
-            let Seen { reply, outer_ms, cpu_ms, candidate_cpu_ms } = sides.time(side, &request, limit(calls), &mut run.findings)?;
+            let Seen { reply, outer_ms, cpu_ms, candidate_cpu_ms } =
+                sides.time(side, &request, limit(calls), &mut run.findings)?;
             let clock = BlockClock {
                 outer_ms,
                 timed_ms: reply.host_ms.iter().sum(),
@@ -388,14 +493,24 @@ fn timed_blocks<S: TimedSide>(
                     run.candidate_full_ms.extend(&reply.full_ms);
                     run.candidate_issue_ms.extend(&reply.issue_ms);
                     run.candidate_blocks.push(clock);
-                    let last = blocks + 1 >= settings.min_blocks && started.elapsed() >= settings.timing_budget;
+                    let last = blocks + 1 >= settings.min_blocks
+                        && started.elapsed() >= settings.timing_budget;
                     let kept = u32::try_from(reply.kept).unwrap_or(u32::MAX);
                     if kept < calls && run.unkept.is_none() {
                         run.unkept = Some((blocks, reply.kept, calls));
                     }
-                    if kept > 0 && (rng.random_bool(reveal_chance) || (last && run.checked.len() == checked_before)) {
+                    if kept > 0
+                        && (rng.random_bool(reveal_chance)
+                            || (last && run.checked.len() == checked_before))
+                    {
                         let call = rng.random_range(0..kept);
-                        sides.reveal(call, request.seeds[call as usize], &reply.fingerprints[call as usize], limit(1), &mut run)?;
+                        sides.reveal(
+                            call,
+                            request.seeds[call as usize],
+                            &reply.fingerprints[call as usize],
+                            limit(1),
+                            &mut run,
+                        )?;
                     }
                 }
             }
@@ -473,7 +588,15 @@ pub fn busy_while_idle(run: &TimingRun) -> Option<(f64, f64)> {
 /// How many more cores than the reference the candidate kept busy during its blocks, on the
 /// CPU (where the reference runs with one thread): CPU time per wall time, median over blocks.
 pub fn extra_cores(run: &TimingRun) -> Option<f64> {
-    let ratio = |blocks: &[BlockClock]| cudal1_stats::median(&blocks.iter().filter(|b| b.outer_ms > 0.0).map(|b| b.cpu_ms / b.outer_ms).collect::<Vec<_>>());
+    let ratio = |blocks: &[BlockClock]| {
+        cudal1_stats::median(
+            &blocks
+                .iter()
+                .filter(|b| b.outer_ms > 0.0)
+                .map(|b| b.cpu_ms / b.outer_ms)
+                .collect::<Vec<_>>(),
+        )
+    };
     Some(ratio(&run.candidate_blocks)? - ratio(&run.reference_blocks)?)
 }
 
@@ -534,7 +657,11 @@ impl OuterBound {
     /// The most speedup cudal1's clock supports (see [`OuterBound`]).
     pub fn supported_speedup(&self) -> f64 {
         let candidate = self.claimed_ms.max(self.floor_ms);
-        if candidate > 0.0 { self.reference_ms / candidate } else { f64::INFINITY }
+        if candidate > 0.0 {
+            self.reference_ms / candidate
+        } else {
+            f64::INFINITY
+        }
     }
 
     /// By how much a speedup of `median` must be divided to stay within what the clock supports
@@ -546,9 +673,16 @@ impl OuterBound {
 
 pub fn outer_bound(run: &TimingRun) -> Option<OuterBound> {
     let per_call = |blocks: &[BlockClock], f: &dyn Fn(&BlockClock) -> f64| -> Option<f64> {
-        cudal1_stats::median(&blocks.iter().filter(|b| b.calls > 0).map(|b| f(b) / f64::from(b.calls)).collect::<Vec<_>>())
+        cudal1_stats::median(
+            &blocks
+                .iter()
+                .filter(|b| b.calls > 0)
+                .map(|b| f(b) / f64::from(b.calls))
+                .collect::<Vec<_>>(),
+        )
     };
-    let untimed = per_call(&run.reference_blocks, &|b| b.outer_ms - b.window_ms(run.window))?.max(0.0);
+    let untimed =
+        per_call(&run.reference_blocks, &|b| b.outer_ms - b.window_ms(run.window))?.max(0.0);
     let outer = per_call(&run.candidate_blocks, &|b| b.outer_ms)?;
     let claimed_ms = per_call(&run.candidate_blocks, &|b| b.window_ms(run.window))?;
     let reference_ms = per_call(&run.reference_blocks, &|b| b.window_ms(run.window))?;
@@ -579,7 +713,15 @@ mod tests {
 
     impl Scripted {
         fn new(work_ms: f64, issue_ms: f64, side_stream: bool) -> Scripted {
-            Scripted { work_ms, issue_ms, side_stream, later: None, timed_blocks: 0, seen: Vec::new(), last_seeds: Vec::new() }
+            Scripted {
+                work_ms,
+                issue_ms,
+                side_stream,
+                later: None,
+                timed_blocks: 0,
+                seen: Vec::new(),
+                last_seeds: Vec::new(),
+            }
         }
 
         fn timed_spins(&self) -> Vec<Option<f64>> {
@@ -626,10 +768,15 @@ mod tests {
     }
 
     impl TimedSide for Scripted {
-        fn call<R: cudal1_protocol::Request>(&mut self, request: &R, _timeout: Duration) -> Result<R::Reply, CallError> {
+        fn call<R: cudal1_protocol::Request>(
+            &mut self,
+            request: &R,
+            _timeout: Duration,
+        ) -> Result<R::Reply, CallError> {
             let json = request.to_json();
             let reply = match R::OP {
-                "time" => serde_json::to_value(self.reply(&serde_json::from_value(json).unwrap())).unwrap(),
+                "time" => serde_json::to_value(self.reply(&serde_json::from_value(json).unwrap()))
+                    .unwrap(),
                 "reveal" => {
                     let call = json["calls"][0].as_u64().unwrap() as usize;
                     serde_json::json!({"checked": [{"seed": self.last_seeds[call]}]})
@@ -645,36 +792,61 @@ mod tests {
     }
 
     fn gpu_settings() -> EvalSettings {
-        EvalSettings { timing_budget: Duration::ZERO, warmup: Duration::ZERO, min_blocks: 4, timed_checks: 0, ..EvalSettings::for_device(Device::Cuda(0)) }
+        EvalSettings {
+            timing_budget: Duration::ZERO,
+            warmup: Duration::ZERO,
+            min_blocks: 4,
+            timed_checks: 0,
+            ..EvalSettings::for_device(Device::Cuda(0))
+        }
     }
 
     fn time(reference: &mut Scripted, candidate: &mut Scripted) -> TimingRun {
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-        measure(reference, candidate, Path::new("/nonexistent"), (0.1, 0.1), 4, &gpu_settings(), &mut rng).unwrap()
+        measure(
+            reference,
+            candidate,
+            Path::new("/nonexistent"),
+            (0.1, 0.1),
+            4,
+            &gpu_settings(),
+            &mut rng,
+        )
+        .unwrap()
     }
 
     #[test]
     fn a_call_whose_work_fits_beside_the_spin_is_timed_from_an_idle_gpu() {
         // A light task (30 us on the GPU, 20 us to issue): the candidate does the same work on a
         // side stream of its own, which the spin (60 us) hid entirely (14.4x on an H100).
-        let (mut reference, mut candidate) = (Scripted::new(0.03, 0.02, false), Scripted::new(0.03, 0.02, true));
+        let (mut reference, mut candidate) =
+            (Scripted::new(0.03, 0.02, false), Scripted::new(0.03, 0.02, true));
         let run = time(&mut reference, &mut candidate);
-        let WindowUsed::SpinCouldHide { spin_us, candidate_ms } = run.window else { panic!("{:?}", run.window) };
+        let WindowUsed::SpinCouldHide { spin_us, candidate_ms } = run.window else {
+            panic!("{:?}", run.window)
+        };
         assert!((spin_us - 60.0).abs() < 1e-9 && candidate_ms < 0.001, "{spin_us} {candidate_ms}");
         assert_eq!(run.spin_us, None);
         // Every timed block of both sides ran without a spin, in the same window.
-        assert!(reference.timed_spins().iter().chain(&candidate.timed_spins()).all(Option::is_none));
-        let speedup = cudal1_stats::median(run.reference_ms()).unwrap() / cudal1_stats::median(run.candidate_ms()).unwrap();
+        assert!(reference
+            .timed_spins()
+            .iter()
+            .chain(&candidate.timed_spins())
+            .all(Option::is_none));
+        let speedup = cudal1_stats::median(run.reference_ms()).unwrap()
+            / cudal1_stats::median(run.candidate_ms()).unwrap();
         assert!((speedup - 1.0).abs() < 0.01, "{speedup}");
     }
 
     #[test]
     fn an_honest_light_candidate_is_timed_from_an_idle_gpu_too() {
         // Its own 10 us cannot be told from 10 us hidden beside a 60 us spin: no spin.
-        let (mut reference, mut candidate) = (Scripted::new(0.03, 0.02, false), Scripted::new(0.01, 0.02, false));
+        let (mut reference, mut candidate) =
+            (Scripted::new(0.03, 0.02, false), Scripted::new(0.01, 0.02, false));
         let run = time(&mut reference, &mut candidate);
         assert!(matches!(run.window, WindowUsed::SpinCouldHide { .. }), "{:?}", run.window);
-        let speedup = cudal1_stats::median(run.reference_ms()).unwrap() / cudal1_stats::median(run.candidate_ms()).unwrap();
+        let speedup = cudal1_stats::median(run.reference_ms()).unwrap()
+            / cudal1_stats::median(run.candidate_ms()).unwrap();
         assert!((speedup - 0.06 / 0.04).abs() < 0.01, "{speedup}");
     }
 
@@ -688,12 +860,14 @@ mod tests {
     #[test]
     fn a_long_call_keeps_the_spin_and_the_gpu_window() {
         // 2 ms of GPU work against a 60 us spin: at most 3% could hide beside it.
-        let (mut reference, mut candidate) = (Scripted::new(4.0, 0.02, false), Scripted::new(2.0, 0.02, false));
+        let (mut reference, mut candidate) =
+            (Scripted::new(4.0, 0.02, false), Scripted::new(2.0, 0.02, false));
         let run = time(&mut reference, &mut candidate);
         assert_eq!(run.window, WindowUsed::Gpu);
         assert_eq!(run.spin_us, Some(60.0));
         assert!(candidate.timed_spins().iter().all(|s| *s == Some(60.0)));
-        let speedup = cudal1_stats::median(run.reference_ms()).unwrap() / cudal1_stats::median(run.candidate_ms()).unwrap();
+        let speedup = cudal1_stats::median(run.reference_ms()).unwrap()
+            / cudal1_stats::median(run.candidate_ms()).unwrap();
         assert!((speedup - 2.0).abs() < 1e-9, "{speedup}");
     }
 
@@ -708,17 +882,29 @@ mod tests {
         let spins = candidate.timed_spins();
         assert_eq!(spins[..4], [Some(60.0); 4], "{spins:?}");
         assert!(spins[4..].iter().all(Option::is_none) && spins.len() > 4, "{spins:?}");
-        let speedup = cudal1_stats::median(run.reference_ms()).unwrap() / cudal1_stats::median(run.candidate_ms()).unwrap();
+        let speedup = cudal1_stats::median(run.reference_ms()).unwrap()
+            / cudal1_stats::median(run.candidate_ms()).unwrap();
         assert!((speedup - 1.0).abs() < 0.01, "{speedup}");
     }
 
     fn block(outer: f64, timed: f64, calls: u32) -> BlockClock {
-        BlockClock { outer_ms: outer, timed_ms: timed, call_ms: timed, full_ms: timed, calls, cpu_ms: outer }
+        BlockClock {
+            outer_ms: outer,
+            timed_ms: timed,
+            call_ms: timed,
+            full_ms: timed,
+            calls,
+            cpu_ms: outer,
+        }
     }
 
     #[test]
     fn cpu_beyond_one_core_or_while_the_reference_runs_is_seen() {
-        let mut run = TimingRun { reference_blocks: vec![block(100.0, 90.0, 10); 5], candidate_blocks: vec![block(100.0, 45.0, 10); 5], ..TimingRun::default() };
+        let mut run = TimingRun {
+            reference_blocks: vec![block(100.0, 90.0, 10); 5],
+            candidate_blocks: vec![block(100.0, 45.0, 10); 5],
+            ..TimingRun::default()
+        };
         assert_eq!(extra_cores(&run), Some(0.0));
         for b in &mut run.candidate_blocks {
             b.cpu_ms = 190.0; // two threads busy
@@ -787,7 +973,8 @@ mod tests {
     fn a_median_of_fast_lookups_is_cut_to_the_speedup_of_means() {
         // Nine calls of 0.01 ms and one doing the work of ten (1 ms each): the block sums are
         // honest, the median is not. The reference takes 1 ms per call.
-        let b = outer_bound(&run_with(block(15.0, 10.0, 10), block(15.0, 10.09, 10), 0.01)).unwrap();
+        let b =
+            outer_bound(&run_with(block(15.0, 10.0, 10), block(15.0, 10.09, 10), 0.01)).unwrap();
         assert!(!b.disagrees(), "{b:?}");
         assert!((b.supported_speedup() - 10.0 / 10.09).abs() < 1e-9, "{b:?}");
         let median = 1.0 / 0.01;
@@ -800,7 +987,12 @@ mod tests {
     fn a_long_tail_of_honest_calls_is_held_against_their_mean() {
         // Seen on a 2-core CPU: threads started and joined in each call, median 0.36 ms, mean
         // 1.31 ms, 2.2 ms per call by the outer clock against the reference's 0.78 (0.08 timed).
-        let b = outer_bound(&run_with(block(0.78 * 46.0, 0.084 * 46.0, 46), block(2.2 * 46.0, 1.31 * 46.0, 46), 0.36)).unwrap();
+        let b = outer_bound(&run_with(
+            block(0.78 * 46.0, 0.084 * 46.0, 46),
+            block(2.2 * 46.0, 1.31 * 46.0, 46),
+            0.36,
+        ))
+        .unwrap();
         assert_eq!(b.factor(), 1.0, "{b:?}");
     }
 
@@ -809,7 +1001,8 @@ mod tests {
         // Twice as fast, with the same untimed work per call, or somewhat more (noise).
         for untimed in [0.5, 0.8, 1.0] {
             let outer = 10.0 * (0.5 + untimed);
-            let b = outer_bound(&run_with(block(15.0, 10.0, 10), block(outer, 5.0, 10), 0.5)).unwrap();
+            let b =
+                outer_bound(&run_with(block(15.0, 10.0, 10), block(outer, 5.0, 10), 0.5)).unwrap();
             assert_eq!(b.factor(), 1.0, "{untimed}: {b:?}");
         }
         // Untimed work that dwarfs the call: the outer clock cannot resolve it, and says nothing.
@@ -819,7 +1012,12 @@ mod tests {
 
     #[test]
     fn a_reveal_must_answer_with_the_chosen_calls_seed() {
-        let call = |seed: u64| CheckedCall { seed, path: Some("/o/time.pt".into()), shared: None, findings: vec![] };
+        let call = |seed: u64| CheckedCall {
+            seed,
+            path: Some("/o/time.pt".into()),
+            shared: None,
+            findings: vec![],
+        };
         assert_eq!(revealed(vec![call(41)], 3, 41).map(|c| c.seed), Ok(41));
         // The output of another call (one the candidate did compute) in place of the chosen one.
         assert!(revealed(vec![call(40)], 3, 41).unwrap_err().contains("output of input seed 40"));
@@ -829,7 +1027,14 @@ mod tests {
 
     #[test]
     fn replies_of_the_wrong_shape_are_refused() {
-        let req = Time { seeds: vec![1, 2], flush_l2: true, warmup: false, keep_bytes: 8, cpu: None, spin_us: None };
+        let req = Time {
+            seeds: vec![1, 2],
+            flush_l2: true,
+            warmup: false,
+            keep_bytes: 8,
+            cpu: None,
+            spin_us: None,
+        };
         let good = TimeReply {
             ms: vec![0.5, 0.5],
             full_ms: vec![0.5, 0.5],
@@ -848,7 +1053,14 @@ mod tests {
         let kept = TimeReply { kept: 3, ..good.clone() };
         assert!(validate(&kept, &req).is_err());
         let warm = Time { warmup: true, ..req.clone() };
-        let warm_reply = TimeReply { ms: vec![], full_ms: vec![], host_ms: vec![], fingerprints: vec![], kept: 0, ..good };
+        let warm_reply = TimeReply {
+            ms: vec![],
+            full_ms: vec![],
+            host_ms: vec![],
+            fingerprints: vec![],
+            kept: 0,
+            ..good
+        };
         assert_eq!(validate(&warm_reply, &warm), Ok(()));
     }
 

@@ -45,7 +45,10 @@ pub enum WindowUsed {
 impl WindowUsed {
     /// Whether the times run until the device was idle (`full_ms`) rather than to the return.
     pub fn until_idle(&self) -> bool {
-        matches!(self, WindowUsed::Wall | WindowUsed::UntilIdle { .. } | WindowUsed::SpinCouldHide { .. })
+        matches!(
+            self,
+            WindowUsed::Wall | WindowUsed::UntilIdle { .. } | WindowUsed::SpinCouldHide { .. }
+        )
     }
 }
 
@@ -62,7 +65,11 @@ const SPIN_MAX_MS: f64 = 5.0;
 
 /// The spin before each timed call, in microseconds, from each side's median issue time in ms;
 /// `None` where calls are not timed in the GPU window.
-pub fn spin_us(settings: &EvalSettings, reference_issue_ms: f64, candidate_issue_ms: f64) -> Option<f64> {
+pub fn spin_us(
+    settings: &EvalSettings,
+    reference_issue_ms: f64,
+    candidate_issue_ms: f64,
+) -> Option<f64> {
     if !settings.device.is_cuda() || settings.window != TimingWindow::Gpu {
         return None;
     }
@@ -100,7 +107,9 @@ pub fn choose(run: &mut TimingRun, settings: &EvalSettings) {
         WindowUsed::SpinCouldHide { spin_us, candidate_ms }
     } else {
         match tail_excess_ms(run) {
-            Some(excess_ms) if excess_ms > TAIL_EXCESS_MS + TAIL_EXCESS_SHARE * longest_ms(run) => WindowUsed::UntilIdle { excess_ms },
+            Some(excess_ms) if excess_ms > TAIL_EXCESS_MS + TAIL_EXCESS_SHARE * longest_ms(run) => {
+                WindowUsed::UntilIdle { excess_ms }
+            }
             _ => WindowUsed::Gpu,
         }
     };
@@ -117,7 +126,10 @@ fn tail_excess_ms(run: &TimingRun) -> Option<f64> {
 /// The median tail of each side (reference, candidate): how long the device stayed busy or
 /// synchronising after a call returned.
 pub fn tails_ms(run: &TimingRun) -> (Option<f64>, Option<f64>) {
-    (median_tail(&run.reference_call_ms, &run.reference_full_ms), median_tail(&run.candidate_call_ms, &run.candidate_full_ms))
+    (
+        median_tail(&run.reference_call_ms, &run.reference_full_ms),
+        median_tail(&run.candidate_call_ms, &run.candidate_full_ms),
+    )
 }
 
 fn median_tail(ms: &[f64], full_ms: &[f64]) -> Option<f64> {
@@ -198,7 +210,10 @@ mod tests {
     fn the_wall_window_and_the_cpu_keep_their_own_clocks() {
         let mut r = run((0.007, 0.030), (0.005, 0.031));
         choose(&mut r, &EvalSettings { window: TimingWindow::Wall, ..gpu() });
-        assert_eq!((r.window, r.reference_ms()[0], r.candidate_ms()[0]), (WindowUsed::Wall, 0.030, 0.031));
+        assert_eq!(
+            (r.window, r.reference_ms()[0], r.candidate_ms()[0]),
+            (WindowUsed::Wall, 0.030, 0.031)
+        );
         let mut r = run((1.0, 1.0), (0.5, 3.0));
         choose(&mut r, &EvalSettings::for_device(Device::Cpu));
         assert_eq!((r.window, r.candidate_ms()[0]), (WindowUsed::Host, 0.5));

@@ -6,7 +6,10 @@ use cudal1_eval::Device;
 
 /// A child process's cores, as the kernel lists them (`0-3,6`).
 fn cores_of_a_child() -> Vec<usize> {
-    let out = std::process::Command::new("sh").args(["-c", "grep Cpus_allowed_list /proc/self/status"]).output().unwrap();
+    let out = std::process::Command::new("sh")
+        .args(["-c", "grep Cpus_allowed_list /proc/self/status"])
+        .output()
+        .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
     let list = text.split(':').nth(1).unwrap().trim().to_owned();
     list.split(',')

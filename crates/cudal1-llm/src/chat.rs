@@ -137,7 +137,15 @@ mod tests {
         assert!(r.problem().unwrap().contains("n must be 1"));
         assert!(ChatRequest::new(vec![]).problem().unwrap().contains("at least one message"));
         assert!(ChatRequest::user("x").with_top_p(0.0).problem().unwrap().contains("top_p"));
-        assert!(ChatRequest::user("x").with_temperature(f32::NAN).problem().unwrap().contains("temperature"));
-        assert!(ChatRequest::user("x").with_max_tokens(0).problem().unwrap().contains("max_tokens"));
+        assert!(ChatRequest::user("x")
+            .with_temperature(f32::NAN)
+            .problem()
+            .unwrap()
+            .contains("temperature"));
+        assert!(ChatRequest::user("x")
+            .with_max_tokens(0)
+            .problem()
+            .unwrap()
+            .contains("max_tokens"));
     }
 }

@@ -101,7 +101,8 @@ impl EmbeddedModel {
     fn running(&self) -> Result<MutexGuard<'_, Option<Running>>, LlmError> {
         let mut guard = self.worker.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if guard.is_none() {
-            let mut worker = ModelWorker::spawn(&self.config.worker()).map_err(|e| self.failed(None, e))?;
+            let mut worker =
+                ModelWorker::spawn(&self.config.worker()).map_err(|e| self.failed(None, e))?;
             let loaded = match worker.call(&self.config.load(), self.config.load_timeout) {
                 Ok(l) => l,
                 Err(e) => {
@@ -125,8 +126,24 @@ impl EmbeddedModel {
             ModelError::Worker(w) => w.stderr_tail().map(str::to_owned),
             _ => worker.map(ModelWorker::stderr_tail),
         };
-        let tail = stderr.map(|s| s.trim().lines().rev().take(12).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")).unwrap_or_default();
-        let reason = if tail.is_empty() { e.to_string() } else { format!("{e}; its stderr ends with:\n{tail}") };
+        let tail = stderr
+            .map(|s| {
+                s.trim()
+                    .lines()
+                    .rev()
+                    .take(12)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default();
+        let reason = if tail.is_empty() {
+            e.to_string()
+        } else {
+            format!("{e}; its stderr ends with:\n{tail}")
+        };
         LlmError::Worker { target: self.target(), reason, source: Some(e) }
     }
 
@@ -148,7 +165,14 @@ impl Llm for EmbeddedModel {
         let mut guard = self.running()?;
         let running = guard.as_mut().expect("running() started it");
         let chat = messages::Chat {
-            messages: req.messages.iter().map(|m| messages::Message { role: role_name(m.role).to_owned(), content: m.content.clone() }).collect(),
+            messages: req
+                .messages
+                .iter()
+                .map(|m| messages::Message {
+                    role: role_name(m.role).to_owned(),
+                    content: m.content.clone(),
+                })
+                .collect(),
             max_tokens: req.max_tokens,
             temperature: f64::from(req.temperature),
             top_p: f64::from(req.top_p),
@@ -203,7 +227,10 @@ mod tests {
         c.model_dir = Some("/models".into());
         c.gguf_file = Some("m.gguf".into());
         c.device = "cuda:0".into();
-        assert_eq!(c.load().model, ModelSource::Gguf { dir: Some("/models".into()), file: Some("m.gguf".into()) });
+        assert_eq!(
+            c.load().model,
+            ModelSource::Gguf { dir: Some("/models".into()), file: Some("m.gguf".into()) }
+        );
         assert_eq!(c.load().device, "cuda:0");
         assert_eq!(EmbeddedModel::new(c).describe(), "embedded `/models/m.gguf` on cuda:0");
     }

@@ -10,7 +10,9 @@ pub fn chat_completions_url(base_url: &str) -> Result<String, LlmError> {
     let base = base_url.trim().trim_end_matches('/');
     let Some((scheme, rest)) = base.split_once("://") else {
         return Err(LlmError::InvalidConfig {
-            reason: format!("base URL `{base_url}` has no scheme; write e.g. `http://127.0.0.1:8000/v1`"),
+            reason: format!(
+                "base URL `{base_url}` has no scheme; write e.g. `http://127.0.0.1:8000/v1`"
+            ),
         });
     };
     if !matches!(scheme, "http" | "https") || rest.is_empty() {
@@ -34,7 +36,12 @@ mod tests {
     #[test]
     fn with_and_without_v1() {
         let want = "http://127.0.0.1:8000/v1/chat/completions";
-        for base in ["http://127.0.0.1:8000", "http://127.0.0.1:8000/", "http://127.0.0.1:8000/v1", " http://127.0.0.1:8000/v1/ "] {
+        for base in [
+            "http://127.0.0.1:8000",
+            "http://127.0.0.1:8000/",
+            "http://127.0.0.1:8000/v1",
+            " http://127.0.0.1:8000/v1/ ",
+        ] {
             assert_eq!(chat_completions_url(base).unwrap(), want, "{base}");
         }
     }

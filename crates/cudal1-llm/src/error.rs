@@ -61,7 +61,9 @@ impl LlmError {
     pub fn is_fatal(&self) -> bool {
         matches!(
             self,
-            LlmError::BudgetExhausted { .. } | LlmError::InvalidConfig { .. } | LlmError::InvalidRequest { .. }
+            LlmError::BudgetExhausted { .. }
+                | LlmError::InvalidConfig { .. }
+                | LlmError::InvalidRequest { .. }
         ) || matches!(self, LlmError::Status { status: 401 | 403 | 404, .. })
     }
 }
@@ -73,7 +75,8 @@ mod tests {
     #[test]
     fn budget_and_auth_errors_are_fatal_but_server_errors_are_not() {
         assert!(LlmError::BudgetExhausted { spent_usd: 1.0, cap_usd: 1.0 }.is_fatal());
-        let status = |status| LlmError::Status { url: "u".into(), status, message: "m".into(), attempts: 1 };
+        let status =
+            |status| LlmError::Status { url: "u".into(), status, message: "m".into(), attempts: 1 };
         assert!(status(401).is_fatal());
         assert!(!status(500).is_fatal());
         assert!(!status(429).is_fatal());

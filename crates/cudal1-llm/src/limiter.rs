@@ -29,9 +29,11 @@ impl Limiter {
     }
 
     pub(crate) fn acquire(&self) -> Permit<'_> {
-        let mut in_use = self.state.in_use.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut in_use =
+            self.state.in_use.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         while *in_use >= self.limit {
-            in_use = self.state.freed.wait(in_use).unwrap_or_else(std::sync::PoisonError::into_inner);
+            in_use =
+                self.state.freed.wait(in_use).unwrap_or_else(std::sync::PoisonError::into_inner);
         }
         *in_use += 1;
         Permit { limiter: self }

@@ -24,7 +24,9 @@ impl Mixture {
     /// Weights must be finite, non-negative and not all zero.
     pub fn new(members: Vec<(Arc<dyn Llm>, f64)>, seed: u64) -> Result<Self, LlmError> {
         if members.is_empty() {
-            return Err(LlmError::InvalidConfig { reason: "a mixture needs at least one model".to_owned() });
+            return Err(LlmError::InvalidConfig {
+                reason: "a mixture needs at least one model".to_owned(),
+            });
         }
         if let Some((llm, w)) = members.iter().find(|(_, w)| !w.is_finite() || *w < 0.0) {
             return Err(LlmError::InvalidConfig {
@@ -91,7 +93,14 @@ mod tests {
 
     fn mix(weights: &[f64], seed: u64) -> Result<Mixture, LlmError> {
         let names = ["a", "b", "c"];
-        Mixture::new(weights.iter().zip(names).map(|(w, n)| (Arc::new(Fixed(n)) as Arc<dyn Llm>, *w)).collect(), seed)
+        Mixture::new(
+            weights
+                .iter()
+                .zip(names)
+                .map(|(w, n)| (Arc::new(Fixed(n)) as Arc<dyn Llm>, *w))
+                .collect(),
+            seed,
+        )
     }
 
     #[test]

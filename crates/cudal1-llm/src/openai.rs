@@ -82,7 +82,10 @@ pub struct OpenAiClient {
 enum Attempt {
     Done(Completion),
     /// Worth retrying after the delay; `Retry-After` when the server gave one.
-    Retry { error: LlmError, retry_after: Option<Duration> },
+    Retry {
+        error: LlmError,
+        retry_after: Option<Duration>,
+    },
     Fail(LlmError),
 }
 
@@ -98,7 +101,9 @@ impl OpenAiClient {
     pub fn with_usage(config: OpenAiConfig, usage: Usage) -> Result<Self, LlmError> {
         let url = chat_completions_url(&config.base_url)?;
         if config.max_concurrent == 0 {
-            return Err(LlmError::InvalidConfig { reason: "max_concurrent must be at least 1".to_owned() });
+            return Err(LlmError::InvalidConfig {
+                reason: "max_concurrent must be at least 1".to_owned(),
+            });
         }
         if config.model.trim().is_empty() {
             return Err(LlmError::InvalidConfig { reason: "model name is empty".to_owned() });
@@ -106,7 +111,8 @@ impl OpenAiClient {
         if config.timeout.is_zero() {
             return Err(LlmError::InvalidConfig { reason: "timeout must be positive".to_owned() });
         }
-        let api_key = std::env::var(&config.api_key_env).ok().filter(|k| !k.trim().is_empty()).map(ApiKey);
+        let api_key =
+            std::env::var(&config.api_key_env).ok().filter(|k| !k.trim().is_empty()).map(ApiKey);
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(config.timeout))
             .http_status_as_error(false)
@@ -141,7 +147,11 @@ impl OpenAiClient {
         let started = Instant::now();
         let response = request.send(body).and_then(|mut resp| {
             let status = resp.status().as_u16();
-            let retry_after = resp.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(parse_retry_after);
+            let retry_after = resp
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .and_then(parse_retry_after);
             let text = resp.body_mut().read_to_string()?;
             Ok((status, retry_after, text))
         });
@@ -153,8 +163,13 @@ impl OpenAiClient {
         if (200..300).contains(&status) {
             return match parse_reply(&text) {
                 Ok(parsed) => {
-                    let cost = inner.config.prices.cost(parsed.prompt_tokens, parsed.completion_tokens);
-                    inner.usage.record_completion(parsed.prompt_tokens, parsed.completion_tokens, cost);
+                    let cost =
+                        inner.config.prices.cost(parsed.prompt_tokens, parsed.completion_tokens);
+                    inner.usage.record_completion(
+                        parsed.prompt_tokens,
+                        parsed.completion_tokens,
+                        cost,
+                    );
                     Attempt::Done(Completion {
                         text: parsed.text,
                         prompt_tokens: parsed.prompt_tokens,
@@ -164,10 +179,19 @@ impl OpenAiClient {
                         latency,
                     })
                 }
-                Err(reason) => Attempt::Fail(LlmError::BadResponse { url: url.clone(), reason, body: shorten(&text, 500) }),
+                Err(reason) => Attempt::Fail(LlmError::BadResponse {
+                    url: url.clone(),
+                    reason,
+                    body: shorten(&text, 500),
+                }),
             };
         }
-        let error = LlmError::Status { url: url.clone(), status, message: error_message(&text), attempts: 0 };
+        let error = LlmError::Status {
+            url: url.clone(),
+            status,
+            message: error_message(&text),
+            attempts: 0,
+        };
         if status_is_retryable(status) {
             Attempt::Retry { error, retry_after }
         } else {
@@ -177,19 +201,31 @@ impl OpenAiClient {
 
     fn transport_failure(&self, e: ureq::Error) -> Attempt {
         let url = self.inner.url.clone();
-        let timed_out =
-            matches!(&e, ureq::Error::Timeout(_)) || matches!(&e, ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut);
+        let timed_out = matches!(&e, ureq::Error::Timeout(_))
+            || matches!(&e, ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut);
         if timed_out {
-            return Attempt::Fail(LlmError::Timeout { url, timeout: self.inner.config.timeout, source: Box::new(e) });
+            return Attempt::Fail(LlmError::Timeout {
+                url,
+                timeout: self.inner.config.timeout,
+                source: Box::new(e),
+            });
         }
         match e {
-            ureq::Error::Io(_) | ureq::Error::ConnectionFailed | ureq::Error::HostNotFound | ureq::Error::Protocol(_) => {
-                Attempt::Retry { error: LlmError::Connection { url, attempts: 0, source: Box::new(e) }, retry_after: None }
-            }
+            ureq::Error::Io(_)
+            | ureq::Error::ConnectionFailed
+            | ureq::Error::HostNotFound
+            | ureq::Error::Protocol(_) => Attempt::Retry {
+                error: LlmError::Connection { url, attempts: 0, source: Box::new(e) },
+                retry_after: None,
+            },
             ureq::Error::BadUri(_) | ureq::Error::Http(_) | ureq::Error::InvalidProxyUrl => {
-                Attempt::Fail(LlmError::InvalidConfig { reason: format!("cannot send to `{url}`: {e}") })
+                Attempt::Fail(LlmError::InvalidConfig {
+                    reason: format!("cannot send to `{url}`: {e}"),
+                })
             }
-            other => Attempt::Fail(LlmError::Connection { url, attempts: 1, source: Box::new(other) }),
+            other => {
+                Attempt::Fail(LlmError::Connection { url, attempts: 1, source: Box::new(other) })
+            }
         }
     }
 }
@@ -197,8 +233,12 @@ impl OpenAiClient {
 /// Writes the final attempt count into errors that carry one.
 fn with_attempts(error: LlmError, n: u32) -> LlmError {
     match error {
-        LlmError::Status { url, status, message, .. } => LlmError::Status { url, status, message, attempts: n },
-        LlmError::Connection { url, source, .. } => LlmError::Connection { url, attempts: n, source },
+        LlmError::Status { url, status, message, .. } => {
+            LlmError::Status { url, status, message, attempts: n }
+        }
+        LlmError::Connection { url, source, .. } => {
+            LlmError::Connection { url, attempts: n, source }
+        }
         other => other,
     }
 }
@@ -210,8 +250,9 @@ impl Llm for OpenAiClient {
             return Err(LlmError::InvalidRequest { target: inner.url.clone(), reason });
         }
         inner.usage.check_budget()?;
-        let body = serde_json::to_vec(&request_body(&inner.config.model, req, &inner.config.extra_body))
-            .expect("a JSON value always serialises");
+        let body =
+            serde_json::to_vec(&request_body(&inner.config.model, req, &inner.config.extra_body))
+                .expect("a JSON value always serialises");
         // Held through backoff waits too: a rate-limited server should not see
         // the waiting callers replaced by fresh ones.
         let _permit = inner.limiter.acquire();
@@ -250,8 +291,14 @@ mod tests {
         let mut c = OpenAiConfig::new("http://127.0.0.1:1", "m");
         c.max_concurrent = 0;
         assert!(matches!(OpenAiClient::new(c), Err(LlmError::InvalidConfig { .. })));
-        assert!(matches!(OpenAiClient::new(OpenAiConfig::new("127.0.0.1:1", "m")), Err(LlmError::InvalidConfig { .. })));
-        assert!(matches!(OpenAiClient::new(OpenAiConfig::new("http://127.0.0.1:1", " ")), Err(LlmError::InvalidConfig { .. })));
+        assert!(matches!(
+            OpenAiClient::new(OpenAiConfig::new("127.0.0.1:1", "m")),
+            Err(LlmError::InvalidConfig { .. })
+        ));
+        assert!(matches!(
+            OpenAiClient::new(OpenAiConfig::new("http://127.0.0.1:1", " ")),
+            Err(LlmError::InvalidConfig { .. })
+        ));
     }
 
     #[test]

@@ -20,13 +20,22 @@ pub struct RetryPolicy {
 
 impl Default for RetryPolicy {
     fn default() -> Self {
-        Self { max_retries: 5, base_delay: Duration::from_millis(500), max_delay: Duration::from_secs(60) }
+        Self {
+            max_retries: 5,
+            base_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(60),
+        }
     }
 }
 
 impl RetryPolicy {
     /// The wait before retry number `failed_attempt + 1`.
-    pub fn delay(&self, failed_attempt: u32, retry_after: Option<Duration>, rng: &mut impl Rng) -> Duration {
+    pub fn delay(
+        &self,
+        failed_attempt: u32,
+        retry_after: Option<Duration>,
+        rng: &mut impl Rng,
+    ) -> Duration {
         if let Some(wait) = retry_after {
             return wait.min(self.max_delay);
         }
@@ -68,7 +77,10 @@ mod tests {
                 let d = p.delay(attempt, None, &mut rng).as_secs_f64() * 1000.0;
                 #[expect(clippy::cast_precision_loss)]
                 let full = full as f64;
-                assert!(d >= full * 0.5 - 1e-6 && d <= full + 1e-6, "attempt {attempt}: {d} ms vs {full}");
+                assert!(
+                    d >= full * 0.5 - 1e-6 && d <= full + 1e-6,
+                    "attempt {attempt}: {d} ms vs {full}"
+                );
             }
         }
     }

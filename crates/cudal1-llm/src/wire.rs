@@ -79,7 +79,8 @@ pub(crate) fn parse_reply(body: &str) -> Result<Parsed, String> {
             return Err(format!("the server reported an error: {msg}"));
         }
     }
-    let wire: WireResponse = serde_json::from_value(value).map_err(|e| format!("unexpected JSON shape ({e})"))?;
+    let wire: WireResponse =
+        serde_json::from_value(value).map_err(|e| format!("unexpected JSON shape ({e})"))?;
     let Some(choice) = wire.choices.into_iter().next() else {
         return Err("no choices in the reply".to_owned());
     };
@@ -184,7 +185,9 @@ mod tests {
 
     #[test]
     fn null_content_is_empty_text_and_missing_usage_is_zero() {
-        let p = parse_reply(r#"{"choices":[{"message":{"content":null},"finish_reason":"length"}]}"#).unwrap();
+        let p =
+            parse_reply(r#"{"choices":[{"message":{"content":null},"finish_reason":"length"}]}"#)
+                .unwrap();
         assert_eq!(p.text, "");
         assert_eq!(p.finish_reason.as_deref(), Some("length"));
         assert_eq!((p.prompt_tokens, p.completion_tokens), (0, 0));
@@ -194,14 +197,19 @@ mod tests {
     fn unusable_replies_say_why() {
         assert!(parse_reply("<html>").unwrap_err().contains("not JSON"));
         assert!(parse_reply(r#"{"choices":[]}"#).unwrap_err().contains("no choices"));
-        assert!(parse_reply(r#"{"error":{"message":"model overloaded"}}"#).unwrap_err().contains("model overloaded"));
+        assert!(parse_reply(r#"{"error":{"message":"model overloaded"}}"#)
+            .unwrap_err()
+            .contains("model overloaded"));
     }
 
     #[test]
     fn error_messages_in_common_shapes() {
         assert_eq!(error_message(r#"{"error":{"message":"bad key","type":"auth"}}"#), "bad key");
         assert_eq!(error_message(r#"{"error":"nope"}"#), "nope");
-        assert_eq!(error_message(r#"{"object":"error","message":"too long","code":400}"#), "too long");
+        assert_eq!(
+            error_message(r#"{"object":"error","message":"too long","code":400}"#),
+            "too long"
+        );
         assert_eq!(error_message(r#"{"detail":"Not Found"}"#), "Not Found");
         assert_eq!(error_message("plain text\n"), "plain text");
         assert_eq!(error_message(""), "(empty body)");

@@ -105,7 +105,15 @@ pub struct Load {
 impl Load {
     /// Inference on the CPU in float32 of a checkpoint directory.
     pub fn hf(dir: impl Into<PathBuf>) -> Load {
-        Load { model: ModelSource::Hf(dir.into()), device: "cpu".into(), dtype: "float32".into(), lora: None, optimizer: None, reference: false, seed: None }
+        Load {
+            model: ModelSource::Hf(dir.into()),
+            device: "cpu".into(),
+            dtype: "float32".into(),
+            lora: None,
+            optimizer: None,
+            reference: false,
+            seed: None,
+        }
     }
 }
 
@@ -166,7 +174,14 @@ pub struct Generate {
 
 impl Default for Generate {
     fn default() -> Generate {
-        Generate { prompts: Vec::new(), n: 1, temperature: 1.0, top_p: 1.0, max_tokens: 256, seed: None }
+        Generate {
+            prompts: Vec::new(),
+            n: 1,
+            temperature: 1.0,
+            top_p: 1.0,
+            max_tokens: 256,
+            seed: None,
+        }
     }
 }
 
@@ -231,7 +246,13 @@ pub struct Sequence {
 
 impl Sequence {
     pub fn new(prompt_ids: Vec<u32>, completion_ids: Vec<u32>) -> Sequence {
-        Sequence { prompt_ids, completion_ids, advantage: None, old_logprobs: None, ref_logprobs: None }
+        Sequence {
+            prompt_ids,
+            completion_ids,
+            advantage: None,
+            old_logprobs: None,
+            ref_logprobs: None,
+        }
     }
 }
 
@@ -279,7 +300,9 @@ impl Aggregation {
             "token_mean" => Ok(Aggregation::TokenMean),
             "sequence_mean" => Ok(Aggregation::SequenceMean),
             "fixed" => Ok(Aggregation::Fixed),
-            _ => Err(format!("unknown loss aggregation `{text}`: use `token_mean`, `sequence_mean` or `fixed`")),
+            _ => Err(format!(
+                "unknown loss aggregation `{text}`: use `token_mean`, `sequence_mean` or `fixed`"
+            )),
         }
     }
 }
@@ -378,16 +401,29 @@ mod tests {
 
     #[test]
     fn requests_carry_their_op_and_the_fields_the_worker_reads() {
-        let load = Load { lora: Some(Lora::default()), optimizer: Some(Optimizer::default()), ..Load::hf("/m") }.to_json();
+        let load = Load {
+            lora: Some(Lora::default()),
+            optimizer: Some(Optimizer::default()),
+            ..Load::hf("/m")
+        }
+        .to_json();
         assert_eq!(load["op"], "load");
         assert_eq!(load["model"], serde_json::json!({"hf": "/m"}));
         assert_eq!(load["lora"]["r"], 16);
         assert!(load["lora"].get("target_modules").is_none());
-        let gguf = serde_json::to_value(ModelSource::Gguf { dir: None, file: Some("x.gguf".into()) }).unwrap();
+        let gguf =
+            serde_json::to_value(ModelSource::Gguf { dir: None, file: Some("x.gguf".into()) })
+                .unwrap();
         assert_eq!(gguf, serde_json::json!({"gguf": {"dir": null, "file": "x.gguf"}}));
-        assert_eq!(serde_json::to_value(ModelSource::Embedded(true)).unwrap(), serde_json::json!({"embedded": true}));
+        assert_eq!(
+            serde_json::to_value(ModelSource::Embedded(true)).unwrap(),
+            serde_json::json!({"embedded": true})
+        );
         let step = TrainStep::sft(vec![Sequence::new(vec![1], vec![2])]).to_json();
-        assert_eq!((step["op"].as_str(), step["kind"].as_str(), step["aggregation"].as_str()), (Some("train_step"), Some("sft"), Some("token_mean")));
+        assert_eq!(
+            (step["op"].as_str(), step["kind"].as_str(), step["aggregation"].as_str()),
+            (Some("train_step"), Some("sft"), Some("token_mean"))
+        );
         assert!(step["sequences"][0].get("advantage").is_none());
         assert_eq!(Aggregation::parse("sequence_mean"), Ok(Aggregation::SequenceMean));
         assert!(Aggregation::parse("mean").is_err());

@@ -28,7 +28,13 @@ pub struct ModelConfig {
 
 impl ModelConfig {
     pub fn new(python: impl Into<PathBuf>, package_root: impl Into<PathBuf>) -> ModelConfig {
-        ModelConfig { python: python.into(), package_root: package_root.into(), threads: None, visible_devices: None, label: "model worker".into() }
+        ModelConfig {
+            python: python.into(),
+            package_root: package_root.into(),
+            threads: None,
+            visible_devices: None,
+            label: "model worker".into(),
+        }
     }
 }
 
@@ -89,7 +95,8 @@ const KEPT: [&str; 12] = [
 impl ModelWorker {
     /// Starts the worker; it loads nothing until [`crate::messages::Load`].
     pub fn spawn(config: &ModelConfig) -> Result<ModelWorker, ModelError> {
-        let mut env: Vec<(OsString, OsString)> = KEPT.iter().filter_map(|k| std::env::var_os(k).map(|v| ((*k).into(), v))).collect();
+        let mut env: Vec<(OsString, OsString)> =
+            KEPT.iter().filter_map(|k| std::env::var_os(k).map(|v| ((*k).into(), v))).collect();
         let mut paths = vec![config.package_root.clone()];
         if let Some(existing) = std::env::var_os("PYTHONPATH") {
             paths.extend(std::env::split_paths(&existing));
@@ -115,23 +122,39 @@ impl ModelWorker {
             args.extend(["--threads".into(), t.to_string().into()]);
         }
         let cwd = std::env::current_dir().unwrap_or_else(|_| std::env::temp_dir());
-        let spec = WorkerSpec { label: config.label.clone(), program: config.python.clone(), args, cwd, env, sandbox: Sandbox::disabled() };
+        let spec = WorkerSpec {
+            label: config.label.clone(),
+            program: config.python.clone(),
+            args,
+            cwd,
+            env,
+            sandbox: Sandbox::disabled(),
+        };
         let worker = Worker::spawn(spec)?;
         tracing::debug!(pid = worker.pid(), label = %config.label, "started the model worker");
         Ok(ModelWorker { worker })
     }
 
     /// Sends one request and waits up to `timeout` for its reply.
-    pub fn call<R: Request>(&mut self, request: &R, timeout: Duration) -> Result<R::Reply, ModelError> {
+    pub fn call<R: Request>(
+        &mut self,
+        request: &R,
+        timeout: Duration,
+    ) -> Result<R::Reply, ModelError> {
         let reply = self.worker.request(request.to_json(), timeout)?;
         if reply.get("ok").and_then(Value::as_bool) == Some(true) {
-            return serde_json::from_value(reply).map_err(|e| ModelError::Protocol { op: R::OP, detail: e.to_string() });
+            return serde_json::from_value(reply)
+                .map_err(|e| ModelError::Protocol { op: R::OP, detail: e.to_string() });
         }
         let error = reply.get("error");
-        let text = |key: &str| error.and_then(|e| e.get(key)).and_then(Value::as_str).map(str::to_owned);
+        let text =
+            |key: &str| error.and_then(|e| e.get(key)).and_then(Value::as_str).map(str::to_owned);
         match (text("kind"), text("message")) {
             (Some(kind), Some(message)) => Err(ModelError::Refused { op: R::OP, kind, message }),
-            _ => Err(ModelError::Protocol { op: R::OP, detail: format!("neither a reply nor an error: {reply}") }),
+            _ => Err(ModelError::Protocol {
+                op: R::OP,
+                detail: format!("neither a reply nor an error: {reply}"),
+            }),
         }
     }
 

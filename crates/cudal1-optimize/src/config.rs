@@ -75,13 +75,19 @@ impl OptimizeConfig {
     pub fn check(&self) -> Result<(), OptimizeError> {
         let bad = |reason: String| Err(OptimizeError::Config { reason });
         if self.rounds == 0 || self.samples == 0 {
-            return bad(format!("rounds and samples must be at least 1 (got {} and {})", self.rounds, self.samples));
+            return bad(format!(
+                "rounds and samples must be at least 1 (got {} and {})",
+                self.rounds, self.samples
+            ));
         }
         if self.turns == 0 {
             return bad("turns must be at least 1 (1 is one program per sample)".to_owned());
         }
         if !(self.turn_target.is_finite() && self.turn_target > 0.0) {
-            return bad(format!("the turn target must be a positive speedup (got {})", self.turn_target));
+            return bad(format!(
+                "the turn target must be a positive speedup (got {})",
+                self.turn_target
+            ));
         }
         if self.exemplars == 0 {
             return bad("exemplars must be at least 1".to_owned());
@@ -92,9 +98,15 @@ impl OptimizeConfig {
         if self.max_tokens == 0 {
             return bad("max_tokens must be at least 1".to_owned());
         }
-        let sampling_ok = self.temperature.is_finite() && self.temperature >= 0.0 && self.top_p > 0.0 && self.top_p <= 1.0;
+        let sampling_ok = self.temperature.is_finite()
+            && self.temperature >= 0.0
+            && self.top_p > 0.0
+            && self.top_p <= 1.0;
         if !sampling_ok {
-            return bad(format!("temperature must be >= 0 and top_p in (0, 1] (got {} and {})", self.temperature, self.top_p));
+            return bad(format!(
+                "temperature must be >= 0 and top_p in (0, 1] (got {} and {})",
+                self.temperature, self.top_p
+            ));
         }
         if self.patience == Some(0) {
             return bad("patience must be at least 1 round".to_owned());
@@ -102,7 +114,9 @@ impl OptimizeConfig {
         if self.max_cost_usd.is_some_and(|c| !(c.is_finite() && c >= 0.0)) {
             return bad("the cost budget must be a finite number of dollars".to_owned());
         }
-        if let Err(e) = cudal1_search::ExemplarSampler::new(self.bucket_width, self.exemplar_temperature) {
+        if let Err(e) =
+            cudal1_search::ExemplarSampler::new(self.bucket_width, self.exemplar_temperature)
+        {
             return bad(e.to_string());
         }
         Ok(())
@@ -129,7 +143,9 @@ mod opt_secs {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-        Ok(Option::<f64>::deserialize(d)?.filter(|s| s.is_finite() && *s >= 0.0).map(Duration::from_secs_f64))
+        Ok(Option::<f64>::deserialize(d)?
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(Duration::from_secs_f64))
     }
 }
 
@@ -142,18 +158,31 @@ mod tests {
         OptimizeConfig::new(3, 4).check().unwrap();
         let reason = |c: OptimizeConfig| c.check().unwrap_err().to_string();
         assert!(reason(OptimizeConfig::new(0, 4)).contains("rounds and samples"));
-        assert!(reason(OptimizeConfig { patience: Some(0), ..OptimizeConfig::new(1, 1) }).contains("patience"));
-        assert!(reason(OptimizeConfig { bucket_width: 0.0, ..OptimizeConfig::new(1, 1) }).contains("bucket width"));
-        assert!(reason(OptimizeConfig { max_cost_usd: Some(f64::NAN), ..OptimizeConfig::new(1, 1) }).contains("cost"));
-        assert!(reason(OptimizeConfig { max_tokens: 0, ..OptimizeConfig::new(1, 1) }).contains("max_tokens"));
-        assert!(reason(OptimizeConfig { top_p: 0.0, ..OptimizeConfig::new(1, 1) }).contains("top_p"));
+        assert!(reason(OptimizeConfig { patience: Some(0), ..OptimizeConfig::new(1, 1) })
+            .contains("patience"));
+        assert!(reason(OptimizeConfig { bucket_width: 0.0, ..OptimizeConfig::new(1, 1) })
+            .contains("bucket width"));
+        assert!(reason(OptimizeConfig {
+            max_cost_usd: Some(f64::NAN),
+            ..OptimizeConfig::new(1, 1)
+        })
+        .contains("cost"));
+        assert!(reason(OptimizeConfig { max_tokens: 0, ..OptimizeConfig::new(1, 1) })
+            .contains("max_tokens"));
+        assert!(
+            reason(OptimizeConfig { top_p: 0.0, ..OptimizeConfig::new(1, 1) }).contains("top_p")
+        );
         assert!(reason(OptimizeConfig { turns: 0, ..OptimizeConfig::new(1, 1) }).contains("turns"));
-        assert!(reason(OptimizeConfig { turn_target: f64::NAN, ..OptimizeConfig::new(1, 1) }).contains("turn target"));
+        assert!(reason(OptimizeConfig { turn_target: f64::NAN, ..OptimizeConfig::new(1, 1) })
+            .contains("turn target"));
     }
 
     #[test]
     fn round_trips_through_json_with_wall_time_in_seconds() {
-        let c = OptimizeConfig { max_wall: Some(Duration::from_millis(1500)), ..OptimizeConfig::new(2, 3) };
+        let c = OptimizeConfig {
+            max_wall: Some(Duration::from_millis(1500)),
+            ..OptimizeConfig::new(2, 3)
+        };
         let v = serde_json::to_value(&c).unwrap();
         assert_eq!(v["max_wall"], 1.5);
         let back: OptimizeConfig = serde_json::from_value(v.clone()).unwrap();

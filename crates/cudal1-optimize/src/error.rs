@@ -37,7 +37,9 @@ pub enum OptimizeError {
     #[error("the reference of `{task}` failed, so no program can be evaluated: {message}")]
     Reference { task: String, message: String, remedies: Vec<cudal1_eval::Remedy> },
 
-    #[error("the evaluator of `{task}` stopped unexpectedly with {outstanding} evaluation(s) under way")]
+    #[error(
+        "the evaluator of `{task}` stopped unexpectedly with {outstanding} evaluation(s) under way"
+    )]
     EvaluatorStopped { task: String, outstanding: usize },
 
     #[error("cannot write `{}`", path.display())]

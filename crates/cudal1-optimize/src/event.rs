@@ -54,16 +54,30 @@ pub enum Event {
         reason: String,
     },
     /// The reference failed while judging one program; the next starts a fresh reference.
-    ReferenceFailed { error: String },
+    ReferenceFailed {
+        error: String,
+    },
     /// The machine failed while a program was judged (it ran out of memory, or the runner died
     /// before the program was loaded; not the program's fault): it
     /// has no verdict, and the next invocation evaluates it again.
-    HostFailed { error: String },
+    HostFailed {
+        error: String,
+    },
     /// Programs are being profiled for the round's prompts (`--profile`): the reference (once)
     /// and each program the prompts show that was not profiled yet.
-    Profiling { round: u32, programs: usize },
+    Profiling {
+        round: u32,
+        programs: usize,
+    },
     /// A program (`None`: the reference) could not be profiled; prompts show it without a profile.
-    ProfileFailed { program_id: Option<i64>, error: String },
-    RoundFinished { totals: NewRound },
-    Stopped { reason: StopReason },
+    ProfileFailed {
+        program_id: Option<i64>,
+        error: String,
+    },
+    RoundFinished {
+        totals: NewRound,
+    },
+    Stopped {
+        reason: StopReason,
+    },
 }

@@ -57,9 +57,15 @@ pub struct Accounting(#[allow(dead_code)] Sender<()>);
 /// What became of one planned request.
 #[derive(Debug)]
 pub enum Generated {
-    Reply { planned: Planned, result: Result<Completion, LlmError>, accounting: Accounting },
+    Reply {
+        planned: Planned,
+        result: Result<Completion, LlmError>,
+        accounting: Accounting,
+    },
     /// Not sent: the gate was closed when its turn came.
-    NotSent { planned: Planned },
+    NotSent {
+        planned: Planned,
+    },
 }
 
 /// Starts `workers` threads on `jobs`; the receiver ends once every job is answered or skipped.
@@ -91,10 +97,18 @@ pub fn spawn<'scope, 'env>(
                     .with_top_p(sampling.top_p)
                     .with_max_tokens(sampling.max_tokens)
                     .with_seed(planned.seed);
-                tracing::debug!(round = planned.round, index = planned.index, turn = planned.turn, "sending LLM request");
+                tracing::debug!(
+                    round = planned.round,
+                    index = planned.index,
+                    turn = planned.turn,
+                    "sending LLM request"
+                );
                 let result = llm.complete(&request);
                 let (accounting, accounted) = bounded::<()>(0);
-                if tx.send(Generated::Reply { planned, result, accounting: Accounting(accounting) }).is_err() {
+                if tx
+                    .send(Generated::Reply { planned, result, accounting: Accounting(accounting) })
+                    .is_err()
+                {
                     break;
                 }
                 // Returns once the loop has dropped the reply's `Accounting`.
@@ -115,7 +129,9 @@ mod tests {
     /// A real chat-completions server on 127.0.0.1 that answers with the prompt it was sent,
     /// records the seeds, and sets `flag` once it has seen `close_after` requests (before
     /// answering the last of them).
-    fn echo_server(close_after: Option<(usize, Arc<AtomicBool>)>) -> (String, Arc<Mutex<Vec<u64>>>, Arc<tiny_http::Server>) {
+    fn echo_server(
+        close_after: Option<(usize, Arc<AtomicBool>)>,
+    ) -> (String, Arc<Mutex<Vec<u64>>>, Arc<tiny_http::Server>) {
         let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
         let url = format!("http://127.0.0.1:{}/v1", server.server_addr().to_ip().unwrap().port());
         let seeds = Arc::new(Mutex::new(Vec::new()));
@@ -168,7 +184,9 @@ mod tests {
             spawn(s, &llm, &gate, SAMPLING, jobs(7), 3)
                 .iter()
                 .map(|g| match g {
-                    Generated::Reply { planned, result, .. } => (planned.index, result.unwrap().text),
+                    Generated::Reply { planned, result, .. } => {
+                        (planned.index, result.unwrap().text)
+                    }
                     Generated::NotSent { .. } => panic!("the gate is open"),
                 })
                 .collect()
@@ -187,8 +205,12 @@ mod tests {
         let (url, seeds, server) = echo_server(Some((2, Arc::clone(&cancel))));
         let llm = OpenAiClient::new(OpenAiConfig::new(url, "m")).unwrap();
         let gate = Gate::new(&cancel, None);
-        let replied: Vec<bool> =
-            std::thread::scope(|s| spawn(s, &llm, &gate, SAMPLING, jobs(6), 1).iter().map(|g| matches!(g, Generated::Reply { .. })).collect());
+        let replied: Vec<bool> = std::thread::scope(|s| {
+            spawn(s, &llm, &gate, SAMPLING, jobs(6), 1)
+                .iter()
+                .map(|g| matches!(g, Generated::Reply { .. }))
+                .collect()
+        });
         server.unblock();
         assert_eq!(replied.len(), 6);
         assert_eq!(replied.iter().filter(|r| **r).count(), 2);

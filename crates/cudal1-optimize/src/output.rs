@@ -29,7 +29,8 @@ pub fn write_outputs(dir: &Path, s: &RunSummary) -> Result<OutputFiles, Optimize
         move |source| OptimizeError::Output { path, source }
     };
     std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let (py, js, md, replies) = (dir.join("best.py"), dir.join("best.json"), dir.join("report.md"), dir.join("replies"));
+    let (py, js, md, replies) =
+        (dir.join("best.py"), dir.join("best.json"), dir.join("report.md"), dir.join("replies"));
     let record = match &s.best {
         Some(b) => {
             std::fs::write(&py, &b.code).map_err(io(&py))?;
@@ -77,7 +78,9 @@ pub fn write_outputs(dir: &Path, s: &RunSummary) -> Result<OutputFiles, Optimize
         let path = dir.join(l.reply_file());
         let body = match &l.reply {
             Some(reply) => reply.clone(),
-            None => format!("(no reply: {})\n", l.reason.as_deref().unwrap_or("the request failed")),
+            None => {
+                format!("(no reply: {})\n", l.reason.as_deref().unwrap_or("the request failed"))
+            }
         };
         std::fs::write(&path, body).map_err(io(&path))?;
     }
@@ -108,7 +111,11 @@ pub fn render_report(s: &RunSummary) -> String {
                 (Some(lo), Some(hi)) => format!(" (95% CI {lo:.2}x to {hi:.2}x)"),
                 _ => String::new(),
             };
-            let _ = writeln!(out, "- best: program #{} from round {}, speedup {:.2}x{ci}, in `best.py`", b.program_id, b.round, b.speedup);
+            let _ = writeln!(
+                out,
+                "- best: program #{} from round {}, speedup {:.2}x{ci}, in `best.py`",
+                b.program_id, b.round, b.speedup
+            );
         }
         None => {
             let _ = writeln!(out, "- best: no correct program yet, so there is no `best.py` (`best.json` says what each program got)");
@@ -138,9 +145,14 @@ pub fn render_report(s: &RunSummary) -> String {
 
     if let Some(b) = &s.best {
         let _ = writeln!(out, "\n## Lineage of the best\n");
-        let _ = writeln!(out, "Each program lists the exemplars its prompt showed, indented below it.\n");
+        let _ = writeln!(
+            out,
+            "Each program lists the exemplars its prompt showed, indented below it.\n"
+        );
         for n in &b.lineage {
-            let origin = if n.parents.is_empty() { "written from the reference alone".to_owned() } else {
+            let origin = if n.parents.is_empty() {
+                "written from the reference alone".to_owned()
+            } else {
                 let ids: Vec<String> = n.parents.iter().map(|p| format!("#{p}")).collect();
                 format!("shown {}", ids.join(", "))
             };
@@ -163,15 +175,37 @@ pub fn render_report(s: &RunSummary) -> String {
         let _ = writeln!(out, "| round | sample | outcome | verdict | speedup | reason | reply |");
         let _ = writeln!(out, "| ---: | ---: | --- | --- | ---: | --- | --- |");
         for l in &s.samples {
-            let pending = if l.outcome == crate::Outcome::Program.as_str() { "evaluation pending" } else { "" };
-            let reason = l.reason.as_deref().unwrap_or(pending).lines().next().unwrap_or("").replace('|', "\\|");
+            let pending = if l.outcome == crate::Outcome::Program.as_str() {
+                "evaluation pending"
+            } else {
+                ""
+            };
+            let reason = l
+                .reason
+                .as_deref()
+                .unwrap_or(pending)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .replace('|', "\\|");
             let verdict = match l.program_id {
                 Some(id) => format!("#{id} {}", l.verdict.as_deref().unwrap_or("")),
                 None => "-".to_owned(),
             };
             let file = l.reply_file();
-            let slot = if l.turn > 1 { format!("{} (turn {})", l.index, l.turn) } else { l.index.to_string() };
-            let _ = writeln!(out, "| {} | {slot} | {} | {verdict} | {} | {reason} | [{}]({file}) |", l.round, l.outcome, speedup(l.speedup), file.trim_start_matches("replies/"));
+            let slot = if l.turn > 1 {
+                format!("{} (turn {})", l.index, l.turn)
+            } else {
+                l.index.to_string()
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {slot} | {} | {verdict} | {} | {reason} | [{}]({file}) |",
+                l.round,
+                l.outcome,
+                speedup(l.speedup),
+                file.trim_start_matches("replies/")
+            );
         }
     }
     out
@@ -227,7 +261,15 @@ mod tests {
                 evaluation: json!({"verdict": "correct"}),
                 lineage: vec![node(5, 0, vec![2]), node(2, 1, vec![])],
             }),
-            totals: Totals { samples: 6, valid: 4, correct: 1, programs: 4, prompt_tokens: 200, completion_tokens: 100, cost_usd: 0.0 },
+            totals: Totals {
+                samples: 6,
+                valid: 4,
+                correct: 1,
+                programs: 4,
+                prompt_tokens: 200,
+                completion_tokens: 100,
+                cost_usd: 0.0,
+            },
             invocation: Invocation::default(),
             samples: vec![SampleLine {
                 round: 1,
@@ -252,7 +294,10 @@ mod tests {
         let md = render_report(&summary(true));
         assert!(md.contains("| 1 | 3 | 2 | 1 | 2 | - | 150 | $0.0000 |"), "{md}");
         assert!(md.contains("| 2 | 3 | 2 | 1 | 2 | 3.00x | 150 | $0.0000 |"), "{md}");
-        assert!(md.contains("- best: program #5 from round 2, speedup 3.00x (95% CI 2.80x to 3.30x)"), "{md}");
+        assert!(
+            md.contains("- best: program #5 from round 2, speedup 3.00x (95% CI 2.80x to 3.30x)"),
+            "{md}"
+        );
         assert!(md.contains("- #5: round 2 of run `r1`, correct 3.00x, shown #2\n  - #2: round 1 of run `r1`, correct 2.00x, written from the reference alone"), "{md}");
         assert!(md.contains("| 1 | 2 | no_code | - | - | no code block: the reply has \\| no block | [round-1-sample-2.md](replies/round-1-sample-2.md) |"), "{md}");
     }
@@ -262,8 +307,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let files = write_outputs(dir.path(), &summary(true)).unwrap();
         assert_eq!(std::fs::read_to_string(files.best.unwrap()).unwrap(), "class ModelNew: pass\n");
-        assert_eq!(std::fs::read_to_string(files.replies.join("round-1-sample-2.md")).unwrap(), "I would rather not.");
-        let record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&files.record).unwrap()).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(files.replies.join("round-1-sample-2.md")).unwrap(),
+            "I would rather not."
+        );
+        let record: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&files.record).unwrap()).unwrap();
         assert_eq!(record["speedup"]["median"], 3.0);
         assert_eq!(record["lineage"][1]["id"], 2);
         assert_eq!(record["evaluation"]["verdict"], "correct");
@@ -272,7 +321,8 @@ mod tests {
         assert!(files.best.is_none());
         assert!(!dir.path().join("best.py").exists());
         // best.json is still there, saying there is no best yet.
-        let record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&files.record).unwrap()).unwrap();
+        let record: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&files.record).unwrap()).unwrap();
         assert_eq!(record["program_id"], serde_json::Value::Null);
         assert!(record["note"].as_str().unwrap().starts_with("no correct program yet"), "{record}");
         assert!(std::fs::read_to_string(files.report).unwrap().contains("no correct program yet"));

@@ -5,7 +5,9 @@
 
 use std::collections::HashMap;
 
-use cudal1_search::{draw_prompt, Exemplar, ExemplarSampler, PromptError, Prompts, Reference, Variant};
+use cudal1_search::{
+    draw_prompt, Exemplar, ExemplarSampler, PromptError, Prompts, Reference, Variant,
+};
 use cudal1_store::StoredProgram;
 use rand::Rng;
 use serde::Serialize;
@@ -52,7 +54,8 @@ pub struct Planned {
 
 /// SplitMix64 of the three numbers: stable across runs and platforms, unlike `DefaultHasher`.
 pub fn sample_seed(seed: u64, round: u32, index: u32) -> u64 {
-    let mut z = seed ^ (u64::from(round) << 32 | u64::from(index)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mut z =
+        seed ^ (u64::from(round) << 32 | u64::from(index)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     // JSON numbers above 2^53 lose precision in some servers; keep seeds within it.
@@ -76,14 +79,34 @@ pub struct PlanInput<'a> {
 
 /// The prompts for the sample slots `indices` of round `input.round`; each slot draws its own
 /// exemplars.
-pub fn plan_round(input: &PlanInput<'_>, indices: &[u32], rng: &mut impl Rng) -> Result<Vec<Planned>, PromptError> {
-    let variants: Vec<Variant> =
-        input.programs.iter().map(|p| Variant { id: p.id, code: p.code.clone(), speedup: correct_speedup(p), profile: input.profiles.get(&p.id).cloned() }).collect();
+pub fn plan_round(
+    input: &PlanInput<'_>,
+    indices: &[u32],
+    rng: &mut impl Rng,
+) -> Result<Vec<Planned>, PromptError> {
+    let variants: Vec<Variant> = input
+        .programs
+        .iter()
+        .map(|p| Variant {
+            id: p.id,
+            code: p.code.clone(),
+            speedup: correct_speedup(p),
+            profile: input.profiles.get(&p.id).cloned(),
+        })
+        .collect();
     let reference = Reference { code: input.reference, profile: input.reference_profile };
     indices
         .iter()
         .map(|&index| {
-            let drawn = draw_prompt(input.prompts, reference, &variants, input.round > 1, input.sampler, input.exemplars, rng)?;
+            let drawn = draw_prompt(
+                input.prompts,
+                reference,
+                &variants,
+                input.round > 1,
+                input.sampler,
+                input.exemplars,
+                rng,
+            )?;
             Ok(Planned {
                 round: input.round,
                 index,
@@ -108,12 +131,18 @@ pub fn plan_turns(input: &PlanInput<'_>, next: &[NextTurn]) -> Result<Vec<Planne
                 .iter()
                 .filter_map(|id| {
                     let p = input.programs.iter().find(|p| p.id == *id)?;
-                    let exemplar = Exemplar { profile: input.profiles.get(id).cloned(), ..Exemplar::measured(p.code.clone(), correct_speedup(p)?) };
+                    let exemplar = Exemplar {
+                        profile: input.profiles.get(id).cloned(),
+                        ..Exemplar::measured(p.code.clone(), correct_speedup(p)?)
+                    };
                     Some((*id, exemplar))
                 })
                 .collect();
             let previous = n.previous_program.as_ref();
-            let profile = previous.filter(|p| correct_speedup(p).is_some()).and_then(|p| input.profiles.get(&p.id)).map(String::as_str);
+            let profile = previous
+                .filter(|p| correct_speedup(p).is_some())
+                .and_then(|p| input.profiles.get(&p.id))
+                .map(String::as_str);
             let attempt = feedback::attempt(&n.previous.sample, previous, profile);
             let exemplars: Vec<Exemplar> = shown.iter().map(|(_, e)| e.clone()).collect();
             let mut ids: Vec<i64> = shown.iter().map(|(id, _)| *id).collect();
@@ -149,14 +178,27 @@ mod tests {
         let sampler = ExemplarSampler::new(0.25, 1.0).unwrap();
         let refs: Vec<&StoredProgram> = programs.iter().collect();
         let profiles = HashMap::new();
-        let input = PlanInput { round, reference: REFERENCE, prompts: &prompts, programs: &refs, sampler: &sampler, exemplars: 2, seed: 7, reference_profile: None, profiles: &profiles };
+        let input = PlanInput {
+            round,
+            reference: REFERENCE,
+            prompts: &prompts,
+            programs: &refs,
+            sampler: &sampler,
+            exemplars: 2,
+            seed: 7,
+            reference_profile: None,
+            profiles: &profiles,
+        };
         plan_round(&input, indices, &mut StdRng::seed_from_u64(1)).unwrap()
     }
 
     #[test]
     fn round_one_and_rounds_without_correct_variants_use_the_first_prompt() {
         let wrong = [program(1, "w", 1, "incorrect", None)];
-        for p in plan(1, &[program(2, "f", 1, "correct", Some(2.0))], &[0, 1]).into_iter().chain(plan(2, &wrong, &[0])) {
+        for p in plan(1, &[program(2, "f", 1, "correct", Some(2.0))], &[0, 1])
+            .into_iter()
+            .chain(plan(2, &wrong, &[0]))
+        {
             assert_eq!(p.kind, PromptKind::First);
             assert!(p.exemplar_ids.is_empty());
             assert!(p.prompt.contains(REFERENCE.trim_end()));
@@ -203,22 +245,59 @@ mod tests {
     fn a_later_turn_shows_the_first_turns_exemplars_and_the_previous_program_with_its_verdict() {
         let mut wrong = program(5, "wrong", 2, "incorrect", None);
         wrong.reason = "output 0 differs at 3 of 8 elements".into();
-        let programs = [program(1, "fast", 1, "correct", Some(2.5)), program(2, "gone", 1, "exploit", Some(9.0)), wrong.clone()];
+        let programs = [
+            program(1, "fast", 1, "correct", Some(2.5)),
+            program(2, "gone", 1, "exploit", Some(9.0)),
+            wrong.clone(),
+        ];
         let refs: Vec<&StoredProgram> = programs.iter().collect();
         let prompts = Prompts::builtin();
         let sampler = ExemplarSampler::new(0.25, 1.0).unwrap();
         let profiles = HashMap::new();
-        let input = PlanInput { round: 2, reference: REFERENCE, prompts: &prompts, programs: &refs, sampler: &sampler, exemplars: 2, seed: 7, reference_profile: None, profiles: &profiles };
-        let mut previous = crate::tally::tests::sample(2, 3, crate::Outcome::Program, Some("wrong"));
+        let input = PlanInput {
+            round: 2,
+            reference: REFERENCE,
+            prompts: &prompts,
+            programs: &refs,
+            sampler: &sampler,
+            exemplars: 2,
+            seed: 7,
+            reference_profile: None,
+            profiles: &profiles,
+        };
+        let mut previous =
+            crate::tally::tests::sample(2, 3, crate::Outcome::Program, Some("wrong"));
         previous.sample.reply = Some("```python\nclass ModelNew: wrong = 1\n```".into());
-        let next = NextTurn { index: 3, turn: 2, exemplar_ids: vec![1, 2], previous, previous_program: Some(wrong) };
+        let next = NextTurn {
+            index: 3,
+            turn: 2,
+            exemplar_ids: vec![1, 2],
+            previous,
+            previous_program: Some(wrong),
+        };
         let planned = plan_turns(&input, &[next]).unwrap();
         let p = &planned[0];
         assert_eq!((p.round, p.index, p.turn, p.kind), (2, 3, 2, PromptKind::Refine));
         assert_eq!(p.exemplar_ids, vec![1, 5], "the exploit is not shown; the previous program is");
         assert_eq!(p.seed, turn_seed(7, 2, 3, 2));
-        assert!(p.prompt.contains("speedup 2.50x (correct)") && p.prompt.contains("# fast"), "{}", p.prompt);
-        assert!(p.prompt.contains("## Your previous attempt (turn 1)\n\n```python\nclass ModelNew: wrong = 1\n```"), "{}", p.prompt);
-        assert!(p.prompt.contains("verdict on your previous attempt: incorrect. output 0 differs at 3 of 8 elements"), "{}", p.prompt);
+        assert!(
+            p.prompt.contains("speedup 2.50x (correct)") && p.prompt.contains("# fast"),
+            "{}",
+            p.prompt
+        );
+        assert!(
+            p.prompt.contains(
+                "## Your previous attempt (turn 1)\n\n```python\nclass ModelNew: wrong = 1\n```"
+            ),
+            "{}",
+            p.prompt
+        );
+        assert!(
+            p.prompt.contains(
+                "verdict on your previous attempt: incorrect. output 0 differs at 3 of 8 elements"
+            ),
+            "{}",
+            p.prompt
+        );
     }
 }

@@ -12,7 +12,10 @@ use crossbeam_channel::{never, select, unbounded, Receiver, Sender};
 use cudal1_eval::{Done, Evaluator, Job, JobId, JobOutcome, Verdict};
 use cudal1_llm::{Completion, Llm, LlmError};
 use cudal1_search::{extract_program, normalized_hash, ExemplarSampler, Prompts};
-use cudal1_store::{NewProgram, NewRound, NewRun, NewSample, ProgramDatabase, ProgramKey, Store, StoredProgram, StoredSample};
+use cudal1_store::{
+    NewProgram, NewRound, NewRun, NewSample, ProgramDatabase, ProgramKey, Store, StoredProgram,
+    StoredSample,
+};
 use cudal1_task::{content_hash, Candidate, Task};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -97,7 +100,12 @@ struct Loop<'o, 'a> {
 impl Optimizer<'_> {
     /// Runs (or resumes) the optimisation of `task`; `label` names the run among others of the
     /// same task and settings (the CLI passes the output directory).
-    pub fn run(&self, task: &Task, label: &str, on_event: &mut dyn FnMut(Event)) -> Result<RunSummary, OptimizeError> {
+    pub fn run(
+        &self,
+        task: &Task,
+        label: &str,
+        on_event: &mut dyn FnMut(Event),
+    ) -> Result<RunSummary, OptimizeError> {
         self.config.check()?;
         let started = Instant::now();
         // The settings with who judges (this build, this class of GPU): a run, its programs and
@@ -105,7 +113,8 @@ impl Optimizer<'_> {
         // upgrade or another GPU starts afresh rather than trusting speedups it did not measure.
         let settings_hash = self.engine.judge().settings_hash(self.engine.settings());
         let run_id = run_id(&task.hash, &settings_hash, label);
-        let store_err = |source| OptimizeError::Store { task: task.key(), source: Box::new(source) };
+        let store_err =
+            |source| OptimizeError::Store { task: task.key(), source: Box::new(source) };
         self.store
             .begin_run(&NewRun {
                 id: run_id.clone(),
@@ -118,9 +127,14 @@ impl Optimizer<'_> {
             })
             .map_err(store_err)?;
         let samples = self.store.samples_for_run(&run_id).map_err(store_err)?;
-        let programs = index_programs(self.store.programs_for_task(&task.hash, &settings_hash).map_err(store_err)?);
+        let programs = index_programs(
+            self.store.programs_for_task(&task.hash, &settings_hash).map_err(store_err)?,
+        );
         let spend = Spend {
-            tokens: samples.iter().map(|s| s.sample.prompt_tokens + s.sample.completion_tokens).sum(),
+            tokens: samples
+                .iter()
+                .map(|s| s.sample.prompt_tokens + s.sample.completion_tokens)
+                .sum(),
             cost_usd: samples.iter().map(|s| s.sample.cost_usd).sum(),
         };
         let (done_tx, done_rx) = unbounded();
@@ -145,8 +159,13 @@ impl Optimizer<'_> {
             profiles_tried: HashSet::new(),
             wave: Vec::new(),
         };
-        let mut rounds: Vec<NewRound> =
-            self.store.rounds_for_run(&state.run_id).map_err(store_err)?.into_iter().map(|r| r.round).collect();
+        let mut rounds: Vec<NewRound> = self
+            .store
+            .rounds_for_run(&state.run_id)
+            .map_err(store_err)?
+            .into_iter()
+            .map(|r| r.round)
+            .collect();
         let gate = Gate::new(self.cancel, state.budget.deadline.map(|(d, _)| d));
         let stop = std::thread::scope(|scope| {
             let result = state.go(scope, &gate, &done_rx, &mut rounds, on_event);
@@ -208,7 +227,14 @@ impl<'o, 'a> Loop<'o, 'a> {
         loop {
             let finished = u32::try_from(rounds.len()).unwrap_or(u32::MAX);
             let bests: Vec<Option<f64>> = rounds.iter().map(|r| r.best_speedup).collect();
-            if let Some(stop) = stop::before_round(config, finished, &bests, &self.budget, self.spend, Instant::now()) {
+            if let Some(stop) = stop::before_round(
+                config,
+                finished,
+                &bests,
+                &self.budget,
+                self.spend,
+                Instant::now(),
+            ) {
                 return Ok(stop);
             }
             let round = finished + 1;
@@ -220,7 +246,8 @@ impl<'o, 'a> Loop<'o, 'a> {
             let round_has_samples = self.samples.iter().any(|s| s.sample.round == round);
             if stop.as_ref().is_none_or(StopReason::finishes_round) && round_has_samples {
                 let wall_ms = round_started.elapsed().as_secs_f64() * 1e3;
-                let totals = round_totals(&self.run_id, round, &self.samples, &self.programs, wall_ms);
+                let totals =
+                    round_totals(&self.run_id, round, &self.samples, &self.programs, wall_ms);
                 self.opt.store.finish_round(&totals).map_err(|e| self.store_err(e))?;
                 on_event(Event::RoundFinished { totals: totals.clone() });
                 rounds.push(totals);
@@ -249,8 +276,19 @@ impl<'o, 'a> Loop<'o, 'a> {
     {
         let config = self.opt.config;
         let first_turn = |s: &&StoredSample| s.sample.round == round && s.sample.turn == 1;
-        let answered = self.samples.iter().filter(first_turn).filter(|s| s.sample.outcome != Outcome::LlmError.as_str()).count();
-        let next = self.samples.iter().filter(|s| s.sample.round == round).map(|s| s.sample.index).max().map_or(0, |m| m + 1);
+        let answered = self
+            .samples
+            .iter()
+            .filter(first_turn)
+            .filter(|s| s.sample.outcome != Outcome::LlmError.as_str())
+            .count();
+        let next = self
+            .samples
+            .iter()
+            .filter(|s| s.sample.round == round)
+            .map(|s| s.sample.index)
+            .max()
+            .map_or(0, |m| m + 1);
         let missing = config.samples.saturating_sub(u32::try_from(answered).unwrap_or(u32::MAX));
         let mut fresh: Vec<u32> = (next..next + missing).collect();
         // Later turns requested by this invocation: one whose request failed is not sent again
@@ -258,10 +296,11 @@ impl<'o, 'a> Loop<'o, 'a> {
         let mut sent: HashSet<(u32, u32)> = HashSet::new();
         let mut first_wave = true;
         loop {
-            let continuing: Vec<NextTurn> = next_turns(round, &self.samples, &self.programs, config.turns, config.turn_target)
-                .into_iter()
-                .filter(|n| !sent.contains(&(n.index, n.turn)))
-                .collect();
+            let continuing: Vec<NextTurn> =
+                next_turns(round, &self.samples, &self.programs, config.turns, config.turn_target)
+                    .into_iter()
+                    .filter(|n| !sent.contains(&(n.index, n.turn)))
+                    .collect();
             if !first_wave && continuing.is_empty() {
                 return Ok(None);
             }
@@ -279,8 +318,13 @@ impl<'o, 'a> Loop<'o, 'a> {
             } else {
                 on_event(Event::TurnsStarted { round, requests });
             }
-            let sampling = Sampling { temperature: config.temperature, top_p: config.top_p, max_tokens: config.max_tokens };
-            let replies = generate::spawn(scope, self.opt.llm, gate, sampling, planned, config.concurrency);
+            let sampling = Sampling {
+                temperature: config.temperature,
+                top_p: config.top_p,
+                max_tokens: config.max_tokens,
+            };
+            let replies =
+                generate::spawn(scope, self.opt.llm, gate, sampling, planned, config.concurrency);
             self.drain_round(replies, eval_rx, gate, on_event)?;
             if gate.cancelled() {
                 return Ok(Some(StopReason::Interrupted));
@@ -306,8 +350,10 @@ impl<'o, 'a> Loop<'o, 'a> {
     /// A wave of requests (a round's first turns, or later turns) whose every request failed
     /// ends the run; the round stays unfinished, so the next invocation sends them again.
     fn llm_unavailable(&self, round: u32) -> Option<StopReason> {
-        let this: Vec<&StoredSample> = self.samples.iter().filter(|s| self.wave.contains(&s.id)).collect();
-        let all_failed = !this.is_empty() && this.iter().all(|s| s.sample.outcome == Outcome::LlmError.as_str());
+        let this: Vec<&StoredSample> =
+            self.samples.iter().filter(|s| self.wave.contains(&s.id)).collect();
+        let all_failed =
+            !this.is_empty() && this.iter().all(|s| s.sample.outcome == Outcome::LlmError.as_str());
         all_failed.then(|| StopReason::LlmUnavailable {
             round,
             error: this.last().and_then(|s| s.sample.reason.clone()).unwrap_or_default(),
@@ -317,13 +363,22 @@ impl<'o, 'a> Loop<'o, 'a> {
     /// The prompts of the round's new slots `indices` and of its trajectories' next turns. With
     /// `--profile`, the correct programs they show (and the reference) are profiled if they are
     /// not yet, and the same draws are rendered again with the profiles.
-    fn plan(&mut self, round: u32, indices: &[u32], next: &[NextTurn], sampler: &ExemplarSampler, on_event: &mut dyn FnMut(Event)) -> Result<Vec<Planned>, OptimizeError> {
+    fn plan(
+        &mut self,
+        round: u32,
+        indices: &[u32],
+        next: &[NextTurn],
+        sampler: &ExemplarSampler,
+        on_event: &mut dyn FnMut(Event),
+    ) -> Result<Vec<Planned>, OptimizeError> {
         let planned = self.draw(round, indices, next, sampler)?;
         if self.opt.profiles.is_none() {
             return Ok(planned);
         }
-        let correct = |id: &i64| self.programs.values().any(|p| p.id == *id && correct_speedup(p).is_some());
-        let shown: std::collections::BTreeSet<i64> = planned.iter().flat_map(|p| p.exemplar_ids.iter().copied()).filter(correct).collect();
+        let correct =
+            |id: &i64| self.programs.values().any(|p| p.id == *id && correct_speedup(p).is_some());
+        let shown: std::collections::BTreeSet<i64> =
+            planned.iter().flat_map(|p| p.exemplar_ids.iter().copied()).filter(correct).collect();
         if self.profile_for_prompts(round, &shown, on_event) {
             self.draw(round, indices, next, sampler)
         } else {
@@ -332,7 +387,13 @@ impl<'o, 'a> Loop<'o, 'a> {
     }
 
     /// The round's prompts, drawn from the round's own seed: drawing again gives the same draws.
-    fn draw(&self, round: u32, indices: &[u32], next: &[NextTurn], sampler: &ExemplarSampler) -> Result<Vec<Planned>, OptimizeError> {
+    fn draw(
+        &self,
+        round: u32,
+        indices: &[u32],
+        next: &[NextTurn],
+        sampler: &ExemplarSampler,
+    ) -> Result<Vec<Planned>, OptimizeError> {
         let config = self.opt.config;
         let mut programs: Vec<&StoredProgram> = self.programs.values().collect();
         programs.sort_by_key(|p| p.id);
@@ -348,7 +409,8 @@ impl<'o, 'a> Loop<'o, 'a> {
             profiles: &self.profiles,
         };
         let mut rng = StdRng::seed_from_u64(sample_seed(input.seed, round, u32::MAX));
-        let prompt_err = |source| OptimizeError::Prompt { task: self.task.key(), source: Box::new(source) };
+        let prompt_err =
+            |source| OptimizeError::Prompt { task: self.task.key(), source: Box::new(source) };
         let mut planned = plan_turns(&input, next).map_err(prompt_err)?;
         planned.extend(plan_round(&input, indices, &mut rng).map_err(prompt_err)?);
         Ok(planned)
@@ -357,9 +419,18 @@ impl<'o, 'a> Loop<'o, 'a> {
     /// With `--profile`: the reference's brief (once), and one for each program in `shown` that
     /// was not profiled yet; whether any was. Runs between rounds: every evaluation of the run is
     /// back by now. Ctrl-C stops it; the prompts then go without what is missing.
-    fn profile_for_prompts(&mut self, round: u32, shown: &std::collections::BTreeSet<i64>, on_event: &mut dyn FnMut(Event)) -> bool {
+    fn profile_for_prompts(
+        &mut self,
+        round: u32,
+        shown: &std::collections::BTreeSet<i64>,
+        on_event: &mut dyn FnMut(Event),
+    ) -> bool {
         let Some(source) = self.opt.profiles else { return false };
-        let mut todo: Vec<&StoredProgram> = shown.iter().filter(|id| !self.profiles_tried.contains(id)).filter_map(|id| self.programs.values().find(|p| p.id == *id)).collect();
+        let mut todo: Vec<&StoredProgram> = shown
+            .iter()
+            .filter(|id| !self.profiles_tried.contains(id))
+            .filter_map(|id| self.programs.values().find(|p| p.id == *id))
+            .collect();
         todo.sort_by_key(|p| p.id);
         let reference = self.reference_profile.is_none();
         if todo.is_empty() && !reference {
@@ -439,11 +510,21 @@ impl<'o, 'a> Loop<'o, 'a> {
     }
 
     /// Waits for the evaluations under way (no new requests).
-    fn wait_for_evaluations(&mut self, eval_rx: &Receiver<Done>, gate: &Gate<'_>, on_event: &mut dyn FnMut(Event)) -> Result<(), OptimizeError> {
+    fn wait_for_evaluations(
+        &mut self,
+        eval_rx: &Receiver<Done>,
+        gate: &Gate<'_>,
+        on_event: &mut dyn FnMut(Event),
+    ) -> Result<(), OptimizeError> {
         while self.outstanding > 0 {
             match eval_rx.recv() {
                 Ok(done) => self.on_evaluated(done, gate, on_event)?,
-                Err(_) => return Err(OptimizeError::EvaluatorStopped { task: self.task.key(), outstanding: self.outstanding }),
+                Err(_) => {
+                    return Err(OptimizeError::EvaluatorStopped {
+                        task: self.task.key(),
+                        outstanding: self.outstanding,
+                    })
+                }
             }
             if let Some(e) = self.fatal.take() {
                 return Err(e);
@@ -487,7 +568,11 @@ impl<'o, 'a> Loop<'o, 'a> {
             }
             Err(e) if e.is_fatal() => {
                 gate.close();
-                self.fatal = Some(OptimizeError::Llm { task: self.task.key(), llm: self.opt.llm.describe(), source: Box::new(e) });
+                self.fatal = Some(OptimizeError::Llm {
+                    task: self.task.key(),
+                    llm: self.opt.llm.describe(),
+                    source: Box::new(e),
+                });
                 return Ok(());
             }
             Err(e) => {
@@ -535,17 +620,41 @@ impl<'o, 'a> Loop<'o, 'a> {
         self.samples.push(StoredSample { id, created_at: String::new(), sample });
         self.wave.push(id);
         let (queued, known_program) = match (code, code_hash) {
-            (Some(code), Some(hash)) => self.submit(hash, code, planned.round, planned.exemplar_ids, planned.index, planned.turn),
+            (Some(code), Some(hash)) => self.submit(
+                hash,
+                code,
+                planned.round,
+                planned.exemplar_ids,
+                planned.index,
+                planned.turn,
+            ),
             _ => (false, None),
         };
         let (round, index, turn) = (planned.round, planned.index, planned.turn);
-        on_event(Event::SampleRecorded { round, index, turn, outcome, reason, tokens, queued, known_program });
+        on_event(Event::SampleRecorded {
+            round,
+            index,
+            turn,
+            outcome,
+            reason,
+            tokens,
+            queued,
+            known_program,
+        });
         Ok(())
     }
 
     /// Sends a program to the evaluator unless the database holds it or it is under way;
     /// returns (sent, the known program's id).
-    fn submit(&mut self, hash: String, code: String, round: u32, parents: Vec<i64>, index: u32, turn: u32) -> (bool, Option<i64>) {
+    fn submit(
+        &mut self,
+        hash: String,
+        code: String,
+        round: u32,
+        parents: Vec<i64>,
+        index: u32,
+        turn: u32,
+    ) -> (bool, Option<i64>) {
         if let Some(p) = self.programs.get(&hash) {
             return (false, Some(p.id));
         }
@@ -558,9 +667,13 @@ impl<'o, 'a> Loop<'o, 'a> {
             format!("{} round {round} sample {index}", self.task.key())
         };
         let candidate = Candidate::from_source(label, code.clone());
-        let id = self.opt.engine.submit_to(Job::evaluate(Arc::clone(&self.job_task), candidate), &self.done_tx);
+        let id = self
+            .opt
+            .engine
+            .submit_to(Job::evaluate(Arc::clone(&self.job_task), candidate), &self.done_tx);
         let trajectory = trajectory_id(&self.run_id, round, index);
-        self.in_flight.insert(id, InFlight { code_hash: hash, code, round, parents, trajectory, turn });
+        self.in_flight
+            .insert(id, InFlight { code_hash: hash, code, round, parents, trajectory, turn });
         self.outstanding += 1;
         (true, None)
     }
@@ -577,7 +690,14 @@ impl<'o, 'a> Loop<'o, 'a> {
                     return None;
                 }
                 let code = extract_program(s.sample.reply.as_deref()?).ok()?;
-                Some((hash, code, s.sample.round, s.sample.exemplar_ids.clone(), s.sample.index, s.sample.turn))
+                Some((
+                    hash,
+                    code,
+                    s.sample.round,
+                    s.sample.exemplar_ids.clone(),
+                    s.sample.index,
+                    s.sample.turn,
+                ))
             })
             .collect();
         let before = self.outstanding;
@@ -587,14 +707,23 @@ impl<'o, 'a> Loop<'o, 'a> {
         self.outstanding - before
     }
 
-    fn on_evaluated(&mut self, done: Done, gate: &Gate<'_>, on_event: &mut dyn FnMut(Event)) -> Result<(), OptimizeError> {
+    fn on_evaluated(
+        &mut self,
+        done: Done,
+        gate: &Gate<'_>,
+        on_event: &mut dyn FnMut(Event),
+    ) -> Result<(), OptimizeError> {
         self.outstanding = self.outstanding.saturating_sub(1);
         let Some(flight) = self.in_flight.remove(&done.id) else { return Ok(()) };
         match done.outcome {
             JobOutcome::Evaluated(evaluation) => {
                 let e = &*evaluation;
                 let code_hash = flight.code_hash;
-                let key = ProgramKey { task_hash: self.task.hash.clone(), code_hash: code_hash.clone(), settings_hash: self.settings_hash.clone() };
+                let key = ProgramKey {
+                    task_hash: self.task.hash.clone(),
+                    code_hash: code_hash.clone(),
+                    settings_hash: self.settings_hash.clone(),
+                };
                 let program = NewProgram {
                     key: key.clone(),
                     code: flight.code,
@@ -628,7 +757,11 @@ impl<'o, 'a> Loop<'o, 'a> {
             }
             JobOutcome::TaskFailed { error, at_start: true, remedies } => {
                 gate.close();
-                self.fatal.get_or_insert(OptimizeError::Reference { task: self.task.key(), message: error, remedies });
+                self.fatal.get_or_insert(OptimizeError::Reference {
+                    task: self.task.key(),
+                    message: error,
+                    remedies,
+                });
             }
             JobOutcome::TaskFailed { error, at_start: false, .. } => {
                 tracing::warn!(task = %self.task.key(), %error, "the reference failed while judging a program");
@@ -646,7 +779,9 @@ impl<'o, 'a> Loop<'o, 'a> {
 
 /// A 64-bit number from a run id, so runs of different tasks draw different samples.
 fn seed_of(run_id: &str) -> u64 {
-    run_id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    run_id
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// The error and its causes on one line, e.g. "did not answer within 3s: timed out".
@@ -682,6 +817,9 @@ mod tests {
             timeout: std::time::Duration::from_secs(3),
             source: "timed out reading the body".into(),
         };
-        assert_eq!(error_chain(&e), "`http://x` did not answer within 3s: timed out reading the body");
+        assert_eq!(
+            error_chain(&e),
+            "`http://x` did not answer within 3s: timed out reading the body"
+        );
     }
 }

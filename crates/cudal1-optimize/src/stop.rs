@@ -12,16 +12,33 @@ use crate::OptimizeConfig;
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum StopReason {
     /// Every requested round is finished.
-    Rounds { rounds: u32 },
-    WallTime { limit_s: f64 },
-    TokenBudget { spent: u64, limit: u64 },
-    CostBudget { spent_usd: f64, limit_usd: f64 },
+    Rounds {
+        rounds: u32,
+    },
+    WallTime {
+        limit_s: f64,
+    },
+    TokenBudget {
+        spent: u64,
+        limit: u64,
+    },
+    CostBudget {
+        spent_usd: f64,
+        limit_usd: f64,
+    },
     /// `rounds` finished rounds in a row found nothing better.
-    NoImprovement { rounds: u32 },
+    NoImprovement {
+        rounds: u32,
+    },
     /// The LLM client refused to send more (its own cost cap).
-    LlmBudget { message: String },
+    LlmBudget {
+        message: String,
+    },
     /// Every request of a round failed (server down, timeouts): more rounds would fail alike.
-    LlmUnavailable { round: u32, error: String },
+    LlmUnavailable {
+        round: u32,
+        error: String,
+    },
     /// Ctrl-C: the unfinished round resumes on the next invocation.
     Interrupted,
 }
@@ -38,17 +55,27 @@ impl StopReason {
     pub fn describe(&self) -> String {
         match self {
             StopReason::Rounds { rounds } => format!("finished all {rounds} round(s)"),
-            StopReason::WallTime { limit_s } => format!("wall-time budget of {limit_s:.0} s reached"),
-            StopReason::TokenBudget { spent, limit } => format!("token budget reached ({spent} of {limit} tokens)"),
+            StopReason::WallTime { limit_s } => {
+                format!("wall-time budget of {limit_s:.0} s reached")
+            }
+            StopReason::TokenBudget { spent, limit } => {
+                format!("token budget reached ({spent} of {limit} tokens)")
+            }
             StopReason::CostBudget { spent_usd, limit_usd } => {
                 format!("cost budget reached (${spent_usd:.4} of ${limit_usd:.4})")
             }
-            StopReason::NoImprovement { rounds } => format!("no better program in the last {rounds} round(s)"),
-            StopReason::LlmBudget { message } => format!("the LLM client refused to send more: {message}"),
+            StopReason::NoImprovement { rounds } => {
+                format!("no better program in the last {rounds} round(s)")
+            }
+            StopReason::LlmBudget { message } => {
+                format!("the LLM client refused to send more: {message}")
+            }
             StopReason::LlmUnavailable { round, error } => {
                 format!("every request of round {round} failed, the last with: {error} (run the same command again to send them again)")
             }
-            StopReason::Interrupted => "interrupted (run the same command again to resume)".to_owned(),
+            StopReason::Interrupted => {
+                "interrupted (run the same command again to resume)".to_owned()
+            }
         }
     }
 }
@@ -91,7 +118,10 @@ impl Budget {
         }
         if let Some(limit) = self.max_cost_usd {
             if spend.cost_usd >= limit {
-                return Some(StopReason::CostBudget { spent_usd: spend.cost_usd, limit_usd: limit });
+                return Some(StopReason::CostBudget {
+                    spent_usd: spend.cost_usd,
+                    limit_usd: limit,
+                });
             }
         }
         None
@@ -158,7 +188,10 @@ mod tests {
         let mut config = OptimizeConfig::new(3, 2);
         let open = Budget::new(&config, now);
         let none = Spend::default();
-        assert_eq!(before_round(&config, 3, &[], &open, none, now), Some(StopReason::Rounds { rounds: 3 }));
+        assert_eq!(
+            before_round(&config, 3, &[], &open, none, now),
+            Some(StopReason::Rounds { rounds: 3 })
+        );
         assert_eq!(before_round(&config, 2, &[None, None], &open, none, now), None);
         config.patience = Some(2);
         assert_eq!(
@@ -194,6 +227,9 @@ mod tests {
         );
         assert!(StopReason::CostBudget { spent_usd: 0.5, limit_usd: 0.5 }.finishes_round());
         assert!(!StopReason::Interrupted.finishes_round());
-        assert!(!StopReason::LlmUnavailable { round: 1, error: "down".into() }.finishes_round(), "sent again on the next run");
+        assert!(
+            !StopReason::LlmUnavailable { round: 1, error: "down".into() }.finishes_round(),
+            "sent again on the next run"
+        );
     }
 }

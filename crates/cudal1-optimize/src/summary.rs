@@ -163,7 +163,11 @@ mod tests {
     fn best_lineage_and_sample_lines() {
         let mut fast = program(2, "fast", 2, "correct", Some(2.0));
         fast.parent_ids = vec![1];
-        let programs = index_programs(vec![program(1, "ok", 1, "correct", Some(1.2)), fast, program(3, "bad", 2, "exploit", Some(9.0))]);
+        let programs = index_programs(vec![
+            program(1, "ok", 1, "correct", Some(1.2)),
+            fast,
+            program(3, "bad", 2, "exploit", Some(9.0)),
+        ]);
         let mut no_code = sample(1, 1, Outcome::NoCode, None);
         no_code.sample.reason = Some("no code block".into());
         let samples = vec![
@@ -179,6 +183,9 @@ mod tests {
         assert_eq!(best.lineage.iter().map(|n| n.id).collect::<Vec<_>>(), vec![2, 1]);
         assert_eq!(p.samples[1].reason.as_deref(), Some("no code block"));
         assert_eq!(p.samples[3].verdict.as_deref(), Some("exploit"));
-        assert_eq!((p.totals.samples, p.totals.valid, p.totals.correct, p.totals.programs), (5, 4, 3, 3));
+        assert_eq!(
+            (p.totals.samples, p.totals.valid, p.totals.correct, p.totals.programs),
+            (5, 4, 3, 3)
+        );
     }
 }

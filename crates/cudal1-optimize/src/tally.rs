@@ -74,7 +74,9 @@ pub fn round_totals(
     wall_ms: f64,
 ) -> NewRound {
     let this: Vec<&StoredSample> = samples.iter().filter(|s| s.sample.round == round).collect();
-    let count = |pred: &dyn Fn(&StoredSample) -> bool| u32::try_from(this.iter().filter(|s| pred(s)).count()).unwrap_or(u32::MAX);
+    let count = |pred: &dyn Fn(&StoredSample) -> bool| {
+        u32::try_from(this.iter().filter(|s| pred(s)).count()).unwrap_or(u32::MAX)
+    };
     let valid = count(&|s| s.sample.outcome == Outcome::Program.as_str());
     let correct = count(&|s| program_of(s, programs).and_then(correct_speedup).is_some());
     let new_programs = programs.values().filter(|p| p.run_id == run_id && p.round == round).count();
@@ -100,11 +102,21 @@ pub(crate) mod tests {
     use super::*;
     use cudal1_store::{NewSample, ProgramKey};
 
-    pub(crate) fn program(id: i64, hash: &str, round: u32, verdict: &str, speedup: Option<f64>) -> StoredProgram {
+    pub(crate) fn program(
+        id: i64,
+        hash: &str,
+        round: u32,
+        verdict: &str,
+        speedup: Option<f64>,
+    ) -> StoredProgram {
         StoredProgram {
             id,
             created_at: String::new(),
-            key: ProgramKey { task_hash: "t".into(), code_hash: hash.into(), settings_hash: "s".into() },
+            key: ProgramKey {
+                task_hash: "t".into(),
+                code_hash: hash.into(),
+                settings_hash: "s".into(),
+            },
             code: format!("class ModelNew: pass  # {hash}\n"),
             run_id: "run".into(),
             round,
@@ -122,7 +134,12 @@ pub(crate) mod tests {
         }
     }
 
-    pub(crate) fn sample(round: u32, index: u32, outcome: Outcome, hash: Option<&str>) -> StoredSample {
+    pub(crate) fn sample(
+        round: u32,
+        index: u32,
+        outcome: Outcome,
+        hash: Option<&str>,
+    ) -> StoredSample {
         StoredSample {
             id: i64::from(round * 100 + index),
             created_at: String::new(),
@@ -157,7 +174,10 @@ pub(crate) mod tests {
         ]);
         let mut old = programs["old"].clone();
         old.run_id = "another run".into();
-        let programs: ProgramIndex = programs.into_iter().map(|(h, p)| if h == "old" { (h, old.clone()) } else { (h, p) }).collect();
+        let programs: ProgramIndex = programs
+            .into_iter()
+            .map(|(h, p)| if h == "old" { (h, old.clone()) } else { (h, p) })
+            .collect();
         let samples = vec![
             sample(1, 0, Outcome::Program, Some("fast")),
             sample(1, 1, Outcome::NoCode, None),
@@ -180,8 +200,14 @@ pub(crate) mod tests {
 
     #[test]
     fn no_correct_program_means_no_best() {
-        let programs = index_programs(vec![program(1, "inf", 1, "correct", Some(f64::INFINITY)), program(2, "x", 1, "exploit", Some(50.0))]);
-        let samples = vec![sample(1, 0, Outcome::Program, Some("inf")), sample(1, 1, Outcome::Program, Some("x"))];
+        let programs = index_programs(vec![
+            program(1, "inf", 1, "correct", Some(f64::INFINITY)),
+            program(2, "x", 1, "exploit", Some(50.0)),
+        ]);
+        let samples = vec![
+            sample(1, 0, Outcome::Program, Some("inf")),
+            sample(1, 1, Outcome::Program, Some("x")),
+        ];
         assert!(best_program(&samples, &programs).is_none());
     }
 }

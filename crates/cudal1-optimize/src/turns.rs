@@ -65,11 +65,20 @@ pub fn trajectories(
 }
 
 /// The requests the round's trajectories need now.
-pub fn next_turns(round: u32, samples: &[StoredSample], programs: &ProgramIndex, turns: u32, target: f64) -> Vec<NextTurn> {
+pub fn next_turns(
+    round: u32,
+    samples: &[StoredSample],
+    programs: &ProgramIndex,
+    turns: u32,
+    target: f64,
+) -> Vec<NextTurn> {
     if turns <= 1 {
         return Vec::new();
     }
-    trajectories(round, samples, programs, turns, target).into_iter().filter_map(|(_, _, next)| next).collect()
+    trajectories(round, samples, programs, turns, target)
+        .into_iter()
+        .filter_map(|(_, _, next)| next)
+        .collect()
 }
 
 fn state_of(
@@ -97,7 +106,9 @@ fn state_of(
         };
     }
     if last.sample.outcome == Outcome::Program.as_str() {
-        let Some(program) = program_of(last, programs) else { return (TrajectoryState::Pending, None) };
+        let Some(program) = program_of(last, programs) else {
+            return (TrajectoryState::Pending, None);
+        };
         if correct_speedup(program).is_some_and(|s| s >= target) {
             return (TrajectoryState::Reached, None);
         }
@@ -152,18 +163,42 @@ mod tests {
             at(6, 1, Outcome::Program, Some("slow")),
             at(6, 2, Outcome::LlmError, None),
         ];
-        let states: Vec<(u32, TrajectoryState)> = trajectories(1, &samples, &programs, 3, 1.0).into_iter().map(|(i, s, _)| (i, s)).collect();
+        let states: Vec<(u32, TrajectoryState)> = trajectories(1, &samples, &programs, 3, 1.0)
+            .into_iter()
+            .map(|(i, s, _)| (i, s))
+            .collect();
         use TrajectoryState::*;
-        assert_eq!(states, [(0, Continues), (1, Reached), (2, Exhausted), (3, Continues), (4, Pending), (5, Failed), (6, Continues)]);
+        assert_eq!(
+            states,
+            [
+                (0, Continues),
+                (1, Reached),
+                (2, Exhausted),
+                (3, Continues),
+                (4, Pending),
+                (5, Failed),
+                (6, Continues)
+            ]
+        );
         let next = next_turns(1, &samples, &programs, 3, 1.0);
-        let brief: Vec<(u32, u32, i64, Option<i64>)> =
-            next.iter().map(|n| (n.index, n.turn, n.previous.id, n.previous_program.as_ref().map(|p| p.id))).collect();
+        let brief: Vec<(u32, u32, i64, Option<i64>)> = next
+            .iter()
+            .map(|n| (n.index, n.turn, n.previous.id, n.previous_program.as_ref().map(|p| p.id)))
+            .collect();
         assert_eq!(brief, [(0, 3, 2, Some(2)), (3, 2, 31, None), (6, 2, 61, Some(4))]);
-        assert!(next.iter().all(|n| n.exemplar_ids == [40, 41]), "every turn shows the first turn's exemplars");
+        assert!(
+            next.iter().all(|n| n.exemplar_ids == [40, 41]),
+            "every turn shows the first turn's exemplars"
+        );
         // A higher target keeps the fast one going; one turn means no trajectory goes on.
-        assert!(next_turns(1, &samples, &programs, 3, 2.0).iter().any(|n| n.index == 1 && n.turn == 2));
+        assert!(next_turns(1, &samples, &programs, 3, 2.0)
+            .iter()
+            .any(|n| n.index == 1 && n.turn == 2));
         assert!(next_turns(1, &samples, &programs, 1, 1.0).is_empty());
-        assert!(next_turns(2, &samples, &programs, 3, 1.0).is_empty(), "another round's slots are its own");
+        assert!(
+            next_turns(2, &samples, &programs, 3, 1.0).is_empty(),
+            "another round's slots are its own"
+        );
     }
 
     #[test]

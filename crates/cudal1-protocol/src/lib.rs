@@ -50,7 +50,9 @@ pub enum ErrorKind {
 }
 
 /// Splits a reply into its payload or the runner's error.
-pub fn parse_reply<T: DeserializeOwned>(reply: serde_json::Value) -> Result<Result<T, RunnerError>, String> {
+pub fn parse_reply<T: DeserializeOwned>(
+    reply: serde_json::Value,
+) -> Result<Result<T, RunnerError>, String> {
     let ok = reply.get("ok").and_then(|v| v.as_bool()).ok_or("reply has no boolean `ok`")?;
     if ok {
         serde_json::from_value(reply).map(Ok).map_err(|e| format!("malformed reply: {e}"))
@@ -119,10 +121,19 @@ pub struct LoadReply {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ValueSpec {
-    Tensor { shape: Vec<u64>, dtype: String },
-    Int { value: i64 },
-    Float { value: f64 },
-    Bool { value: bool },
+    Tensor {
+        shape: Vec<u64>,
+        dtype: String,
+    },
+    Int {
+        value: i64,
+    },
+    Float {
+        value: f64,
+    },
+    Bool {
+        value: bool,
+    },
     #[serde(other)]
     Other,
 }
@@ -244,7 +255,11 @@ impl SeedResult {
     }
 }
 
-fn output_ref(path: Option<&PathBuf>, shared: Option<&Vec<SharedTensor>>, kept: Option<u64>) -> Option<OutputRef> {
+fn output_ref(
+    path: Option<&PathBuf>,
+    shared: Option<&Vec<SharedTensor>>,
+    kept: Option<u64>,
+) -> Option<OutputRef> {
     match (path, shared, kept) {
         (Some(p), None, None) => Some(OutputRef::File(p.clone())),
         (None, Some(s), None) => Some(OutputRef::Shared(s.clone())),
@@ -503,7 +518,15 @@ mod tests {
 
     #[test]
     fn requests_carry_their_op() {
-        let v = Time { seeds: vec![9, 4], flush_l2: true, warmup: false, keep_bytes: 64, cpu: None, spin_us: None }.to_json();
+        let v = Time {
+            seeds: vec![9, 4],
+            flush_l2: true,
+            warmup: false,
+            keep_bytes: 64,
+            cpu: None,
+            spin_us: None,
+        }
+        .to_json();
         assert_eq!(v["op"], "time");
         assert!(v.get("cpu").is_none(), "no core: the field is left out");
         assert_eq!(v["seeds"][1], 4);
@@ -514,13 +537,33 @@ mod tests {
 
     #[test]
     fn a_compare_names_where_each_side_is() {
-        let shared = SharedTensor { handle: Some("ab".repeat(64)), offset: 512, dtype: "float32".into(), shape: vec![2, 3] };
-        let v = Compare { expected: OutputRef::Kept(7), actual: OutputRef::Shared(vec![shared.clone()]), atol: 0.0, rtol: 0.0 }.to_json();
+        let shared = SharedTensor {
+            handle: Some("ab".repeat(64)),
+            offset: 512,
+            dtype: "float32".into(),
+            shape: vec![2, 3],
+        };
+        let v = Compare {
+            expected: OutputRef::Kept(7),
+            actual: OutputRef::Shared(vec![shared.clone()]),
+            atol: 0.0,
+            rtol: 0.0,
+        }
+        .to_json();
         assert_eq!(v["expected"], serde_json::json!({"kept": 7}));
         assert_eq!(v["actual"]["shared"][0]["offset"], 512);
         assert_eq!(v["actual"]["shared"][0]["shape"], serde_json::json!([2, 3]));
-        let v = Compare { expected: OutputRef::File("/e.pt".into()), actual: OutputRef::File("/a.pt".into()), atol: 0.0, rtol: 0.0 }.to_json();
-        assert_eq!((v["expected"]["file"].as_str(), v["actual"]["file"].as_str()), (Some("/e.pt"), Some("/a.pt")));
+        let v = Compare {
+            expected: OutputRef::File("/e.pt".into()),
+            actual: OutputRef::File("/a.pt".into()),
+            atol: 0.0,
+            rtol: 0.0,
+        }
+        .to_json();
+        assert_eq!(
+            (v["expected"]["file"].as_str(), v["actual"]["file"].as_str()),
+            (Some("/e.pt"), Some("/a.pt"))
+        );
     }
 
     #[test]
@@ -530,15 +573,26 @@ mod tests {
             v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
             serde_json::from_value(v).unwrap()
         };
-        let shared = serde_json::json!([{"handle": null, "offset": 0, "dtype": "float32", "shape": [0]}]);
-        assert_eq!(parse(serde_json::json!({"path": "/s.pt"})).output(), Some(OutputRef::File("/s.pt".into())));
-        assert!(matches!(parse(serde_json::json!({"shared": shared})).output(), Some(OutputRef::Shared(t)) if t.len() == 1));
+        let shared =
+            serde_json::json!([{"handle": null, "offset": 0, "dtype": "float32", "shape": [0]}]);
+        assert_eq!(
+            parse(serde_json::json!({"path": "/s.pt"})).output(),
+            Some(OutputRef::File("/s.pt".into()))
+        );
+        assert!(
+            matches!(parse(serde_json::json!({"shared": shared})).output(), Some(OutputRef::Shared(t)) if t.len() == 1)
+        );
         assert_eq!(parse(serde_json::json!({"kept": true})).output(), Some(OutputRef::Kept(5)));
         assert_eq!(parse(serde_json::json!({})).output(), None, "nowhere");
-        assert_eq!(parse(serde_json::json!({"path": "/s.pt", "shared": shared})).output(), None, "two places at once");
+        assert_eq!(
+            parse(serde_json::json!({"path": "/s.pt", "shared": shared})).output(),
+            None,
+            "two places at once"
+        );
         assert_eq!(parse(serde_json::json!({"path": "/s.pt", "kept": true})).output(), None);
         // A timed call's output is never one the reference keeps.
-        let checked: CheckedCall = serde_json::from_value(serde_json::json!({"seed": 1, "kept": true})).unwrap();
+        let checked: CheckedCall =
+            serde_json::from_value(serde_json::json!({"seed": 1, "kept": true})).unwrap();
         assert_eq!(checked.output(), None);
         // An exported tensor with fields the reference does not know is refused outright.
         let odd = serde_json::json!({"handle": null, "offset": 0, "dtype": "float32", "shape": [], "size": 1});
@@ -568,9 +622,13 @@ mod tests {
 
     #[test]
     fn value_specs_describe_themselves() {
-        let s: ValueSpec = serde_json::from_value(serde_json::json!({"kind": "tensor", "shape": [2, 3], "dtype": "float32"})).unwrap();
+        let s: ValueSpec = serde_json::from_value(
+            serde_json::json!({"kind": "tensor", "shape": [2, 3], "dtype": "float32"}),
+        )
+        .unwrap();
         assert_eq!(s.describe(), "float32[2, 3]");
-        let s: ValueSpec = serde_json::from_value(serde_json::json!({"kind": "int", "value": 4})).unwrap();
+        let s: ValueSpec =
+            serde_json::from_value(serde_json::json!({"kind": "int", "value": 4})).unwrap();
         assert_eq!(s.describe(), "int 4");
     }
 }

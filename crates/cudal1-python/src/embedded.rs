@@ -15,12 +15,18 @@ pub struct EmbeddedPackage {
 }
 
 /// The runner that executes reference and candidate programs.
-pub const RUNNER: EmbeddedPackage =
-    EmbeddedPackage { name: "cudal1_runner", dir_prefix: "runner", files: include!(concat!(env!("OUT_DIR"), "/runner_files.rs")) };
+pub const RUNNER: EmbeddedPackage = EmbeddedPackage {
+    name: "cudal1_runner",
+    dir_prefix: "runner",
+    files: include!(concat!(env!("OUT_DIR"), "/runner_files.rs")),
+};
 
 /// The model worker: the embedded LLM of `optimize`, and the policy of `train`.
-pub const MODEL_WORKER: EmbeddedPackage =
-    EmbeddedPackage { name: "cudal1_model", dir_prefix: "model-worker", files: include!(concat!(env!("OUT_DIR"), "/model_files.rs")) };
+pub const MODEL_WORKER: EmbeddedPackage = EmbeddedPackage {
+    name: "cudal1_model",
+    dir_prefix: "model-worker",
+    files: include!(concat!(env!("OUT_DIR"), "/model_files.rs")),
+};
 
 impl EmbeddedPackage {
     /// A short hash of the embedded sources, so that two versions of cudal1 never share files.
@@ -43,7 +49,9 @@ impl EmbeddedPackage {
             // Written into a private directory and renamed, so that concurrent cudal1
             // processes never import half a package.
             std::fs::create_dir_all(cache)?;
-            let tmp = tempfile::Builder::new().prefix(&format!(".{}-tmp-", self.dir_prefix)).tempdir_in(cache)?;
+            let tmp = tempfile::Builder::new()
+                .prefix(&format!(".{}-tmp-", self.dir_prefix))
+                .tempdir_in(cache)?;
             let pkg = tmp.path().join(self.name);
             std::fs::create_dir_all(&pkg)?;
             for (name, text) in self.files {
@@ -81,13 +89,15 @@ mod tests {
             let a = package.install(dir.path()).unwrap();
             let b = package.install(dir.path()).unwrap();
             assert_eq!(a, b);
-            let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python").join(package.name);
+            let source =
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python").join(package.name);
             for name in package.file_names() {
                 let written = std::fs::read_to_string(a.join(package.name).join(name)).unwrap();
                 assert_eq!(written, std::fs::read_to_string(source.join(name)).unwrap(), "{name}");
             }
             assert!(package.file_names().any(|n| n == "__main__.py"));
-            let entries: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+            let entries: Vec<_> =
+                std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
             assert_eq!(entries.len(), 1, "{entries:?}");
         }
     }

@@ -97,7 +97,9 @@ impl PythonError {
     pub fn remedies(&self) -> Vec<Remedy> {
         match self {
             PythonError::NotFound { .. } => vec![Remedy::RunSetup, Remedy::ChooseInterpreter],
-            PythonError::NoTorch { path, .. } => vec![Remedy::InstallTorch { python: path.clone() }, Remedy::ChooseInterpreter],
+            PythonError::NoTorch { path, .. } => {
+                vec![Remedy::InstallTorch { python: path.clone() }, Remedy::ChooseInterpreter]
+            }
             PythonError::Probe { .. } => Vec::new(),
         }
     }
@@ -167,9 +169,8 @@ fn explicit(p: &Path) -> PathBuf {
 }
 
 fn which(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths).map(|d| d.join(name)).find(|p| p.is_file())
-    })
+    std::env::var_os("PATH")
+        .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(name)).find(|p| p.is_file()))
 }
 
 /// Finds and probes the interpreter. An explicit choice (flag or variable) that fails is an
@@ -179,7 +180,11 @@ pub fn find_interpreter(req: &PythonRequest) -> Result<Interpreter, PythonError>
     for (source, path) in candidates(req) {
         if !path.exists() {
             if matches!(source, Source::Flag | Source::EnvVar) {
-                return Err(PythonError::Probe { path, source_kind: source, detail: "no such file".into() });
+                return Err(PythonError::Probe {
+                    path,
+                    source_kind: source,
+                    detail: "no such file".into(),
+                });
             }
             searched.push(format!("{source} (absent)"));
             continue;
@@ -188,9 +193,16 @@ pub fn find_interpreter(req: &PythonRequest) -> Result<Interpreter, PythonError>
             Some(dir) => cached_probe(&path, dir),
             None => probe(&path),
         };
-        let probe = probe.map_err(|detail| PythonError::Probe { path: path.clone(), source_kind: source.clone(), detail })?;
+        let probe = probe.map_err(|detail| PythonError::Probe {
+            path: path.clone(),
+            source_kind: source.clone(),
+            detail,
+        })?;
         if let Some(error) = probe.torch_error.clone().filter(|_| probe.torch.is_none()) {
-            if matches!(source, Source::Flag | Source::EnvVar | Source::VirtualEnv | Source::DotVenv(_)) {
+            if matches!(
+                source,
+                Source::Flag | Source::EnvVar | Source::VirtualEnv | Source::DotVenv(_)
+            ) {
                 return Err(PythonError::NoTorch { path, source_kind: source, error });
             }
             searched.push(format!("{source} (no torch)"));
@@ -210,7 +222,9 @@ pub fn find_interpreter(req: &PythonRequest) -> Result<Interpreter, PythonError>
 pub fn cached_probe(path: &Path, dir: &Path) -> Result<Probe, String> {
     let Some(key) = probe_key(path) else { return probe(path) };
     let file = dir.join(format!("{key}.json"));
-    if let Some(remembered) = std::fs::read(&file).ok().and_then(|b| serde_json::from_slice::<Remembered>(&b).ok()) {
+    if let Some(remembered) =
+        std::fs::read(&file).ok().and_then(|b| serde_json::from_slice::<Remembered>(&b).ok())
+    {
         if remembered.torch_stamp == torch_stamp(&remembered.probe) {
             tracing::debug!(python = %path.display(), file = %file.display(), "a remembered probe");
             return Ok(remembered.probe);
@@ -240,8 +254,16 @@ struct Remembered {
 }
 
 /// Variables that change which Python modules load or which GPUs CUDA shows.
-const PROBE_VARIABLES: [&str; 8] =
-    ["CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "PYTHONPATH", "PYTHONHOME", "PYTHONSAFEPATH", "LD_LIBRARY_PATH", "LD_PRELOAD"];
+const PROBE_VARIABLES: [&str; 8] = [
+    "CUDA_VISIBLE_DEVICES",
+    "NVIDIA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONSAFEPATH",
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+];
 
 /// What a probe of `path` depends on, hashed; `None` where the interpreter's file cannot be read.
 fn probe_key(path: &Path) -> Option<String> {
@@ -261,7 +283,13 @@ fn probe_key(path: &Path) -> Option<String> {
     let cfg = path.parent().and_then(Path::parent).map(|d| d.join("pyvenv.cfg"));
     add("pyvenv", cfg.as_deref().and_then(stamp).unwrap_or_default().as_bytes());
     for var in PROBE_VARIABLES {
-        add(var, std::env::var_os(var).map(|v| v.as_encoded_bytes().to_vec()).unwrap_or_default().as_slice());
+        add(
+            var,
+            std::env::var_os(var)
+                .map(|v| v.as_encoded_bytes().to_vec())
+                .unwrap_or_default()
+                .as_slice(),
+        );
     }
     for file in ["/proc/sys/kernel/random/boot_id", "/proc/driver/nvidia/version"] {
         add(file, &std::fs::read(file).unwrap_or_default());
@@ -284,7 +312,11 @@ fn torch_stamp(probe: &Probe) -> Option<String> {
 fn probe(path: &Path) -> Result<Probe, String> {
     let out = Command::new(path).arg("-c").arg(PROBE).output().map_err(|e| e.to_string())?;
     if !out.status.success() {
-        return Err(format!("exit {}: {}", out.status, String::from_utf8_lossy(&out.stderr).trim()));
+        return Err(format!(
+            "exit {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
     }
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text.lines().last().unwrap_or("");
@@ -306,13 +338,20 @@ mod tests {
     fn a_bare_command_name_is_found_on_path_and_a_relative_path_from_here() {
         // `CUDAL1_PYTHON=python3`, as people write it: "no such file" before.
         let Some(python3) = which("python3") else { return };
-        let found = candidates(&PythonRequest { flag: Some("python3".into()), ..Default::default() });
+        let found =
+            candidates(&PythonRequest { flag: Some("python3".into()), ..Default::default() });
         assert_eq!(found[0], (Source::Flag, python3));
         assert!(found[0].1.is_absolute());
-        let relative = candidates(&PythonRequest { flag: Some(".venv/bin/python".into()), ..Default::default() });
+        let relative = candidates(&PythonRequest {
+            flag: Some(".venv/bin/python".into()),
+            ..Default::default()
+        });
         assert_eq!(relative[0].1, std::env::current_dir().unwrap().join(".venv/bin/python"));
         // A name found nowhere stays as given, and is reported as missing.
-        let missing = candidates(&PythonRequest { flag: Some("no-such-python-anywhere".into()), ..Default::default() });
+        let missing = candidates(&PythonRequest {
+            flag: Some("no-such-python-anywhere".into()),
+            ..Default::default()
+        });
         assert!(missing[0].1.ends_with("no-such-python-anywhere"));
     }
 
@@ -322,7 +361,11 @@ mod tests {
         let Some(python3) = which("python3") else { return };
         let dir = tempfile::tempdir().unwrap();
         let venv = dir.path().join("env");
-        let ok = Command::new(&python3).args(["-m", "venv", "--without-pip"]).arg(&venv).status().unwrap();
+        let ok = Command::new(&python3)
+            .args(["-m", "venv", "--without-pip"])
+            .arg(&venv)
+            .status()
+            .unwrap();
         assert!(ok.success());
         let req = PythonRequest { flag: Some(venv.join("bin/python")), ..Default::default() };
         let err = find_interpreter(&req).unwrap_err();
@@ -331,7 +374,10 @@ mod tests {
             other => panic!("expected NoTorch, got {other}"),
         }
         // What to do is data: install torch into that interpreter, or choose another.
-        assert_eq!(err.remedies(), [Remedy::InstallTorch { python: venv.join("bin/python") }, Remedy::ChooseInterpreter]);
+        assert_eq!(
+            err.remedies(),
+            [Remedy::InstallTorch { python: venv.join("bin/python") }, Remedy::ChooseInterpreter]
+        );
         assert!(!err.to_string().contains("hint"), "{err}");
     }
 
@@ -401,6 +447,9 @@ mod tests {
         std::fs::create_dir_all(&nested).unwrap();
         let req = PythonRequest { start_dir: Some(nested), ..Default::default() };
         let list = candidates(&req);
-        assert!(list.iter().any(|(s, p)| matches!(s, Source::DotVenv(_)) && p == &dir.path().join(".venv/bin/python")));
+        assert!(list
+            .iter()
+            .any(|(s, p)| matches!(s, Source::DotVenv(_))
+                && p == &dir.path().join(".venv/bin/python")));
     }
 }

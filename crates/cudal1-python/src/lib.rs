@@ -11,5 +11,5 @@
 mod embedded;
 mod find;
 
-pub use find::{find_interpreter, Interpreter, Probe, PythonError, PythonRequest, Remedy, Source};
 pub use embedded::{EmbeddedPackage, MODEL_WORKER, RUNNER};
+pub use find::{find_interpreter, Interpreter, Probe, PythonError, PythonRequest, Remedy, Source};

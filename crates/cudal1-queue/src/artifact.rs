@@ -50,7 +50,12 @@ fn add_dir(builder: &mut tar::Builder<Vec<u8>>, root: &Path, rel: &Path) -> io::
 /// Puts the artifact's build where the engine looks for `candidate`'s, unless it was made under
 /// another `environment` or a published build is there already (an entry that is not one is
 /// replaced). Failures are logged: the engine then builds.
-pub fn install(cache: &CompileCache, candidate: &Candidate, artifact: &Artifact, environment: &str) {
+pub fn install(
+    cache: &CompileCache,
+    candidate: &Candidate,
+    artifact: &Artifact,
+    environment: &str,
+) {
     if artifact.environment != environment {
         tracing::info!(ours = environment, theirs = %artifact.environment, "a shipped build was made elsewhere; building here");
         return;
@@ -75,7 +80,9 @@ fn unpack_into(dir: &Path, archive: &[u8]) -> io::Result<()> {
         let mut entry = entry?;
         let kind = entry.header().entry_type();
         if !(kind.is_file() || kind.is_dir()) {
-            return Err(io::Error::other(format!("the archive holds a {kind:?}, not a file or directory")));
+            return Err(io::Error::other(format!(
+                "the archive holds a {kind:?}, not a file or directory"
+            )));
         }
         // `unpack_in` refuses paths that leave the directory.
         if !entry.unpack_in(incoming.path())? {
@@ -102,12 +109,25 @@ mod tests {
         std::fs::create_dir_all(built.join("ext_1")).unwrap();
         std::fs::write(built.join("ext_1/ext.so"), b"\x7fELF...").unwrap();
         std::fs::write(built.join("ext_1/lock"), b"").unwrap();
-        std::fs::write(built.join(compile::BUILT), format!(r#"{{"missed": [], "format": {}}}"#, compile::FORMAT)).unwrap();
-        std::fs::write(built.join(compile::BUILDS), r#"{"f": {"library": "ext_1/ext.so", "kind": "python"}}"#).unwrap();
+        std::fs::write(
+            built.join(compile::BUILT),
+            format!(r#"{{"missed": [], "format": {}}}"#, compile::FORMAT),
+        )
+        .unwrap();
+        std::fs::write(
+            built.join(compile::BUILDS),
+            r#"{"f": {"library": "ext_1/ext.so", "kind": "python"}}"#,
+        )
+        .unwrap();
         let artifact = Artifact { environment: "env".into(), archive: pack(&built).unwrap() };
 
         let cache = CompileCache { root: to.path().join("extensions") };
-        install(&cache, &candidate, &Artifact { environment: "other".into(), ..artifact.clone() }, "env");
+        install(
+            &cache,
+            &candidate,
+            &Artifact { environment: "other".into(), ..artifact.clone() },
+            "env",
+        );
         assert!(!cache.dir_for(&candidate).exists(), "another environment's build is not used");
         install(&cache, &candidate, &artifact, "env");
         let dir = cache.dir_for(&candidate);

@@ -104,7 +104,11 @@ pub fn run_compile_stage(
 }
 
 /// Builds the job's program while renewing its lease.
-fn build_with_heartbeats(queue: &dyn JobQueue, config: &CompileStageConfig, job: &ClaimedJob) -> Result<Artifact, String> {
+fn build_with_heartbeats(
+    queue: &dyn JobQueue,
+    config: &CompileStageConfig,
+    job: &ClaimedJob,
+) -> Result<Artifact, String> {
     let (done_tx, done_rx) = bounded::<()>(1);
     std::thread::scope(|s| {
         s.spawn(|| {
@@ -121,16 +125,27 @@ fn build_with_heartbeats(queue: &dyn JobQueue, config: &CompileStageConfig, job:
 }
 
 fn build(config: &CompileStageConfig, job: &ClaimedJob) -> Result<Artifact, String> {
-    let settings: EvalSettings = serde_json::from_value(job.settings.clone()).map_err(|e| format!("unreadable settings: {e}"))?;
-    let task = Task::materialize(&config.task_root, &job.task_name, job.task_source.clone()).map_err(|e| e.to_string())?;
+    let settings: EvalSettings = serde_json::from_value(job.settings.clone())
+        .map_err(|e| format!("unreadable settings: {e}"))?;
+    let task = Task::materialize(&config.task_root, &job.task_name, job.task_source.clone())
+        .map_err(|e| e.to_string())?;
     let candidate = Candidate::from_source(format!("job {}", job.id), job.candidate_source.clone());
     std::fs::create_dir_all(&config.work_root).map_err(|e| e.to_string())?;
-    match compile(&config.env, &task, &candidate, &config.compile_cache, &EvalSettings { device: cudal1_eval::Device::Cpu, ..settings }, &config.work_root) {
+    match compile(
+        &config.env,
+        &task,
+        &candidate,
+        &config.compile_cache,
+        &EvalSettings { device: cudal1_eval::Device::Cpu, ..settings },
+        &config.work_root,
+    ) {
         CompileOutcome::Built { dir, .. } => {
             let archive = artifact::pack(&dir).map_err(|e| format!("packing the build: {e}"))?;
             Ok(Artifact { environment: config.build_environment.clone(), archive })
         }
-        CompileOutcome::Failed { judgement, .. } => Err(format!("the build failed here: {}", judgement.reason.lines().next().unwrap_or(""))),
+        CompileOutcome::Failed { judgement, .. } => {
+            Err(format!("the build failed here: {}", judgement.reason.lines().next().unwrap_or("")))
+        }
         CompileOutcome::NotNeeded => Err("the program builds no extension".into()),
     }
 }

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, unbounded, Receiver, Sender};
-use cudal1_eval::{Canceller, Done, EngineConfig, EvalSettings, Evaluation, Evaluator, Job, JobId, JobOutcome};
+use cudal1_eval::{
+    Canceller, Done, EngineConfig, EvalSettings, Evaluation, Evaluator, Job, JobId, JobOutcome,
+};
 use cudal1_store::{Claim, ClaimedJob, Completion, JobQueue, NewProgram, Stage, StoreError};
 use cudal1_task::{Candidate, Task};
 
@@ -46,7 +48,9 @@ pub struct WorkerConfig {
 impl WorkerConfig {
     /// A worker name unique across machines: host, process id and a random part.
     pub fn default_name() -> String {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_owned()).unwrap_or_else(|_| "host".into());
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .unwrap_or_else(|_| "host".into());
         format!("{host}:{}:{:04x}", std::process::id(), rand::random::<u16>())
     }
 }
@@ -55,19 +59,38 @@ impl WorkerConfig {
 #[derive(Debug)]
 pub enum WorkerEvent<'a> {
     /// An engine started for a family of settings; cancel or kill it through this.
-    EngineStarted { canceller: Canceller },
-    Claimed { job: &'a ClaimedJob },
+    EngineStarted {
+        canceller: Canceller,
+    },
+    Claimed {
+        job: &'a ClaimedJob,
+    },
     /// A job ended here: `first` when its result was the one kept.
-    Finished { job: i64, task: &'a str, verdict: Option<&'a str>, error: Option<&'a str>, first: bool },
+    Finished {
+        job: i64,
+        task: &'a str,
+        verdict: Option<&'a str>,
+        error: Option<&'a str>,
+        first: bool,
+    },
     /// A job went back to the queue unfinished.
-    Released { job: i64 },
+    Released {
+        job: i64,
+    },
     /// The machine ran out of memory under a job: no verdict; its lease is left to run out, so
     /// that it comes back counted as an attempt.
-    HostFailed { job: i64, error: &'a str },
+    HostFailed {
+        job: i64,
+        error: &'a str,
+    },
     /// Another worker may have taken a job whose lease ran out; the first result wins.
-    LeaseLost { job: i64 },
+    LeaseLost {
+        job: i64,
+    },
     /// The queue could not be reached; the worker keeps trying.
-    StoreProblem { error: &'a StoreError },
+    StoreProblem {
+        error: &'a StoreError,
+    },
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -120,7 +143,12 @@ struct State<'a> {
 
 /// Takes jobs until `stop` is set (then finishes what runs, gives back what waits, and returns),
 /// or until the queue has had nothing claimable for `exit_when_idle`.
-pub fn run(queue: &dyn JobQueue, config: &WorkerConfig, stop: &AtomicBool, on_event: &mut dyn FnMut(WorkerEvent<'_>)) -> Result<WorkerSummary, WorkerError> {
+pub fn run(
+    queue: &dyn JobQueue,
+    config: &WorkerConfig,
+    stop: &AtomicBool,
+    on_event: &mut dyn FnMut(WorkerEvent<'_>),
+) -> Result<WorkerSummary, WorkerError> {
     let signals = queue.subscribe();
     let (done_tx, done_rx) = unbounded();
     let mut s = State {
@@ -176,14 +204,28 @@ pub fn run(queue: &dyn JobQueue, config: &WorkerConfig, stop: &AtomicBool, on_ev
         engine.finish();
     }
     if !s.unwritten.is_empty() {
-        let source = s.last_error.take().unwrap_or_else(|| StoreError::Backend { store: queue.describe(), operation: "complete", source: "results left unwritten".into() });
-        return Err(WorkerError::Unwritten { queue: queue.describe(), count: s.unwritten.len(), source });
+        let source = s.last_error.take().unwrap_or_else(|| StoreError::Backend {
+            store: queue.describe(),
+            operation: "complete",
+            source: "results left unwritten".into(),
+        });
+        return Err(WorkerError::Unwritten {
+            queue: queue.describe(),
+            count: s.unwritten.len(),
+            source,
+        });
     }
     Ok(s.summary)
 }
 
 /// Waits for an outcome, a queue signal or the poll interval.
-fn wait(done_rx: &Receiver<Done>, signals: &Receiver<cudal1_store::QueueSignal>, poll: Duration, s: &mut State<'_>, on_event: &mut dyn FnMut(WorkerEvent<'_>)) {
+fn wait(
+    done_rx: &Receiver<Done>,
+    signals: &Receiver<cudal1_store::QueueSignal>,
+    poll: Duration,
+    s: &mut State<'_>,
+    on_event: &mut dyn FnMut(WorkerEvent<'_>),
+) {
     select! {
         recv(done_rx) -> done => {
             if let Ok(done) = done {
@@ -214,8 +256,13 @@ impl State<'_> {
         let mut claimed_any = false;
         while self.in_flight.len() < self.config.ahead.max(1) {
             // An idle worker takes one job of any family, then fills up with that family.
-            let family = if self.in_flight.is_empty() { None } else { self.engine.as_ref().map(|e| e.family.clone()) };
-            let limit = if family.is_none() { 1 } else { self.config.ahead.max(1) - self.in_flight.len() };
+            let family = if self.in_flight.is_empty() {
+                None
+            } else {
+                self.engine.as_ref().map(|e| e.family.clone())
+            };
+            let limit =
+                if family.is_none() { 1 } else { self.config.ahead.max(1) - self.in_flight.len() };
             let claim = Claim {
                 worker: self.config.name.clone(),
                 gpu_class: self.config.gpu_class.clone(),
@@ -243,43 +290,71 @@ impl State<'_> {
 
     /// Hands a claimed job to the engine; `Err` with how it ends when it cannot run: failed when
     /// the job is at fault, unrunnable when this worker is (another may run it).
-    fn start(&mut self, job: ClaimedJob, on_event: &mut dyn FnMut(WorkerEvent<'_>)) -> Result<(), Completion> {
+    fn start(
+        &mut self,
+        job: ClaimedJob,
+        on_event: &mut dyn FnMut(WorkerEvent<'_>),
+    ) -> Result<(), Completion> {
         let failed = |error: String| Completion::Failed { error };
         let unrunnable = |error: String| Completion::Unrunnable { error };
         let settings: EvalSettings = serde_json::from_value(job.settings.clone())
             .map_err(|e| failed(format!("this worker cannot read the job's settings (made by another version of cudal1?): {e}")))?;
         if settings.key_hash() != job.key.settings_hash {
-            return Err(failed("the job's settings do not hash to its key (made by another version of cudal1?)".into()));
+            return Err(failed(
+                "the job's settings do not hash to its key (made by another version of cudal1?)"
+                    .into(),
+            ));
         }
         if !settings.sandbox && !self.config.allow_unsandboxed {
             return Err(unrunnable(format!("worker `{}` runs no job without the sandbox (start it with `--no-sandbox` to allow them)", self.config.name)));
         }
-        let device = self.config.engine.devices.first().cloned().unwrap_or(cudal1_eval::Device::Cpu);
+        let device =
+            self.config.engine.devices.first().cloned().unwrap_or(cudal1_eval::Device::Cpu);
         if settings.device.is_cuda() != device.is_cuda() {
-            return Err(unrunnable(format!("the job is for {}, but worker `{}` runs on {device}", settings.device, self.config.name)));
+            return Err(unrunnable(format!(
+                "the job is for {}, but worker `{}` runs on {device}",
+                settings.device, self.config.name
+            )));
         }
-        let task = Task::materialize(&self.config.task_root, &job.task_name, job.task_source.clone()).map_err(|e| failed(format!("the job's task: {e}")))?;
+        let task =
+            Task::materialize(&self.config.task_root, &job.task_name, job.task_source.clone())
+                .map_err(|e| failed(format!("the job's task: {e}")))?;
         if task.hash != job.key.task_hash {
             return Err(failed("the job's task source does not hash to its key".into()));
         }
-        let candidate = Candidate::from_source(format!("job {}", job.id), job.candidate_source.clone());
+        let candidate =
+            Candidate::from_source(format!("job {}", job.id), job.candidate_source.clone());
         if candidate.hash != job.key.candidate_hash {
             return Err(failed("the job's code does not hash to its key".into()));
         }
         if let Some(a) = &job.artifact {
-            artifact::install(&self.config.engine.compile_cache, &candidate, a, &self.config.build_environment);
+            artifact::install(
+                &self.config.engine.compile_cache,
+                &candidate,
+                a,
+                &self.config.build_environment,
+            );
         }
         let family = crate::job::settings_family(&settings);
-        self.ensure_engine(&settings, &family, on_event).map_err(|e| unrunnable(format!("the engine could not start: {e}")))?;
+        self.ensure_engine(&settings, &family, on_event)
+            .map_err(|e| unrunnable(format!("the engine could not start: {e}")))?;
         let engine = self.engine.as_ref().expect("started above");
-        let id = engine.evaluator.submit_to(Job::evaluate(Arc::new(task), candidate).mode(settings.mode).priority(job.priority), &self.done_tx);
+        let id = engine.evaluator.submit_to(
+            Job::evaluate(Arc::new(task), candidate).mode(settings.mode).priority(job.priority),
+            &self.done_tx,
+        );
         self.by_engine.insert(id, job.id);
         self.in_flight.insert(job.id, InFlight { task: job.task_name.clone(), job });
         Ok(())
     }
 
     /// An engine for this family of settings (started, or restarted when idle on another).
-    fn ensure_engine(&mut self, settings: &EvalSettings, family: &str, on_event: &mut dyn FnMut(WorkerEvent<'_>)) -> std::io::Result<()> {
+    fn ensure_engine(
+        &mut self,
+        settings: &EvalSettings,
+        family: &str,
+        on_event: &mut dyn FnMut(WorkerEvent<'_>),
+    ) -> std::io::Result<()> {
         if self.engine.as_ref().is_some_and(|e| e.family == family) {
             return Ok(());
         }
@@ -287,10 +362,15 @@ impl State<'_> {
             debug_assert!(self.in_flight.is_empty(), "an engine is replaced only when idle");
             old.finish();
         }
-        let device = self.config.engine.devices.first().cloned().unwrap_or(cudal1_eval::Device::Cpu);
+        let device =
+            self.config.engine.devices.first().cloned().unwrap_or(cudal1_eval::Device::Cpu);
         // Its verdicts are filed under the class the worker takes jobs of (`--gpu-class`).
         let judge = cudal1_eval::Judge::new(self.config.gpu_class.clone());
-        let config = EngineConfig { settings: EvalSettings { device, ..settings.clone() }, judge, ..self.config.engine.clone() };
+        let config = EngineConfig {
+            settings: EvalSettings { device, ..settings.clone() },
+            judge,
+            ..self.config.engine.clone()
+        };
         // Outcomes arrive on `done_tx`; the event stream is not needed (dropping it is allowed).
         let evaluator = Evaluator::start(config)?;
         on_event(WorkerEvent::EngineStarted { canceller: evaluator.canceller() });
@@ -303,7 +383,9 @@ impl State<'_> {
         let Some(flight) = self.in_flight.remove(&job_id) else { return };
         let completion = match done.outcome {
             JobOutcome::Evaluated(e) => completion_of(&flight.job, &e),
-            JobOutcome::TaskFailed { error, .. } => Completion::Failed { error: format!("the task's reference failed: {error}") },
+            JobOutcome::TaskFailed { error, .. } => {
+                Completion::Failed { error: format!("the task's reference failed: {error}") }
+            }
             // The machine ran out of memory, not the candidate: no verdict. The job is not given
             // back (a release would not count the attempt, and a job that does this every time
             // would come back for ever): its lease runs out, it is queued again with this attempt
@@ -321,12 +403,20 @@ impl State<'_> {
                 on_event(WorkerEvent::Released { job: job_id });
                 return;
             }
-            JobOutcome::Checked(_) | JobOutcome::Described(_) => Completion::Failed { error: "the engine answered an evaluation with something else".into() },
+            JobOutcome::Checked(_) | JobOutcome::Described(_) => Completion::Failed {
+                error: "the engine answered an evaluation with something else".into(),
+            },
         };
         self.write(job_id, flight.task, completion, on_event);
     }
 
-    fn write(&mut self, id: i64, task: String, completion: Completion, on_event: &mut dyn FnMut(WorkerEvent<'_>)) {
+    fn write(
+        &mut self,
+        id: i64,
+        task: String,
+        completion: Completion,
+        on_event: &mut dyn FnMut(WorkerEvent<'_>),
+    ) {
         self.unwritten.push_back((id, task, completion));
         self.flush(on_event);
     }
@@ -338,7 +428,9 @@ impl State<'_> {
                 Ok(first) => {
                     let (verdict, error) = match &completion {
                         Completion::Evaluated { verdict, .. } => (Some(verdict.as_str()), None),
-                        Completion::Failed { error } | Completion::Unrunnable { error } => (None, Some(error.as_str())),
+                        Completion::Failed { error } | Completion::Unrunnable { error } => {
+                            (None, Some(error.as_str()))
+                        }
                     };
                     match (first, error) {
                         (false, _) => self.summary.discarded += 1,
@@ -397,5 +489,9 @@ fn completion_of(job: &ClaimedJob, e: &Evaluation) -> Completion {
         speedup_ci_high: e.speedup.and_then(|s| finite(s.ci_high)),
         evaluation: evaluation.clone(),
     };
-    Completion::Evaluated { evaluation, verdict: e.verdict.as_str().to_owned(), program: Some(program) }
+    Completion::Evaluated {
+        evaluation,
+        verdict: e.verdict.as_str().to_owned(),
+        program: Some(program),
+    }
 }

@@ -11,18 +11,27 @@ use cudal1_store::{ProgramDatabase, Store, StoredEvaluation};
 
 use crate::charts::{self, LineChart, Point, Series};
 use crate::model::{
-    BaselineTime, BatchView, ClaimsView, DiffLine, EvalDetail, FastPRow, KernelRow, LevelChart, LineageRow, Notice, ProfileView, Report, RoundRow, RunView, Speedup,
-    Summary, TaskCell, TaskRow,
+    BaselineTime, BatchView, ClaimsView, DiffLine, EvalDetail, FastPRow, KernelRow, LevelChart,
+    LineageRow, Notice, ProfileView, Report, RoundRow, RunView, Speedup, Summary, TaskCell,
+    TaskRow,
 };
-use cudal1_eval::profile::{duration_text, short_name, Profile};
 use crate::{train, ReportError};
+use cudal1_eval::profile::{duration_text, short_name, Profile};
 
 /// The p of the summary's fast_p columns (as `eval`'s summary).
 pub const SUMMARY_P: [f64; 3] = [1.0, 1.5, 2.0];
 /// The p of the fast_p table.
 const TABLE_P: [f64; 7] = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0];
 /// Bins of the speedup distribution: upper edges, and their labels.
-const BINS: [(f64, &str); 7] = [(0.5, "<0.5"), (0.9, "0.5–0.9"), (1.1, "0.9–1.1"), (1.5, "1.1–1.5"), (2.0, "1.5–2"), (5.0, "2–5"), (f64::INFINITY, "≥5")];
+const BINS: [(f64, &str); 7] = [
+    (0.5, "<0.5"),
+    (0.9, "0.5–0.9"),
+    (1.1, "0.9–1.1"),
+    (1.5, "1.1–1.5"),
+    (2.0, "1.5–2"),
+    (5.0, "2–5"),
+    (f64::INFINITY, "≥5"),
+];
 
 /// What to put in the report.
 #[derive(Clone, Debug, Default)]
@@ -62,23 +71,38 @@ pub struct BaselineMeasure {
 /// which is the reference itself, when empty). A baseline measured under the batch's settings,
 /// by the same judge (judging version and class of GPU), is preferred; then one under its
 /// settings; else the most recent one of the task.
-pub fn baselines_for(store: &Store, batch_ids: &[String], names: &[String]) -> Result<Vec<BaselineSet>, ReportError> {
+pub fn baselines_for(
+    store: &Store,
+    batch_ids: &[String],
+    names: &[String],
+) -> Result<Vec<BaselineSet>, ReportError> {
     let mut tasks: BTreeMap<String, BTreeSet<(String, String, String)>> = BTreeMap::new();
     for id in batch_ids {
         for e in store.batch_evaluations(id)? {
-            tasks.entry(e.key.task_hash).or_default().insert((e.key.settings_hash, e.key.judge, e.key.gpu_class));
+            tasks.entry(e.key.task_hash).or_default().insert((
+                e.key.settings_hash,
+                e.key.judge,
+                e.key.gpu_class,
+            ));
         }
     }
-    let mut sets: BTreeMap<String, BaselineSet> = names.iter().map(|n| (n.clone(), BaselineSet { name: n.clone(), by_task: HashMap::new() })).collect();
+    let mut sets: BTreeMap<String, BaselineSet> = names
+        .iter()
+        .map(|n| (n.clone(), BaselineSet { name: n.clone(), by_task: HashMap::new() }))
+        .collect();
     for (task, settings) in &tasks {
         let mut found = store.baselines(&cudal1_store::BaselineFilter::task(task))?;
-        found.retain(|b| b.baseline.status == cudal1_store::BaselineStatus::Measured && b.baseline.key.name != "eager");
+        found.retain(|b| {
+            b.baseline.status == cudal1_store::BaselineStatus::Measured
+                && b.baseline.key.name != "eager"
+        });
         // Newest first, then those of the batch's settings first, and of its judges before them.
         found.sort_by(|a, b| b.created_at.cmp(&a.created_at));
         found.sort_by_key(|b| {
             let k = &b.baseline.key;
             let same_settings = settings.iter().any(|(s, _, _)| *s == k.settings_hash);
-            let same_judge = settings.contains(&(k.settings_hash.clone(), k.judge.clone(), k.gpu_class.clone()));
+            let same_judge =
+                settings.contains(&(k.settings_hash.clone(), k.judge.clone(), k.gpu_class.clone()));
             (!same_judge, !same_settings)
         });
         for b in found {
@@ -87,8 +111,12 @@ pub fn baselines_for(store: &Store, batch_ids: &[String], names: &[String]) -> R
                 continue;
             }
             let Some(speedup) = b.baseline.speedup_median.filter(|s| *s > 0.0) else { continue };
-            let set = sets.entry(name.clone()).or_insert_with(|| BaselineSet { name: name.clone(), by_task: HashMap::new() });
-            set.by_task.entry(task.clone()).or_insert(BaselineMeasure { ms: b.baseline.baseline_ms, speedup });
+            let set = sets
+                .entry(name.clone())
+                .or_insert_with(|| BaselineSet { name: name.clone(), by_task: HashMap::new() });
+            set.by_task
+                .entry(task.clone())
+                .or_insert(BaselineMeasure { ms: b.baseline.baseline_ms, speedup });
         }
     }
     Ok(sets.into_values().collect())
@@ -117,7 +145,12 @@ impl Row {
 
     fn task_result(&self) -> TaskResult {
         let speedup = self.speedup().filter(|_| self.correct());
-        TaskResult { correct: self.correct(), speedup: speedup.map(|s| s.median), speedup_low: speedup.map(|s| s.ci_low), excluded: false }
+        TaskResult {
+            correct: self.correct(),
+            speedup: speedup.map(|s| s.median),
+            speedup_low: speedup.map(|s| s.ci_low),
+            excluded: false,
+        }
     }
 
     /// The candidate's speedup over a baseline, when it was measured correct.
@@ -140,7 +173,11 @@ struct Batch {
 
 /// Gathers the report from `store`.
 pub fn gather(store: &Store, request: &Request) -> Result<Report, ReportError> {
-    let ids: Vec<String> = if request.batches.is_empty() { store.batch_ids()?.into_iter().take(1).collect() } else { request.batches.clone() };
+    let ids: Vec<String> = if request.batches.is_empty() {
+        store.batch_ids()?.into_iter().take(1).collect()
+    } else {
+        request.batches.clone()
+    };
     let mut batches = Vec::new();
     for (i, id) in ids.iter().enumerate() {
         batches.push(batch(store, id, i)?);
@@ -149,7 +186,9 @@ pub fn gather(store: &Store, request: &Request) -> Result<Report, ReportError> {
     let mut report = Report {
         title: request.title.clone().unwrap_or_else(|| "cudal1 report".to_owned()),
         store: store.path().display().to_string(),
-        baselines: std::iter::once("reference".to_owned()).chain(baselines.iter().map(|b| b.name.clone())).collect(),
+        baselines: std::iter::once("reference".to_owned())
+            .chain(baselines.iter().map(|b| b.name.clone()))
+            .collect(),
         fast_p_columns: TABLE_P.iter().map(|p| format!("fast_{p}")).collect(),
         ..Report::default()
     };
@@ -178,7 +217,8 @@ pub fn gather(store: &Store, request: &Request) -> Result<Report, ReportError> {
         report.runs.push(run(store, id)?);
     }
     report.runs_compared = compare_runs(&report.runs);
-    let training = request.training.iter().map(|d| train::read(d)).collect::<Result<Vec<_>, _>>()?;
+    let training =
+        request.training.iter().map(|d| train::read(d)).collect::<Result<Vec<_>, _>>()?;
     report.training_compared = train::compare(&training);
     report.training = training.into_iter().map(train::Run::into_view).collect();
     for id in &runs {
@@ -192,8 +232,18 @@ pub fn gather(store: &Store, request: &Request) -> Result<Report, ReportError> {
 
 /// The stored profiles of these tasks, the reference's first within a task.
 fn profiles(store: &Store, tasks: &BTreeSet<String>) -> Result<Vec<ProfileView>, ReportError> {
-    let mut rows: Vec<_> = store.profiles(None)?.into_iter().filter(|p| tasks.contains(&p.profile.key.task_hash)).collect();
-    rows.sort_by_key(|p| (p.profile.task_name.clone(), p.profile.key.program != cudal1_store::REFERENCE_PROGRAM, p.profile.label.clone()));
+    let mut rows: Vec<_> = store
+        .profiles(None)?
+        .into_iter()
+        .filter(|p| tasks.contains(&p.profile.key.task_hash))
+        .collect();
+    rows.sort_by_key(|p| {
+        (
+            p.profile.task_name.clone(),
+            p.profile.key.program != cudal1_store::REFERENCE_PROGRAM,
+            p.profile.label.clone(),
+        )
+    });
     Ok(rows.into_iter().map(profile_view).collect())
 }
 
@@ -235,26 +285,45 @@ fn profile_view(stored: cudal1_store::StoredProfile) -> ProfileView {
 }
 
 fn batch(store: &Store, id: &str, index: usize) -> Result<Batch, ReportError> {
-    let stored = store.find_batch(id)?.ok_or_else(|| ReportError::UnknownBatch { store: store.path().to_owned(), batch: id.to_owned() })?;
+    let stored = store.find_batch(id)?.ok_or_else(|| ReportError::UnknownBatch {
+        store: store.path().to_owned(),
+        batch: id.to_owned(),
+    })?;
     let claimed = claimed_scores(store, id)?;
     let rows: Vec<Row> = store
         .batch_evaluations(id)?
         .into_iter()
         .map(|s| {
             let eval = serde_json::from_value::<Evaluation>(s.measurements.clone()).ok();
-            let claimed = claimed.get(&(s.key.task_hash.clone(), s.key.candidate_hash.clone())).copied();
+            let claimed =
+                claimed.get(&(s.key.task_hash.clone(), s.key.candidate_hash.clone())).copied();
             Row { batch: index, stored: s, eval, claimed }
         })
         .collect();
     let first = rows.first().map(|r| &r.stored);
     let missing = missing(stored.summary.as_ref(), &rows);
-    let mut verdicts: BTreeMap<&str, usize> = Verdict::ALL.iter().map(|v| (v.as_str(), 0)).collect();
+    let mut verdicts: BTreeMap<&str, usize> =
+        Verdict::ALL.iter().map(|v| (v.as_str(), 0)).collect();
     for r in &rows {
         *verdicts.entry(r.stored.verdict.as_str()).or_default() += 1;
     }
-    let findings = rows.iter().map(|r| r.eval.as_ref().map_or(0, |e| e.measurements.findings.iter().map(|f| (&f.kind, &f.detail)).collect::<BTreeSet<_>>().len())).sum();
+    let findings = rows
+        .iter()
+        .map(|r| {
+            r.eval.as_ref().map_or(0, |e| {
+                e.measurements
+                    .findings
+                    .iter()
+                    .map(|f| (&f.kind, &f.detail))
+                    .collect::<BTreeSet<_>>()
+                    .len()
+            })
+        })
+        .sum();
     let warnings = rows.iter().map(|r| r.eval.as_ref().map_or(0, |e| e.warnings.len())).sum();
-    let short = Path::new(&stored.candidates_path).file_name().map_or_else(|| stored.candidates_path.clone(), |n| n.to_string_lossy().into_owned());
+    let short = Path::new(&stored.candidates_path)
+        .file_name()
+        .map_or_else(|| stored.candidates_path.clone(), |n| n.to_string_lossy().into_owned());
     let view = BatchView {
         id: stored.id.clone(),
         label: format!("#{} {short}", index + 1),
@@ -264,8 +333,14 @@ fn batch(store: &Store, id: &str, index: usize) -> Result<Batch, ReportError> {
         device: first.map(|s| s.device.clone()).unwrap_or_default(),
         gpu: rows.iter().find_map(|r| r.eval.as_ref()?.environment.gpu.clone()),
         candidates: rows.len(),
-        verdicts: Verdict::ALL.iter().map(|v| (v.as_str().to_owned(), verdicts[v.as_str()])).collect(),
-        by_task: summary(&padded(best_per_task(&rows).into_values().map(Row::task_result).collect(), missing.0)),
+        verdicts: Verdict::ALL
+            .iter()
+            .map(|v| (v.as_str().to_owned(), verdicts[v.as_str()]))
+            .collect(),
+        by_task: summary(&padded(
+            best_per_task(&rows).into_values().map(Row::task_result).collect(),
+            missing.0,
+        )),
         by_candidate: summary(&padded(rows.iter().map(Row::task_result).collect(), missing.1)),
         missing_tasks: missing.0,
         missing_candidates: missing.1,
@@ -278,9 +353,16 @@ fn batch(store: &Store, id: &str, index: usize) -> Result<Batch, ReportError> {
 /// Rows of the batch that had nothing to evaluate (a release's task without code): eval counts
 /// them as not solved, in its summary's counts over tasks and candidates; the report does too.
 fn missing(summary: Option<&serde_json::Value>, rows: &[Row]) -> (usize, usize) {
-    let count = |key: &str| summary.and_then(|s| s.get(key)?.get("count")?.as_u64()).and_then(|n| usize::try_from(n).ok());
+    let count = |key: &str| {
+        summary
+            .and_then(|s| s.get(key)?.get("count")?.as_u64())
+            .and_then(|n| usize::try_from(n).ok())
+    };
     let tasks = rows.iter().map(|r| r.stored.task_name.as_str()).collect::<BTreeSet<_>>().len();
-    (count("tasks").map_or(0, |n| n.saturating_sub(tasks)), count("candidates").map_or(0, |n| n.saturating_sub(rows.len())))
+    (
+        count("tasks").map_or(0, |n| n.saturating_sub(tasks)),
+        count("candidates").map_or(0, |n| n.saturating_sub(rows.len())),
+    )
 }
 
 /// `results` and `n` unsolved results.
@@ -290,11 +372,16 @@ fn padded(mut results: Vec<TaskResult>, n: usize) -> Vec<TaskResult> {
 }
 
 /// Claims recorded with the batch (`eval --from cuda-l1`): `score_default` by task and candidate hash.
-fn claimed_scores(store: &Store, batch_id: &str) -> Result<HashMap<(String, String), f64>, ReportError> {
+fn claimed_scores(
+    store: &Store,
+    batch_id: &str,
+) -> Result<HashMap<(String, String), f64>, ReportError> {
     Ok(store
         .claims(batch_id)?
         .into_iter()
-        .filter_map(|c| Some(((c.task_hash, c.candidate_hash), c.claimed.get("score_default")?.as_f64()?)))
+        .filter_map(|c| {
+            Some(((c.task_hash, c.candidate_hash), c.claimed.get("score_default")?.as_f64()?))
+        })
         .collect())
 }
 
@@ -313,7 +400,10 @@ fn summary(results: &[TaskResult]) -> Summary {
 
 /// Rank of a verdict when a task has no correct candidate: the nearest miss first.
 fn verdict_rank(v: &str) -> usize {
-    ["correct", "incorrect", "exploit", "timeout", "runtime_error", "compile_error"].iter().position(|x| *x == v).unwrap_or(9)
+    ["correct", "incorrect", "exploit", "timeout", "runtime_error", "compile_error"]
+        .iter()
+        .position(|x| *x == v)
+        .unwrap_or(9)
 }
 
 /// The best candidate of each task: the fastest correct one, else the nearest miss.
@@ -322,7 +412,9 @@ fn best_per_task(rows: &[Row]) -> BTreeMap<&str, &Row> {
     for r in rows {
         let entry = best.entry(r.stored.task_name.as_str()).or_insert(r);
         let better = match (r.correct(), entry.correct()) {
-            (true, true) => r.stored.speedup_median.unwrap_or(0.0) > entry.stored.speedup_median.unwrap_or(0.0),
+            (true, true) => {
+                r.stored.speedup_median.unwrap_or(0.0) > entry.stored.speedup_median.unwrap_or(0.0)
+            }
             (true, false) => true,
             (false, false) => verdict_rank(&r.stored.verdict) < verdict_rank(&entry.stored.verdict),
             (false, true) => false,
@@ -341,25 +433,51 @@ fn fast_p(report: &mut Report, batches: &[Batch], baselines: &[BaselineSet]) {
     for (bi, b) in batches.iter().enumerate() {
         let best = best_per_task(&b.rows);
         let pad = b.view.missing_tasks;
-        let mut against: Vec<(String, Vec<TaskResult>)> = vec![("reference".to_owned(), padded(best.values().map(|r| r.task_result()).collect(), pad))];
+        let mut against: Vec<(String, Vec<TaskResult>)> = vec![(
+            "reference".to_owned(),
+            padded(best.values().map(|r| r.task_result()).collect(), pad),
+        )];
         for base in baselines {
             let results = best
                 .values()
                 .map(|r| {
                     let s = base.by_task.get(&r.stored.key.task_hash).and_then(|m| r.over(m));
-                    TaskResult { correct: r.correct(), speedup: s, speedup_low: None, excluded: false }
+                    TaskResult {
+                        correct: r.correct(),
+                        speedup: s,
+                        speedup_low: None,
+                        excluded: false,
+                    }
                 })
                 .collect();
             against.push((base.name.clone(), padded(results, pad)));
         }
         for (ai, (name, results)) in against.iter().enumerate() {
             let curve = summarize(results, &ps);
-            let label = if batches.len() > 1 { format!("{} vs {name}", b.view.label) } else { format!("vs {name}") };
-            series.push(Series { name: label.clone(), points: curve.fast_p.clone(), color: charts::color(bi * (baselines.len() + 1) + ai), dashed: false });
+            let label = if batches.len() > 1 {
+                format!("{} vs {name}", b.view.label)
+            } else {
+                format!("vs {name}")
+            };
+            series.push(Series {
+                name: label.clone(),
+                points: curve.fast_p.clone(),
+                color: charts::color(bi * (baselines.len() + 1) + ai),
+                dashed: false,
+            });
             if ai == 0 {
-                series.push(Series { name: format!("{label} (interval's lower bound)"), points: curve.fast_p_lower, color: charts::color(bi * (baselines.len() + 1)), dashed: true });
+                series.push(Series {
+                    name: format!("{label} (interval's lower bound)"),
+                    points: curve.fast_p_lower,
+                    color: charts::color(bi * (baselines.len() + 1)),
+                    dashed: true,
+                });
             }
-            report.fast_p_rows.push(FastPRow { batch: b.view.label.clone(), baseline: name.clone(), values: summarize(results, &TABLE_P).fast_p.into_iter().map(|p| p.1).collect() });
+            report.fast_p_rows.push(FastPRow {
+                batch: b.view.label.clone(),
+                baseline: name.clone(),
+                values: summarize(results, &TABLE_P).fast_p.into_iter().map(|p| p.1).collect(),
+            });
         }
     }
     report.fast_p_chart = charts::line_chart(&LineChart {
@@ -380,7 +498,8 @@ fn level_of(task: &str) -> String {
 
 /// Per level, how many tasks' best correct speedups fall in each bin, a bar per batch.
 fn distributions(batches: &[Batch]) -> Vec<LevelChart> {
-    let levels: BTreeSet<String> = batches.iter().flat_map(|b| b.rows.iter().map(|r| level_of(&r.stored.task_name))).collect();
+    let levels: BTreeSet<String> =
+        batches.iter().flat_map(|b| b.rows.iter().map(|r| level_of(&r.stored.task_name))).collect();
     levels
         .into_iter()
         .map(|level| {
@@ -388,16 +507,28 @@ fn distributions(batches: &[Batch]) -> Vec<LevelChart> {
                 .iter()
                 .map(|b| {
                     let mut counts = vec![0; BINS.len()];
-                    for r in best_per_task(&b.rows).values().filter(|r| level_of(&r.stored.task_name) == level && r.correct()) {
+                    for r in best_per_task(&b.rows)
+                        .values()
+                        .filter(|r| level_of(&r.stored.task_name) == level && r.correct())
+                    {
                         if let Some(s) = r.stored.speedup_median {
-                            counts[BINS.iter().position(|(hi, _)| s < *hi).unwrap_or(BINS.len() - 1)] += 1;
+                            counts[BINS
+                                .iter()
+                                .position(|(hi, _)| s < *hi)
+                                .unwrap_or(BINS.len() - 1)] += 1;
                         }
                     }
                     (b.view.label.clone(), counts)
                 })
                 .collect();
             let categories: Vec<String> = BINS.iter().map(|b| b.1.to_owned()).collect();
-            let svg = charts::grouped_bars(&format!("dist-{level}"), &format!("{level}: best correct speedup per task"), "speedup over the reference", &categories, &groups);
+            let svg = charts::grouped_bars(
+                &format!("dist-{level}"),
+                &format!("{level}: best correct speedup per task"),
+                "speedup over the reference",
+                &categories,
+                &groups,
+            );
             LevelChart { level, svg }
         })
         .collect()
@@ -407,7 +538,9 @@ fn task_rows(batches: &[Batch], baselines: &[BaselineSet]) -> Vec<TaskRow> {
     let mut names: BTreeMap<String, (String, Option<f64>)> = BTreeMap::new();
     for b in batches {
         for r in &b.rows {
-            let entry = names.entry(r.stored.task_name.clone()).or_insert_with(|| (r.stored.key.task_hash.clone(), None));
+            let entry = names
+                .entry(r.stored.task_name.clone())
+                .or_insert_with(|| (r.stored.key.task_hash.clone(), None));
             entry.1 = entry.1.or(r.stored.ref_ms);
         }
     }
@@ -428,7 +561,10 @@ fn task_rows(batches: &[Batch], baselines: &[BaselineSet]) -> Vec<TaskRow> {
         .map(|(task, (hash, ref_ms))| TaskRow {
             level: level_of(&task),
             ref_ms,
-            baseline_ms: baselines.iter().map(|b| b.by_task.get(&hash).and_then(|m| m.ms)).collect(),
+            baseline_ms: baselines
+                .iter()
+                .map(|b| b.by_task.get(&hash).and_then(|m| m.ms))
+                .collect(),
             cells: bests
                 .iter()
                 .map(|(best, counts)| {
@@ -460,11 +596,20 @@ fn first_line(text: &str) -> String {
     text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").to_owned()
 }
 
-fn detail(r: &Row, batch: &str, baselines: &[BaselineSet], code: Option<String>, reference: Option<String>) -> EvalDetail {
+fn detail(
+    r: &Row,
+    batch: &str,
+    baselines: &[BaselineSet],
+    code: Option<String>,
+    reference: Option<String>,
+) -> EvalDetail {
     let s = &r.stored;
     let (diff, diff_note) = match (&reference, &code) {
         (Some(a), Some(b)) => (unified_diff(a, b), None),
-        (None, _) => (Vec::new(), Some(format!("the reference is in neither the store nor `{}`", s.task_path))),
+        (None, _) => (
+            Vec::new(),
+            Some(format!("the reference is in neither the store nor `{}`", s.task_path)),
+        ),
         (_, None) => (Vec::new(), Some("the candidate's code is not available".to_owned())),
     };
     let eval = r.eval.as_ref();
@@ -484,15 +629,47 @@ fn detail(r: &Row, batch: &str, baselines: &[BaselineSet], code: Option<String>,
             .iter()
             .map(|b| {
                 let m = b.by_task.get(&s.key.task_hash)?;
-                Some(BaselineTime { name: b.name.clone(), ms: m.ms, baseline_speedup: m.speedup, speedup: r.over(m) })
+                Some(BaselineTime {
+                    name: b.name.clone(),
+                    ms: m.ms,
+                    baseline_speedup: m.speedup,
+                    speedup: r.over(m),
+                })
             })
             .collect(),
         claimed: r.claimed,
         own_share: s.own_share,
-        own_text: s.own_kernels.clone().and_then(|k| serde_json::from_value::<cudal1_eval::own::OwnShare>(k).ok()).map(|o| o.text()),
-        warnings: judge_warning(s).into_iter().chain(eval.map(|e| e.warnings.iter().map(|w| format!("{}: {}", w.class, w.message)).collect::<Vec<_>>()).unwrap_or_default()).collect(),
-        findings: eval.map(|e| e.measurements.findings.iter().map(|f| format!("{}: {}", f.kind, f.detail)).collect::<BTreeSet<_>>().into_iter().collect()).unwrap_or_default(),
-        log_tail: eval.and_then(|e| e.measurements.log_tail.clone()).filter(|l| !l.trim().is_empty()),
+        own_text: s
+            .own_kernels
+            .clone()
+            .and_then(|k| serde_json::from_value::<cudal1_eval::own::OwnShare>(k).ok())
+            .map(|o| o.text()),
+        warnings: judge_warning(s)
+            .into_iter()
+            .chain(
+                eval.map(|e| {
+                    e.warnings
+                        .iter()
+                        .map(|w| format!("{}: {}", w.class, w.message))
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default(),
+            )
+            .collect(),
+        findings: eval
+            .map(|e| {
+                e.measurements
+                    .findings
+                    .iter()
+                    .map(|f| format!("{}: {}", f.kind, f.detail))
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect()
+            })
+            .unwrap_or_default(),
+        log_tail: eval
+            .and_then(|e| e.measurements.log_tail.clone())
+            .filter(|l| !l.trim().is_empty()),
         code,
         diff,
         diff_note,
@@ -505,7 +682,11 @@ fn judge_warning(s: &StoredEvaluation) -> Option<String> {
     if s.key.judge == cudal1_eval::judge_version() {
         return None;
     }
-    let by = if s.key.judge.is_empty() { "an older cudal1, before judges were recorded".to_owned() } else { format!("judging version {}", s.key.judge) };
+    let by = if s.key.judge.is_empty() {
+        "an older cudal1, before judges were recorded".to_owned()
+    } else {
+        format!("judging version {}", s.key.judge)
+    };
     Some(format!("older_judge: judged by {by}; this version would judge it again"))
 }
 
@@ -532,7 +713,10 @@ pub fn unified_diff(old: &str, new: &str) -> Vec<DiffLine> {
                 similar::ChangeTag::Delete => ("del", '-'),
                 similar::ChangeTag::Equal => ("ctx", ' '),
             };
-            out.push(DiffLine { kind, text: format!("{sign}{}", change.value().trim_end_matches(['\n', '\r'])) });
+            out.push(DiffLine {
+                kind,
+                text: format!("{sign}{}", change.value().trim_end_matches(['\n', '\r'])),
+            });
         }
     }
     out
@@ -573,9 +757,18 @@ fn claims(b: &Batch) -> Option<ClaimsView> {
     if claimed_rows == 0 {
         return None;
     }
-    let pairs: Vec<(&Row, f64, Speedup)> = b.rows.iter().filter(|r| r.correct()).filter_map(|r| Some((r, r.claimed?, r.speedup()?))).filter(|(_, c, s)| *c > 0.0 && s.median > 0.0).collect();
+    let pairs: Vec<(&Row, f64, Speedup)> = b
+        .rows
+        .iter()
+        .filter(|r| r.correct())
+        .filter_map(|r| Some((r, r.claimed?, r.speedup()?)))
+        .filter(|(_, c, s)| *c > 0.0 && s.median > 0.0)
+        .collect();
     let geomean = |xs: Vec<f64>| cudal1_stats::geometric_mean(&xs);
-    let points: Vec<Point> = pairs.iter().map(|(r, c, s)| Point { x: *c, y: s.median, label: r.stored.task_name.clone() }).collect();
+    let points: Vec<Point> = pairs
+        .iter()
+        .map(|(r, c, s)| Point { x: *c, y: s.median, label: r.stored.task_name.clone() })
+        .collect();
     Some(ClaimsView {
         batch: b.view.label.clone(),
         pairs: pairs.len(),
@@ -583,7 +776,13 @@ fn claims(b: &Batch) -> Option<ClaimsView> {
         claimed_geomean: geomean(pairs.iter().map(|p| p.1).collect()),
         measured_geomean: geomean(pairs.iter().map(|p| p.2.median).collect()),
         overstated: pairs.iter().filter(|(_, c, s)| *c > s.ci_high).count(),
-        svg: charts::scatter(&format!("claims-{}", b.view.id), &format!("{}: claimed against measured", b.view.label), "claimed speedup", "measured speedup (median)", &points),
+        svg: charts::scatter(
+            &format!("claims-{}", b.view.id),
+            &format!("{}: claimed against measured", b.view.label),
+            "claimed speedup",
+            "measured speedup (median)",
+            &points,
+        ),
     })
 }
 
@@ -597,16 +796,32 @@ fn compare_runs(runs: &[RunView]) -> String {
         .enumerate()
         .map(|(i, r)| Series {
             name: format!("{} ({})", r.task, r.id.chars().take(12).collect::<String>()),
-            points: r.rounds.iter().filter_map(|rd| Some((f64::from(rd.round), rd.best_speedup?))).collect(),
+            points: r
+                .rounds
+                .iter()
+                .filter_map(|rd| Some((f64::from(rd.round), rd.best_speedup?)))
+                .collect(),
             color: charts::color(i),
             dashed: false,
         })
         .collect();
-    charts::line_chart(&LineChart { id: "runs-compared".into(), title: "Best speedup per round, runs side by side".into(), x_label: "round".into(), y_label: "best speedup".into(), series, x_range: None, y_range: None, dots: true })
+    charts::line_chart(&LineChart {
+        id: "runs-compared".into(),
+        title: "Best speedup per round, runs side by side".into(),
+        x_label: "round".into(),
+        y_label: "best speedup".into(),
+        series,
+        x_range: None,
+        y_range: None,
+        dots: true,
+    })
 }
 
 fn run(store: &Store, id: &str) -> Result<RunView, ReportError> {
-    let stored = store.find_run(id)?.ok_or_else(|| ReportError::UnknownRun { store: store.path().to_owned(), run: id.to_owned() })?;
+    let stored = store.find_run(id)?.ok_or_else(|| ReportError::UnknownRun {
+        store: store.path().to_owned(),
+        run: id.to_owned(),
+    })?;
     let rounds: Vec<RoundRow> = store
         .rounds_for_run(id)?
         .into_iter()
@@ -621,13 +836,19 @@ fn run(store: &Store, id: &str) -> Result<RunView, ReportError> {
             cost_usd: r.round.cost_usd,
         })
         .collect();
-    let points: Vec<(f64, f64)> = rounds.iter().filter_map(|r| Some((f64::from(r.round), r.best_speedup?))).collect();
+    let points: Vec<(f64, f64)> =
+        rounds.iter().filter_map(|r| Some((f64::from(r.round), r.best_speedup?))).collect();
     let chart = charts::line_chart(&LineChart {
         id: format!("run-{id}"),
         title: format!("{}: best speedup per round", stored.task_name),
         x_label: "round".into(),
         y_label: "best speedup".into(),
-        series: vec![Series { name: "best so far".into(), points, color: charts::color(0), dashed: false }],
+        series: vec![Series {
+            name: "best so far".into(),
+            points,
+            color: charts::color(0),
+            dashed: false,
+        }],
         x_range: None,
         y_range: None,
         dots: true,
@@ -647,20 +868,50 @@ fn run(store: &Store, id: &str) -> Result<RunView, ReportError> {
                 best_code = Some(p.code.clone());
             }
             queue.extend(p.parent_ids.iter().map(|&q| (q, depth + 1)));
-            lineage.push(LineageRow { id: p.id, depth, round: p.round, verdict: p.verdict, speedup: p.speedup_median, parents: p.parent_ids });
+            lineage.push(LineageRow {
+                id: p.id,
+                depth,
+                round: p.round,
+                verdict: p.verdict,
+                speedup: p.speedup_median,
+                parents: p.parent_ids,
+            });
         }
     }
-    Ok(RunView { id: stored.id, task: stored.task_name, created_at: stored.created_at, stop_reason: stored.stop_reason, rounds, chart, lineage, best_code })
+    Ok(RunView {
+        id: stored.id,
+        task: stored.task_name,
+        created_at: stored.created_at,
+        stop_reason: stored.stop_reason,
+        rounds,
+        chart,
+        lineage,
+        best_code,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cudal1_store::{BaselineKey, BaselineStatus, ClaimRecord, EvalKey, NewBaseline, NewBatch, NewEvaluation, NewProgram, NewRound, NewRun, ProgramKey};
+    use cudal1_store::{
+        BaselineKey, BaselineStatus, ClaimRecord, EvalKey, NewBaseline, NewBatch, NewEvaluation,
+        NewProgram, NewRound, NewRun, ProgramKey,
+    };
 
-    fn evaluation(task: &str, cand: &str, verdict: &str, speedup: Option<(f64, f64, f64)>) -> NewEvaluation {
+    fn evaluation(
+        task: &str,
+        cand: &str,
+        verdict: &str,
+        speedup: Option<(f64, f64, f64)>,
+    ) -> NewEvaluation {
         NewEvaluation {
-            key: EvalKey { task_hash: format!("t-{task}"), candidate_hash: format!("c-{cand}"), settings_hash: "s".into(), judge: cudal1_eval::judge_version(), gpu_class: "cpu".into() },
+            key: EvalKey {
+                task_hash: format!("t-{task}"),
+                candidate_hash: format!("c-{cand}"),
+                settings_hash: "s".into(),
+                judge: cudal1_eval::judge_version(),
+                gpu_class: "cpu".into(),
+            },
             batch_id: Some("b1".into()),
             task_name: task.into(),
             task_path: "/gone/ref.py".into(),
@@ -684,15 +935,49 @@ mod tests {
     /// an optimize run of three generations.
     fn store() -> Store {
         let store = Store::open_in_memory().unwrap();
-        store.create_batch(&NewBatch { id: "b1".into(), settings: serde_json::json!({}), suite_path: "tasks".into(), candidates_path: "cands".into() }).unwrap();
-        store.insert_evaluation(&evaluation("level1/1_A", "fast", "correct", Some((2.0, 1.8, 2.2)))).unwrap();
+        store
+            .create_batch(&NewBatch {
+                id: "b1".into(),
+                settings: serde_json::json!({}),
+                suite_path: "tasks".into(),
+                candidates_path: "cands".into(),
+            })
+            .unwrap();
+        store
+            .insert_evaluation(&evaluation("level1/1_A", "fast", "correct", Some((2.0, 1.8, 2.2))))
+            .unwrap();
         store.insert_evaluation(&evaluation("level1/1_A", "wrong", "incorrect", None)).unwrap();
-        store.insert_evaluation(&evaluation("level2/1_B", "slow", "correct", Some((0.5, 0.45, 0.55)))).unwrap();
-        store.record_sources(&[("t-level1/1_A", "def f(x):\n    return x\n"), ("c-fast", "def f(x):\n    return x * 1\n")]).unwrap();
-        store.record_claims(&[ClaimRecord { batch_id: "b1".into(), task_hash: "t-level1/1_A".into(), candidate_hash: "c-fast".into(), claimed: serde_json::json!({"score_default": 3.0}) }]).unwrap();
+        store
+            .insert_evaluation(&evaluation(
+                "level2/1_B",
+                "slow",
+                "correct",
+                Some((0.5, 0.45, 0.55)),
+            ))
+            .unwrap();
+        store
+            .record_sources(&[
+                ("t-level1/1_A", "def f(x):\n    return x\n"),
+                ("c-fast", "def f(x):\n    return x * 1\n"),
+            ])
+            .unwrap();
+        store
+            .record_claims(&[ClaimRecord {
+                batch_id: "b1".into(),
+                task_hash: "t-level1/1_A".into(),
+                candidate_hash: "c-fast".into(),
+                claimed: serde_json::json!({"score_default": 3.0}),
+            }])
+            .unwrap();
         store
             .record_baseline(&NewBaseline {
-                key: BaselineKey { task_hash: "t-level1/1_A".into(), settings_hash: "s".into(), gpu_class: "cpu".into(), judge: cudal1_eval::judge_version(), name: "compile-default".into() },
+                key: BaselineKey {
+                    task_hash: "t-level1/1_A".into(),
+                    settings_hash: "s".into(),
+                    gpu_class: "cpu".into(),
+                    judge: cudal1_eval::judge_version(),
+                    name: "compile-default".into(),
+                },
                 task_name: "level1/1_A".into(),
                 status: BaselineStatus::Measured,
                 reason: String::new(),
@@ -704,12 +989,26 @@ mod tests {
                 evaluation: serde_json::Value::Null,
             })
             .unwrap();
-        store.begin_run(&NewRun { id: "r1".into(), task_hash: "t".into(), task_name: "level1/1_A".into(), task_path: "p".into(), settings_hash: "s".into(), settings: serde_json::json!({}), config: serde_json::json!({}) }).unwrap();
+        store
+            .begin_run(&NewRun {
+                id: "r1".into(),
+                task_hash: "t".into(),
+                task_name: "level1/1_A".into(),
+                task_path: "p".into(),
+                settings_hash: "s".into(),
+                settings: serde_json::json!({}),
+                config: serde_json::json!({}),
+            })
+            .unwrap();
         let mut parents = Vec::new();
         for (round, speedup) in [(1u32, 1.1), (2, 1.4), (3, 1.9)] {
             let id = store
                 .insert_program(&NewProgram {
-                    key: ProgramKey { task_hash: "t".into(), code_hash: format!("p{round}"), settings_hash: "s".into() },
+                    key: ProgramKey {
+                        task_hash: "t".into(),
+                        code_hash: format!("p{round}"),
+                        settings_hash: "s".into(),
+                    },
                     code: format!("# round {round}"),
                     run_id: "r1".into(),
                     round,
@@ -726,7 +1025,20 @@ mod tests {
                 })
                 .unwrap();
             store
-                .finish_round(&NewRound { run_id: "r1".into(), round, samples: 2, valid: 2, correct: 1, new_programs: 1, best_program_id: Some(id), best_speedup: Some(speedup), prompt_tokens: 0, completion_tokens: 0, cost_usd: 0.0, wall_ms: 1.0 })
+                .finish_round(&NewRound {
+                    run_id: "r1".into(),
+                    round,
+                    samples: 2,
+                    valid: 2,
+                    correct: 1,
+                    new_programs: 1,
+                    best_program_id: Some(id),
+                    best_speedup: Some(speedup),
+                    prompt_tokens: 0,
+                    completion_tokens: 0,
+                    cost_usd: 0.0,
+                    wall_ms: 1.0,
+                })
                 .unwrap();
             parents = vec![id];
         }
@@ -749,23 +1061,40 @@ mod tests {
         let a = report.tasks.iter().find(|t| t.task == "level1/1_A").unwrap();
         assert_eq!((a.ref_ms, a.baseline_ms.clone()), (Some(2.0), vec![Some(1.25)]));
         let cell = a.cells[0].as_ref().unwrap();
-        assert_eq!((cell.verdict.as_str(), cell.candidates, cell.claimed), ("correct", 2, Some(3.0)));
+        assert_eq!(
+            (cell.verdict.as_str(), cell.candidates, cell.claimed),
+            ("correct", 2, Some(3.0))
+        );
         assert_eq!(cell.speedup.unwrap().median, 2.0);
         // Code and diff from the store, though the files are gone.
         let fast = report.details.iter().find(|d| d.candidate == "/gone/fast.py").unwrap();
         assert_eq!(fast.code.as_deref(), Some("def f(x):\n    return x * 1\n"));
-        assert!(fast.diff.iter().any(|l| l.kind == "add" && l.text == "+    return x * 1"), "{:?}", fast.diff);
+        assert!(
+            fast.diff.iter().any(|l| l.kind == "add" && l.text == "+    return x * 1"),
+            "{:?}",
+            fast.diff
+        );
         assert!((fast.baselines[0].as_ref().unwrap().speedup.unwrap() - 1.25).abs() < 1e-12);
         let wrong = report.details.iter().find(|d| d.candidate == "/gone/wrong.py").unwrap();
         assert!(wrong.code.is_none() && wrong.diff_note.is_some());
         // Claimed against measured.
         let claims = &report.claims[0];
         assert_eq!((claims.claimed_rows, claims.pairs, claims.overstated), (1, 1, 1));
-        assert!((claims.claimed_geomean.unwrap() - 3.0).abs() < 1e-12 && (claims.measured_geomean.unwrap() - 2.0).abs() < 1e-12, "{claims:?}");
+        assert!(
+            (claims.claimed_geomean.unwrap() - 3.0).abs() < 1e-12
+                && (claims.measured_geomean.unwrap() - 2.0).abs() < 1e-12,
+            "{claims:?}"
+        );
         // The optimize run: best per round and the lineage of the best, newest first.
         let run = &report.runs[0];
-        assert_eq!(run.rounds.iter().map(|r| r.best_speedup.unwrap()).collect::<Vec<_>>(), [1.1, 1.4, 1.9]);
-        assert_eq!(run.lineage.iter().map(|l| (l.round, l.depth)).collect::<Vec<_>>(), [(3, 0), (2, 1), (1, 2)]);
+        assert_eq!(
+            run.rounds.iter().map(|r| r.best_speedup.unwrap()).collect::<Vec<_>>(),
+            [1.1, 1.4, 1.9]
+        );
+        assert_eq!(
+            run.lineage.iter().map(|l| (l.round, l.depth)).collect::<Vec<_>>(),
+            [(3, 0), (2, 1), (1, 2)]
+        );
         assert_eq!(run.best_code.as_deref(), Some("# round 3"));
         assert!(report.runs_compared.is_empty(), "one run needs no comparison");
     }
@@ -778,7 +1107,16 @@ mod tests {
         old.batch_id = Some("b1".into());
         store.insert_evaluation(&old).unwrap();
         let report = gather(&store, &Request::default()).unwrap();
-        let warned = |task: &str| report.details.iter().find(|d| d.task == task).unwrap().warnings.iter().any(|w| w.starts_with("older_judge: judged by an older cudal1"));
+        let warned = |task: &str| {
+            report
+                .details
+                .iter()
+                .find(|d| d.task == task)
+                .unwrap()
+                .warnings
+                .iter()
+                .any(|w| w.starts_with("older_judge: judged by an older cudal1"))
+        };
         assert!(warned("level1/9_Old"));
         assert!(!warned("level1/1_A"), "this version's evaluations carry no such warning");
     }
@@ -787,29 +1125,75 @@ mod tests {
     fn rows_without_code_count_as_unsolved_as_eval_counts_them() {
         let store = store();
         // eval's summary of a release with one more task and candidate that had no code.
-        store.finish_batch("b1", &serde_json::json!({"tasks": {"count": 3}, "candidates": {"count": 4}})).unwrap();
+        store
+            .finish_batch(
+                "b1",
+                &serde_json::json!({"tasks": {"count": 3}, "candidates": {"count": 4}}),
+            )
+            .unwrap();
         let report = gather(&store, &Request::default()).unwrap();
         let b = &report.batches[0];
         assert_eq!((b.missing_tasks, b.missing_candidates), (1, 1));
         assert_eq!((b.by_task.count, b.by_task.correct, b.by_candidate.count), (3, 2, 4));
         assert!((b.by_task.correct_rate - 2.0 / 3.0).abs() < 1e-12);
-        assert!((report.fast_p_rows[0].values[2] - 1.0 / 3.0).abs() < 1e-12, "{:?}", report.fast_p_rows[0]);
+        assert!(
+            (report.fast_p_rows[0].values[2] - 1.0 / 3.0).abs() < 1e-12,
+            "{:?}",
+            report.fast_p_rows[0]
+        );
     }
 
     #[test]
     fn several_runs_are_overlaid_in_one_chart() {
         let store = store();
-        store.begin_run(&NewRun { id: "r2".into(), task_hash: "t".into(), task_name: "level1/1_A".into(), task_path: "p".into(), settings_hash: "s".into(), settings: serde_json::json!({}), config: serde_json::json!({}) }).unwrap();
-        store.finish_round(&NewRound { run_id: "r2".into(), round: 1, samples: 1, valid: 1, correct: 1, new_programs: 0, best_program_id: None, best_speedup: Some(1.2), prompt_tokens: 0, completion_tokens: 0, cost_usd: 0.0, wall_ms: 1.0 }).unwrap();
+        store
+            .begin_run(&NewRun {
+                id: "r2".into(),
+                task_hash: "t".into(),
+                task_name: "level1/1_A".into(),
+                task_path: "p".into(),
+                settings_hash: "s".into(),
+                settings: serde_json::json!({}),
+                config: serde_json::json!({}),
+            })
+            .unwrap();
+        store
+            .finish_round(&NewRound {
+                run_id: "r2".into(),
+                round: 1,
+                samples: 1,
+                valid: 1,
+                correct: 1,
+                new_programs: 0,
+                best_program_id: None,
+                best_speedup: Some(1.2),
+                prompt_tokens: 0,
+                completion_tokens: 0,
+                cost_usd: 0.0,
+                wall_ms: 1.0,
+            })
+            .unwrap();
         let report = gather(&store, &Request::default()).unwrap();
         assert_eq!(report.runs.len(), 2);
-        assert_eq!(report.runs_compared.matches("<polyline").count(), 2, "{}", report.runs_compared);
+        assert_eq!(
+            report.runs_compared.matches("<polyline").count(),
+            2,
+            "{}",
+            report.runs_compared
+        );
     }
 
     #[test]
     fn the_page_escapes_what_it_shows() {
         let store = store();
-        store.insert_evaluation(&evaluation("level1/2_<script>alert(1)</script>", "x", "timeout", None)).unwrap();
+        store
+            .insert_evaluation(&evaluation(
+                "level1/2_<script>alert(1)</script>",
+                "x",
+                "timeout",
+                None,
+            ))
+            .unwrap();
         let html = crate::render(&gather(&store, &Request::default()).unwrap()).unwrap();
         assert!(!html.contains("<script>alert(1)"), "unescaped task name");
         assert!(html.contains("level1/2_&lt;script&gt;alert(1)&lt;/script&gt;"));
@@ -822,7 +1206,12 @@ mod tests {
         let store = store();
         let html = crate::render(&gather(&store, &Request::default()).unwrap()).unwrap();
         assert!(!html.contains(">own kernels</th>"), "no share measured, no column");
-        let fast = store.all_evaluations().unwrap().into_iter().find(|e| e.candidate_label == "/gone/fast.py").unwrap();
+        let fast = store
+            .all_evaluations()
+            .unwrap()
+            .into_iter()
+            .find(|e| e.candidate_label == "/gone/fast.py")
+            .unwrap();
         let share = cudal1_eval::own::OwnShare {
             share: 0.75,
             own_ns: 750.0,
@@ -832,14 +1221,29 @@ mod tests {
             extension_symbols: 12,
             triton_kernels: vec![],
             kernels: vec![
-                cudal1_eval::own::AttributedKernel { name: "_Z1kPf".into(), launches: 1, time_ns: 750.0, origin: cudal1_eval::own::Origin::Own },
-                cudal1_eval::own::AttributedKernel { name: "ampere_sgemm".into(), launches: 1, time_ns: 250.0, origin: cudal1_eval::own::Origin::Library },
+                cudal1_eval::own::AttributedKernel {
+                    name: "_Z1kPf".into(),
+                    launches: 1,
+                    time_ns: 750.0,
+                    origin: cudal1_eval::own::Origin::Own,
+                },
+                cudal1_eval::own::AttributedKernel {
+                    name: "ampere_sgemm".into(),
+                    launches: 1,
+                    time_ns: 250.0,
+                    origin: cudal1_eval::own::Origin::Library,
+                },
             ],
         };
-        assert!(store.set_own_share(fast.id, share.share, &serde_json::to_value(&share).unwrap()).unwrap());
+        assert!(store
+            .set_own_share(fast.id, share.share, &serde_json::to_value(&share).unwrap())
+            .unwrap());
         let report = gather(&store, &Request::default()).unwrap();
         let d = report.details.iter().find(|d| d.id == fast.id).unwrap();
-        assert_eq!((d.own_share, d.own_text.as_deref()), (Some(0.75), Some("75% own (1 of 2 kernels)")));
+        assert_eq!(
+            (d.own_share, d.own_text.as_deref()),
+            (Some(0.75), Some("75% own (1 of 2 kernels)"))
+        );
         let html = crate::render(&report).unwrap();
         assert!(html.contains(">own kernels</th>"), "the column");
         assert!(html.contains("data-value=\"0.75\">75.0%</td>"), "the cell");
@@ -849,9 +1253,14 @@ mod tests {
     #[test]
     fn unknown_batches_and_runs_are_errors() {
         let store = store();
-        let e = gather(&store, &Request { batches: vec!["nope".into()], ..Request::default() }).unwrap_err();
-        assert!(matches!(e, ReportError::UnknownBatch { ref batch, .. } if batch == "nope"), "{e:?}");
-        let e = gather(&store, &Request { runs: vec!["nope".into()], ..Request::default() }).unwrap_err();
+        let e = gather(&store, &Request { batches: vec!["nope".into()], ..Request::default() })
+            .unwrap_err();
+        assert!(
+            matches!(e, ReportError::UnknownBatch { ref batch, .. } if batch == "nope"),
+            "{e:?}"
+        );
+        let e = gather(&store, &Request { runs: vec!["nope".into()], ..Request::default() })
+            .unwrap_err();
         assert!(matches!(e, ReportError::UnknownRun { .. }), "{e:?}");
     }
 
@@ -880,7 +1289,11 @@ mod tests {
                 "dram_pct": null, "occupancy_pct": 45.5, "registers": 32.0, "block": "(256, 1, 1)", "grid": "(80, 1, 1)"})
         };
         let profile = serde_json::json!({"calls": 1, "launches": 4, "total_ns": 1e4, "kernels": [kernel("gemm<float>", 0.75, Some(12.0)), kernel("add", 0.25, None)]});
-        for (task, program, label) in [("t-level1/1_A", "c-fast", "/gone/fast.py"), ("t-level1/1_A", cudal1_store::REFERENCE_PROGRAM, "reference"), ("t-elsewhere", "x", "x.py")] {
+        for (task, program, label) in [
+            ("t-level1/1_A", "c-fast", "/gone/fast.py"),
+            ("t-level1/1_A", cudal1_store::REFERENCE_PROGRAM, "reference"),
+            ("t-elsewhere", "x", "x.py"),
+        ] {
             store
                 .record_profile(&cudal1_store::NewProfile {
                     key: cudal1_store::ProfileKey { task_hash: task.into(), program: program.into(), gpu_class: "nvidia-h100".into() },
@@ -893,12 +1306,28 @@ mod tests {
         }
         let report = gather(&store, &Request::default()).unwrap();
         let labels: Vec<&str> = report.profiles.iter().map(|p| p.label.as_str()).collect();
-        assert_eq!(labels, ["reference", "/gone/fast.py"], "the reference first; tasks not shown are left out");
+        assert_eq!(
+            labels,
+            ["reference", "/gone/fast.py"],
+            "the reference first; tasks not shown are left out"
+        );
         let p = &report.profiles[1];
-        assert_eq!(p.summary, "4 kernel launches (2 distinct kernels) in 1 call, 10.0 µs of GPU time.");
+        assert_eq!(
+            p.summary,
+            "4 kernel launches (2 distinct kernels) in 1 call, 10.0 µs of GPU time."
+        );
         assert_eq!(p.kernels.len(), 2);
         let k = &p.kernels[0];
-        assert_eq!((k.name.as_str(), k.time.as_str(), k.compute.as_str(), k.occupancy.as_str(), k.dram.as_str()), ("gemm<float>", "7.5 µs", "12", "46", "–"));
+        assert_eq!(
+            (
+                k.name.as_str(),
+                k.time.as_str(),
+                k.compute.as_str(),
+                k.occupancy.as_str(),
+                k.dram.as_str()
+            ),
+            ("gemm<float>", "7.5 µs", "12", "46", "–")
+        );
         let html = crate::render::render(&report).unwrap();
         assert!(html.contains("<section id=\"profiles\">"));
         assert!(html.contains("<code title=\"gemm&lt;float&gt;\">gemm&lt;float&gt;</code></td><td class=\"num\">75.0%</td>"), "escaped and shown");

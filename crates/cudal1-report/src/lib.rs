@@ -22,7 +22,9 @@ mod train;
 
 use std::path::PathBuf;
 
-pub use gather::{baselines_for, gather, unified_diff, BaselineMeasure, BaselineSet, Request, SUMMARY_P};
+pub use gather::{
+    baselines_for, gather, unified_diff, BaselineMeasure, BaselineSet, Request, SUMMARY_P,
+};
 pub use model::Report;
 pub use render::render;
 

@@ -37,7 +37,9 @@ pub fn compare(runs: &[Run]) -> Vec<String> {
     let mut keys: Vec<&str> = Vec::new();
     for r in runs {
         for (k, _) in &r.series {
-            if !keys.contains(&k.as_str()) && runs.iter().filter(|o| o.series.iter().any(|(ok, _)| ok == k)).count() >= 2 {
+            if !keys.contains(&k.as_str())
+                && runs.iter().filter(|o| o.series.iter().any(|(ok, _)| ok == k)).count() >= 2
+            {
                 keys.push(k);
             }
         }
@@ -49,7 +51,12 @@ pub fn compare(runs: &[Run]) -> Vec<String> {
                 .enumerate()
                 .filter_map(|(i, r)| {
                     let points = r.series.iter().find(|(k, _)| k == key)?.1.clone();
-                    Some(Series { name: format!("{} ({})", r.name, r.view.stage), points, color: charts::color(i), dashed: false })
+                    Some(Series {
+                        name: format!("{} ({})", r.name, r.view.stage),
+                        points,
+                        color: charts::color(i),
+                        dashed: false,
+                    })
                 })
                 .collect();
             charts::line_chart(&LineChart {
@@ -69,10 +76,15 @@ pub fn compare(runs: &[Run]) -> Vec<String> {
 /// Reads the run in `dir`.
 pub fn read(dir: &Path) -> Result<Run, ReportError> {
     let metrics = dir.join("metrics.jsonl");
-    let text = std::fs::read_to_string(&metrics).map_err(|source| ReportError::Training { path: metrics.clone(), source })?;
+    let text = std::fs::read_to_string(&metrics)
+        .map_err(|source| ReportError::Training { path: metrics.clone(), source })?;
     let mut lines = Vec::new();
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let v: Value = serde_json::from_str(line).map_err(|e| ReportError::TrainingData { path: metrics.clone(), line: i + 1, reason: e.to_string() })?;
+        let v: Value = serde_json::from_str(line).map_err(|e| ReportError::TrainingData {
+            path: metrics.clone(),
+            line: i + 1,
+            reason: e.to_string(),
+        })?;
         lines.push(v);
     }
     let stage = std::fs::read_to_string(dir.join("run.json"))
@@ -92,12 +104,15 @@ pub fn read(dir: &Path) -> Result<Run, ReportError> {
     }
     keys.sort_by_key(|k| (priority(k), k.clone()));
     keys.truncate(MAX_CHARTS);
-    let name = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
+    let name = dir
+        .file_name()
+        .map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
     let mut charts_out = Vec::new();
     let mut last = Vec::new();
     let mut all = Vec::new();
     for (i, key) in keys.iter().enumerate() {
-        let points: Vec<(f64, f64)> = lines.iter().filter_map(|l| Some((l.get("step")?.as_f64()?, at(l, key)?))).collect();
+        let points: Vec<(f64, f64)> =
+            lines.iter().filter_map(|l| Some((l.get("step")?.as_f64()?, at(l, key)?))).collect();
         if let Some(&(_, v)) = points.last() {
             last.push((key.clone(), v));
         }
@@ -106,14 +121,25 @@ pub fn read(dir: &Path) -> Result<Run, ReportError> {
             title: format!("{name} ({stage}): {key}"),
             x_label: "step".into(),
             y_label: key.clone(),
-            series: vec![Series { name: key.clone(), points: points.clone(), color: charts::color(i), dashed: false }],
+            series: vec![Series {
+                name: key.clone(),
+                points: points.clone(),
+                color: charts::color(i),
+                dashed: false,
+            }],
             x_range: None,
             y_range: None,
             dots: lines.len() <= 30,
         }));
         all.push((key.clone(), points));
     }
-    let view = TrainingView { dir: dir.display().to_string(), stage, steps: lines.len(), charts: charts_out, last };
+    let view = TrainingView {
+        dir: dir.display().to_string(),
+        stage,
+        steps: lines.len(),
+        charts: charts_out,
+        last,
+    };
     Ok(Run { name, view, series: all })
 }
 
@@ -158,7 +184,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let lines: Vec<String> = (1..=4).map(|s| serde_json::json!({"step": s, "loss": 1.0 / f64::from(s), "reward": {"mean": f64::from(s) * 0.1}, "note": "x"}).to_string()).collect();
         std::fs::write(dir.path().join("metrics.jsonl"), lines.join("\n")).unwrap();
-        std::fs::write(dir.path().join("run.json"), r#"{"stage": "grpo", "settings": {}}"#).unwrap();
+        std::fs::write(dir.path().join("run.json"), r#"{"stage": "grpo", "settings": {}}"#)
+            .unwrap();
         let run = read(dir.path()).unwrap();
         let other = read(dir.path()).unwrap();
         let compared = compare(&[run, other]);

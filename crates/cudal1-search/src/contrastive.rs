@@ -40,15 +40,26 @@ pub fn draw_prompt<'r>(
     rng: &mut impl Rng,
 ) -> Result<Drawn, PromptError> {
     let reference = reference.into();
-    let correct: Vec<(&Variant, f64)> = variants.iter().filter_map(|v| v.speedup.filter(|s| s.is_finite()).map(|s| (v, s))).collect();
+    let correct: Vec<(&Variant, f64)> = variants
+        .iter()
+        .filter_map(|v| v.speedup.filter(|s| s.is_finite()).map(|s| (v, s)))
+        .collect();
     if !contrastive || correct.is_empty() || n == 0 {
         return Ok(Drawn { prompt: prompts.first(reference)?, contrastive: false, shown: vec![] });
     }
-    let scored: Vec<ScoredVariant> = correct.iter().map(|(_, s)| ScoredVariant { speedup: *s, correct: true }).collect();
+    let scored: Vec<ScoredVariant> =
+        correct.iter().map(|(_, s)| ScoredVariant { speedup: *s, correct: true }).collect();
     let picked = sampler.sample(&scored, n, rng);
     let shown: Vec<Exemplar> = picked
         .iter()
-        .map(|&i| Exemplar { profile: correct[i].0.profile.clone(), ..Exemplar::measured(correct[i].0.code.clone(), correct[i].1) })
+        .map(|&i| Exemplar {
+            profile: correct[i].0.profile.clone(),
+            ..Exemplar::measured(correct[i].0.code.clone(), correct[i].1)
+        })
         .collect();
-    Ok(Drawn { prompt: prompts.contrastive(reference, &shown)?, contrastive: true, shown: picked.iter().map(|&i| correct[i].0.id).collect() })
+    Ok(Drawn {
+        prompt: prompts.contrastive(reference, &shown)?,
+        contrastive: true,
+        shown: picked.iter().map(|&i| correct[i].0.id).collect(),
+    })
 }

@@ -9,7 +9,9 @@ pub enum ExtractError {
     NoModelNew,
     #[error("empty block: every python block in the reply is empty")]
     EmptyBlock,
-    #[error("unterminated block: the reply ends inside a code block (cut off by the token limit?)")]
+    #[error(
+        "unterminated block: the reply ends inside a code block (cut off by the token limit?)"
+    )]
     Unterminated,
 }
 
@@ -159,9 +161,18 @@ mod tests {
     fn reasons_for_failure() {
         assert_eq!(extract_program("I cannot help with that."), Err(ExtractError::NoCodeBlock));
         assert_eq!(extract_program("```cpp\nint main() {}\n```"), Err(ExtractError::NoCodeBlock));
-        assert_eq!(extract_program("```python\nclass Model(nn.Module): pass\n```"), Err(ExtractError::NoModelNew));
-        assert_eq!(extract_program("```python\n```\n```py\n\n  \n```"), Err(ExtractError::EmptyBlock));
-        assert_eq!(extract_program("```python\nclass ModelNew(nn.Module):\n    pass\n"), Err(ExtractError::Unterminated));
+        assert_eq!(
+            extract_program("```python\nclass Model(nn.Module): pass\n```"),
+            Err(ExtractError::NoModelNew)
+        );
+        assert_eq!(
+            extract_program("```python\n```\n```py\n\n  \n```"),
+            Err(ExtractError::EmptyBlock)
+        );
+        assert_eq!(
+            extract_program("```python\nclass ModelNew(nn.Module):\n    pass\n"),
+            Err(ExtractError::Unterminated)
+        );
         let msg = ExtractError::NoModelNew.to_string();
         assert!(msg.starts_with("no ModelNew in the code"), "{msg}");
     }

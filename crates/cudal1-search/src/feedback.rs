@@ -66,7 +66,8 @@ impl Attempt {
             code: None,
             verdict: "no program".to_owned(),
             correct: false,
-            summary: why.map_or_else(|| "the reply held no ```python block".to_owned(), str::to_owned),
+            summary: why
+                .map_or_else(|| "the reply held no ```python block".to_owned(), str::to_owned),
             details: Vec::new(),
             profile: None,
         }
@@ -113,7 +114,11 @@ fn capped(lines: &[&str]) -> Vec<String> {
         .take(MAX_LINES)
         .map(|l| {
             let l = l.trim_end();
-            if l.chars().count() > MAX_LINE { format!("{}...", l.chars().take(MAX_LINE).collect::<String>()) } else { l.to_owned() }
+            if l.chars().count() > MAX_LINE {
+                format!("{}...", l.chars().take(MAX_LINE).collect::<String>())
+            } else {
+                l.to_owned()
+            }
         })
         .collect();
     if lines.len() > MAX_LINES {
@@ -125,19 +130,28 @@ fn capped(lines: &[&str]) -> Vec<String> {
 /// "2 of 5 checked calls differed from the reference's outputs."
 fn checks_line(evaluation: &Value) -> Option<String> {
     let checks = evaluation.pointer("/measurements/checks")?.as_array()?;
-    let failed = checks.iter().filter(|c| c.get("passed").and_then(Value::as_bool) == Some(false)).count();
-    (failed > 0).then(|| format!("{failed} of {} checked calls differed from the reference's outputs.", checks.len()))
+    let failed =
+        checks.iter().filter(|c| c.get("passed").and_then(Value::as_bool) == Some(false)).count();
+    (failed > 0).then(|| {
+        format!("{failed} of {} checked calls differed from the reference's outputs.", checks.len())
+    })
 }
 
 /// The runner's findings, "kind: detail" each.
 fn findings(evaluation: &Value) -> Vec<String> {
-    let Some(list) = evaluation.pointer("/measurements/findings").and_then(Value::as_array) else { return Vec::new() };
+    let Some(list) = evaluation.pointer("/measurements/findings").and_then(Value::as_array) else {
+        return Vec::new();
+    };
     let lines: Vec<String> = list
         .iter()
         .filter_map(|f| {
             let kind = f.get("kind")?.as_str()?;
             let detail = f.get("detail").and_then(Value::as_str).unwrap_or("");
-            Some(if detail.is_empty() { format!("finding: {kind}") } else { format!("finding: {kind}: {detail}") })
+            Some(if detail.is_empty() {
+                format!("finding: {kind}")
+            } else {
+                format!("finding: {kind}: {detail}")
+            })
         })
         .collect();
     let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
@@ -149,8 +163,20 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn judged(verdict: &'static str, reason: &'static str, speedup: Option<f64>, evaluation: &'static Value) -> Judged<'static> {
-        Judged { verdict, reason, speedup_median: speedup, speedup_ci_low: speedup, speedup_ci_high: speedup, evaluation }
+    fn judged(
+        verdict: &'static str,
+        reason: &'static str,
+        speedup: Option<f64>,
+        evaluation: &'static Value,
+    ) -> Judged<'static> {
+        Judged {
+            verdict,
+            reason,
+            speedup_median: speedup,
+            speedup_ci_low: speedup,
+            speedup_ci_high: speedup,
+            evaluation,
+        }
     }
 
     fn leak(v: Value) -> &'static Value {
@@ -162,21 +188,37 @@ mod tests {
     #[test]
     fn a_compile_error_shows_its_error_lines_once() {
         let reason = "the extension does not build:\nk.cu(3): error: identifier \"y\" is undefined\nninja: build stopped\nk.cu(3): error: identifier \"y\" is undefined\n1 error detected";
-        let a = Attempt::judged(1, CODE.into(), &judged("compile_error", reason, None, &Value::Null), None);
+        let a = Attempt::judged(
+            1,
+            CODE.into(),
+            &judged("compile_error", reason, None, &Value::Null),
+            None,
+        );
         assert_eq!((a.turn, a.verdict.as_str(), a.correct), (1, "compile_error", false));
         assert_eq!(a.code.as_deref(), Some(CODE));
         assert_eq!(a.summary, "the extension does not build:");
-        assert_eq!(a.details, ["k.cu(3): error: identifier \"y\" is undefined", "1 error detected"]);
+        assert_eq!(
+            a.details,
+            ["k.cu(3): error: identifier \"y\" is undefined", "1 error detected"]
+        );
         // Without an error line, the last lines.
-        let a = Attempt::judged(1, CODE.into(), &judged("compile_error", "does not parse\nline a\nline b", None, &Value::Null), None);
+        let a = Attempt::judged(
+            1,
+            CODE.into(),
+            &judged("compile_error", "does not parse\nline a\nline b", None, &Value::Null),
+            None,
+        );
         assert_eq!(a.details, ["line a", "line b"]);
     }
 
     #[test]
     fn a_wrong_output_shows_the_mismatch_and_the_failed_checks() {
-        let evaluation = leak(json!({"measurements": {"checks": [{"passed": true}, {"passed": false}, {"passed": false}]}}));
+        let evaluation = leak(
+            json!({"measurements": {"checks": [{"passed": true}, {"passed": false}, {"passed": false}]}}),
+        );
         let reason = "output 0 differs at 12 of 64 elements (max abs error 3.0e0)";
-        let a = Attempt::judged(2, CODE.into(), &judged("incorrect", reason, None, evaluation), None);
+        let a =
+            Attempt::judged(2, CODE.into(), &judged("incorrect", reason, None, evaluation), None);
         assert_eq!((a.turn, a.summary.as_str()), (2, reason));
         assert_eq!(a.details, ["2 of 3 checked calls differed from the reference's outputs."]);
     }
@@ -184,25 +226,52 @@ mod tests {
     #[test]
     fn a_correct_program_shows_its_speedup_with_the_interval_and_its_profile() {
         let evaluation = leak(json!({"ref_ms": 2.0, "candidate_ms": 1.62}));
-        let j = Judged { speedup_ci_low: Some(1.1), speedup_ci_high: Some(1.35), ..judged("correct", "ok", Some(1.234), evaluation) };
+        let j = Judged {
+            speedup_ci_low: Some(1.1),
+            speedup_ci_high: Some(1.35),
+            ..judged("correct", "ok", Some(1.234), evaluation)
+        };
         let a = Attempt::judged(1, CODE.into(), &j, Some("2 kernel launches"));
         assert!(a.correct);
         assert_eq!(a.summary, "speedup 1.23x (95% CI 1.10x to 1.35x): the reference takes 2.000 ms per call, this program 1.620 ms.");
         assert_eq!(a.profile.as_deref(), Some("2 kernel launches"));
-        let slow = Attempt::judged(1, CODE.into(), &judged("correct", "ok", Some(0.5), &Value::Null), None);
-        assert_eq!(slow.summary, "speedup 0.50x (95% CI 0.50x to 0.50x), slower than the reference.");
+        let slow = Attempt::judged(
+            1,
+            CODE.into(),
+            &judged("correct", "ok", Some(0.5), &Value::Null),
+            None,
+        );
+        assert_eq!(
+            slow.summary,
+            "speedup 0.50x (95% CI 0.50x to 0.50x), slower than the reference."
+        );
     }
 
     #[test]
     fn an_exploit_shows_its_findings_and_long_reasons_are_capped() {
-        let evaluation = leak(json!({"measurements": {"findings": [{"kind": "side_stream", "detail": "work after return"}, {"kind": "thread"}]}}));
-        let a = Attempt::judged(1, CODE.into(), &judged("exploit", "left work on a side stream", Some(9.0), evaluation), None);
+        let evaluation = leak(
+            json!({"measurements": {"findings": [{"kind": "side_stream", "detail": "work after return"}, {"kind": "thread"}]}}),
+        );
+        let a = Attempt::judged(
+            1,
+            CODE.into(),
+            &judged("exploit", "left work on a side stream", Some(9.0), evaluation),
+            None,
+        );
         assert_eq!(a.summary, "left work on a side stream");
         assert_eq!(a.details, ["finding: side_stream: work after return", "finding: thread"]);
 
-        let long: String = std::iter::once("raised an exception".to_owned()).chain((0..20).map(|i| format!("frame {i} {}", "x".repeat(400)))).collect::<Vec<_>>().join("\n");
+        let long: String = std::iter::once("raised an exception".to_owned())
+            .chain((0..20).map(|i| format!("frame {i} {}", "x".repeat(400))))
+            .collect::<Vec<_>>()
+            .join("\n");
         let long: &'static str = Box::leak(long.into_boxed_str());
-        let a = Attempt::judged(1, CODE.into(), &judged("runtime_error", long, None, &Value::Null), None);
+        let a = Attempt::judged(
+            1,
+            CODE.into(),
+            &judged("runtime_error", long, None, &Value::Null),
+            None,
+        );
         assert_eq!(a.details.len(), MAX_LINES + 1);
         assert!(a.details[0].ends_with("...") && a.details[0].chars().count() == MAX_LINE + 3);
         assert_eq!(a.details[MAX_LINES], "... (8 more lines)");
@@ -210,7 +279,8 @@ mod tests {
 
     #[test]
     fn a_reply_without_a_program_says_why() {
-        let a = Attempt::without_program(1, Some("no code block: the reply has no ```python fence"));
+        let a =
+            Attempt::without_program(1, Some("no code block: the reply has no ```python fence"));
         assert_eq!((a.code, a.verdict.as_str(), a.correct), (None, "no program", false));
         assert_eq!(a.summary, "no code block: the reply has no ```python fence");
         assert_eq!(Attempt::without_program(2, None).summary, "the reply held no ```python block");

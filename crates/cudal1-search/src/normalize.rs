@@ -35,7 +35,10 @@ pub fn normalize(code: &str) -> String {
 enum State {
     Code,
     /// Inside a string opened by `quote`, triple-quoted or not.
-    Str { quote: char, triple: bool },
+    Str {
+        quote: char,
+        triple: bool,
+    },
 }
 
 /// Removes `#` comments, tracking single-, double- and triple-quoted strings
@@ -108,7 +111,8 @@ mod tests {
 
     #[test]
     fn comments_blank_lines_and_trailing_space_do_not_matter() {
-        let a = "import torch\n\nclass ModelNew:  \n    def f(self):  # fast path\n        return 1\n";
+        let a =
+            "import torch\n\nclass ModelNew:  \n    def f(self):  # fast path\n        return 1\n";
         let b = "# header comment\nimport torch\r\nclass ModelNew:\n\n\n    def f(self):\n        return 1   \n# end\n";
         assert_eq!(normalized_hash(a), normalized_hash(b));
     }
@@ -117,12 +121,16 @@ mod tests {
     fn real_changes_do_matter() {
         assert_ne!(normalized_hash("x = 1\n"), normalized_hash("x = 2\n"));
         // Indentation is meaning in Python.
-        assert_ne!(normalized_hash("if a:\n    b()\nc()\n"), normalized_hash("if a:\n    b()\n    c()\n"));
+        assert_ne!(
+            normalized_hash("if a:\n    b()\nc()\n"),
+            normalized_hash("if a:\n    b()\n    c()\n")
+        );
     }
 
     #[test]
     fn hash_signs_inside_strings_are_kept() {
-        let cuda = "src = '''\n#include <torch/extension.h>\n__global__ void k() {} // not python\n'''\n";
+        let cuda =
+            "src = '''\n#include <torch/extension.h>\n__global__ void k() {} // not python\n'''\n";
         assert_eq!(normalize(cuda), cuda);
         assert_eq!(normalize("s = \"a # b\"  # real comment\n"), "s = \"a # b\"\n");
         assert_eq!(normalize("s = 'it\\'s # kept' # gone\n"), "s = 'it\\'s # kept'\n");

@@ -97,8 +97,15 @@ struct ExemplarView<'a> {
 
 impl<'a> From<&'a Exemplar> for ExemplarView<'a> {
     fn from(e: &'a Exemplar) -> Self {
-        let speedup_text = if e.speedup.is_finite() { format!("{:.2}x", e.speedup) } else { "n/a".to_owned() };
-        Self { code: e.code.trim_end(), speedup: e.speedup, speedup_text, verdict: &e.verdict, profile: e.profile.as_deref() }
+        let speedup_text =
+            if e.speedup.is_finite() { format!("{:.2}x", e.speedup) } else { "n/a".to_owned() };
+        Self {
+            code: e.code.trim_end(),
+            speedup: e.speedup,
+            speedup_text,
+            verdict: &e.verdict,
+            profile: e.profile.as_deref(),
+        }
     }
 }
 
@@ -119,7 +126,9 @@ pub enum PromptError {
     },
     #[error("`{}` holds none of the prompt templates ({})", dir.display(), TEMPLATE_NAMES.join(", "))]
     NoTemplates { dir: PathBuf },
-    #[error("a contrastive prompt needs at least one exemplar; use the first-round prompt instead")]
+    #[error(
+        "a contrastive prompt needs at least one exemplar; use the first-round prompt instead"
+    )]
     NoExemplars,
 }
 
@@ -134,7 +143,8 @@ pub struct Prompts {
 impl Prompts {
     /// The templates shipped in the crate.
     pub fn builtin() -> Self {
-        let sources = BUILTIN.iter().map(|(n, s)| (*n, (*s).to_owned(), "built in".to_owned())).collect();
+        let sources =
+            BUILTIN.iter().map(|(n, s)| (*n, (*s).to_owned(), "built in".to_owned())).collect();
         Self::build(sources).expect("the built-in templates are valid (tested)")
     }
 
@@ -143,7 +153,8 @@ impl Prompts {
     /// here, so a mistake shows now with its file name, not mid-search.
     pub fn from_dir(dir: impl AsRef<Path>) -> Result<Self, PromptError> {
         let dir = dir.as_ref();
-        std::fs::read_dir(dir).map_err(|source| PromptError::Io { path: dir.to_owned(), source })?;
+        std::fs::read_dir(dir)
+            .map_err(|source| PromptError::Io { path: dir.to_owned(), source })?;
         let mut sources = Vec::new();
         let mut found = 0;
         for (name, builtin) in BUILTIN {
@@ -169,19 +180,36 @@ impl Prompts {
         let mut env = Environment::new();
         // A misspelt variable must fail loudly rather than vanish from the prompt.
         env.set_undefined_behavior(UndefinedBehavior::Strict);
-        env.set_syntax(SyntaxConfig::builder().trim_blocks(true).lstrip_blocks(true).build().expect("valid syntax"));
+        env.set_syntax(
+            SyntaxConfig::builder()
+                .trim_blocks(true)
+                .lstrip_blocks(true)
+                .build()
+                .expect("valid syntax"),
+        );
         let mut origins = Vec::new();
         for (name, text, origin) in sources {
-            env.add_template_owned(name, text)
-                .map_err(|source| PromptError::Template { name: name.to_owned(), origin: origin.clone(), source })?;
+            env.add_template_owned(name, text).map_err(|source| PromptError::Template {
+                name: name.to_owned(),
+                origin: origin.clone(),
+                source,
+            })?;
             origins.push((name, origin));
         }
         let prompts = Self { env, origins };
         prompts.first("class Model: pass")?;
-        let probe = Exemplar { code: "class ModelNew: pass".to_owned(), speedup: 1.0, verdict: "correct".to_owned(), profile: None };
+        let probe = Exemplar {
+            code: "class ModelNew: pass".to_owned(),
+            speedup: 1.0,
+            verdict: "correct".to_owned(),
+            profile: None,
+        };
         prompts.contrastive("class Model: pass", &[probe])?;
         // With profiles too: a template that uses them must render them.
-        let probe = Exemplar { profile: Some("1 kernel launch".to_owned()), ..Exemplar::measured("class ModelNew: pass".to_owned(), 1.0) };
+        let probe = Exemplar {
+            profile: Some("1 kernel launch".to_owned()),
+            ..Exemplar::measured("class ModelNew: pass".to_owned(), 1.0)
+        };
         let reference = Reference { code: "class Model: pass", profile: Some("1 kernel launch") };
         prompts.first(reference)?;
         prompts.contrastive(reference, std::slice::from_ref(&probe))?;
@@ -196,29 +224,47 @@ impl Prompts {
             profile: Some("1 kernel launch".to_owned()),
         };
         prompts.refine(reference, &[probe], &previous)?;
-        let bare = Attempt { code: None, details: vec![], profile: None, correct: true, ..previous };
+        let bare =
+            Attempt { code: None, details: vec![], profile: None, correct: true, ..previous };
         prompts.refine("class Model: pass", &[], &bare)?;
         Ok(prompts)
     }
 
     fn render(&self, name: &'static str, ctx: Value) -> Result<String, PromptError> {
-        let origin = || self.origins.iter().find(|(n, _)| *n == name).map_or_else(String::new, |(_, o)| o.clone());
-        let template = self
-            .env
-            .get_template(name)
-            .map_err(|source| PromptError::Template { name: name.to_owned(), origin: origin(), source })?;
-        template.render(ctx).map_err(|source| PromptError::Template { name: name.to_owned(), origin: origin(), source })
+        let origin = || {
+            self.origins
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map_or_else(String::new, |(_, o)| o.clone())
+        };
+        let template = self.env.get_template(name).map_err(|source| PromptError::Template {
+            name: name.to_owned(),
+            origin: origin(),
+            source,
+        })?;
+        template.render(ctx).map_err(|source| PromptError::Template {
+            name: name.to_owned(),
+            origin: origin(),
+            source,
+        })
     }
 
     /// The first-round prompt: the reference program alone (with its profile, if given).
     pub fn first<'r>(&self, reference: impl Into<Reference<'r>>) -> Result<String, PromptError> {
         let r = reference.into();
-        self.render(FIRST, context! { reference => r.code.trim_end(), reference_profile => r.profile })
+        self.render(
+            FIRST,
+            context! { reference => r.code.trim_end(), reference_profile => r.profile },
+        )
     }
 
     /// The contrastive prompt: the reference and earlier variants with their
     /// measured speedups (and profiles, if given), in the order given.
-    pub fn contrastive<'r>(&self, reference: impl Into<Reference<'r>>, exemplars: &[Exemplar]) -> Result<String, PromptError> {
+    pub fn contrastive<'r>(
+        &self,
+        reference: impl Into<Reference<'r>>,
+        exemplars: &[Exemplar],
+    ) -> Result<String, PromptError> {
         if exemplars.is_empty() {
             return Err(PromptError::NoExemplars);
         }
@@ -232,10 +278,18 @@ impl Prompts {
 
     /// The prompt of a later turn of a trajectory: the reference, the exemplars its first turn
     /// showed (none for a first-round prompt), and the previous attempt with its verdict.
-    pub fn refine<'r>(&self, reference: impl Into<Reference<'r>>, exemplars: &[Exemplar], previous: &Attempt) -> Result<String, PromptError> {
+    pub fn refine<'r>(
+        &self,
+        reference: impl Into<Reference<'r>>,
+        exemplars: &[Exemplar],
+        previous: &Attempt,
+    ) -> Result<String, PromptError> {
         let r = reference.into();
         let views: Vec<ExemplarView<'_>> = exemplars.iter().map(ExemplarView::from).collect();
-        let previous = Attempt { code: previous.code.as_deref().map(|c| c.trim_end().to_owned()), ..previous.clone() };
+        let previous = Attempt {
+            code: previous.code.as_deref().map(|c| c.trim_end().to_owned()),
+            ..previous.clone()
+        };
         self.render(
             REFINE,
             context! {
@@ -265,7 +319,10 @@ mod tests {
         assert!(p.contains("class ModelNew(nn.Module)"));
         assert!(p.contains("load_inline"));
         assert!(p.contains("ONE ```python"));
-        assert!(p.contains("plain PyTorch.\n\nStart with a short plan"), "rules and the closing paragraph stay apart");
+        assert!(
+            p.contains("plain PyTorch.\n\nStart with a short plan"),
+            "rules and the closing paragraph stay apart"
+        );
         assert!(!p.contains("{{") && !p.contains("{%"));
     }
 
@@ -274,10 +331,17 @@ mod tests {
         let prompts = Prompts::builtin();
         let plain = prompts.first(REFERENCE).unwrap();
         assert!(!plain.contains("Nsight Compute"), "{plain}");
-        let reference = Reference { code: REFERENCE, profile: Some("2 kernel launches, 40 µs\n- 90% `gemm`") };
+        let reference =
+            Reference { code: REFERENCE, profile: Some("2 kernel launches, 40 µs\n- 90% `gemm`") };
         let first = prompts.first(reference).unwrap();
         assert!(first.contains("```\n\nNsight Compute profiled the reference on the GPU:\n\n2 kernel launches, 40 µs\n- 90% `gemm`\n\nWrite a new program"), "{first}");
-        let ex = [Exemplar { profile: Some("1 kernel launch, 12 µs".to_owned()), ..exemplar("class ModelNew: a = 1", 2.0, "correct") }, exemplar("class ModelNew: b = 1", 1.5, "correct")];
+        let ex = [
+            Exemplar {
+                profile: Some("1 kernel launch, 12 µs".to_owned()),
+                ..exemplar("class ModelNew: a = 1", 2.0, "correct")
+            },
+            exemplar("class ModelNew: b = 1", 1.5, "correct"),
+        ];
         let c = prompts.contrastive(reference, &ex).unwrap();
         assert!(c.contains("class ModelNew: a = 1\n```\n\nNsight Compute profile of variant 1:\n\n1 kernel launch, 12 µs\n"), "{c}");
         assert!(!c.contains("profile of variant 2"), "{c}");
@@ -286,18 +350,30 @@ mod tests {
 
     #[test]
     fn contrastive_prompt_lists_variants_with_speedups_in_order() {
-        let ex = [exemplar("class ModelNew: slow = 1\n", 0.8, "correct, slower"), exemplar("class ModelNew: fast = 1", 2.345, "correct")];
+        let ex = [
+            exemplar("class ModelNew: slow = 1\n", 0.8, "correct, slower"),
+            exemplar("class ModelNew: fast = 1", 2.345, "correct"),
+        ];
         let p = Prompts::builtin().contrastive(REFERENCE, &ex).unwrap();
         let v1 = p.find("### Variant 1: speedup 0.80x (correct, slower)").expect(&p);
         let v2 = p.find("### Variant 2: speedup 2.35x (correct)").expect(&p);
         assert!(v1 < v2);
         assert!(p.contains("```python\nclass ModelNew: slow = 1\n```"));
         assert!(p[v2..].contains("class ModelNew: fast = 1"));
-        for needle in ["Performance analysis", "Algorithm design", "ONE ```python", "cache", "TF32", "get_inputs"] {
+        for needle in [
+            "Performance analysis",
+            "Algorithm design",
+            "ONE ```python",
+            "cache",
+            "TF32",
+            "get_inputs",
+        ] {
             assert!(p.contains(needle), "missing {needle}");
         }
         // Parts come in the asked order.
-        assert!(p.find("1. Performance analysis").unwrap() < p.find("2. Algorithm design").unwrap());
+        assert!(
+            p.find("1. Performance analysis").unwrap() < p.find("2. Algorithm design").unwrap()
+        );
         assert!(p.find("2. Algorithm design").unwrap() < p.find("3. Code").unwrap());
     }
 
@@ -307,8 +383,17 @@ mod tests {
             code: Some("class ModelNew: broken = 1\n".to_owned()),
             verdict: if correct { "correct" } else { "compile_error" }.to_owned(),
             correct,
-            summary: if correct { "speedup 1.40x (95% CI 1.30x to 1.50x)" } else { "the extension does not build" }.to_owned(),
-            details: if correct { vec![] } else { vec!["k.cu(3): error: identifier \"x\" is undefined".to_owned()] },
+            summary: if correct {
+                "speedup 1.40x (95% CI 1.30x to 1.50x)"
+            } else {
+                "the extension does not build"
+            }
+            .to_owned(),
+            details: if correct {
+                vec![]
+            } else {
+                vec!["k.cu(3): error: identifier \"x\" is undefined".to_owned()]
+            },
             profile: None,
         }
     }
@@ -319,7 +404,12 @@ mod tests {
         let p = prompts.refine(REFERENCE, &[], &attempt(false)).unwrap();
         assert!(p.contains("return x * 2\n```"), "{p}");
         assert!(!p.contains("Earlier attempts"), "no exemplars, no exemplar section: {p}");
-        assert!(p.contains("## Your previous attempt (turn 2)\n\n```python\nclass ModelNew: broken = 1\n```\n"), "{p}");
+        assert!(
+            p.contains(
+                "## Your previous attempt (turn 2)\n\n```python\nclass ModelNew: broken = 1\n```\n"
+            ),
+            "{p}"
+        );
         assert!(
             p.contains("verdict on your previous attempt: compile_error. the extension does not build\n\n```text\nk.cu(3): error: identifier \"x\" is undefined\n```\n"),
             "{p}"
@@ -330,27 +420,48 @@ mod tests {
         assert!(!p.contains("{{") && !p.contains("{%"));
 
         let ex = [exemplar("class ModelNew: fast = 1", 2.0, "correct")];
-        let c = prompts.refine(REFERENCE, &ex, &Attempt { profile: Some("3 kernel launches".into()), ..attempt(true) }).unwrap();
+        let c = prompts
+            .refine(
+                REFERENCE,
+                &ex,
+                &Attempt { profile: Some("3 kernel launches".into()), ..attempt(true) },
+            )
+            .unwrap();
         assert!(c.contains("### Variant 1: speedup 2.00x (correct)"), "{c}");
         assert!(c.find("### Variant 1").unwrap() < c.find("## Your previous attempt").unwrap());
-        assert!(!c.contains("compile_error") && c.contains(": correct. speedup 1.40x (95% CI 1.30x to 1.50x)\n"), "{c}");
+        assert!(
+            !c.contains("compile_error")
+                && c.contains(": correct. speedup 1.40x (95% CI 1.30x to 1.50x)\n"),
+            "{c}"
+        );
         assert!(!c.contains("```text"), "no details, no block: {c}");
         assert!(c.contains("profile of your previous attempt:\n\n3 kernel launches\n"), "{c}");
         assert!(c.contains("is correct. Write a program that is faster still"), "{c}");
 
-        let none = prompts.refine(REFERENCE, &[], &Attempt { code: None, verdict: "no program".into(), ..attempt(false) }).unwrap();
+        let none = prompts
+            .refine(
+                REFERENCE,
+                &[],
+                &Attempt { code: None, verdict: "no program".into(), ..attempt(false) },
+            )
+            .unwrap();
         assert!(none.contains("Your previous reply held no program."), "{none}");
     }
 
     #[test]
     fn non_finite_speedups_are_shown_as_na() {
-        let p = Prompts::builtin().contrastive(REFERENCE, &[exemplar("x", f64::NAN, "timed out")]).unwrap();
+        let p = Prompts::builtin()
+            .contrastive(REFERENCE, &[exemplar("x", f64::NAN, "timed out")])
+            .unwrap();
         assert!(p.contains("speedup n/a (timed out)"));
     }
 
     #[test]
     fn contrastive_without_exemplars_is_refused() {
-        assert!(matches!(Prompts::builtin().contrastive(REFERENCE, &[]), Err(PromptError::NoExemplars)));
+        assert!(matches!(
+            Prompts::builtin().contrastive(REFERENCE, &[]),
+            Err(PromptError::NoExemplars)
+        ));
     }
 
     #[test]

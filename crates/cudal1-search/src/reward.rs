@@ -14,10 +14,8 @@
 /// If `clip` is not a finite positive number (a caller's bug, not data).
 pub fn group_normalized_rewards(speedups: &[Option<f64>], clip: f64) -> Vec<f64> {
     assert!(clip.is_finite() && clip > 0.0, "clip must be finite and > 0, got {clip}");
-    let raw: Vec<f64> = speedups
-        .iter()
-        .map(|s| s.filter(|x| x.is_finite() && *x >= 0.0).unwrap_or(0.0))
-        .collect();
+    let raw: Vec<f64> =
+        speedups.iter().map(|s| s.filter(|x| x.is_finite() && *x >= 0.0).unwrap_or(0.0)).collect();
     if raw.is_empty() {
         return raw;
     }
@@ -42,7 +40,11 @@ pub fn group_normalized_rewards(speedups: &[Option<f64>], clip: f64) -> Vec<f64>
 ///
 /// # Panics
 /// If `clip` is not finite and positive or `std_floor` is negative (a caller's bug).
-pub fn group_advantages(rewards: &[Option<f64>], std_floor: f64, clip: f64) -> Option<Vec<Option<f64>>> {
+pub fn group_advantages(
+    rewards: &[Option<f64>],
+    std_floor: f64,
+    clip: f64,
+) -> Option<Vec<Option<f64>>> {
     assert!(clip.is_finite() && clip > 0.0, "clip must be finite and > 0, got {clip}");
     assert!(std_floor >= 0.0, "std_floor must be >= 0, got {std_floor}");
     let scored: Vec<f64> = rewards.iter().flatten().copied().collect();
@@ -79,7 +81,10 @@ mod tests {
 
     #[test]
     fn incorrect_samples_get_the_lowest_reward() {
-        let r = group_normalized_rewards(&[None, Some(0.5), Some(1.5), Some(f64::NAN), Some(-3.0)], 10.0);
+        let r = group_normalized_rewards(
+            &[None, Some(0.5), Some(1.5), Some(f64::NAN), Some(-3.0)],
+            10.0,
+        );
         // None, NaN and negative all count as raw 0, below any correct sample.
         assert!(close(&[r[0]], &[r[3]]) && close(&[r[0]], &[r[4]]));
         assert!(r[0] < r[1] && r[1] < r[2], "{r:?}");
@@ -107,7 +112,8 @@ mod tests {
         assert!(close(&[loud[1].unwrap()], &[1.0]), "{loud:?}");
         assert_eq!(group_advantages(&[Some(0.0); 4], 0.1, 1.5), None, "zero variance");
         assert_eq!(group_advantages(&[Some(2.0), None, None], 0.1, 1.5), None, "one scored sample");
-        let clipped = group_advantages(&[Some(0.0), Some(0.0), Some(0.0), Some(100.0)], 0.0, 1.5).unwrap();
+        let clipped =
+            group_advantages(&[Some(0.0), Some(0.0), Some(0.0), Some(100.0)], 0.0, 1.5).unwrap();
         assert_eq!(clipped[3], Some(1.5));
     }
 

@@ -74,7 +74,8 @@ impl ExemplarSampler {
             .into_values()
             .map(|members| {
                 #[expect(clippy::cast_precision_loss)]
-                let mean = members.iter().map(|&i| variants[i].speedup).sum::<f64>() / members.len() as f64;
+                let mean = members.iter().map(|&i| variants[i].speedup).sum::<f64>()
+                    / members.len() as f64;
                 Bucket { members, mean }
             })
             .collect()
@@ -95,7 +96,8 @@ impl ExemplarSampler {
         let count: usize = buckets.iter().map(|b| b.members.len()).sum();
         #[expect(clippy::cast_precision_loss)]
         let global =
-            buckets.iter().flat_map(|b| &b.members).map(|&i| variants[i].speedup).sum::<f64>() / count.max(1) as f64;
+            buckets.iter().flat_map(|b| &b.members).map(|&i| variants[i].speedup).sum::<f64>()
+                / count.max(1) as f64;
         buckets.iter().map(|b| (b.mean - global) / self.temperature).collect()
     }
 

@@ -30,7 +30,9 @@ impl ApiError {
     }
 
     pub fn unauthorized() -> ApiError {
-        ApiError::new(StatusCode::UNAUTHORIZED, "a valid bearer token is required").hint("send `Authorization: Bearer <token>` with the token `cudal1 serve` was started with")
+        ApiError::new(StatusCode::UNAUTHORIZED, "a valid bearer token is required").hint(
+            "send `Authorization: Bearer <token>` with the token `cudal1 serve` was started with",
+        )
     }
 
     #[must_use]
@@ -52,10 +54,16 @@ impl From<StoreError> for ApiError {
         tracing::error!(error = %text, "store");
         // What a client can do, in the API's words; the store's operator reads the log.
         let hint = match e {
-            StoreError::Connect { .. } => Some("the server cannot reach its store at the moment; send the request again later"),
+            StoreError::Connect { .. } => Some(
+                "the server cannot reach its store at the moment; send the request again later",
+            ),
             _ => None,
         };
-        ApiError { status: StatusCode::SERVICE_UNAVAILABLE, message: text, hint: hint.map(str::to_owned) }
+        ApiError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: text,
+            hint: hint.map(str::to_owned),
+        }
     }
 }
 
@@ -67,7 +75,9 @@ impl IntoResponse for ApiError {
         }
         let mut response = (self.status, axum::Json(body)).into_response();
         if self.status == StatusCode::UNAUTHORIZED {
-            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         if self.status == StatusCode::SERVICE_UNAVAILABLE {
             response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
@@ -82,10 +92,17 @@ mod tests {
 
     #[test]
     fn an_unreachable_store_is_a_503_whose_hint_is_for_api_clients() {
-        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
-        let e = ApiError::from(StoreError::Connect { store: "postgres://db/cudal1".into(), source: Box::new(refused) });
+        let refused =
+            std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+        let e = ApiError::from(StoreError::Connect {
+            store: "postgres://db/cudal1".into(),
+            source: Box::new(refused),
+        });
         assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(e.message, "cannot connect to the store `postgres://db/cudal1`: connection refused");
+        assert_eq!(
+            e.message,
+            "cannot connect to the store `postgres://db/cudal1`: connection refused"
+        );
         let hint = e.hint.unwrap();
         assert!(hint.contains("again later") && !hint.contains("--"), "{hint}");
     }

@@ -36,7 +36,11 @@ impl Group {
 
     /// Normalised rewards of the scored members, by index.
     fn normalized(&self, clip: f64) -> HashMap<u32, f64> {
-        let scored: Vec<(u32, f64)> = self.slots.iter().filter_map(|(i, s)| if let Slot::Scored(r) = s { Some((*i, *r)) } else { None }).collect();
+        let scored: Vec<(u32, f64)> = self
+            .slots
+            .iter()
+            .filter_map(|(i, s)| if let Slot::Scored(r) = s { Some((*i, *r)) } else { None })
+            .collect();
         let raw: Vec<Option<f64>> = scored.iter().map(|(_, r)| Some(*r)).collect();
         scored.iter().map(|(i, _)| *i).zip(group_normalized_rewards(&raw, clip)).collect()
     }
@@ -50,7 +54,13 @@ pub struct Groups {
 impl Groups {
     /// Records this request's members, waits for their groups to complete (or the deadline),
     /// and sets `group_reward` where a group is complete.
-    pub async fn settle(&self, items: &[RewardItem], results: &mut [RewardResult], deadline: Instant, clip: f64) {
+    pub async fn settle(
+        &self,
+        items: &[RewardItem],
+        results: &mut [RewardResult],
+        deadline: Instant,
+        clip: f64,
+    ) {
         // Members without an index take their place among this request's items of the group.
         let mut next: HashMap<&str, u32> = HashMap::new();
         let members: Vec<(usize, String, u32, u32)> = items
@@ -70,16 +80,24 @@ impl Groups {
             members
                 .iter()
                 .map(|(i, id, size, index)| {
-                    let g = map.entry(id.clone()).or_insert_with(|| Group { size: *size, slots: BTreeMap::new(), notify: Arc::new(Notify::new()), touched: Instant::now() });
+                    let g = map.entry(id.clone()).or_insert_with(|| Group {
+                        size: *size,
+                        slots: BTreeMap::new(),
+                        notify: Arc::new(Notify::new()),
+                        touched: Instant::now(),
+                    });
                     g.touched = Instant::now();
                     let slot = match results[*i].state {
-                        ItemState::Done | ItemState::NoCode => results[*i].reward.map_or(Slot::Unscored, Slot::Scored),
+                        ItemState::Done | ItemState::NoCode => {
+                            results[*i].reward.map_or(Slot::Unscored, Slot::Scored)
+                        }
                         ItemState::Failed => Slot::Unscored,
                         ItemState::Pending => Slot::Pending,
                     };
                     // A retry of a member never takes back a score; a member that could not be
                     // scored and is being judged again (its job was queued again) is waited for.
-                    if slot != Slot::Pending || !matches!(g.slots.get(index), Some(Slot::Scored(_))) {
+                    if slot != Slot::Pending || !matches!(g.slots.get(index), Some(Slot::Scored(_)))
+                    {
                         g.slots.insert(*index, slot);
                     }
                     g.notify.notify_waiters();
@@ -90,7 +108,12 @@ impl Groups {
         loop {
             let waiting_on: Vec<Arc<Notify>> = {
                 let map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
-                members.iter().zip(&notifies).filter(|((_, id, _, _), _)| map.get(id).is_some_and(|g| !g.complete())).map(|(_, n)| Arc::clone(n)).collect()
+                members
+                    .iter()
+                    .zip(&notifies)
+                    .filter(|((_, id, _, _), _)| map.get(id).is_some_and(|g| !g.complete()))
+                    .map(|(_, n)| Arc::clone(n))
+                    .collect()
             };
             let now = Instant::now();
             if waiting_on.is_empty() || now >= deadline {
@@ -126,8 +149,14 @@ mod tests {
 
     #[test]
     fn unscored_members_are_left_out_of_the_normalisation() {
-        let mut g = Group { size: 4, slots: BTreeMap::new(), notify: Arc::new(Notify::new()), touched: Instant::now() };
-        for (i, s) in [Slot::Scored(1.0), Slot::Scored(3.0), Slot::Unscored].into_iter().enumerate() {
+        let mut g = Group {
+            size: 4,
+            slots: BTreeMap::new(),
+            notify: Arc::new(Notify::new()),
+            touched: Instant::now(),
+        };
+        for (i, s) in [Slot::Scored(1.0), Slot::Scored(3.0), Slot::Unscored].into_iter().enumerate()
+        {
             g.slots.insert(u32::try_from(i).unwrap(), s);
         }
         assert!(!g.complete());

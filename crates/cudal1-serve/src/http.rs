@@ -12,7 +12,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 
-use crate::api::{ExportQuery, GetRequest, ItemState, OpenRlhfRequest, OpenRlhfResponse, PromptRequest, RewardItem, RewardRequest, RewardResponse, RewardResult};
+use crate::api::{
+    ExportQuery, GetRequest, ItemState, OpenRlhfRequest, OpenRlhfResponse, PromptRequest,
+    RewardItem, RewardRequest, RewardResponse, RewardResult,
+};
 use crate::error::ApiError;
 use crate::metrics::{RouteLabels, RouteOnly, StateLabels};
 use crate::prompt::PromptSpec;
@@ -36,12 +39,16 @@ impl<S: Send + Sync, T: serde::de::DeserializeOwned> FromRequest<S> for ApiJson<
 fn rejection_error(r: &JsonRejection) -> ApiError {
     let status = r.status();
     let message = match status {
-        StatusCode::PAYLOAD_TOO_LARGE => "the request body is larger than this server takes".to_owned(),
+        StatusCode::PAYLOAD_TOO_LARGE => {
+            "the request body is larger than this server takes".to_owned()
+        }
         _ => r.body_text(),
     };
     let e = ApiError::new(status, message);
     match status {
-        StatusCode::PAYLOAD_TOO_LARGE => e.hint("send fewer items per request, or start `cudal1 serve` with a larger `--max-body`"),
+        StatusCode::PAYLOAD_TOO_LARGE => e.hint(
+            "send fewer items per request, or start `cudal1 serve` with a larger `--max-body`",
+        ),
         StatusCode::UNSUPPORTED_MEDIA_TYPE => e.hint("send `Content-Type: application/json`"),
         _ => e,
     }
@@ -72,7 +79,12 @@ async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "no such route").hint("routes: POST /v1/reward, /v1/reward/submit, /v1/reward/get, /v1/prompt, /openrlhf/get_reward; GET /v1/prompts/export, /v1/tasks, /health, /metrics")
 }
 
-async fn auth(State(s): State<Arc<Service>>, headers: HeaderMap, req: Request, next: Next) -> Response {
+async fn auth(
+    State(s): State<Arc<Service>>,
+    headers: HeaderMap,
+    req: Request,
+    next: Next,
+) -> Response {
     if !authorized(&s, &headers) && !token_in_query(&s, &req) {
         return ApiError::unauthorized().into_response();
     }
@@ -87,13 +99,20 @@ fn token_in_query(s: &Service, req: &Request) -> bool {
         return false;
     }
     let query = req.uri().query().unwrap_or("");
-    query.split('&').filter_map(|pair| pair.strip_prefix("token=")).any(|given| constant_time_eq(given.as_bytes(), token.as_bytes()))
+    query
+        .split('&')
+        .filter_map(|pair| pair.strip_prefix("token="))
+        .any(|given| constant_time_eq(given.as_bytes(), token.as_bytes()))
 }
 
 /// Whether the request carries the server's bearer token (always, when it has none).
 fn authorized(s: &Service, headers: &HeaderMap) -> bool {
     s.config.token.as_ref().is_none_or(|token| {
-        let given = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer ")).unwrap_or("");
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
         constant_time_eq(given.as_bytes(), token.as_bytes())
     })
 }
@@ -108,20 +127,29 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 async fn observe(State(s): State<Arc<Service>>, req: Request, next: Next) -> Response {
-    let route = req.extensions().get::<MatchedPath>().map_or_else(|| "other".to_owned(), |p| p.as_str().to_owned());
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "other".to_owned(), |p| p.as_str().to_owned());
     let method = req.method().clone();
     let started = Instant::now();
     let response = next.run(req).await;
     let took = started.elapsed();
     let status = response.status().as_u16();
     s.metrics.requests.get_or_create(&RouteLabels { route: route.clone(), status }).inc();
-    s.metrics.latency.get_or_create(&RouteOnly { route: route.clone() }).observe(took.as_secs_f64());
+    s.metrics
+        .latency
+        .get_or_create(&RouteOnly { route: route.clone() })
+        .observe(took.as_secs_f64());
     tracing::info!(%method, route, status, ms = took.as_secs_f64() * 1e3, "request");
     response
 }
 
 /// Liveness for anyone; the store, tasks and queue only with the token (when there is one).
-async fn health(State(s): State<Arc<Service>>, headers: HeaderMap) -> Result<Json<serde_json::Value>, ApiError> {
+async fn health(
+    State(s): State<Arc<Service>>,
+    headers: HeaderMap,
+) -> Result<Json<serde_json::Value>, ApiError> {
     // What a client must split its requests to (nothing secret): given to anyone.
     let limits = serde_json::json!({
         "max_body_bytes": s.config.limits.max_body_bytes,
@@ -148,10 +176,22 @@ async fn health(State(s): State<Arc<Service>>, headers: HeaderMap) -> Result<Jso
 async fn metrics(State(s): State<Arc<Service>>) -> Result<Response, ApiError> {
     let store = Arc::clone(&s.store);
     let counts = s.blocking(move || store.counts()).await?;
-    for (state, n) in [("queued", counts.queued), ("running", counts.running), ("done", counts.done), ("failed", counts.failed)] {
-        s.metrics.queue.get_or_create(&StateLabels { state: state.into() }).set(i64::try_from(n).unwrap_or(i64::MAX));
+    for (state, n) in [
+        ("queued", counts.queued),
+        ("running", counts.running),
+        ("done", counts.done),
+        ("failed", counts.failed),
+    ] {
+        s.metrics
+            .queue
+            .get_or_create(&StateLabels { state: state.into() })
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
-    Ok(([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], s.metrics.render()).into_response())
+    Ok((
+        [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+        s.metrics.render(),
+    )
+        .into_response())
 }
 
 async fn tasks(State(s): State<Arc<Service>>) -> Json<serde_json::Value> {
@@ -162,8 +202,12 @@ impl Service {
     fn wait_of(&self, asked: Option<f64>) -> Result<Duration, ApiError> {
         match asked {
             None => Ok(self.config.default_wait),
-            Some(x) if x.is_finite() && x >= 0.0 => Ok(Duration::from_secs_f64(x).min(self.config.max_wait)),
-            Some(_) => Err(ApiError::unprocessable("`wait_s` must be a number of seconds, 0 or more")),
+            Some(x) if x.is_finite() && x >= 0.0 => {
+                Ok(Duration::from_secs_f64(x).min(self.config.max_wait))
+            }
+            Some(_) => {
+                Err(ApiError::unprocessable("`wait_s` must be a number of seconds, 0 or more"))
+            }
         }
     }
 }
@@ -173,27 +217,43 @@ fn response(results: Vec<RewardResult>) -> Json<RewardResponse> {
     Json(RewardResponse { results, pending })
 }
 
-async fn reward(State(s): State<Arc<Service>>, ApiJson(req): ApiJson<RewardRequest>) -> Result<Json<RewardResponse>, ApiError> {
+async fn reward(
+    State(s): State<Arc<Service>>,
+    ApiJson(req): ApiJson<RewardRequest>,
+) -> Result<Json<RewardResponse>, ApiError> {
     let wait = s.wait_of(req.wait_s)?;
     Ok(response(s.reward(req, wait).await?))
 }
 
-async fn submit(State(s): State<Arc<Service>>, ApiJson(req): ApiJson<RewardRequest>) -> Result<(StatusCode, Json<RewardResponse>), ApiError> {
+async fn submit(
+    State(s): State<Arc<Service>>,
+    ApiJson(req): ApiJson<RewardRequest>,
+) -> Result<(StatusCode, Json<RewardResponse>), ApiError> {
     if req.items.iter().any(|i| i.group.is_some()) {
-        return Err(ApiError::unprocessable("the group barrier needs the waiting form: use `POST /v1/reward`"));
+        return Err(ApiError::unprocessable(
+            "the group barrier needs the waiting form: use `POST /v1/reward`",
+        ));
     }
     Ok((StatusCode::ACCEPTED, response(s.reward(req, Duration::ZERO).await?)))
 }
 
-async fn get_results(State(s): State<Arc<Service>>, ApiJson(req): ApiJson<GetRequest>) -> Result<Json<RewardResponse>, ApiError> {
+async fn get_results(
+    State(s): State<Arc<Service>>,
+    ApiJson(req): ApiJson<GetRequest>,
+) -> Result<Json<RewardResponse>, ApiError> {
     if req.jobs.len() > s.config.limits.max_items {
-        return Err(ApiError::too_large(format!("{} jobs in one request; at most {} are taken", req.jobs.len(), s.config.limits.max_items)));
+        return Err(ApiError::too_large(format!(
+            "{} jobs in one request; at most {} are taken",
+            req.jobs.len(),
+            s.config.limits.max_items
+        )));
     }
     let wait = s.wait_of(req.wait_s)?;
     let deadline = Instant::now() + wait;
     let store = Arc::clone(&s.store);
     let ids = req.jobs.clone();
-    let known: std::collections::HashMap<i64, cudal1_store::JobStatus> = s.blocking(move || store.status(&ids)).await?.into_iter().map(|st| (st.id, st)).collect();
+    let known: std::collections::HashMap<i64, cudal1_store::JobStatus> =
+        s.blocking(move || store.status(&ids)).await?.into_iter().map(|st| (st.id, st)).collect();
     let mut results: Vec<RewardResult> = req
         .jobs
         .iter()
@@ -230,21 +290,31 @@ async fn get_results(State(s): State<Arc<Service>>, ApiJson(req): ApiJson<GetReq
     Ok(response(results))
 }
 
-async fn prompt(State(s): State<Arc<Service>>, ApiJson(req): ApiJson<PromptRequest>) -> Result<Json<crate::api::PromptResponse>, ApiError> {
+async fn prompt(
+    State(s): State<Arc<Service>>,
+    ApiJson(req): ApiJson<PromptRequest>,
+) -> Result<Json<crate::api::PromptResponse>, ApiError> {
     let spec = s.prompt_spec(req)?;
     let service = Arc::clone(&s);
     Ok(Json(s.blocking_api(move || service.make_prompt(&spec)).await?))
 }
 
-async fn export(State(s): State<Arc<Service>>, query: Result<Query<ExportQuery>, axum::extract::rejection::QueryRejection>) -> Result<Response, ApiError> {
+async fn export(
+    State(s): State<Arc<Service>>,
+    query: Result<Query<ExportQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.body_text()))?;
     let tasks: Vec<String> = match &q.tasks {
-        Some(list) => list.split(',').map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned).collect(),
+        Some(list) => {
+            list.split(',').map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned).collect()
+        }
         None => s.config.tasks.keys().cloned().collect(),
     };
     let per_task = q.per_task.unwrap_or(1);
     if per_task == 0 || per_task > 10_000 || tasks.len().saturating_mul(per_task) > 100_000 {
-        return Err(ApiError::unprocessable("`per_task` must be from 1 to 10000, and the export at most 100000 prompts"));
+        return Err(ApiError::unprocessable(
+            "`per_task` must be from 1 to 10000, and the export at most 100000 prompts",
+        ));
     }
     let base = q.key.clone().unwrap_or_else(|| "export".into());
     let d = &s.config.prompt_defaults;
@@ -289,7 +359,10 @@ fn response_part<'a>(query: &'a str, prompt: Option<&str>) -> Option<&'a str> {
     query.find(prompt).map(|at| &query[at + prompt.len()..])
 }
 
-async fn openrlhf(State(s): State<Arc<Service>>, ApiJson(req): ApiJson<OpenRlhfRequest>) -> Result<Response, ApiError> {
+async fn openrlhf(
+    State(s): State<Arc<Service>>,
+    ApiJson(req): ApiJson<OpenRlhfRequest>,
+) -> Result<Response, ApiError> {
     let n = req.query.len();
     if req.labels.len() != n || req.prompts.len() != n {
         return Err(ApiError::unprocessable(format!("{n} queries need as many `prompts` and `labels` (got {} and {})", req.prompts.len(), req.labels.len()))
@@ -301,7 +374,13 @@ async fn openrlhf(State(s): State<Arc<Service>>, ApiJson(req): ApiJson<OpenRlhfR
     for i in 0..n {
         if let Some(answer) = response_part(&req.query[i], req.prompts.get(i).map(String::as_str)) {
             places.push(Some(items.len()));
-            items.push(RewardItem { task: req.labels[i].clone(), completion: answer.to_owned(), prompt_id: None, group: None, id: None });
+            items.push(RewardItem {
+                task: req.labels[i].clone(),
+                completion: answer.to_owned(),
+                prompt_id: None,
+                group: None,
+                id: None,
+            });
         } else {
             places.push(None);
         }
@@ -314,17 +393,22 @@ async fn openrlhf(State(s): State<Arc<Service>>, ApiJson(req): ApiJson<OpenRlhfR
     };
     if results.iter().any(|r| r.state == ItemState::Pending) {
         // OpenRLHF retries; the same request then finds the same jobs.
-        return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "still evaluating; send the same request again"));
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "still evaluating; send the same request again",
+        ));
     }
     let mut rewards = Vec::with_capacity(n);
-    let (mut speedup, mut correct, mut scored, mut cached) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut speedup, mut correct, mut scored, mut cached) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for place in &places {
         let r = place.map(|p| &results[p]);
         let reward = r.and_then(|r| r.reward);
         // OpenRLHF makes a tensor of every reward: no nulls (`cudal1_scored` tells them apart).
         rewards.push(reward.unwrap_or(0.0));
         speedup.push(r.and_then(|r| r.speedup.as_ref()).map_or(0.0, |x| x.median));
-        correct.push(f64::from(u8::from(r.is_some_and(|r| r.verdict.as_deref() == Some("correct")))));
+        correct
+            .push(f64::from(u8::from(r.is_some_and(|r| r.verdict.as_deref() == Some("correct")))));
         scored.push(f64::from(u8::from(reward.is_some())));
         cached.push(f64::from(u8::from(r.is_some_and(|r| r.cached))));
     }
@@ -339,7 +423,12 @@ async fn openrlhf(State(s): State<Arc<Service>>, ApiJson(req): ApiJson<OpenRlhfR
         );
     }
     let mut extra_logs = serde_json::Map::new();
-    for (k, v) in [("cudal1_speedup", speedup), ("cudal1_correct", correct), ("cudal1_scored", scored), ("cudal1_cached", cached)] {
+    for (k, v) in [
+        ("cudal1_speedup", speedup),
+        ("cudal1_correct", correct),
+        ("cudal1_scored", scored),
+        ("cudal1_cached", cached),
+    ] {
         extra_logs.insert(k.into(), v.into());
     }
     Ok(Json(OpenRlhfResponse { scores: rewards.clone(), rewards, extra_logs }).into_response())
@@ -361,7 +450,10 @@ mod tests {
     fn the_answer_is_what_follows_the_prompt() {
         let prompt = "<|user|>write it\n```python\nclass Model: ...\n```<|assistant|>";
         let query = format!("{prompt}here:\n```python\nclass ModelNew: ...\n```");
-        assert_eq!(response_part(&query, Some(prompt)), Some("here:\n```python\nclass ModelNew: ...\n```"));
+        assert_eq!(
+            response_part(&query, Some(prompt)),
+            Some("here:\n```python\nclass ModelNew: ...\n```")
+        );
         assert_eq!(response_part(&query, Some("not in it")), None);
         assert_eq!(response_part(&query, None), None);
         assert_eq!(response_part(&query, Some("")), None);

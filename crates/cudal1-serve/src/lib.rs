@@ -102,7 +102,11 @@ pub struct ServeConfig {
 
 impl ServeConfig {
     /// The defaults, for this suite and settings.
-    pub fn new(tasks: BTreeMap<String, Arc<Task>>, settings: EvalSettings, gpu_class: String) -> ServeConfig {
+    pub fn new(
+        tasks: BTreeMap<String, Arc<Task>>,
+        settings: EvalSettings,
+        gpu_class: String,
+    ) -> ServeConfig {
         ServeConfig {
             tasks,
             settings,
@@ -140,7 +144,11 @@ impl Service {
     }
 
     /// As [`Service::new`], with prompt templates of one's own.
-    pub fn with_prompts(config: ServeConfig, store: Arc<dyn ServeStore>, prompts: Prompts) -> Arc<Service> {
+    pub fn with_prompts(
+        config: ServeConfig,
+        store: Arc<dyn ServeStore>,
+        prompts: Prompts,
+    ) -> Arc<Service> {
         let waiters = Arc::new(waiters::Waiters::default());
         waiters.dispatch(store.subscribe());
         Arc::new(Service {
@@ -170,16 +178,28 @@ impl Service {
     }
 
     /// Runs store work off the async threads.
-    async fn blocking<T: Send + 'static>(&self, f: impl FnOnce() -> Result<T, cudal1_store::StoreError> + Send + 'static) -> Result<T, ApiError> {
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> Result<T, cudal1_store::StoreError> + Send + 'static,
+    ) -> Result<T, ApiError> {
         self.blocking_api(move || f().map_err(ApiError::from)).await
     }
 
-    async fn blocking_api<T: Send + 'static>(&self, f: impl FnOnce() -> Result<T, ApiError> + Send + 'static) -> Result<T, ApiError> {
-        tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::internal(format!("a worker thread failed: {e}")))?
+    async fn blocking_api<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        tokio::task::spawn_blocking(f)
+            .await
+            .map_err(|e| ApiError::internal(format!("a worker thread failed: {e}")))?
     }
 }
 
 /// Serves until `shutdown` completes; requests under way then finish.
-pub async fn serve(listener: tokio::net::TcpListener, service: Arc<Service>, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    service: Arc<Service>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     axum::serve(listener, router(service)).with_graceful_shutdown(shutdown).await
 }

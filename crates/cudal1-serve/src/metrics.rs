@@ -58,7 +58,9 @@ impl Metrics {
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("cudal1");
         let requests = Family::<RouteLabels, Counter>::default();
-        let latency = Family::<RouteOnly, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram as fn() -> Histogram);
+        let latency = Family::<RouteOnly, Histogram, fn() -> Histogram>::new_with_constructor(
+            latency_histogram as fn() -> Histogram,
+        );
         let items = Family::<StateLabels, Counter>::default();
         let verdicts = Family::<VerdictLabels, Counter>::default();
         let jobs_created = Counter::default();
@@ -66,25 +68,53 @@ impl Metrics {
         let prompts = Family::<KindLabels, Counter>::default();
         let queue = Family::<StateLabels, Gauge>::default();
         registry.register("http_requests", "HTTP requests by route and status", requests.clone());
-        registry.register("http_request_duration_seconds", "Time to answer a request, by route", latency.clone());
+        registry.register(
+            "http_request_duration_seconds",
+            "Time to answer a request, by route",
+            latency.clone(),
+        );
         registry.register("reward_items", "Reward items answered, by state", items.clone());
-        registry.register("reward_verdicts", "Reward items answered with a verdict, by verdict", verdicts.clone());
+        registry.register(
+            "reward_verdicts",
+            "Reward items answered with a verdict, by verdict",
+            verdicts.clone(),
+        );
         registry.register("jobs_created", "Evaluation jobs queued (new task, code and settings, or one given up for want of workers and asked for again)", jobs_created.clone());
-        registry.register("reward_cached", "Reward items answered from an earlier evaluation", cached.clone());
+        registry.register(
+            "reward_cached",
+            "Reward items answered from an earlier evaluation",
+            cached.clone(),
+        );
         registry.register("prompts", "Prompts made, by kind", prompts.clone());
-        registry.register("queue_jobs", "Jobs in the queue, by state (when scraped)", queue.clone());
+        registry.register(
+            "queue_jobs",
+            "Jobs in the queue, by state (when scraped)",
+            queue.clone(),
+        );
         let openrlhf_unmatched = Counter::default();
         registry.register(
             "openrlhf_unmatched_queries",
             "OpenRLHF queries that did not contain their prompt byte for byte, so were not scored (a tokenizer whose decode changes the prompt)",
             openrlhf_unmatched.clone(),
         );
-        Metrics { registry, requests, latency, items, verdicts, jobs_created, cached, prompts, queue, openrlhf_unmatched }
+        Metrics {
+            registry,
+            requests,
+            latency,
+            items,
+            verdicts,
+            jobs_created,
+            cached,
+            prompts,
+            queue,
+            openrlhf_unmatched,
+        }
     }
 
     pub fn render(&self) -> String {
         let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
         out
     }
 }

@@ -46,12 +46,14 @@ impl Service {
 
     fn check_prompt_spec(&self, spec: &PromptSpec) -> Result<(), ApiError> {
         if !self.config.tasks.contains_key(&spec.task) {
-            return Err(ApiError::unprocessable(format!("unknown task `{}`", spec.task)).hint("`GET /v1/tasks` lists the suite's tasks"));
+            return Err(ApiError::unprocessable(format!("unknown task `{}`", spec.task))
+                .hint("`GET /v1/tasks` lists the suite's tasks"));
         }
         if spec.exemplars > 16 {
             return Err(ApiError::unprocessable("`exemplars` may be at most 16"));
         }
-        ExemplarSampler::new(spec.bucket_width, spec.temperature).map_err(|e| ApiError::unprocessable(e.to_string()))?;
+        ExemplarSampler::new(spec.bucket_width, spec.temperature)
+            .map_err(|e| ApiError::unprocessable(e.to_string()))?;
         Ok(())
     }
 
@@ -62,23 +64,31 @@ impl Service {
         // Exemplars are timed programs: the full mode's shelf of the program database.
         // Only programs judged by this build on this class of GPU: another judge's speedups are
         // not this one's.
-        let settings_hash = cudal1_eval::Judge::new(self.config.gpu_class.clone()).settings_hash(&self.settings_for(Mode::Full));
+        let settings_hash = cudal1_eval::Judge::new(self.config.gpu_class.clone())
+            .settings_hash(&self.settings_for(Mode::Full));
         let as_of = match spec.as_of {
             Some(x) => x,
             None => self.store.last_program_id()?,
         };
         let ranked = self.store.ranked_programs(&task.hash, &settings_hash, Some(as_of))?;
-        let sampler = ExemplarSampler::new(spec.bucket_width, spec.temperature).map_err(|e| ApiError::unprocessable(e.to_string()))?;
-        let inputs = format!("{}|{}|{as_of}|{}|{}|{}|{settings_hash}", task.hash, spec.key, spec.exemplars, spec.temperature, spec.bucket_width);
+        let sampler = ExemplarSampler::new(spec.bucket_width, spec.temperature)
+            .map_err(|e| ApiError::unprocessable(e.to_string()))?;
+        let inputs = format!(
+            "{}|{}|{as_of}|{}|{}|{}|{settings_hash}",
+            task.hash, spec.key, spec.exemplars, spec.temperature, spec.bucket_width
+        );
         let digest = content_hash(&inputs);
         let seed = u64::from_str_radix(&digest[..16], 16).expect("hex");
-        let scored: Vec<ScoredVariant> = ranked.iter().map(|p| ScoredVariant { speedup: p.speedup, correct: true }).collect();
+        let scored: Vec<ScoredVariant> =
+            ranked.iter().map(|p| ScoredVariant { speedup: p.speedup, correct: true }).collect();
         let picked = sampler.sample(&scored, spec.exemplars, &mut StdRng::seed_from_u64(seed));
         let mut shown = Vec::new();
         let mut exemplars = Vec::new();
         for i in picked {
             let p = ranked[i];
-            let program = self.store.program(p.id)?.ok_or_else(|| ApiError::internal(format!("program {} vanished from the database", p.id)))?;
+            let program = self.store.program(p.id)?.ok_or_else(|| {
+                ApiError::internal(format!("program {} vanished from the database", p.id))
+            })?;
             exemplars.push(Exemplar::measured(program.code, p.speedup));
             shown.push(ShownExemplar { program_id: p.id, speedup: p.speedup });
         }
@@ -87,7 +97,8 @@ impl Service {
         } else {
             ("contrastive", self.prompts.contrastive(&task.source, &exemplars))
         };
-        let prompt = prompt.map_err(|e| ApiError::internal(format!("rendering the prompt: {e}")))?;
+        let prompt =
+            prompt.map_err(|e| ApiError::internal(format!("rendering the prompt: {e}")))?;
         let prompt_id = digest[16..32].to_owned();
         self.store.record_prompt(&PromptRecord {
             id: prompt_id.clone(),

@@ -37,30 +37,64 @@ impl Service {
     }
 
     /// Checks every item and makes its job; nothing is queued when any item is refused.
-    pub(crate) fn prepare(&self, items: &[RewardItem], mode: Mode, priority: i32) -> Result<Vec<Prepared>, ApiError> {
+    pub(crate) fn prepare(
+        &self,
+        items: &[RewardItem],
+        mode: Mode,
+        priority: i32,
+    ) -> Result<Vec<Prepared>, ApiError> {
         let limits = &self.config.limits;
         if items.is_empty() {
             return Err(ApiError::unprocessable("`items` is empty"));
         }
         if items.len() > limits.max_items {
-            return Err(ApiError::too_large(format!("{} items in one request; at most {} are taken", items.len(), limits.max_items)));
+            return Err(ApiError::too_large(format!(
+                "{} items in one request; at most {} are taken",
+                items.len(),
+                limits.max_items
+            )));
         }
-        if let Some((i, item)) = items.iter().enumerate().find(|(_, it)| it.completion.len() > limits.max_completion_bytes) {
-            return Err(ApiError::too_large(format!("item {i} ({}): the completion has {} bytes; at most {} are taken", item.task, item.completion.len(), limits.max_completion_bytes)));
+        if let Some((i, item)) = items
+            .iter()
+            .enumerate()
+            .find(|(_, it)| it.completion.len() > limits.max_completion_bytes)
+        {
+            return Err(ApiError::too_large(format!(
+                "item {i} ({}): the completion has {} bytes; at most {} are taken",
+                item.task,
+                item.completion.len(),
+                limits.max_completion_bytes
+            )));
         }
-        let unknown: Vec<&str> = items.iter().map(|i| i.task.as_str()).filter(|t| !self.config.tasks.contains_key(*t)).collect();
+        let unknown: Vec<&str> = items
+            .iter()
+            .map(|i| i.task.as_str())
+            .filter(|t| !self.config.tasks.contains_key(*t))
+            .collect();
         if let Some(first) = unknown.first() {
-            let mut some: Vec<&str> = self.config.tasks.keys().take(3).map(String::as_str).collect();
+            let mut some: Vec<&str> =
+                self.config.tasks.keys().take(3).map(String::as_str).collect();
             if self.config.tasks.len() > 3 {
                 some.push("...");
             }
-            return Err(ApiError::unprocessable(format!("unknown task `{first}` ({} item(s) name tasks the suite does not have)", unknown.len()))
-                .hint(format!("tasks are named as `cudal1 eval` names them ({}); `GET /v1/tasks` lists them", some.join(", "))));
+            return Err(ApiError::unprocessable(format!(
+                "unknown task `{first}` ({} item(s) name tasks the suite does not have)",
+                unknown.len()
+            ))
+            .hint(format!(
+                "tasks are named as `cudal1 eval` names them ({}); `GET /v1/tasks` lists them",
+                some.join(", ")
+            )));
         }
-        let mut in_request: std::collections::HashMap<&str, (u32, bool)> = std::collections::HashMap::new();
+        let mut in_request: std::collections::HashMap<&str, (u32, bool)> =
+            std::collections::HashMap::new();
         for (i, item) in items.iter().enumerate() {
             if let Some(g) = &item.group {
-                if g.size == 0 || g.size > 65_536 || g.index.is_some_and(|x| x >= g.size) || g.id.is_empty() {
+                if g.size == 0
+                    || g.size > 65_536
+                    || g.index.is_some_and(|x| x >= g.size)
+                    || g.id.is_empty()
+                {
                     return Err(ApiError::unprocessable(format!("item {i}: a group needs an id, a size from 1 to 65536 and an index below its size")));
                 }
                 let seen = in_request.entry(g.id.as_str()).or_insert((0, false));
@@ -106,7 +140,10 @@ impl Service {
 
     /// Queues the jobs (with their prompts' exemplars as parents); in the items' order, `None`
     /// for items without a job.
-    pub(crate) async fn enqueue(&self, prepared: &mut [Prepared]) -> Result<Vec<Option<Enqueued>>, ApiError> {
+    pub(crate) async fn enqueue(
+        &self,
+        prepared: &mut [Prepared],
+    ) -> Result<Vec<Option<Enqueued>>, ApiError> {
         let mut jobs: Vec<NewJob> = Vec::new();
         let mut prompt_ids: Vec<Option<String>> = Vec::new();
         for p in prepared.iter_mut() {
@@ -119,7 +156,9 @@ impl Service {
         let enqueued = self
             .blocking(move || {
                 for (job, prompt) in jobs.iter_mut().zip(&prompt_ids) {
-                    if let Some(p) = prompt.as_deref().map(|id| store.find_prompt(id)).transpose()?.flatten() {
+                    if let Some(p) =
+                        prompt.as_deref().map(|id| store.find_prompt(id)).transpose()?.flatten()
+                    {
                         job.parent_ids = p.exemplar_ids;
                     }
                 }
@@ -128,13 +167,24 @@ impl Service {
             .await?;
         self.metrics.jobs_created.inc_by(enqueued.iter().filter(|e| e.created).count() as u64);
         let mut it = enqueued.into_iter();
-        Ok(prepared.iter().map(|p| matches!(p, Prepared::Job { .. }).then(|| it.next()).flatten()).collect())
+        Ok(prepared
+            .iter()
+            .map(|p| matches!(p, Prepared::Job { .. }).then(|| it.next()).flatten())
+            .collect())
     }
 
     /// Waits until every pending result has its job's outcome, or the deadline.
-    pub(crate) async fn wait_for(&self, results: &mut [RewardResult], deadline: Instant) -> Result<(), ApiError> {
+    pub(crate) async fn wait_for(
+        &self,
+        results: &mut [RewardResult],
+        deadline: Instant,
+    ) -> Result<(), ApiError> {
         loop {
-            let pending: Vec<i64> = results.iter().filter(|r| r.state == ItemState::Pending).filter_map(|r| r.job).collect();
+            let pending: Vec<i64> = results
+                .iter()
+                .filter(|r| r.state == ItemState::Pending)
+                .filter_map(|r| r.job)
+                .collect();
             if pending.is_empty() {
                 return Ok(());
             }
@@ -143,14 +193,22 @@ impl Service {
             self.waiters.register(&pending, &notify);
             let store = Arc::clone(&self.store);
             let ids = pending.clone();
-            let statuses: HashMap<i64, JobStatus> = self.blocking(move || store.status(&ids)).await?.into_iter().map(|s| (s.id, s)).collect();
+            let statuses: HashMap<i64, JobStatus> = self
+                .blocking(move || store.status(&ids))
+                .await?
+                .into_iter()
+                .map(|s| (s.id, s))
+                .collect();
             for r in results.iter_mut().filter(|r| r.state == ItemState::Pending) {
                 if let Some(s) = r.job.and_then(|j| statuses.get(&j)) {
                     fill(r, s);
                 }
             }
             let now = Instant::now();
-            if now >= deadline || self.closing() || results.iter().all(|r| r.state != ItemState::Pending) {
+            if now >= deadline
+                || self.closing()
+                || results.iter().all(|r| r.state != ItemState::Pending)
+            {
                 return Ok(());
             }
             let nap = self.config.poll.min(deadline - now);
@@ -162,7 +220,11 @@ impl Service {
     }
 
     /// The whole of `POST /v1/reward` (`wait` zero for `/submit`).
-    pub(crate) async fn reward(&self, req: RewardRequest, wait: Duration) -> Result<Vec<RewardResult>, ApiError> {
+    pub(crate) async fn reward(
+        &self,
+        req: RewardRequest,
+        wait: Duration,
+    ) -> Result<Vec<RewardResult>, ApiError> {
         let mode = self.mode_of(req.mode.as_deref())?;
         let clip = req.clip.unwrap_or(self.config.clip);
         if !(clip.is_finite() && clip > 0.0) {
@@ -220,9 +282,15 @@ impl Service {
             ItemState::Failed => "failed",
             ItemState::NoCode => "no_code",
         };
-        self.metrics.items.get_or_create(&crate::metrics::StateLabels { state: state.into() }).inc();
+        self.metrics
+            .items
+            .get_or_create(&crate::metrics::StateLabels { state: state.into() })
+            .inc();
         if let Some(v) = &r.verdict {
-            self.metrics.verdicts.get_or_create(&crate::metrics::VerdictLabels { verdict: v.clone() }).inc();
+            self.metrics
+                .verdicts
+                .get_or_create(&crate::metrics::VerdictLabels { verdict: v.clone() })
+                .inc();
         }
         if r.cached {
             self.metrics.cached.inc();
@@ -251,7 +319,11 @@ pub(crate) fn fill(r: &mut RewardResult, s: &JobStatus) {
                     r.verdict = Some(e.verdict.as_str().to_owned());
                     r.reason.clone_from(&e.reason);
                     r.reason_class = Some(e.reason_class.clone());
-                    r.speedup = e.speedup.map(|i| Speedup { median: i.median, ci_low: i.ci_low, ci_high: i.ci_high });
+                    r.speedup = e.speedup.map(|i| Speedup {
+                        median: i.median,
+                        ci_low: i.ci_low,
+                        ci_high: i.ci_high,
+                    });
                     (r.reward, r.state) = match reward_of(&e, mode) {
                         Ok(x) => (Some(x), ItemState::Done),
                         Err(why) => {

@@ -88,9 +88,7 @@ pub fn median_interval(
     let point = median_in_place(&mut xs.to_vec());
     let mut rng = StdRng::seed_from_u64(seed);
     let mut scratch = Vec::with_capacity(xs.len());
-    let replicates = (0..resamples)
-        .map(|_| resampled_median(xs, &mut rng, &mut scratch))
-        .collect();
+    let replicates = (0..resamples).map(|_| resampled_median(xs, &mut rng, &mut scratch)).collect();
     Some(interval_from(point, replicates, confidence))
 }
 
@@ -155,10 +153,14 @@ mod tests {
     #[test]
     fn a_statistic_over_units_gets_an_interval_around_it() {
         let solved = [1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0, 0.0];
-        let mean = |idx: &[usize]| Some(idx.iter().map(|&i| solved[i]).sum::<f64>() / idx.len() as f64);
+        let mean =
+            |idx: &[usize]| Some(idx.iter().map(|&i| solved[i]).sum::<f64>() / idx.len() as f64);
         let i = statistic_interval(solved.len(), mean, 2000, 0.95, 3).unwrap();
         assert_eq!(i.median, 0.625);
-        assert!(i.ci_low < 0.625 && i.ci_high > 0.625 && i.ci_low >= 0.0 && i.ci_high <= 1.0, "{i:?}");
+        assert!(
+            i.ci_low < 0.625 && i.ci_high > 0.625 && i.ci_low >= 0.0 && i.ci_high <= 1.0,
+            "{i:?}"
+        );
         assert_eq!(statistic_interval(solved.len(), mean, 2000, 0.95, 3), Some(i), "deterministic");
         assert_eq!(statistic_interval(0, mean, 10, 0.95, 3), None);
         assert_eq!(statistic_interval(3, |_| None, 10, 0.95, 3), None);
@@ -167,9 +169,7 @@ mod tests {
     /// Positive samples around `center` with relative noise `noise`, from a fixed seed.
     fn noisy(center: f64, noise: f64, n: usize, seed: u64) -> Vec<f64> {
         let mut rng = StdRng::seed_from_u64(seed);
-        (0..n)
-            .map(|_| center * (1.0 + rng.random_range(-noise..noise)))
-            .collect()
+        (0..n).map(|_| center * (1.0 + rng.random_range(-noise..noise))).collect()
     }
 
     fn width(i: Interval) -> f64 {
@@ -195,26 +195,13 @@ mod tests {
 
     #[test]
     fn speedup_interval_narrows_with_more_samples() {
-        let small = speedup_interval(
-            &noisy(2.0, 0.2, 10, 1),
-            &noisy(1.0, 0.2, 10, 2),
-            2000,
-            0.95,
-            3,
-        )
-        .unwrap();
-        let large = speedup_interval(
-            &noisy(2.0, 0.2, 1000, 1),
-            &noisy(1.0, 0.2, 1000, 2),
-            2000,
-            0.95,
-            3,
-        )
-        .unwrap();
-        assert!(
-            width(large) * 3.0 < width(small),
-            "small {small:?}, large {large:?}"
-        );
+        let small =
+            speedup_interval(&noisy(2.0, 0.2, 10, 1), &noisy(1.0, 0.2, 10, 2), 2000, 0.95, 3)
+                .unwrap();
+        let large =
+            speedup_interval(&noisy(2.0, 0.2, 1000, 1), &noisy(1.0, 0.2, 1000, 2), 2000, 0.95, 3)
+                .unwrap();
+        assert!(width(large) * 3.0 < width(small), "small {small:?}, large {large:?}");
     }
 
     #[test]
@@ -274,11 +261,7 @@ mod tests {
         let doubled: Vec<f64> = candidate.iter().map(|x| x * 2.0).collect();
         let a = speedup_interval(&reference, &candidate, 300, 0.95, 11).unwrap();
         let b = speedup_interval(&reference, &doubled, 300, 0.95, 11).unwrap();
-        for (x, y) in [
-            (a.median, b.median),
-            (a.ci_low, b.ci_low),
-            (a.ci_high, b.ci_high),
-        ] {
+        for (x, y) in [(a.median, b.median), (a.ci_low, b.ci_low), (a.ci_high, b.ci_high)] {
             assert!((x / 2.0 - y).abs() < 1e-12, "{a:?} vs {b:?}");
         }
     }
@@ -300,10 +283,7 @@ mod tests {
                 s.ci_low <= 2.0 && 2.0 <= s.ci_high
             })
             .count();
-        assert!(
-            (75..=100).contains(&covered),
-            "covered {covered} of {trials}"
-        );
+        assert!((75..=100).contains(&covered), "covered {covered} of {trials}");
     }
 
     #[test]
@@ -318,14 +298,7 @@ mod tests {
     #[test]
     fn a_single_sample_gives_a_degenerate_interval() {
         let m = median_interval(&[3.0], 100, 0.95, 0).unwrap();
-        assert_eq!(
-            m,
-            Interval {
-                median: 3.0,
-                ci_low: 3.0,
-                ci_high: 3.0
-            }
-        );
+        assert_eq!(m, Interval { median: 3.0, ci_low: 3.0, ci_high: 3.0 });
     }
 
     #[test]
@@ -346,16 +319,9 @@ mod tests {
 
     #[test]
     fn interval_serializes_with_its_field_names() {
-        let i = Interval {
-            median: 2.0,
-            ci_low: 1.5,
-            ci_high: 2.5,
-        };
+        let i = Interval { median: 2.0, ci_low: 1.5, ci_high: 2.5 };
         let json = serde_json::to_value(i).unwrap();
-        assert_eq!(
-            json,
-            serde_json::json!({"median": 2.0, "ci_low": 1.5, "ci_high": 2.5})
-        );
+        assert_eq!(json, serde_json::json!({"median": 2.0, "ci_low": 1.5, "ci_high": 2.5}));
         assert_eq!(serde_json::from_value::<Interval>(json).unwrap(), i);
     }
 

@@ -78,10 +78,7 @@ mod tests {
             let g = geometric_mean(&xs).unwrap();
             let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
             let mean = xs.iter().sum::<f64>() / n as f64;
-            assert!(
-                g >= min * (1.0 - 1e-12) && g <= mean * (1.0 + 1e-12),
-                "{xs:?} -> {g}"
-            );
+            assert!(g >= min * (1.0 - 1e-12) && g <= mean * (1.0 + 1e-12), "{xs:?} -> {g}");
         }
     }
 }

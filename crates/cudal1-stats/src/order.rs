@@ -55,10 +55,7 @@ pub(crate) fn median_in_place(xs: &mut [f64]) -> f64 {
 }
 
 fn debug_assert_nan_free(xs: &[f64]) {
-    debug_assert!(
-        xs.iter().all(|x| !x.is_nan()),
-        "statistics input contains NaN"
-    );
+    debug_assert!(xs.iter().all(|x| !x.is_nan()), "statistics input contains NaN");
 }
 
 #[cfg(test)]
@@ -126,16 +123,10 @@ mod tests {
             let xs: Vec<f64> = (0..n).map(|_| rng.random_range(-100.0..100.0)).collect();
             let mut sorted = xs.clone();
             sorted.sort_by(f64::total_cmp);
-            let expected = if n % 2 == 1 {
-                sorted[n / 2]
-            } else {
-                (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-            };
+            let expected =
+                if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 };
             let got = median(&xs).unwrap();
-            assert!(
-                (got - expected).abs() < 1e-12,
-                "{xs:?}: {got} != {expected}"
-            );
+            assert!((got - expected).abs() < 1e-12, "{xs:?}: {got} != {expected}");
             assert!((quantile(&xs, 0.5).unwrap() - got).abs() < 1e-12);
         }
     }

@@ -109,28 +109,24 @@ mod tests {
     use super::*;
 
     fn task(correct: bool, speedup: Option<f64>) -> TaskResult {
-        TaskResult {
-            correct,
-            speedup,
-            speedup_low: None,
-            excluded: false,
-        }
+        TaskResult { correct, speedup, speedup_low: None, excluded: false }
     }
 
     fn excluded(correct: bool, speedup: Option<f64>) -> TaskResult {
-        TaskResult {
-            correct,
-            speedup,
-            speedup_low: None,
-            excluded: true,
-        }
+        TaskResult { correct, speedup, speedup_low: None, excluded: true }
     }
 
     #[test]
     fn fast_p_lower_counts_only_intervals_that_clear_p() {
-        let with_low = |median, low| TaskResult { correct: true, speedup: Some(median), speedup_low: Some(low), excluded: false };
+        let with_low = |median, low| TaskResult {
+            correct: true,
+            speedup: Some(median),
+            speedup_low: Some(low),
+            excluded: false,
+        };
         // 1.99x [0.97, 5.92]: fast by its median, noise by its interval.
-        let results = [with_low(1.99, 0.97), with_low(1.8, 1.6), task(false, Some(3.0)), with_low(0.9, 0.8)];
+        let results =
+            [with_low(1.99, 0.97), with_low(1.8, 1.6), task(false, Some(3.0)), with_low(0.9, 0.8)];
         let s = summarize(&results, &[1.0, 1.5]);
         assert_eq!(s.fast_p, vec![(1.0, 0.5), (1.5, 0.5)]);
         assert_eq!(s.fast_p_lower, vec![(1.0, 0.25), (1.5, 0.25)]);
@@ -145,10 +141,7 @@ mod tests {
             task(false, None),
         ];
         let s = summarize(&results, &[0.0, 1.0, 1.5, 3.0]);
-        assert_eq!(
-            s.fast_p,
-            vec![(0.0, 0.5), (1.0, 0.25), (1.5, 0.25), (3.0, 0.0)]
-        );
+        assert_eq!(s.fast_p, vec![(0.0, 0.5), (1.0, 0.25), (1.5, 0.25), (3.0, 0.0)]);
         assert_eq!((s.tasks, s.excluded, s.correct), (4, 0, 2));
         assert_eq!(s.correct_rate, 0.5);
     }
@@ -197,10 +190,7 @@ mod tests {
         let s = summarize(&[], &[1.0]);
         assert_eq!((s.tasks, s.correct_rate), (0, 0.0));
         assert_eq!(s.fast_p, vec![(1.0, 0.0)]);
-        assert_eq!(
-            (s.mean_speedup, s.median_speedup, s.geomean_speedup),
-            (None, None, None)
-        );
+        assert_eq!((s.mean_speedup, s.median_speedup, s.geomean_speedup), (None, None, None));
 
         let s = summarize(&[excluded(true, Some(3.0))], &[1.0]);
         assert_eq!(s.fast_p, vec![(1.0, 0.0)]);

@@ -31,8 +31,9 @@ use std::time::Duration;
 
 use crossbeam_channel::{unbounded, Receiver};
 use cudal1_store::{
-    Artifact, Claim, ClaimedJob, Completion, Enqueued, JobQueue, JobState, JobStatus, NewJob, NewProgram, ProgramDatabase, ProgramKey,
-    ProgramScore, PromptRecord, QueueCounts, QueueSignal, StoreError, StoredProgram,
+    Artifact, Claim, ClaimedJob, Completion, Enqueued, JobQueue, JobState, JobStatus, NewJob,
+    NewProgram, ProgramDatabase, ProgramKey, ProgramScore, PromptRecord, QueueCounts, QueueSignal,
+    StoreError, StoredProgram,
 };
 
 /// The notification channel of the job queue.
@@ -55,14 +56,19 @@ impl PgStore {
     /// As [`PgStore::connect`]; operations keep retrying for `retry_for` while the server is
     /// unreachable before they fail.
     pub fn connect_with(url: &str, retry_for: Duration) -> Result<PgStore, StoreError> {
-        let mut config: postgres::Config =
-            url.parse().map_err(|e: postgres::Error| StoreError::Connect { store: redact(url), source: Box::new(e) })?;
+        let mut config: postgres::Config = url.parse().map_err(|e: postgres::Error| {
+            StoreError::Connect { store: redact(url), source: Box::new(e) }
+        })?;
         config.connect_timeout(Duration::from_secs(5)).keepalives(true).application_name("cudal1");
         let describe = describe(&config);
         let pool = Arc::new(pool::Pool::new(config, describe.clone(), retry_for));
         let migrated = pool.run("migrate", schema::migrate)?;
         if let schema::Migrated::TooNew { found } = migrated {
-            return Err(StoreError::SchemaTooNew { path: PathBuf::from(describe), found, supported: schema::current_version() });
+            return Err(StoreError::SchemaTooNew {
+                path: PathBuf::from(describe),
+                found,
+                supported: schema::current_version(),
+            });
         }
         Ok(PgStore { pool, subscribers: Arc::default(), listener: Once::new() })
     }
@@ -112,12 +118,30 @@ pub(crate) struct Decode<'a> {
 }
 
 impl Decode<'_> {
-    pub(crate) fn json_as<T: serde::de::DeserializeOwned>(&self, table: &'static str, row: &str, column: &'static str, text: &str) -> Result<T, StoreError> {
-        serde_json::from_str(text).map_err(|source| StoreError::CorruptJson { path: PathBuf::from(self.store), table, row: row.to_owned(), column, source })
+    pub(crate) fn json_as<T: serde::de::DeserializeOwned>(
+        &self,
+        table: &'static str,
+        row: &str,
+        column: &'static str,
+        text: &str,
+    ) -> Result<T, StoreError> {
+        serde_json::from_str(text).map_err(|source| StoreError::CorruptJson {
+            path: PathBuf::from(self.store),
+            table,
+            row: row.to_owned(),
+            column,
+            source,
+        })
     }
 
     pub(crate) fn corrupt(&self, id: i64, column: &'static str, value: &str) -> StoreError {
-        StoreError::CorruptValue { path: PathBuf::from(self.store), table: "jobs", row: id.to_string(), column, value: value.to_owned() }
+        StoreError::CorruptValue {
+            path: PathBuf::from(self.store),
+            table: "jobs",
+            row: id.to_string(),
+            column,
+            value: value.to_owned(),
+        }
     }
 
     pub(crate) fn state(&self, id: i64, text: &str) -> Result<JobState, StoreError> {
@@ -140,12 +164,23 @@ impl ProgramDatabase for PgStore {
         row.map(|r| programs::decode(&r, &self.decode())).transpose()
     }
 
-    fn programs_for_task(&self, task_hash: &str, settings_hash: &str) -> Result<Vec<StoredProgram>, StoreError> {
-        let rows = self.pool.run("programs_for_task", |c| programs::for_task(c, task_hash, settings_hash))?;
+    fn programs_for_task(
+        &self,
+        task_hash: &str,
+        settings_hash: &str,
+    ) -> Result<Vec<StoredProgram>, StoreError> {
+        let rows = self
+            .pool
+            .run("programs_for_task", |c| programs::for_task(c, task_hash, settings_hash))?;
         rows.iter().map(|r| programs::decode(r, &self.decode())).collect()
     }
 
-    fn ranked_programs(&self, task_hash: &str, settings_hash: &str, as_of: Option<i64>) -> Result<Vec<ProgramScore>, StoreError> {
+    fn ranked_programs(
+        &self,
+        task_hash: &str,
+        settings_hash: &str,
+        as_of: Option<i64>,
+    ) -> Result<Vec<ProgramScore>, StoreError> {
         self.pool.run("ranked_programs", |c| programs::ranked(c, task_hash, settings_hash, as_of))
     }
 
@@ -178,12 +213,20 @@ impl JobQueue for PgStore {
 
     fn claim(&self, claim: &Claim) -> Result<Vec<ClaimedJob>, StoreError> {
         let rows = self.pool.run("claim", |c| queue::claim(c, claim))?;
-        let mut jobs = rows.iter().map(|r| queue::decode_claimed(r, &self.decode())).collect::<Result<Vec<_>, _>>()?;
+        let mut jobs = rows
+            .iter()
+            .map(|r| queue::decode_claimed(r, &self.decode()))
+            .collect::<Result<Vec<_>, _>>()?;
         jobs.sort_by_key(|j| (std::cmp::Reverse(j.priority), j.id));
         Ok(jobs)
     }
 
-    fn heartbeat(&self, worker: &str, ids: &[i64], lease: Duration) -> Result<Vec<i64>, StoreError> {
+    fn heartbeat(
+        &self,
+        worker: &str,
+        ids: &[i64],
+        lease: Duration,
+    ) -> Result<Vec<i64>, StoreError> {
         self.pool.run("heartbeat", |c| queue::heartbeat(c, worker, ids, lease))
     }
 
@@ -195,7 +238,12 @@ impl JobQueue for PgStore {
         self.pool.run("release", |c| queue::release(c, id, worker))
     }
 
-    fn advance(&self, id: i64, worker: &str, artifact: Option<&Artifact>) -> Result<(), StoreError> {
+    fn advance(
+        &self,
+        id: i64,
+        worker: &str,
+        artifact: Option<&Artifact>,
+    ) -> Result<(), StoreError> {
         self.pool.run("advance", |c| queue::advance(c, id, worker, artifact))
     }
 

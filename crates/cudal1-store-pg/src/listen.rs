@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use postgres::fallible_iterator::FallibleIterator;
 use cudal1_store::QueueSignal;
+use postgres::fallible_iterator::FallibleIterator;
 
 use crate::pool::Pool;
 use crate::CHANNEL;
@@ -26,7 +26,10 @@ impl Subscribers {
     }
 
     pub(crate) fn send(&self, signal: &QueueSignal) {
-        self.list.lock().unwrap_or_else(PoisonError::into_inner).retain(|s| s.send(signal.clone()).is_ok());
+        self.list
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|s| s.send(signal.clone()).is_ok());
     }
 }
 
@@ -43,7 +46,10 @@ pub(crate) fn run(pool: &Pool, subs: &Arc<Subscribers>) {
     let mut pause = Duration::from_millis(50);
     let mut first = true;
     while !subs.stop.load(Ordering::SeqCst) {
-        let mut client = match pool.connect().and_then(|mut c| c.batch_execute(&format!("LISTEN {CHANNEL}")).map(|()| c)) {
+        let mut client = match pool
+            .connect()
+            .and_then(|mut c| c.batch_execute(&format!("LISTEN {CHANNEL}")).map(|()| c))
+        {
             Ok(c) => c,
             Err(e) => {
                 tracing::debug!(store = %pool.describe, error = %e, "cannot listen yet; retrying");

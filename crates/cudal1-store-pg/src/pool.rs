@@ -30,7 +30,11 @@ impl Pool {
     }
 
     /// Runs `op` on a connection, retrying on a new one while the connection is what failed.
-    pub(crate) fn run<T>(&self, operation: &'static str, mut op: impl FnMut(&mut Client) -> Result<T, postgres::Error>) -> Result<T, StoreError> {
+    pub(crate) fn run<T>(
+        &self,
+        operation: &'static str,
+        mut op: impl FnMut(&mut Client) -> Result<T, postgres::Error>,
+    ) -> Result<T, StoreError> {
         let deadline = Instant::now() + self.retry_for;
         let mut pause = Duration::from_millis(50);
         loop {
@@ -44,13 +48,20 @@ impl Pool {
                     Err(e) if is_connection_error(&e) || client.is_closed() => e,
                     Err(e) => {
                         self.put(client);
-                        return Err(StoreError::Backend { store: self.describe.clone(), operation, source: Box::new(e) });
+                        return Err(StoreError::Backend {
+                            store: self.describe.clone(),
+                            operation,
+                            source: Box::new(e),
+                        });
                     }
                 },
                 Err(e) => e,
             };
             if Instant::now() + pause > deadline {
-                return Err(StoreError::Connect { store: self.describe.clone(), source: Box::new(e) });
+                return Err(StoreError::Connect {
+                    store: self.describe.clone(),
+                    source: Box::new(e),
+                });
             }
             tracing::warn!(store = %self.describe, operation, error = %e, "the database is unreachable; retrying");
             std::thread::sleep(pause);

@@ -6,7 +6,8 @@ use postgres::{GenericClient, Row};
 use crate::schema::NOW_TEXT;
 use crate::Decode;
 
-const SELECT: &str = "SELECT id, created_at, task_hash, code_hash, settings_hash, code, run_id, round,
+const SELECT: &str =
+    "SELECT id, created_at, task_hash, code_hash, settings_hash, code, run_id, round,
     parent_ids, verdict, reason, reason_class, speedup_median, speedup_ci_low, speedup_ci_high,
     evaluation, trajectory, turn, own_share FROM programs";
 
@@ -48,32 +49,57 @@ pub(crate) fn insert(c: &mut impl GenericClient, p: &NewProgram) -> Result<i64, 
     }
 }
 
-pub(crate) fn find(c: &mut impl GenericClient, key: &ProgramKey) -> Result<Option<Row>, postgres::Error> {
-    c.query_opt(&format!("{SELECT} WHERE task_hash = $1 AND code_hash = $2 AND settings_hash = $3"), &[&key.task_hash, &key.code_hash, &key.settings_hash])
+pub(crate) fn find(
+    c: &mut impl GenericClient,
+    key: &ProgramKey,
+) -> Result<Option<Row>, postgres::Error> {
+    c.query_opt(
+        &format!("{SELECT} WHERE task_hash = $1 AND code_hash = $2 AND settings_hash = $3"),
+        &[&key.task_hash, &key.code_hash, &key.settings_hash],
+    )
 }
 
 pub(crate) fn by_id(c: &mut impl GenericClient, id: i64) -> Result<Option<Row>, postgres::Error> {
     c.query_opt(&format!("{SELECT} WHERE id = $1"), &[&id])
 }
 
-pub(crate) fn for_task(c: &mut impl GenericClient, task_hash: &str, settings_hash: &str) -> Result<Vec<Row>, postgres::Error> {
-    c.query(&format!("{SELECT} WHERE task_hash = $1 AND settings_hash = $2 ORDER BY id"), &[&task_hash, &settings_hash])
+pub(crate) fn for_task(
+    c: &mut impl GenericClient,
+    task_hash: &str,
+    settings_hash: &str,
+) -> Result<Vec<Row>, postgres::Error> {
+    c.query(
+        &format!("{SELECT} WHERE task_hash = $1 AND settings_hash = $2 ORDER BY id"),
+        &[&task_hash, &settings_hash],
+    )
 }
 
-pub(crate) fn ranked(c: &mut impl GenericClient, task_hash: &str, settings_hash: &str, as_of: Option<i64>) -> Result<Vec<ProgramScore>, postgres::Error> {
+pub(crate) fn ranked(
+    c: &mut impl GenericClient,
+    task_hash: &str,
+    settings_hash: &str,
+    as_of: Option<i64>,
+) -> Result<Vec<ProgramScore>, postgres::Error> {
     let rows = c.query(
         "SELECT id, speedup_median FROM programs WHERE task_hash = $1 AND settings_hash = $2
             AND verdict = 'correct' AND speedup_median IS NOT NULL AND id <= $3 ORDER BY id",
         &[&task_hash, &settings_hash, &as_of.unwrap_or(i64::MAX)],
     )?;
-    Ok(rows.iter().map(|r| ProgramScore { id: r.get(0), speedup: r.get(1) }).filter(|p| p.speedup.is_finite()).collect())
+    Ok(rows
+        .iter()
+        .map(|r| ProgramScore { id: r.get(0), speedup: r.get(1) })
+        .filter(|p| p.speedup.is_finite())
+        .collect())
 }
 
 pub(crate) fn last_id(c: &mut impl GenericClient) -> Result<i64, postgres::Error> {
     c.query_one("SELECT coalesce(max(id), 0)::BIGINT FROM programs", &[]).map(|r| r.get(0))
 }
 
-pub(crate) fn record_prompt(c: &mut impl GenericClient, p: &PromptRecord) -> Result<(), postgres::Error> {
+pub(crate) fn record_prompt(
+    c: &mut impl GenericClient,
+    p: &PromptRecord,
+) -> Result<(), postgres::Error> {
     let ids = serde_json::Value::from(p.exemplar_ids.clone()).to_string();
     c.execute(
         &format!(
@@ -85,11 +111,20 @@ pub(crate) fn record_prompt(c: &mut impl GenericClient, p: &PromptRecord) -> Res
     .map(|_| ())
 }
 
-pub(crate) fn find_prompt(c: &mut impl GenericClient, id: &str) -> Result<Option<Row>, postgres::Error> {
-    c.query_opt("SELECT id, task_hash, settings_hash, exemplar_ids, as_of FROM prompts WHERE id = $1", &[&id])
+pub(crate) fn find_prompt(
+    c: &mut impl GenericClient,
+    id: &str,
+) -> Result<Option<Row>, postgres::Error> {
+    c.query_opt(
+        "SELECT id, task_hash, settings_hash, exemplar_ids, as_of FROM prompts WHERE id = $1",
+        &[&id],
+    )
 }
 
-pub(crate) fn decode_prompt(r: &Row, d: &Decode<'_>) -> Result<PromptRecord, cudal1_store::StoreError> {
+pub(crate) fn decode_prompt(
+    r: &Row,
+    d: &Decode<'_>,
+) -> Result<PromptRecord, cudal1_store::StoreError> {
     let id: String = r.get(0);
     Ok(PromptRecord {
         exemplar_ids: d.json_as("prompts", &id, "exemplar_ids", &r.get::<_, String>(3))?,
@@ -124,6 +159,10 @@ pub(crate) fn decode(r: &Row, d: &Decode<'_>) -> Result<StoredProgram, cudal1_st
     })
 }
 
-pub(crate) fn set_own_share(c: &mut impl GenericClient, id: i64, share: f64) -> Result<bool, postgres::Error> {
+pub(crate) fn set_own_share(
+    c: &mut impl GenericClient,
+    id: i64,
+    share: f64,
+) -> Result<bool, postgres::Error> {
     c.execute("UPDATE programs SET own_share = $1 WHERE id = $2", &[&share, &id]).map(|n| n > 0)
 }

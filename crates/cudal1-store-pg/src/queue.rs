@@ -4,13 +4,19 @@
 
 use std::time::Duration;
 
-use cudal1_store::{Acceptance, Artifact, Claim, ClaimedJob, Completion, Enqueued, JobKey, JobState, JobStatus, NewJob, ProgramKey, QueueCounts, Stage, StoreError};
+use cudal1_store::{
+    Acceptance, Artifact, Claim, ClaimedJob, Completion, Enqueued, JobKey, JobState, JobStatus,
+    NewJob, ProgramKey, QueueCounts, Stage, StoreError,
+};
 use postgres::{Client, GenericClient, Row};
 
 use crate::schema::NOW_TEXT;
 use crate::{Decode, CHANNEL};
 
-pub(crate) fn enqueue(c: &mut Client, jobs: &[NewJob]) -> Result<Vec<(i64, String, bool)>, postgres::Error> {
+pub(crate) fn enqueue(
+    c: &mut Client,
+    jobs: &[NewJob],
+) -> Result<Vec<(i64, String, bool)>, postgres::Error> {
     let mut tx = c.transaction()?;
     let mut out = vec![(0, String::new(), false); jobs.len()];
     let mut created_any = false;
@@ -20,7 +26,13 @@ pub(crate) fn enqueue(c: &mut Client, jobs: &[NewJob]) -> Result<Vec<(i64, Strin
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     order.sort_by(|&a, &b| {
         let (x, y) = (&jobs[a].key, &jobs[b].key);
-        (&x.task_hash, &x.candidate_hash, &x.settings_hash, &x.gpu_class, &x.judge).cmp(&(&y.task_hash, &y.candidate_hash, &y.settings_hash, &y.gpu_class, &y.judge))
+        (&x.task_hash, &x.candidate_hash, &x.settings_hash, &x.gpu_class, &x.judge).cmp(&(
+            &y.task_hash,
+            &y.candidate_hash,
+            &y.settings_hash,
+            &y.gpu_class,
+            &y.judge,
+        ))
     });
     for place in order {
         let j = &jobs[place];
@@ -89,8 +101,13 @@ pub(crate) fn enqueue(c: &mut Client, jobs: &[NewJob]) -> Result<Vec<(i64, Strin
     Ok(out)
 }
 
-pub(crate) fn decode_enqueued(rows: Vec<(i64, String, bool)>, d: &Decode<'_>) -> Result<Vec<Enqueued>, StoreError> {
-    rows.into_iter().map(|(id, state, created)| Ok(Enqueued { id, state: d.state(id, &state)?, created })).collect()
+pub(crate) fn decode_enqueued(
+    rows: Vec<(i64, String, bool)>,
+    d: &Decode<'_>,
+) -> Result<Vec<Enqueued>, StoreError> {
+    rows.into_iter()
+        .map(|(id, state, created)| Ok(Enqueued { id, state: d.state(id, &state)?, created }))
+        .collect()
 }
 
 const CLAIMED: &str = "j.id, j.task_hash, j.candidate_hash, j.settings_hash, j.gpu_class, j.settings_family,
@@ -118,7 +135,10 @@ pub(crate) fn claim(c: &mut Client, claim: &Claim) -> Result<Vec<Row>, postgres:
     let waiting = "judge = '' AND gpu_class = $2 AND (state = 'queued' OR (state = 'running' AND lease_until < now()))";
     let twin = "SELECT k.id FROM jobs k WHERE k.task_hash = j.task_hash AND k.candidate_hash = j.candidate_hash
         AND k.settings_hash = j.settings_hash AND k.gpu_class = j.gpu_class AND k.judge = $1";
-    tx.execute(&format!("UPDATE jobs j SET judge = $1 WHERE {waiting} AND NOT EXISTS ({twin})"), &[&claim.judge, &claim.gpu_class])?;
+    tx.execute(
+        &format!("UPDATE jobs j SET judge = $1 WHERE {waiting} AND NOT EXISTS ({twin})"),
+        &[&claim.judge, &claim.gpu_class],
+    )?;
     tx.execute(
         &format!(
             "WITH superseded AS (
@@ -145,7 +165,15 @@ pub(crate) fn claim(c: &mut Client, claim: &Claim) -> Result<Vec<Row>, postgres:
             FROM picked WHERE j.id = picked.id
             RETURNING {CLAIMED}"
         ),
-        &[&claim.gpu_class, &stages, &claim.family, &limit, &claim.worker, &claim.lease.as_secs_f64(), &claim.judge],
+        &[
+            &claim.gpu_class,
+            &stages,
+            &claim.family,
+            &limit,
+            &claim.worker,
+            &claim.lease.as_secs_f64(),
+            &claim.judge,
+        ],
     )?;
     tx.commit()?;
     Ok(rows)
@@ -158,23 +186,40 @@ pub(crate) fn decode_claimed(r: &Row, d: &Decode<'_>) -> Result<ClaimedJob, Stor
     let environment: Option<String> = r.get(14);
     Ok(ClaimedJob {
         id,
-        key: JobKey { task_hash: r.get(1), candidate_hash: r.get(2), settings_hash: r.get(3), gpu_class: r.get(4), judge: r.get(19) },
+        key: JobKey {
+            task_hash: r.get(1),
+            candidate_hash: r.get(2),
+            settings_hash: r.get(3),
+            gpu_class: r.get(4),
+            judge: r.get(19),
+        },
         settings_family: r.get(5),
         task_name: r.get(6),
         task_source: r.get(7),
         candidate_source: r.get(8),
         mode: r.get(9),
         settings: d.json_as("jobs", &id.to_string(), "settings", &r.get::<_, String>(10))?,
-        program_key: ProgramKey { task_hash: r.get(1), code_hash: r.get(16), settings_hash: r.get(17) },
+        program_key: ProgramKey {
+            task_hash: r.get(1),
+            code_hash: r.get(16),
+            settings_hash: r.get(17),
+        },
         parent_ids: d.json_as("jobs", &id.to_string(), "parent_ids", &r.get::<_, String>(18))?,
         stage: Stage::parse(&stage).ok_or_else(|| d.corrupt(id, "stage", &stage))?,
         attempt: u32::try_from(r.get::<_, i32>(12)).unwrap_or(0),
-        artifact: archive.zip(environment).map(|(archive, environment)| Artifact { environment, archive }),
+        artifact: archive
+            .zip(environment)
+            .map(|(archive, environment)| Artifact { environment, archive }),
         priority: r.get(15),
     })
 }
 
-pub(crate) fn heartbeat(c: &mut Client, worker: &str, ids: &[i64], lease: Duration) -> Result<Vec<i64>, postgres::Error> {
+pub(crate) fn heartbeat(
+    c: &mut Client,
+    worker: &str,
+    ids: &[i64],
+    lease: Duration,
+) -> Result<Vec<i64>, postgres::Error> {
     let rows = c.query(
         "UPDATE jobs SET lease_until = now() + make_interval(secs => $1)
         WHERE id = ANY($2) AND worker = $3 AND state = 'running' RETURNING id",
@@ -184,9 +229,16 @@ pub(crate) fn heartbeat(c: &mut Client, worker: &str, ids: &[i64], lease: Durati
 }
 
 /// Writes the first result; a later one (or a retry of one whose reply was lost) changes nothing.
-pub(crate) fn complete(c: &mut Client, id: i64, worker: &str, completion: &Completion) -> Result<bool, postgres::Error> {
+pub(crate) fn complete(
+    c: &mut Client,
+    id: i64,
+    worker: &str,
+    completion: &Completion,
+) -> Result<bool, postgres::Error> {
     let mut tx = c.transaction()?;
-    let Some(row) = tx.query_opt("SELECT state, worker FROM jobs WHERE id = $1 FOR UPDATE", &[&id])? else {
+    let Some(row) =
+        tx.query_opt("SELECT state, worker FROM jobs WHERE id = $1 FOR UPDATE", &[&id])?
+    else {
         return Ok(false);
     };
     let (state, holder): (String, Option<String>) = (row.get(0), row.get(1));
@@ -242,7 +294,12 @@ pub(crate) fn release(c: &mut Client, id: i64, worker: &str) -> Result<(), postg
     tx.commit()
 }
 
-pub(crate) fn advance(c: &mut Client, id: i64, worker: &str, a: Option<&Artifact>) -> Result<(), postgres::Error> {
+pub(crate) fn advance(
+    c: &mut Client,
+    id: i64,
+    worker: &str,
+    a: Option<&Artifact>,
+) -> Result<(), postgres::Error> {
     let mut tx = c.transaction()?;
     let n = tx.execute(
         "UPDATE jobs SET stage = 'run', state = 'queued', worker = NULL, lease_until = NULL, attempts = 0,
@@ -271,7 +328,13 @@ pub(crate) fn decode_status(r: &Row, d: &Decode<'_>) -> Result<JobStatus, StoreE
     let result: Option<String> = r.get(12);
     Ok(JobStatus {
         id,
-        key: JobKey { task_hash: r.get(1), candidate_hash: r.get(2), settings_hash: r.get(3), gpu_class: r.get(4), judge: r.get(16) },
+        key: JobKey {
+            task_hash: r.get(1),
+            candidate_hash: r.get(2),
+            settings_hash: r.get(3),
+            gpu_class: r.get(4),
+            judge: r.get(16),
+        },
         task_name: r.get(5),
         mode: r.get(6),
         state: d.state(id, &state)?,

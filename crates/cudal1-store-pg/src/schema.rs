@@ -109,13 +109,17 @@ pub(crate) fn current_version() -> i64 {
 pub(crate) enum Migrated {
     Ok,
     /// The database was made by a newer cudal1.
-    TooNew { found: i64 },
+    TooNew {
+        found: i64,
+    },
 }
 
 pub(crate) fn migrate(client: &mut Client) -> Result<Migrated, postgres::Error> {
     let mut tx = client.transaction()?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK])?;
-    tx.batch_execute("CREATE TABLE IF NOT EXISTS cudal1_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS cudal1_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    )?;
     let version: i64 = tx
         .query_opt("SELECT value FROM cudal1_meta WHERE key = 'schema_version'", &[])?
         .map_or(0, |r| r.get::<_, String>(0).parse().unwrap_or(0));
@@ -136,7 +140,8 @@ pub(crate) fn migrate(client: &mut Client) -> Result<Migrated, postgres::Error> 
 }
 
 /// `created_at` as the SQLite store writes it: RFC 3339, UTC, milliseconds.
-pub(crate) const NOW_TEXT: &str = "to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')";
+pub(crate) const NOW_TEXT: &str =
+    "to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')";
 
 #[cfg(test)]
 mod tests {
@@ -166,7 +171,12 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(migrate(&mut c).unwrap(), Migrated::Ok));
-        let old: Vec<(String, String)> = c.query("SELECT verdict, judge FROM jobs", &[]).unwrap().iter().map(|r| (r.get(0), r.get(1))).collect();
+        let old: Vec<(String, String)> = c
+            .query("SELECT verdict, judge FROM jobs", &[])
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
         assert_eq!(old, [("correct".to_owned(), String::new())]);
         // The same key under a judging version is another job.
         let n = c

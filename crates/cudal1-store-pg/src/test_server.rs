@@ -19,12 +19,27 @@ pub fn find_bin() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("CUDAL1_PG_BIN") {
         return Some(PathBuf::from(dir));
     }
-    let on_path = std::env::var_os("PATH").into_iter().flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>());
-    let debian = std::fs::read_dir("/usr/lib/postgresql").into_iter().flatten().flatten().map(|e| e.path().join("bin"));
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>());
+    let debian = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("bin"));
     let mut debian: Vec<PathBuf> = debian.collect();
     // The newest version first.
-    debian.sort_by_key(|p| std::cmp::Reverse(p.parent().and_then(|v| v.file_name()).and_then(|v| v.to_str()).and_then(|v| v.parse::<u32>().ok())));
-    on_path.chain(debian).find(|d| d.join("initdb").is_file() && d.join("pg_ctl").is_file() && d.join("postgres").is_file())
+    debian.sort_by_key(|p| {
+        std::cmp::Reverse(
+            p.parent()
+                .and_then(|v| v.file_name())
+                .and_then(|v| v.to_str())
+                .and_then(|v| v.parse::<u32>().ok()),
+        )
+    });
+    on_path.chain(debian).find(|d| {
+        d.join("initdb").is_file() && d.join("pg_ctl").is_file() && d.join("postgres").is_file()
+    })
 }
 
 /// Runs a command, with its output in the error.
@@ -33,7 +48,12 @@ fn run(cmd: &mut Command) -> Result<(), String> {
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!("{cmd:?} failed: {}\n{}{}", out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+        Err(format!(
+            "{cmd:?} failed: {}\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
     }
 }
 
@@ -47,10 +67,13 @@ impl TestPostgres {
         let Some(bin) = find_bin() else {
             return Err("PostgreSQL's server binaries (initdb, pg_ctl, postgres) were not found: install Debian's `postgresql` package or set CUDAL1_PG_BIN".into());
         };
-        let dir = tempfile::Builder::new().prefix("cudal1-pg-").tempdir().expect("a temporary directory");
+        let dir =
+            tempfile::Builder::new().prefix("cudal1-pg-").tempdir().expect("a temporary directory");
         let data = dir.path().join("data");
         let mut initdb = Command::new(bin.join("initdb"));
-        initdb.args(["-A", "trust", "-U", "cudal1", "--no-sync", "-E", "UTF8", "--locale", "C", "-D"]).arg(&data);
+        initdb
+            .args(["-A", "trust", "-U", "cudal1", "--no-sync", "-E", "UTF8", "--locale", "C", "-D"])
+            .arg(&data);
         as_postgres_user(&mut initdb, dir.path());
         run(&mut initdb).unwrap_or_else(|e| panic!("initdb: {e}"));
         let port = free_port();
@@ -71,7 +94,12 @@ impl TestPostgres {
             dir = self.dir.path().display(),
         );
         // No inherited output: the test harness must not wait on the watcher's pipes.
-        let _ = Command::new("sh").args(["-c", &script]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn();
+        let _ = Command::new("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
     }
 
     pub fn url(&self) -> String {
@@ -91,7 +119,11 @@ impl TestPostgres {
             self.dir.path().display()
         );
         let mut cmd = Command::new(self.bin.join("pg_ctl"));
-        cmd.arg("-D").arg(self.data_dir()).arg("-l").arg(self.dir.path().join("log")).args(["-w", "-t", "60", "-o", &opts, "start"]);
+        cmd.arg("-D")
+            .arg(self.data_dir())
+            .arg("-l")
+            .arg(self.dir.path().join("log"))
+            .args(["-w", "-t", "60", "-o", &opts, "start"]);
         as_postgres_user(&mut cmd, self.dir.path());
         run(&mut cmd).unwrap_or_else(|e| panic!("pg_ctl start: {e}\nlog:\n{}", self.log()));
     }
@@ -164,5 +196,8 @@ fn chown_tree(dir: &Path, id: u32) {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind(("127.0.0.1", 0)).and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+    TcpListener::bind(("127.0.0.1", 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
 }

@@ -42,10 +42,19 @@ pub trait ProgramDatabase: Send + Sync {
     /// The program with this row id, if any.
     fn program(&self, id: i64) -> Result<Option<StoredProgram>, StoreError>;
     /// Every program of a task evaluated under one settings hash, oldest first.
-    fn programs_for_task(&self, task_hash: &str, settings_hash: &str) -> Result<Vec<StoredProgram>, StoreError>;
+    fn programs_for_task(
+        &self,
+        task_hash: &str,
+        settings_hash: &str,
+    ) -> Result<Vec<StoredProgram>, StoreError>;
     /// Correct programs of a task with a finite speedup and an id up to `as_of` (all when
     /// `None`), oldest first: what contrastive prompts sample from, without their code.
-    fn ranked_programs(&self, task_hash: &str, settings_hash: &str, as_of: Option<i64>) -> Result<Vec<ProgramScore>, StoreError>;
+    fn ranked_programs(
+        &self,
+        task_hash: &str,
+        settings_hash: &str,
+        as_of: Option<i64>,
+    ) -> Result<Vec<ProgramScore>, StoreError>;
     /// Records the own-kernel share (0 to 1) of the program `id`, measured after it was judged
     /// (`cudal1_eval::own`); `false` when there is no such program.
     fn set_program_own_share(&self, id: i64, share: f64) -> Result<bool, StoreError>;
@@ -97,7 +106,9 @@ impl JobState {
     }
 
     pub fn parse(text: &str) -> Option<JobState> {
-        [JobState::Queued, JobState::Running, JobState::Done, JobState::Failed].into_iter().find(|s| s.as_str() == text)
+        [JobState::Queued, JobState::Running, JobState::Done, JobState::Failed]
+            .into_iter()
+            .find(|s| s.as_str() == text)
     }
 
     /// Done or failed: nothing will change any more.
@@ -252,7 +263,11 @@ impl Completion {
         }
         match self {
             Completion::Evaluated { .. } => Acceptance::Write,
-            Completion::Failed { .. } | Completion::Unrunnable { .. } if state == JobState::Running.as_str() && own => Acceptance::Write,
+            Completion::Failed { .. } | Completion::Unrunnable { .. }
+                if state == JobState::Running.as_str() && own =>
+            {
+                Acceptance::Write
+            }
             Completion::Failed { .. } | Completion::Unrunnable { .. } => Acceptance::Discard,
         }
     }
@@ -317,13 +332,15 @@ pub trait JobQueue: Send + Sync {
     /// Takes up to `claim.limit` jobs (highest priority, then oldest first) under a lease.
     fn claim(&self, claim: &Claim) -> Result<Vec<ClaimedJob>, StoreError>;
     /// Extends the lease of the jobs the worker still holds; returns their ids.
-    fn heartbeat(&self, worker: &str, ids: &[i64], lease: Duration) -> Result<Vec<i64>, StoreError>;
+    fn heartbeat(&self, worker: &str, ids: &[i64], lease: Duration)
+        -> Result<Vec<i64>, StoreError>;
     /// Ends a job; `true` when this was its first result (later ones are counted and dropped).
     fn complete(&self, id: i64, worker: &str, completion: &Completion) -> Result<bool, StoreError>;
     /// Gives a job back unfinished (the worker is stopping); the attempt does not count.
     fn release(&self, id: i64, worker: &str) -> Result<(), StoreError>;
     /// Moves a job of the compile stage to the run stage, with its build when it was made.
-    fn advance(&self, id: i64, worker: &str, artifact: Option<&Artifact>) -> Result<(), StoreError>;
+    fn advance(&self, id: i64, worker: &str, artifact: Option<&Artifact>)
+        -> Result<(), StoreError>;
     /// The jobs with these ids that exist, in no particular order.
     fn status(&self, ids: &[i64]) -> Result<Vec<JobStatus>, StoreError>;
     fn counts(&self) -> Result<QueueCounts, StoreError>;

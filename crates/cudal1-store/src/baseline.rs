@@ -150,19 +150,39 @@ pub(crate) fn upsert(conn: &Connection, path: &Path, b: &NewBaseline) -> Result<
 const SELECT: &str = "SELECT task_hash, settings_hash, gpu_class, name, task_name, created_at, status, reason,
     speedup_median, speedup_ci_low, speedup_ci_high, baseline_ms, reference_ms, evaluation, judge FROM baselines";
 
-pub(crate) fn find(conn: &Connection, path: &Path, key: &BaselineKey) -> Result<Option<StoredBaseline>, StoreError> {
+pub(crate) fn find(
+    conn: &Connection,
+    path: &Path,
+    key: &BaselineKey,
+) -> Result<Option<StoredBaseline>, StoreError> {
     let sql = format!("{SELECT} WHERE task_hash = ?1 AND settings_hash = ?2 AND gpu_class = ?3 AND judge = ?4 AND name = ?5");
-    rows::one::<RawBaseline>(conn, path, "find_baseline", &sql, [&key.task_hash, &key.settings_hash, &key.gpu_class, &key.judge, &key.name])
+    rows::one::<RawBaseline>(
+        conn,
+        path,
+        "find_baseline",
+        &sql,
+        [&key.task_hash, &key.settings_hash, &key.gpu_class, &key.judge, &key.name],
+    )
 }
 
 /// The matching baselines, by task name, then name.
-pub(crate) fn matching(conn: &Connection, path: &Path, f: &BaselineFilter) -> Result<Vec<StoredBaseline>, StoreError> {
+pub(crate) fn matching(
+    conn: &Connection,
+    path: &Path,
+    f: &BaselineFilter,
+) -> Result<Vec<StoredBaseline>, StoreError> {
     let sql = format!(
         "{SELECT} WHERE (?1 IS NULL OR task_hash = ?1) AND (?2 IS NULL OR settings_hash = ?2)
             AND (?3 IS NULL OR gpu_class = ?3) AND (?4 IS NULL OR name = ?4) AND (?5 IS NULL OR judge = ?5)
          ORDER BY task_name, task_hash, settings_hash, gpu_class, name, judge"
     );
-    rows::all::<RawBaseline>(conn, path, "baselines", &sql, [&f.task_hash, &f.settings_hash, &f.gpu_class, &f.name, &f.judge])
+    rows::all::<RawBaseline>(
+        conn,
+        path,
+        "baselines",
+        &sql,
+        [&f.task_hash, &f.settings_hash, &f.gpu_class, &f.name, &f.judge],
+    )
 }
 
 struct RawBaseline {
@@ -180,7 +200,13 @@ impl RawRow for RawBaseline {
 
     fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
         Ok(Self {
-            key: BaselineKey { task_hash: row.get(0)?, settings_hash: row.get(1)?, gpu_class: row.get(2)?, judge: row.get(14)?, name: row.get(3)? },
+            key: BaselineKey {
+                task_hash: row.get(0)?,
+                settings_hash: row.get(1)?,
+                gpu_class: row.get(2)?,
+                judge: row.get(14)?,
+                name: row.get(3)?,
+            },
             task_name: row.get(4)?,
             created_at: row.get(5)?,
             status: row.get(6)?,
@@ -191,16 +217,25 @@ impl RawRow for RawBaseline {
     }
 
     fn decode(self, path: &Path) -> Result<StoredBaseline, StoreError> {
-        let row = format!("{}/{}/{}/{}/{}", self.key.task_hash, self.key.settings_hash, self.key.gpu_class, self.key.judge, self.key.name);
-        let status = BaselineStatus::parse(&self.status).ok_or_else(|| StoreError::CorruptValue {
-            path: path.to_path_buf(),
-            table: "baselines",
-            row: row.clone(),
-            column: "status",
-            value: self.status.clone(),
-        })?;
+        let row = format!(
+            "{}/{}/{}/{}/{}",
+            self.key.task_hash,
+            self.key.settings_hash,
+            self.key.gpu_class,
+            self.key.judge,
+            self.key.name
+        );
+        let status =
+            BaselineStatus::parse(&self.status).ok_or_else(|| StoreError::CorruptValue {
+                path: path.to_path_buf(),
+                table: "baselines",
+                row: row.clone(),
+                column: "status",
+                value: self.status.clone(),
+            })?;
         let evaluation = json::decode(&self.evaluation, path, "baselines", &row, "evaluation")?;
-        let [speedup_median, speedup_ci_low, speedup_ci_high, baseline_ms, reference_ms] = self.numbers;
+        let [speedup_median, speedup_ci_low, speedup_ci_high, baseline_ms, reference_ms] =
+            self.numbers;
         Ok(StoredBaseline {
             created_at: self.created_at,
             baseline: NewBaseline {
@@ -225,10 +260,24 @@ mod tests {
 
     fn baseline(task: &str, name: &str, gpu_class: &str, speedup: Option<f64>) -> NewBaseline {
         NewBaseline {
-            key: BaselineKey { task_hash: task.into(), settings_hash: "s".into(), gpu_class: gpu_class.into(), judge: "1.judge".into(), name: name.into() },
+            key: BaselineKey {
+                task_hash: task.into(),
+                settings_hash: "s".into(),
+                gpu_class: gpu_class.into(),
+                judge: "1.judge".into(),
+                name: name.into(),
+            },
             task_name: format!("level1/{task}"),
-            status: if speedup.is_some() { BaselineStatus::Measured } else { BaselineStatus::Failed },
-            reason: if speedup.is_some() { "correct".into() } else { "CUDA graphs need a GPU".into() },
+            status: if speedup.is_some() {
+                BaselineStatus::Measured
+            } else {
+                BaselineStatus::Failed
+            },
+            reason: if speedup.is_some() {
+                "correct".into()
+            } else {
+                "CUDA graphs need a GPU".into()
+            },
             speedup_median: speedup,
             speedup_ci_low: speedup.map(|s| s * 0.9),
             speedup_ci_high: speedup.map(|s| s * 1.1),
@@ -248,13 +297,38 @@ mod tests {
         upsert(&conn, path, &baseline("a", "eager", "h100", Some(1.0))).unwrap();
 
         let all = matching(&conn, path, &BaselineFilter::default()).unwrap();
-        let names: Vec<_> = all.iter().map(|b| (b.baseline.task_name.as_str(), b.baseline.key.name.as_str(), b.baseline.key.gpu_class.as_str())).collect();
-        assert_eq!(names, [("level1/a", "compile-default", "cpu"), ("level1/a", "cuda-graphs", "cpu"), ("level1/a", "eager", "h100"), ("level1/b", "eager", "cpu")]);
+        let names: Vec<_> = all
+            .iter()
+            .map(|b| {
+                (
+                    b.baseline.task_name.as_str(),
+                    b.baseline.key.name.as_str(),
+                    b.baseline.key.gpu_class.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("level1/a", "compile-default", "cpu"),
+                ("level1/a", "cuda-graphs", "cpu"),
+                ("level1/a", "eager", "h100"),
+                ("level1/b", "eager", "cpu")
+            ]
+        );
 
-        let of_a_on_cpu = matching(&conn, path, &BaselineFilter { gpu_class: Some("cpu".into()), ..BaselineFilter::task("a") }).unwrap();
+        let of_a_on_cpu = matching(
+            &conn,
+            path,
+            &BaselineFilter { gpu_class: Some("cpu".into()), ..BaselineFilter::task("a") },
+        )
+        .unwrap();
         assert_eq!(of_a_on_cpu.len(), 2);
         let failed = &of_a_on_cpu[1].baseline;
-        assert_eq!((failed.status, failed.speedup_median, failed.reason.as_str()), (BaselineStatus::Failed, None, "CUDA graphs need a GPU"));
+        assert_eq!(
+            (failed.status, failed.speedup_median, failed.reason.as_str()),
+            (BaselineStatus::Failed, None, "CUDA graphs need a GPU")
+        );
 
         // Measured again: replaced, not added.
         let again = baseline("a", "compile-default", "cpu", Some(2.5));

@@ -35,20 +35,12 @@ pub(crate) fn create(conn: &Connection, path: &Path, b: &NewBatch) -> Result<(),
     let result = conn.execute(
         "INSERT INTO batches (id, created_at, settings, suite_path, candidates_path)
          VALUES (?1, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), ?2, ?3, ?4)",
-        params![
-            b.id,
-            json::encode(&b.settings),
-            b.suite_path,
-            b.candidates_path
-        ],
+        params![b.id, json::encode(&b.settings), b.suite_path, b.candidates_path],
     );
     match result {
         Ok(_) => Ok(()),
         Err(e) if e.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) => {
-            Err(StoreError::BatchExists {
-                path: path.to_path_buf(),
-                batch_id: b.id.clone(),
-            })
+            Err(StoreError::BatchExists { path: path.to_path_buf(), batch_id: b.id.clone() })
         }
         Err(e) => Err(query_error(path, "create_batch", e)),
     }
@@ -82,31 +74,13 @@ pub(crate) fn find(
     path: &Path,
     batch_id: &str,
 ) -> Result<Option<StoredBatch>, StoreError> {
-    type Raw = (
-        String,
-        String,
-        Option<String>,
-        String,
-        String,
-        String,
-        Option<String>,
-    );
+    type Raw = (String, String, Option<String>, String, String, String, Option<String>);
     let raw: Option<Raw> = conn
         .query_row(
             "SELECT id, created_at, finished_at, settings, suite_path, candidates_path, summary
              FROM batches WHERE id = ?1",
             [batch_id],
-            |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                ))
-            },
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?)),
         )
         .optional()
         .map_err(|e| query_error(path, "find_batch", e))?;
@@ -115,9 +89,7 @@ pub(crate) fn find(
         return Ok(None);
     };
     let settings = json::decode(&settings, path, "batches", &id, "settings")?;
-    let summary = summary
-        .map(|s| json::decode(&s, path, "batches", &id, "summary"))
-        .transpose()?;
+    let summary = summary.map(|s| json::decode(&s, path, "batches", &id, "summary")).transpose()?;
     Ok(Some(StoredBatch {
         id,
         created_at,
@@ -132,8 +104,14 @@ pub(crate) fn find(
 /// Every batch id, the most recently created first.
 pub(crate) fn ids(conn: &Connection, path: &Path) -> Result<Vec<String>, StoreError> {
     let err = |e| query_error(path, "batch_ids", e);
-    let mut stmt = conn.prepare_cached("SELECT id FROM batches ORDER BY created_at DESC, rowid DESC").map_err(err)?;
-    let ids = stmt.query_map([], |r| r.get(0)).map_err(err)?.collect::<Result<Vec<String>, _>>().map_err(err)?;
+    let mut stmt = conn
+        .prepare_cached("SELECT id FROM batches ORDER BY created_at DESC, rowid DESC")
+        .map_err(err)?;
+    let ids = stmt
+        .query_map([], |r| r.get(0))
+        .map_err(err)?
+        .collect::<Result<Vec<String>, _>>()
+        .map_err(err)?;
     Ok(ids)
 }
 
@@ -162,13 +140,7 @@ mod tests {
             matches!(&err, StoreError::BatchExists { batch_id, .. } if batch_id == "b1"),
             "{err:?}"
         );
-        assert_eq!(
-            find(&conn, Path::new("a.db"), "b1")
-                .unwrap()
-                .unwrap()
-                .suite_path,
-            "tasks"
-        );
+        assert_eq!(find(&conn, Path::new("a.db"), "b1").unwrap().unwrap().suite_path, "tasks");
     }
 
     #[test]

@@ -43,11 +43,7 @@ pub enum StoreError {
         "the store `{}` has schema version {found}, newer than this build understands ({supported}); upgrade cudal1 or choose another database path",
         .path.display()
     )]
-    SchemaTooNew {
-        path: PathBuf,
-        found: i64,
-        supported: i64,
-    },
+    SchemaTooNew { path: PathBuf, found: i64, supported: i64 },
 
     #[error("cannot migrate the store `{}` from schema version {from} to {to}", .path.display())]
     Migrate {
@@ -123,10 +119,7 @@ pub enum StoreError {
     #[error(
         "cannot store the evaluation of task `{task_name}`: field `{field}` is NaN; use None for a missing value"
     )]
-    NotANumber {
-        task_name: String,
-        field: &'static str,
-    },
+    NotANumber { task_name: String, field: &'static str },
 
     #[error("cannot record an own-kernel share of {value} for evaluation {id}: a share lies between 0 and 1")]
     ShareOutOfRange { id: i64, value: f64 },
@@ -144,12 +137,7 @@ pub enum StoreError {
         "sample {index} of round {round} of optimize run `{run_id}` is already recorded in the store `{}`",
         .path.display()
     )]
-    SampleExists {
-        path: PathBuf,
-        run_id: String,
-        round: u32,
-        index: u32,
-    },
+    SampleExists { path: PathBuf, run_id: String, round: u32, index: u32 },
 }
 
 /// How long a writer waits for another process's lock before giving up.
@@ -168,11 +156,7 @@ pub(crate) fn query_error(
             timeout_ms: BUSY_TIMEOUT_MS,
             source,
         },
-        _ => StoreError::Query {
-            path: path.to_path_buf(),
-            operation,
-            source,
-        },
+        _ => StoreError::Query { path: path.to_path_buf(), operation, source },
     }
 }
 
@@ -184,17 +168,13 @@ pub(crate) fn open_error(
     source: rusqlite::Error,
 ) -> StoreError {
     match source.sqlite_error_code() {
-        Some(ErrorCode::NotADatabase) => StoreError::NotADatabase {
-            path: path.to_path_buf(),
-            source,
-        },
+        Some(ErrorCode::NotADatabase) => {
+            StoreError::NotADatabase { path: path.to_path_buf(), source }
+        }
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
             query_error(path, operation, source)
         }
-        _ => StoreError::Open {
-            path: path.to_path_buf(),
-            source,
-        },
+        _ => StoreError::Open { path: path.to_path_buf(), source },
     }
 }
 
@@ -211,33 +191,11 @@ mod tests {
         let path = Path::new("/data/x.db");
         for code in [rusqlite::ffi::SQLITE_BUSY, rusqlite::ffi::SQLITE_LOCKED] {
             let e = query_error(path, "insert_evaluation", sqlite_error(code));
-            assert!(
-                matches!(
-                    e,
-                    StoreError::Busy {
-                        operation: "insert_evaluation",
-                        ..
-                    }
-                ),
-                "{e:?}"
-            );
+            assert!(matches!(e, StoreError::Busy { operation: "insert_evaluation", .. }), "{e:?}");
             assert!(e.to_string().contains("`/data/x.db`"), "{e}");
         }
-        let e = query_error(
-            path,
-            "find_batch",
-            sqlite_error(rusqlite::ffi::SQLITE_IOERR),
-        );
-        assert!(
-            matches!(
-                e,
-                StoreError::Query {
-                    operation: "find_batch",
-                    ..
-                }
-            ),
-            "{e:?}"
-        );
+        let e = query_error(path, "find_batch", sqlite_error(rusqlite::ffi::SQLITE_IOERR));
+        assert!(matches!(e, StoreError::Query { operation: "find_batch", .. }), "{e:?}");
     }
 
     #[test]
@@ -252,11 +210,7 @@ mod tests {
     #[test]
     fn errors_keep_their_source() {
         use std::error::Error as _;
-        let e = query_error(
-            Path::new("a.db"),
-            "op",
-            sqlite_error(rusqlite::ffi::SQLITE_IOERR),
-        );
+        let e = query_error(Path::new("a.db"), "op", sqlite_error(rusqlite::ffi::SQLITE_IOERR));
         assert!(e.source().is_some());
     }
 }

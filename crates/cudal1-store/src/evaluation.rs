@@ -120,7 +120,13 @@ pub(crate) fn find(
     key: &EvalKey,
 ) -> Result<Option<StoredEvaluation>, StoreError> {
     let sql = format!("{SELECT} WHERE task_hash = ?1 AND candidate_hash = ?2 AND settings_hash = ?3 AND judge = ?4 AND gpu_class = ?5");
-    rows::one::<RawEvaluation>(conn, path, "find_evaluation", &sql, [&key.task_hash, &key.candidate_hash, &key.settings_hash, &key.judge, &key.gpu_class])
+    rows::one::<RawEvaluation>(
+        conn,
+        path,
+        "find_evaluation",
+        &sql,
+        [&key.task_hash, &key.candidate_hash, &key.settings_hash, &key.judge, &key.gpu_class],
+    )
 }
 
 /// Inserts, or replaces every field of the row with the same key (keeping its id).
@@ -181,7 +187,11 @@ pub(crate) fn upsert(conn: &Connection, path: &Path, e: &NewEvaluation) -> Resul
 }
 
 /// The evaluation with this row id.
-pub(crate) fn by_id(conn: &Connection, path: &Path, id: i64) -> Result<Option<StoredEvaluation>, StoreError> {
+pub(crate) fn by_id(
+    conn: &Connection,
+    path: &Path,
+    id: i64,
+) -> Result<Option<StoredEvaluation>, StoreError> {
     let sql = format!("{SELECT} WHERE id = ?1");
     rows::one::<RawEvaluation>(conn, path, "evaluation", &sql, [id])
 }
@@ -205,7 +215,11 @@ pub(crate) fn for_batch(
 /// Every evaluation a batch showed: those recorded under its id and those it reused, oldest row
 /// first.
 /// Each evaluation carries the task name and candidate label the batch gave it.
-pub(crate) fn members(conn: &Connection, path: &Path, batch_id: &str) -> Result<Vec<StoredEvaluation>, StoreError> {
+pub(crate) fn members(
+    conn: &Connection,
+    path: &Path,
+    batch_id: &str,
+) -> Result<Vec<StoredEvaluation>, StoreError> {
     let sql = "SELECT e.id, e.created_at, e.task_hash, e.candidate_hash, e.settings_hash, e.batch_id,
         coalesce(m.task_name, e.task_name), e.task_path, coalesce(m.candidate_label, e.candidate_label),
         e.verdict, e.reason, e.speedup_median, e.speedup_ci_low, e.speedup_ci_high, e.ref_ms,
@@ -218,7 +232,12 @@ pub(crate) fn members(conn: &Connection, path: &Path, batch_id: &str) -> Result<
 
 /// Records that a batch showed these evaluations (new or reused): `(id, task name, candidate
 /// label)` as the batch named them.
-pub(crate) fn add_members(conn: &mut Connection, path: &Path, batch_id: &str, members: &[(i64, &str, &str)]) -> Result<(), StoreError> {
+pub(crate) fn add_members(
+    conn: &mut Connection,
+    path: &Path,
+    batch_id: &str,
+    members: &[(i64, &str, &str)],
+) -> Result<(), StoreError> {
     let err = |e| query_error(path, "add_batch_evaluations", e);
     let tx = conn.transaction().map_err(err)?;
     {
@@ -257,10 +276,7 @@ fn check_numbers(e: &NewEvaluation) -> Result<(), StoreError> {
         ("duration_ms", Some(e.duration_ms)),
     ];
     match fields.into_iter().find(|(_, v)| v.is_some_and(f64::is_nan)) {
-        Some((field, _)) => Err(StoreError::NotANumber {
-            task_name: e.task_name.clone(),
-            field,
-        }),
+        Some((field, _)) => Err(StoreError::NotANumber { task_name: e.task_name.clone(), field }),
         None => Ok(()),
     }
 }
@@ -350,19 +366,32 @@ impl RawRow for RawEvaluation {
             device: self.device,
             duration_ms: self.duration_ms,
             own_share: self.own_share,
-            own_kernels: self.own_kernels.as_deref().map(|t| column("own_kernels", t)).transpose()?,
+            own_kernels: self
+                .own_kernels
+                .as_deref()
+                .map(|t| column("own_kernels", t))
+                .transpose()?,
         })
     }
 }
 
 /// Records the own-kernel share of the evaluation `id` (replacing one recorded before); `false`
 /// when there is no such evaluation. A re-evaluation of its key clears it.
-pub(crate) fn set_own_share(conn: &Connection, path: &Path, id: i64, share: f64, kernels: &serde_json::Value) -> Result<bool, StoreError> {
+pub(crate) fn set_own_share(
+    conn: &Connection,
+    path: &Path,
+    id: i64,
+    share: f64,
+    kernels: &serde_json::Value,
+) -> Result<bool, StoreError> {
     if !(0.0..=1.0).contains(&share) {
         return Err(StoreError::ShareOutOfRange { id, value: share });
     }
     let n = conn
-        .execute("UPDATE evaluations SET own_share = ?1, own_kernels = ?2 WHERE id = ?3", rusqlite::params![share, json::encode(kernels), id])
+        .execute(
+            "UPDATE evaluations SET own_share = ?1, own_kernels = ?2 WHERE id = ?3",
+            rusqlite::params![share, json::encode(kernels), id],
+        )
         .map_err(|e| query_error(path, "set_own_share", e))?;
     Ok(n > 0)
 }
@@ -410,10 +439,32 @@ mod tests {
         let mut own = sample("t2");
         own.batch_id = Some("b2".into());
         let own = upsert(&conn, p, &own).unwrap();
-        add_members(&mut conn, p, "b2", &[(reused, "level1/1_Renamed", "release.json:1"), (own, "t2", "cand"), (reused, "level1/1_Renamed", "release.json:1")]).unwrap();
-        let names = |b: &str| members(&conn, p, b).unwrap().iter().map(|e| (e.id, e.task_name.clone(), e.candidate_label.clone())).collect::<Vec<_>>();
+        add_members(
+            &mut conn,
+            p,
+            "b2",
+            &[
+                (reused, "level1/1_Renamed", "release.json:1"),
+                (own, "t2", "cand"),
+                (reused, "level1/1_Renamed", "release.json:1"),
+            ],
+        )
+        .unwrap();
+        let names = |b: &str| {
+            members(&conn, p, b)
+                .unwrap()
+                .iter()
+                .map(|e| (e.id, e.task_name.clone(), e.candidate_label.clone()))
+                .collect::<Vec<_>>()
+        };
         // The reused one under the name the second batch gave it; the first batch keeps its own.
-        assert_eq!(names("b2"), [(reused, "level1/1_Renamed".into(), "release.json:1".into()), (own, "t2".into(), "cand".into())]);
+        assert_eq!(
+            names("b2"),
+            [
+                (reused, "level1/1_Renamed".into(), "release.json:1".into()),
+                (own, "t2".into(), "cand".into())
+            ]
+        );
         assert_eq!(names("b1"), [(reused, "t1".into(), "cand".into())]);
         assert!(names("b3").is_empty());
     }
@@ -423,29 +474,11 @@ mod tests {
         let mut e = sample("t");
         e.ref_ms = Some(f64::NAN);
         let err = upsert(&conn(), Path::new(":memory:"), &e).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                StoreError::NotANumber {
-                    field: "ref_ms",
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
+        assert!(matches!(err, StoreError::NotANumber { field: "ref_ms", .. }), "{err:?}");
         e.ref_ms = None;
         e.duration_ms = f64::NAN;
         let err = upsert(&conn(), Path::new(":memory:"), &e).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                StoreError::NotANumber {
-                    field: "duration_ms",
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
+        assert!(matches!(err, StoreError::NotANumber { field: "duration_ms", .. }), "{err:?}");
     }
 
     #[test]
@@ -455,7 +488,8 @@ mod tests {
         let b = upsert(&conn, Path::new(":memory:"), &sample("b")).unwrap();
         assert_eq!(by_id(&conn, Path::new(":memory:"), b).unwrap().unwrap().task_name, "b");
         assert!(by_id(&conn, Path::new(":memory:"), b + 1).unwrap().is_none());
-        let ids: Vec<i64> = all(&conn, Path::new(":memory:")).unwrap().iter().map(|e| e.id).collect();
+        let ids: Vec<i64> =
+            all(&conn, Path::new(":memory:")).unwrap().iter().map(|e| e.id).collect();
         assert_eq!(ids, [a, b]);
     }
 
@@ -475,11 +509,7 @@ mod tests {
     fn corrupt_json_names_the_row_and_column() {
         let conn = conn();
         let id = upsert(&conn, Path::new(":memory:"), &sample("t")).unwrap();
-        conn.execute(
-            "UPDATE evaluations SET settings = '{not json' WHERE id = ?1",
-            [id],
-        )
-        .unwrap();
+        conn.execute("UPDATE evaluations SET settings = '{not json' WHERE id = ?1", [id]).unwrap();
         let err = find(&conn, Path::new("s.db"), &sample("t").key).unwrap_err();
         assert!(
             matches!(&err, StoreError::CorruptJson { column: "settings", row, .. } if *row == id.to_string()),
@@ -492,9 +522,7 @@ mod tests {
     fn created_at_is_rfc3339_utc() {
         let conn = conn();
         upsert(&conn, Path::new(":memory:"), &sample("t")).unwrap();
-        let got = find(&conn, Path::new(":memory:"), &sample("t").key)
-            .unwrap()
-            .unwrap();
+        let got = find(&conn, Path::new(":memory:"), &sample("t").key).unwrap().unwrap();
         let c = got.created_at.as_bytes();
         assert_eq!(c.len(), 24, "{}", got.created_at);
         assert_eq!(
@@ -509,12 +537,6 @@ mod tests {
         let conn = conn();
         let e = sample("t");
         upsert(&conn, Path::new(":memory:"), &e).unwrap();
-        assert_eq!(
-            find(&conn, Path::new(":memory:"), &e.key)
-                .unwrap()
-                .unwrap()
-                .to_new(),
-            e
-        );
+        assert_eq!(find(&conn, Path::new(":memory:"), &e.key).unwrap().unwrap().to_new(), e);
     }
 }

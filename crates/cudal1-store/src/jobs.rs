@@ -8,14 +8,21 @@ use std::time::Duration;
 
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row, TransactionBehavior};
 
-use crate::api::{Acceptance, Artifact, Claim, ClaimedJob, Completion, Enqueued, JobKey, JobState, JobStatus, NewJob, QueueCounts, Stage};
+use crate::api::{
+    Acceptance, Artifact, Claim, ClaimedJob, Completion, Enqueued, JobKey, JobState, JobStatus,
+    NewJob, QueueCounts, Stage,
+};
 use crate::error::{query_error, StoreError};
 use crate::json;
 use crate::program::{self, ProgramKey};
 
 const NOW: &str = "unixepoch('subsec')";
 
-pub(crate) fn enqueue(conn: &mut Connection, path: &Path, jobs: &[NewJob]) -> Result<Vec<Enqueued>, StoreError> {
+pub(crate) fn enqueue(
+    conn: &mut Connection,
+    path: &Path,
+    jobs: &[NewJob],
+) -> Result<Vec<Enqueued>, StoreError> {
     let err = |e| query_error(path, "enqueue", e);
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(err)?;
     let mut out = Vec::with_capacity(jobs.len());
@@ -68,7 +75,12 @@ pub(crate) fn enqueue(conn: &mut Connection, path: &Path, jobs: &[NewJob]) -> Re
                 // result to hand out again, so asking again queues the job again. A failure a
                 // worker reported (the task's reference failed) stays.
                 let requeued = state == JobState::Failed.as_str()
-                    && tx.prepare_cached(REQUEUE_FAILED).map_err(err)?.execute(params![id, j.stage.as_str()]).map_err(err)? == 1;
+                    && tx
+                        .prepare_cached(REQUEUE_FAILED)
+                        .map_err(err)?
+                        .execute(params![id, j.stage.as_str()])
+                        .map_err(err)?
+                        == 1;
                 if requeued {
                     Enqueued { id, state: JobState::Queued, created: true }
                 } else {
@@ -91,7 +103,10 @@ fn adopt_unjudged(tx: &rusqlite::Transaction<'_>, c: &Claim) -> rusqlite::Result
     let waiting = format!("judge = '' AND gpu_class = ?2 AND (state = 'queued' OR (state = 'running' AND lease_until < {NOW}))");
     let twin = "SELECT k.id FROM jobs k WHERE k.task_hash = jobs.task_hash AND k.candidate_hash = jobs.candidate_hash
         AND k.settings_hash = jobs.settings_hash AND k.gpu_class = jobs.gpu_class AND k.judge = ?1";
-    tx.prepare_cached(&format!("UPDATE jobs SET judge = ?1 WHERE {waiting} AND NOT EXISTS ({twin})"))?.execute(params![c.judge, c.gpu_class])?;
+    tx.prepare_cached(&format!(
+        "UPDATE jobs SET judge = ?1 WHERE {waiting} AND NOT EXISTS ({twin})"
+    ))?
+    .execute(params![c.judge, c.gpu_class])?;
     tx.prepare_cached(&format!(
         "UPDATE jobs SET state = 'failed', finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), lease_until = NULL,
             error = 'queued before jobs carried their judge, and queued again since as job ' || ({twin}) || ', which does it'
@@ -102,12 +117,17 @@ fn adopt_unjudged(tx: &rusqlite::Transaction<'_>, c: &Claim) -> rusqlite::Result
 }
 
 /// A job given up for want of workers, queued again from scratch.
-const REQUEUE_FAILED: &str = "UPDATE jobs SET state = 'queued', stage = ?2, attempts = 0, worker = NULL, lease_until = NULL,
+const REQUEUE_FAILED: &str =
+    "UPDATE jobs SET state = 'queued', stage = ?2, attempts = 0, worker = NULL, lease_until = NULL,
         error = NULL, finished_at = NULL, artifact = NULL, artifact_env = NULL
     WHERE id = ?1 AND state = 'failed' AND worker IS NULL";
 
 /// Fails abandoned jobs, then takes the next ones; returns the jobs taken and the ids failed.
-pub(crate) fn claim(conn: &mut Connection, path: &Path, c: &Claim) -> Result<(Vec<ClaimedJob>, Vec<i64>), StoreError> {
+pub(crate) fn claim(
+    conn: &mut Connection,
+    path: &Path,
+    c: &Claim,
+) -> Result<(Vec<ClaimedJob>, Vec<i64>), StoreError> {
     let err = |e| query_error(path, "claim", e);
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(err)?;
     let reaped: Vec<i64> = tx
@@ -125,8 +145,13 @@ pub(crate) fn claim(conn: &mut Connection, path: &Path, c: &Claim) -> Result<(Ve
     let mut reaped = reaped;
     reaped.extend(adopt_unjudged(&tx, c).map_err(err)?);
     // The stages' marks follow the six fixed parameters; no stage matches nothing.
-    let stages: Vec<rusqlite::types::Value> = c.stages.iter().map(|s| s.as_str().to_owned().into()).collect();
-    let marks = if stages.is_empty() { "NULL".to_owned() } else { (7..7 + stages.len()).map(|i| format!("?{i}")).collect::<Vec<_>>().join(", ") };
+    let stages: Vec<rusqlite::types::Value> =
+        c.stages.iter().map(|s| s.as_str().to_owned().into()).collect();
+    let marks = if stages.is_empty() {
+        "NULL".to_owned()
+    } else {
+        (7..7 + stages.len()).map(|i| format!("?{i}")).collect::<Vec<_>>().join(", ")
+    };
     let sql = format!(
         "UPDATE jobs SET state = 'running', worker = ?1, attempts = attempts + 1, lease_until = {NOW} + ?2
         WHERE id IN (SELECT id FROM jobs
@@ -180,38 +205,66 @@ fn claimed_from_row(r: &Row<'_>) -> rusqlite::Result<RawClaimed> {
     let environment: Option<String> = r.get(14)?;
     let job = ClaimedJob {
         id: r.get(0)?,
-        key: JobKey { task_hash: r.get(1)?, candidate_hash: r.get(2)?, settings_hash: r.get(3)?, gpu_class: r.get(4)?, judge: r.get(19)? },
+        key: JobKey {
+            task_hash: r.get(1)?,
+            candidate_hash: r.get(2)?,
+            settings_hash: r.get(3)?,
+            gpu_class: r.get(4)?,
+            judge: r.get(19)?,
+        },
         settings_family: r.get(5)?,
         task_name: r.get(6)?,
         task_source: r.get(7)?,
         candidate_source: r.get(8)?,
         mode: r.get(9)?,
         settings: serde_json::Value::Null,
-        program_key: ProgramKey { task_hash: r.get(1)?, code_hash: r.get(16)?, settings_hash: r.get(17)? },
+        program_key: ProgramKey {
+            task_hash: r.get(1)?,
+            code_hash: r.get(16)?,
+            settings_hash: r.get(17)?,
+        },
         parent_ids: Vec::new(),
         stage: Stage::Run,
         priority: r.get(15)?,
         attempt: r.get(12)?,
-        artifact: archive.zip(environment).map(|(archive, environment)| Artifact { environment, archive }),
+        artifact: archive
+            .zip(environment)
+            .map(|(archive, environment)| Artifact { environment, archive }),
     };
     Ok(RawClaimed(job, r.get(10)?, r.get(11)?, r.get(18)?))
 }
 
-pub(crate) fn heartbeat(conn: &Connection, path: &Path, worker: &str, ids: &[i64], lease: Duration) -> Result<Vec<i64>, StoreError> {
+pub(crate) fn heartbeat(
+    conn: &Connection,
+    path: &Path,
+    worker: &str,
+    ids: &[i64],
+    lease: Duration,
+) -> Result<Vec<i64>, StoreError> {
     let err = |e| query_error(path, "heartbeat", e);
     let mut held = Vec::new();
     let mut stmt = conn
         .prepare_cached(&format!("UPDATE jobs SET lease_until = {NOW} + ?1 WHERE id = ?2 AND worker = ?3 AND state = 'running' RETURNING id"))
         .map_err(err)?;
     for id in ids {
-        if let Some(id) = stmt.query_row(params![lease.as_secs_f64(), id, worker], |r| r.get::<_, i64>(0)).optional().map_err(err)? {
+        if let Some(id) = stmt
+            .query_row(params![lease.as_secs_f64(), id, worker], |r| r.get::<_, i64>(0))
+            .optional()
+            .map_err(err)?
+        {
             held.push(id);
         }
     }
     Ok(held)
 }
 
-pub(crate) fn complete(conn: &mut Connection, path: &Path, id: i64, worker: &str, c: &Completion) -> Result<bool, StoreError> {
+pub(crate) fn complete(
+    conn: &mut Connection,
+    path: &Path,
+    id: i64,
+    worker: &str,
+    c: &Completion,
+) -> Result<bool, StoreError> {
     let err = |e| query_error(path, "complete", e);
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(err)?;
     let row: Option<(String, Option<String>)> = tx
@@ -225,7 +278,8 @@ pub(crate) fn complete(conn: &mut Connection, path: &Path, id: i64, worker: &str
         Acceptance::Write => {}
         Acceptance::Again => return Ok(true),
         Acceptance::Discard => {
-            tx.execute("UPDATE jobs SET discarded = discarded + 1 WHERE id = ?1", [id]).map_err(err)?;
+            tx.execute("UPDATE jobs SET discarded = discarded + 1 WHERE id = ?1", [id])
+                .map_err(err)?;
             tx.commit().map_err(err)?;
             return Ok(false);
         }
@@ -261,7 +315,12 @@ pub(crate) fn complete(conn: &mut Connection, path: &Path, id: i64, worker: &str
     Ok(true)
 }
 
-pub(crate) fn release(conn: &Connection, path: &Path, id: i64, worker: &str) -> Result<(), StoreError> {
+pub(crate) fn release(
+    conn: &Connection,
+    path: &Path,
+    id: i64,
+    worker: &str,
+) -> Result<(), StoreError> {
     conn.prepare_cached(
         "UPDATE jobs SET state = 'queued', worker = NULL, lease_until = NULL, attempts = max(attempts - 1, 0)
         WHERE id = ?1 AND worker = ?2 AND state = 'running'",
@@ -271,7 +330,13 @@ pub(crate) fn release(conn: &Connection, path: &Path, id: i64, worker: &str) -> 
     .map_err(|e| query_error(path, "release", e))
 }
 
-pub(crate) fn advance(conn: &Connection, path: &Path, id: i64, worker: &str, a: Option<&Artifact>) -> Result<(), StoreError> {
+pub(crate) fn advance(
+    conn: &Connection,
+    path: &Path,
+    id: i64,
+    worker: &str,
+    a: Option<&Artifact>,
+) -> Result<(), StoreError> {
     conn.prepare_cached(
         "UPDATE jobs SET stage = 'run', state = 'queued', worker = NULL, lease_until = NULL, attempts = 0,
             artifact = ?3, artifact_env = ?4
@@ -282,7 +347,11 @@ pub(crate) fn advance(conn: &Connection, path: &Path, id: i64, worker: &str, a: 
     .map_err(|e| query_error(path, "advance", e))
 }
 
-pub(crate) fn status(conn: &Connection, path: &Path, ids: &[i64]) -> Result<Vec<JobStatus>, StoreError> {
+pub(crate) fn status(
+    conn: &Connection,
+    path: &Path,
+    ids: &[i64],
+) -> Result<Vec<JobStatus>, StoreError> {
     let err = |e| query_error(path, "job_status", e);
     let mut stmt = conn
         .prepare_cached(
@@ -297,7 +366,13 @@ pub(crate) fn status(conn: &Connection, path: &Path, ids: &[i64]) -> Result<Vec<
                 Ok((
                     JobStatus {
                         id: r.get(0)?,
-                        key: JobKey { task_hash: r.get(1)?, candidate_hash: r.get(2)?, settings_hash: r.get(3)?, gpu_class: r.get(4)?, judge: r.get(16)? },
+                        key: JobKey {
+                            task_hash: r.get(1)?,
+                            candidate_hash: r.get(2)?,
+                            settings_hash: r.get(3)?,
+                            gpu_class: r.get(4)?,
+                            judge: r.get(16)?,
+                        },
                         task_name: r.get(5)?,
                         mode: r.get(6)?,
                         state: JobState::Queued,
@@ -320,7 +395,9 @@ pub(crate) fn status(conn: &Connection, path: &Path, ids: &[i64]) -> Result<Vec<
         if let Some((mut s, state, stage, result)) = raw {
             s.state = state_of(&state, path, s.id)?;
             s.stage = Stage::parse(&stage).ok_or_else(|| corrupt(path, s.id, "stage", &stage))?;
-            s.result = result.map(|t| json::decode(&t, path, "jobs", &s.id.to_string(), "result")).transpose()?;
+            s.result = result
+                .map(|t| json::decode(&t, path, "jobs", &s.id.to_string(), "result"))
+                .transpose()?;
             out.push(s);
         }
     }
@@ -330,8 +407,10 @@ pub(crate) fn status(conn: &Connection, path: &Path, ids: &[i64]) -> Result<Vec<
 pub(crate) fn counts(conn: &Connection, path: &Path) -> Result<QueueCounts, StoreError> {
     let err = |e| query_error(path, "queue_counts", e);
     let mut counts = QueueCounts::default();
-    let mut stmt = conn.prepare_cached("SELECT state, count(*) FROM jobs GROUP BY state").map_err(err)?;
-    let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, u64>(1)?))).map_err(err)?;
+    let mut stmt =
+        conn.prepare_cached("SELECT state, count(*) FROM jobs GROUP BY state").map_err(err)?;
+    let rows =
+        stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, u64>(1)?))).map_err(err)?;
     for row in rows {
         let (state, n) = row.map_err(err)?;
         match JobState::parse(&state) {
@@ -350,5 +429,11 @@ fn state_of(text: &str, path: &Path, id: i64) -> Result<JobState, StoreError> {
 }
 
 fn corrupt(path: &Path, id: i64, column: &'static str, value: &str) -> StoreError {
-    StoreError::CorruptValue { path: path.to_path_buf(), table: "jobs", row: id.to_string(), column, value: value.to_owned() }
+    StoreError::CorruptValue {
+        path: path.to_path_buf(),
+        table: "jobs",
+        row: id.to_string(),
+        column,
+        value: value.to_owned(),
+    }
 }

@@ -62,8 +62,9 @@ use crossbeam_channel::{unbounded, Receiver, Sender};
 use rusqlite::Connection;
 
 pub use api::{
-    Acceptance, Artifact, Claim, ClaimedJob, Completion, Enqueued, JobKey, JobQueue, JobState, JobStatus, NewJob, ProgramDatabase,
-    ProgramScore, PromptRecord, QueueCounts, QueueSignal, ServeStore, Stage,
+    Acceptance, Artifact, Claim, ClaimedJob, Completion, Enqueued, JobKey, JobQueue, JobState,
+    JobStatus, NewJob, ProgramDatabase, ProgramScore, PromptRecord, QueueCounts, QueueSignal,
+    ServeStore, Stage,
 };
 pub use baseline::{BaselineFilter, BaselineKey, BaselineStatus, NewBaseline, StoredBaseline};
 pub use batch::{NewBatch, StoredBatch};
@@ -112,11 +113,7 @@ impl Store {
         let path = PathBuf::from(":memory:");
         let mut conn = connection::open_memory(&path)?;
         schema::migrate(&mut conn, &path)?;
-        Ok(Store {
-            conn: Mutex::new(conn),
-            path,
-            subscribers: Mutex::default(),
-        })
+        Ok(Store { conn: Mutex::new(conn), path, subscribers: Mutex::default() })
     }
 
     /// The file this store was opened from (`:memory:` for an in-memory store).
@@ -143,7 +140,12 @@ impl Store {
 
     /// Records the own-kernel share of the evaluation `id` (0 to 1) and its split per kernel;
     /// `false` when no evaluation has that id. Re-evaluating the same key clears it.
-    pub fn set_own_share(&self, id: i64, share: f64, kernels: &serde_json::Value) -> Result<bool, StoreError> {
+    pub fn set_own_share(
+        &self,
+        id: i64,
+        share: f64,
+        kernels: &serde_json::Value,
+    ) -> Result<bool, StoreError> {
         evaluation::set_own_share(&self.conn(), &self.path, id, share, kernels)
     }
 
@@ -169,7 +171,11 @@ impl Store {
     /// Records that a batch showed these evaluations, whether new or reused: `(row id, task
     /// name, candidate label)` as the batch named them ([`Store::batch_evaluations`] gives them
     /// under these names).
-    pub fn add_batch_evaluations(&self, batch_id: &str, members: &[(i64, &str, &str)]) -> Result<(), StoreError> {
+    pub fn add_batch_evaluations(
+        &self,
+        batch_id: &str,
+        members: &[(i64, &str, &str)],
+    ) -> Result<(), StoreError> {
         evaluation::add_members(&mut self.conn(), &self.path, batch_id, members)
     }
 
@@ -264,7 +270,11 @@ impl Store {
     }
 
     /// The check of a task under these check settings, if one was recorded.
-    pub fn find_task_check(&self, task_hash: &str, settings_hash: &str) -> Result<Option<StoredTaskCheck>, StoreError> {
+    pub fn find_task_check(
+        &self,
+        task_hash: &str,
+        settings_hash: &str,
+    ) -> Result<Option<StoredTaskCheck>, StoreError> {
         task_check::find(&self.conn(), &self.path, task_hash, settings_hash)
     }
 
@@ -331,11 +341,20 @@ impl ProgramDatabase for Store {
         program::by_id(&self.conn(), &self.path, id)
     }
 
-    fn programs_for_task(&self, task_hash: &str, settings_hash: &str) -> Result<Vec<StoredProgram>, StoreError> {
+    fn programs_for_task(
+        &self,
+        task_hash: &str,
+        settings_hash: &str,
+    ) -> Result<Vec<StoredProgram>, StoreError> {
         program::for_task(&self.conn(), &self.path, task_hash, settings_hash)
     }
 
-    fn ranked_programs(&self, task_hash: &str, settings_hash: &str, as_of: Option<i64>) -> Result<Vec<ProgramScore>, StoreError> {
+    fn ranked_programs(
+        &self,
+        task_hash: &str,
+        settings_hash: &str,
+        as_of: Option<i64>,
+    ) -> Result<Vec<ProgramScore>, StoreError> {
         program::ranked(&self.conn(), &self.path, task_hash, settings_hash, as_of)
     }
 
@@ -373,7 +392,12 @@ impl JobQueue for Store {
         Ok(jobs)
     }
 
-    fn heartbeat(&self, worker: &str, ids: &[i64], lease: Duration) -> Result<Vec<i64>, StoreError> {
+    fn heartbeat(
+        &self,
+        worker: &str,
+        ids: &[i64],
+        lease: Duration,
+    ) -> Result<Vec<i64>, StoreError> {
         jobs::heartbeat(&self.conn(), &self.path, worker, ids, lease)
     }
 
@@ -391,7 +415,12 @@ impl JobQueue for Store {
         Ok(())
     }
 
-    fn advance(&self, id: i64, worker: &str, artifact: Option<&Artifact>) -> Result<(), StoreError> {
+    fn advance(
+        &self,
+        id: i64,
+        worker: &str,
+        artifact: Option<&Artifact>,
+    ) -> Result<(), StoreError> {
         jobs::advance(&self.conn(), &self.path, id, worker, artifact)?;
         self.signal(&QueueSignal::Queued);
         Ok(())

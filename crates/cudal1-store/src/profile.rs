@@ -71,13 +71,27 @@ pub(crate) fn upsert(conn: &Connection, path: &Path, p: &NewProfile) -> Result<(
 
 const SELECT: &str = "SELECT task_hash, program, gpu_class, task_name, label, created_at, brief, profile FROM profiles";
 
-pub(crate) fn find(conn: &Connection, path: &Path, key: &ProfileKey) -> Result<Option<StoredProfile>, StoreError> {
+pub(crate) fn find(
+    conn: &Connection,
+    path: &Path,
+    key: &ProfileKey,
+) -> Result<Option<StoredProfile>, StoreError> {
     let sql = format!("{SELECT} WHERE task_hash = ?1 AND program = ?2 AND gpu_class = ?3");
-    rows::one::<RawProfile>(conn, path, "find_profile", &sql, [&key.task_hash, &key.program, &key.gpu_class])
+    rows::one::<RawProfile>(
+        conn,
+        path,
+        "find_profile",
+        &sql,
+        [&key.task_hash, &key.program, &key.gpu_class],
+    )
 }
 
 /// Every profile, or those of one task, by task name, then label.
-pub(crate) fn matching(conn: &Connection, path: &Path, task_hash: Option<&str>) -> Result<Vec<StoredProfile>, StoreError> {
+pub(crate) fn matching(
+    conn: &Connection,
+    path: &Path,
+    task_hash: Option<&str>,
+) -> Result<Vec<StoredProfile>, StoreError> {
     let sql = format!("{SELECT} WHERE (?1 IS NULL OR task_hash = ?1) ORDER BY task_name, task_hash, label, program, gpu_class");
     rows::all::<RawProfile>(conn, path, "profiles", &sql, [task_hash])
 }
@@ -96,7 +110,11 @@ impl RawRow for RawProfile {
 
     fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
         Ok(Self {
-            key: ProfileKey { task_hash: row.get(0)?, program: row.get(1)?, gpu_class: row.get(2)? },
+            key: ProfileKey {
+                task_hash: row.get(0)?,
+                program: row.get(1)?,
+                gpu_class: row.get(2)?,
+            },
             task_name: row.get(3)?,
             label: row.get(4)?,
             created_at: row.get(5)?,
@@ -110,7 +128,13 @@ impl RawRow for RawProfile {
         let profile = json::decode(&self.profile, path, "profiles", &row, "profile")?;
         Ok(StoredProfile {
             created_at: self.created_at,
-            profile: NewProfile { key: self.key, task_name: self.task_name, label: self.label, brief: self.brief, profile },
+            profile: NewProfile {
+                key: self.key,
+                task_name: self.task_name,
+                label: self.label,
+                brief: self.brief,
+                profile,
+            },
         })
     }
 }
@@ -122,7 +146,11 @@ mod tests {
 
     fn new(task: &str, program: &str, brief: &str) -> NewProfile {
         NewProfile {
-            key: ProfileKey { task_hash: task.into(), program: program.into(), gpu_class: "NVIDIA H100".into() },
+            key: ProfileKey {
+                task_hash: task.into(),
+                program: program.into(),
+                gpu_class: "NVIDIA H100".into(),
+            },
             task_name: format!("level1/{task}"),
             label: program.into(),
             brief: brief.into(),

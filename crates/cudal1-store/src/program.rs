@@ -92,10 +92,7 @@ pub(crate) fn insert(conn: &Connection, path: &Path, p: &NewProgram) -> Result<i
         ("speedup_ci_high", p.speedup_ci_high),
     ] {
         if value.is_some_and(f64::is_nan) {
-            return Err(StoreError::NotANumber {
-                task_name: p.key.task_hash.clone(),
-                field,
-            });
+            return Err(StoreError::NotANumber { task_name: p.key.task_hash.clone(), field });
         }
     }
     let err = |source| query_error(path, "insert_program", source);
@@ -133,10 +130,7 @@ pub(crate) fn insert(conn: &Connection, path: &Path, p: &NewProgram) -> Result<i
         "SELECT id FROM programs WHERE task_hash = ?1 AND code_hash = ?2 AND settings_hash = ?3",
     )
     .map_err(err)?
-    .query_row(
-        [&p.key.task_hash, &p.key.code_hash, &p.key.settings_hash],
-        |r| r.get(0),
-    )
+    .query_row([&p.key.task_hash, &p.key.code_hash, &p.key.settings_hash], |r| r.get(0))
     .map_err(err)
 }
 
@@ -146,7 +140,13 @@ pub(crate) fn find(
     key: &ProgramKey,
 ) -> Result<Option<StoredProgram>, StoreError> {
     let sql = format!("{SELECT} WHERE task_hash = ?1 AND code_hash = ?2 AND settings_hash = ?3");
-    rows::one::<RawProgram>(conn, path, "find_program", &sql, [&key.task_hash, &key.code_hash, &key.settings_hash])
+    rows::one::<RawProgram>(
+        conn,
+        path,
+        "find_program",
+        &sql,
+        [&key.task_hash, &key.code_hash, &key.settings_hash],
+    )
 }
 
 pub(crate) fn by_id(
@@ -198,7 +198,11 @@ pub(crate) fn last_id(conn: &Connection, path: &Path) -> Result<i64, StoreError>
         .map_err(|e| query_error(path, "last_program_id", e))
 }
 
-pub(crate) fn record_prompt(conn: &Connection, path: &Path, p: &PromptRecord) -> Result<(), StoreError> {
+pub(crate) fn record_prompt(
+    conn: &Connection,
+    path: &Path,
+    p: &PromptRecord,
+) -> Result<(), StoreError> {
     let ids = serde_json::Value::from(p.exemplar_ids.clone());
     conn.prepare_cached(
         "INSERT INTO prompts (id, created_at, task_hash, settings_hash, exemplar_ids, as_of)
@@ -209,10 +213,16 @@ pub(crate) fn record_prompt(conn: &Connection, path: &Path, p: &PromptRecord) ->
     .map_err(|e| query_error(path, "record_prompt", e))
 }
 
-pub(crate) fn find_prompt(conn: &Connection, path: &Path, id: &str) -> Result<Option<PromptRecord>, StoreError> {
+pub(crate) fn find_prompt(
+    conn: &Connection,
+    path: &Path,
+    id: &str,
+) -> Result<Option<PromptRecord>, StoreError> {
     let err = |e| query_error(path, "find_prompt", e);
     let row: Option<(String, String, String, i64)> = conn
-        .prepare_cached("SELECT task_hash, settings_hash, exemplar_ids, as_of FROM prompts WHERE id = ?1")
+        .prepare_cached(
+            "SELECT task_hash, settings_hash, exemplar_ids, as_of FROM prompts WHERE id = ?1",
+        )
         .map_err(err)?
         .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
         .optional()
@@ -300,7 +310,12 @@ impl RawRow for RawProgram {
 }
 
 /// Records the own-kernel share of the program `id`; `false` when there is none.
-pub(crate) fn set_own_share(conn: &Connection, path: &Path, id: i64, share: f64) -> Result<bool, StoreError> {
+pub(crate) fn set_own_share(
+    conn: &Connection,
+    path: &Path,
+    id: i64,
+    share: f64,
+) -> Result<bool, StoreError> {
     if !(0.0..=1.0).contains(&share) {
         return Err(StoreError::ShareOutOfRange { id, value: share });
     }
@@ -361,7 +376,10 @@ mod tests {
         assert!(set_own_share(&conn, p, id, 0.9).unwrap());
         assert_eq!(by_id(&conn, p, id).unwrap().unwrap().own_share, Some(0.9));
         assert!(!set_own_share(&conn, p, id + 1, 0.9).unwrap());
-        assert!(matches!(set_own_share(&conn, p, id, f64::NAN), Err(StoreError::ShareOutOfRange { .. })));
+        assert!(matches!(
+            set_own_share(&conn, p, id, f64::NAN),
+            Err(StoreError::ShareOutOfRange { .. })
+        ));
     }
 
     #[test]
@@ -373,11 +391,7 @@ mod tests {
         other_settings.key.settings_hash = "gpu".into();
         insert(&conn, p, &other_settings).unwrap();
         let c = insert(&conn, p, &program("c", None)).unwrap();
-        let ids: Vec<i64> = for_task(&conn, p, "t", "s")
-            .unwrap()
-            .iter()
-            .map(|x| x.id)
-            .collect();
+        let ids: Vec<i64> = for_task(&conn, p, "t", "s").unwrap().iter().map(|x| x.id).collect();
         assert_eq!(ids, vec![a, c]);
         assert_eq!(by_id(&conn, p, c).unwrap().unwrap().speedup_median, None);
         assert!(by_id(&conn, p, 999).unwrap().is_none());
@@ -385,43 +399,17 @@ mod tests {
 
     #[test]
     fn nan_speedups_are_refused() {
-        let err = insert(
-            &conn(),
-            Path::new(":memory:"),
-            &program("a", Some(f64::NAN)),
-        )
-        .unwrap_err();
-        assert!(
-            matches!(
-                err,
-                StoreError::NotANumber {
-                    field: "speedup_median",
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
+        let err =
+            insert(&conn(), Path::new(":memory:"), &program("a", Some(f64::NAN))).unwrap_err();
+        assert!(matches!(err, StoreError::NotANumber { field: "speedup_median", .. }), "{err:?}");
     }
 
     #[test]
     fn corrupt_parent_ids_name_the_column() {
         let conn = conn();
         let id = insert(&conn, Path::new(":memory:"), &program("a", None)).unwrap();
-        conn.execute(
-            "UPDATE programs SET parent_ids = '{\"x\": 1}' WHERE id = ?1",
-            [id],
-        )
-        .unwrap();
+        conn.execute("UPDATE programs SET parent_ids = '{\"x\": 1}' WHERE id = ?1", [id]).unwrap();
         let err = by_id(&conn, Path::new("p.db"), id).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                StoreError::CorruptJson {
-                    column: "parent_ids",
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
+        assert!(matches!(err, StoreError::CorruptJson { column: "parent_ids", .. }), "{err:?}");
     }
 }

@@ -65,9 +65,7 @@ mod tests {
         let mut calls = 0;
         let result: Result<(), _> = on_busy(Duration::from_secs(5), || {
             calls += 1;
-            Err(StoreError::ForeignDatabase {
-                path: PathBuf::from("x.db"),
-            })
+            Err(StoreError::ForeignDatabase { path: PathBuf::from("x.db") })
         });
         assert!(matches!(result, Err(StoreError::ForeignDatabase { .. })));
         assert_eq!(calls, 1);

@@ -23,7 +23,12 @@ pub(crate) fn one<R: RawRow>(
     params: impl Params,
 ) -> Result<Option<R::Decoded>, StoreError> {
     let err = |e| query_error(path, operation, e);
-    let raw = conn.prepare_cached(sql).map_err(err)?.query_row(params, R::from_row).optional().map_err(err)?;
+    let raw = conn
+        .prepare_cached(sql)
+        .map_err(err)?
+        .query_row(params, R::from_row)
+        .optional()
+        .map_err(err)?;
     raw.map(|r| r.decode(path)).transpose()
 }
 
@@ -37,6 +42,10 @@ pub(crate) fn all<R: RawRow>(
 ) -> Result<Vec<R::Decoded>, StoreError> {
     let err = |e| query_error(path, operation, e);
     let mut stmt = conn.prepare_cached(sql).map_err(err)?;
-    let raws = stmt.query_map(params, R::from_row).map_err(err)?.collect::<Result<Vec<_>, _>>().map_err(err)?;
+    let raws = stmt
+        .query_map(params, R::from_row)
+        .map_err(err)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(err)?;
     raws.into_iter().map(|r| r.decode(path)).collect()
 }

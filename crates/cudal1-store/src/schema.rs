@@ -326,18 +326,14 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreErr
             supported: current_version(),
         });
     }
-    for (from, sql) in (0_i64..)
-        .zip(MIGRATIONS)
-        .skip(usize::try_from(version).unwrap_or(0))
-    {
+    for (from, sql) in (0_i64..).zip(MIGRATIONS).skip(usize::try_from(version).unwrap_or(0)) {
         tracing::info!(path = %path.display(), from, to = from + 1, "migrating store schema");
-        tx.execute_batch(sql)
-            .map_err(|source| StoreError::Migrate {
-                path: path.to_path_buf(),
-                from,
-                to: from + 1,
-                source,
-            })?;
+        tx.execute_batch(sql).map_err(|source| StoreError::Migrate {
+            path: path.to_path_buf(),
+            from,
+            to: from + 1,
+            source,
+        })?;
     }
     tx.execute_batch(&format!(
         "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {};",
@@ -373,9 +369,7 @@ fn check_ownership(
     if app_id == 0 && version == 0 && objects == 0 {
         return Ok(());
     }
-    Err(StoreError::ForeignDatabase {
-        path: path.to_path_buf(),
-    })
+    Err(StoreError::ForeignDatabase { path: path.to_path_buf() })
 }
 
 #[cfg(test)]
@@ -438,9 +432,7 @@ pub(crate) mod tests {
         conn.execute_batch("INSERT INTO batches VALUES ('b', 'now', NULL, '{}', 's', 'c', NULL)")
             .unwrap();
         migrate(&mut conn, Path::new(":memory:")).unwrap();
-        let n: i64 = conn
-            .query_row("SELECT count(*) FROM batches", [], |r| r.get(0))
-            .unwrap();
+        let n: i64 = conn.query_row("SELECT count(*) FROM batches", [], |r| r.get(0)).unwrap();
         assert_eq!(n, 1);
     }
 
@@ -456,14 +448,11 @@ pub(crate) mod tests {
         migrate(&mut conn, Path::new(":memory:")).unwrap();
         assert_eq!(header(&conn).0, current_version());
         let kept: i64 = conn
-            .query_row("SELECT count(*) FROM batches WHERE id = 'kept'", [], |r| {
-                r.get(0)
-            })
+            .query_row("SELECT count(*) FROM batches WHERE id = 'kept'", [], |r| r.get(0))
             .unwrap();
         assert_eq!(kept, 1);
-        let programs: i64 = conn
-            .query_row("SELECT count(*) FROM programs", [], |r| r.get(0))
-            .unwrap();
+        let programs: i64 =
+            conn.query_row("SELECT count(*) FROM programs", [], |r| r.get(0)).unwrap();
         assert_eq!(programs, 0);
     }
 
@@ -495,13 +484,29 @@ pub(crate) mod tests {
         // Listed, with no judge...
         let listed = crate::evaluation::all(&conn, path).unwrap();
         assert_eq!(listed.len(), 1);
-        assert_eq!((listed[0].verdict.as_str(), listed[0].speedup_median, listed[0].key.judge.as_str(), listed[0].key.gpu_class.as_str()), ("correct", Some(14.0), "", ""));
+        assert_eq!(
+            (
+                listed[0].verdict.as_str(),
+                listed[0].speedup_median,
+                listed[0].key.judge.as_str(),
+                listed[0].key.gpu_class.as_str()
+            ),
+            ("correct", Some(14.0), "", "")
+        );
         // ... and found by no judge's key.
-        let key = crate::EvalKey { judge: "1.0123456789ab".into(), gpu_class: "nvidia-h100".into(), ..listed[0].key.clone() };
+        let key = crate::EvalKey {
+            judge: "1.0123456789ab".into(),
+            gpu_class: "nvidia-h100".into(),
+            ..listed[0].key.clone()
+        };
         assert!(crate::evaluation::find(&conn, path, &key).unwrap().is_none());
-        let baselines = crate::baseline::matching(&conn, path, &crate::BaselineFilter::default()).unwrap();
+        let baselines =
+            crate::baseline::matching(&conn, path, &crate::BaselineFilter::default()).unwrap();
         assert_eq!(baselines.len(), 1);
-        let key = crate::BaselineKey { judge: "1.0123456789ab".into(), ..baselines[0].baseline.key.clone() };
+        let key = crate::BaselineKey {
+            judge: "1.0123456789ab".into(),
+            ..baselines[0].baseline.key.clone()
+        };
         assert!(crate::baseline::find(&conn, path, &key).unwrap().is_none());
         let jobs = crate::jobs::status(&conn, path, &[1]).unwrap();
         assert_eq!((jobs[0].verdict.as_deref(), jobs[0].key.judge.as_str()), (Some("correct"), ""));
@@ -555,7 +560,10 @@ pub(crate) mod tests {
         migrate(&mut conn, path).unwrap();
         assert_eq!(header(&conn).0, current_version());
         let old = crate::evaluation::all(&conn, path).unwrap();
-        assert_eq!((old.len(), old[0].speedup_median, old[0].own_share, old[0].own_kernels.clone()), (1, Some(2.0), None, None));
+        assert_eq!(
+            (old.len(), old[0].speedup_median, old[0].own_share, old[0].own_kernels.clone()),
+            (1, Some(2.0), None, None)
+        );
         let split = serde_json::json!({"kernels": [{"name": "k", "origin": "own"}]});
         assert!(crate::evaluation::set_own_share(&conn, path, old[0].id, 0.75, &split).unwrap());
         assert!(!crate::evaluation::set_own_share(&conn, path, old[0].id + 1, 0.5, &split).unwrap());
@@ -566,15 +574,17 @@ pub(crate) mod tests {
         assert!(programs.is_empty());
         // Judged again under the same key: the share of the old verdict goes with it.
         crate::evaluation::upsert(&conn, path, &now.to_new()).unwrap();
-        assert_eq!(crate::evaluation::by_id(&conn, path, old[0].id).unwrap().unwrap().own_share, None);
+        assert_eq!(
+            crate::evaluation::by_id(&conn, path, old[0].id).unwrap().unwrap().own_share,
+            None
+        );
     }
 
     #[test]
     fn a_newer_schema_is_refused() {
         let mut conn = memory();
         migrate(&mut conn, Path::new(":memory:")).unwrap();
-        conn.execute_batch(&format!("PRAGMA user_version = {}", current_version() + 1))
-            .unwrap();
+        conn.execute_batch(&format!("PRAGMA user_version = {}", current_version() + 1)).unwrap();
         let e = migrate(&mut conn, Path::new("x.db")).unwrap_err();
         assert!(
             matches!(e, StoreError::SchemaTooNew { found, supported, .. } if found == current_version() + 1 && supported == current_version()),
@@ -585,8 +595,7 @@ pub(crate) mod tests {
     #[test]
     fn another_applications_database_is_refused() {
         let mut conn = memory();
-        conn.execute_batch("CREATE TABLE notes (body TEXT)")
-            .unwrap();
+        conn.execute_batch("CREATE TABLE notes (body TEXT)").unwrap();
         let e = migrate(&mut conn, Path::new("notes.db")).unwrap_err();
         assert!(matches!(e, StoreError::ForeignDatabase { .. }), "{e:?}");
 
@@ -606,16 +615,11 @@ pub(crate) mod tests {
         ))
         .unwrap();
         let e = migrate(&mut conn, Path::new("x.db")).unwrap_err();
-        assert!(
-            matches!(e, StoreError::Migrate { from: 0, to: 1, .. }),
-            "{e:?}"
-        );
+        assert!(matches!(e, StoreError::Migrate { from: 0, to: 1, .. }), "{e:?}");
         let batches: i64 = conn
-            .query_row(
-                "SELECT count(*) FROM sqlite_schema WHERE name = 'batches'",
-                [],
-                |r| r.get(0),
-            )
+            .query_row("SELECT count(*) FROM sqlite_schema WHERE name = 'batches'", [], |r| {
+                r.get(0)
+            })
             .unwrap();
         assert_eq!(batches, 0);
         assert_eq!(header(&conn).0, 0);

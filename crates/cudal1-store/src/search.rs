@@ -133,17 +133,21 @@ pub(crate) fn begin_run(
         ],
     )
     .map_err(|e| query_error(path, "begin_run", e))?;
-    find_run(conn, path, &r.id)?.ok_or_else(|| StoreError::UnknownRun {
-        path: path.to_path_buf(),
-        run_id: r.id.clone(),
-    })
+    find_run(conn, path, &r.id)?
+        .ok_or_else(|| StoreError::UnknownRun { path: path.to_path_buf(), run_id: r.id.clone() })
 }
 
 /// Every optimize run's id, the most recently created first.
 pub(crate) fn run_ids(conn: &Connection, path: &Path) -> Result<Vec<String>, StoreError> {
     let err = |e| query_error(path, "run_ids", e);
-    let mut stmt = conn.prepare_cached("SELECT id FROM optimize_runs ORDER BY created_at DESC, rowid DESC").map_err(err)?;
-    let ids = stmt.query_map([], |r| r.get(0)).map_err(err)?.collect::<Result<Vec<String>, _>>().map_err(err)?;
+    let mut stmt = conn
+        .prepare_cached("SELECT id FROM optimize_runs ORDER BY created_at DESC, rowid DESC")
+        .map_err(err)?;
+    let ids = stmt
+        .query_map([], |r| r.get(0))
+        .map_err(err)?
+        .collect::<Result<Vec<String>, _>>()
+        .map_err(err)?;
     Ok(ids)
 }
 
@@ -229,10 +233,7 @@ pub(crate) fn finish_run(
         )
         .map_err(|e| query_error(path, "finish_run", e))?;
     if changed == 0 {
-        return Err(StoreError::UnknownRun {
-            path: path.to_path_buf(),
-            run_id: run_id.to_owned(),
-        });
+        return Err(StoreError::UnknownRun { path: path.to_path_buf(), run_id: run_id.to_owned() });
     }
     Ok(())
 }
@@ -240,10 +241,7 @@ pub(crate) fn finish_run(
 /// Records a finished round; finishing the same round again replaces its totals.
 pub(crate) fn finish_round(conn: &Connection, path: &Path, r: &NewRound) -> Result<(), StoreError> {
     if r.best_speedup.is_some_and(f64::is_nan) || r.cost_usd.is_nan() || r.wall_ms.is_nan() {
-        return Err(StoreError::NotANumber {
-            task_name: r.run_id.clone(),
-            field: "round totals",
-        });
+        return Err(StoreError::NotANumber { task_name: r.run_id.clone(), field: "round totals" });
     }
     conn.prepare_cached(
         "INSERT OR REPLACE INTO optimize_rounds (run_id, round, finished_at, samples, valid,
@@ -440,13 +438,8 @@ impl RawRow for RawSample {
 
     fn decode(mut self, path: &Path) -> Result<StoredSample, StoreError> {
         let row = self.id.to_string();
-        let value = json::decode(
-            &self.exemplar_ids,
-            path,
-            "optimize_samples",
-            &row,
-            "exemplar_ids",
-        )?;
+        let value =
+            json::decode(&self.exemplar_ids, path, "optimize_samples", &row, "exemplar_ids")?;
         self.sample.exemplar_ids =
             serde_json::from_value(value).map_err(|source| StoreError::CorruptJson {
                 path: path.to_path_buf(),
@@ -455,11 +448,7 @@ impl RawRow for RawSample {
                 column: "exemplar_ids",
                 source,
             })?;
-        Ok(StoredSample {
-            id: self.id,
-            created_at: self.created_at,
-            sample: self.sample,
-        })
+        Ok(StoredSample { id: self.id, created_at: self.created_at, sample: self.sample })
     }
 }
 
@@ -518,10 +507,7 @@ mod tests {
         let done = find_run(&conn, p, "r").unwrap().unwrap();
         assert_eq!(done.stop_reason.as_deref(), Some("rounds"));
         assert!(done.finished_at.is_some());
-        assert!(matches!(
-            finish_run(&conn, p, "nope", "x"),
-            Err(StoreError::UnknownRun { .. })
-        ));
+        assert!(matches!(finish_run(&conn, p, "nope", "x"), Err(StoreError::UnknownRun { .. })));
     }
 
     #[test]
@@ -565,32 +551,23 @@ mod tests {
         program.latency_ms = None;
         insert_sample(&conn, p, &program).unwrap();
         insert_sample(&conn, p, &sample(1, 0)).unwrap();
-        let got: Vec<NewSample> = samples(&conn, p, "r")
-            .unwrap()
-            .into_iter()
-            .map(|s| s.sample)
-            .collect();
+        let got: Vec<NewSample> =
+            samples(&conn, p, "r").unwrap().into_iter().map(|s| s.sample).collect();
         assert_eq!(got, vec![sample(1, 0), program, sample(2, 0)]);
         let err = insert_sample(&conn, p, &sample(1, 0)).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                StoreError::SampleExists {
-                    round: 1,
-                    index: 0,
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
+        assert!(matches!(err, StoreError::SampleExists { round: 1, index: 0, .. }), "{err:?}");
         // A later turn of a slot is its own row; a failed request's row is taken by its retry.
-        let failed = NewSample { turn: 2, outcome: "llm_error".into(), reply: None, ..sample(1, 0) };
+        let failed =
+            NewSample { turn: 2, outcome: "llm_error".into(), reply: None, ..sample(1, 0) };
         let id = insert_sample(&conn, p, &failed).unwrap();
         let retried = NewSample { turn: 2, ..sample(1, 0) };
         assert_eq!(insert_sample(&conn, p, &retried).unwrap(), id);
         assert!(matches!(insert_sample(&conn, p, &retried), Err(StoreError::SampleExists { .. })));
-        let got: Vec<(u32, u32, u32)> =
-            samples(&conn, p, "r").unwrap().iter().map(|s| (s.sample.round, s.sample.index, s.sample.turn)).collect();
+        let got: Vec<(u32, u32, u32)> = samples(&conn, p, "r")
+            .unwrap()
+            .iter()
+            .map(|s| (s.sample.round, s.sample.index, s.sample.turn))
+            .collect();
         assert_eq!(got, vec![(1, 0, 1), (1, 0, 2), (1, 1, 1), (2, 0, 1)]);
         assert_eq!(samples(&conn, p, "r").unwrap()[1].sample, retried);
     }

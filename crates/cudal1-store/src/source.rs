@@ -21,11 +21,19 @@ pub struct ClaimRecord {
 }
 
 /// Records each `(hash, text)` unless its hash is recorded already.
-pub(crate) fn record_sources(conn: &mut Connection, path: &Path, sources: &[(&str, &str)]) -> Result<(), StoreError> {
+pub(crate) fn record_sources(
+    conn: &mut Connection,
+    path: &Path,
+    sources: &[(&str, &str)],
+) -> Result<(), StoreError> {
     let err = |e| query_error(path, "record_sources", e);
     let tx = conn.transaction().map_err(err)?;
     {
-        let mut stmt = tx.prepare_cached("INSERT INTO sources (hash, text) VALUES (?1, ?2) ON CONFLICT (hash) DO NOTHING").map_err(err)?;
+        let mut stmt = tx
+            .prepare_cached(
+                "INSERT INTO sources (hash, text) VALUES (?1, ?2) ON CONFLICT (hash) DO NOTHING",
+            )
+            .map_err(err)?;
         for (hash, text) in sources {
             stmt.execute(params![hash, text]).map_err(err)?;
         }
@@ -33,7 +41,11 @@ pub(crate) fn record_sources(conn: &mut Connection, path: &Path, sources: &[(&st
     tx.commit().map_err(err)
 }
 
-pub(crate) fn source(conn: &Connection, path: &Path, hash: &str) -> Result<Option<String>, StoreError> {
+pub(crate) fn source(
+    conn: &Connection,
+    path: &Path,
+    hash: &str,
+) -> Result<Option<String>, StoreError> {
     let err = |e| query_error(path, "source", e);
     let mut stmt = conn.prepare_cached("SELECT text FROM sources WHERE hash = ?1").map_err(err)?;
     let mut rows = stmt.query_map([hash], |r| r.get(0)).map_err(err)?;
@@ -41,7 +53,11 @@ pub(crate) fn source(conn: &Connection, path: &Path, hash: &str) -> Result<Optio
 }
 
 /// Records claims, replacing those of the same batch, task and candidate.
-pub(crate) fn record_claims(conn: &mut Connection, path: &Path, claims: &[ClaimRecord]) -> Result<(), StoreError> {
+pub(crate) fn record_claims(
+    conn: &mut Connection,
+    path: &Path,
+    claims: &[ClaimRecord],
+) -> Result<(), StoreError> {
     let err = |e| query_error(path, "record_claims", e);
     let tx = conn.transaction().map_err(err)?;
     {
@@ -52,23 +68,41 @@ pub(crate) fn record_claims(conn: &mut Connection, path: &Path, claims: &[ClaimR
             )
             .map_err(err)?;
         for c in claims {
-            stmt.execute(params![c.batch_id, c.task_hash, c.candidate_hash, json::encode(&c.claimed)]).map_err(err)?;
+            stmt.execute(params![
+                c.batch_id,
+                c.task_hash,
+                c.candidate_hash,
+                json::encode(&c.claimed)
+            ])
+            .map_err(err)?;
         }
     }
     tx.commit().map_err(err)
 }
 
-pub(crate) fn claims(conn: &Connection, path: &Path, batch_id: &str) -> Result<Vec<ClaimRecord>, StoreError> {
+pub(crate) fn claims(
+    conn: &Connection,
+    path: &Path,
+    batch_id: &str,
+) -> Result<Vec<ClaimRecord>, StoreError> {
     let err = |e| query_error(path, "claims", e);
     let mut stmt = conn.prepare_cached("SELECT task_hash, candidate_hash, claimed FROM claims WHERE batch_id = ?1 ORDER BY rowid").map_err(err)?;
     let raw = stmt
-        .query_map([batch_id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))
+        .query_map([batch_id], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+        })
         .map_err(err)?
         .collect::<Result<Vec<_>, _>>()
         .map_err(err)?;
     raw.into_iter()
         .map(|(task_hash, candidate_hash, claimed)| {
-            let claimed = json::decode(&claimed, path, "claims", &format!("{batch_id}/{candidate_hash}"), "claimed")?;
+            let claimed = json::decode(
+                &claimed,
+                path,
+                "claims",
+                &format!("{batch_id}/{candidate_hash}"),
+                "claimed",
+            )?;
             Ok(ClaimRecord { batch_id: batch_id.to_owned(), task_hash, candidate_hash, claimed })
         })
         .collect()
@@ -83,7 +117,8 @@ mod tests {
     fn a_source_is_kept_once_by_its_hash() {
         let mut conn = conn();
         let p = Path::new("a.db");
-        record_sources(&mut conn, p, &[("h1", "first"), ("h1", "second"), ("h2", "other")]).unwrap();
+        record_sources(&mut conn, p, &[("h1", "first"), ("h1", "second"), ("h2", "other")])
+            .unwrap();
         assert_eq!(source(&conn, p, "h1").unwrap().as_deref(), Some("first"));
         assert_eq!(source(&conn, p, "h2").unwrap().as_deref(), Some("other"));
         assert_eq!(source(&conn, p, "none").unwrap(), None);
@@ -93,7 +128,12 @@ mod tests {
     fn claims_are_per_batch_and_replaced() {
         let mut conn = conn();
         let p = Path::new("a.db");
-        let claim = |batch: &str, score: f64| ClaimRecord { batch_id: batch.into(), task_hash: "t".into(), candidate_hash: "c".into(), claimed: serde_json::json!({"score_default": score}) };
+        let claim = |batch: &str, score: f64| ClaimRecord {
+            batch_id: batch.into(),
+            task_hash: "t".into(),
+            candidate_hash: "c".into(),
+            claimed: serde_json::json!({"score_default": score}),
+        };
         record_claims(&mut conn, p, &[claim("b1", 2.0), claim("b2", 3.0)]).unwrap();
         record_claims(&mut conn, p, &[claim("b1", 2.5)]).unwrap();
         assert_eq!(claims(&conn, p, "b1").unwrap(), vec![claim("b1", 2.5)]);

@@ -49,7 +49,12 @@ pub(crate) fn upsert(conn: &Connection, path: &Path, c: &NewTaskCheck) -> Result
     .map_err(|e| query_error(path, "insert_task_check", e))
 }
 
-pub(crate) fn find(conn: &Connection, path: &Path, task_hash: &str, settings_hash: &str) -> Result<Option<StoredTaskCheck>, StoreError> {
+pub(crate) fn find(
+    conn: &Connection,
+    path: &Path,
+    task_hash: &str,
+    settings_hash: &str,
+) -> Result<Option<StoredTaskCheck>, StoreError> {
     rows::one::<RawTaskCheck>(
         conn,
         path,
@@ -71,7 +76,13 @@ impl RawRow for RawTaskCheck {
     type Decoded = StoredTaskCheck;
 
     fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
-        Ok(Self { task_hash: row.get(0)?, settings_hash: row.get(1)?, task_name: row.get(2)?, created_at: row.get(3)?, result: row.get(4)? })
+        Ok(Self {
+            task_hash: row.get(0)?,
+            settings_hash: row.get(1)?,
+            task_name: row.get(2)?,
+            created_at: row.get(3)?,
+            result: row.get(4)?,
+        })
     }
 
     fn decode(self, path: &Path) -> Result<StoredTaskCheck, StoreError> {
@@ -79,7 +90,12 @@ impl RawRow for RawTaskCheck {
         let result = json::decode(&self.result, path, "task_checks", &key, "result")?;
         Ok(StoredTaskCheck {
             created_at: self.created_at,
-            check: NewTaskCheck { task_hash: self.task_hash, settings_hash: self.settings_hash, task_name: self.task_name, result },
+            check: NewTaskCheck {
+                task_hash: self.task_hash,
+                settings_hash: self.settings_hash,
+                task_name: self.task_name,
+                result,
+            },
         })
     }
 }
@@ -92,7 +108,12 @@ mod tests {
     fn a_check_is_found_by_task_and_settings_and_replaced_by_a_new_one() {
         let conn = crate::schema::tests::migrated();
         let path = Path::new(":memory:");
-        let check = |flags: serde_json::Value| NewTaskCheck { task_hash: "t".into(), settings_hash: "s".into(), task_name: "level1/1_X".into(), result: serde_json::json!({"flags": flags}) };
+        let check = |flags: serde_json::Value| NewTaskCheck {
+            task_hash: "t".into(),
+            settings_hash: "s".into(),
+            task_name: "level1/1_X".into(),
+            result: serde_json::json!({"flags": flags}),
+        };
         assert!(find(&conn, path, "t", "s").unwrap().is_none());
         upsert(&conn, path, &check(serde_json::json!([]))).unwrap();
         upsert(&conn, path, &check(serde_json::json!(["near_zero"]))).unwrap();

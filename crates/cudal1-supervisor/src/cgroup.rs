@@ -68,7 +68,10 @@ fn unescape(field: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'\\' && i + 3 < bytes.len() && bytes[i + 1..i + 4].iter().all(u8::is_ascii_digit) {
+        if bytes[i] == b'\\'
+            && i + 3 < bytes.len()
+            && bytes[i + 1..i + 4].iter().all(u8::is_ascii_digit)
+        {
             if let Ok(v) = u8::from_str_radix(&field[i + 1..i + 4], 8) {
                 out.push(v);
                 i += 4;
@@ -89,7 +92,8 @@ pub(crate) fn parse_proc_cgroup(text: &str) -> Vec<(Vec<String>, String)> {
             let _id = parts.next()?;
             let controllers = parts.next()?;
             let path = parts.next()?;
-            let list = controllers.split(',').filter(|c| !c.is_empty()).map(str::to_string).collect();
+            let list =
+                controllers.split(',').filter(|c| !c.is_empty()).map(str::to_string).collect();
             Some((list, path.to_string()))
         })
         .collect()
@@ -107,7 +111,9 @@ fn cgroup_dir(mount: &Mount, path: &str) -> PathBuf {
 }
 
 fn read_words(path: &Path) -> BTreeSet<String> {
-    fs::read_to_string(path).map(|t| t.split_whitespace().map(str::to_string).collect()).unwrap_or_default()
+    fs::read_to_string(path)
+        .map(|t| t.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
 }
 
 fn write_file(path: &Path, value: &str) -> io::Result<()> {
@@ -120,14 +126,15 @@ fn write_file(path: &Path, value: &str) -> io::Result<()> {
 /// was missing (the caller logs them once).
 pub(crate) fn probe() -> (CgroupBase, Vec<String>) {
     let mut notes = Vec::new();
-    let mounts = fs::read_to_string("/proc/self/mountinfo").map(|t| parse_mountinfo(&t)).unwrap_or_default();
-    let ours = fs::read_to_string("/proc/self/cgroup").map(|t| parse_proc_cgroup(&t)).unwrap_or_default();
+    let mounts =
+        fs::read_to_string("/proc/self/mountinfo").map(|t| parse_mountinfo(&t)).unwrap_or_default();
+    let ours =
+        fs::read_to_string("/proc/self/cgroup").map(|t| parse_proc_cgroup(&t)).unwrap_or_default();
     let mut base = CgroupBase::default();
 
-    if let (Some(mount), Some((_, path))) = (
-        mounts.iter().find(|m| m.fstype == "cgroup2"),
-        ours.iter().find(|(c, _)| c.is_empty()),
-    ) {
+    if let (Some(mount), Some((_, path))) =
+        (mounts.iter().find(|m| m.fstype == "cgroup2"), ours.iter().find(|(c, _)| c.is_empty()))
+    {
         let dir = cgroup_dir(mount, path);
         match probe_v2(&dir) {
             Ok((memory, pids)) => {
@@ -143,7 +150,9 @@ pub(crate) fn probe() -> (CgroupBase, Vec<String>) {
         if slot.is_some() {
             continue;
         }
-        let mount = mounts.iter().find(|m| m.fstype == "cgroup" && m.super_opts.iter().any(|o| o == controller));
+        let mount = mounts
+            .iter()
+            .find(|m| m.fstype == "cgroup" && m.super_opts.iter().any(|o| o == controller));
         let path = ours.iter().find(|(c, _)| c.iter().any(|c| c == controller));
         let (Some(mount), Some((_, path))) = (mount, path) else {
             notes.push(format!("no cgroup (v2 or v1) with the {controller} controller"));
@@ -152,7 +161,8 @@ pub(crate) fn probe() -> (CgroupBase, Vec<String>) {
         let dir = cgroup_dir(mount, path);
         match try_child(&dir, &[]) {
             Ok(()) => *slot = Some(ControllerPlace { version: CgroupVersion::V1, parent: dir }),
-            Err(e) => notes.push(format!("cgroup v1 {controller} at `{}` is not usable: {e}", dir.display())),
+            Err(e) => notes
+                .push(format!("cgroup v1 {controller} at `{}` is not usable: {e}", dir.display())),
         }
     }
     (base, notes)
@@ -161,7 +171,8 @@ pub(crate) fn probe() -> (CgroupBase, Vec<String>) {
 /// Makes sure children of `dir` get the memory and pids controllers; says which they get.
 fn probe_v2(dir: &Path) -> Result<(bool, bool), String> {
     let available = read_words(&dir.join("cgroup.controllers"));
-    let wanted: Vec<&str> = ["memory", "pids"].into_iter().filter(|c| available.contains(*c)).collect();
+    let wanted: Vec<&str> =
+        ["memory", "pids"].into_iter().filter(|c| available.contains(*c)).collect();
     if wanted.is_empty() {
         return Err("neither the memory nor the pids controller is available".into());
     }
@@ -171,7 +182,9 @@ fn probe_v2(dir: &Path) -> Result<(bool, bool), String> {
         }
         // "No internal processes": a cgroup with members cannot hand controllers to
         // children. Move ourselves into a leaf and retry; that only works if we were alone.
-        evacuate_self(dir).map_err(|e| format!("cannot enable controllers: our cgroup has other members ({e})"))?;
+        evacuate_self(dir).map_err(|e| {
+            format!("cannot enable controllers: our cgroup has other members ({e})")
+        })?;
     }
     let enabled = read_words(&dir.join("cgroup.subtree_control"));
     let memory = enabled.contains("memory");
@@ -220,7 +233,10 @@ fn try_child(dir: &Path, files: &[&str]) -> io::Result<()> {
     let missing = files.iter().find(|f| !child.join(f).exists());
     let removed = fs::remove_dir(&child);
     if let Some(f) = missing {
-        return Err(io::Error::new(io::ErrorKind::NotFound, format!("{f} missing in a child cgroup")));
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("{f} missing in a child cgroup"),
+        ));
     }
     removed
 }
@@ -251,8 +267,15 @@ impl WorkerCgroup {
         memory_bytes: Option<u64>,
         max_processes: Option<u64>,
     ) -> Result<Option<WorkerCgroup>, CgroupSetupError> {
-        let name = format!("cudal1-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
-        let mut cg = WorkerCgroup { dirs: Vec::new(), memory: None, pids: None, procs: Vec::new(), removed: false };
+        let name =
+            format!("cudal1-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
+        let mut cg = WorkerCgroup {
+            dirs: Vec::new(),
+            memory: None,
+            pids: None,
+            procs: Vec::new(),
+            removed: false,
+        };
         if let (Some(limit), Some(place)) = (memory_bytes, &base.memory) {
             let dir = cg.make_dir(place, &name)?;
             cg.set_memory(place.version, &dir, limit)?;
@@ -261,13 +284,18 @@ impl WorkerCgroup {
         if let (Some(limit), Some(place)) = (max_processes, &base.pids) {
             let dir = cg.make_dir(place, &name)?;
             let file = dir.join("pids.max");
-            write_file(&file, &limit.to_string()).map_err(|source| CgroupSetupError { path: file, source })?;
+            write_file(&file, &limit.to_string())
+                .map_err(|source| CgroupSetupError { path: file, source })?;
             cg.pids = Some(dir);
         }
         Ok((!cg.dirs.is_empty()).then_some(cg))
     }
 
-    fn make_dir(&mut self, place: &ControllerPlace, name: &str) -> Result<PathBuf, CgroupSetupError> {
+    fn make_dir(
+        &mut self,
+        place: &ControllerPlace,
+        name: &str,
+    ) -> Result<PathBuf, CgroupSetupError> {
         let dir = place.parent.join(name);
         if self.dirs.iter().any(|(_, d)| *d == dir) {
             return Ok(dir);
@@ -280,14 +308,22 @@ impl WorkerCgroup {
         Ok(dir)
     }
 
-    fn set_memory(&self, version: CgroupVersion, dir: &Path, limit: u64) -> Result<(), CgroupSetupError> {
+    fn set_memory(
+        &self,
+        version: CgroupVersion,
+        dir: &Path,
+        limit: u64,
+    ) -> Result<(), CgroupSetupError> {
         let (file, optional): (&str, &[(&str, &str)]) = match version {
             // No swap to escape into; on OOM kill the whole group, not one process.
-            CgroupVersion::V2 => ("memory.max", &[("memory.swap.max", "0"), ("memory.oom.group", "1")]),
+            CgroupVersion::V2 => {
+                ("memory.max", &[("memory.swap.max", "0"), ("memory.oom.group", "1")])
+            }
             CgroupVersion::V1 => ("memory.limit_in_bytes", &[]),
         };
         let path = dir.join(file);
-        write_file(&path, &limit.to_string()).map_err(|source| CgroupSetupError { path, source })?;
+        write_file(&path, &limit.to_string())
+            .map_err(|source| CgroupSetupError { path, source })?;
         for (f, v) in optional {
             let _ = write_file(&dir.join(f), v);
         }
@@ -308,7 +344,11 @@ impl WorkerCgroup {
         let mut set = BTreeSet::new();
         for (_, dir) in &self.dirs {
             if let Ok(text) = fs::read_to_string(dir.join("cgroup.procs")) {
-                set.extend(text.lines().filter_map(|l| l.trim().parse::<u32>().ok()).filter(|&p| procfs::is_running(p)));
+                set.extend(
+                    text.lines()
+                        .filter_map(|l| l.trim().parse::<u32>().ok())
+                        .filter(|&p| procfs::is_running(p)),
+                );
             }
         }
         set.into_iter().collect()
@@ -368,7 +408,9 @@ impl WorkerCgroup {
     /// `memory.max_usage_in_bytes`).
     pub(crate) fn peak_bytes(&self) -> Option<u64> {
         let dir = self.memory.as_ref()?;
-        ["memory.peak", "memory.max_usage_in_bytes"].iter().find_map(|f| fs::read_to_string(dir.join(f)).ok()?.trim().parse().ok())
+        ["memory.peak", "memory.max_usage_in_bytes"]
+            .iter()
+            .find_map(|f| fs::read_to_string(dir.join(f)).ok()?.trim().parse().ok())
     }
 
     /// Number of forks refused at `pids.max`.
@@ -439,9 +481,10 @@ mod tests {
     fn a_v2_cgroup_is_joined_killed_and_removed() {
         let mounts = parse_mountinfo(&fs::read_to_string("/proc/self/mountinfo").unwrap());
         let ours = parse_proc_cgroup(&fs::read_to_string("/proc/self/cgroup").unwrap());
-        let (Some(mount), Some((_, path))) =
-            (mounts.iter().find(|m| m.fstype == "cgroup2"), ours.iter().find(|(c, _)| c.is_empty()))
-        else {
+        let (Some(mount), Some((_, path))) = (
+            mounts.iter().find(|m| m.fstype == "cgroup2"),
+            ours.iter().find(|(c, _)| c.is_empty()),
+        ) else {
             eprintln!("SKIP: no cgroup2 mount on this machine");
             return;
         };

@@ -30,7 +30,10 @@ impl UserMaps {
     pub(crate) fn ours() -> Self {
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-        UserMaps { uid_map: format!("{uid} {uid} 1\n").into_bytes(), gid_map: format!("{gid} {gid} 1\n").into_bytes() }
+        UserMaps {
+            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+        }
     }
 }
 
@@ -102,7 +105,8 @@ unsafe fn write_file(path: &CStr, data: &[u8]) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     let written = libc::write(fd, data.as_ptr().cast(), data.len());
-    let result = if written == data.len() as isize { Ok(()) } else { Err(io::Error::last_os_error()) };
+    let result =
+        if written == data.len() as isize { Ok(()) } else { Err(io::Error::last_os_error()) };
     libc::close(fd);
     result
 }
@@ -176,9 +180,14 @@ impl SandboxSteps {
         let cgroup_procs = self
             .cgroup_procs
             .iter()
-            .map(|p| p.to_str().map(str::to_owned).map_err(|_| format!("the cgroup path {p:?} is not UTF-8")))
+            .map(|p| {
+                p.to_str()
+                    .map(str::to_owned)
+                    .map_err(|_| format!("the cgroup path {p:?} is not UTF-8"))
+            })
             .collect::<Result<Vec<_>, _>>()?;
-        let rlimits: Vec<[u64; 3]> = self.rlimits.iter().map(|&(r, soft, hard)| [u64::from(r), soft, hard]).collect();
+        let rlimits: Vec<[u64; 3]> =
+            self.rlimits.iter().map(|&(r, soft, hard)| [u64::from(r), soft, hard]).collect();
         let ns = &self.namespaces;
         let namespaces = serde_json::json!({
             "unshare": ns.flags(),
@@ -186,7 +195,12 @@ impl SandboxSteps {
             "uid_map": ns.user.as_ref().map(|m| String::from_utf8_lossy(&m.uid_map).into_owned()),
             "gid_map": ns.user.as_ref().map(|m| String::from_utf8_lossy(&m.gid_map).into_owned()),
         });
-        let seccomp = self.seccomp.as_ref().map(|program| program.iter().map(|f| [u32::from(f.code), u32::from(f.jt), u32::from(f.jf), f.k]).collect::<Vec<_>>());
+        let seccomp = self.seccomp.as_ref().map(|program| {
+            program
+                .iter()
+                .map(|f| [u32::from(f.code), u32::from(f.jt), u32::from(f.jf), f.k])
+                .collect::<Vec<_>>()
+        });
         Ok(serde_json::json!({
             "cgroup_procs": cgroup_procs,
             "rlimits": rlimits,
@@ -271,7 +285,10 @@ impl SandboxSteps {
     ///
     /// # Safety
     /// As [`SandboxSteps::apply`].
-    unsafe fn set_rlimits(&self, which: impl Fn(libc::__rlimit_resource_t) -> bool) -> io::Result<()> {
+    unsafe fn set_rlimits(
+        &self,
+        which: impl Fn(libc::__rlimit_resource_t) -> bool,
+    ) -> io::Result<()> {
         for &(resource, soft, hard) in self.rlimits.iter().filter(|(r, _, _)| which(*r)) {
             let limit = libc::rlimit { rlim_cur: soft, rlim_max: hard };
             check(libc::setrlimit(resource, &limit).into())?;
@@ -297,9 +314,19 @@ impl SandboxSteps {
         }
         if let Some(program) = &self.seccomp {
             check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0).into())?;
-            let len = u16::try_from(program.len()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+            let len = u16::try_from(program.len())
+                .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
             let fprog = libc::sock_fprog { len, filter: program.as_ptr().cast_mut() };
-            check(libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &raw const fprog, 0, 0).into())?;
+            check(
+                libc::prctl(
+                    libc::PR_SET_SECCOMP,
+                    libc::SECCOMP_MODE_FILTER,
+                    &raw const fprog,
+                    0,
+                    0,
+                )
+                .into(),
+            )?;
         }
         Ok(())
     }

@@ -19,7 +19,8 @@ const TARGET_ABI: ABI = ABI::V7;
 /// `/dev`: a right on a directory covers everything below it, and `/dev/shm` is where cudal1's
 /// scratch directories (the reference's expected outputs among them) live on large hosts. Not
 /// `/etc` as a whole either: see [`etc_rules`].
-const SYSTEM_READ: &[&str] = &["/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/opt", "/proc", "/sys"];
+const SYSTEM_READ: &[&str] =
+    &["/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/opt", "/proc", "/sys"];
 
 /// What a worker may read under `/etc`: only what any user of the host could read
 /// ([`world_readable`]). cudal1 may run as root, and a candidate that read `/etc/shadow` could
@@ -82,7 +83,8 @@ fn readable_below(path: &Path, parts: &mut Vec<PathBuf>) -> bool {
 
 /// Device files a worker may read and write (CUDA needs the nvidia ones and their ioctls).
 /// Nothing below `/dev/shm`: a worker writes only to its own directories.
-const DEVICE_FILES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"];
+const DEVICE_FILES: &[&str] =
+    &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"];
 
 /// Where a rule failed.
 #[derive(Debug)]
@@ -151,7 +153,9 @@ fn allow(
         detail: format!("cannot open `{}`", path.display()),
         source: Box::new(e),
     })?;
-    ruleset.add_rule(PathBeneath::new(fd, access)).map_err(err(format!("rule for `{}`", path.display())))
+    ruleset
+        .add_rule(PathBeneath::new(fd, access))
+        .map_err(err(format!("rule for `{}`", path.display())))
 }
 
 /// The rights the child grants itself on its own `/proc/self/task` (see
@@ -187,11 +191,14 @@ pub(crate) fn build(sandbox: &Sandbox, program: &Path) -> Result<Option<OwnedFd>
         .map_err(err("handled filesystem rights".into()))?;
     if !sandbox.network {
         // Belt and braces with the network namespace: no TCP bind or connect at all.
-        ruleset = ruleset.handle_access(AccessNet::from_all(TARGET_ABI)).map_err(err("handled network rights".into()))?;
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(TARGET_ABI))
+            .map_err(err("handled network rights".into()))?;
     }
     // No signals to processes outside the sandbox (as root, kill(-1) would reach everything),
     // no abstract unix sockets outside it.
-    let scopes = if sandbox.outside_ipc { Scope::Signal.into() } else { Scope::from_all(TARGET_ABI) };
+    let scopes =
+        if sandbox.outside_ipc { Scope::Signal.into() } else { Scope::from_all(TARGET_ABI) };
     ruleset = ruleset.scope(scopes).map_err(err("scopes".into()))?;
     let mut created = ruleset.create().map_err(err("creating the ruleset".into()))?;
 
@@ -243,7 +250,9 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let tmp = tempfile::tempdir().unwrap();
         let etc = tmp.path().join("etc");
-        let set = |p: &Path, mode: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+        let set = |p: &Path, mode: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap()
+        };
         let file = |p: &Path, mode: u32| {
             std::fs::write(p, "x").unwrap();
             set(p, mode);
@@ -264,7 +273,8 @@ mod tests {
         std::os::unix::fs::symlink("shadow", etc.join("top-link")).unwrap();
 
         let granted = world_readable(&etc);
-        let rel: Vec<String> = granted.iter().map(|p| p.strip_prefix(&etc).unwrap().display().to_string()).collect();
+        let rel: Vec<String> =
+            granted.iter().map(|p| p.strip_prefix(&etc).unwrap().display().to_string()).collect();
         assert_eq!(rel, ["mixed/inner", "mixed/ok.conf", "open", "passwd"]);
         // A tree readable whole is one rule.
         set(&etc.join("shadow"), 0o644);
@@ -280,11 +290,17 @@ mod tests {
         let granted = etc_rules();
         let shadow = Path::new("/etc/shadow");
         if shadow.exists() {
-            assert!(granted.iter().all(|p| !shadow.starts_with(p)), "a rule covers /etc/shadow: {granted:?}");
+            assert!(
+                granted.iter().all(|p| !shadow.starts_with(p)),
+                "a rule covers /etc/shadow: {granted:?}"
+            );
         }
         let passwd = Path::new("/etc/passwd");
         if passwd.exists() {
-            assert!(granted.iter().any(|p| passwd.starts_with(p)), "no rule covers /etc/passwd: {granted:?}");
+            assert!(
+                granted.iter().any(|p| passwd.starts_with(p)),
+                "no rule covers /etc/passwd: {granted:?}"
+            );
         }
     }
 
@@ -294,7 +310,10 @@ mod tests {
         assert_eq!(own_task_access(2), 0b1110);
         assert_eq!(own_task_access(7), 0b1110 | 1 << 14);
         // EXECUTE 1<<0, READ_FILE 1<<2, READ_DIR 1<<3: what SYSTEM_READ grants on the parent's /proc.
-        assert_eq!(own_proc_access(&Sandbox { read_paths: vec!["/x".into()], ..Sandbox::strict() }), 0b1101);
+        assert_eq!(
+            own_proc_access(&Sandbox { read_paths: vec!["/x".into()], ..Sandbox::strict() }),
+            0b1101
+        );
         assert_eq!(own_proc_access(&Sandbox::strict()), 0);
     }
 

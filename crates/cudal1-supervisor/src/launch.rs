@@ -2,13 +2,13 @@
 //! watchdog threads. Everything that can fail here fails before or right after the fork,
 //! and leaves nothing running.
 
+use std::ffi::OsString;
 use std::fs::File;
 use std::io;
-use std::ffi::OsString;
-use std::path::Path;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -66,9 +66,10 @@ struct Confinement {
 fn confine(spec: &WorkerSpec) -> Result<Confinement, SpawnError> {
     let support = sandbox_support();
     let sb = &spec.sandbox;
-    let cgroup = WorkerCgroup::create(&support.cgroups, sb.memory_bytes, sb.max_processes).map_err(|e| {
-        SpawnError::Cgroup { label: spec.label.clone(), path: e.path, source: e.source }
-    })?;
+    let cgroup =
+        WorkerCgroup::create(&support.cgroups, sb.memory_bytes, sb.max_processes).map_err(|e| {
+            SpawnError::Cgroup { label: spec.label.clone(), path: e.path, source: e.source }
+        })?;
     let steps = steps(sb, &spec.program, &spec.label, cgroup.as_ref(), true)?;
     let watchdog_limit = sb.memory_bytes.filter(|_| support.cgroups.memory.is_none());
     Ok(Confinement { steps, cgroup, watchdog_limit })
@@ -76,7 +77,13 @@ fn confine(spec: &WorkerSpec) -> Result<Confinement, SpawnError> {
 
 /// The confinement steps of `sb` for `program`, in `cgroup` if there is one, in a PID namespace of
 /// its own where `pid_namespace` asks for one and the kernel allows it.
-fn steps(sb: &Sandbox, program: &Path, label: &str, cgroup: Option<&WorkerCgroup>, pid_namespace: bool) -> Result<SandboxSteps, SpawnError> {
+fn steps(
+    sb: &Sandbox,
+    program: &Path,
+    label: &str,
+    cgroup: Option<&WorkerCgroup>,
+    pid_namespace: bool,
+) -> Result<SandboxSteps, SpawnError> {
     let support = sandbox_support();
     // No core dumps of crashing candidates.
     let mut rlimits = vec![(libc::RLIMIT_CORE, 0, 0)];
@@ -90,10 +97,15 @@ fn steps(sb: &Sandbox, program: &Path, label: &str, cgroup: Option<&WorkerCgroup
     }
     let net = !sb.network && support.network_namespace;
     let pid = pid_namespace && support.pid_namespace.is_ok();
-    let user = (net && support.network_needs_user_namespace) || (pid && support.pid_needs_user_namespace);
+    let user =
+        (net && support.network_needs_user_namespace) || (pid && support.pid_needs_user_namespace);
     let namespaces = Namespaces { net, pid, user: user.then(UserMaps::ours) };
     let landlock = match support.landlock {
-        Some(_) => landlock_rules::build(sb, program).map_err(|e| SpawnError::Landlock { label: label.to_owned(), detail: e.detail, source: e.source })?,
+        Some(_) => landlock_rules::build(sb, program).map_err(|e| SpawnError::Landlock {
+            label: label.to_owned(),
+            detail: e.detail,
+            source: e.source,
+        })?,
         None => None,
     };
     Ok(SandboxSteps {
@@ -125,7 +137,11 @@ pub fn confine_self(sandbox: &Sandbox, program: &Path) -> Result<(), SpawnError>
     let label = "this process";
     let steps = steps(sandbox, program, label, None, false)?;
     // SAFETY: the steps only change this process's own limits, namespaces and rights.
-    unsafe { steps.apply() }.map_err(|source| SpawnError::Spawn { label: label.to_owned(), program: program.to_owned(), source })
+    unsafe { steps.apply() }.map_err(|source| SpawnError::Spawn {
+        label: label.to_owned(),
+        program: program.to_owned(),
+        source,
+    })
 }
 
 /// Makes this process (a trusted one, such as cudal1) not dumpable: no process
@@ -175,7 +191,13 @@ fn pid_namespace(pid: u32, wanted: bool) -> Option<(procfs::NsTag, procfs::PidNa
 /// `program args` in `cwd` with exactly `env`, which between fork and exec starts its own
 /// session, dies with this process, loses the descriptors it should not have and applies `steps`
 /// ([`ChildSetup`]). Its standard streams are the caller's to set.
-pub(crate) fn command(program: &Path, args: &[OsString], cwd: &Path, env: &[(OsString, OsString)], steps: Option<SandboxSteps>) -> Command {
+pub(crate) fn command(
+    program: &Path,
+    args: &[OsString],
+    cwd: &Path,
+    env: &[(OsString, OsString)],
+    steps: Option<SandboxSteps>,
+) -> Command {
     let setup = ChildSetup { parent_pid: std::process::id() as libc::pid_t, sandbox: steps };
     let mut command = Command::new(program);
     command.args(args).current_dir(cwd).env_clear().envs(env.iter().map(|(k, v)| (k, v)));
@@ -207,7 +229,9 @@ fn exec(spec: &WorkerSpec, steps: Option<SandboxSteps>) -> Result<Started, Spawn
     // runner, which is dumpable where the keeper is not.
     let runner = pid_ns.as_ref().map_or(pid, |(_, ns)| ns.runner);
     let tag = if spec.sandbox.enabled { procfs::NetTag::of(runner) } else { None };
-    let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take()) else {
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
         unreachable!("all three streams were piped");
     };
     let (exit_tx, exits) = bounded(1);
@@ -223,18 +247,41 @@ fn exec(spec: &WorkerSpec, steps: Option<SandboxSteps>) -> Result<Started, Spawn
         return Err(err);
     }
     let file = |fd: OwnedFd| File::from(fd);
-    Ok(Started { pid, stdin: file(stdin.into()), stdout: file(stdout.into()), stderr: file(stderr.into()), exits, leader_peak, start_time, tag, pid_ns })
+    Ok(Started {
+        pid,
+        stdin: file(stdin.into()),
+        stdout: file(stdout.into()),
+        stderr: file(stderr.into()),
+        exits,
+        leader_peak,
+        start_time,
+        tag,
+        pid_ns,
+    })
 }
 
 /// Starts `spec` as a child of `zygote`, which applies `steps` in it before it runs anything.
-fn fork(spec: &WorkerSpec, steps: Option<SandboxSteps>, zygote: &Zygote) -> Result<Started, SpawnError> {
+fn fork(
+    spec: &WorkerSpec,
+    steps: Option<SandboxSteps>,
+    zygote: &Zygote,
+) -> Result<Started, SpawnError> {
     let failed = |detail: String| SpawnError::Zygote { label: spec.label.clone(), detail };
     if zygote.program() != spec.program {
-        return Err(failed(format!("it runs `{}`, not `{}`", zygote.program().display(), spec.program.display())));
+        return Err(failed(format!(
+            "it runs `{}`, not `{}`",
+            zygote.program().display(),
+            spec.program.display()
+        )));
     }
-    let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| failed(format!("no pipe: {e}")));
+    let pipe = || {
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| failed(format!("no pipe: {e}")))
+    };
     let ((in_r, in_w), (out_r, out_w), (err_r, err_w)) = (pipe()?, pipe()?, pipe()?);
-    let forked = zygote.fork(&spec.args, &spec.env, &spec.cwd, steps.as_ref(), [&in_r, &out_w, &err_w]).map_err(failed)?;
+    let forked = zygote
+        .fork(&spec.args, &spec.env, &spec.cwd, steps.as_ref(), [&in_r, &out_w, &err_w])
+        .map_err(failed)?;
     let pid = forked.pid;
     // The zygote reaps the child only after it has reported it, so for now the pid is the child's.
     let start_time = procfs::stat(pid).and_then(|s| s.start_time);
@@ -245,20 +292,39 @@ fn fork(spec: &WorkerSpec, steps: Option<SandboxSteps>, zygote: &Zygote) -> Resu
     let tag = if spec.sandbox.enabled { procfs::NetTag::of(runner) } else { None };
     if let Some(steps) = &steps {
         // The child said it applied the steps; what the kernel shows of them is checked here.
-        if let Err(missing) = procfs::confinement_shown(pid, pid_ns.as_ref().map(|(_, ns)| *ns), steps, tag.is_some()) {
+        if let Err(missing) =
+            procfs::confinement_shown(pid, pid_ns.as_ref().map(|(_, ns)| *ns), steps, tag.is_some())
+        {
             // SAFETY: kill has no memory-safety preconditions; the pid is the unreaped child's.
             unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
             return Err(failed(format!("the forked child is not confined: {missing}")));
         }
     }
-    Ok(Started { pid, stdin: File::from(in_w), stdout: File::from(out_r), stderr: File::from(err_r), exits: forked.exits, leader_peak: forked.leader_peak, start_time, tag, pid_ns })
+    Ok(Started {
+        pid,
+        stdin: File::from(in_w),
+        stdout: File::from(out_r),
+        stderr: File::from(err_r),
+        exits: forked.exits,
+        leader_peak: forked.leader_peak,
+        start_time,
+        tag,
+        pid_ns,
+    })
 }
 
-pub(crate) fn launch(spec: &WorkerSpec, options: &SpawnOptions, zygote: Option<&Zygote>) -> Result<Launched, SpawnError> {
+pub(crate) fn launch(
+    spec: &WorkerSpec,
+    options: &SpawnOptions,
+    zygote: Option<&Zygote>,
+) -> Result<Launched, SpawnError> {
     if !spec.program.is_absolute() {
         return Err(SpawnError::InvalidSpec {
             label: spec.label.clone(),
-            detail: format!("program `{}` must be an absolute path (the environment has no PATH)", spec.program.display()),
+            detail: format!(
+                "program `{}` must be an absolute path (the environment has no PATH)",
+                spec.program.display()
+            ),
         });
     }
     let confinement = if spec.sandbox.enabled { Some(confine(spec)?) } else { None };
@@ -268,10 +334,11 @@ pub(crate) fn launch(spec: &WorkerSpec, options: &SpawnOptions, zygote: Option<&
     };
     // Opened before the start, so that a kill of this worker is in what it reads later.
     let kernel_log = procfs::KernelLog::from_now();
-    let Started { pid, stdin, stdout, stderr, exits, leader_peak, start_time, tag, pid_ns } = match zygote {
-        Some(z) => fork(spec, steps, z)?,
-        None => exec(spec, steps)?,
-    };
+    let Started { pid, stdin, stdout, stderr, exits, leader_peak, start_time, tag, pid_ns } =
+        match zygote {
+            Some(z) => fork(spec, steps, z)?,
+            None => exec(spec, steps)?,
+        };
     let label = &spec.label;
     set_nonblocking(&stdin).map_err(thread_error(label, pid))?;
     let pipe_inodes = [procfs::inode_of(stdout.as_fd()), procfs::inode_of(stderr.as_fd())]
@@ -283,21 +350,47 @@ pub(crate) fn launch(spec: &WorkerSpec, options: &SpawnOptions, zygote: Option<&
     pipes::spawn_stdout_reader(format!("cudal1-stdout-{pid}"), stdout, options.line_limit, line_tx)
         .map_err(thread_error(label, pid))?;
     let tail = StderrTail::new(options.stderr_tail_bytes);
-    pipes::spawn_stderr_reader(format!("cudal1-stderr-{pid}"), stderr, tail.clone()).map_err(thread_error(label, pid))?;
+    pipes::spawn_stderr_reader(format!("cudal1-stderr-{pid}"), stderr, tail.clone())
+        .map_err(thread_error(label, pid))?;
     let watchdog = match watchdog_limit {
         Some(limit) => Some(
-            RssWatchdog::start(format!("cudal1-rss-{pid}"), pid as i32, start_time, keeper_and_init(pid, pid_ns.as_ref()), limit, watchdog::INTERVAL)
-                .map_err(thread_error(label, pid))?,
+            RssWatchdog::start(
+                format!("cudal1-rss-{pid}"),
+                pid as i32,
+                start_time,
+                keeper_and_init(pid, pid_ns.as_ref()),
+                limit,
+                watchdog::INTERVAL,
+            )
+            .map_err(thread_error(label, pid))?,
         ),
         None => None,
     };
     tracing::debug!(label, pid, sandboxed = spec.sandbox.enabled, forked = zygote.is_some(), net_namespace = ?tag.as_ref().map(procfs::NetTag::inode), pid_namespace = ?pid_ns.as_ref().map(|(t, ns)| (t.inode(), ns)), "worker started");
-    Ok(Launched { pid, stdin, lines, exits, leader_peak, oom_kills_at_start, kernel_log, stderr: tail, pipe_inodes, cgroup, watchdog, tag, pid_ns, start_time })
+    Ok(Launched {
+        pid,
+        stdin,
+        lines,
+        exits,
+        leader_peak,
+        oom_kills_at_start,
+        kernel_log,
+        stderr: tail,
+        pipe_inodes,
+        cgroup,
+        watchdog,
+        tag,
+        pid_ns,
+        start_time,
+    })
 }
 
 /// The processes of a worker that are copies of a trusted process (its keeper and its PID
 /// namespace's init: see `pid_namespace.rs`), whose resident memory is mostly that process's.
-pub(crate) fn keeper_and_init(pid: u32, pid_ns: Option<&(procfs::NsTag, procfs::PidNamespace)>) -> Vec<u32> {
+pub(crate) fn keeper_and_init(
+    pid: u32,
+    pid_ns: Option<&(procfs::NsTag, procfs::PidNamespace)>,
+) -> Vec<u32> {
     pid_ns.map(|(_, ns)| vec![pid, ns.init]).unwrap_or_default()
 }
 
@@ -354,7 +447,10 @@ mod tests {
                 libc::_exit(if (before, denied, after) == (1, true, 0) { 0 } else { 1 });
             },
             nix::unistd::ForkResult::Parent { child } => {
-                assert_eq!(nix::sys::wait::waitpid(child, None).unwrap(), nix::sys::wait::WaitStatus::Exited(child, 0));
+                assert_eq!(
+                    nix::sys::wait::waitpid(child, None).unwrap(),
+                    nix::sys::wait::WaitStatus::Exited(child, 0)
+                );
             }
         }
     }

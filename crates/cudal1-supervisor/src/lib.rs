@@ -64,9 +64,9 @@ mod zygote;
 
 pub use cgroup::CgroupVersion;
 pub use error::{SpawnError, WorkerError};
+pub use launch::{confine_self, deny_inspection};
 pub use outcome::{human_bytes, signal_name, LimitHit, Outcome};
 pub use spec::{Sandbox, SpawnOptions, WorkerSpec, DEFAULT_LINE_LIMIT, DEFAULT_STDERR_TAIL};
 pub use support::{sandbox_support, MemoryLimitMechanism, ProcessLimitMechanism, SandboxSupport};
-pub use launch::{confine_self, deny_inspection};
 pub use worker::Worker;
 pub use zygote::Zygote;

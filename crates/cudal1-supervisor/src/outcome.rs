@@ -104,13 +104,24 @@ impl LimitHit {
 
 impl fmt::Display for LimitHit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let reached = |peak: &Option<u64>| peak.map(|p| format!(" after reaching {}", human_bytes(p))).unwrap_or_default();
+        let reached = |peak: &Option<u64>| {
+            peak.map(|p| format!(" after reaching {}", human_bytes(p))).unwrap_or_default()
+        };
         match self {
             LimitHit::Memory { limit_bytes, peak_bytes } => {
-                write!(f, "out of memory: over its limit of {}{}", human_bytes(*limit_bytes), reached(peak_bytes))
+                write!(
+                    f,
+                    "out of memory: over its limit of {}{}",
+                    human_bytes(*limit_bytes),
+                    reached(peak_bytes)
+                )
             }
             LimitHit::HostMemory { peak_bytes } => {
-                write!(f, "out of memory: the machine ran out and the kernel's OOM killer ended it{}", reached(peak_bytes))
+                write!(
+                    f,
+                    "out of memory: the machine ran out and the kernel's OOM killer ended it{}",
+                    reached(peak_bytes)
+                )
             }
             LimitHit::Cpu { limit_seconds } => {
                 write!(f, "CPU time limit of {limit_seconds} s exceeded")
@@ -166,16 +177,24 @@ mod tests {
         assert_eq!(human_bytes(6_871_947_674), "6.4 GiB");
         assert_eq!(human_bytes(300 << 20), "300 MiB");
         let own = LimitHit::Memory { limit_bytes: 1 << 30, peak_bytes: Some(1_100 << 20) };
-        assert_eq!(own.to_string(), "out of memory: over its limit of 1.0 GiB after reaching 1.1 GiB");
+        assert_eq!(
+            own.to_string(),
+            "out of memory: over its limit of 1.0 GiB after reaching 1.1 GiB"
+        );
         let host = LimitHit::HostMemory { peak_bytes: None };
         assert!(host.to_string().starts_with("out of memory: the machine ran out"), "{host}");
-        assert!(own.is_memory() && host.is_memory() && !LimitHit::Processes { limit: 1 }.is_memory());
+        assert!(
+            own.is_memory() && host.is_memory() && !LimitHit::Processes { limit: 1 }.is_memory()
+        );
     }
 
     #[test]
     fn leaked_display_lists_survivors_and_sees_through_to_the_signal() {
         let o = Outcome::Leaked { leader: Box::new(Outcome::signaled(9)), survivors: vec![12, 34] };
-        assert_eq!(o.to_string(), "killed by SIGKILL (9), leaving 2 process(es) behind (pids 12, 34)");
+        assert_eq!(
+            o.to_string(),
+            "killed by SIGKILL (9), leaving 2 process(es) behind (pids 12, 34)"
+        );
         assert_eq!(o.leader_signal(), Some(9));
         assert!(!o.is_success());
         assert!(Outcome::Exited(0).is_success());

@@ -60,7 +60,16 @@ const LAST_SIGNAL: libc::c_int = 64;
 /// Between fork and exec, in a process that has just unshared a PID and a mount namespace.
 pub(crate) unsafe fn enter(steps: &SandboxSteps) -> io::Result<()> {
     // Mounts made from here on stay in this mount namespace.
-    check(libc::mount(std::ptr::null(), ROOT.as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()).into())?;
+    check(
+        libc::mount(
+            std::ptr::null(),
+            ROOT.as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
+        .into(),
+    )?;
     // No signal may end the keeper before it ignores them; the init and the runner set their own.
     let mut all: libc::sigset_t = std::mem::zeroed();
     let mut before: libc::sigset_t = std::mem::zeroed();
@@ -151,7 +160,11 @@ unsafe fn close_everything() {
     if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) == -1 {
         // Before Linux 5.9.
         let mut limit: libc::rlimit = std::mem::zeroed();
-        let last = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 { limit.rlim_cur.min(1 << 16) } else { 1024 };
+        let last = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+            limit.rlim_cur.min(1 << 16)
+        } else {
+            1024
+        };
         for fd in 0..last as libc::c_int {
             libc::close(fd);
         }
@@ -198,7 +211,11 @@ pub(crate) unsafe fn end_as(status: libc::c_int) -> ! {
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, signal);
         libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-        libc::syscall(libc::SYS_kill, libc::c_long::from(libc::getpid()), libc::c_long::from(signal));
+        libc::syscall(
+            libc::SYS_kill,
+            libc::c_long::from(libc::getpid()),
+            libc::c_long::from(signal),
+        );
         libc::_exit(128 + signal);
     }
     libc::_exit(if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 255 })
@@ -223,8 +240,20 @@ unsafe fn run_init(steps: &SandboxSteps, ready: libc::c_int) -> ! {
     libc::sigaddset(&mut child, libc::SIGCHLD);
     libc::sigprocmask(libc::SIG_SETMASK, &child, std::ptr::null_mut());
     loop {
-        while libc::wait4(-1, std::ptr::null_mut(), libc::WNOHANG | libc::__WALL, std::ptr::null_mut()) > 0 {}
-        libc::syscall(libc::SYS_rt_sigtimedwait, &raw const child, std::ptr::null_mut::<libc::siginfo_t>(), std::ptr::null::<libc::timespec>(), KERNEL_SIGSET_BYTES);
+        while libc::wait4(
+            -1,
+            std::ptr::null_mut(),
+            libc::WNOHANG | libc::__WALL,
+            std::ptr::null_mut(),
+        ) > 0
+        {}
+        libc::syscall(
+            libc::SYS_rt_sigtimedwait,
+            &raw const child,
+            std::ptr::null_mut::<libc::siginfo_t>(),
+            std::ptr::null::<libc::timespec>(),
+            KERNEL_SIGSET_BYTES,
+        );
     }
 }
 
@@ -234,7 +263,16 @@ unsafe fn prepare_init(steps: &SandboxSteps) -> io::Result<()> {
     set_all_signals(libc::SIG_DFL);
     libc::signal(libc::SIGCHLD, libc::SIG_DFL);
     // Mounted by a process inside the namespace: a `/proc` shows the namespace of its mounter.
-    check(libc::mount(PROC_FS.as_ptr(), PROC.as_ptr(), PROC_FS.as_ptr(), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, std::ptr::null()).into())?;
+    check(
+        libc::mount(
+            PROC_FS.as_ptr(),
+            PROC.as_ptr(),
+            PROC_FS.as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            std::ptr::null(),
+        )
+        .into(),
+    )?;
     if steps.drop_capabilities {
         drop_capabilities()?;
     }

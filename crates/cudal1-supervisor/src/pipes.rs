@@ -38,7 +38,11 @@ impl LineSplitter {
     }
 
     /// Feeds bytes; emits complete lines, or one `TooLong` after which everything is dropped.
-    pub(crate) fn feed(&mut self, mut bytes: &[u8], emit: &mut dyn FnMut(StdoutEvent) -> bool) -> bool {
+    pub(crate) fn feed(
+        &mut self,
+        mut bytes: &[u8],
+        emit: &mut dyn FnMut(StdoutEvent) -> bool,
+    ) -> bool {
         while !self.overflowed && !bytes.is_empty() {
             let newline = bytes.iter().position(|&b| b == b'\n');
             let take = newline.unwrap_or(bytes.len());
@@ -261,7 +265,8 @@ mod tests {
     fn the_stderr_thread_drains_everything_and_reports_close() {
         let data: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
         let tail = StderrTail::new(16);
-        let handle = spawn_stderr_reader("t".into(), io::Cursor::new(data.clone()), tail.clone()).unwrap();
+        let handle =
+            spawn_stderr_reader("t".into(), io::Cursor::new(data.clone()), tail.clone()).unwrap();
         assert!(tail.wait_closed(Instant::now() + Duration::from_secs(10)));
         handle.join().unwrap();
         let text = tail.text();

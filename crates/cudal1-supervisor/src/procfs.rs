@@ -26,7 +26,8 @@ pub(crate) fn parse_stat(text: &str) -> Option<Stat> {
     let state = fields.first()?.chars().next()?;
     let pgrp = fields.get(2)?.parse().ok()?;
     // utime, stime, cutime, cstime: fields 14-17 of stat(5), 11-14 after the name.
-    let ticks = (11..15).map(|i| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0)).sum();
+    let ticks =
+        (11..15).map(|i| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0)).sum();
     // starttime: field 22 of stat(5), 19 after the name.
     let start_time = fields.get(19).and_then(|f| f.parse().ok());
     Some(Stat { state, pgrp, ticks, start_time })
@@ -50,7 +51,9 @@ fn all_pids() -> Vec<u32> {
 pub(crate) fn group_members(pgid: i32) -> Vec<u32> {
     all_pids()
         .into_iter()
-        .filter(|&pid| stat(pid).is_some_and(|s| s.pgrp == pgid && s.state != 'Z' && s.state != 'X'))
+        .filter(|&pid| {
+            stat(pid).is_some_and(|s| s.pgrp == pgid && s.state != 'Z' && s.state != 'X')
+        })
         .collect()
 }
 
@@ -102,7 +105,8 @@ fn writes_any(pid: u32, wanted: &[String]) -> bool {
     dir.filter_map(Result::ok).any(|e| {
         let target = fs::read_link(e.path()).ok().and_then(|t| t.to_str().map(str::to_owned));
         target.is_some_and(|t| wanted.contains(&t))
-            && fd_flags(pid, &e.file_name().to_string_lossy()).is_some_and(|f| f & libc::O_ACCMODE != libc::O_RDONLY)
+            && fd_flags(pid, &e.file_name().to_string_lossy())
+                .is_some_and(|f| f & libc::O_ACCMODE != libc::O_RDONLY)
     })
 }
 
@@ -158,7 +162,10 @@ impl NsTag {
 /// capability it does not have, and making a new one is refused by its seccomp filter), so
 /// this finds all of them, whatever session, group or parent they have moved to.
 pub(crate) fn in_net_namespace(inode: u64) -> Vec<u32> {
-    all_pids().into_iter().filter(|&pid| net_namespace(pid) == Some(inode) && is_running(pid)).collect()
+    all_pids()
+        .into_iter()
+        .filter(|&pid| net_namespace(pid) == Some(inode) && is_running(pid))
+        .collect()
 }
 
 /// `pid` and its descendants, through each thread's `children` list.
@@ -185,7 +192,10 @@ pub(crate) fn tree(pid: u32) -> Vec<u32> {
 pub(crate) fn cpu_time(pids: &[u32]) -> std::time::Duration {
     let ticks: u64 = pids.iter().filter_map(|&p| stat(p)).map(|s| s.ticks).sum();
     // SAFETY: sysconf has no preconditions.
-    let per_second = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).ok().filter(|&t| t > 0).unwrap_or(100);
+    let per_second = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+        .ok()
+        .filter(|&t| t > 0)
+        .unwrap_or(100);
     std::time::Duration::from_micros(ticks.saturating_mul(1_000_000) / per_second)
 }
 
@@ -193,7 +203,10 @@ pub(crate) fn cpu_time(pids: &[u32]) -> std::time::Duration {
 /// `/proc/<pid>/status`; one id where it lives in ours).
 pub(crate) fn ns_pids(pid: u32) -> Vec<u32> {
     let Ok(text) = fs::read_to_string(format!("/proc/{pid}/status")) else { return Vec::new() };
-    text.lines().find_map(|l| l.strip_prefix("NSpid:")).map(|v| v.split_whitespace().filter_map(|p| p.parse().ok()).collect()).unwrap_or_default()
+    text.lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))
+        .map(|v| v.split_whitespace().filter_map(|p| p.parse().ok()).collect())
+        .unwrap_or_default()
 }
 
 /// The PID namespace a sandboxed worker's keeper made (see `pid_namespace.rs`): its init and its
@@ -265,7 +278,11 @@ impl KernelLog {
     pub(crate) fn from_now() -> Option<KernelLog> {
         use std::io::{Seek, SeekFrom};
         use std::os::unix::fs::OpenOptionsExt;
-        let mut kmsg = fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open("/dev/kmsg").ok()?;
+        let mut kmsg = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open("/dev/kmsg")
+            .ok()?;
         kmsg.seek(SeekFrom::End(0)).ok()?;
         Some(KernelLog(kmsg))
     }
@@ -274,7 +291,8 @@ impl KernelLog {
     /// says the OOM killer killed one of `pids`; `None` when the log could not be read to its end.
     pub(crate) fn names_oom_kill(&self, pids: &[u32]) -> Option<bool> {
         use std::io::Read;
-        let needles: Vec<String> = pids.iter().map(|pid| format!("Killed process {pid} (")).collect();
+        let needles: Vec<String> =
+            pids.iter().map(|pid| format!("Killed process {pid} (")).collect();
         // One record per read; a buffer smaller than a record is refused (EINVAL).
         let mut buf = vec![0u8; 16 * 1024];
         let mut found = false;
@@ -299,7 +317,11 @@ impl KernelLog {
 fn names_kill(record: &[u8], needle: &str) -> bool {
     let text = String::from_utf8_lossy(record);
     let Some((header, message)) = text.split_once(';') else { return false };
-    let kernel = header.split(',').next().and_then(|p| p.parse::<u32>().ok()).is_some_and(|prio| prio >> 3 == 0);
+    let kernel = header
+        .split(',')
+        .next()
+        .and_then(|p| p.parse::<u32>().ok())
+        .is_some_and(|prio| prio >> 3 == 0);
     kernel && (message.starts_with(needle) || message.contains(&format!("of memory: {needle}")))
 }
 
@@ -327,14 +349,21 @@ pub(crate) fn read_keyed(path: &Path, key: &str) -> Option<u64> {
 /// it was to make a PID namespace, that `keeper` (the child the fork server forked) has an init and
 /// a runner in one (`ns`), both so confined. Landlock leaves no trace there. `Err` names what is
 /// missing.
-pub(crate) fn confinement_shown(keeper: u32, ns: Option<PidNamespace>, steps: &crate::child_setup::SandboxSteps, own_net: bool) -> Result<(), String> {
+pub(crate) fn confinement_shown(
+    keeper: u32,
+    ns: Option<PidNamespace>,
+    steps: &crate::child_setup::SandboxSteps,
+    own_net: bool,
+) -> Result<(), String> {
     let mut missing = Vec::new();
     let confined: Vec<(&str, u32)> = match (steps.namespaces.pid, ns) {
         (false, _) => vec![("it", keeper)],
         (true, Some(ns)) => {
             // The keeper runs none of the worker's code, but has dropped its capabilities too.
             if steps.drop_capabilities {
-                missing.extend(capabilities_left(keeper).into_iter().map(|m| format!("its keeper's {m}")));
+                missing.extend(
+                    capabilities_left(keeper).into_iter().map(|m| format!("its keeper's {m}")),
+                );
             }
             vec![("its init", ns.init), ("its runner", ns.runner)]
         }
@@ -344,16 +373,20 @@ pub(crate) fn confinement_shown(keeper: u32, ns: Option<PidNamespace>, steps: &c
         }
     };
     for (who, pid) in confined {
-        let status = fs::read_to_string(format!("/proc/{pid}/status")).map_err(|e| format!("the status of {who} cannot be read: {e}"))?;
+        let status = fs::read_to_string(format!("/proc/{pid}/status"))
+            .map_err(|e| format!("the status of {who} cannot be read: {e}"))?;
         let field = |key: &str| status.lines().find_map(|l| l.strip_prefix(key)).map(str::trim);
         if steps.drop_capabilities {
             missing.extend(capabilities_left(pid).into_iter().map(|m| format!("{who}: {m}")));
         }
-        if (steps.seccomp.is_some() || steps.landlock.is_some()) && field("NoNewPrivs:") != Some("1") {
+        if (steps.seccomp.is_some() || steps.landlock.is_some())
+            && field("NoNewPrivs:") != Some("1")
+        {
             missing.push(format!("{who}: no_new_privs is not set"));
         }
         if steps.seccomp.is_some() && field("Seccomp:") != Some("2") {
-            missing.push(format!("{who}: its seccomp mode is {:?}, not a filter", field("Seccomp:")));
+            missing
+                .push(format!("{who}: its seccomp mode is {:?}, not a filter", field("Seccomp:")));
         }
     }
     if steps.namespaces.net && !own_net {
@@ -387,7 +420,8 @@ mod tests {
         let s = parse_stat("42 (a) b (c) S 1 777 777 0 -1").unwrap();
         assert_eq!(s, Stat { state: 'S', pgrp: 777, ticks: 0, start_time: None });
         assert_eq!(parse_stat("garbage"), None);
-        let s = parse_stat("42 (x) R 1 7 7 0 -1 4194304 100 0 0 0 250 50 3 2 20 0 1 0 98765").unwrap();
+        let s =
+            parse_stat("42 (x) R 1 7 7 0 -1 4194304 100 0 0 0 250 50 3 2 20 0 1 0 98765").unwrap();
         assert_eq!((s.pgrp, s.ticks, s.start_time), (7, 305, Some(98765)));
     }
 
@@ -440,7 +474,10 @@ mod tests {
     #[test]
     fn a_child_is_in_our_tree_and_namespace_and_its_cpu_time_counts() {
         let me = std::process::id();
-        let mut child = std::process::Command::new("/bin/sh").args(["-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; sleep 1000"]).spawn().unwrap();
+        let mut child = std::process::Command::new("/bin/sh")
+            .args(["-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; sleep 1000"])
+            .spawn()
+            .unwrap();
         let ns = net_namespace(me).unwrap();
         assert_eq!(net_namespace(child.id()), Some(ns));
         assert!(in_net_namespace(ns).contains(&child.id()));
@@ -457,7 +494,10 @@ mod tests {
 
     #[test]
     fn peak_memory_and_oom_kills_are_read() {
-        assert_eq!(status_kib("Name:\tx\nVmHWM:\t  2048 kB\nVmRSS:\t 10 kB\n", "VmHWM:"), Some(2048));
+        assert_eq!(
+            status_kib("Name:\tx\nVmHWM:\t  2048 kB\nVmRSS:\t 10 kB\n", "VmHWM:"),
+            Some(2048)
+        );
         let me = std::process::id();
         assert!(peak_rss_bytes(me).unwrap() >= rss_bytes(me) / 2);
         assert!(peak_rss_bytes(u32::MAX).is_none());
@@ -477,11 +517,26 @@ mod tests {
     fn kernel_log_records_name_the_killed_process() {
         let needle = "Killed process 4242 (";
         assert!(names_kill(b"3,1977,123456789,-;Out of memory: Killed process 4242 (python3) total-vm:1234kB, anon-rss:99kB", needle));
-        assert!(names_kill(b"3,1978,1,-;Memory cgroup out of memory: Killed process 4242 (python3) total-vm:1kB", needle));
-        assert!(names_kill(b"3,1979,1,-;Killed process 4242 (python3) total-vm:1kB, anon-rss:1kB", needle), "older kernels");
+        assert!(names_kill(
+            b"3,1978,1,-;Memory cgroup out of memory: Killed process 4242 (python3) total-vm:1kB",
+            needle
+        ));
+        assert!(
+            names_kill(
+                b"3,1979,1,-;Killed process 4242 (python3) total-vm:1kB, anon-rss:1kB",
+                needle
+            ),
+            "older kernels"
+        );
         assert!(!names_kill(b"3,1980,1,-;Out of memory: Killed process 42420 (python3)", needle));
-        assert!(!names_kill(b"6,1981,1,-;oom_reaper: reaped process 4242 (python3), now anon-rss:0kB", needle));
-        assert!(!names_kill(b"6,1982,1,-;audit: Killed process 4242 (python3) by a signal", needle));
+        assert!(!names_kill(
+            b"6,1981,1,-;oom_reaper: reaped process 4242 (python3), now anon-rss:0kB",
+            needle
+        ));
+        assert!(!names_kill(
+            b"6,1982,1,-;audit: Killed process 4242 (python3) by a signal",
+            needle
+        ));
         // The same words written by user space (facility 1 and up) are no evidence.
         assert!(!names_kill(b"11,1983,1,-;Out of memory: Killed process 4242 (python3)", needle));
         assert!(!names_kill(b"no header", needle));

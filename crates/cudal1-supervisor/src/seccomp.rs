@@ -122,15 +122,38 @@ mod tests {
         let deny = SECCOMP_RET_ERRNO | libc::EPERM as u32;
         assert_eq!(run(&p, AUDIT_ARCH, nr(libc::SYS_unshare), libc::CLONE_NEWNET as u64), deny);
         assert_eq!(run(&p, AUDIT_ARCH, nr(libc::SYS_setns), 0), deny);
-        assert_eq!(run(&p, AUDIT_ARCH, nr(libc::SYS_clone3), 0), SECCOMP_RET_ERRNO | libc::ENOSYS as u32);
-        for flag in [libc::CLONE_NEWUSER, libc::CLONE_NEWNET, libc::CLONE_NEWPID, libc::CLONE_NEWNS] {
-            assert_eq!(run(&p, AUDIT_ARCH, nr(libc::SYS_clone), (flag | libc::SIGCHLD) as u64), deny, "{flag:#x}");
+        assert_eq!(
+            run(&p, AUDIT_ARCH, nr(libc::SYS_clone3), 0),
+            SECCOMP_RET_ERRNO | libc::ENOSYS as u32
+        );
+        for flag in [libc::CLONE_NEWUSER, libc::CLONE_NEWNET, libc::CLONE_NEWPID, libc::CLONE_NEWNS]
+        {
+            assert_eq!(
+                run(&p, AUDIT_ARCH, nr(libc::SYS_clone), (flag | libc::SIGCHLD) as u64),
+                deny,
+                "{flag:#x}"
+            );
         }
         // fork, threads, vfork-style spawns.
-        for flags in [libc::SIGCHLD, libc::CLONE_VM | libc::CLONE_THREAD | libc::CLONE_SIGHAND, libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD] {
-            assert_eq!(run(&p, AUDIT_ARCH, nr(libc::SYS_clone), flags as u64), SECCOMP_RET_ALLOW, "{flags:#x}");
+        for flags in [
+            libc::SIGCHLD,
+            libc::CLONE_VM | libc::CLONE_THREAD | libc::CLONE_SIGHAND,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+        ] {
+            assert_eq!(
+                run(&p, AUDIT_ARCH, nr(libc::SYS_clone), flags as u64),
+                SECCOMP_RET_ALLOW,
+                "{flags:#x}"
+            );
         }
-        for call in [libc::SYS_read, libc::SYS_write, libc::SYS_openat, libc::SYS_mmap, libc::SYS_ioctl, libc::SYS_execve] {
+        for call in [
+            libc::SYS_read,
+            libc::SYS_write,
+            libc::SYS_openat,
+            libc::SYS_mmap,
+            libc::SYS_ioctl,
+            libc::SYS_execve,
+        ] {
             assert_eq!(run(&p, AUDIT_ARCH, nr(call), 0), SECCOMP_RET_ALLOW, "{call}");
         }
         // Another table: the i386 ABI, x32.

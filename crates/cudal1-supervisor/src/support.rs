@@ -106,8 +106,13 @@ fn report(s: &SandboxSupport) {
         tracing::warn!(reason = %why, "PID namespaces are unavailable: sandboxed workers can reach this user's processes by pid (prlimit, setpriority, sched_setaffinity), and their orphans leave their process tree (found by network namespace only)");
     }
     match s.landlock {
-        None => tracing::warn!("Landlock is unavailable: sandboxed workers can read and write anywhere the user can"),
-        Some(abi) if abi < 6 => tracing::warn!(abi, "Landlock ABI < 6: no signal scoping, and older ABIs lack TCP and ioctl rules"),
+        None => tracing::warn!(
+            "Landlock is unavailable: sandboxed workers can read and write anywhere the user can"
+        ),
+        Some(abi) if abi < 6 => tracing::warn!(
+            abi,
+            "Landlock ABI < 6: no signal scoping, and older ABIs lack TCP and ioctl rules"
+        ),
         Some(_) => {}
     }
     if s.memory_limit == MemoryLimitMechanism::RssWatchdog {
@@ -130,7 +135,12 @@ const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
 fn landlock_abi() -> Option<i32> {
     // SAFETY: with a null attribute and the VERSION flag the call only returns a number.
     let abi = unsafe {
-        libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, LANDLOCK_CREATE_RULESET_VERSION)
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
     };
     (abi > 0).then(|| i32::try_from(abi).unwrap_or(i32::MAX))
 }
@@ -160,7 +170,8 @@ fn probe_netns() -> NetProbe {
             }
             libc::_exit(2)
         },
-        Ok(nix::unistd::ForkResult::Parent { child }) => match nix::sys::wait::waitpid(child, None) {
+        Ok(nix::unistd::ForkResult::Parent { child }) => match nix::sys::wait::waitpid(child, None)
+        {
             Ok(nix::sys::wait::WaitStatus::Exited(_, 0)) => NetProbe::Plain,
             Ok(nix::sys::wait::WaitStatus::Exited(_, 1)) => NetProbe::WithUser,
             _ => NetProbe::No,
@@ -183,7 +194,8 @@ const PIDNS_STEPS: [&str; 5] = [
 /// step the kernel refused, and why.
 fn probe_pidns(user: bool) -> Result<(), String> {
     let crate::child_setup::UserMaps { uid_map, gid_map } = crate::child_setup::UserMaps::ours();
-    let (report_r, report_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("no pipe: {e}"))?;
+    let (report_r, report_w) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("no pipe: {e}"))?;
     let report_r = std::fs::File::from(report_r);
     let fd = std::os::fd::AsRawFd::as_raw_fd(&report_w);
     // SAFETY: the child only makes raw system calls on data prepared here, then _exits.
@@ -195,23 +207,40 @@ fn probe_pidns(user: bool) -> Result<(), String> {
                 libc::_exit(1)
             };
             let errno = || std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
-            let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS | if user { libc::CLONE_NEWUSER } else { 0 };
+            let flags =
+                libc::CLONE_NEWPID | libc::CLONE_NEWNS | if user { libc::CLONE_NEWUSER } else { 0 };
             if libc::unshare(flags) != 0 {
                 fail(0, errno());
             }
             if user {
                 libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
-                if !(write_raw(c"/proc/self/setgroups", b"deny") && write_raw(c"/proc/self/uid_map", &uid_map) && write_raw(c"/proc/self/gid_map", &gid_map)) {
+                if !(write_raw(c"/proc/self/setgroups", b"deny")
+                    && write_raw(c"/proc/self/uid_map", &uid_map)
+                    && write_raw(c"/proc/self/gid_map", &gid_map))
+                {
                     fail(1, errno());
                 }
             }
-            if libc::mount(std::ptr::null(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) != 0 {
+            if libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ) != 0
+            {
                 fail(2, errno());
             }
             match libc::syscall(libc::SYS_clone, libc::c_long::from(libc::SIGCHLD), 0, 0, 0, 0) {
                 -1 => fail(3, errno()),
                 0 => {
-                    let mounted = libc::mount(c"proc".as_ptr(), c"/proc".as_ptr(), c"proc".as_ptr(), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, std::ptr::null());
+                    let mounted = libc::mount(
+                        c"proc".as_ptr(),
+                        c"/proc".as_ptr(),
+                        c"proc".as_ptr(),
+                        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                        std::ptr::null(),
+                    );
                     libc::_exit(if mounted == 0 { 0 } else { errno() });
                 }
                 init => {
@@ -235,9 +264,15 @@ fn probe_pidns(user: bool) -> Result<(), String> {
                 (_, 8) => {
                     let step = i32::from_ne_bytes(report[..4].try_into().expect("four bytes"));
                     let errno = i32::from_ne_bytes(report[4..].try_into().expect("four bytes"));
-                    let what = usize::try_from(step).ok().and_then(|s| PIDNS_STEPS.get(s)).unwrap_or(&"an unknown step");
+                    let what = usize::try_from(step)
+                        .ok()
+                        .and_then(|s| PIDNS_STEPS.get(s))
+                        .unwrap_or(&"an unknown step");
                     let user = if user { " (in a user namespace)" } else { "" };
-                    Err(format!("{what}{user} failed: {}", std::io::Error::from_raw_os_error(errno)))
+                    Err(format!(
+                        "{what}{user} failed: {}",
+                        std::io::Error::from_raw_os_error(errno)
+                    ))
                 }
                 (status, _) => Err(format!("the probe ended without a report ({status:?})")),
             }
@@ -267,7 +302,11 @@ mod tests {
         assert!(std::ptr::eq(a, b));
         // Landlock's presence is also visible in the LSM list when securityfs is mounted.
         if let Ok(lsm) = std::fs::read_to_string("/sys/kernel/security/lsm") {
-            assert_eq!(a.landlock.is_some(), lsm.split(',').any(|l| l.trim() == "landlock"), "{lsm}");
+            assert_eq!(
+                a.landlock.is_some(),
+                lsm.split(',').any(|l| l.trim() == "landlock"),
+                "{lsm}"
+            );
         }
         if a.cgroup {
             assert!(a.cgroups.memory.is_some() || a.cgroups.pids.is_some());

@@ -27,7 +27,14 @@ impl RssWatchdog {
     /// Watches group `pgid`, whose leader started at `leader_start` (so that a later group under
     /// the same id is not watched: `procfs::own_group`). The memory of `uncounted` (a worker's
     /// keeper and init, copies of a trusted process that hold its pages) is not the worker's.
-    pub(crate) fn start(name: String, pgid: i32, leader_start: Option<u64>, uncounted: Vec<u32>, limit_bytes: u64, interval: Duration) -> io::Result<Self> {
+    pub(crate) fn start(
+        name: String,
+        pgid: i32,
+        leader_start: Option<u64>,
+        uncounted: Vec<u32>,
+        limit_bytes: u64,
+        interval: Duration,
+    ) -> io::Result<Self> {
         let (stop, stopped) = bounded::<()>(0);
         let fired = Arc::new(AtomicBool::new(false));
         let flag = fired.clone();
@@ -42,7 +49,11 @@ impl RssWatchdog {
             if members.is_empty() {
                 return;
             }
-            let rss: u64 = members.iter().filter(|p| !uncounted.contains(p)).map(|&p| procfs::rss_bytes(p)).sum();
+            let rss: u64 = members
+                .iter()
+                .filter(|p| !uncounted.contains(p))
+                .map(|&p| procfs::rss_bytes(p))
+                .sum();
             seen.fetch_max(rss, Ordering::SeqCst);
             if rss > limit_bytes {
                 flag.store(true, Ordering::SeqCst);
@@ -87,10 +98,18 @@ mod tests {
     /// A real process group that grows past the limit is killed, and the watchdog says so.
     #[test]
     fn a_growing_group_is_killed() {
-        let Some(python) = ["/usr/bin/python3", "/usr/local/bin/python3"].iter().find(|p| std::path::Path::new(p).exists()).map(|p| p.to_string()).or_else(|| {
-            let out = std::process::Command::new("python3").args(["-c", "import sys; print(sys.executable)"]).output().ok()?;
-            Some(String::from_utf8(out.stdout).ok()?.trim().to_string())
-        }) else {
+        let Some(python) = ["/usr/bin/python3", "/usr/local/bin/python3"]
+            .iter()
+            .find(|p| std::path::Path::new(p).exists())
+            .map(|p| p.to_string())
+            .or_else(|| {
+                let out = std::process::Command::new("python3")
+                    .args(["-c", "import sys; print(sys.executable)"])
+                    .output()
+                    .ok()?;
+                Some(String::from_utf8(out.stdout).ok()?.trim().to_string())
+            })
+        else {
             eprintln!("SKIP: no python3 to grow memory with");
             return;
         };
@@ -101,7 +120,8 @@ mod tests {
             .spawn()
             .unwrap();
         let pgid = child.id() as i32;
-        let mut dog = RssWatchdog::start("dog".into(), pgid, None, Vec::new(), 128 << 20, INTERVAL).unwrap();
+        let mut dog =
+            RssWatchdog::start("dog".into(), pgid, None, Vec::new(), 128 << 20, INTERVAL).unwrap();
         let status = child.wait().unwrap();
         dog.stop();
         assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
@@ -117,7 +137,15 @@ mod tests {
             .process_group(0)
             .spawn()
             .unwrap();
-        let mut dog = RssWatchdog::start("dog".into(), child.id() as i32, None, Vec::new(), 1 << 40, INTERVAL).unwrap();
+        let mut dog = RssWatchdog::start(
+            "dog".into(),
+            child.id() as i32,
+            None,
+            Vec::new(),
+            1 << 40,
+            INTERVAL,
+        )
+        .unwrap();
         // Closing stdin ends cat; the watchdog must not have touched it.
         drop(child.stdin.take());
         let status = child.wait().unwrap();

@@ -93,7 +93,10 @@ impl Worker {
     ///
     /// # Errors
     /// As [`Worker::spawn`].
-    pub fn spawn_with_options(spec: WorkerSpec, options: SpawnOptions) -> Result<Worker, SpawnError> {
+    pub fn spawn_with_options(
+        spec: WorkerSpec,
+        options: SpawnOptions,
+    ) -> Result<Worker, SpawnError> {
         Self::start(spec, options, None)
     }
 
@@ -103,12 +106,35 @@ impl Worker {
     /// # Errors
     /// As [`Worker::spawn`], and [`SpawnError::Zygote`] when the zygote cannot fork it (it
     /// ended, runs another program, or the child could not confine itself).
-    pub fn spawn_forked(spec: WorkerSpec, options: SpawnOptions, zygote: &Zygote) -> Result<Worker, SpawnError> {
+    pub fn spawn_forked(
+        spec: WorkerSpec,
+        options: SpawnOptions,
+        zygote: &Zygote,
+    ) -> Result<Worker, SpawnError> {
         Self::start(spec, options, Some(zygote))
     }
 
-    fn start(spec: WorkerSpec, options: SpawnOptions, zygote: Option<&Zygote>) -> Result<Worker, SpawnError> {
-        let Launched { pid, stdin, lines, exits, leader_peak, oom_kills_at_start, kernel_log, stderr, pipe_inodes, cgroup, watchdog, tag, pid_ns, start_time } = launch(&spec, &options, zygote)?;
+    fn start(
+        spec: WorkerSpec,
+        options: SpawnOptions,
+        zygote: Option<&Zygote>,
+    ) -> Result<Worker, SpawnError> {
+        let Launched {
+            pid,
+            stdin,
+            lines,
+            exits,
+            leader_peak,
+            oom_kills_at_start,
+            kernel_log,
+            stderr,
+            pipe_inodes,
+            cgroup,
+            watchdog,
+            tag,
+            pid_ns,
+            start_time,
+        } = launch(&spec, &options, zygote)?;
         Ok(Worker {
             label: spec.label,
             pid,
@@ -279,13 +305,17 @@ impl Worker {
             return Err(self.exited_error(outcome));
         }
         let Value::Object(mut map) = request else {
-            return Err(WorkerError::BadRequest { label: self.label.clone(), detail: "a request must be a JSON object".into() });
+            return Err(WorkerError::BadRequest {
+                label: self.label.clone(),
+                detail: "a request must be a JSON object".into(),
+            });
         };
         let id = self.next_id;
         self.next_id += 1;
         map.insert("id".into(), Value::from(id));
-        let mut line = serde_json::to_vec(&Value::Object(map))
-            .map_err(|e| WorkerError::BadRequest { label: self.label.clone(), detail: e.to_string() })?;
+        let mut line = serde_json::to_vec(&Value::Object(map)).map_err(|e| {
+            WorkerError::BadRequest { label: self.label.clone(), detail: e.to_string() }
+        })?;
         line.push(b'\n');
 
         let deadline = Instant::now() + timeout;
@@ -293,12 +323,19 @@ impl Worker {
             // A closed stdin means the worker is exiting; the waiter says how.
             Ok(()) | Err(WriteFail::Closed) => {}
             Err(WriteFail::TimedOut) => return Err(self.time_out(timeout)),
-            Err(WriteFail::Io(source)) => return Err(WorkerError::Io { label: self.label.clone(), source }),
+            Err(WriteFail::Io(source)) => {
+                return Err(WorkerError::Io { label: self.label.clone(), source })
+            }
         }
         self.await_reply(id, deadline, timeout)
     }
 
-    fn await_reply(&mut self, id: u64, deadline: Instant, timeout: Duration) -> Result<Value, WorkerError> {
+    fn await_reply(
+        &mut self,
+        id: u64,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<Value, WorkerError> {
         loop {
             if self.leader.is_some() {
                 return self.exited_during(id);
@@ -343,7 +380,8 @@ impl Worker {
                     }
                 }
                 Ok(StdoutEvent::TooLong) => {}
-                Ok(StdoutEvent::Eof | StdoutEvent::Failed(_)) | Err(RecvTimeoutError::Disconnected) => {
+                Ok(StdoutEvent::Eof | StdoutEvent::Failed(_))
+                | Err(RecvTimeoutError::Disconnected) => {
                     self.stdout_open = false;
                 }
                 Err(RecvTimeoutError::Timeout) => break,
@@ -438,7 +476,9 @@ impl Worker {
                 self.stderr.wait_closed(until);
                 continue;
             }
-            std::thread::sleep(Duration::from_millis(2).min(until.saturating_duration_since(Instant::now())));
+            std::thread::sleep(
+                Duration::from_millis(2).min(until.saturating_duration_since(Instant::now())),
+            );
         };
         let mut outcome = leader;
         if !survivors.is_empty() || pipes_open || unreaped {
@@ -478,7 +518,8 @@ impl Worker {
 
     fn observed_limit(&self, outcome: &Outcome) -> Option<LimitHit> {
         let sb = &self.sandbox;
-        let own = self.watchdog.as_ref().is_some_and(RssWatchdog::fired) || self.cgroup.as_ref().is_some_and(WorkerCgroup::limit_reached);
+        let own = self.watchdog.as_ref().is_some_and(RssWatchdog::fired)
+            || self.cgroup.as_ref().is_some_and(WorkerCgroup::limit_reached);
         let killed = outcome.leader_signal() == Some(libc::SIGKILL);
         // Only worth finding out for a SIGKILL: the OOM killer sends nothing else.
         let anyone_killed = || {
@@ -503,14 +544,23 @@ impl Worker {
                 named => Some(named),
             }
         };
-        let oom_killed = killed && oom_killed(self.cgroup.as_ref().and_then(WorkerCgroup::oom_kills_of_members), named_in_log, anyone_killed);
+        let oom_killed = killed
+            && oom_killed(
+                self.cgroup.as_ref().and_then(WorkerCgroup::oom_kills_of_members),
+                named_in_log,
+                anyone_killed,
+            );
         if let Some(hit) = memory_hit(own, sb.memory_bytes, killed, oom_killed, self.peak_bytes) {
             return Some(hit);
         }
-        if let (Some(libc::SIGXCPU), Some(limit_seconds)) = (outcome.leader_signal(), sb.cpu_seconds) {
+        if let (Some(libc::SIGXCPU), Some(limit_seconds)) =
+            (outcome.leader_signal(), sb.cpu_seconds)
+        {
             return Some(LimitHit::Cpu { limit_seconds });
         }
-        if let (true, Some(limit)) = (self.cgroup.as_ref().is_some_and(|c| c.pids_max_hits() > 0), sb.max_processes) {
+        if let (true, Some(limit)) =
+            (self.cgroup.as_ref().is_some_and(|c| c.pids_max_hits() > 0), sb.max_processes)
+        {
             return Some(LimitHit::Processes { limit });
         }
         None
@@ -634,9 +684,17 @@ impl Drop for Worker {
 /// The memory limit that ended a worker, if one did: its own (the watchdog fired or its cgroup
 /// reached its limit), or the machine's, when the kernel's OOM killer killed it ([`oom_killed`])
 /// and not for its own limit.
-fn memory_hit(own_limit_reached: bool, limit_bytes: Option<u64>, killed: bool, oom_killed: bool, peak_bytes: Option<u64>) -> Option<LimitHit> {
+fn memory_hit(
+    own_limit_reached: bool,
+    limit_bytes: Option<u64>,
+    killed: bool,
+    oom_killed: bool,
+    peak_bytes: Option<u64>,
+) -> Option<LimitHit> {
     match limit_bytes {
-        Some(limit_bytes) if own_limit_reached => Some(LimitHit::Memory { limit_bytes, peak_bytes }),
+        Some(limit_bytes) if own_limit_reached => {
+            Some(LimitHit::Memory { limit_bytes, peak_bytes })
+        }
         _ if killed && oom_killed => Some(LimitHit::HostMemory { peak_bytes }),
         _ => None,
     }
@@ -649,7 +707,11 @@ fn memory_hit(own_limit_reached: bool, limit_bytes: Option<u64>, killed: bool, o
 /// (`cgroup_kills`), else the kernel log naming its pid. Only where neither can be read (no v2
 /// memory cgroup, and `/dev/kmsg` needs privileges) does a machine-wide OOM kill during its run
 /// count (`anyone_killed`), which is a guess.
-fn oom_killed(cgroup_kills: Option<u64>, kernel_log: impl FnOnce() -> Option<bool>, anyone_killed: impl FnOnce() -> bool) -> bool {
+fn oom_killed(
+    cgroup_kills: Option<u64>,
+    kernel_log: impl FnOnce() -> Option<bool>,
+    anyone_killed: impl FnOnce() -> bool,
+) -> bool {
     if let Some(n) = cgroup_kills {
         return n > 0;
     }
@@ -689,9 +751,14 @@ fn wait_writable(file: &File, timeout: Duration) -> bool {
 pub(crate) fn match_reply(line: &[u8], id: u64) -> Result<Value, String> {
     let preview = || {
         let text = String::from_utf8_lossy(&line[..line.len().min(200)]).into_owned();
-        if line.len() > 200 { format!("{text}…") } else { text }
+        if line.len() > 200 {
+            format!("{text}…")
+        } else {
+            text
+        }
     };
-    let value: Value = serde_json::from_slice(line).map_err(|e| format!("stdout line is not JSON ({e}): `{}`", preview()))?;
+    let value: Value = serde_json::from_slice(line)
+        .map_err(|e| format!("stdout line is not JSON ({e}): `{}`", preview()))?;
     let Some(object) = value.as_object() else {
         return Err(format!("stdout line is not a JSON object: `{}`", preview()));
     };
@@ -715,10 +782,19 @@ mod tests {
     #[test]
     fn a_kill_is_put_down_to_the_right_memory() {
         let peak = Some(3 << 30);
-        assert_eq!(memory_hit(true, Some(1 << 30), true, true, peak), Some(LimitHit::Memory { limit_bytes: 1 << 30, peak_bytes: peak }));
+        assert_eq!(
+            memory_hit(true, Some(1 << 30), true, true, peak),
+            Some(LimitHit::Memory { limit_bytes: 1 << 30, peak_bytes: peak })
+        );
         // Killed under its own limit while the OOM killer ran: the machine's memory.
-        assert_eq!(memory_hit(false, Some(1 << 40), true, true, peak), Some(LimitHit::HostMemory { peak_bytes: peak }));
-        assert_eq!(memory_hit(false, None, true, true, None), Some(LimitHit::HostMemory { peak_bytes: None }));
+        assert_eq!(
+            memory_hit(false, Some(1 << 40), true, true, peak),
+            Some(LimitHit::HostMemory { peak_bytes: peak })
+        );
+        assert_eq!(
+            memory_hit(false, None, true, true, None),
+            Some(LimitHit::HostMemory { peak_bytes: None })
+        );
         // A SIGKILL with no OOM kill anywhere (its own, or a timeout's) is no memory limit.
         assert_eq!(memory_hit(false, Some(1 << 30), true, false, peak), None);
         // The OOM killer ran but this worker ended otherwise.
@@ -733,7 +809,10 @@ mod tests {
         assert!(!oom_killed(Some(0), || panic!("not read"), || true), "someone else's OOM kill");
         // The kernel log names the pid, or does not.
         assert!(oom_killed(None, || Some(true), || false));
-        assert!(!oom_killed(None, || Some(false), || true), "killed itself while another process was OOM-killed");
+        assert!(
+            !oom_killed(None, || Some(false), || true),
+            "killed itself while another process was OOM-killed"
+        );
         // Neither readable: a machine-wide kill during the run is the only hint left.
         assert!(oom_killed(None, unreadable, || true));
         assert!(!oom_killed(None, unreadable, || false));

@@ -88,7 +88,12 @@ impl Zygote {
     ///
     /// # Errors
     /// When the socket or the process cannot be made.
-    pub fn start(program: &Path, args: &[OsString], cwd: &Path, env: &[(OsString, OsString)]) -> io::Result<Zygote> {
+    pub fn start(
+        program: &Path,
+        args: &[OsString],
+        cwd: &Path,
+        env: &[(OsString, OsString)],
+    ) -> io::Result<Zygote> {
         let (ours, theirs) = socket::socketpair(
             socket::AddressFamily::Unix,
             socket::SockType::SeqPacket,
@@ -156,9 +161,15 @@ impl Zygote {
             return true;
         }
         if !self.inner.reaped.load(Ordering::SeqCst) {
-            tracing::debug!(pid = self.inner.pid, "the fork server did not end at the end of its input; killing it");
+            tracing::debug!(
+                pid = self.inner.pid,
+                "the fork server did not end at the end of its input; killing it"
+            );
             // A child not yet waited for: its pid is still ours.
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.inner.pid as i32), nix::sys::signal::Signal::SIGKILL);
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(self.inner.pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
         }
         self.wait_reaped(Duration::from_secs(2))
     }
@@ -189,10 +200,24 @@ impl Zygote {
 
     /// Forks a child that becomes `argv` with `env` in `cwd`, confined by `steps` (the Landlock
     /// ruleset among them is sent as a descriptor), with `stdio` as its stdin, stdout and stderr.
-    pub(crate) fn fork(&self, argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path, steps: Option<&SandboxSteps>, stdio: [&OwnedFd; 3]) -> Result<Forked, String> {
-        let text = |s: &OsStr, what: &str| s.to_str().map(str::to_owned).ok_or_else(|| format!("{what} `{}` is not UTF-8", s.to_string_lossy()));
+    pub(crate) fn fork(
+        &self,
+        argv: &[OsString],
+        env: &[(OsString, OsString)],
+        cwd: &Path,
+        steps: Option<&SandboxSteps>,
+        stdio: [&OwnedFd; 3],
+    ) -> Result<Forked, String> {
+        let text = |s: &OsStr, what: &str| {
+            s.to_str()
+                .map(str::to_owned)
+                .ok_or_else(|| format!("{what} `{}` is not UTF-8", s.to_string_lossy()))
+        };
         let argv = argv.iter().map(|a| text(a, "an argument")).collect::<Result<Vec<_>, _>>()?;
-        let env = env.iter().map(|(k, v)| Ok((text(k, "a variable")?, text(v, "a value")?))).collect::<Result<Vec<_>, String>>()?;
+        let env = env
+            .iter()
+            .map(|(k, v)| Ok((text(k, "a variable")?, text(v, "a value")?)))
+            .collect::<Result<Vec<_>, String>>()?;
         let cwd = text(cwd.as_os_str(), "the directory")?;
         let wire = match steps {
             Some(s) => Some(s.to_wire()?),
@@ -213,7 +238,9 @@ impl Zygote {
             state.waiting.insert(id, tx);
             id
         };
-        let request = json!({"op": "spawn", "id": id, "argv": argv, "env": env, "cwd": cwd, "steps": wire}).to_string();
+        let request =
+            json!({"op": "spawn", "id": id, "argv": argv, "env": env, "cwd": cwd, "steps": wire})
+                .to_string();
         let sent = socket::sendmsg::<()>(
             self.inner.socket.as_raw_fd(),
             &[IoSlice::new(request.as_bytes())],
@@ -278,7 +305,10 @@ impl Inner {
                 let (exit_tx, exits) = bounded(1);
                 let leader_peak = Arc::new(AtomicU64::new(0));
                 state.children.insert(pid, (exit_tx, Arc::clone(&leader_peak)));
-                let delivered = state.waiting.remove(&id).is_some_and(|w| w.send(Ok(Forked { pid, exits, leader_peak })).is_ok());
+                let delivered = state
+                    .waiting
+                    .remove(&id)
+                    .is_some_and(|w| w.send(Ok(Forked { pid, exits, leader_peak })).is_ok());
                 if !delivered {
                     // Nobody waits for it any more (the request timed out): it must not run.
                     // SAFETY: kill has no memory-safety preconditions; the zygote has not reaped
@@ -294,8 +324,12 @@ impl Inner {
             }
             (Some("exited"), Some(pid)) => {
                 if let Some((exit_tx, peak)) = state.children.remove(&pid) {
-                    peak.store(reply["maxrss_kb"].as_u64().unwrap_or(0).saturating_mul(1024), Ordering::SeqCst);
-                    let status = reply["status"].as_i64().and_then(|s| i32::try_from(s).ok()).unwrap_or(-1);
+                    peak.store(
+                        reply["maxrss_kb"].as_u64().unwrap_or(0).saturating_mul(1024),
+                        Ordering::SeqCst,
+                    );
+                    let status =
+                        reply["status"].as_i64().and_then(|s| i32::try_from(s).ok()).unwrap_or(-1);
                     let _ = exit_tx.send(Ok(ExitStatus::from_raw(status)));
                 }
             }

@@ -49,7 +49,9 @@ pub fn triton_kernels(source: &str) -> Vec<String> {
     let mut stack = vec![tree.root_node()];
     while let Some(node) = stack.pop() {
         if node.kind() == "decorated_definition" && jit_decorated(node, source) {
-            if let Some(name) = node.child_by_field_name("definition").and_then(|d| d.child_by_field_name("name")) {
+            if let Some(name) =
+                node.child_by_field_name("definition").and_then(|d| d.child_by_field_name("name"))
+            {
                 out.push(text(name, source).to_owned());
             }
         }
@@ -65,7 +67,10 @@ fn jit_decorated(node: Node, src: &str) -> bool {
     let mut c = node.walk();
     let found = node.children(&mut c).filter(|d| d.kind() == "decorator").any(|d| {
         let t = text(d, src).trim();
-        t.contains("triton.jit") || t.contains("triton.autotune") || t == "@jit" || t.starts_with("@jit(")
+        t.contains("triton.jit")
+            || t.contains("triton.autotune")
+            || t == "@jit"
+            || t.starts_with("@jit(")
     });
     found
 }
@@ -79,13 +84,18 @@ fn own_names(root: Node, src: &str, path: &dyn Fn(Node) -> Option<String>) -> Ha
     while let Some(node) = stack.pop() {
         match node.kind() {
             "assignment" => {
-                if let (Some(l), Some(r)) = (node.child_by_field_name("left"), node.child_by_field_name("right")) {
+                if let (Some(l), Some(r)) =
+                    (node.child_by_field_name("left"), node.child_by_field_name("right"))
+                {
                     assigns.push((text(l, src).to_owned(), r));
                 }
             }
             "decorated_definition" => {
                 let jit = jit_decorated(node, src);
-                if let Some(name) = node.child_by_field_name("definition").and_then(|d| d.child_by_field_name("name")) {
+                if let Some(name) = node
+                    .child_by_field_name("definition")
+                    .and_then(|d| d.child_by_field_name("name"))
+                {
                     if jit {
                         own.insert(text(name, src).to_owned());
                     }
@@ -122,7 +132,8 @@ fn calls_own(node: Node, src: &str, own: &HashSet<String>) -> bool {
             f = f.child_by_field_name("value").unwrap_or(f);
         }
         let t = text(f, src);
-        own.iter().any(|o| t == o || t.strip_prefix(o.as_str()).is_some_and(|rest| rest.starts_with('.')))
+        own.iter()
+            .any(|o| t == o || t.strip_prefix(o.as_str()).is_some_and(|rest| rest.starts_with('.')))
     })
 }
 
@@ -133,7 +144,9 @@ fn any_call(node: Node, pred: &mut dyn FnMut(Node) -> bool) -> bool {
     }
     let mut c = node.walk();
     let children: Vec<Node> = node.children(&mut c).collect();
-    children.into_iter().any(|ch| !matches!(ch.kind(), "function_definition" | "class_definition") && any_call(ch, pred))
+    children.into_iter().any(|ch| {
+        !matches!(ch.kind(), "function_definition" | "class_definition") && any_call(ch, pred)
+    })
 }
 
 /// A call of PyTorch or of the reference: what a fallback runs instead of the kernel.
@@ -149,7 +162,13 @@ fn library_call(call: Node, src: &str, path: &dyn Fn(Node) -> Option<String>) ->
     (t.starts_with("super(") && t.ends_with(".forward")).then(|| t.to_owned())
 }
 
-fn fallback(node: Node, src: &str, path: &dyn Fn(Node) -> Option<String>, own: &HashSet<String>, found: &mut Vec<Bypass>) {
+fn fallback(
+    node: Node,
+    src: &str,
+    path: &dyn Fn(Node) -> Option<String>,
+    own: &HashSet<String>,
+    found: &mut Vec<Bypass>,
+) {
     let Some(body) = node.child_by_field_name("body") else { return };
     if !calls_own(body, src, own) {
         return;
@@ -180,7 +199,10 @@ fn statements<'t>(block: Node<'t>, src: &str) -> Vec<Node<'t>> {
     block
         .named_children(&mut c)
         .filter(|s| s.kind() != "comment" && s.kind() != "pass_statement")
-        .filter(|s| !(s.kind() == "expression_statement" && s.named_child(0).is_some_and(|e| e.kind() == "string")))
+        .filter(|s| {
+            !(s.kind() == "expression_statement"
+                && s.named_child(0).is_some_and(|e| e.kind() == "string"))
+        })
         .filter(|s| !text(*s, src).is_empty())
         .collect()
 }
@@ -190,7 +212,11 @@ fn methods<'t>(body: Node<'t>, src: &str) -> HashMap<String, Node<'t>> {
     let mut out = HashMap::new();
     let mut c = body.walk();
     for child in body.named_children(&mut c) {
-        let def = if child.kind() == "decorated_definition" { child.child_by_field_name("definition") } else { Some(child) };
+        let def = if child.kind() == "decorated_definition" {
+            child.child_by_field_name("definition")
+        } else {
+            Some(child)
+        };
         if let Some(def) = def.filter(|d| d.kind() == "function_definition") {
             if let Some(name) = def.child_by_field_name("name") {
                 out.insert(text(name, src).to_owned(), def);
@@ -206,10 +232,17 @@ fn only_calls(s: Node, src: &str, callee: &dyn Fn(&str) -> bool) -> bool {
         "return_statement" | "expression_statement" => s.named_child(0),
         _ => None,
     };
-    expr.filter(|e| e.kind() == "call").and_then(|e| e.child_by_field_name("function")).is_some_and(|f| callee(text(f, src)))
+    expr.filter(|e| e.kind() == "call")
+        .and_then(|e| e.child_by_field_name("function"))
+        .is_some_and(|f| callee(text(f, src)))
 }
 
-fn unchanged(class: Node, src: &str, path: &dyn Fn(Node) -> Option<String>, found: &mut Vec<Bypass>) {
+fn unchanged(
+    class: Node,
+    src: &str,
+    path: &dyn Fn(Node) -> Option<String>,
+    found: &mut Vec<Bypass>,
+) {
     if class.child_by_field_name("name").map(|n| text(n, src)) != Some("ModelNew") {
         return;
     }
@@ -223,8 +256,10 @@ fn unchanged(class: Node, src: &str, path: &dyn Fn(Node) -> Option<String>, foun
             b.named_children(&mut c).filter_map(path).collect()
         })
         .unwrap_or_default();
-    let to_parent = |f: &str| f.starts_with("super(") && f.ends_with(".forward") || f == "Model.forward";
-    let to_parent_init = |f: &str| f.starts_with("super(") && f.ends_with(".__init__") || f == "Model.__init__";
+    let to_parent =
+        |f: &str| f.starts_with("super(") && f.ends_with(".forward") || f == "Model.forward";
+    let to_parent_init =
+        |f: &str| f.starts_with("super(") && f.ends_with(".__init__") || f == "Model.__init__";
     let trivial = |name: &str, callee: &dyn Fn(&str) -> bool| {
         defs.get(name).is_none_or(|d| {
             let block = d.child_by_field_name("body");
@@ -234,34 +269,48 @@ fn unchanged(class: Node, src: &str, path: &dyn Fn(Node) -> Option<String>, foun
     };
     // Anything else defined in the body (attributes, helpers) may change what runs.
     let others = statements(body, src).len() > defs.len();
-    if bases.iter().any(|b| b == "Model") && !others && defs.keys().all(|k| k == "__init__" || k == "forward") {
+    if bases.iter().any(|b| b == "Model")
+        && !others
+        && defs.keys().all(|k| k == "__init__" || k == "forward")
+    {
         if trivial("forward", &to_parent) && trivial("__init__", &to_parent_init) {
             found.push(Bypass {
                 class: "unchanged_reference",
-                message: "`ModelNew` subclasses the reference `Model` and changes nothing that runs".into(),
+                message:
+                    "`ModelNew` subclasses the reference `Model` and changes nothing that runs"
+                        .into(),
                 line,
             });
         }
         return;
     }
     // A wrapper: `self.x = Model(...)` in `__init__`, and a `forward` that only calls it.
-    let Some(init) = defs.get("__init__").and_then(|d| d.child_by_field_name("body")) else { return };
+    let Some(init) = defs.get("__init__").and_then(|d| d.child_by_field_name("body")) else {
+        return;
+    };
     let mut wrapped = Vec::new();
     for s in statements(init, src) {
         let Some(a) = s.named_child(0).filter(|a| a.kind() == "assignment") else { continue };
-        let (Some(l), Some(r)) = (a.child_by_field_name("left"), a.child_by_field_name("right")) else { continue };
-        let builds_model = r.kind() == "call" && r.child_by_field_name("function").and_then(path).as_deref() == Some("Model");
+        let (Some(l), Some(r)) = (a.child_by_field_name("left"), a.child_by_field_name("right"))
+        else {
+            continue;
+        };
+        let builds_model = r.kind() == "call"
+            && r.child_by_field_name("function").and_then(path).as_deref() == Some("Model");
         if builds_model {
             wrapped.push(text(l, src).to_owned());
         }
     }
     let calls_wrapped = |f: &str| wrapped.iter().any(|w| f == w || f == format!("{w}.forward"));
-    let Some(forward) = defs.get("forward").and_then(|d| d.child_by_field_name("body")) else { return };
+    let Some(forward) = defs.get("forward").and_then(|d| d.child_by_field_name("body")) else {
+        return;
+    };
     let stmts = statements(forward, src);
     if !wrapped.is_empty() && stmts.len() == 1 && only_calls(stmts[0], src, &calls_wrapped) {
         found.push(Bypass {
             class: "unchanged_reference",
-            message: "`ModelNew` builds the reference `Model` and its `forward` only calls it".into(),
+            message: "`ModelNew` builds the reference `Model` and its `forward` only calls it"
+                .into(),
             line,
         });
     }

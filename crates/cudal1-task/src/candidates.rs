@@ -124,22 +124,30 @@ fn matched(task: usize, candidate: Candidate) -> MatchedCandidate {
     MatchedCandidate { task, candidate, expect }
 }
 
-fn from_dir(tasks: &[Task], dir: &Path) -> Result<(Vec<MatchedCandidate>, Vec<TaskError>), TaskError> {
+fn from_dir(
+    tasks: &[Task],
+    dir: &Path,
+) -> Result<(Vec<MatchedCandidate>, Vec<TaskError>), TaskError> {
     if !dir.is_dir() {
         return Err(TaskError::Candidates {
             path: dir.to_owned(),
-            reason: "not a directory (give a directory laid out like the suite, or a .jsonl file)".into(),
+            reason: "not a directory (give a directory laid out like the suite, or a .jsonl file)"
+                .into(),
         });
     }
     let mut found = Vec::new();
     let mut problems = Vec::new();
     let mut generated = Vec::new();
-    collect_generated(dir, &mut generated).map_err(|source| TaskError::Read { path: dir.to_owned(), source })?;
+    collect_generated(dir, &mut generated)
+        .map_err(|source| TaskError::Read { path: dir.to_owned(), source })?;
     generated.sort();
     for (level, problem, _, file) in generated {
         match tasks.iter().position(|t| t.name.level == Some(level) && t.name.id == Some(problem)) {
             Some(index) => push_file(&mut found, &mut problems, index, &file),
-            None => problems.push(TaskError::Candidates { path: file, reason: format!("no task for level {level}, problem {problem} in the suite") }),
+            None => problems.push(TaskError::Candidates {
+                path: file,
+                reason: format!("no task for level {level}, problem {problem} in the suite"),
+            }),
         }
     }
     for (index, task) in tasks.iter().enumerate() {
@@ -182,14 +190,21 @@ fn collect_generated(dir: &Path, out: &mut Vec<(u32, u32, u32, PathBuf)>) -> std
         let path = entry?.path();
         if path.is_dir() {
             collect_generated(&path, out)?;
-        } else if let Some((l, p, s)) = path.file_name().and_then(|n| n.to_str()).and_then(parse_generation_name) {
+        } else if let Some((l, p, s)) =
+            path.file_name().and_then(|n| n.to_str()).and_then(parse_generation_name)
+        {
             out.push((l, p, s, path));
         }
     }
     Ok(())
 }
 
-fn push_file(found: &mut Vec<MatchedCandidate>, problems: &mut Vec<TaskError>, task: usize, file: &Path) {
+fn push_file(
+    found: &mut Vec<MatchedCandidate>,
+    problems: &mut Vec<TaskError>,
+    task: usize,
+    file: &Path,
+) {
     match Candidate::load(file) {
         Ok(c) => found.push(matched(task, c)),
         Err(e) => problems.push(e),
@@ -204,8 +219,12 @@ struct Row {
     id: Option<String>,
 }
 
-fn from_jsonl(tasks: &[Task], file: &Path) -> Result<(Vec<MatchedCandidate>, Vec<TaskError>), TaskError> {
-    let text = std::fs::read_to_string(file).map_err(|source| TaskError::Read { path: file.to_owned(), source })?;
+fn from_jsonl(
+    tasks: &[Task],
+    file: &Path,
+) -> Result<(Vec<MatchedCandidate>, Vec<TaskError>), TaskError> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|source| TaskError::Read { path: file.to_owned(), source })?;
     let mut found = Vec::new();
     let mut problems = Vec::new();
     for (n, line) in text.lines().enumerate() {
@@ -241,7 +260,8 @@ fn find_task(tasks: &[Task], wanted: &str) -> Result<usize, String> {
         &|t| t.name.name == wanted,
     ];
     for matches in tries {
-        let hits: Vec<usize> = tasks.iter().enumerate().filter(|(_, t)| matches(t)).map(|(i, _)| i).collect();
+        let hits: Vec<usize> =
+            tasks.iter().enumerate().filter(|(_, t)| matches(t)).map(|(i, _)| i).collect();
         match hits.len() {
             0 => continue,
             1 => return Ok(hits[0]),
@@ -257,8 +277,14 @@ mod tests {
 
     #[test]
     fn reads_kernelbench_generation_names() {
-        assert_eq!(parse_generation_name("level_1_problem_12_sample_0_kernel.py"), Some((1, 12, 0)));
-        assert_eq!(parse_generation_name("level_3_problem_5_sample_14_kernel.py"), Some((3, 5, 14)));
+        assert_eq!(
+            parse_generation_name("level_1_problem_12_sample_0_kernel.py"),
+            Some((1, 12, 0))
+        );
+        assert_eq!(
+            parse_generation_name("level_3_problem_5_sample_14_kernel.py"),
+            Some((3, 5, 14))
+        );
         assert_eq!(parse_generation_name("level_1_problem_x_sample_0_kernel.py"), None);
         assert_eq!(parse_generation_name("12_Name.py"), None);
     }
@@ -267,11 +293,23 @@ mod tests {
     fn reads_expectations() {
         assert_eq!(
             expectation("# cudal1: expect=correct faster\nimport torch"),
-            Some(Expectation { verdict: "correct".into(), faster: true, no_gain: false, class: None, on_gpu: None })
+            Some(Expectation {
+                verdict: "correct".into(),
+                faster: true,
+                no_gain: false,
+                class: None,
+                on_gpu: None
+            })
         );
         assert_eq!(
             expectation("# cudal1: expect=exploit class=stale_result\n"),
-            Some(Expectation { verdict: "exploit".into(), faster: false, no_gain: false, class: Some("stale_result".into()), on_gpu: None })
+            Some(Expectation {
+                verdict: "exploit".into(),
+                faster: false,
+                no_gain: false,
+                class: Some("stale_result".into()),
+                on_gpu: None
+            })
         );
         let both = expectation("# cudal1: expect=correct class=correct faster").unwrap();
         assert!(both.faster);
@@ -296,12 +334,22 @@ mod tests {
         let text = "# cudal1: expect=exploit class=timed_output_mismatch\n# cudal1[gpu]: expect=correct no_gain\n";
         let e = expectation(text).unwrap();
         let cpu = e.clone().on_device(false);
-        assert_eq!((cpu.verdict.as_str(), cpu.class.as_deref(), cpu.on_gpu.is_none()), ("exploit", Some("timed_output_mismatch"), true));
+        assert_eq!(
+            (cpu.verdict.as_str(), cpu.class.as_deref(), cpu.on_gpu.is_none()),
+            ("exploit", Some("timed_output_mismatch"), true)
+        );
         let gpu = e.on_device(true);
-        assert_eq!((gpu.verdict.as_str(), gpu.no_gain, gpu.class.as_deref()), ("correct", true, None));
+        assert_eq!(
+            (gpu.verdict.as_str(), gpu.no_gain, gpu.class.as_deref()),
+            ("correct", true, None)
+        );
         assert!(!gpu.met("correct", Some(2.0)), "no gain on the GPU either");
         let plain = expectation("# cudal1: expect=correct\n").unwrap().on_device(true);
         assert_eq!(plain.verdict, "correct");
-        assert_eq!(expectation("# cudal1[gpu]: expect=correct\n"), None, "a GPU line alone is no expectation");
+        assert_eq!(
+            expectation("# cudal1[gpu]: expect=correct\n"),
+            None,
+            "a GPU line alone is no expectation"
+        );
     }
 }

@@ -29,16 +29,21 @@ pub struct ImportedRow {
 /// Reads a CUDA-L1 release file. Rows that are not objects or lack a level or task id are
 /// problems, not failures of the whole file.
 pub fn read_cuda_l1(path: &Path) -> Result<(Vec<ImportedRow>, Vec<TaskError>), TaskError> {
-    let text = std::fs::read_to_string(path).map_err(|source| TaskError::Read { path: path.to_owned(), source })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| TaskError::Read { path: path.to_owned(), source })?;
     let mut rows = Vec::new();
     let mut problems = Vec::new();
-    let problem = |at: &str, reason: String| TaskError::Candidates { path: PathBuf::from(at), reason };
+    let problem =
+        |at: &str, reason: String| TaskError::Candidates { path: PathBuf::from(at), reason };
     // The grouped form is one JSON object whose values are arrays.
     if let Ok(Value::Object(groups)) = serde_json::from_str::<Value>(&text) {
         if groups.values().all(Value::is_array) {
             for (level, group) in &groups {
                 let Ok(level) = level.parse::<u32>() else {
-                    problems.push(problem(&path.display().to_string(), format!("`{level}` is not a level number")));
+                    problems.push(problem(
+                        &path.display().to_string(),
+                        format!("`{level}` is not a level number"),
+                    ));
                     continue;
                 };
                 for (n, row) in group.as_array().into_iter().flatten().enumerate() {
@@ -57,23 +62,35 @@ pub fn read_cuda_l1(path: &Path) -> Result<(Vec<ImportedRow>, Vec<TaskError>), T
             continue;
         }
         let at = format!("{}:{}", path.display(), n + 1);
-        match serde_json::from_str::<Value>(line).map_err(|e| format!("not JSON: {e}")).and_then(|v| row_of(&at, &v, None)) {
+        match serde_json::from_str::<Value>(line)
+            .map_err(|e| format!("not JSON: {e}"))
+            .and_then(|v| row_of(&at, &v, None))
+        {
             Ok(r) => rows.push(r),
             Err(reason) => problems.push(problem(&at, reason)),
         }
     }
     if rows.is_empty() && problems.is_empty() {
-        return Err(TaskError::Candidates { path: path.to_owned(), reason: "no rows: expected CUDA-L1's JSON lines or rows grouped by level".into() });
+        return Err(TaskError::Candidates {
+            path: path.to_owned(),
+            reason: "no rows: expected CUDA-L1's JSON lines or rows grouped by level".into(),
+        });
     }
     Ok((rows, problems))
 }
 
 fn row_of(at: &str, v: &Value, level: Option<u32>) -> Result<ImportedRow, String> {
     let obj = v.as_object().ok_or("not a JSON object")?;
-    let number = |key: &str| obj.get(key).and_then(as_number).and_then(|x| u32::try_from(x as i64).ok());
+    let number =
+        |key: &str| obj.get(key).and_then(as_number).and_then(|x| u32::try_from(x as i64).ok());
     let level = level.or_else(|| number("level_id")).ok_or("no `level_id`")?;
     let id = number("task_id").ok_or("no `task_id`")?;
-    let text = |key: &str| obj.get(key).and_then(Value::as_str).filter(|s| !s.trim().is_empty() && *s != "None").map(str::to_owned);
+    let text = |key: &str| {
+        obj.get(key)
+            .and_then(Value::as_str)
+            .filter(|s| !s.trim().is_empty() && *s != "None")
+            .map(str::to_owned)
+    };
     let mut claimed = BTreeMap::new();
     for (k, v) in obj {
         if let (true, Some(x)) = (k.starts_with("score"), as_number(v)) {
@@ -81,12 +98,21 @@ fn row_of(at: &str, v: &Value, level: Option<u32>) -> Result<ImportedRow, String
             claimed.insert(name, x);
         }
     }
-    Ok(ImportedRow { at: at.to_owned(), level, id, reference: text("ref_code"), code: text("custom_code"), claimed })
+    Ok(ImportedRow {
+        at: at.to_owned(),
+        level,
+        id,
+        reference: text("ref_code"),
+        code: text("custom_code"),
+        claimed,
+    })
 }
 
 /// A number, or a string holding one (`"2.750"`).
 fn as_number(v: &Value) -> Option<f64> {
-    v.as_f64().or_else(|| v.as_str().and_then(|s| s.trim().parse().ok())).filter(|x: &f64| x.is_finite())
+    v.as_f64()
+        .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+        .filter(|x: &f64| x.is_finite())
 }
 
 #[cfg(test)]
@@ -119,7 +145,11 @@ mod tests {
     fn reads_rows_grouped_by_level() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("codes.json");
-        std::fs::write(&file, r#"{"2": [{"task_id": 7, "ref_code": "R", "custom_code": "C", "score": "3.100"}]}"#).unwrap();
+        std::fs::write(
+            &file,
+            r#"{"2": [{"task_id": 7, "ref_code": "R", "custom_code": "C", "score": "3.100"}]}"#,
+        )
+        .unwrap();
         let (rows, problems) = read_cuda_l1(&file).unwrap();
         assert!(problems.is_empty());
         assert_eq!((rows[0].level, rows[0].id), (2, 7));

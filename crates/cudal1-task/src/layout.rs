@@ -63,7 +63,10 @@ pub fn load_suite(dir: &Path) -> Result<Suite, TaskError> {
         return Task::load(dir).map(|t| Suite { tasks: vec![t], problems: vec![] });
     }
     if !dir.is_dir() {
-        return Err(TaskError::NotASuite { path: dir.to_owned(), reason: "no such directory".into() });
+        return Err(TaskError::NotASuite {
+            path: dir.to_owned(),
+            reason: "no such directory".into(),
+        });
     }
     let mut files = Vec::new();
     collect(dir, &mut files).map_err(|source| TaskError::Read { path: dir.to_owned(), source })?;

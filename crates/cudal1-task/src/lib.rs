@@ -23,9 +23,12 @@ mod syntax;
 pub mod synth;
 
 pub use bypass::triton_kernels;
-pub use candidates::{expectation, match_candidates, parse_generation_name, CandidateSource, Expectation, MatchedCandidate};
-pub use imports::{read_cuda_l1, ImportedRow};
+pub use candidates::{
+    expectation, match_candidates, parse_generation_name, CandidateSource, Expectation,
+    MatchedCandidate,
+};
 pub use hash::content_hash;
+pub use imports::{read_cuda_l1, ImportedRow};
 pub use layout::{load_suite, parse_file_name, Suite, TaskName};
 pub use screen::{screen, ScreenFinding, Screening};
 pub use syntax::{find_definitions, Definitions, SyntaxProblem};
@@ -43,7 +46,9 @@ pub enum TaskError {
     },
     #[error("`{path}` has a syntax error at line {line}, column {column}: {snippet}")]
     Syntax { path: PathBuf, line: usize, column: usize, snippet: String },
-    #[error("`{path}` defines no {what}; a KernelBench {role} must define {what} at the top level")]
+    #[error(
+        "`{path}` defines no {what}; a KernelBench {role} must define {what} at the top level"
+    )]
     Missing { path: PathBuf, what: &'static str, role: &'static str },
     #[error("`{path}` is not a directory of tasks: {reason}")]
     NotASuite { path: PathBuf, reason: String },
@@ -80,7 +85,12 @@ impl Task {
                 return Err(TaskError::Missing { path: path.to_owned(), what, role: "task" });
             }
         }
-        Ok(Task { name: TaskName::from_path(path), hash: content_hash(&source), path: path.to_owned(), source })
+        Ok(Task {
+            name: TaskName::from_path(path),
+            hash: content_hash(&source),
+            path: path.to_owned(),
+            source,
+        })
     }
 
     /// `level1/12_Name` when the file follows KernelBench's layout, else its file stem.
@@ -93,9 +103,16 @@ impl Task {
     /// it keeps its name (`key` as [`Task::key`] gives it, e.g. `level1/12_Name`).
     pub fn materialize(root: &Path, key: &str, source: String) -> Result<Task, TaskError> {
         let hash = content_hash(&source);
-        let safe = !key.is_empty() && key.split('/').all(|part| !part.is_empty() && part != "." && part != ".." && !part.contains('\\'));
+        let safe = !key.is_empty()
+            && key.split('/').all(|part| {
+                !part.is_empty() && part != "." && part != ".." && !part.contains('\\')
+            });
         if !safe {
-            return Err(TaskError::Missing { path: PathBuf::from(key), what: "a task name of the form `level1/12_Name`", role: "job" });
+            return Err(TaskError::Missing {
+                path: PathBuf::from(key),
+                what: "a task name of the form `level1/12_Name`",
+                role: "job",
+            });
         }
         let file = root.join(&hash[..16]).join(format!("{key}.py"));
         let task = Task::from_source(&file, source)?;
@@ -147,7 +164,8 @@ impl Candidate {
 }
 
 fn read(path: &Path) -> Result<String, TaskError> {
-    std::fs::read_to_string(path).map_err(|source| TaskError::Read { path: path.to_owned(), source })
+    std::fs::read_to_string(path)
+        .map_err(|source| TaskError::Read { path: path.to_owned(), source })
 }
 
 fn checked_definitions(path: &Path, source: &str) -> Result<Definitions, TaskError> {
@@ -193,7 +211,8 @@ mod tests {
             ("def get_inputs(", "`def get_inputs()`"),
             ("def get_init_inputs(", "`def get_init_inputs()`"),
         ] {
-            let broken = GOOD.replace(needle, &needle.replace("Model", "Other").replace("get_", "make_"));
+            let broken =
+                GOOD.replace(needle, &needle.replace("Model", "Other").replace("get_", "make_"));
             let err = Task::from_source(Path::new("t.py"), broken).unwrap_err();
             match err {
                 TaskError::Missing { what: w, .. } => assert_eq!(w, what),
@@ -215,7 +234,8 @@ mod tests {
     fn candidate_needs_model_new() {
         let c = Candidate::from_source("c.py".into(), GOOD.to_owned());
         assert!(matches!(c.check(), Err(TaskError::Missing { what: "`class ModelNew`", .. })));
-        let c = Candidate::from_source("c.py".into(), GOOD.replace("class Model(", "class ModelNew("));
+        let c =
+            Candidate::from_source("c.py".into(), GOOD.replace("class Model(", "class ModelNew("));
         c.check().unwrap();
     }
 }

@@ -54,7 +54,12 @@ pub fn screen(source: &str) -> Screening {
     s.walk(root, &Scope::default());
     let bypasses = crate::bypass::find(root, source, &|n| s.path(n));
     for b in bypasses {
-        s.findings.push(ScreenFinding { class: b.class.to_owned(), message: b.message, line: b.line, decisive: false });
+        s.findings.push(ScreenFinding {
+            class: b.class.to_owned(),
+            message: b.message,
+            line: b.line,
+            decisive: false,
+        });
     }
     s.findings.sort_by_key(|f| f.line);
     // One warning per class and line is plenty.
@@ -78,10 +83,17 @@ struct Screener<'s> {
 
 /// Module attributes that timing, synchronisation and comparison go through: replacing any of
 /// them is decisive.
-const PATCH_ROOTS: [&str; 7] = ["torch", "time", "builtins", "gc", "_thread", "threading", "cudal1_runner"];
+const PATCH_ROOTS: [&str; 7] =
+    ["torch", "time", "builtins", "gc", "_thread", "threading", "cudal1_runner"];
 /// Assignments under these are settings, not patches (TF32 is judged separately).
-const SETTINGS: [&str; 4] = ["torch.backends.", "torch._dynamo.config.", "torch._inductor.config.", "torch._functorch.config."];
-const TF32_FLAGS: [&str; 2] = ["torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32"];
+const SETTINGS: [&str; 4] = [
+    "torch.backends.",
+    "torch._dynamo.config.",
+    "torch._inductor.config.",
+    "torch._functorch.config.",
+];
+const TF32_FLAGS: [&str; 2] =
+    ["torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32"];
 const GC_SCANS: [&str; 3] = ["gc.get_objects", "gc.get_referrers", "gc.get_referents"];
 const FRAME_READS: [&str; 9] = [
     "sys._getframe",
@@ -136,7 +148,9 @@ impl<'s> Screener<'s> {
             "import_statement" => {
                 for name in node.children_by_field_name("name", &mut cursor) {
                     if name.kind() == "aliased_import" {
-                        if let (Some(n), Some(a)) = (name.child_by_field_name("name"), name.child_by_field_name("alias")) {
+                        if let (Some(n), Some(a)) =
+                            (name.child_by_field_name("name"), name.child_by_field_name("alias"))
+                        {
                             self.aliases.insert(self.text(a).to_owned(), self.text(n).to_owned());
                         }
                     } else {
@@ -152,7 +166,8 @@ impl<'s> Screener<'s> {
                 let module = self.text(module).to_owned();
                 for name in node.children_by_field_name("name", &mut cursor) {
                     let (full, local) = if name.kind() == "aliased_import" {
-                        match (name.child_by_field_name("name"), name.child_by_field_name("alias")) {
+                        match (name.child_by_field_name("name"), name.child_by_field_name("alias"))
+                        {
                             (Some(n), Some(a)) => (self.text(n), self.text(a)),
                             _ => continue,
                         }
@@ -210,7 +225,9 @@ impl<'s> Screener<'s> {
                 inner.class = node.child_by_field_name("name").map(|n| self.text(n).to_owned());
                 inner.function = None;
             }
-            "function_definition" => inner.function = node.child_by_field_name("name").map(|n| self.text(n).to_owned()),
+            "function_definition" => {
+                inner.function = node.child_by_field_name("name").map(|n| self.text(n).to_owned())
+            }
             "assignment" | "augmented_assignment" => self.assignment(node, scope),
             // tree-sitter reads `type(self).forward = f` as a PEP 695 `type` alias statement.
             "type_alias_statement" => self.type_call_assignment(node, scope),
@@ -227,7 +244,8 @@ impl<'s> Screener<'s> {
     fn assignment(&mut self, node: Node, scope: &Scope) {
         let Some(left) = node.child_by_field_name("left") else { return };
         let value = node.child_by_field_name("right");
-        let targets: Vec<Node> = if left.kind() == "pattern_list" || left.kind() == "tuple_pattern" {
+        let targets: Vec<Node> = if left.kind() == "pattern_list" || left.kind() == "tuple_pattern"
+        {
             let mut c = left.walk();
             left.named_children(&mut c).collect()
         } else {
@@ -243,7 +261,11 @@ impl<'s> Screener<'s> {
     fn type_call_assignment(&mut self, node: Node, scope: &Scope) {
         let left = node.child_by_field_name("left").and_then(|t| t.named_child(0));
         let Some(attr) = left.filter(|n| n.kind() == "attribute") else { return };
-        let (Some(object), Some(name)) = (attr.child_by_field_name("object"), attr.child_by_field_name("attribute")) else { return };
+        let (Some(object), Some(name)) =
+            (attr.child_by_field_name("object"), attr.child_by_field_name("attribute"))
+        else {
+            return;
+        };
         if object.kind() != "parenthesized_expression" {
             return;
         }
@@ -257,13 +279,26 @@ impl<'s> Screener<'s> {
         let value_text = value.map(|v| self.text(v).trim()).unwrap_or("");
         if TF32_FLAGS.contains(&path) {
             if value_text != "False" {
-                self.note(node, "static_tf32", true, format!("turns TF32 on: `{path} = {value_text}`"));
+                self.note(
+                    node,
+                    "static_tf32",
+                    true,
+                    format!("turns TF32 on: `{path} = {value_text}`"),
+                );
             }
             return;
         }
         if path.ends_with(".fp32_precision") && path.starts_with("torch.backends.") {
-            if !matches!(value.and_then(|v| string_literal(self.src, v)).as_deref(), Some("ieee" | "none")) {
-                self.note(node, "static_tf32", true, format!("lowers fp32 precision: `{path} = {value_text}`"));
+            if !matches!(
+                value.and_then(|v| string_literal(self.src, v)).as_deref(),
+                Some("ieee" | "none")
+            ) {
+                self.note(
+                    node,
+                    "static_tf32",
+                    true,
+                    format!("lowers fp32 precision: `{path} = {value_text}`"),
+                );
             }
             return;
         }
@@ -273,22 +308,46 @@ impl<'s> Screener<'s> {
         }
         let (owner, attr) = path.rsplit_once('.').unwrap_or(("", path));
         if matches!(attr, "__call__" | "forward") {
-            let by_class = owner == "ModelNew" || owner.ends_with("__class__") || owner.starts_with("type(");
+            let by_class =
+                owner == "ModelNew" || owner.ends_with("__class__") || owner.starts_with("type(");
             let on_self = owner == "self";
             // `ModelNew` is not bound inside its own class body, so a class-level assignment
             // through it always comes from outside.
             if by_class {
-                self.note(node, "static_model_patched", true, format!("replaces `{path}` after the class is defined"));
+                self.note(
+                    node,
+                    "static_model_patched",
+                    true,
+                    format!("replaces `{path}` after the class is defined"),
+                );
             } else if on_self && scope.function.as_deref() != Some("__init__") {
-                self.note(node, "static_model_patched", true, format!("replaces `{path}` while the model runs"));
+                self.note(
+                    node,
+                    "static_model_patched",
+                    true,
+                    format!("replaces `{path}` while the model runs"),
+                );
             } else if on_self {
-                self.note(node, "forward_on_instance", false, format!("sets `{path}` in `__init__`"));
+                self.note(
+                    node,
+                    "forward_on_instance",
+                    false,
+                    format!("sets `{path}` in `__init__`"),
+                );
             }
             return;
         }
         let root = path.split('.').next().unwrap_or("");
-        if PATCH_ROOTS.contains(&root) && path.contains('.') && !SETTINGS.iter().any(|s| path.starts_with(s)) {
-            self.note(node, "static_monkey_patch", true, format!("replaces `{path}`, which the harness relies on"));
+        if PATCH_ROOTS.contains(&root)
+            && path.contains('.')
+            && !SETTINGS.iter().any(|s| path.starts_with(s))
+        {
+            self.note(
+                node,
+                "static_monkey_patch",
+                true,
+                format!("replaces `{path}`, which the harness relies on"),
+            );
         }
     }
 
@@ -301,8 +360,13 @@ impl<'s> Screener<'s> {
                 let args = arguments(node);
                 let (Some(obj), Some(name)) = (args.first(), args.get(1)) else { return };
                 match (self.path(*obj), string_literal(self.src, *name)) {
-                    (Some(owner), Some(attr)) => self.assigned(node, &format!("{owner}.{attr}"), args.get(2).copied(), scope),
-                    (Some(owner), None) if PATCH_ROOTS.contains(&owner.split('.').next().unwrap_or("")) || owner == "ModelNew" => {
+                    (Some(owner), Some(attr)) => {
+                        self.assigned(node, &format!("{owner}.{attr}"), args.get(2).copied(), scope)
+                    }
+                    (Some(owner), None)
+                        if PATCH_ROOTS.contains(&owner.split('.').next().unwrap_or(""))
+                            || owner == "ModelNew" =>
+                    {
                         self.note(node, "dynamic_code", false, format!("`setattr` on `{owner}` with a computed name hides from this screen"));
                     }
                     _ => {}
@@ -311,24 +375,46 @@ impl<'s> Screener<'s> {
             "getattr" => {
                 if let Some(name) = arguments(node).get(1) {
                     if string_literal(self.src, *name).is_none() {
-                        self.note(node, "dynamic_code", false, "`getattr` with a computed name hides from this screen".into());
+                        self.note(
+                            node,
+                            "dynamic_code",
+                            false,
+                            "`getattr` with a computed name hides from this screen".into(),
+                        );
                     }
                 }
             }
             "torch.set_float32_matmul_precision" => {
                 let mode = arguments(node).first().and_then(|a| string_literal(self.src, *a));
                 if mode.as_deref() != Some("highest") {
-                    self.note(node, "static_tf32", true, format!("lowers fp32 matmul precision: `{}`", self.text(node)));
+                    self.note(
+                        node,
+                        "static_tf32",
+                        true,
+                        format!("lowers fp32 matmul precision: `{}`", self.text(node)),
+                    );
                 }
             }
             _ if GC_SCANS.contains(&path) => {
                 self.note(node, "static_gc_scan", true, format!("`{path}()` scans the process's objects (expected outputs, the harness's state)"));
             }
             _ if FRAME_READS.contains(&path) => {
-                self.note(node, "static_frame_inspection", true, format!("`{path}()` reads the harness's frames (which call is timed or checked)"));
+                self.note(
+                    node,
+                    "static_frame_inspection",
+                    true,
+                    format!(
+                        "`{path}()` reads the harness's frames (which call is timed or checked)"
+                    ),
+                );
             }
             _ if HIDING.contains(&path) => {
-                self.note(node, "dynamic_code", false, format!("`{path}()` runs or decodes code that this screen cannot read"));
+                self.note(
+                    node,
+                    "dynamic_code",
+                    false,
+                    format!("`{path}()` runs or decodes code that this screen cannot read"),
+                );
             }
             _ if THREADS.contains(&path) => {
                 self.note(node, "threads", false, format!("`{path}()`: work outside the calling thread must finish before `forward` returns"));
@@ -339,15 +425,30 @@ impl<'s> Screener<'s> {
             "torch.cuda.CUDAGraph" | "torch.cuda.graph" | "torch.cuda.make_graphed_callables" => {
                 self.note(node, "cuda_graph", false, "uses a CUDA graph: fresh inputs must be copied into its static buffers on every call".into());
             }
-            "torch.autocast" | "torch.cuda.amp.autocast" | "torch.amp.autocast" | "torch.cpu.amp.autocast" => {
-                self.note(node, "lower_precision", false, "autocast lowers precision; results must stay within the task's tolerance".into());
+            "torch.autocast"
+            | "torch.cuda.amp.autocast"
+            | "torch.amp.autocast"
+            | "torch.cpu.amp.autocast" => {
+                self.note(
+                    node,
+                    "lower_precision",
+                    false,
+                    "autocast lowers precision; results must stay within the task's tolerance"
+                        .into(),
+                );
             }
             _ => {
                 if let Some(method) = path.rsplit('.').next() {
                     if matches!(method, "half" | "bfloat16") && function.kind() == "attribute" {
                         self.note(node, "lower_precision", false, format!("`.{method}()` lowers precision; results must stay within the task's tolerance"));
                     } else if method == "data_ptr" && function.kind() == "attribute" {
-                        self.note(node, "pointer_key", false, "reads `data_ptr()`: results must not be cached on input addresses".into());
+                        self.note(
+                            node,
+                            "pointer_key",
+                            false,
+                            "reads `data_ptr()`: results must not be cached on input addresses"
+                                .into(),
+                        );
                     }
                 }
             }
@@ -361,7 +462,12 @@ impl<'s> Screener<'s> {
         }
         if let Some(path) = self.path(node) {
             if path == "sys.modules" || path.starts_with("sys.modules.") {
-                self.note(node, "module_scan", false, "reads `sys.modules`: the reference module must not be touched".into());
+                self.note(
+                    node,
+                    "module_scan",
+                    false,
+                    "reads `sys.modules`: the reference module must not be touched".into(),
+                );
             }
         }
     }
@@ -408,11 +514,27 @@ mod tests {
 
     #[test]
     fn tf32_through_aliases_is_decisive_and_false_is_not() {
-        assert_eq!(decisive("import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n").as_deref(), Some("static_tf32"));
-        assert_eq!(decisive("import torch as t\nt.backends.cudnn.allow_tf32 = 1\n").as_deref(), Some("static_tf32"));
-        assert_eq!(decisive("from torch.backends import cuda\ncuda.matmul.allow_tf32 = True\n").as_deref(), Some("static_tf32"));
-        assert_eq!(decisive("import torch\ntorch.set_float32_matmul_precision('high')\n").as_deref(), Some("static_tf32"));
-        assert_eq!(decisive("import torch\ntorch.backends.cuda.matmul.fp32_precision = 'tf32'\n").as_deref(), Some("static_tf32"));
+        assert_eq!(
+            decisive("import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n").as_deref(),
+            Some("static_tf32")
+        );
+        assert_eq!(
+            decisive("import torch as t\nt.backends.cudnn.allow_tf32 = 1\n").as_deref(),
+            Some("static_tf32")
+        );
+        assert_eq!(
+            decisive("from torch.backends import cuda\ncuda.matmul.allow_tf32 = True\n").as_deref(),
+            Some("static_tf32")
+        );
+        assert_eq!(
+            decisive("import torch\ntorch.set_float32_matmul_precision('high')\n").as_deref(),
+            Some("static_tf32")
+        );
+        assert_eq!(
+            decisive("import torch\ntorch.backends.cuda.matmul.fp32_precision = 'tf32'\n")
+                .as_deref(),
+            Some("static_tf32")
+        );
         assert_eq!(decisive("import torch\ntorch.backends.cuda.matmul.allow_tf32 = False\ntorch.set_float32_matmul_precision('highest')\n"), None);
     }
 
@@ -432,30 +554,58 @@ mod tests {
         }
         // Settings are not patches.
         assert_eq!(decisive("import torch\ntorch._dynamo.config.suppress_errors = True\n"), None);
-        assert_eq!(classes("import torch\ntorch.backends.cudnn.benchmark = True\n"), [("cudnn_benchmark".into(), false)]);
+        assert_eq!(
+            classes("import torch\ntorch.backends.cudnn.benchmark = True\n"),
+            [("cudnn_benchmark".into(), false)]
+        );
     }
 
     #[test]
     fn model_entry_points_replaced_from_outside_the_class() {
         let cls = "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n";
-        assert_eq!(decisive(&format!("{cls}ModelNew.__call__ = lambda self, *a: a[0]\n")).as_deref(), Some("static_model_patched"));
-        assert_eq!(decisive(&format!("{cls}setattr(ModelNew, 'forward', None)\n")).as_deref(), Some("static_model_patched"));
+        assert_eq!(
+            decisive(&format!("{cls}ModelNew.__call__ = lambda self, *a: a[0]\n")).as_deref(),
+            Some("static_model_patched")
+        );
+        assert_eq!(
+            decisive(&format!("{cls}setattr(ModelNew, 'forward', None)\n")).as_deref(),
+            Some("static_model_patched")
+        );
         let in_forward = "class ModelNew:\n    def forward(self, x):\n        self.forward = self.fast\n        type(self).__call__ = None\n";
         let got = screen(in_forward);
-        assert_eq!(got.findings.iter().map(|f| (f.class.as_str(), f.line)).collect::<Vec<_>>(), [("static_model_patched", 3), ("static_model_patched", 4)], "{got:?}");
+        assert_eq!(
+            got.findings.iter().map(|f| (f.class.as_str(), f.line)).collect::<Vec<_>>(),
+            [("static_model_patched", 3), ("static_model_patched", 4)],
+            "{got:?}"
+        );
         // Choosing an implementation at construction is only worth a warning.
         let init = "class ModelNew:\n    def __init__(self):\n        self.forward = self.fast\n";
         assert_eq!(classes(init), [("forward_on_instance".into(), false)]);
         // An alias inside the class body is ordinary Python.
-        assert_eq!(classes("class ModelNew:\n    def f(self, x):\n        return x\n    forward = f\n"), []);
+        assert_eq!(
+            classes("class ModelNew:\n    def f(self, x):\n        return x\n    forward = f\n"),
+            []
+        );
     }
 
     #[test]
     fn gc_and_frames_are_decisive() {
-        assert_eq!(decisive("import gc\nfor o in gc.get_objects():\n    pass\n").as_deref(), Some("static_gc_scan"));
-        assert_eq!(decisive("from gc import get_referrers as g\ng(1)\n").as_deref(), Some("static_gc_scan"));
-        assert_eq!(decisive("import sys\nsys._getframe(1)\n").as_deref(), Some("static_frame_inspection"));
-        assert_eq!(decisive("import inspect\ninspect.stack()\n").as_deref(), Some("static_frame_inspection"));
+        assert_eq!(
+            decisive("import gc\nfor o in gc.get_objects():\n    pass\n").as_deref(),
+            Some("static_gc_scan")
+        );
+        assert_eq!(
+            decisive("from gc import get_referrers as g\ng(1)\n").as_deref(),
+            Some("static_gc_scan")
+        );
+        assert_eq!(
+            decisive("import sys\nsys._getframe(1)\n").as_deref(),
+            Some("static_frame_inspection")
+        );
+        assert_eq!(
+            decisive("import inspect\ninspect.stack()\n").as_deref(),
+            Some("static_frame_inspection")
+        );
     }
 
     #[test]
@@ -466,7 +616,15 @@ mod tests {
         let got: Vec<(&str, usize)> = s.warnings().map(|f| (f.class.as_str(), f.line)).collect();
         assert_eq!(
             got,
-            [("dynamic_code", 2), ("dynamic_code", 3), ("dynamic_code", 4), ("threads", 5), ("side_stream", 6), ("lower_precision", 7), ("lower_precision", 8)]
+            [
+                ("dynamic_code", 2),
+                ("dynamic_code", 3),
+                ("dynamic_code", 4),
+                ("threads", 5),
+                ("side_stream", 6),
+                ("lower_precision", 7),
+                ("lower_precision", 8)
+            ]
         );
     }
 
@@ -477,7 +635,11 @@ mod tests {
     }
 
     fn warned(src: &str) -> Vec<(String, usize)> {
-        screen(src).warnings().filter(|f| f.class == "reference_fallback" || f.class == "unchanged_reference").map(|f| (f.class.clone(), f.line)).collect()
+        screen(src)
+            .warnings()
+            .filter(|f| f.class == "reference_fallback" || f.class == "unchanged_reference")
+            .map(|f| (f.class.clone(), f.line))
+            .collect()
     }
 
     const EXT: &str = "import torch\nfrom torch.utils.cpp_extension import load_inline\next = load_inline(name='e', cpp_sources='', cuda_sources='', functions=['f'])\n";

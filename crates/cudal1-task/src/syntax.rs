@@ -22,7 +22,9 @@ pub fn parse(source: &str) -> Tree {
     parser
         .set_language(&tree_sitter_python::LANGUAGE.into())
         .expect("the bundled tree-sitter-python grammar matches the tree-sitter version");
-    parser.parse(source, None).expect("parsing without a timeout or cancellation flag always returns a tree")
+    parser
+        .parse(source, None)
+        .expect("parsing without a timeout or cancellation flag always returns a tree")
 }
 
 /// Parses `source` and lists its top-level classes and functions, or returns the first syntax error.
@@ -83,7 +85,8 @@ mod tests {
 
     #[test]
     fn finds_decorated_and_plain_definitions() {
-        let src = "import x\n@dec\nclass A: pass\ndef f(): pass\nclass B(A):\n    def g(self): pass\n";
+        let src =
+            "import x\n@dec\nclass A: pass\ndef f(): pass\nclass B(A):\n    def g(self): pass\n";
         let d = find_definitions(src).unwrap();
         assert_eq!(d.classes, ["A", "B"]);
         assert_eq!(d.functions, ["f"]);

@@ -36,7 +36,13 @@ pub fn read(path: &Path) -> Result<Vec<SftExample>, TrainError> {
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(n, l)| serde_json::from_str(l).map_err(|e| TrainError::Data { path: path.to_owned(), line: n + 1, reason: format!("not an example ({{task, messages, reply, provenance}}): {e}") }))
+        .map(|(n, l)| {
+            serde_json::from_str(l).map_err(|e| TrainError::Data {
+                path: path.to_owned(),
+                line: n + 1,
+                reason: format!("not an example ({{task, messages, reply, provenance}}): {e}"),
+            })
+        })
         .collect()
 }
 
@@ -47,7 +53,8 @@ pub fn write(path: &Path, examples: &[SftExample]) -> Result<(), TrainError> {
     }
     let mut f = std::fs::File::create(path).map_err(TrainError::io("write", path))?;
     for e in examples {
-        writeln!(f, "{}", serde_json::to_string(e).expect("plain data")).map_err(TrainError::io("write", path))?;
+        writeln!(f, "{}", serde_json::to_string(e).expect("plain data"))
+            .map_err(TrainError::io("write", path))?;
     }
     Ok(())
 }
@@ -76,7 +83,13 @@ pub struct Candidate {
 /// Keeps the candidates whose program the evaluator finds correct (correctness mode), once per
 /// task and normalised source; `seen` holds keys already kept (earlier data), which count as
 /// duplicates.
-pub fn keep_correct(engine: &Evaluator, candidates: Vec<Candidate>, seen: &mut HashSet<(String, String)>, stats: &mut Collected, on_event: &mut dyn FnMut(TrainEvent)) -> Vec<SftExample> {
+pub fn keep_correct(
+    engine: &Evaluator,
+    candidates: Vec<Candidate>,
+    seen: &mut HashSet<(String, String)>,
+    stats: &mut Collected,
+    on_event: &mut dyn FnMut(TrainEvent),
+) -> Vec<SftExample> {
     let mut unique = Vec::new();
     for c in candidates {
         let Ok(code) = extract_program(&c.reply) else {
@@ -90,8 +103,13 @@ pub fn keep_correct(engine: &Evaluator, candidates: Vec<Candidate>, seen: &mut H
         }
         unique.push((c, code, key));
     }
-    let items: Vec<(Arc<Task>, String, String)> = unique.iter().map(|(c, code, _)| (Arc::clone(&c.task), code.clone(), c.task.key())).collect();
-    let outcomes = judge(engine, Mode::Correctness, &items, &mut |done, of| on_event(TrainEvent::Progress { done, of, what: "programs judged" }));
+    let items: Vec<(Arc<Task>, String, String)> = unique
+        .iter()
+        .map(|(c, code, _)| (Arc::clone(&c.task), code.clone(), c.task.key()))
+        .collect();
+    let outcomes = judge(engine, Mode::Correctness, &items, &mut |done, of| {
+        on_event(TrainEvent::Progress { done, of, what: "programs judged" })
+    });
     stats.judged += items.len();
     let mut kept = Vec::new();
     for ((c, _, key), outcome) in unique.into_iter().zip(outcomes) {
@@ -106,7 +124,12 @@ pub fn keep_correct(engine: &Evaluator, candidates: Vec<Candidate>, seen: &mut H
             provenance["task_hash"] = key.0.into();
             provenance["code_hash"] = key.1.into();
             provenance["verdict"] = verdict.into();
-            kept.push(SftExample { task: c.task.key(), messages: c.messages, reply: c.reply, provenance });
+            kept.push(SftExample {
+                task: c.task.key(),
+                messages: c.messages,
+                reply: c.reply,
+                provenance,
+            });
         } else {
             // Not kept: a later sample of the same program may not be tried again either.
         }
@@ -136,7 +159,11 @@ pub fn sample_llm(
     for (t, task) in tasks.iter().enumerate() {
         let messages = task_messages(prompts, task)?;
         for k in 0..per_task {
-            jobs.push((Arc::clone(task), messages.clone(), crate::grpo::step_seed(seed, t as u64, u64::from(k))));
+            jobs.push((
+                Arc::clone(task),
+                messages.clone(),
+                crate::grpo::step_seed(seed, t as u64, u64::from(k)),
+            ));
         }
     }
     let total = jobs.len();
@@ -153,7 +180,10 @@ pub fn sample_llm(
             scope.spawn(move || {
                 for (task, messages, seed) in jobs {
                     let mut req = request.clone();
-                    req.messages = messages.iter().map(|m| cudal1_llm::Message::user(m.content.clone())).collect();
+                    req.messages = messages
+                        .iter()
+                        .map(|m| cudal1_llm::Message::user(m.content.clone()))
+                        .collect();
                     req.seed = Some(seed);
                     let _ = out.send((task, messages, llm.complete(&req)));
                 }

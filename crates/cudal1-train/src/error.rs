@@ -32,7 +32,10 @@ pub enum TrainError {
 }
 
 impl TrainError {
-    pub(crate) fn io<'a>(doing: &'static str, path: &'a std::path::Path) -> impl FnOnce(std::io::Error) -> TrainError + 'a {
+    pub(crate) fn io<'a>(
+        doing: &'static str,
+        path: &'a std::path::Path,
+    ) -> impl FnOnce(std::io::Error) -> TrainError + 'a {
         move |source| TrainError::Io { doing, path: path.to_owned(), source }
     }
 }

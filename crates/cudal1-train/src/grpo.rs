@@ -28,7 +28,9 @@ use crate::policy::{Policy, Sampling};
 use crate::run::RunDir;
 use crate::turns::{turn_rewards, TurnAggregation};
 use crate::{TrainError, TrainEvent};
-use cudal1_model::messages::{Aggregation, Policy as Which, Sample, Sequence, StepKind, TrainStep, TrainStepReply};
+use cudal1_model::messages::{
+    Aggregation, Policy as Which, Sample, Sequence, StepKind, TrainStep, TrainStepReply,
+};
 use cudal1_search::group_advantages;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -86,7 +88,9 @@ impl GrpoConfig {
             return bad("`groups`, `steps` and `save_every` must be positive");
         }
         if !(self.advantage_clip > 0.0 && self.std_floor >= 0.0 && self.kl_coef >= 0.0) {
-            return bad("`advantage_clip` must be positive, `std_floor` and `kl_coef` not negative");
+            return bad(
+                "`advantage_clip` must be positive, `std_floor` and `kl_coef` not negative",
+            );
         }
         if self.turns == 0 || !(0.0..=1.0).contains(&self.turn_gamma) {
             return bad("`turns` must be at least 1 and `turn_gamma` within [0, 1]");
@@ -141,28 +145,55 @@ pub struct Scored {
 
 /// Where prompts and rewards come from: the kernel tasks and the evaluator, or a script in tests.
 pub trait Environment {
-    fn prompts(&mut self, step: u64, groups: usize, rng: &mut StdRng) -> Result<Vec<GroupPrompt>, TrainError>;
+    fn prompts(
+        &mut self,
+        step: u64,
+        groups: usize,
+        rng: &mut StdRng,
+    ) -> Result<Vec<GroupPrompt>, TrainError>;
     /// Scores `samples` (each with the index of its group in `prompts`), in order.
-    fn score(&mut self, step: u64, prompts: &[GroupPrompt], samples: &[(usize, &Sample)]) -> Result<Vec<Scored>, TrainError>;
+    fn score(
+        &mut self,
+        step: u64,
+        prompts: &[GroupPrompt],
+        samples: &[(usize, &Sample)],
+    ) -> Result<Vec<Scored>, TrainError>;
 
     /// Starts scoring `samples`; [`Environment::finish_scoring`] returns the scores. An
     /// environment that judges elsewhere (the evaluation engine) returns at once, so that the
     /// policy can sample meanwhile; by default the scores are made here.
-    fn start_scoring(&mut self, step: u64, prompts: &[GroupPrompt], samples: &[(usize, &Sample)]) -> Result<Ticket, TrainError> {
+    fn start_scoring(
+        &mut self,
+        step: u64,
+        prompts: &[GroupPrompt],
+        samples: &[(usize, &Sample)],
+    ) -> Result<Ticket, TrainError> {
         self.score(step, prompts, samples).map(Ticket::ready)
     }
 
     /// The prompt of the next turn of a trajectory whose last turn answered `prompt` with
     /// `sample`, judged `scored`; `None` ends the trajectory (its program is good enough).
     /// Environments without refinement turns refuse.
-    fn next_turn(&mut self, step: u64, prompt: &GroupPrompt, sample: &Sample, scored: &Scored) -> Result<Option<GroupPrompt>, TrainError> {
+    fn next_turn(
+        &mut self,
+        step: u64,
+        prompt: &GroupPrompt,
+        sample: &Sample,
+        scored: &Scored,
+    ) -> Result<Option<GroupPrompt>, TrainError> {
         let _ = (step, prompt, sample, scored);
-        Err(TrainError::Config("this environment has no refinement turns: run with `turns` 1".to_owned()))
+        Err(TrainError::Config(
+            "this environment has no refinement turns: run with `turns` 1".to_owned(),
+        ))
     }
 
     /// Waits for the scores a [`Ticket`] stands for, in the order of its samples.
     fn finish_scoring(&mut self, ticket: Ticket) -> Result<Vec<Scored>, TrainError> {
-        ticket.into_ready().map_err(|id| TrainError::Config(format!("scoring {id} was started elsewhere: this environment has no scores pending")))
+        ticket.into_ready().map_err(|id| {
+            TrainError::Config(format!(
+                "scoring {id} was started elsewhere: this environment has no scores pending"
+            ))
+        })
     }
 }
 
@@ -197,7 +228,9 @@ impl Ticket {
 
 /// A seed for step `step`, attempt `attempt` (SplitMix64 of the mix).
 pub(crate) fn step_seed(seed: u64, step: u64, attempt: u64) -> u64 {
-    let mut z = seed ^ step.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ attempt.wrapping_mul(0xd1b5_4a32_d192_ed03);
+    let mut z = seed
+        ^ step.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        ^ attempt.wrapping_mul(0xd1b5_4a32_d192_ed03);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     (z ^ (z >> 31)) >> 11
@@ -277,21 +310,56 @@ struct Drawn {
 }
 
 /// Draws `need` prompts for `step` and samples a group of each.
-fn draw(policy: &mut Policy, env: &mut dyn Environment, config: &GrpoConfig, step: u64, attempt: u64, need: usize, mut rng: StdRng) -> Result<Drawn, TrainError> {
+fn draw(
+    policy: &mut Policy,
+    env: &mut dyn Environment,
+    config: &GrpoConfig,
+    step: u64,
+    attempt: u64,
+    need: usize,
+    mut rng: StdRng,
+) -> Result<Drawn, TrainError> {
     let started = Instant::now();
     let prompts = env.prompts(step, need, &mut rng)?;
     let mut ids = Vec::with_capacity(prompts.len());
     for p in &prompts {
         ids.push(policy.prompt_ids(&p.prompt)?);
     }
-    let samples = policy.generate(ids.clone(), config.group_size, config.sampling, step_seed(config.seed, step, attempt + 1))?;
-    Ok(Drawn { step, attempt, rng, prompts, ids, samples, seconds: started.elapsed().as_secs_f64(), ahead: false })
+    let samples = policy.generate(
+        ids.clone(),
+        config.group_size,
+        config.sampling,
+        step_seed(config.seed, step, attempt + 1),
+    )?;
+    Ok(Drawn {
+        step,
+        attempt,
+        rng,
+        prompts,
+        ids,
+        samples,
+        seconds: started.elapsed().as_secs_f64(),
+        ahead: false,
+    })
 }
 
 /// A step's first draw: all its groups, prompts drawn from the step's own seed. The same whether
 /// it is sampled at the step's turn or ahead of it.
-fn first_draw(policy: &mut Policy, env: &mut dyn Environment, config: &GrpoConfig, step: u64) -> Result<Drawn, TrainError> {
-    draw(policy, env, config, step, 0, config.groups, StdRng::seed_from_u64(step_seed(config.seed, step, 0)))
+fn first_draw(
+    policy: &mut Policy,
+    env: &mut dyn Environment,
+    config: &GrpoConfig,
+    step: u64,
+) -> Result<Drawn, TrainError> {
+    draw(
+        policy,
+        env,
+        config,
+        step,
+        0,
+        config.groups,
+        StdRng::seed_from_u64(step_seed(config.seed, step, 0)),
+    )
 }
 
 /// A later turn of a trajectory: its prompt (and the prompt's tokens), the policy's completion
@@ -340,8 +408,15 @@ fn later_turns(
             break;
         }
         on_event(TrainEvent::Phase { step, phase: "generate turn" });
-        let ids = next.iter().map(|(_, p)| policy.prompt_ids(&p.prompt)).collect::<Result<Vec<_>, _>>()?;
-        let seed = step_seed(config.seed ^ u64::from(turn).wrapping_mul(0x9e37_79b9_7f4a_7c15), step, attempt + 1);
+        let ids = next
+            .iter()
+            .map(|(_, p)| policy.prompt_ids(&p.prompt))
+            .collect::<Result<Vec<_>, _>>()?;
+        let seed = step_seed(
+            config.seed ^ u64::from(turn).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            step,
+            attempt + 1,
+        );
         let got = policy.generate(ids.clone(), 1, config.sampling, seed)?;
         on_event(TrainEvent::Phase { step, phase: "evaluate turn" });
         let turn_prompts: Vec<GroupPrompt> = next.iter().map(|(_, p)| p.clone()).collect();
@@ -360,7 +435,8 @@ fn later_turns(
 /// after it, up to the first turn that could not be scored (`None` from there on).
 fn trajectory_rewards(scores: &[Option<f64>], gamma: f64) -> Vec<Option<f64>> {
     let scored: Vec<f64> = scores.iter().map_while(|s| *s).collect();
-    let mut rewards: Vec<Option<f64>> = turn_rewards(&scored, gamma, TurnAggregation::Sum).into_iter().map(Some).collect();
+    let mut rewards: Vec<Option<f64>> =
+        turn_rewards(&scored, gamma, TurnAggregation::Sum).into_iter().map(Some).collect();
     rewards.resize(scores.len(), None);
     rewards
 }
@@ -415,19 +491,23 @@ fn one_step(
         later_correct += later.iter().flatten().filter(|t| t.scored.correct).count();
 
         for (g, prompt) in prompts.iter().enumerate() {
-            let members: Vec<usize> = (0..samples.len()).filter(|&i| samples[i].prompt_index == g).collect();
+            let members: Vec<usize> =
+                (0..samples.len()).filter(|&i| samples[i].prompt_index == g).collect();
             // Each member's turn rewards, then the group's advantages turn by turn.
             let returns: Vec<Vec<Option<f64>>> = members
                 .iter()
                 .map(|&i| {
-                    let scores: Vec<Option<f64>> = std::iter::once(scored[i].reward).chain(later[i].iter().map(|t| t.scored.reward)).collect();
+                    let scores: Vec<Option<f64>> = std::iter::once(scored[i].reward)
+                        .chain(later[i].iter().map(|t| t.scored.reward))
+                        .collect();
                     trajectory_rewards(&scores, config.turn_gamma)
                 })
                 .collect();
             let depth = returns.iter().map(Vec::len).max().unwrap_or(1);
             let per_turn: Vec<Option<Vec<Option<f64>>>> = (0..depth)
                 .map(|t| {
-                    let at: Vec<Option<f64>> = returns.iter().map(|r| r.get(t).copied().flatten()).collect();
+                    let at: Vec<Option<f64>> =
+                        returns.iter().map(|r| r.get(t).copied().flatten()).collect();
                     group_advantages(&at, config.std_floor, config.advantage_clip)
                 })
                 .collect();
@@ -480,7 +560,9 @@ fn one_step(
                         "reward": t.scored.reward, "advantage": advantage, "kept": signal, "sampled_ahead": false,
                         "turn": n + 2, "trajectory": k, "turn_reward": returns[k][n + 1],
                     });
-                    if let (Value::Object(r), Value::Object(extra)) = (&mut record, &t.scored.record) {
+                    if let (Value::Object(r), Value::Object(extra)) =
+                        (&mut record, &t.scored.record)
+                    {
                         r.extend(extra.clone());
                     }
                     records.push(record);
@@ -512,7 +594,11 @@ fn one_step(
     let mut stats: Vec<TrainStepReply> = Vec::new();
     if !sequences.is_empty() {
         if config.kl_coef > 0.0 {
-            let reference = policy.logprobs(sequences.clone(), Which::Reference, config.sampling.temperature)?;
+            let reference = policy.logprobs(
+                sequences.clone(),
+                Which::Reference,
+                config.sampling.temperature,
+            )?;
             for (s, r) in sequences.iter_mut().zip(reference) {
                 s.ref_logprobs = Some(r);
             }
@@ -538,9 +624,17 @@ fn one_step(
     let t_train = started.elapsed().as_secs_f64();
 
     #[expect(clippy::cast_precision_loss)]
-    let mean = |xs: &[f64]| if xs.is_empty() { None } else { Some(xs.iter().sum::<f64>() / xs.len() as f64) };
+    let mean = |xs: &[f64]| {
+        if xs.is_empty() {
+            None
+        } else {
+            Some(xs.iter().sum::<f64>() / xs.len() as f64)
+        }
+    };
     let reward_mean = mean(&rewards);
-    let reward_std = reward_mean.map(|m| (rewards.iter().map(|r| (r - m).powi(2)).sum::<f64>() / rewards.len() as f64).sqrt());
+    let reward_std = reward_mean.map(|m| {
+        (rewards.iter().map(|r| (r - m).powi(2)).sum::<f64>() / rewards.len() as f64).sqrt()
+    });
     let last = stats.last();
     let ratio = |n: usize| if samples_total == 0 { 0.0 } else { n as f64 / samples_total as f64 };
     let line = json!({

@@ -12,8 +12,8 @@ use cudal1_search::{extract_program, normalized_hash, Prompts};
 use cudal1_stats::{statistic_interval, Interval};
 use cudal1_task::Task;
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
 use serde_json::{json, Value};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// One sample's outcome.
@@ -108,7 +108,9 @@ impl Progress {
     fn start(&self, asked: &Value, replies: &[Reply]) -> Result<(), TrainError> {
         let mut text = serde_json::to_string(&Line::Asked(asked.clone())).expect("serialisable");
         text.push('\n');
-        text.push_str(&serde_json::to_string(&Line::Replies(replies.to_vec())).expect("serialisable"));
+        text.push_str(
+            &serde_json::to_string(&Line::Replies(replies.to_vec())).expect("serialisable"),
+        );
         text.push('\n');
         let tmp = self.path.with_extension("tmp");
         std::fs::write(&tmp, text).map_err(TrainError::io("write", &tmp))?;
@@ -118,10 +120,13 @@ impl Progress {
     fn append(&self, judged: &Judged) -> Result<(), TrainError> {
         use std::io::{Read, Seek, SeekFrom, Write};
         let io = TrainError::io("append to", &self.path);
-        let mut f = std::fs::OpenOptions::new().read(true).append(true).open(&self.path).map_err(io)?;
+        let mut f =
+            std::fs::OpenOptions::new().read(true).append(true).open(&self.path).map_err(io)?;
         // A line a crash cut off is ended first, so that this one stands on its own.
         let mut last = [0u8; 1];
-        let cut = f.seek(SeekFrom::End(-1)).is_ok() && f.read_exact(&mut last).is_ok() && last[0] != b'\n';
+        let cut = f.seek(SeekFrom::End(-1)).is_ok()
+            && f.read_exact(&mut last).is_ok()
+            && last[0] != b'\n';
         let mut line = if cut { "\n".to_owned() } else { String::new() };
         line.push_str(&serde_json::to_string(&Line::Judged(judged.clone())).expect("serialisable"));
         line.push('\n');
@@ -160,7 +165,13 @@ pub fn evaluate(
     };
     let replies = match kept {
         Some(r) => {
-            on_event(TrainEvent::Reused { what: format!("{} replies and {} verdicts of an earlier run", r.len(), judged.len()) });
+            on_event(TrainEvent::Reused {
+                what: format!(
+                    "{} replies and {} verdicts of an earlier run",
+                    r.len(),
+                    judged.len()
+                ),
+            });
             r
         }
         None => {
@@ -170,7 +181,14 @@ pub fn evaluate(
             }
             on_event(TrainEvent::Phase { step: 0, phase: "generate" });
             let samples = policy.generate(prompt_ids, per_task, sampling, seed)?;
-            let replies: Vec<Reply> = samples.into_iter().map(|s| Reply { prompt_index: s.prompt_index, text: s.text, finish_reason: s.finish_reason }).collect();
+            let replies: Vec<Reply> = samples
+                .into_iter()
+                .map(|s| Reply {
+                    prompt_index: s.prompt_index,
+                    text: s.text,
+                    finish_reason: s.finish_reason,
+                })
+                .collect();
             if let (Some((p, _)), Some(a)) = (&progress, &asked) {
                 p.start(a, &replies)?;
             }
@@ -212,7 +230,8 @@ pub fn evaluate(
     let todo: Vec<usize> = (0..items.len()).filter(|&i| verdicts[i].is_none()).collect();
     let batch: Vec<_> = todo.iter().map(|&i| items[i].clone()).collect();
     // The engine judges each task and program once; every item that is that program is kept.
-    let keys: Vec<(String, String)> = batch.iter().map(|(t, code, _)| (t.hash.clone(), normalized_hash(code))).collect();
+    let keys: Vec<(String, String)> =
+        batch.iter().map(|(t, code, _)| (t.hash.clone(), normalized_hash(code))).collect();
     let same = |k: usize| (0..keys.len()).filter(|&m| keys[m] == keys[k]).collect::<Vec<_>>();
     let mut write_error = None;
     let outcomes = judge_each(
@@ -222,7 +241,11 @@ pub fn evaluate(
         &mut |k, outcome| {
             if let (JobOutcome::Evaluated(e), Some((p, _))) = (outcome, &progress) {
                 for m in same(k) {
-                    let j = Judged { item: todo[m], verdict: e.verdict.as_str().to_owned(), speedup: correct_speedup(e) };
+                    let j = Judged {
+                        item: todo[m],
+                        verdict: e.verdict.as_str().to_owned(),
+                        speedup: correct_speedup(e),
+                    };
                     if let Err(err) = p.append(&j) {
                         write_error.get_or_insert(err);
                     }
@@ -262,25 +285,70 @@ pub fn report(tasks: usize, per_task: u32, samples: Vec<SampleResult>, seed: u64
         (!xs.is_empty()).then(|| (xs.iter().map(|x| x.ln()).sum::<f64>() / n).exp())
     };
     let n = by_task.len();
-    let correct_rate = statistic_interval(n, |idx| share(&by_task, idx, |s| s.correct), RESAMPLES, 0.95, seed);
-    let fast1_rate = statistic_interval(n, |idx| share(&by_task, idx, |s| s.correct && s.speedup.is_some_and(|x| x > 1.0)), RESAMPLES, 0.95, seed);
-    let geomean_speedup_of_correct = statistic_interval(
+    let correct_rate =
+        statistic_interval(n, |idx| share(&by_task, idx, |s| s.correct), RESAMPLES, 0.95, seed);
+    let fast1_rate = statistic_interval(
         n,
-        |idx| geomean(idx.iter().flat_map(|&t| by_task[t].iter()).filter_map(|s| s.speedup).filter(|x| *x > 0.0).collect()),
+        |idx| share(&by_task, idx, |s| s.correct && s.speedup.is_some_and(|x| x > 1.0)),
         RESAMPLES,
         0.95,
         seed,
     );
-    let best = |t: usize| by_task[t].iter().filter_map(|s| s.speedup).fold(None, |b: Option<f64>, x| Some(b.map_or(x, |b| b.max(x))));
+    let geomean_speedup_of_correct = statistic_interval(
+        n,
+        |idx| {
+            geomean(
+                idx.iter()
+                    .flat_map(|&t| by_task[t].iter())
+                    .filter_map(|s| s.speedup)
+                    .filter(|x| *x > 0.0)
+                    .collect(),
+            )
+        },
+        RESAMPLES,
+        0.95,
+        seed,
+    );
+    let best = |t: usize| {
+        by_task[t]
+            .iter()
+            .filter_map(|s| s.speedup)
+            .fold(None, |b: Option<f64>, x| Some(b.map_or(x, |b| b.max(x))))
+    };
     #[expect(clippy::cast_precision_loss)]
-    let solved_rate = statistic_interval(n, |idx| Some(idx.iter().filter(|&&t| best(t).is_some()).count() as f64 / idx.len() as f64), RESAMPLES, 0.95, seed);
-    let best_of_g_geomean = statistic_interval(n, |idx| geomean(idx.iter().filter_map(|&t| best(t)).filter(|x| *x > 0.0).collect()), RESAMPLES, 0.95, seed);
-    HeldoutReport { tasks, samples_per_task: per_task, correct_rate, fast1_rate, geomean_speedup_of_correct, solved_rate, best_of_g_geomean, samples }
+    let solved_rate = statistic_interval(
+        n,
+        |idx| Some(idx.iter().filter(|&&t| best(t).is_some()).count() as f64 / idx.len() as f64),
+        RESAMPLES,
+        0.95,
+        seed,
+    );
+    let best_of_g_geomean = statistic_interval(
+        n,
+        |idx| geomean(idx.iter().filter_map(|&t| best(t)).filter(|x| *x > 0.0).collect()),
+        RESAMPLES,
+        0.95,
+        seed,
+    );
+    HeldoutReport {
+        tasks,
+        samples_per_task: per_task,
+        correct_rate,
+        fast1_rate,
+        geomean_speedup_of_correct,
+        solved_rate,
+        best_of_g_geomean,
+        samples,
+    }
 }
 
 /// The share of the samples of tasks `idx` that `pick` holds for.
 #[expect(clippy::cast_precision_loss)]
-fn share(by_task: &[Vec<&SampleResult>], idx: &[usize], pick: impl Fn(&SampleResult) -> bool) -> Option<f64> {
+fn share(
+    by_task: &[Vec<&SampleResult>],
+    idx: &[usize],
+    pick: impl Fn(&SampleResult) -> bool,
+) -> Option<f64> {
     let all: Vec<&SampleResult> = idx.iter().flat_map(|&t| by_task[t].iter().copied()).collect();
     (!all.is_empty()).then(|| all.iter().filter(|s| pick(s)).count() as f64 / all.len() as f64)
 }
@@ -308,7 +376,14 @@ mod tests {
     use std::io::Write;
 
     fn sample(task: &str, speedup: Option<f64>) -> SampleResult {
-        SampleResult { task: task.into(), has_program: true, truncated: false, verdict: None, correct: speedup.is_some(), speedup }
+        SampleResult {
+            task: task.into(),
+            has_program: true,
+            truncated: false,
+            verdict: None,
+            correct: speedup.is_some(),
+            speedup,
+        }
     }
 
     #[test]
@@ -325,7 +400,9 @@ mod tests {
         assert_eq!(r.correct_rate.unwrap().median, 0.5);
         assert!((r.fast1_rate.unwrap().median - 1.0 / 6.0).abs() < 1e-12);
         // Correct speedups 2, 0.5, 0.5: geomean (0.5)^(1/3).
-        assert!((r.geomean_speedup_of_correct.unwrap().median - 0.5f64.powf(1.0 / 3.0)).abs() < 1e-12);
+        assert!(
+            (r.geomean_speedup_of_correct.unwrap().median - 0.5f64.powf(1.0 / 3.0)).abs() < 1e-12
+        );
         assert!((r.solved_rate.unwrap().median - 2.0 / 3.0).abs() < 1e-12);
         // Best per solved task: 2 and 0.5, geomean 1.
         assert!((r.best_of_g_geomean.unwrap().median - 1.0).abs() < 1e-12);
@@ -336,11 +413,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let progress = Progress::at(dir.path().join("p.jsonl"));
         let asked = json!({"seed": 1});
-        let replies = vec![Reply { prompt_index: 0, text: "a".into(), finish_reason: "stop".into() }];
+        let replies =
+            vec![Reply { prompt_index: 0, text: "a".into(), finish_reason: "stop".into() }];
         progress.start(&asked, &replies).unwrap();
-        progress.append(&Judged { item: 0, verdict: "correct".into(), speedup: Some(2.0) }).unwrap();
+        progress
+            .append(&Judged { item: 0, verdict: "correct".into(), speedup: Some(2.0) })
+            .unwrap();
         // A crash mid-line, then a rerun appending after it.
-        std::fs::OpenOptions::new().append(true).open(dir.path().join("p.jsonl")).unwrap().write_all(b"{\"judged\":{\"item\":1,\"ver").unwrap();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.path().join("p.jsonl"))
+            .unwrap()
+            .write_all(b"{\"judged\":{\"item\":1,\"ver")
+            .unwrap();
         progress.append(&Judged { item: 2, verdict: "incorrect".into(), speedup: None }).unwrap();
         let (kept, judged) = progress.load(&asked).unwrap();
         assert_eq!(kept, Some(replies));

@@ -4,12 +4,15 @@
 
 use crate::grpo::{Environment, GroupPrompt, Scored, Ticket};
 use crate::TrainError;
+use crossbeam_channel::{unbounded, Receiver};
 use cudal1_eval::{Done, Evaluation, Evaluator, Job, JobId, JobOutcome, Mode, Verdict};
 use cudal1_model::messages::Sample;
-use cudal1_search::{draw_prompt, extract_program, normalized_hash, Attempt, Exemplar, ExemplarSampler, Judged, Prompts, Variant};
+use cudal1_search::{
+    draw_prompt, extract_program, normalized_hash, Attempt, Exemplar, ExemplarSampler, Judged,
+    Prompts, Variant,
+};
 use cudal1_store::{NewProgram, ProgramDatabase, ProgramKey};
 use cudal1_task::{Candidate, Task};
-use crossbeam_channel::{unbounded, Receiver};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use serde_json::{json, Value};
@@ -17,7 +20,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Evaluates programs through the engine, each distinct (task, normalised code) once per call.
-pub fn judge(engine: &Evaluator, mode: Mode, items: &[(Arc<Task>, String, String)], on_progress: &mut dyn FnMut(usize, usize)) -> Vec<JobOutcome> {
+pub fn judge(
+    engine: &Evaluator,
+    mode: Mode,
+    items: &[(Arc<Task>, String, String)],
+    on_progress: &mut dyn FnMut(usize, usize),
+) -> Vec<JobOutcome> {
     judge_each(engine, mode, items, &mut |_, _| {}, on_progress)
 }
 
@@ -45,7 +53,11 @@ pub struct Judging {
 
 impl Judging {
     /// Submits each distinct (task, normalised code) of `items` once.
-    pub fn submit(engine: &Evaluator, mode: Mode, items: &[(Arc<Task>, String, String)]) -> Judging {
+    pub fn submit(
+        engine: &Evaluator,
+        mode: Mode,
+        items: &[(Arc<Task>, String, String)],
+    ) -> Judging {
         let (tx, done) = unbounded();
         let mut first: HashMap<(String, String), usize> = HashMap::new();
         let mut of_item = Vec::with_capacity(items.len());
@@ -58,14 +70,25 @@ impl Judging {
             }
             first.insert(key, i);
             of_item.push(i);
-            let id = engine.submit_to(Job::evaluate(Arc::clone(task), Candidate::from_source(label.clone(), code.clone())).mode(mode), &tx);
+            let id = engine.submit_to(
+                Job::evaluate(
+                    Arc::clone(task),
+                    Candidate::from_source(label.clone(), code.clone()),
+                )
+                .mode(mode),
+                &tx,
+            );
             ids.insert(id, i);
         }
         Judging { done, ids, of_item }
     }
 
     /// Waits for every outcome, in the items' order.
-    pub fn collect(self, on_outcome: &mut dyn FnMut(usize, &JobOutcome), on_progress: &mut dyn FnMut(usize, usize)) -> Vec<JobOutcome> {
+    pub fn collect(
+        self,
+        on_outcome: &mut dyn FnMut(usize, &JobOutcome),
+        on_progress: &mut dyn FnMut(usize, usize),
+    ) -> Vec<JobOutcome> {
         let mut outcomes: Vec<Option<JobOutcome>> = vec![None; self.of_item.len()];
         let total = self.ids.len();
         for done in 0..total {
@@ -94,7 +117,9 @@ pub enum RewardKind {
     /// Its speedup where at least `threshold` of its GPU time runs in kernels it built itself
     /// (the own-kernel share, `cudal1_eval::own`); below it, or unmeasured, its speedup capped
     /// at 1: a program fast only through library kernels gains nothing over the reference.
-    SpeedupOwnKernels { threshold: f64 },
+    SpeedupOwnKernels {
+        threshold: f64,
+    },
 }
 
 /// The own-kernel share a `speedup-own-kernels` reward asks for by default.
@@ -106,8 +131,12 @@ impl RewardKind {
         match text {
             "speedup" => Ok(RewardKind::Speedup),
             "correct" => Ok(RewardKind::Correct),
-            "speedup-own-kernels" => Ok(RewardKind::SpeedupOwnKernels { threshold: OWN_SHARE_THRESHOLD }),
-            _ => Err(format!("unknown reward `{text}`: use `speedup`, `correct` or `speedup-own-kernels`")),
+            "speedup-own-kernels" => {
+                Ok(RewardKind::SpeedupOwnKernels { threshold: OWN_SHARE_THRESHOLD })
+            }
+            _ => Err(format!(
+                "unknown reward `{text}`: use `speedup`, `correct` or `speedup-own-kernels`"
+            )),
         }
     }
 
@@ -173,10 +202,34 @@ pub struct KernelEnv<'a> {
 }
 
 impl<'a> KernelEnv<'a> {
-    pub fn new(tasks: Vec<Arc<Task>>, engine: &'a Evaluator, store: &'a dyn ProgramDatabase, prompts: &'a Prompts, sampler: ExemplarSampler, exemplars: usize, run_id: String) -> KernelEnv<'a> {
+    pub fn new(
+        tasks: Vec<Arc<Task>>,
+        engine: &'a Evaluator,
+        store: &'a dyn ProgramDatabase,
+        prompts: &'a Prompts,
+        sampler: ExemplarSampler,
+        exemplars: usize,
+        run_id: String,
+    ) -> KernelEnv<'a> {
         // Exemplars and stored rewards only from programs this build judged on this class of GPU.
         let settings_hash = engine.judge().settings_hash(engine.settings());
-        KernelEnv { tasks, engine, store, prompts, sampler, exemplars, low_reward: 0.0, reward: RewardKind::Speedup, own_shares: None, run_id, turn_target: 1.0, settings_hash, order: Vec::new(), pending: HashMap::new(), next_ticket: 0 }
+        KernelEnv {
+            tasks,
+            engine,
+            store,
+            prompts,
+            sampler,
+            exemplars,
+            low_reward: 0.0,
+            reward: RewardKind::Speedup,
+            own_shares: None,
+            run_id,
+            turn_target: 1.0,
+            settings_hash,
+            order: Vec::new(),
+            pending: HashMap::new(),
+            next_ticket: 0,
+        }
     }
 
     /// The own-kernel share of the stored program `id` (`code`, of `task`), measured now and
@@ -207,7 +260,10 @@ impl<'a> KernelEnv<'a> {
             .filter(|p| p.run_id != self.run_id || u64::from(p.round) < step)
             .map(|p| Variant {
                 id: p.id,
-                speedup: (p.verdict == Verdict::Correct.as_str()).then_some(p.speedup_median).flatten().filter(|s| s.is_finite()),
+                speedup: (p.verdict == Verdict::Correct.as_str())
+                    .then_some(p.speedup_median)
+                    .flatten()
+                    .filter(|s| s.is_finite()),
                 code: p.code,
                 profile: None,
             })
@@ -216,7 +272,12 @@ impl<'a> KernelEnv<'a> {
 }
 
 impl Environment for KernelEnv<'_> {
-    fn prompts(&mut self, step: u64, groups: usize, rng: &mut StdRng) -> Result<Vec<GroupPrompt>, TrainError> {
+    fn prompts(
+        &mut self,
+        step: u64,
+        groups: usize,
+        rng: &mut StdRng,
+    ) -> Result<Vec<GroupPrompt>, TrainError> {
         let mut out = Vec::with_capacity(groups);
         for _ in 0..groups {
             if self.order.is_empty() {
@@ -224,13 +285,26 @@ impl Environment for KernelEnv<'_> {
                 self.order.shuffle(rng);
             }
             let task = Arc::clone(&self.tasks[self.order.pop().expect("refilled above")]);
-            let drawn = draw_prompt(self.prompts, &task.source, &self.variants(&task, step)?, true, &self.sampler, self.exemplars, rng)?;
+            let drawn = draw_prompt(
+                self.prompts,
+                &task.source,
+                &self.variants(&task, step)?,
+                true,
+                &self.sampler,
+                self.exemplars,
+                rng,
+            )?;
             out.push(GroupPrompt { key: task.key(), prompt: drawn.prompt, info: json!({"task_hash": task.hash, "contrastive": drawn.contrastive, "shown": drawn.shown}) });
         }
         Ok(out)
     }
 
-    fn score(&mut self, step: u64, prompts: &[GroupPrompt], samples: &[(usize, &Sample)]) -> Result<Vec<Scored>, TrainError> {
+    fn score(
+        &mut self,
+        step: u64,
+        prompts: &[GroupPrompt],
+        samples: &[(usize, &Sample)],
+    ) -> Result<Vec<Scored>, TrainError> {
         let ticket = self.start_scoring(step, prompts, samples)?;
         self.finish_scoring(ticket)
     }
@@ -238,19 +312,39 @@ impl Environment for KernelEnv<'_> {
     /// The refinement prompt (`refine.j2`): the exemplars the trajectory's first turn showed,
     /// then the sample's program with its verdict and reason; none once the program is correct
     /// with at least `turn_target`.
-    fn next_turn(&mut self, _step: u64, prompt: &GroupPrompt, sample: &Sample, scored: &Scored) -> Result<Option<GroupPrompt>, TrainError> {
+    fn next_turn(
+        &mut self,
+        _step: u64,
+        prompt: &GroupPrompt,
+        sample: &Sample,
+        scored: &Scored,
+    ) -> Result<Option<GroupPrompt>, TrainError> {
         if scored.correct && scored.speedup.is_some_and(|s| s >= self.turn_target) {
             return Ok(None);
         }
         let hash = prompt.info["task_hash"].as_str().unwrap_or_default();
-        let task = Arc::clone(self.tasks.iter().find(|t| t.hash == hash).expect("prompts name tasks of this environment"));
+        let task = Arc::clone(
+            self.tasks
+                .iter()
+                .find(|t| t.hash == hash)
+                .expect("prompts name tasks of this environment"),
+        );
         let turn = prompt.info["turn"].as_u64().and_then(|t| u32::try_from(t).ok()).unwrap_or(1);
-        let ids = |key: &str| -> Vec<i64> { prompt.info[key].as_array().map(|a| a.iter().filter_map(Value::as_i64).collect()).unwrap_or_default() };
-        let exemplar_ids = if prompt.info.get("exemplars").is_some() { ids("exemplars") } else { ids("shown") };
+        let ids = |key: &str| -> Vec<i64> {
+            prompt.info[key]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_i64).collect())
+                .unwrap_or_default()
+        };
+        let exemplar_ids =
+            if prompt.info.get("exemplars").is_some() { ids("exemplars") } else { ids("shown") };
         let mut exemplars = Vec::new();
         for id in &exemplar_ids {
             if let Some(p) = self.store.program(*id)? {
-                if let Some(speedup) = p.speedup_median.filter(|s| p.verdict == Verdict::Correct.as_str() && s.is_finite()) {
+                if let Some(speedup) = p
+                    .speedup_median
+                    .filter(|s| p.verdict == Verdict::Correct.as_str() && s.is_finite())
+                {
                     exemplars.push(Exemplar::measured(p.code, speedup));
                 }
             }
@@ -280,10 +374,20 @@ impl Environment for KernelEnv<'_> {
 
     /// Scores what needs no run at once (no program in the reply, a program measured before) and
     /// submits the rest to the engine; returns before the engine has judged them.
-    fn start_scoring(&mut self, step: u64, prompts: &[GroupPrompt], samples: &[(usize, &Sample)]) -> Result<Ticket, TrainError> {
+    fn start_scoring(
+        &mut self,
+        step: u64,
+        prompts: &[GroupPrompt],
+        samples: &[(usize, &Sample)],
+    ) -> Result<Ticket, TrainError> {
         let task_of = |g: usize| -> Arc<Task> {
             let hash = prompts[g].info["task_hash"].as_str().unwrap_or_default();
-            Arc::clone(self.tasks.iter().find(|t| t.hash == hash).expect("prompts name tasks of this environment"))
+            Arc::clone(
+                self.tasks
+                    .iter()
+                    .find(|t| t.hash == hash)
+                    .expect("prompts name tasks of this environment"),
+            )
         };
         let mut scored: Vec<Option<Scored>> = vec![None; samples.len()];
         let mut to_judge: Vec<ToJudge> = Vec::new();
@@ -291,28 +395,64 @@ impl Environment for KernelEnv<'_> {
             match extract_program(&s.text) {
                 Ok(code) => {
                     let task = task_of(*g);
-                    let key = ProgramKey { task_hash: task.hash.clone(), code_hash: normalized_hash(&code), settings_hash: self.settings_hash.clone() };
+                    let key = ProgramKey {
+                        task_hash: task.hash.clone(),
+                        code_hash: normalized_hash(&code),
+                        settings_hash: self.settings_hash.clone(),
+                    };
                     // A program measured before (any run) is not measured again.
                     if let Some(p) = self.store.find_program(&key)? {
                         let correct = p.verdict == Verdict::Correct.as_str();
                         let speedup = p.speedup_median.filter(|_| correct);
-                        let own = if correct && self.reward.needs_own_share() { p.own_share.or_else(|| self.measure_own_share(&task, &code, p.id)) } else { None };
-                        let reward = self.reward.of(correct.then(|| speedup.unwrap_or(1.0)), own, self.low_reward);
-                        scored[i] = Some(Scored { reward: Some(reward), correct, speedup, record: json!({"verdict": p.verdict, "program_id": p.id, "cached": true}) });
+                        let own = if correct && self.reward.needs_own_share() {
+                            p.own_share.or_else(|| self.measure_own_share(&task, &code, p.id))
+                        } else {
+                            None
+                        };
+                        let reward = self.reward.of(
+                            correct.then(|| speedup.unwrap_or(1.0)),
+                            own,
+                            self.low_reward,
+                        );
+                        scored[i] = Some(Scored {
+                            reward: Some(reward),
+                            correct,
+                            speedup,
+                            record: json!({"verdict": p.verdict, "program_id": p.id, "cached": true}),
+                        });
                     } else {
-                        let parent_ids = prompts[*g].info["shown"].as_array().map(|a| a.iter().filter_map(Value::as_i64).collect()).unwrap_or_default();
-                        let turn = prompts[*g].info["turn"].as_u64().and_then(|t| u32::try_from(t).ok()).unwrap_or(1);
+                        let parent_ids = prompts[*g].info["shown"]
+                            .as_array()
+                            .map(|a| a.iter().filter_map(Value::as_i64).collect())
+                            .unwrap_or_default();
+                        let turn = prompts[*g].info["turn"]
+                            .as_u64()
+                            .and_then(|t| u32::try_from(t).ok())
+                            .unwrap_or(1);
                         to_judge.push(ToJudge { sample: i, task, code, parent_ids, turn });
                     }
                 }
                 Err(e) => {
-                    let why = if s.finish_reason == "length" { "cut off before a complete program" } else { "no program in the reply" };
-                    scored[i] = Some(Scored { reward: Some(self.low_reward), correct: false, speedup: None, record: json!({"verdict": null, "no_program": why, "detail": e.to_string()}) });
+                    let why = if s.finish_reason == "length" {
+                        "cut off before a complete program"
+                    } else {
+                        "no program in the reply"
+                    };
+                    scored[i] = Some(Scored {
+                        reward: Some(self.low_reward),
+                        correct: false,
+                        speedup: None,
+                        record: json!({"verdict": null, "no_program": why, "detail": e.to_string()}),
+                    });
                 }
             }
         }
-        let items: Vec<(Arc<Task>, String, String)> =
-            to_judge.iter().map(|t| (Arc::clone(&t.task), t.code.clone(), format!("rl step {step} sample {}", t.sample))).collect();
+        let items: Vec<(Arc<Task>, String, String)> = to_judge
+            .iter()
+            .map(|t| {
+                (Arc::clone(&t.task), t.code.clone(), format!("rl step {step} sample {}", t.sample))
+            })
+            .collect();
         let judging = Judging::submit(self.engine, Mode::Full, &items);
         let id = self.next_ticket;
         self.next_ticket += 1;
@@ -327,13 +467,21 @@ impl Environment for KernelEnv<'_> {
             Err(id) => id,
         };
         let PendingScores { step, mut scored, to_judge, judging } =
-            self.pending.remove(&id).ok_or_else(|| TrainError::Config(format!("no scoring {id} is pending in this environment")))?;
+            self.pending.remove(&id).ok_or_else(|| {
+                TrainError::Config(format!("no scoring {id} is pending in this environment"))
+            })?;
         let outcomes = judging.collect(&mut |_, _| {}, &mut |_, _| {});
-        for (ToJudge { sample, task, code, parent_ids, turn }, outcome) in to_judge.into_iter().zip(outcomes) {
+        for (ToJudge { sample, task, code, parent_ids, turn }, outcome) in
+            to_judge.into_iter().zip(outcomes)
+        {
             scored[sample] = Some(match outcome {
                 JobOutcome::Evaluated(e) => {
                     let speedup = correct_speedup(&e);
-                    let key = ProgramKey { task_hash: task.hash.clone(), code_hash: normalized_hash(&code), settings_hash: self.settings_hash.clone() };
+                    let key = ProgramKey {
+                        task_hash: task.hash.clone(),
+                        code_hash: normalized_hash(&code),
+                        settings_hash: self.settings_hash.clone(),
+                    };
                     let id = self.store.insert_program(&NewProgram {
                         key,
                         code: code.clone(),
@@ -350,12 +498,26 @@ impl Environment for KernelEnv<'_> {
                         speedup_ci_high: e.speedup.map(|s| s.ci_high).filter(|x| x.is_finite()),
                         evaluation: serde_json::to_value(&*e).unwrap_or_default(),
                     })?;
-                    let own = if speedup.is_some() && self.reward.needs_own_share() { self.measure_own_share(&task, &code, id) } else { None };
+                    let own = if speedup.is_some() && self.reward.needs_own_share() {
+                        self.measure_own_share(&task, &code, id)
+                    } else {
+                        None
+                    };
                     let reward = self.reward.of(speedup, own, self.low_reward);
-                    Scored { reward: Some(reward), correct: speedup.is_some(), speedup, record: json!({"verdict": e.verdict, "reason_class": e.reason_class, "program_id": id, "cached": false}) }
+                    Scored {
+                        reward: Some(reward),
+                        correct: speedup.is_some(),
+                        speedup,
+                        record: json!({"verdict": e.verdict, "reason_class": e.reason_class, "program_id": id, "cached": false}),
+                    }
                 }
                 // The task's reference failed, or the run is stopping: not the sample's doing.
-                other => Scored { reward: None, correct: false, speedup: None, record: json!({"verdict": null, "unscored": format!("{other:?}").chars().take(200).collect::<String>()}) },
+                other => Scored {
+                    reward: None,
+                    correct: false,
+                    speedup: None,
+                    record: json!({"verdict": null, "unscored": format!("{other:?}").chars().take(200).collect::<String>()}),
+                },
             });
         }
         Ok(scored.into_iter().map(|s| s.expect("every sample is scored above")).collect())

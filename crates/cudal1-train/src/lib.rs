@@ -35,13 +35,32 @@ pub use policy::{Limits, Policy, PolicySpec, Sampling};
 /// What a stage reports while it runs; the CLI turns these into progress bars and log lines.
 #[derive(Debug, Clone)]
 pub enum TrainEvent {
-    Resumed { step: u64 },
-    StepStarted { step: u64, of: u64 },
-    Phase { step: u64, phase: &'static str },
-    StepFinished { step: u64, metrics: serde_json::Value },
-    Committed { step: u64 },
+    Resumed {
+        step: u64,
+    },
+    StepStarted {
+        step: u64,
+        of: u64,
+    },
+    Phase {
+        step: u64,
+        phase: &'static str,
+    },
+    StepFinished {
+        step: u64,
+        metrics: serde_json::Value,
+    },
+    Committed {
+        step: u64,
+    },
     /// Progress inside a long phase (samples collected, programs judged).
-    Progress { done: usize, of: usize, what: &'static str },
+    Progress {
+        done: usize,
+        of: usize,
+        what: &'static str,
+    },
     /// Work of an interrupted run is used again (`what` says which).
-    Reused { what: String },
+    Reused {
+        what: String,
+    },
 }

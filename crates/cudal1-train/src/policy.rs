@@ -2,8 +2,8 @@
 
 use crate::TrainError;
 use cudal1_model::messages::{
-    self, Aggregation, Encode, Generate, Load, LoadReply, Logprobs, Message, ModelSource, Optimizer, Policy as Which, Sample, Sequence, StepKind, TrainStep,
-    TrainStepReply,
+    self, Aggregation, Encode, Generate, Load, LoadReply, Logprobs, Message, ModelSource,
+    Optimizer, Policy as Which, Sample, Sequence, StepKind, TrainStep, TrainStepReply,
 };
 use cudal1_model::{ModelConfig, ModelWorker};
 use serde::{Deserialize, Serialize};
@@ -33,7 +33,11 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Limits {
-        Limits { load: Duration::from_secs(1800), generate: Duration::from_secs(3600), step: Duration::from_secs(3600) }
+        Limits {
+            load: Duration::from_secs(1800),
+            generate: Duration::from_secs(3600),
+            step: Duration::from_secs(3600),
+        }
     }
 }
 
@@ -53,7 +57,10 @@ pub struct Policy {
 
 impl std::fmt::Debug for Policy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Policy").field("model", &self.loaded.model).field("step", &self.loaded.step).finish()
+        f.debug_struct("Policy")
+            .field("model", &self.loaded.model)
+            .field("step", &self.loaded.step)
+            .finish()
     }
 }
 
@@ -64,7 +71,13 @@ fn failed(doing: &'static str) -> impl FnOnce(cudal1_model::ModelError) -> Train
 impl Policy {
     /// Starts the worker and loads the model for training (with a reference policy when
     /// `reference` is set).
-    pub fn start(config: &ModelConfig, spec: &PolicySpec, reference: bool, seed: u64, limits: Limits) -> Result<Policy, TrainError> {
+    pub fn start(
+        config: &ModelConfig,
+        spec: &PolicySpec,
+        reference: bool,
+        seed: u64,
+        limits: Limits,
+    ) -> Result<Policy, TrainError> {
         let mut worker = ModelWorker::spawn(config).map_err(failed("starting"))?;
         let load = Load {
             model: spec.source.clone(),
@@ -90,37 +103,73 @@ impl Policy {
 
     /// Token ids of a one-turn conversation (the user's prompt), through the chat template.
     pub fn prompt_ids(&mut self, prompt: &str) -> Result<Vec<u32>, TrainError> {
-        Ok(self.worker.call(&Encode::prompt(vec![Message::user(prompt)]), self.limits.generate).map_err(failed("encoding a prompt"))?.prompt_ids)
+        Ok(self
+            .worker
+            .call(&Encode::prompt(vec![Message::user(prompt)]), self.limits.generate)
+            .map_err(failed("encoding a prompt"))?
+            .prompt_ids)
     }
 
     /// A supervised example as token ids: the conversation, and the reply ending with the
     /// end-of-sequence token.
-    pub fn sft_sequence(&mut self, messages: &[Message], reply: &str) -> Result<Sequence, TrainError> {
-        let enc = Encode { messages: messages.to_vec(), add_generation_prompt: true, completion: Some(reply.to_owned()) };
-        let r = self.worker.call(&enc, self.limits.generate).map_err(failed("encoding an example"))?;
+    pub fn sft_sequence(
+        &mut self,
+        messages: &[Message],
+        reply: &str,
+    ) -> Result<Sequence, TrainError> {
+        let enc = Encode {
+            messages: messages.to_vec(),
+            add_generation_prompt: true,
+            completion: Some(reply.to_owned()),
+        };
+        let r =
+            self.worker.call(&enc, self.limits.generate).map_err(failed("encoding an example"))?;
         Ok(Sequence::new(r.prompt_ids, r.completion_ids.unwrap_or_default()))
     }
 
     /// `n` samples of each prompt.
-    pub fn generate(&mut self, prompts: Vec<Vec<u32>>, n: u32, sampling: Sampling, seed: u64) -> Result<Vec<Sample>, TrainError> {
-        let req = Generate { prompts, n, temperature: sampling.temperature, top_p: sampling.top_p, max_tokens: sampling.max_tokens, seed: Some(seed) };
+    pub fn generate(
+        &mut self,
+        prompts: Vec<Vec<u32>>,
+        n: u32,
+        sampling: Sampling,
+        seed: u64,
+    ) -> Result<Vec<Sample>, TrainError> {
+        let req = Generate {
+            prompts,
+            n,
+            temperature: sampling.temperature,
+            top_p: sampling.top_p,
+            max_tokens: sampling.max_tokens,
+            seed: Some(seed),
+        };
         Ok(self.worker.call(&req, self.limits.generate).map_err(failed("sampling"))?.samples)
     }
 
     /// Per-token log-probabilities of `sequences` under the policy or the reference policy.
-    pub fn logprobs(&mut self, sequences: Vec<Sequence>, which: Which, temperature: f64) -> Result<Vec<Vec<f64>>, TrainError> {
+    pub fn logprobs(
+        &mut self,
+        sequences: Vec<Sequence>,
+        which: Which,
+        temperature: f64,
+    ) -> Result<Vec<Vec<f64>>, TrainError> {
         let req = Logprobs { sequences, temperature, policy: which, micro_batch: 8 };
         Ok(self.worker.call(&req, self.limits.step).map_err(failed("scoring sequences"))?.logprobs)
     }
 
     pub fn step(&mut self, req: &TrainStep) -> Result<TrainStepReply, TrainError> {
-        let reply = self.worker.call(req, self.limits.step).map_err(failed("taking a training step"))?;
+        let reply =
+            self.worker.call(req, self.limits.step).map_err(failed("taking a training step"))?;
         self.loaded.step = reply.step;
         Ok(reply)
     }
 
     /// One supervised step over `sequences`.
-    pub fn sft_step(&mut self, sequences: Vec<Sequence>, micro_batch: u32) -> Result<TrainStepReply, TrainError> {
+    pub fn sft_step(
+        &mut self,
+        sequences: Vec<Sequence>,
+        micro_batch: u32,
+    ) -> Result<TrainStepReply, TrainError> {
         let mut req = TrainStep::sft(sequences);
         req.kind = StepKind::Sft;
         req.aggregation = Aggregation::TokenMean;
@@ -129,18 +178,28 @@ impl Policy {
     }
 
     pub fn save(&mut self, dir: &Path) -> Result<PathBuf, TrainError> {
-        Ok(self.worker.call(&messages::Save { dir: dir.to_owned() }, self.limits.step).map_err(failed("saving a checkpoint"))?.dir)
+        Ok(self
+            .worker
+            .call(&messages::Save { dir: dir.to_owned() }, self.limits.step)
+            .map_err(failed("saving a checkpoint"))?
+            .dir)
     }
 
     pub fn restore(&mut self, dir: &Path) -> Result<u64, TrainError> {
-        let step = self.worker.call(&messages::Restore { dir: dir.to_owned(), weights_only: false }, self.limits.load).map_err(failed("restoring a checkpoint"))?.step;
+        let step = self
+            .worker
+            .call(&messages::Restore { dir: dir.to_owned(), weights_only: false }, self.limits.load)
+            .map_err(failed("restoring a checkpoint"))?
+            .step;
         self.loaded.step = step;
         Ok(step)
     }
 
     /// Starts from another run's result: its trained weights only.
     pub fn init_from(&mut self, dir: &Path) -> Result<(), TrainError> {
-        self.worker.call(&messages::Restore { dir: dir.to_owned(), weights_only: true }, self.limits.load).map_err(failed("loading the starting checkpoint"))?;
+        self.worker
+            .call(&messages::Restore { dir: dir.to_owned(), weights_only: true }, self.limits.load)
+            .map_err(failed("loading the starting checkpoint"))?;
         Ok(())
     }
 

@@ -51,25 +51,46 @@ fn write_atomically(path: &Path, text: &str) -> Result<(), TrainError> {
 impl RunDir {
     /// Opens (or starts) the run in `root` for `stage` with `settings`; returns the state to
     /// resume from, if any.
-    pub fn open(root: &Path, stage: &str, settings: &impl Serialize) -> Result<(RunDir, Option<RunState>), TrainError> {
-        std::fs::create_dir_all(root.join("checkpoints")).map_err(TrainError::io("create", root))?;
+    pub fn open(
+        root: &Path,
+        stage: &str,
+        settings: &impl Serialize,
+    ) -> Result<(RunDir, Option<RunState>), TrainError> {
+        std::fs::create_dir_all(root.join("checkpoints"))
+            .map_err(TrainError::io("create", root))?;
         let wanted = serde_json::json!({"stage": stage, "settings": settings});
         let run_json = root.join("run.json");
         match std::fs::read_to_string(&run_json) {
             Ok(text) => {
-                let had: Value = serde_json::from_str(&text).map_err(|e| TrainError::Data { path: run_json.clone(), line: 1, reason: e.to_string() })?;
+                let had: Value = serde_json::from_str(&text).map_err(|e| TrainError::Data {
+                    path: run_json.clone(),
+                    line: 1,
+                    reason: e.to_string(),
+                })?;
                 if had != wanted {
-                    return Err(TrainError::Mismatch { dir: root.to_owned(), what: differences(&had, &wanted).join(", ") });
+                    return Err(TrainError::Mismatch {
+                        dir: root.to_owned(),
+                        what: differences(&had, &wanted).join(", "),
+                    });
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                write_atomically(&run_json, &serde_json::to_string_pretty(&wanted).expect("plain data"))?;
+                write_atomically(
+                    &run_json,
+                    &serde_json::to_string_pretty(&wanted).expect("plain data"),
+                )?;
             }
             Err(e) => return Err(TrainError::io("read", &run_json)(e)),
         }
         let dir = RunDir { root: root.to_owned() };
         let state = match std::fs::read_to_string(dir.root.join("state.json")) {
-            Ok(text) => Some(serde_json::from_str::<RunState>(&text).map_err(|e| TrainError::Data { path: dir.root.join("state.json"), line: 1, reason: e.to_string() })?),
+            Ok(text) => {
+                Some(serde_json::from_str::<RunState>(&text).map_err(|e| TrainError::Data {
+                    path: dir.root.join("state.json"),
+                    line: 1,
+                    reason: e.to_string(),
+                })?)
+            }
             Err(_) => None,
         };
         let committed = state.as_ref().map_or(0, |s| s.step);
@@ -94,18 +115,28 @@ impl RunDir {
 
     fn append(&self, file: &str, lines: &[Value]) -> Result<(), TrainError> {
         let path = self.root.join(file);
-        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(TrainError::io("open", &path))?;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(TrainError::io("open", &path))?;
         let mut text = String::new();
         for l in lines {
             text.push_str(&l.to_string());
             text.push('\n');
         }
-        f.write_all(text.as_bytes()).and_then(|()| f.flush()).map_err(TrainError::io("append to", &path))
+        f.write_all(text.as_bytes())
+            .and_then(|()| f.flush())
+            .map_err(TrainError::io("append to", &path))
     }
 
     /// Lines of a JSONL file of the run.
     pub fn lines(&self, file: &str) -> Vec<Value> {
-        std::fs::read_to_string(self.root.join(file)).unwrap_or_default().lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+        std::fs::read_to_string(self.root.join(file))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
     }
 
     /// Keeps the lines of `file` whose `step` is at most `step` (what a crash wrote past the
@@ -115,11 +146,21 @@ impl RunDir {
         let Ok(text) = std::fs::read_to_string(&path) else { return Ok(()) };
         let kept: Vec<&str> = text
             .lines()
-            .filter(|l| serde_json::from_str::<Value>(l).ok().and_then(|v| v.get("step").and_then(Value::as_u64)).is_some_and(|s| s <= step))
+            .filter(|l| {
+                serde_json::from_str::<Value>(l)
+                    .ok()
+                    .and_then(|v| v.get("step").and_then(Value::as_u64))
+                    .is_some_and(|s| s <= step)
+            })
             .collect();
         let count = text.lines().count();
         if kept.len() != count {
-            tracing::info!(file, dropped = count - kept.len(), step, "dropping lines past the last committed step");
+            tracing::info!(
+                file,
+                dropped = count - kept.len(),
+                step,
+                "dropping lines past the last committed step"
+            );
             let mut out = kept.join("\n");
             if !out.is_empty() {
                 out.push('\n');
@@ -130,11 +171,19 @@ impl RunDir {
     }
 
     /// Commits `step`: the policy's checkpoint, then the state that points to it.
-    pub fn commit(&self, policy: &mut Policy, step: u64, extra: Value) -> Result<RunState, TrainError> {
+    pub fn commit(
+        &self,
+        policy: &mut Policy,
+        step: u64,
+        extra: Value,
+    ) -> Result<RunState, TrainError> {
         let name = format!("checkpoints/step-{step:08}");
         policy.save(&self.root.join(&name))?;
         let state = RunState { step, checkpoint: Some(name), extra };
-        write_atomically(&self.root.join("state.json"), &serde_json::to_string_pretty(&state).expect("plain data"))?;
+        write_atomically(
+            &self.root.join("state.json"),
+            &serde_json::to_string_pretty(&state).expect("plain data"),
+        )?;
         self.prune(step);
         Ok(state)
     }
@@ -180,11 +229,17 @@ impl RunDir {
 pub fn committed_checkpoint(root: &Path) -> Result<PathBuf, TrainError> {
     let path = root.join("state.json");
     let text = std::fs::read_to_string(&path).map_err(TrainError::io("read", &path))?;
-    let state: RunState = serde_json::from_str(&text).map_err(|e| TrainError::Data { path: path.clone(), line: 1, reason: e.to_string() })?;
-    state
-        .checkpoint
-        .map(|c| root.join(c))
-        .ok_or_else(|| TrainError::Config(format!("the run in `{}` has committed no checkpoint yet", root.display())))
+    let state: RunState = serde_json::from_str(&text).map_err(|e| TrainError::Data {
+        path: path.clone(),
+        line: 1,
+        reason: e.to_string(),
+    })?;
+    state.checkpoint.map(|c| root.join(c)).ok_or_else(|| {
+        TrainError::Config(format!(
+            "the run in `{}` has committed no checkpoint yet",
+            root.display()
+        ))
+    })
 }
 
 /// The top-level keys whose values differ (for a readable mismatch).
@@ -197,7 +252,12 @@ fn differences(a: &Value, b: &Value) -> Vec<String> {
                 keys.dedup();
                 for k in keys {
                     let p = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
-                    walk(p, x.get(k).unwrap_or(&Value::Null), y.get(k).unwrap_or(&Value::Null), out);
+                    walk(
+                        p,
+                        x.get(k).unwrap_or(&Value::Null),
+                        y.get(k).unwrap_or(&Value::Null),
+                        out,
+                    );
                 }
             }
             _ if a != b => out.push(format!("`{prefix}` was {a}, now {b}")),
@@ -216,14 +276,17 @@ mod tests {
     #[test]
     fn a_run_refuses_other_settings_and_drops_lines_past_the_commit() {
         let dir = tempfile::tempdir().unwrap();
-        let (run, state) = RunDir::open(dir.path(), "sft", &serde_json::json!({"lr": 1e-4})).unwrap();
+        let (run, state) =
+            RunDir::open(dir.path(), "sft", &serde_json::json!({"lr": 1e-4})).unwrap();
         assert!(state.is_none());
         for step in 1..=3 {
             run.record_metrics(&serde_json::json!({"step": step, "loss": 1.0})).unwrap();
         }
         // As if step 1 was committed and the process died during step 3.
-        std::fs::write(dir.path().join("state.json"), r#"{"step": 1, "checkpoint": null}"#).unwrap();
-        let (run, state) = RunDir::open(dir.path(), "sft", &serde_json::json!({"lr": 1e-4})).unwrap();
+        std::fs::write(dir.path().join("state.json"), r#"{"step": 1, "checkpoint": null}"#)
+            .unwrap();
+        let (run, state) =
+            RunDir::open(dir.path(), "sft", &serde_json::json!({"lr": 1e-4})).unwrap();
         assert_eq!(state.unwrap().step, 1);
         assert_eq!(run.lines("metrics.jsonl").len(), 1);
         let err = RunDir::open(dir.path(), "sft", &serde_json::json!({"lr": 2e-4})).unwrap_err();

@@ -52,7 +52,10 @@ pub fn run(
     let mut seen: HashSet<(String, String)> = HashSet::new();
     for e in stage1 {
         if let Ok(code) = extract_program(&e.reply) {
-            seen.insert((e.provenance["task_hash"].as_str().map(str::to_owned).unwrap_or_default(), normalized_hash(&code)));
+            seen.insert((
+                e.provenance["task_hash"].as_str().map(str::to_owned).unwrap_or_default(),
+                normalized_hash(&code),
+            ));
         }
     }
     for line in run.lines("samples.jsonl") {
@@ -77,7 +80,12 @@ pub fn run(
             prompt_ids.push(policy.prompt_ids(&messages[0].content)?);
             conversations.push(messages);
         }
-        let samples = policy.generate(prompt_ids, config.samples_per_task, config.sampling, crate::grpo::step_seed(config.seed, round, 1))?;
+        let samples = policy.generate(
+            prompt_ids,
+            config.samples_per_task,
+            config.sampling,
+            crate::grpo::step_seed(config.seed, round, 1),
+        )?;
         let t_generate = started.elapsed().as_secs_f64();
 
         let started = Instant::now();
@@ -95,14 +103,20 @@ pub fn run(
         let mut stats = Collected { replies: samples.len(), ..Collected::default() };
         let kept = keep_correct(engine, candidates, &mut seen, &mut stats, on_event);
         let t_evaluate = started.elapsed().as_secs_f64();
-        run.record_samples(&kept.iter().map(|e| json!({"step": round, "example": e})).collect::<Vec<_>>())?;
+        run.record_samples(
+            &kept.iter().map(|e| json!({"step": round, "example": e})).collect::<Vec<_>>(),
+        )?;
 
         let started = Instant::now();
         on_event(TrainEvent::Phase { step: round, phase: "train" });
         let mut rng = StdRng::seed_from_u64(crate::grpo::step_seed(config.seed, round, 2));
         let mut replay: Vec<&SftExample> = stage1.iter().collect();
         replay.shuffle(&mut rng);
-        #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_precision_loss)]
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            clippy::cast_precision_loss
+        )]
         replay.truncate((stage1.len() as f64 * config.replay).round() as usize);
         let mut sequences: Vec<Sequence> = Vec::new();
         for e in kept.iter().chain(replay.iter().copied()) {

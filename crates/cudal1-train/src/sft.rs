@@ -70,7 +70,10 @@ pub fn run(
         }
         on_event(TrainEvent::StepStarted { step, of: total });
         let started = Instant::now();
-        let batch: Vec<Sequence> = batch_of(config, sequences.len(), step).into_iter().map(|i| sequences[i].clone()).collect();
+        let batch: Vec<Sequence> = batch_of(config, sequences.len(), step)
+            .into_iter()
+            .map(|i| sequences[i].clone())
+            .collect();
         let reply = policy.sft_step(batch, config.micro_batch)?;
         let line = json!({
             "step": step,
@@ -112,7 +115,11 @@ mod tests {
         };
         assert_eq!(epoch(0), (0..7).collect::<Vec<_>>());
         assert_eq!(epoch(1), (0..7).collect::<Vec<_>>());
-        assert_eq!(batch_of(&c, 7, 4), batch_of(&c, 7, 4), "the same step, the same batch (resume)");
+        assert_eq!(
+            batch_of(&c, 7, 4),
+            batch_of(&c, 7, 4),
+            "the same step, the same batch (resume)"
+        );
         assert_ne!(batch_of(&c, 7, 1), batch_of(&c, 7, 4), "epochs are shuffled differently");
     }
 }

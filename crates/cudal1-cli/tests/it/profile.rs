@@ -21,8 +21,23 @@ fn a_dry_run_checks_each_program_and_a_profile_without_a_gpu_says_what_to_do() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "a program that fails is a problem to look at");
     let rows = json_lines(&out);
-    let ok: Vec<(String, bool)> = rows.iter().map(|r| (r["program"].as_str().unwrap().rsplit('/').next().unwrap().to_owned(), r["ok"].as_bool().unwrap())).collect();
-    assert_eq!(ok, [("reference".to_owned(), true), ("correct.py".to_owned(), true), ("raises_in_forward.py".to_owned(), false)]);
+    let ok: Vec<(String, bool)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["program"].as_str().unwrap().rsplit('/').next().unwrap().to_owned(),
+                r["ok"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ok,
+        [
+            ("reference".to_owned(), true),
+            ("correct.py".to_owned(), true),
+            ("raises_in_forward.py".to_owned(), false)
+        ]
+    );
     let error = rows[2]["error"].as_str().unwrap();
     assert!(error.contains("runtime_error") && error.contains("warm-up"), "{error}");
 
@@ -36,7 +51,18 @@ fn a_dry_run_checks_each_program_and_a_profile_without_a_gpu_says_what_to_do() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to profile"));
 
     let out = cudal1(&db)
-        .args(["optimize", TASK, "--device", "cpu", "--profile", "--llm-url", "http://127.0.0.1:9/v1", "--model", "m", "--out"])
+        .args([
+            "optimize",
+            TASK,
+            "--device",
+            "cpu",
+            "--profile",
+            "--llm-url",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+            "--out",
+        ])
         .arg(dir.path().join("o"))
         .output()
         .unwrap();
@@ -62,7 +88,12 @@ fn a_profiled_program_cannot_write_outside_its_own_directories() {
     )
     .unwrap();
     let profile = |extra: &[&str]| {
-        let out = cudal1(&db).args(["profile", TASK, "--no-reference", "--dry-run", "--device", "cpu", "--json"]).arg(&candidate).args(extra).output().unwrap();
+        let out = cudal1(&db)
+            .args(["profile", TASK, "--no-reference", "--dry-run", "--device", "cpu", "--json"])
+            .arg(&candidate)
+            .args(extra)
+            .output()
+            .unwrap();
         let rows = json_lines(&out);
         assert_eq!(rows.len(), 1, "{}", String::from_utf8_lossy(&out.stderr));
         rows[0].clone()

@@ -68,7 +68,11 @@ impl Terminal {
     pub fn wait_for(&self, text: &str, within: Duration) {
         let deadline = Instant::now() + within;
         while !self.screen().contains(text) {
-            assert!(Instant::now() < deadline, "`{text}` never showed; the screen:\n{}", self.screen());
+            assert!(
+                Instant::now() < deadline,
+                "`{text}` never showed; the screen:\n{}",
+                self.screen()
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }

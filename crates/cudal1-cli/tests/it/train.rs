@@ -9,14 +9,23 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 fn python() -> PathBuf {
-    ["CUDAL1_TEST_PYTHON", "CUDAL1_PYTHON"].iter().find_map(std::env::var_os).map(PathBuf::from).unwrap_or_else(|| repo().join(".venv/bin/python"))
+    ["CUDAL1_TEST_PYTHON", "CUDAL1_PYTHON"]
+        .iter()
+        .find_map(std::env::var_os)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join(".venv/bin/python"))
 }
 
 /// A tiny random model with a chat template, made once for this test binary.
 fn tiny_model() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-tiny-model");
     if !dir.join("config.json").exists() {
-        let out = std::process::Command::new(python()).args(["-m", "cudal1_model.tiny"]).arg(&dir).env("PYTHONPATH", repo().join("python")).output().unwrap();
+        let out = std::process::Command::new(python())
+            .args(["-m", "cudal1_model.tiny"])
+            .arg(&dir)
+            .env("PYTHONPATH", repo().join("python"))
+            .output()
+            .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     }
     dir
@@ -33,28 +42,42 @@ fn synth(dir: &Path) -> PathBuf {
 }
 
 fn metric_steps(run_dir: &Path) -> Vec<u64> {
-    std::fs::read_to_string(run_dir.join("metrics.jsonl")).unwrap_or_default().lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["step"].as_u64().unwrap()).collect()
+    std::fs::read_to_string(run_dir.join("metrics.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["step"].as_u64().unwrap())
+        .collect()
 }
 
 #[test]
 fn supervised_data_from_a_corpus_then_fine_tuning_killed_mid_run_resumes_where_it_committed() {
     let dir = tempfile::tempdir().unwrap();
     let suite = synth(dir.path());
-    let manifest: Value = serde_json::from_str(&std::fs::read_to_string(suite.join("manifest.json")).unwrap()).unwrap();
-    let train_tasks = manifest["tasks"].as_array().unwrap().iter().filter(|t| t["split"] == "train").count();
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(suite.join("manifest.json")).unwrap())
+            .unwrap();
+    let train_tasks =
+        manifest["tasks"].as_array().unwrap().iter().filter(|t| t["split"] == "train").count();
     assert_eq!(train_tasks, 4);
 
     // Stage 1 data: the corpus's fast and slow rewrites, each judged correct by the evaluator.
     let data = dir.path().join("sft.jsonl");
     let mut cmd = cudal1(&dir.path().join("s.db"));
-    cmd.args(["train", "sft-data", "--device", "cpu", "--lanes", "2", "--suite"]).arg(suite.join("train")).arg("--from-solutions").arg(suite.join("solutions/train")).arg("--out").arg(&data);
+    cmd.args(["train", "sft-data", "--device", "cpu", "--lanes", "2", "--suite"])
+        .arg(suite.join("train"))
+        .arg("--from-solutions")
+        .arg(suite.join("solutions/train"))
+        .arg("--out")
+        .arg(&data);
     let out = run(cmd);
     assert!(out.status.success());
     let summary = &json_lines(&out)[0];
     assert_eq!(summary["examples"], 2 * train_tasks, "{summary}");
     assert_eq!(summary["by_label"]["fast.py"], train_tasks);
     assert_eq!(summary["by_label"]["slow.py"], train_tasks);
-    let first: Value = serde_json::from_str(std::fs::read_to_string(&data).unwrap().lines().next().unwrap()).unwrap();
+    let first: Value =
+        serde_json::from_str(std::fs::read_to_string(&data).unwrap().lines().next().unwrap())
+            .unwrap();
     assert!(first["reply"].as_str().unwrap().starts_with("```python\n"));
     assert_eq!(first["provenance"]["verdict"], "correct");
 
@@ -62,7 +85,23 @@ fn supervised_data_from_a_corpus_then_fine_tuning_killed_mid_run_resumes_where_i
     let run_dir = dir.path().join("sft-run");
     let sft = || {
         let mut cmd = cudal1(&dir.path().join("s.db"));
-        cmd.args(["train", "sft", "--epochs", "10", "--batch-size", "2", "--save-every", "3", "--model-dir"]).arg(tiny_model()).args(POLICY).arg("--data").arg(&data).arg("--out").arg(&run_dir);
+        cmd.args([
+            "train",
+            "sft",
+            "--epochs",
+            "10",
+            "--batch-size",
+            "2",
+            "--save-every",
+            "3",
+            "--model-dir",
+        ])
+        .arg(tiny_model())
+        .args(POLICY)
+        .arg("--data")
+        .arg(&data)
+        .arg("--out")
+        .arg(&run_dir);
         cmd
     };
     let mut child = sft().stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
@@ -77,14 +116,20 @@ fn supervised_data_from_a_corpus_then_fine_tuning_killed_mid_run_resumes_where_i
     assert!(child.try_wait().unwrap().is_none(), "the run ended before it could be killed");
     let _ = child.kill(); // SIGKILL, mid-run
     child.wait().unwrap();
-    let state: Value = serde_json::from_str(&std::fs::read_to_string(run_dir.join("state.json")).unwrap()).unwrap();
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("state.json")).unwrap())
+            .unwrap();
     let committed = state["step"].as_u64().unwrap();
     assert!((3..40).contains(&committed), "{state}");
 
     let out = run(sft());
     assert!(out.status.success());
     let steps = metric_steps(&run_dir);
-    assert_eq!(steps, (1..=40).collect::<Vec<_>>(), "every step once, the ones past the commit redone");
+    assert_eq!(
+        steps,
+        (1..=40).collect::<Vec<_>>(),
+        "every step once, the ones past the commit redone"
+    );
     let last = &json_lines(&out)[0];
     assert!(last["last"]["loss"].as_f64().unwrap() > 0.0);
     assert!(run_dir.join("metrics.svg").exists());
@@ -94,7 +139,11 @@ fn supervised_data_from_a_corpus_then_fine_tuning_killed_mid_run_resumes_where_i
     cmd.args(["--seed", "3"]);
     let out = cmd.output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("was started with other settings"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("was started with other settings"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -103,18 +152,38 @@ fn a_short_rl_run_and_the_held_out_evaluation_run_end_to_end() {
     let suite = synth(dir.path());
     let run_dir = dir.path().join("rl-run");
     let mut cmd = cudal1(&dir.path().join("s.db"));
-    cmd.args(["train", "rl", "--steps", "2", "--groups", "2", "--group-size", "2", "--max-tokens", "8", "--device", "cpu", "--budget", "0.3", "--model-dir"])
-        .arg(tiny_model())
-        .args(POLICY)
-        .arg("--suite")
-        .arg(suite.join("train"))
-        .arg("--out")
-        .arg(&run_dir);
+    cmd.args([
+        "train",
+        "rl",
+        "--steps",
+        "2",
+        "--groups",
+        "2",
+        "--group-size",
+        "2",
+        "--max-tokens",
+        "8",
+        "--device",
+        "cpu",
+        "--budget",
+        "0.3",
+        "--model-dir",
+    ])
+    .arg(tiny_model())
+    .args(POLICY)
+    .arg("--suite")
+    .arg(suite.join("train"))
+    .arg("--out")
+    .arg(&run_dir);
     let out = run(cmd);
     assert!(out.status.success());
     // A random model writes no program: every reward is the low one, so no group carries signal
     // and no update is taken; every step and sample is still recorded.
-    let lines: Vec<Value> = std::fs::read_to_string(run_dir.join("metrics.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<Value> = std::fs::read_to_string(run_dir.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 2);
     for l in &lines {
         assert_eq!(l["correct_rate"], 0.0);
@@ -124,22 +193,37 @@ fn a_short_rl_run_and_the_held_out_evaluation_run_end_to_end() {
     }
     let samples = std::fs::read_to_string(run_dir.join("samples.jsonl")).unwrap();
     assert!(samples.lines().count() >= 2 * 2 * 2);
-    assert!(samples.contains("no program in the reply") || samples.contains("cut off before a complete program"));
+    assert!(
+        samples.contains("no program in the reply")
+            || samples.contains("cut off before a complete program")
+    );
     assert!(run_dir.join("metrics.svg").exists());
 
     let report = dir.path().join("heldout.json");
     let eval = |extra: &[&str]| {
         let mut cmd = cudal1(&dir.path().join("s.db"));
-        cmd.args(["train", "eval", "--samples", "2", "--max-tokens", "8", "--device", "cpu", "--budget", "0.3", "--model-dir"])
-            .arg(tiny_model())
-            .args(POLICY)
-            .arg("--init")
-            .arg(&run_dir)
-            .arg("--suite")
-            .arg(suite.join("heldout"))
-            .arg("--out")
-            .arg(&report)
-            .args(extra);
+        cmd.args([
+            "train",
+            "eval",
+            "--samples",
+            "2",
+            "--max-tokens",
+            "8",
+            "--device",
+            "cpu",
+            "--budget",
+            "0.3",
+            "--model-dir",
+        ])
+        .arg(tiny_model())
+        .args(POLICY)
+        .arg("--init")
+        .arg(&run_dir)
+        .arg("--suite")
+        .arg(suite.join("heldout"))
+        .arg("--out")
+        .arg(&report)
+        .args(extra);
         let out = run(cmd);
         assert!(out.status.success());
         let full: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
@@ -153,14 +237,22 @@ fn a_short_rl_run_and_the_held_out_evaluation_run_end_to_end() {
     // The replies are kept: a rerun uses them, and judges only what has no verdict yet. To show
     // it, the first kept reply is replaced by a correct program (the task's own model).
     let progress = dir.path().join("heldout.json.progress.jsonl");
-    let lines: Vec<Value> = std::fs::read_to_string(&progress).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<Value> = std::fs::read_to_string(&progress)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 2, "what was asked, then the replies; nothing judged");
     let mut replies = lines[1].clone();
     assert_eq!(replies["replies"].as_array().unwrap().len(), 12);
     let task = full["samples"][0]["task"].as_str().unwrap().to_owned();
     let source = std::fs::read_to_string(suite.join("heldout").join(format!("{task}.py"))).unwrap();
-    replies["replies"][0]["text"] = format!("```python\n{source}\n\nclass ModelNew(Model):\n    pass\n```\n").into();
-    let write = |lines: &[Value]| std::fs::write(&progress, lines.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+    replies["replies"][0]["text"] =
+        format!("```python\n{source}\n\nclass ModelNew(Model):\n    pass\n```\n").into();
+    let write = |lines: &[Value]| {
+        std::fs::write(&progress, lines.iter().map(|l| format!("{l}\n")).collect::<String>())
+            .unwrap()
+    };
     write(&[lines[0].clone(), replies.clone()]);
     let (full, stderr) = eval(&[]);
     assert!(stderr.contains("using 12 replies and 0 verdicts of an earlier run again"), "{stderr}");
@@ -168,7 +260,11 @@ fn a_short_rl_run_and_the_held_out_evaluation_run_end_to_end() {
     assert!(full["samples"].as_array().unwrap()[1..].iter().all(|s| s["verdict"].is_null()));
 
     // Its verdict is kept too: a rerun judges nothing (a planted speedup comes back as it is).
-    let mut lines: Vec<Value> = std::fs::read_to_string(&progress).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let mut lines: Vec<Value> = std::fs::read_to_string(&progress)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 3);
     assert_eq!(lines[2]["judged"]["item"], 0);
     lines[2]["judged"]["speedup"] = 7.0.into();
@@ -189,23 +285,53 @@ fn a_two_turn_rl_run_prompts_every_trajectorys_second_turn_with_its_first_verdic
     let suite = synth(dir.path());
     let run_dir = dir.path().join("rl-turns");
     let mut cmd = cudal1(&dir.path().join("s.db"));
-    cmd.args(["train", "rl", "--steps", "1", "--groups", "2", "--group-size", "2", "--max-tokens", "8", "--device", "cpu", "--budget", "0.3"])
-        .args(["--turns", "2", "--max-refills", "0", "--model-dir"])
-        .arg(tiny_model())
-        .args(POLICY)
-        .arg("--suite")
-        .arg(suite.join("train"))
-        .arg("--out")
-        .arg(&run_dir);
+    cmd.args([
+        "train",
+        "rl",
+        "--steps",
+        "1",
+        "--groups",
+        "2",
+        "--group-size",
+        "2",
+        "--max-tokens",
+        "8",
+        "--device",
+        "cpu",
+        "--budget",
+        "0.3",
+    ])
+    .args(["--turns", "2", "--max-refills", "0", "--model-dir"])
+    .arg(tiny_model())
+    .args(POLICY)
+    .arg("--suite")
+    .arg(suite.join("train"))
+    .arg("--out")
+    .arg(&run_dir);
     let out = run(cmd);
     assert!(out.status.success());
     // A random model writes no program: every first turn is below the target, so every
     // trajectory gets a second turn, prompted with why the first had no program.
-    let metrics: Value = serde_json::from_str(std::fs::read_to_string(run_dir.join("metrics.jsonl")).unwrap().lines().next().unwrap()).unwrap();
-    assert_eq!((metrics["samples"].as_u64(), metrics["later_turns"].as_u64()), (Some(4), Some(4)), "{metrics}");
-    let lines: Vec<Value> = std::fs::read_to_string(run_dir.join("samples.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let metrics: Value = serde_json::from_str(
+        std::fs::read_to_string(run_dir.join("metrics.jsonl")).unwrap().lines().next().unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (metrics["samples"].as_u64(), metrics["later_turns"].as_u64()),
+        (Some(4), Some(4)),
+        "{metrics}"
+    );
+    let lines: Vec<Value> = std::fs::read_to_string(run_dir.join("samples.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     let turns: Vec<u64> = lines.iter().map(|l| l["turn"].as_u64().unwrap()).collect();
-    assert_eq!((turns.iter().filter(|t| **t == 1).count(), turns.iter().filter(|t| **t == 2).count()), (4, 4), "{lines:?}");
+    assert_eq!(
+        (turns.iter().filter(|t| **t == 1).count(), turns.iter().filter(|t| **t == 2).count()),
+        (4, 4),
+        "{lines:?}"
+    );
     for l in lines.iter().filter(|l| l["turn"] == 2) {
         assert_eq!(l["info"]["turn"], 2, "{l}");
         assert!(l["info"]["exemplars"].is_array(), "the kernel environment wrote its prompt: {l}");

@@ -82,7 +82,9 @@ impl Admission {
     }
 
     fn fits(&self, s: &State, device: usize, take: MemoryNeed) -> bool {
-        let on_device = self.device_budget(device).is_none_or(|b| s.devices[device].saturating_add(take.device) <= b);
+        let on_device = self
+            .device_budget(device)
+            .is_none_or(|b| s.devices[device].saturating_add(take.device) <= b);
         on_device && self.host_fits(s, take.host)
     }
 
@@ -90,17 +92,26 @@ impl Admission {
     /// on the same device, or waits for host memory.
     fn may_go(&self, s: &State, ticket: u64) -> bool {
         let me = &s.waiting[&ticket];
-        let blocked = s.waiting.range(..ticket).any(|(_, w)| w.device == me.device || !self.host_fits(s, w.take.host));
+        let blocked = s
+            .waiting
+            .range(..ticket)
+            .any(|(_, w)| w.device == me.device || !self.host_fits(s, w.take.host));
         !blocked && self.fits(s, me.device, me.take)
     }
 
     /// Waits until `need` fits on `device` beside the running jobs; `on_wait` is called once, when
     /// the job has to wait, with what it waits for, or at once when the need is more than a
     /// budget (the job will run alone, whether it waits or not).
-    pub(crate) fn admit(&self, device: usize, need: MemoryNeed, on_wait: impl FnOnce(MemoryWait)) -> Admitted<'_> {
+    pub(crate) fn admit(
+        &self,
+        device: usize,
+        need: MemoryNeed,
+        on_wait: impl FnOnce(MemoryWait),
+    ) -> Admitted<'_> {
         let host_budget = self.budget.host;
         let device_budget = self.device_budget(device);
-        let alone = host_budget.is_some_and(|b| need.host > b) || device_budget.is_some_and(|b| need.device > b);
+        let alone = host_budget.is_some_and(|b| need.host > b)
+            || device_budget.is_some_and(|b| need.device > b);
         // A need over a budget takes the whole budget: it goes when nothing else holds any.
         let take = MemoryNeed {
             device: device_budget.map_or(need.device, |b| need.device.min(b)),
@@ -115,13 +126,21 @@ impl Admission {
         let mut waits = false;
         if alone {
             if let Some(report) = on_wait.take() {
-                report(MemoryWait { need, reserved: MemoryNeed { device: s.devices[device], host: s.host }, alone });
+                report(MemoryWait {
+                    need,
+                    reserved: MemoryNeed { device: s.devices[device], host: s.host },
+                    alone,
+                });
             }
         }
         while !self.may_go(&s, ticket) {
             waits = true;
             if let Some(report) = on_wait.take() {
-                report(MemoryWait { need, reserved: MemoryNeed { device: s.devices[device], host: s.host }, alone });
+                report(MemoryWait {
+                    need,
+                    reserved: MemoryNeed { device: s.devices[device], host: s.host },
+                    alone,
+                });
             }
             s = self.changed.wait(s).unwrap_or_else(std::sync::PoisonError::into_inner);
         }
@@ -203,7 +222,14 @@ mod tests {
         drop(first);
         assert_eq!(third.join().unwrap(), (false, true));
         let w = waits.lock().unwrap().clone();
-        assert_eq!(w, [MemoryWait { need: gpu(20 * GIB), reserved: MemoryNeed { device: 70 * GIB, host: 2 * GIB }, alone: false }]);
+        assert_eq!(
+            w,
+            [MemoryWait {
+                need: gpu(20 * GIB),
+                reserved: MemoryNeed { device: 70 * GIB, host: 2 * GIB },
+                alone: false
+            }]
+        );
         assert_eq!(a.reserved(0), MemoryNeed::default());
     }
 
@@ -226,7 +252,10 @@ mod tests {
         let mut said = None;
         let alone = a.admit(0, gpu(100 * GIB), |w| said = Some(w));
         assert!(alone.alone && alone.waited.is_zero());
-        assert_eq!(said, Some(MemoryWait { need: gpu(100 * GIB), reserved: MemoryNeed::default(), alone: true }));
+        assert_eq!(
+            said,
+            Some(MemoryWait { need: gpu(100 * GIB), reserved: MemoryNeed::default(), alone: true })
+        );
     }
 
     #[test]
@@ -256,11 +285,13 @@ mod tests {
 
     #[test]
     fn devices_admit_apart_but_share_the_host() {
-        let budget = MemoryBudget { host: Some(4 * GIB), devices: vec![Some(10 * GIB), Some(10 * GIB)] };
+        let budget =
+            MemoryBudget { host: Some(4 * GIB), devices: vec![Some(10 * GIB), Some(10 * GIB)] };
         let a = Arc::new(Admission::new(budget, 2));
         let on_zero = a.admit(0, MemoryNeed { device: 9 * GIB, host: GIB }, |_| ());
         // Device 1 is empty: a job there does not wait for device 0.
-        let on_one = a.admit(1, MemoryNeed { device: 9 * GIB, host: GIB }, |_| panic!("device 1 is free"));
+        let on_one =
+            a.admit(1, MemoryNeed { device: 9 * GIB, host: GIB }, |_| panic!("device 1 is free"));
         // The host has 2 GiB left: a job needing 3 waits, and holds back a later job of device 1.
         let peak = Arc::new(AtomicU64::new(0));
         let host_heavy = {
@@ -290,7 +321,8 @@ mod tests {
     #[test]
     fn without_budgets_nothing_waits() {
         let a = Admission::new(MemoryBudget::default(), 1);
-        let held: Vec<_> = (0..5).map(|_| a.admit(0, gpu(1000 * GIB), |_| panic!("no budget, no wait"))).collect();
+        let held: Vec<_> =
+            (0..5).map(|_| a.admit(0, gpu(1000 * GIB), |_| panic!("no budget, no wait"))).collect();
         assert!(held.iter().all(|h| !h.alone));
     }
 

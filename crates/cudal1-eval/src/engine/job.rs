@@ -171,9 +171,17 @@ pub struct Event {
 
 #[derive(Debug, Clone)]
 pub enum EventKind {
-    Queued { task: String, label: String, mode: Option<Mode> },
+    Queued {
+        task: String,
+        label: String,
+        mode: Option<Mode>,
+    },
     Compiling,
-    Compiled { ms: f64, cached: bool, ok: bool },
+    Compiled {
+        ms: f64,
+        cached: bool,
+        ok: bool,
+    },
     /// The job's memory need does not fit beside the running jobs' ([`crate::engine::MemoryBudget`]):
     /// it waits for them before it starts. With `alone`, its need is more than the budget
     /// itself: it runs holding its device alone once nothing else holds memory (said even when
@@ -182,7 +190,9 @@ pub enum EventKind {
     /// A device took the job: from here to `Finished` it holds the device (alone, if it times;
     /// with [`crate::EngineConfig::pipeline`], shared while it loads and checks, then, its
     /// process stopped, nothing while it waits for `Timing`).
-    Started { device: Device },
+    Started {
+        device: Device,
+    },
     /// The job holds the device alone from here to `Finished`: it is being timed.
     Timing,
     Finished(JobOutcome),

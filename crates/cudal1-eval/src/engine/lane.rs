@@ -5,13 +5,16 @@
 //! reference process loads the next job's task while the current job runs.
 
 use super::{job_settings, Entry, JobOutcome, Shared, Work};
-use crate::candidate::{evaluate_in, prejudge, prejudged, CandidateProcess, EvalContext, Retired, Unjudged, JUDGED_AGAIN_ALONE};
-use crate::runner::AHEAD_NICE;
-use crate::failure::host_out_of_memory;
+use crate::candidate::{
+    evaluate_in, prejudge, prejudged, CandidateProcess, EvalContext, Retired, Unjudged,
+    JUDGED_AGAIN_ALONE,
+};
 use crate::degenerate::check_task;
 use crate::engine::EventKind;
-use crate::reference::{Describer, ReferenceError, ReferenceSession, StartingReference};
+use crate::failure::host_out_of_memory;
 use crate::memory::{Footprint, MemoryNeed};
+use crate::reference::{Describer, ReferenceError, ReferenceSession, StartingReference};
+use crate::runner::AHEAD_NICE;
 use crate::settings::{Device, EvalSettings};
 use crate::verdict::{Evaluation, Warning};
 use cudal1_task::Task;
@@ -106,7 +109,11 @@ impl Lane<'_> {
                 // Its candidate's interpreter starts beside its reference's, not after it.
                 None => match self.shared.ready_q.pop(|e| self.accepts(e)) {
                     Some(entry) => {
-                        let process = if self.prefetch && !self.shared.cancelled() { self.start_ahead(&entry) } else { None };
+                        let process = if self.prefetch && !self.shared.cancelled() {
+                            self.start_ahead(&entry)
+                        } else {
+                            None
+                        };
                         Staged { entry, process }
                     }
                     None => break,
@@ -148,12 +155,18 @@ impl Lane<'_> {
         // A check that is not timed loads its task into a reference process the lane already
         // has (ahead, or at its turn), once the lane has two: the running job's, and one to load
         // the next job's task meanwhile.
-        let reuses = !settings.mode.times() && self.references.len() + self.starting.len() >= CHECK_REFERENCES;
+        let reuses = !settings.mode.times()
+            && self.references.len() + self.starting.len() >= CHECK_REFERENCES;
         // Processes of checks yield the cores to those whose turn it is until theirs comes;
         // those of timed jobs never run niced.
         let nice = !settings.mode.times();
         if !known && !reuses {
-            if let Ok(r) = ReferenceSession::spawn(&self.shared.config.env, &entry.job.task, &settings, &self.shared.scratch) {
+            if let Ok(r) = ReferenceSession::spawn(
+                &self.shared.config.env,
+                &entry.job.task,
+                &settings,
+                &self.shared.scratch,
+            ) {
                 self.shared.references_started.fetch_add(1, Ordering::Relaxed);
                 if nice {
                     r.set_nice(AHEAD_NICE);
@@ -161,8 +174,16 @@ impl Lane<'_> {
                 self.starting.push((entry.job.task.hash.clone(), r));
             }
         }
-        let ctx = EvalContext { env: &self.shared.config.env, settings: &settings, work_root: &self.shared.scratch, retired: None, before_timing: None, shares_device: false };
-        let process = CandidateProcess::start(&ctx, &entry.job.task.path, candidate, &entry.compiled).ok();
+        let ctx = EvalContext {
+            env: &self.shared.config.env,
+            settings: &settings,
+            work_root: &self.shared.scratch,
+            retired: None,
+            before_timing: None,
+            shares_device: false,
+        };
+        let process =
+            CandidateProcess::start(&ctx, &entry.job.task.path, candidate, &entry.compiled).ok();
         if let (Some(p), true) = (&process, nice) {
             p.set_nice(AHEAD_NICE);
         }
@@ -174,7 +195,8 @@ impl Lane<'_> {
     /// checks that are not timed.
     fn holds(&self, hash: &str, settings: &EvalSettings) -> bool {
         let times = settings.mode.times();
-        self.references.iter().any(|(h, r)| h == hash && (!times || r.may_time())) || self.starting.iter().any(|(h, r)| h == hash && (!times || r.may_time()))
+        self.references.iter().any(|(h, r)| h == hash && (!times || r.may_time()))
+            || self.starting.iter().any(|(h, r)| h == hash && (!times || r.may_time()))
     }
 
     /// `next` is the job staged after this one, whose task a kept reference may load meanwhile.
@@ -199,8 +221,13 @@ impl Lane<'_> {
         // alone (`before_timing`); otherwise it holds it alone from the start, as does a job whose
         // memory need is more than the device (or the host) has.
         let alone_for_memory = admitted.as_ref().is_some_and(|a| a.alone);
-        let alone_from_start = (entry.job.times() && !self.shared.config.pipeline) || alone_for_memory;
-        let held = std::cell::RefCell::new(Some(if alone_from_start { gate.exclusive() } else { gate.shared() }));
+        let alone_from_start =
+            (entry.job.times() && !self.shared.config.pipeline) || alone_for_memory;
+        let held = std::cell::RefCell::new(Some(if alone_from_start {
+            gate.exclusive()
+        } else {
+            gate.shared()
+        }));
         // Cancelled while it waited for memory or the device: nothing new starts.
         if self.shared.cancelled() {
             drop(held);
@@ -224,18 +251,29 @@ impl Lane<'_> {
                 self.shared.emit(id, EventKind::Timing);
             }
         };
-        let before_timing: Option<&dyn Fn()> = if entry.job.times() && !alone_from_start { Some(&take_alone) } else { None };
+        let before_timing: Option<&dyn Fn()> =
+            if entry.job.times() && !alone_from_start { Some(&take_alone) } else { None };
         // Other lanes' jobs may run beside this one until it holds the device alone.
         let shares = !alone_from_start && self.shared.config.lanes > 1;
         let outcome = match &entry.job.work {
             Work::Evaluate { candidate, .. } => {
                 let next = if entry.job.times() { None } else { next };
-                let mut result = self.evaluate(&entry, candidate, process, &settings, before_timing, next, shares);
+                let mut result = self.evaluate(
+                    &entry,
+                    candidate,
+                    process,
+                    &settings,
+                    before_timing,
+                    next,
+                    shares,
+                );
                 // Out of device memory or time beside other lanes' work, or a reference that failed
                 // there: no verdict, and no blame for the task, until it ran holding the device alone.
                 let first_try = match &result {
                     Ok(e) if e.reason_class == JUDGED_AGAIN_ALONE => Some(e.reason.clone()),
-                    Err(Unjudged::Reference(e)) if shares => Some(format!("its task's reference failed: {e}")),
+                    Err(Unjudged::Reference(e)) if shares => {
+                        Some(format!("its task's reference failed: {e}"))
+                    }
                     _ => None,
                 };
                 if let Some(first_try) = first_try {
@@ -256,13 +294,27 @@ impl Lane<'_> {
                         JobOutcome::Evaluated(Arc::new(e))
                     }
                     Err(Unjudged::Reference(e)) => reference_failed(&e),
-                    Err(Unjudged::Host(error)) => JobOutcome::HostFailed { error: format!("{}: {error}", candidate.label) },
+                    Err(Unjudged::Host(error)) => {
+                        JobOutcome::HostFailed { error: format!("{}: {error}", candidate.label) }
+                    }
                 }
             }
-            Work::CheckTask { seeds } => match check_task(&self.shared.config.env, &entry.job.task, &settings, &self.shared.scratch, seeds) {
+            Work::CheckTask { seeds } => match check_task(
+                &self.shared.config.env,
+                &entry.job.task,
+                &settings,
+                &self.shared.scratch,
+                seeds,
+            ) {
                 Ok(c) => JobOutcome::Checked(Arc::new(c)),
-                Err(e) if host_out_of_memory(&e.source) => JobOutcome::HostFailed { error: e.to_string() },
-                Err(e) => JobOutcome::TaskFailed { error: e.to_string(), at_start: false, remedies: e.source.remedies() },
+                Err(e) if host_out_of_memory(&e.source) => {
+                    JobOutcome::HostFailed { error: e.to_string() }
+                }
+                Err(e) => JobOutcome::TaskFailed {
+                    error: e.to_string(),
+                    at_start: false,
+                    remedies: e.source.remedies(),
+                },
             },
             Work::Describe => match self.describe(&entry.job.task, &settings) {
                 Ok(d) => JobOutcome::Described(Arc::new(d)),
@@ -270,7 +322,8 @@ impl Lane<'_> {
             },
         };
         // Killed processes give verdicts that mean nothing.
-        let outcome = if self.shared.killed.load(Ordering::SeqCst) { JobOutcome::Cancelled } else { outcome };
+        let outcome =
+            if self.shared.killed.load(Ordering::SeqCst) { JobOutcome::Cancelled } else { outcome };
         // Reported before the device is let go, so that in the event stream no job starts on a
         // device before the one that held it alone has finished.
         self.shared.end(entry, outcome);
@@ -284,18 +337,35 @@ impl Lane<'_> {
     /// budget limits anything.
     fn need(&mut self, entry: &Entry, settings: &EvalSettings) -> Option<MemoryNeed> {
         let budget = &self.shared.config.memory;
-        if budget.host.is_none() && budget.devices.get(self.device_index).copied().flatten().is_none() {
+        if budget.host.is_none()
+            && budget.devices.get(self.device_index).copied().flatten().is_none()
+        {
             return None;
         }
         match &entry.job.work {
-            Work::Evaluate { candidate, .. } if prejudge(candidate, &entry.compiled).0.is_some() => return None,
+            Work::Evaluate { candidate, .. }
+                if prejudge(candidate, &entry.compiled).0.is_some() =>
+            {
+                return None
+            }
             // One runner on the CPU.
-            Work::Describe => return Some(MemoryNeed { device: 0, host: MemoryNeed::evaluation(None, &Device::Cpu, None, None).host / 2 }),
+            Work::Describe => {
+                return Some(MemoryNeed {
+                    device: 0,
+                    host: MemoryNeed::evaluation(None, &Device::Cpu, None, None).host / 2,
+                })
+            }
             Work::Evaluate { .. } | Work::CheckTask { .. } => {}
         }
         let task = &entry.job.task;
         let footprint = self.footprint(task, settings);
-        let seen = self.shared.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&task.hash).copied();
+        let seen = self
+            .shared
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&task.hash)
+            .copied();
         let limit = settings.memory_bytes.filter(|_| settings.sandbox);
         Some(MemoryNeed::evaluation(footprint.as_ref(), &self.device, seen, limit))
     }
@@ -304,7 +374,13 @@ impl Lane<'_> {
     /// runner, which allocates nothing); `None` where it cannot be sized without running it.
     fn footprint(&mut self, task: &Task, settings: &EvalSettings) -> Option<Footprint> {
         let key = format!("{}:{:?}", task.hash, settings.scale);
-        if let Some(f) = self.shared.footprints.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key) {
+        if let Some(f) = self
+            .shared
+            .footprints
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&key)
+        {
             return *f;
         }
         let mut describer = match self.describer.take() {
@@ -327,7 +403,11 @@ impl Lane<'_> {
             tracing::debug!(error = %e, "the task could not be sized; admitting on overheads alone");
             None
         });
-        self.shared.footprints.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(key, footprint);
+        self.shared
+            .footprints
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key, footprint);
         footprint
     }
 
@@ -344,7 +424,14 @@ impl Lane<'_> {
     ) -> Result<Evaluation, Unjudged> {
         let started = Instant::now();
         let (task, compiled) = (&*entry.job.task, &entry.compiled);
-        let plain = EvalContext { env: &self.shared.config.env, settings, work_root: &self.shared.scratch, retired: None, before_timing: None, shares_device: false };
+        let plain = EvalContext {
+            env: &self.shared.config.env,
+            settings,
+            work_root: &self.shared.scratch,
+            retired: None,
+            before_timing: None,
+            shares_device: false,
+        };
         // Decided from the source and the build alone: no reference is started for it.
         if let Some(e) = prejudged(&plain, task, candidate, compiled) {
             if let Some(p) = process {
@@ -367,8 +454,16 @@ impl Lane<'_> {
         // Pipelined, the next job may start timing as soon as this one lets the device go: its
         // process (a CUDA context's teardown) ends before then, not in the background.
         let retired = if before_timing.is_some() { None } else { Some(&self.retired) };
-        let ctx = EvalContext { env: &self.shared.config.env, settings, work_root: &self.shared.scratch, retired, before_timing, shares_device };
-        let mut result = evaluate_in(&ctx, &mut self.references[i].1, candidate, compiled, process, job_rng);
+        let ctx = EvalContext {
+            env: &self.shared.config.env,
+            settings,
+            work_root: &self.shared.scratch,
+            retired,
+            before_timing,
+            shares_device,
+        };
+        let mut result =
+            evaluate_in(&ctx, &mut self.references[i].1, candidate, compiled, process, job_rng);
         if let Ok(e) = &mut result {
             e.measurements.phase("reference", reference_ready);
         }
@@ -402,10 +497,21 @@ impl Lane<'_> {
 
     /// Describes a task in the lane's describing runner, started on first use and kept for the
     /// next task unless it died.
-    fn describe(&mut self, task: &Task, settings: &EvalSettings) -> Result<cudal1_protocol::DescribeReply, ReferenceError> {
+    fn describe(
+        &mut self,
+        task: &Task,
+        settings: &EvalSettings,
+    ) -> Result<cudal1_protocol::DescribeReply, ReferenceError> {
         let mut describer = match self.describer.take() {
             Some(d) => d,
-            None => Describer::start(&self.shared.config.env, &self.shared.scratch).map_err(|(doing, source)| ReferenceError { task: task.key(), doing, source, stderr: String::new() })?,
+            None => Describer::start(&self.shared.config.env, &self.shared.scratch).map_err(
+                |(doing, source)| ReferenceError {
+                    task: task.key(),
+                    doing,
+                    source,
+                    stderr: String::new(),
+                },
+            )?,
         };
         let result = describer.describe(task, settings);
         if describer.alive(&result) {
@@ -424,7 +530,11 @@ impl Lane<'_> {
         let Some(next) = next else { return current };
         let Work::Evaluate { candidate, .. } = &next.job.work else { return current };
         let settings = job_settings(&self.shared.config.settings, &self.device, &next.job);
-        if settings.mode.times() || self.reloading.is_some() || prejudge(candidate, &next.compiled).0.is_some() || self.holds(&next.job.task.hash, &settings) {
+        if settings.mode.times()
+            || self.reloading.is_some()
+            || prejudge(candidate, &next.compiled).0.is_some()
+            || self.holds(&next.job.task.hash, &settings)
+        {
             return current;
         }
         let Some(idle) = (0..self.references.len()).find(|&k| k != current) else { return current };
@@ -438,12 +548,17 @@ impl Lane<'_> {
         let Some((_, session)) = self.references.remove(idle) else { return current };
         let task = Task::clone(&next.job.task);
         let hash = task.hash.clone();
-        match std::thread::Builder::new().name("reference-reload".into()).spawn(move || session.reload(&task, &settings)) {
+        match std::thread::Builder::new()
+            .name("reference-reload".into())
+            .spawn(move || session.reload(&task, &settings))
+        {
             Ok(handle) => {
                 self.shared.references_reused.fetch_add(1, Ordering::Relaxed);
                 self.reloading = Some((hash, handle));
             }
-            Err(e) => tracing::warn!(error = %e, "no thread to load the next task ahead; it loads at its turn"),
+            Err(e) => {
+                tracing::warn!(error = %e, "no thread to load the next task ahead; it loads at its turn")
+            }
         }
         if idle < current {
             current - 1
@@ -489,7 +604,11 @@ impl Lane<'_> {
                 r.shutdown();
             }
         }
-        let session = match self.starting.iter().position(|(hash, r)| *hash == task.hash && (!times || r.may_time())) {
+        let session = match self
+            .starting
+            .iter()
+            .position(|(hash, r)| *hash == task.hash && (!times || r.may_time()))
+        {
             Some(i) => {
                 let starting = self.starting.swap_remove(i).1;
                 starting.set_nice(0);
@@ -502,7 +621,12 @@ impl Lane<'_> {
                 }
                 None => {
                     self.shared.references_started.fetch_add(1, Ordering::Relaxed);
-                    ReferenceSession::start(&self.shared.config.env, task, settings, &self.shared.scratch)?
+                    ReferenceSession::start(
+                        &self.shared.config.env,
+                        task,
+                        settings,
+                        &self.shared.scratch,
+                    )?
                 }
             },
         };
@@ -527,13 +651,23 @@ fn reference_failed(e: &ReferenceError) -> JobOutcome {
     if e.host_out_of_memory() {
         JobOutcome::HostFailed { error: e.to_string() }
     } else {
-        JobOutcome::TaskFailed { at_start: e.at_start(), error: e.to_string(), remedies: e.remedies() }
+        JobOutcome::TaskFailed {
+            at_start: e.at_start(),
+            error: e.to_string(),
+            remedies: e.remedies(),
+        }
     }
 }
 
 /// Where the job's whole time went: queueing, compiling and waiting for the device come before
 /// the evaluation's own phases, and the duration runs from submission to verdict.
-fn account(e: &mut Evaluation, entry: &Entry, picked: Instant, slot_wait: Duration, memory_wait: Duration) {
+fn account(
+    e: &mut Evaluation,
+    entry: &Entry,
+    picked: Instant,
+    slot_wait: Duration,
+    memory_wait: Duration,
+) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let waited = picked.saturating_duration_since(entry.submitted);
     let phases = &mut e.measurements.phases_ms;

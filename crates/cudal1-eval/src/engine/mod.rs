@@ -38,13 +38,13 @@ pub use job::{Done, Event, EventKind, Job, JobHandle, JobId, JobOutcome, Work};
 
 use crate::compile::{compile_until, needs_compile, CompileCache, CompileOutcome};
 use crate::judge::Judge;
+use crate::memory::{Footprint, MemoryNeed};
 use crate::runner::RunnerEnv;
 use crate::settings::{Device, EvalSettings, Mode};
-use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use admission::Admission;
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use gate::Gate;
 use queue::Queue;
-use crate::memory::{Footprint, MemoryNeed};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -89,11 +89,22 @@ pub struct EngineConfig {
 impl EngineConfig {
     /// The defaults for these devices: half the cores compile, scratch where
     /// [`crate::scratch::default_parent`] says, lanes as [`default_lanes`] says.
-    pub fn new(env: RunnerEnv, devices: Vec<Device>, settings: EvalSettings, compile_cache: CompileCache) -> EngineConfig {
+    pub fn new(
+        env: RunnerEnv,
+        devices: Vec<Device>,
+        settings: EvalSettings,
+        compile_cache: CompileCache,
+    ) -> EngineConfig {
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
         let lanes = default_lanes(devices.first().unwrap_or(&Device::Cpu), cores, devices.len());
-        let memory = MemoryBudget { host: crate::scratch::available_memory(), devices: vec![None; devices.len()] };
-        let judge = Judge::new(crate::judge::devices_class(&devices, &env.gpu_names).unwrap_or_else(|_| "cuda-unnamed".into()));
+        let memory = MemoryBudget {
+            host: crate::scratch::available_memory(),
+            devices: vec![None; devices.len()],
+        };
+        let judge = Judge::new(
+            crate::judge::devices_class(&devices, &env.gpu_names)
+                .unwrap_or_else(|_| "cuda-unnamed".into()),
+        );
         EngineConfig {
             env,
             devices,
@@ -234,7 +245,9 @@ impl Evaluator {
 
     /// As [`Evaluator::start`], with the stream of every job's events. The stream is unbounded:
     /// read it until it ends, or drop it (events then go nowhere).
-    pub fn start_with_events(config: EngineConfig) -> std::io::Result<(Evaluator, Receiver<Event>)> {
+    pub fn start_with_events(
+        config: EngineConfig,
+    ) -> std::io::Result<(Evaluator, Receiver<Event>)> {
         let (events, stream) = unbounded();
         Ok((Evaluator::launch(config, Some(events))?, stream))
     }
@@ -242,7 +255,8 @@ impl Evaluator {
     fn launch(config: EngineConfig, events: Option<Sender<Event>>) -> std::io::Result<Evaluator> {
         std::fs::create_dir_all(&config.scratch_parent)?;
         crate::scratch::sweep(&config.scratch_parent);
-        let scratch = tempfile::Builder::new().prefix("cudal1-").tempdir_in(&config.scratch_parent)?;
+        let scratch =
+            tempfile::Builder::new().prefix("cudal1-").tempdir_in(&config.scratch_parent)?;
         let owner = crate::scratch::claim(scratch.path())?;
         let compile_workers = config.compile_workers.max(1);
         let shared = Arc::new(Shared {
@@ -276,7 +290,8 @@ impl Evaluator {
         for d in 0..shared.config.devices.len() {
             for l in 0..lanes {
                 let shared = Arc::clone(&shared);
-                threads.push(spawn_named(format!("lane-{d}-{l}"), move || lane::run(&shared, d, l)));
+                threads
+                    .push(spawn_named(format!("lane-{d}-{l}"), move || lane::run(&shared, d, l)));
             }
         }
         Ok(Evaluator { shared, threads, scratch: Some(scratch), _owner: owner })
@@ -305,7 +320,14 @@ impl Evaluator {
         };
         s.emit(id, EventKind::Queued { task: job.task.key(), label: job.label(), mode });
         let compiles = job.candidate().is_some_and(|c| needs_compile(&c.source));
-        let entry = Entry { id, job, reply, submitted: Instant::now(), compiled: CompileOutcome::NotNeeded, compile_wall: Duration::ZERO };
+        let entry = Entry {
+            id,
+            job,
+            reply,
+            submitted: Instant::now(),
+            compiled: CompileOutcome::NotNeeded,
+            compile_wall: Duration::ZERO,
+        };
         if s.cancelled() {
             s.end(entry, JobOutcome::Cancelled);
         } else if compiles {
@@ -367,7 +389,13 @@ impl Evaluator {
         let s = &self.shared;
         EngineStats {
             wall: s.started.elapsed(),
-            timing_busy: s.config.devices.iter().cloned().zip(s.gates.iter().map(Gate::exclusive_busy)).collect(),
+            timing_busy: s
+                .config
+                .devices
+                .iter()
+                .cloned()
+                .zip(s.gates.iter().map(Gate::exclusive_busy))
+                .collect(),
             references_started: s.references_started.load(Ordering::Relaxed),
             references_reused: s.references_reused.load(Ordering::Relaxed),
         }
@@ -451,7 +479,15 @@ fn compile_loop(shared: &Shared) {
         let settings = job_settings(&shared.config.settings, &Device::Cpu, &entry.job);
         let candidate = entry.job.candidate().expect("only candidates are compiled");
         let stop = || shared.cancelled();
-        let outcome = compile_until(&shared.config.env, &entry.job.task, candidate, &shared.config.compile_cache, &settings, &shared.scratch, &stop);
+        let outcome = compile_until(
+            &shared.config.env,
+            &entry.job.task,
+            candidate,
+            &shared.config.compile_cache,
+            &settings,
+            &shared.scratch,
+            &stop,
+        );
         let (ms, cached, ok) = match &outcome {
             CompileOutcome::Built { ms, cached, .. } => (*ms, *cached, true),
             CompileOutcome::Failed { ms, .. } => (*ms, false, false),

@@ -18,7 +18,10 @@ struct State<T> {
 
 impl<T> Queue<T> {
     pub(crate) fn new() -> Queue<T> {
-        Queue { state: Mutex::new(State { items: BTreeMap::new(), next: 0, closed: false }), changed: Condvar::new() }
+        Queue {
+            state: Mutex::new(State { items: BTreeMap::new(), next: 0, closed: false }),
+            changed: Condvar::new(),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State<T>> {

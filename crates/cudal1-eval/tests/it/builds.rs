@@ -31,7 +31,10 @@ fn a_half_built_entry_is_rebuilt_by_the_pool_and_loaded_by_the_candidate_without
     let (_, by_job) = collect(&events, 1);
     engine.finish();
     let kinds = &by_job[&job.id];
-    assert!(kinds.iter().any(|k| matches!(k, EventKind::Compiled { cached: false, ok: true, .. })), "not built again by the pool: {kinds:?}");
+    assert!(
+        kinds.iter().any(|k| matches!(k, EventKind::Compiled { cached: false, ok: true, .. })),
+        "not built again by the pool: {kinds:?}"
+    );
     let JobOutcome::Evaluated(e) = outcome(kinds) else { panic!("{:?}", outcome(kinds)) };
     assert_eq!(e.verdict, Verdict::Correct, "{}", e.reason);
     // Loading a published build takes milliseconds; building it in the call took 25 s.
@@ -41,8 +44,16 @@ fn a_half_built_entry_is_rebuilt_by_the_pool_and_loaded_by_the_candidate_without
     // The entry is whole now: published, the object file there, no lock, no leftovers.
     assert!(published(&entry).is_some());
     assert!(!ext.join("lock").exists());
-    assert!(std::fs::read_dir(&ext).unwrap().flatten().any(|f| f.file_name().to_string_lossy().ends_with(".o")));
-    let left: Vec<String> = std::fs::read_dir(entry.parent().unwrap()).unwrap().flatten().map(|f| f.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with(".build-")).collect();
+    assert!(std::fs::read_dir(&ext)
+        .unwrap()
+        .flatten()
+        .any(|f| f.file_name().to_string_lossy().ends_with(".o")));
+    let left: Vec<String> = std::fs::read_dir(entry.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .map(|f| f.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".build-"))
+        .collect();
     assert!(left.is_empty(), "{left:?}");
 }
 
@@ -60,10 +71,20 @@ fn a_build_stopped_half_way_in_the_pool_publishes_nothing() {
     let (_, by_job) = collect(&events, 1);
     engine.finish();
     let JobOutcome::Evaluated(e) = outcome(&by_job[&job.id]) else { panic!() };
-    assert_eq!((e.verdict, e.reason_class.as_str()), (Verdict::CompileError, "compile_timeout"), "{}", e.reason);
+    assert_eq!(
+        (e.verdict, e.reason_class.as_str()),
+        (Verdict::CompileError, "compile_timeout"),
+        "{}",
+        e.reason
+    );
     // Neither an entry a later evaluation would trust nor a half-made one beside it.
     assert!(!entry.exists(), "a stopped build left {}", entry.display());
-    let left: Vec<String> = std::fs::read_dir(&root).unwrap().flatten().map(|f| f.file_name().to_string_lossy().into_owned()).filter(|n| !n.ends_with(".lock")).collect();
+    let left: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .flatten()
+        .map(|f| f.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.ends_with(".lock"))
+        .collect();
     assert!(left.is_empty(), "{left:?}");
 }
 
@@ -97,13 +118,20 @@ class ModelNew(nn.Module):
 fn a_candidate_cannot_write_into_its_published_builds() {
     let dir = tempfile::tempdir().unwrap();
     let config = engine_config(dir.path(), 1, Duration::from_secs(20));
-    let cand = cudal1_task::Candidate::from_source("writes_into_its_builds.py".into(), WRITES_INTO_ITS_BUILDS.into());
+    let cand = cudal1_task::Candidate::from_source(
+        "writes_into_its_builds.py".into(),
+        WRITES_INTO_ITS_BUILDS.into(),
+    );
     let entry = config.compile_cache.dir_for(&cand);
     let (engine, events) = Evaluator::start_with_events(config).unwrap();
-    let job = engine.submit(Job::evaluate(task("level1/4_Row_Sum.py"), cand).mode(cudal1_eval::Mode::Correctness));
+    let job = engine.submit(
+        Job::evaluate(task("level1/4_Row_Sum.py"), cand).mode(cudal1_eval::Mode::Correctness),
+    );
     let (_, by_job) = collect(&events, 1);
     engine.finish();
-    let JobOutcome::Evaluated(e) = outcome(&by_job[&job.id]) else { panic!("{:?}", by_job[&job.id]) };
+    let JobOutcome::Evaluated(e) = outcome(&by_job[&job.id]) else {
+        panic!("{:?}", by_job[&job.id])
+    };
     // Its write in the compile role went into the directory being built; in its own process the
     // published entry refused it.
     assert_eq!(e.verdict, Verdict::Correct, "{}: {}", e.reason_class, e.reason);

@@ -2,7 +2,10 @@
 //! lanes that share a device for checks and hold it alone for timing, priorities, cancelling and
 //! killing, task failures, and the scratch directory left empty.
 
-use cudal1_eval::{CompileCache, Device, EngineConfig, EvalSettings, Evaluator, Event, EventKind, Job, JobId, JobOutcome, Mode, RunnerEnv, Verdict};
+use cudal1_eval::{
+    CompileCache, Device, EngineConfig, EvalSettings, Evaluator, Event, EventKind, Job, JobId,
+    JobOutcome, Mode, RunnerEnv, Verdict,
+};
 use cudal1_task::{Candidate, Task};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -26,7 +29,12 @@ fn runner_env(cache: &Path) -> RunnerEnv {
         .find_map(std::env::var_os)
         .map(PathBuf::from)
         .or_else(|| Some(repo().join(".venv/bin/python")).filter(|p| p.exists()));
-    let interp = cudal1_python::find_interpreter(&cudal1_python::PythonRequest { flag, start_dir: Some(repo()), ..Default::default() }).unwrap();
+    let interp = cudal1_python::find_interpreter(&cudal1_python::PythonRequest {
+        flag,
+        start_dir: Some(repo()),
+        ..Default::default()
+    })
+    .unwrap();
     RunnerEnv::prepare(&interp, cache).unwrap()
 }
 
@@ -39,19 +47,37 @@ fn candidate(rel: &str) -> Candidate {
 }
 
 /// A CPU engine with short timing, `lanes` lanes, scratch under `dir/scratch`.
-fn engine(dir: &Path, lanes: usize, call_timeout: Duration) -> (Evaluator, crossbeam_channel::Receiver<Event>) {
+fn engine(
+    dir: &Path,
+    lanes: usize,
+    call_timeout: Duration,
+) -> (Evaluator, crossbeam_channel::Receiver<Event>) {
     engine_with(dir, lanes, call_timeout, false)
 }
 
-fn engine_with(dir: &Path, lanes: usize, call_timeout: Duration, pipeline: bool) -> (Evaluator, crossbeam_channel::Receiver<Event>) {
+fn engine_with(
+    dir: &Path,
+    lanes: usize,
+    call_timeout: Duration,
+    pipeline: bool,
+) -> (Evaluator, crossbeam_channel::Receiver<Event>) {
     let mut config = engine_config(dir, lanes, call_timeout);
     config.pipeline = pipeline;
     Evaluator::start_with_events(config).unwrap()
 }
 
 fn engine_config(dir: &Path, lanes: usize, call_timeout: Duration) -> EngineConfig {
-    let settings = EvalSettings { timing_budget: Duration::from_millis(300), call_timeout, ..EvalSettings::default() };
-    let mut config = EngineConfig::new(runner_env(&dir.join("cache")), vec![Device::Cpu], settings, CompileCache { root: dir.join("extensions") });
+    let settings = EvalSettings {
+        timing_budget: Duration::from_millis(300),
+        call_timeout,
+        ..EvalSettings::default()
+    };
+    let mut config = EngineConfig::new(
+        runner_env(&dir.join("cache")),
+        vec![Device::Cpu],
+        settings,
+        CompileCache { root: dir.join("extensions") },
+    );
     config.scratch_parent = dir.join("scratch");
     config.compile_workers = 1;
     config.lanes = lanes;
@@ -61,22 +87,34 @@ fn engine_config(dir: &Path, lanes: usize, call_timeout: Duration) -> EngineConf
 
 /// Submits checks with the verdicts they must get, then a timed job that must be judged correct
 /// with a speedup, waits for all, and ends the engine.
-fn checks_then_timed(engine: Evaluator, events: &crossbeam_channel::Receiver<Event>, jobs: Vec<(Job, Verdict)>, timed: Job) -> cudal1_eval::EngineStats {
+fn checks_then_timed(
+    engine: Evaluator,
+    events: &crossbeam_channel::Receiver<Event>,
+    jobs: Vec<(Job, Verdict)>,
+    timed: Job,
+) -> cudal1_eval::EngineStats {
     let n = jobs.len() + 1;
     let handles: Vec<_> = jobs.into_iter().map(|(job, want)| (engine.submit(job), want)).collect();
     let timed = engine.submit(timed);
     let (_, by_job) = collect(events, n);
     for (h, want) in &handles {
-        let JobOutcome::Evaluated(e) = outcome(&by_job[&h.id]) else { panic!("{:?}", outcome(&by_job[&h.id])) };
+        let JobOutcome::Evaluated(e) = outcome(&by_job[&h.id]) else {
+            panic!("{:?}", outcome(&by_job[&h.id]))
+        };
         assert_eq!(e.verdict, *want, "{}: {}", e.task, e.reason);
     }
-    let JobOutcome::Evaluated(e) = outcome(&by_job[&timed.id]) else { panic!("{:?}", outcome(&by_job[&timed.id])) };
+    let JobOutcome::Evaluated(e) = outcome(&by_job[&timed.id]) else {
+        panic!("{:?}", outcome(&by_job[&timed.id]))
+    };
     assert!(e.verdict == Verdict::Correct && e.speedup.is_some(), "{}: {}", e.verdict, e.reason);
     engine.finish()
 }
 
 /// Events of each job, in the order the stream gave them, until `jobs` have finished.
-fn collect(events: &crossbeam_channel::Receiver<Event>, jobs: usize) -> (Vec<Event>, BTreeMap<JobId, Vec<EventKind>>) {
+fn collect(
+    events: &crossbeam_channel::Receiver<Event>,
+    jobs: usize,
+) -> (Vec<Event>, BTreeMap<JobId, Vec<EventKind>>) {
     let mut all = Vec::new();
     let mut by_job: BTreeMap<JobId, Vec<EventKind>> = BTreeMap::new();
     let mut finished = 0;
@@ -138,17 +176,32 @@ fn every_job_reports_queued_then_started_then_exactly_one_finished_and_the_scrat
     let dir = tempfile::tempdir().unwrap();
     let (engine, events) = engine(dir.path(), 1, Duration::from_secs(20));
     let diag = task("level1/1_Diagonal_Matmul.py");
-    let fast = engine.submit(Job::evaluate(Arc::clone(&diag), candidate("level1/1_Diagonal_Matmul/fast.py")));
-    let wrong = engine.submit(Job::evaluate(Arc::clone(&diag), candidate("level1/1_Diagonal_Matmul/wrong_axis.py")));
-    let broken = engine.submit(Job::evaluate(diag, Candidate::from_source("broken.py".into(), "class ModelNew(:\n".into())));
+    let fast = engine
+        .submit(Job::evaluate(Arc::clone(&diag), candidate("level1/1_Diagonal_Matmul/fast.py")));
+    let wrong = engine.submit(Job::evaluate(
+        Arc::clone(&diag),
+        candidate("level1/1_Diagonal_Matmul/wrong_axis.py"),
+    ));
+    let broken = engine.submit(Job::evaluate(
+        diag,
+        Candidate::from_source("broken.py".into(), "class ModelNew(:\n".into()),
+    ));
     let (_, by_job) = collect(&events, 3);
     for (id, kinds) in &by_job {
         assert!(matches!(kinds.first(), Some(EventKind::Queued { .. })), "{id}: {kinds:?}");
-        assert_eq!(kinds.iter().filter(|k| matches!(k, EventKind::Finished(_))).count(), 1, "{id}: {kinds:?}");
+        assert_eq!(
+            kinds.iter().filter(|k| matches!(k, EventKind::Finished(_))).count(),
+            1,
+            "{id}: {kinds:?}"
+        );
         // Started, then (for a job that is timed) Timing, then Finished.
         let started = kinds.iter().position(|k| matches!(k, EventKind::Started { .. })).unwrap();
         let timing = usize::from(matches!(kinds[kinds.len() - 2], EventKind::Timing));
-        assert_eq!(started, kinds.len() - 2 - timing, "{id}: Started comes right before Finished: {kinds:?}");
+        assert_eq!(
+            started,
+            kinds.len() - 2 - timing,
+            "{id}: Started comes right before Finished: {kinds:?}"
+        );
     }
     assert_eq!(verdict(&by_job[&fast.id]), Verdict::Correct);
     assert_eq!(verdict(&by_job[&wrong.id]), Verdict::Incorrect);
@@ -171,7 +224,10 @@ fn held(all: &[Event]) -> BTreeMap<JobId, (usize, usize)> {
 }
 
 /// (the first event `starts`, `Finished`) per job, by the order of events.
-fn spans_from(all: &[Event], starts: impl Fn(&EventKind) -> bool) -> BTreeMap<JobId, (usize, usize)> {
+fn spans_from(
+    all: &[Event],
+    starts: impl Fn(&EventKind) -> bool,
+) -> BTreeMap<JobId, (usize, usize)> {
     let mut spans: BTreeMap<JobId, (usize, usize)> = BTreeMap::new();
     for (i, e) in all.iter().enumerate() {
         if starts(&e.kind) {
@@ -200,12 +256,26 @@ fn pipelined_timed_jobs_are_checked_side_by_side_and_timed_one_at_a_time() {
     let wrong = job("level1/2_Swish.py", "level1/2_Swish/nan_output.py");
     let (all, by_job) = collect(&events, 3);
     for id in [swish, softmax] {
-        let JobOutcome::Evaluated(e) = outcome(&by_job[&id]) else { panic!("{id}: {:?}", by_job[&id]) };
-        assert!(e.verdict == Verdict::Correct && e.speedup.is_some(), "{id}: {} {}", e.verdict, e.reason);
-        assert!(e.measurements.phases_ms.contains_key("device_wait_timing"), "{:?}", e.measurements.phases_ms);
+        let JobOutcome::Evaluated(e) = outcome(&by_job[&id]) else {
+            panic!("{id}: {:?}", by_job[&id])
+        };
+        assert!(
+            e.verdict == Verdict::Correct && e.speedup.is_some(),
+            "{id}: {} {}",
+            e.verdict,
+            e.reason
+        );
+        assert!(
+            e.measurements.phases_ms.contains_key("device_wait_timing"),
+            "{:?}",
+            e.measurements.phases_ms
+        );
     }
     assert_eq!(verdict(&by_job[&wrong]), Verdict::Incorrect);
-    assert!(!by_job[&wrong].iter().any(|k| matches!(k, EventKind::Timing)), "a wrong candidate never holds the device alone");
+    assert!(
+        !by_job[&wrong].iter().any(|k| matches!(k, EventKind::Timing)),
+        "a wrong candidate never holds the device alone"
+    );
     let overlap = |x: (usize, usize), y: (usize, usize)| x.0 < y.1 && y.0 < x.1;
     let timed = alone(&all);
     assert_eq!(timed.len(), 2);
@@ -213,7 +283,10 @@ fn pipelined_timed_jobs_are_checked_side_by_side_and_timed_one_at_a_time() {
     // Checked side by side: some two jobs were on the device at once.
     let spans = held(&all);
     let ids = [swish, softmax, wrong];
-    assert!(ids.iter().any(|a| ids.iter().any(|b| a != b && overlap(spans[a], spans[b]))), "one at a time: {spans:?}");
+    assert!(
+        ids.iter().any(|a| ids.iter().any(|b| a != b && overlap(spans[a], spans[b]))),
+        "one at a time: {spans:?}"
+    );
     let stats = engine.finish();
     assert!(stats.timing_busy[0].1 > Duration::ZERO);
 }
@@ -226,11 +299,20 @@ fn pipelined_out_of_memory_is_judged_again_alone() {
     let (engine, events) = engine_with(dir.path(), 2, Duration::from_secs(20), true);
     let swish = task("level1/2_Swish.py");
     let source = format!("{}\n\nclass ModelNew(Model):\n    def forward(self, x):\n        raise MemoryError('out of memory')\n", swish.source);
-    let id = engine.submit(Job::evaluate(swish, Candidate::from_source("oom.py".into(), source))).id;
+    let id =
+        engine.submit(Job::evaluate(swish, Candidate::from_source("oom.py".into(), source))).id;
     let (_, by_job) = collect(&events, 1);
     let JobOutcome::Evaluated(e) = outcome(&by_job[&id]) else { panic!("{:?}", by_job[&id]) };
-    assert_eq!((e.verdict, e.reason_class.as_str()), (Verdict::RuntimeError, "out_of_memory"), "{}", e.reason);
-    assert!(by_job[&id].iter().any(|k| matches!(k, EventKind::Timing)), "the second try held the device alone");
+    assert_eq!(
+        (e.verdict, e.reason_class.as_str()),
+        (Verdict::RuntimeError, "out_of_memory"),
+        "{}",
+        e.reason
+    );
+    assert!(
+        by_job[&id].iter().any(|k| matches!(k, EventKind::Timing)),
+        "the second try held the device alone"
+    );
     engine.finish();
 }
 
@@ -242,7 +324,8 @@ fn correctness_checks_share_the_device_and_a_timed_job_holds_it_alone() {
     let check = |c: &str| Job::evaluate(Arc::clone(&swish), candidate(c)).mode(Mode::Correctness);
     let a = engine.submit(check("level1/2_Swish/correct.py"));
     let b = engine.submit(check("level1/2_Swish/nan_output.py"));
-    let timed = engine.submit(Job::evaluate(Arc::clone(&swish), candidate("level1/2_Swish/correct.py")));
+    let timed =
+        engine.submit(Job::evaluate(Arc::clone(&swish), candidate("level1/2_Swish/correct.py")));
     let c = engine.submit(check("level1/2_Swish/correct.py"));
     let (all, by_job) = collect(&events, 4);
     let spans = held(&all);
@@ -282,7 +365,11 @@ fn fails_once(swish: &Task, marker: &Path, failure: &str) -> Candidate {
     Candidate::from_source("fails_once.py".into(), source)
 }
 
-fn unsandboxed_engine(dir: &Path, lanes: usize, call_timeout: Duration) -> (Evaluator, crossbeam_channel::Receiver<Event>) {
+fn unsandboxed_engine(
+    dir: &Path,
+    lanes: usize,
+    call_timeout: Duration,
+) -> (Evaluator, crossbeam_channel::Receiver<Event>) {
     let mut config = engine_config(dir, lanes, call_timeout);
     config.settings.sandbox = false;
     Evaluator::start_with_events(config).unwrap()
@@ -296,14 +383,38 @@ fn a_check_out_of_memory_or_time_beside_others_is_judged_again_alone() {
     let (engine, events) = unsandboxed_engine(dir.path(), 2, Duration::from_secs(4));
     let swish = task("level1/2_Swish.py");
     let markers = marker_dir();
-    let oom = engine.submit(Job::evaluate(Arc::clone(&swish), fails_once(&swish, &markers.path().join("oom"), "raise MemoryError('out of memory')")).mode(Mode::Correctness));
-    let slow = engine.submit(Job::evaluate(Arc::clone(&swish), fails_once(&swish, &markers.path().join("slow"), "import time; time.sleep(60)")).mode(Mode::Correctness));
+    let oom = engine.submit(
+        Job::evaluate(
+            Arc::clone(&swish),
+            fails_once(&swish, &markers.path().join("oom"), "raise MemoryError('out of memory')"),
+        )
+        .mode(Mode::Correctness),
+    );
+    let slow = engine.submit(
+        Job::evaluate(
+            Arc::clone(&swish),
+            fails_once(&swish, &markers.path().join("slow"), "import time; time.sleep(60)"),
+        )
+        .mode(Mode::Correctness),
+    );
     let (_, by_job) = collect(&events, 2);
     for id in [oom.id, slow.id] {
         let JobOutcome::Evaluated(e) = outcome(&by_job[&id]) else { panic!("{:?}", by_job[&id]) };
         assert_eq!(e.verdict, Verdict::Correct, "{}", e.reason);
-        let w = e.warnings.iter().find(|w| w.class == "judged_again_alone").expect("the first try is told");
-        assert!(w.message.contains(if id == oom.id { "out of device memory" } else { "did not finish" }), "{}", w.message);
+        let w = e
+            .warnings
+            .iter()
+            .find(|w| w.class == "judged_again_alone")
+            .expect("the first try is told");
+        assert!(
+            w.message.contains(if id == oom.id {
+                "out of device memory"
+            } else {
+                "did not finish"
+            }),
+            "{}",
+            w.message
+        );
     }
     engine.finish();
 }
@@ -325,11 +436,21 @@ fn a_reference_that_fails_beside_others_is_tried_again_alone_before_its_task_is_
     let path = dir.path().join("2_Swish.py");
     std::fs::write(&path, &source).unwrap();
     let flaky = Arc::new(Task::from_source(&path, source).unwrap());
-    let id = engine.submit(Job::evaluate(flaky, candidate("level1/2_Swish/correct.py")).mode(Mode::Correctness)).id;
+    let id = engine
+        .submit(
+            Job::evaluate(flaky, candidate("level1/2_Swish/correct.py")).mode(Mode::Correctness),
+        )
+        .id;
     let (_, by_job) = collect(&events, 1);
     let JobOutcome::Evaluated(e) = outcome(&by_job[&id]) else { panic!("{:?}", by_job[&id]) };
     assert_eq!(e.verdict, Verdict::Correct, "{}", e.reason);
-    assert!(e.warnings.iter().any(|w| w.class == "judged_again_alone" && w.message.contains("reference failed")), "{:?}", e.warnings);
+    assert!(
+        e.warnings
+            .iter()
+            .any(|w| w.class == "judged_again_alone" && w.message.contains("reference failed")),
+        "{:?}",
+        e.warnings
+    );
     engine.finish();
 }
 
@@ -340,10 +461,27 @@ fn with_one_lane_out_of_memory_is_the_candidates() {
     let (engine, events) = unsandboxed_engine(dir.path(), 1, Duration::from_secs(20));
     let swish = task("level1/2_Swish.py");
     let markers = marker_dir();
-    let id = engine.submit(Job::evaluate(Arc::clone(&swish), fails_once(&swish, &markers.path().join("oom"), "raise MemoryError('out of memory')")).mode(Mode::Correctness)).id;
+    let id = engine
+        .submit(
+            Job::evaluate(
+                Arc::clone(&swish),
+                fails_once(
+                    &swish,
+                    &markers.path().join("oom"),
+                    "raise MemoryError('out of memory')",
+                ),
+            )
+            .mode(Mode::Correctness),
+        )
+        .id;
     let (_, by_job) = collect(&events, 1);
     let JobOutcome::Evaluated(e) = outcome(&by_job[&id]) else { panic!("{:?}", by_job[&id]) };
-    assert_eq!((e.verdict, e.reason_class.as_str()), (Verdict::RuntimeError, "out_of_memory"), "{}", e.reason);
+    assert_eq!(
+        (e.verdict, e.reason_class.as_str()),
+        (Verdict::RuntimeError, "out_of_memory"),
+        "{}",
+        e.reason
+    );
     assert!(e.warnings.is_empty(), "{:?}", e.warnings);
     engine.finish();
 }
@@ -375,13 +513,25 @@ fn checks_of_new_tasks_reuse_the_oldest_references_process_and_judge_as_fresh_on
     let mut jobs = correct_checks_of_four_tasks();
     // The oldest (task 1) was reused for task 5; task 3 is still kept for its wrong candidate.
     jobs.extend([
-        (check("level1/3_Softmax_Rows.py", "level1/3_Softmax_Rows/wrong_shape.py"), Verdict::Incorrect),
+        (
+            check("level1/3_Softmax_Rows.py", "level1/3_Softmax_Rows/wrong_shape.py"),
+            Verdict::Incorrect,
+        ),
         // Task 1 again, in task 2's process.
-        (check("level1/1_Diagonal_Matmul.py", "level1/1_Diagonal_Matmul/wrong_axis.py"), Verdict::Incorrect),
-        (check("level1/1_Diagonal_Matmul.py", "level1/1_Diagonal_Matmul/fast.py"), Verdict::Correct),
+        (
+            check("level1/1_Diagonal_Matmul.py", "level1/1_Diagonal_Matmul/wrong_axis.py"),
+            Verdict::Incorrect,
+        ),
+        (
+            check("level1/1_Diagonal_Matmul.py", "level1/1_Diagonal_Matmul/fast.py"),
+            Verdict::Correct,
+        ),
     ]);
     // Task 5's kept reference is a reused process: a timed job of task 5 gets a fresh one.
-    let timed = Job::evaluate(task("level1/5_Small_Matmul.py"), candidate("level1/5_Small_Matmul/correct.py"));
+    let timed = Job::evaluate(
+        task("level1/5_Small_Matmul.py"),
+        candidate("level1/5_Small_Matmul/correct.py"),
+    );
     let stats = checks_then_timed(engine, &events, jobs, timed);
     assert_eq!((stats.references_started, stats.references_reused), (4, 2), "{stats:?}");
 }
@@ -410,16 +560,26 @@ fn staged_checks_of_new_tasks_load_into_a_kept_reference_while_the_job_before_ru
     let (engine, events) = Evaluator::start_with_events(config).unwrap();
     let mut jobs = correct_checks_of_four_tasks();
     jobs.extend([
-        (check("level1/1_Diagonal_Matmul.py", "level1/1_Diagonal_Matmul/wrong_axis.py"), Verdict::Incorrect),
+        (
+            check("level1/1_Diagonal_Matmul.py", "level1/1_Diagonal_Matmul/wrong_axis.py"),
+            Verdict::Incorrect,
+        ),
         (check("level1/2_Swish.py", "level1/2_Swish/nan_output.py"), Verdict::Incorrect),
-        (check("level1/3_Softmax_Rows.py", "level1/3_Softmax_Rows/wrong_shape.py"), Verdict::Incorrect),
+        (
+            check("level1/3_Softmax_Rows.py", "level1/3_Softmax_Rows/wrong_shape.py"),
+            Verdict::Incorrect,
+        ),
         // Started ahead niced, and given its priority back at its turn where that is allowed.
         (
-            Job::evaluate(task("level1/2_Swish.py"), started::nice_sensitive()).mode(Mode::Correctness),
+            Job::evaluate(task("level1/2_Swish.py"), started::nice_sensitive())
+                .mode(Mode::Correctness),
             if nix::unistd::geteuid().is_root() { Verdict::Correct } else { Verdict::Incorrect },
         ),
     ]);
-    let timed = Job::evaluate(task("level1/5_Small_Matmul.py"), candidate("level1/5_Small_Matmul/correct.py"));
+    let timed = Job::evaluate(
+        task("level1/5_Small_Matmul.py"),
+        candidate("level1/5_Small_Matmul/correct.py"),
+    );
     let stats = checks_then_timed(engine, &events, jobs, timed);
     assert_eq!((stats.references_started, stats.references_reused), (3, 5), "{stats:?}");
 }
@@ -429,12 +589,18 @@ fn a_higher_priority_job_overtakes_earlier_ones_still_queued() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, events) = engine(dir.path(), 1, Duration::from_secs(20));
     let swish = task("level1/2_Swish.py");
-    let job = |p: i32| Job::evaluate(Arc::clone(&swish), candidate("level1/2_Swish/raises_in_forward.py")).mode(Mode::Correctness).priority(p);
+    let job = |p: i32| {
+        Job::evaluate(Arc::clone(&swish), candidate("level1/2_Swish/raises_in_forward.py"))
+            .mode(Mode::Correctness)
+            .priority(p)
+    };
     let first = engine.submit(job(0));
     let low = engine.submit(job(0));
     let high = engine.submit(job(5));
     let (all, _) = collect(&events, 3);
-    let started = |id: JobId| all.iter().position(|e| e.job == id && matches!(e.kind, EventKind::Started { .. })).unwrap();
+    let started = |id: JobId| {
+        all.iter().position(|e| e.job == id && matches!(e.kind, EventKind::Started { .. })).unwrap()
+    };
     assert!(started(high.id) < started(low.id), "{all:?}");
     assert!(started(first.id) < started(low.id));
     engine.finish();
@@ -445,8 +611,10 @@ fn kill_stops_a_hanging_evaluation_at_once_and_cancels_the_queue() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, events) = engine(dir.path(), 1, Duration::from_secs(600));
     let swish = task("level1/2_Swish.py");
-    let hang = engine.submit(Job::evaluate(Arc::clone(&swish), candidate("level1/2_Swish/infinite_loop.py")));
-    let queued = engine.submit(Job::evaluate(Arc::clone(&swish), candidate("level1/2_Swish/correct.py")));
+    let hang = engine
+        .submit(Job::evaluate(Arc::clone(&swish), candidate("level1/2_Swish/infinite_loop.py")));
+    let queued =
+        engine.submit(Job::evaluate(Arc::clone(&swish), candidate("level1/2_Swish/correct.py")));
     // Wait until the hanging candidate holds the device, then give it time to be inside its call.
     loop {
         let e = events.recv_timeout(Duration::from_secs(120)).unwrap();
@@ -457,14 +625,21 @@ fn kill_stops_a_hanging_evaluation_at_once_and_cancels_the_queue() {
     std::thread::sleep(Duration::from_secs(3));
     let killed_at = Instant::now();
     engine.kill();
-    assert!(matches!(hang.wait_timeout(Duration::from_secs(30)), Some(JobOutcome::Cancelled)), "killed, not judged");
+    assert!(
+        matches!(hang.wait_timeout(Duration::from_secs(30)), Some(JobOutcome::Cancelled)),
+        "killed, not judged"
+    );
     assert!(matches!(queued.wait(), JobOutcome::Cancelled));
     assert!(killed_at.elapsed() < Duration::from_secs(30));
     // Later submissions end at once.
     let late = engine.submit(Job::evaluate(swish, candidate("level1/2_Swish/correct.py")));
     assert!(matches!(late.wait_timeout(Duration::from_secs(5)), Some(JobOutcome::Cancelled)));
     engine.finish();
-    assert_eq!(std::fs::read_dir(dir.path().join("scratch")).unwrap().count(), 0, "scratch removed after a kill too");
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("scratch")).unwrap().count(),
+        0,
+        "scratch removed after a kill too"
+    );
 }
 
 #[test]
@@ -476,7 +651,8 @@ fn a_reference_that_cannot_load_fails_its_task_and_tasks_can_be_described_and_ch
     let source = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\ndef get_inputs():\n    return [torch.randn(3)]\ndef get_init_inputs():\n    raise RuntimeError('no init inputs today')\n";
     std::fs::write(&broken_path, source).unwrap();
     let broken = Arc::new(Task::load(&broken_path).unwrap());
-    let failed = engine.submit(Job::evaluate(Arc::clone(&broken), candidate("level1/2_Swish/correct.py")));
+    let failed =
+        engine.submit(Job::evaluate(Arc::clone(&broken), candidate("level1/2_Swish/correct.py")));
     match failed.wait() {
         JobOutcome::TaskFailed { error, at_start, remedies } => {
             assert!(remedies.is_empty(), "{remedies:?}");
@@ -501,26 +677,51 @@ fn a_reference_that_cannot_load_fails_its_task_and_tasks_can_be_described_and_ch
 #[test]
 fn two_devices_time_at_once_from_one_queue() {
     let dir = tempfile::tempdir().unwrap();
-    let settings = EvalSettings { timing_budget: Duration::from_millis(600), call_timeout: Duration::from_secs(20), ..EvalSettings::default() };
-    let mut config = EngineConfig::new(runner_env(&dir.path().join("cache")), vec![Device::Cpu, Device::Cpu], settings, CompileCache { root: dir.path().join("extensions") });
+    let settings = EvalSettings {
+        timing_budget: Duration::from_millis(600),
+        call_timeout: Duration::from_secs(20),
+        ..EvalSettings::default()
+    };
+    let mut config = EngineConfig::new(
+        runner_env(&dir.path().join("cache")),
+        vec![Device::Cpu, Device::Cpu],
+        settings,
+        CompileCache { root: dir.path().join("extensions") },
+    );
     config.scratch_parent = dir.path().join("scratch");
     config.compile_workers = 1;
     config.lanes = 1;
     config.seed = 7;
     let (engine, events) = Evaluator::start_with_events(config).unwrap();
     let swish = task("level1/2_Swish.py");
-    let ids: Vec<JobId> = (0..4).map(|_| engine.submit(Job::evaluate(Arc::clone(&swish), candidate("level1/2_Swish/correct.py"))).id).collect();
+    let ids: Vec<JobId> = (0..4)
+        .map(|_| {
+            engine
+                .submit(Job::evaluate(Arc::clone(&swish), candidate("level1/2_Swish/correct.py")))
+                .id
+        })
+        .collect();
     let (all, by_job) = collect(&events, ids.len());
     for id in &ids {
-        let JobOutcome::Evaluated(e) = outcome(&by_job[id]) else { panic!("{id}: {:?}", by_job[id]) };
-        assert!(e.verdict == Verdict::Correct && e.speedup.is_some(), "{id}: {} {}", e.verdict, e.reason);
+        let JobOutcome::Evaluated(e) = outcome(&by_job[id]) else {
+            panic!("{id}: {:?}", by_job[id])
+        };
+        assert!(
+            e.verdict == Verdict::Correct && e.speedup.is_some(),
+            "{id}: {} {}",
+            e.verdict,
+            e.reason
+        );
         let started = by_job[id].iter().filter(|k| matches!(k, EventKind::Started { .. })).count();
         assert_eq!(started, 1, "{id} started once");
     }
     // Two timed jobs held their devices at the same time: one slot per device, not one in all.
     let spans = held(&all);
     let overlap = |x: (usize, usize), y: (usize, usize)| x.0 < y.1 && y.0 < x.1;
-    assert!(ids.iter().any(|a| ids.iter().any(|b| a != b && overlap(spans[a], spans[b]))), "no two timed jobs overlapped: {spans:?}");
+    assert!(
+        ids.iter().any(|a| ids.iter().any(|b| a != b && overlap(spans[a], spans[b]))),
+        "no two timed jobs overlapped: {spans:?}"
+    );
     let stats = engine.finish();
     assert_eq!(stats.timing_busy.len(), 2);
     for (device, busy) in &stats.timing_busy {

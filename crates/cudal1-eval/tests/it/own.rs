@@ -3,7 +3,7 @@
 //! profile, and what the candidate's code defines cannot make a library kernel its own.
 
 use super::{collect, engine_config, outcome, task};
-use cudal1_eval::own::{attribute, OwnKernels, Origin};
+use cudal1_eval::own::{attribute, Origin, OwnKernels};
 use cudal1_eval::profile::{KernelLaunch, Profile, DURATION};
 use cudal1_eval::{Evaluator, Job, JobOutcome, Verdict};
 use cudal1_task::Candidate;
@@ -45,7 +45,13 @@ class ModelNew(nn.Module):
 "#;
 
 fn launch(id: u64, name: &str, ns: f64) -> KernelLaunch {
-    KernelLaunch { id, name: name.into(), block: String::new(), grid: String::new(), metrics: [(DURATION.to_owned(), ns)].into_iter().collect() }
+    KernelLaunch {
+        id,
+        name: name.into(),
+        block: String::new(),
+        grid: String::new(),
+        metrics: [(DURATION.to_owned(), ns)].into_iter().collect(),
+    }
 }
 
 #[test]
@@ -58,7 +64,9 @@ fn the_share_counts_the_symbols_of_the_published_extension_and_no_library_name()
     let job = engine.submit(Job::evaluate(task("level1/4_Row_Sum.py"), cand.clone()));
     let (_, by_job) = collect(&events, 1);
     engine.finish();
-    let JobOutcome::Evaluated(e) = outcome(&by_job[&job.id]) else { panic!("{:?}", outcome(&by_job[&job.id])) };
+    let JobOutcome::Evaluated(e) = outcome(&by_job[&job.id]) else {
+        panic!("{:?}", outcome(&by_job[&job.id]))
+    };
     assert_eq!(e.verdict, Verdict::Correct, "{}", e.reason);
 
     // The symbols are read from the library the pool published, not from anything the program said.
@@ -70,12 +78,22 @@ fn the_share_counts_the_symbols_of_the_published_extension_and_no_library_name()
     // A profile (scripted: there is no GPU here) where its function ran beside cuBLAS's kernel
     // of the name it defined and a PyTorch kernel.
     let torch_fill = "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_";
-    let mut profile = Profile::from_launches(&[launch(0, row_sum, 300.0), launch(1, "ampere_sgemm_128x64_nn", 600.0), launch(2, torch_fill, 100.0)], 1);
+    let mut profile = Profile::from_launches(
+        &[
+            launch(0, row_sum, 300.0),
+            launch(1, "ampere_sgemm_128x64_nn", 600.0),
+            launch(2, torch_fill, 100.0),
+        ],
+        1,
+    );
     profile.mangled = true;
     let share = attribute(&profile, &own).unwrap();
     assert_eq!(share.share, 0.3, "{share:?}");
     let origin = |n: &str| share.kernels.iter().find(|k| k.name == n).unwrap().origin;
-    assert_eq!((origin(row_sum), origin("ampere_sgemm_128x64_nn"), origin(torch_fill)), (Origin::Own, Origin::LibraryName, Origin::Library));
+    assert_eq!(
+        (origin(row_sum), origin("ampere_sgemm_128x64_nn"), origin(torch_fill)),
+        (Origin::Own, Origin::LibraryName, Origin::Library)
+    );
 
     // Without the pool's published build there is nothing to read the symbols from.
     std::fs::remove_file(entry.join(cudal1_eval::compile::BUILT)).unwrap();

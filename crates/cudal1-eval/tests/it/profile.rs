@@ -11,7 +11,10 @@ use std::time::Duration;
 
 fn swish(candidate: Option<&str>) -> (PathBuf, Option<PathBuf>) {
     let suite = repo().join("tests/suite-cpu");
-    (suite.join("tasks/level1/2_Swish.py"), candidate.map(|c| suite.join("candidates/level1/2_Swish").join(c)))
+    (
+        suite.join("tasks/level1/2_Swish.py"),
+        candidate.map(|c| suite.join("candidates/level1/2_Swish").join(c)),
+    )
 }
 
 #[test]
@@ -27,26 +30,71 @@ fn the_driver_runs_programs_reports_failures_and_cuts_off_hangs() {
 
     for (i, c) in [None, Some("correct.py")].into_iter().enumerate() {
         let (task, candidate, scratch) = at(c, i as u32);
-        let target = Target { task: &task, candidate: candidate.as_deref(), device: &Device::Cpu, seed: 3, extensions: None };
+        let target = Target {
+            task: &task,
+            candidate: candidate.as_deref(),
+            device: &Device::Cpu,
+            seed: 3,
+            extensions: None,
+        };
         profiler.dry_run(&env, target, &scratch).unwrap_or_else(|e| panic!("{c:?}: {e}"));
         let err = profiler.profile(&env, target, &scratch).unwrap_err();
         assert!(matches!(err, ProfileError::NeedsGpu), "{err}");
     }
 
     let (task, candidate, scratch) = at(Some("raises_in_forward.py"), 2);
-    let err = profiler.dry_run(&env, Target { task: &task, candidate: candidate.as_deref(), device: &Device::Cpu, seed: 3, extensions: None }, &scratch).unwrap_err();
+    let err = profiler
+        .dry_run(
+            &env,
+            Target {
+                task: &task,
+                candidate: candidate.as_deref(),
+                device: &Device::Cpu,
+                seed: 3,
+                extensions: None,
+            },
+            &scratch,
+        )
+        .unwrap_err();
     let ProfileError::Program { kind, message } = &err else { panic!("{err}") };
     assert_eq!(kind, "runtime_error", "{message}");
     assert!(message.contains("warm-up"), "{message}");
 
     let (task, candidate, scratch) = at(Some("missing_modelnew.py"), 3);
-    let err = profiler.dry_run(&env, Target { task: &task, candidate: candidate.as_deref(), device: &Device::Cpu, seed: 3, extensions: None }, &scratch).unwrap_err();
-    assert!(matches!(&err, ProfileError::Program { kind, .. } if kind == "missing_symbol"), "{err}");
+    let err = profiler
+        .dry_run(
+            &env,
+            Target {
+                task: &task,
+                candidate: candidate.as_deref(),
+                device: &Device::Cpu,
+                seed: 3,
+                extensions: None,
+            },
+            &scratch,
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&err, ProfileError::Program { kind, .. } if kind == "missing_symbol"),
+        "{err}"
+    );
 
     profiler.timeout = Duration::from_secs(3);
     let (task, candidate, scratch) = at(Some("infinite_loop.py"), 4);
     let started = std::time::Instant::now();
-    let err = profiler.dry_run(&env, Target { task: &task, candidate: candidate.as_deref(), device: &Device::Cpu, seed: 3, extensions: None }, &scratch).unwrap_err();
+    let err = profiler
+        .dry_run(
+            &env,
+            Target {
+                task: &task,
+                candidate: candidate.as_deref(),
+                device: &Device::Cpu,
+                seed: 3,
+                extensions: None,
+            },
+            &scratch,
+        )
+        .unwrap_err();
     assert!(matches!(err, ProfileError::Timeout(_)), "{err}");
     assert!(started.elapsed() < Duration::from_secs(20));
 }

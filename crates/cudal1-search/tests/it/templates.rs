@@ -5,7 +5,12 @@ use std::fs;
 use cudal1_search::{Exemplar, PromptError, Prompts};
 
 fn exemplar() -> Exemplar {
-    Exemplar { code: "class ModelNew(nn.Module): pass".into(), speedup: 1.25, verdict: "correct".into(), profile: None }
+    Exemplar {
+        code: "class ModelNew(nn.Module): pass".into(),
+        speedup: 1.25,
+        verdict: "correct".into(),
+        profile: None,
+    }
 }
 
 #[test]
@@ -13,7 +18,10 @@ fn a_user_template_overrides_and_the_rest_stay_built_in() {
     let dir = tempfile::tempdir().unwrap();
     fs::write(dir.path().join("first.j2"), "Make this faster:\n{{ reference }}\n").unwrap();
     let prompts = Prompts::from_dir(dir.path()).unwrap();
-    assert_eq!(prompts.first("class Model: pass\n").unwrap(), "Make this faster:\nclass Model: pass");
+    assert_eq!(
+        prompts.first("class Model: pass\n").unwrap(),
+        "Make this faster:\nclass Model: pass"
+    );
     let builtin = Prompts::builtin();
     assert_eq!(
         prompts.contrastive("class Model: pass", &[exemplar()]).unwrap(),
@@ -43,8 +51,14 @@ fn a_contrastive_override_sees_speedups_and_verdicts() {
     )
     .unwrap();
     let prompts = Prompts::from_dir(dir.path()).unwrap();
-    let two = [exemplar(), Exemplar { code: "x".into(), speedup: 0.5, verdict: "slower".into(), profile: None }];
-    assert_eq!(prompts.contrastive("r", &two).unwrap(), "[1] 1.25x 1.25 correct\n[2] 0.50x 0.5 slower\n");
+    let two = [
+        exemplar(),
+        Exemplar { code: "x".into(), speedup: 0.5, verdict: "slower".into(), profile: None },
+    ];
+    assert_eq!(
+        prompts.contrastive("r", &two).unwrap(),
+        "[1] 1.25x 1.25 correct\n[2] 0.50x 0.5 slower\n"
+    );
 }
 
 #[test]

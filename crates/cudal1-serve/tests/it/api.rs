@@ -10,7 +10,9 @@ async fn a_wrong_or_missing_token_is_401_and_health_needs_none() {
     let server = Server::start(|c| c.token = Some("s3cret".into()), false).await;
     let client = reqwest::Client::new();
     let body = json!({"items": [item("level1/2_Swish", "correct")], "wait_s": 0});
-    for auth in [None, Some("Bearer wrong"), Some("Bearer s3cret2"), Some("s3cret"), Some("Basic s3cret")] {
+    for auth in
+        [None, Some("Bearer wrong"), Some("Bearer s3cret2"), Some("s3cret"), Some("Basic s3cret")]
+    {
         let mut req = client.post(format!("{}/v1/reward", server.url)).json(&body);
         if let Some(a) = auth {
             req = req.header("Authorization", a);
@@ -22,17 +24,40 @@ async fn a_wrong_or_missing_token_is_401_and_health_needs_none() {
         assert!(v["error"].as_str().unwrap().contains("bearer token"), "{v}");
     }
     for path in ["/metrics", "/v1/tasks"] {
-        assert_eq!(client.get(format!("{}{path}", server.url)).send().await.unwrap().status(), StatusCode::UNAUTHORIZED, "{path}");
+        assert_eq!(
+            client.get(format!("{}{path}", server.url)).send().await.unwrap().status(),
+            StatusCode::UNAUTHORIZED,
+            "{path}"
+        );
     }
     assert_eq!(queued(&server.store), 0, "nothing was queued");
-    let ok = client.post(format!("{}/v1/reward/submit", server.url)).bearer_auth("s3cret").json(&body).send().await.unwrap();
+    let ok = client
+        .post(format!("{}/v1/reward/submit", server.url))
+        .bearer_auth("s3cret")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(ok.status(), StatusCode::ACCEPTED);
     let open = client.get(format!("{}/health", server.url)).send().await.unwrap();
     assert_eq!(open.status(), StatusCode::OK);
     let open: serde_json::Value = open.json().await.unwrap();
-    let limits = json!({"max_body_bytes": 16 << 20, "max_items": 1024, "max_completion_bytes": 256 << 10});
-    assert_eq!(open, json!({"status": "ok", "limits": limits}), "without the token, liveness and the request limits only: no store, tasks or queue");
-    let full: serde_json::Value = client.get(format!("{}/health", server.url)).bearer_auth("s3cret").send().await.unwrap().json().await.unwrap();
+    let limits =
+        json!({"max_body_bytes": 16 << 20, "max_items": 1024, "max_completion_bytes": 256 << 10});
+    assert_eq!(
+        open,
+        json!({"status": "ok", "limits": limits}),
+        "without the token, liveness and the request limits only: no store, tasks or queue"
+    );
+    let full: serde_json::Value = client
+        .get(format!("{}/health", server.url))
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(full["queue"]["queued"], 1, "{full}");
     assert!(full["store"].as_str().is_some(), "{full}");
     assert_eq!(queued(&server.store), 1);
@@ -51,7 +76,9 @@ async fn malformed_and_oversized_requests_are_clear_4xx_and_store_nothing() {
     .await;
     let url = format!("{}/v1/reward", server.url);
     let client = reqwest::Client::new();
-    let raw = |body: &'static str| client.post(&url).header("content-type", "application/json").body(body).send();
+    let raw = |body: &'static str| {
+        client.post(&url).header("content-type", "application/json").body(body).send()
+    };
     let cases: Vec<(reqwest::Response, StatusCode, &str)> = vec![
         (raw("{\"items\": [").await.unwrap(), StatusCode::BAD_REQUEST, "parse"),
         (raw("{\"items\": 3}").await.unwrap(), StatusCode::UNPROCESSABLE_ENTITY, "items"),
@@ -73,15 +100,23 @@ async fn malformed_and_oversized_requests_are_clear_4xx_and_store_nothing() {
         assert_eq!(response.status(), status, "{words}");
         if status != StatusCode::METHOD_NOT_ALLOWED {
             let v: serde_json::Value = response.json().await.unwrap();
-            assert!(v["error"].as_str().unwrap().contains(words) || v["hint"].as_str().is_some_and(|h| h.contains(words)), "{status}: {v}");
+            assert!(
+                v["error"].as_str().unwrap().contains(words)
+                    || v["hint"].as_str().is_some_and(|h| h.contains(words)),
+                "{status}: {v}"
+            );
         }
     }
     // One bad item refuses the whole batch: nothing of it is queued.
     let mixed = json!({"items": [item("level1/2_Swish", "correct"), {"task": "nope", "completion": "x"}], "wait_s": 0});
     assert_eq!(post(&url, &mixed).await.0, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(queued(&server.store), 0, "nothing was stored");
-    let metrics = reqwest::get(format!("{}/metrics", server.url)).await.unwrap().text().await.unwrap();
-    assert!(metrics.contains("cudal1_http_requests_total{route=\"/v1/reward\",status=\"413\"} 3"), "{metrics}");
+    let metrics =
+        reqwest::get(format!("{}/metrics", server.url)).await.unwrap().text().await.unwrap();
+    assert!(
+        metrics.contains("cudal1_http_requests_total{route=\"/v1/reward\",status=\"413\"} 3"),
+        "{metrics}"
+    );
     assert!(metrics.contains("cudal1_queue_jobs{state=\"queued\"} 0"), "{metrics}");
 }
 
@@ -93,17 +128,32 @@ async fn prompts_are_reproducible_from_their_key_and_exported_as_jsonl() {
     let (status, a) = post(&url, &ask("k")).await;
     assert_eq!(status, StatusCode::OK, "{a}");
     assert_eq!(a["kind"], "first", "no program is known yet");
-    assert!(a["prompt"].as_str().unwrap().contains("torch.sigmoid") || a["prompt"].as_str().unwrap().contains("class Model"));
+    assert!(
+        a["prompt"].as_str().unwrap().contains("torch.sigmoid")
+            || a["prompt"].as_str().unwrap().contains("class Model")
+    );
     assert_eq!(a["messages"][0]["role"], "user");
     let (_, again) = post(&url, &ask("k")).await;
     assert_eq!((&again["prompt_id"], &again["prompt"]), (&a["prompt_id"], &a["prompt"]));
     let (_, other) = post(&url, &json!({"task": "level1/2_Swish"})).await;
     assert_ne!(other["prompt_id"], a["prompt_id"], "a random key when none is given");
     assert_eq!(post(&url, &json!({"task": "nope"})).await.0, StatusCode::UNPROCESSABLE_ENTITY);
-    assert_eq!(post(&url, &json!({"task": "level1/2_Swish", "temperature": 0})).await.0, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        post(&url, &json!({"task": "level1/2_Swish", "temperature": 0})).await.0,
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
 
-    let text = reqwest::get(format!("{}/v1/prompts/export?tasks=level1/2_Swish,level2/1_Linear_ReLU&per_task=3&key=ep", server.url)).await.unwrap().text().await.unwrap();
-    let rows: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let text = reqwest::get(format!(
+        "{}/v1/prompts/export?tasks=level1/2_Swish,level2/1_Linear_ReLU&per_task=3&key=ep",
+        server.url
+    ))
+    .await
+    .unwrap()
+    .text()
+    .await
+    .unwrap();
+    let rows: Vec<serde_json::Value> =
+        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(rows.len(), 6);
     for (i, r) in rows.iter().enumerate() {
         assert_eq!(r["data_source"], "cudal1");
@@ -111,7 +161,15 @@ async fn prompts_are_reproducible_from_their_key_and_exported_as_jsonl() {
         assert_eq!(r["extra_info"]["index"], i);
         assert_eq!(r["prompt"][0]["content"], r["prompt_text"]);
     }
-    let again = reqwest::get(format!("{}/v1/prompts/export?tasks=level1/2_Swish,level2/1_Linear_ReLU&per_task=3&key=ep&as_of={}", server.url, rows[0]["as_of"])).await.unwrap().text().await.unwrap();
+    let again = reqwest::get(format!(
+        "{}/v1/prompts/export?tasks=level1/2_Swish,level2/1_Linear_ReLU&per_task=3&key=ep&as_of={}",
+        server.url, rows[0]["as_of"]
+    ))
+    .await
+    .unwrap()
+    .text()
+    .await
+    .unwrap();
     assert_eq!(again, text, "the same export again");
     let bad = reqwest::get(format!("{}/v1/prompts/export?per_task=0", server.url)).await.unwrap();
     assert_eq!(bad.status(), StatusCode::UNPROCESSABLE_ENTITY);

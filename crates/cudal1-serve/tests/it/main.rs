@@ -24,16 +24,28 @@ fn repo() -> PathBuf {
 }
 
 fn suite() -> BTreeMap<String, Arc<Task>> {
-    load_suite(&repo().join("tests/suite-cpu/tasks")).unwrap().tasks.into_iter().map(|t| (t.key(), Arc::new(t))).collect()
+    load_suite(&repo().join("tests/suite-cpu/tasks"))
+        .unwrap()
+        .tasks
+        .into_iter()
+        .map(|t| (t.key(), Arc::new(t)))
+        .collect()
 }
 
 fn settings() -> EvalSettings {
-    EvalSettings { timing_budget: Duration::from_millis(300), call_timeout: Duration::from_secs(10), ..EvalSettings::for_device(Device::Cpu) }
+    EvalSettings {
+        timing_budget: Duration::from_millis(300),
+        call_timeout: Duration::from_secs(10),
+        ..EvalSettings::for_device(Device::Cpu)
+    }
 }
 
 /// A candidate file of the CPU suite, as a model would answer: prose, then the program.
 fn answer(task: &str, file: &str) -> String {
-    let code = std::fs::read_to_string(repo().join(format!("tests/suite-cpu/candidates/{task}/{file}.py"))).unwrap();
+    let code = std::fs::read_to_string(
+        repo().join(format!("tests/suite-cpu/candidates/{task}/{file}.py")),
+    )
+    .unwrap();
     format!("Analysis: it is faster.\n\n```python\n{code}\n```\n")
 }
 
@@ -61,8 +73,11 @@ impl Server {
         tokio::spawn(cudal1_serve::serve(listener, Arc::clone(&service), std::future::pending()));
         let stop = Arc::new(AtomicBool::new(false));
         let worker = judge.then(|| {
-            let (store, stop, config) = (Arc::clone(&store), Arc::clone(&stop), worker_config(dir.path()));
-            std::thread::spawn(move || cudal1_queue::run(store.as_ref(), &config, &stop, &mut |_| {}).unwrap())
+            let (store, stop, config) =
+                (Arc::clone(&store), Arc::clone(&stop), worker_config(dir.path()));
+            std::thread::spawn(move || {
+                cudal1_queue::run(store.as_ref(), &config, &stop, &mut |_| {}).unwrap()
+            })
         });
         Server { _dir: dir, url, store, stop, worker, service }
     }
@@ -75,14 +90,26 @@ impl Server {
 }
 
 fn runner_env(cache: &Path) -> RunnerEnv {
-    let flag = std::env::var_os("CUDAL1_TEST_PYTHON").map(PathBuf::from).or_else(|| Some(repo().join(".venv/bin/python")).filter(|p| p.exists()));
-    let interp = cudal1_python::find_interpreter(&cudal1_python::PythonRequest { flag, start_dir: Some(repo()), ..Default::default() }).unwrap();
+    let flag = std::env::var_os("CUDAL1_TEST_PYTHON")
+        .map(PathBuf::from)
+        .or_else(|| Some(repo().join(".venv/bin/python")).filter(|p| p.exists()));
+    let interp = cudal1_python::find_interpreter(&cudal1_python::PythonRequest {
+        flag,
+        start_dir: Some(repo()),
+        ..Default::default()
+    })
+    .unwrap();
     RunnerEnv::prepare(&interp, cache).unwrap()
 }
 
 fn worker_config(dir: &Path) -> WorkerConfig {
     let env = runner_env(&dir.join("cache"));
-    let mut engine = EngineConfig::new(env, vec![Device::Cpu], settings(), CompileCache { root: dir.join("extensions") });
+    let mut engine = EngineConfig::new(
+        env,
+        vec![Device::Cpu],
+        settings(),
+        CompileCache { root: dir.join("extensions") },
+    );
     engine.scratch_parent = dir.join("scratch");
     engine.compile_workers = 1;
     engine.lanes = 1;

@@ -7,7 +7,7 @@ use cudal1_store::{JobQueue, QueueSignal};
 use cudal1_store_pg::test_server::TestPostgres;
 use cudal1_store_pg::PgStore;
 
-use crate::{claim, eventually, evaluated, job};
+use crate::{claim, evaluated, eventually, job};
 
 #[test]
 fn operations_survive_a_server_restart_and_subscribers_resync() {

@@ -52,17 +52,10 @@ fn every_field_round_trips() {
     let store = Store::open(&dir.path().join("cudal1.db")).unwrap();
     let e = evaluation("t1", "c1");
     let id = store.insert_evaluation(&e).unwrap();
-    let got = store
-        .find_evaluation(&e.key)
-        .unwrap()
-        .expect("the evaluation just recorded");
+    let got = store.find_evaluation(&e.key).unwrap().expect("the evaluation just recorded");
     assert_eq!(got.id, id);
     assert_eq!(got.to_new(), e);
-    assert!(
-        got.created_at.ends_with('Z') && got.created_at.contains('T'),
-        "{}",
-        got.created_at
-    );
+    assert!(got.created_at.ends_with('Z') && got.created_at.contains('T'), "{}", got.created_at);
 
     // The other shape of every optional field.
     let mut sparse = evaluation("t2", "c1");
@@ -76,14 +69,7 @@ fn every_field_round_trips() {
     sparse.environment = json!(null);
     sparse.measurements = json!("just a string");
     store.insert_evaluation(&sparse).unwrap();
-    assert_eq!(
-        store
-            .find_evaluation(&sparse.key)
-            .unwrap()
-            .unwrap()
-            .to_new(),
-        sparse
-    );
+    assert_eq!(store.find_evaluation(&sparse.key).unwrap().unwrap().to_new(), sparse);
 }
 
 #[test]
@@ -122,15 +108,9 @@ fn finding_a_missing_key_gives_none() {
     for missing in [
         key("t", "other"),
         key("other", "c"),
-        EvalKey {
-            settings_hash: "x".into(),
-            ..key("t", "c")
-        },
+        EvalKey { settings_hash: "x".into(), ..key("t", "c") },
     ] {
-        assert!(
-            store.find_evaluation(&missing).unwrap().is_none(),
-            "{missing:?}"
-        );
+        assert!(store.find_evaluation(&missing).unwrap().is_none(), "{missing:?}");
     }
 }
 
@@ -146,14 +126,22 @@ fn a_verdict_of_another_judge_or_gpu_class_is_kept_but_never_found() {
     elsewhere.key.gpu_class = "nvidia-a100-sxm4-40gb".into();
     let elsewhere_id = store.insert_evaluation(&elsewhere).unwrap();
     let here = key("t", "c");
-    assert!(store.find_evaluation(&here).unwrap().is_none(), "another judge's verdict was found as this one's");
+    assert!(
+        store.find_evaluation(&here).unwrap().is_none(),
+        "another judge's verdict was found as this one's"
+    );
     // Judged again here: a row of its own; the others stay, listed with their judges.
     let mut again = evaluation("t", "c");
     again.verdict = "exploit".into();
     let id = store.insert_evaluation(&again).unwrap();
     assert!(id != older_id && id != elsewhere_id);
     assert_eq!(store.find_evaluation(&here).unwrap().unwrap().verdict, "exploit");
-    let listed: Vec<(String, String)> = store.all_evaluations().unwrap().iter().map(|e| (e.key.judge.clone(), e.key.gpu_class.clone())).collect();
+    let listed: Vec<(String, String)> = store
+        .all_evaluations()
+        .unwrap()
+        .iter()
+        .map(|e| (e.key.judge.clone(), e.key.gpu_class.clone()))
+        .collect();
     assert_eq!(
         listed,
         [
@@ -163,19 +151,10 @@ fn a_verdict_of_another_judge_or_gpu_class_is_kept_but_never_found() {
         ]
     );
     for missing in [
-        EvalKey {
-            judge: "0.fedcba987654".into(),
-            ..key("t", "other")
-        },
-        EvalKey {
-            gpu_class: "cpu".into(),
-            ..key("t", "c")
-        },
+        EvalKey { judge: "0.fedcba987654".into(), ..key("t", "other") },
+        EvalKey { gpu_class: "cpu".into(), ..key("t", "c") },
     ] {
-        assert!(
-            store.find_evaluation(&missing).unwrap().is_none(),
-            "{missing:?}"
-        );
+        assert!(store.find_evaluation(&missing).unwrap().is_none(), "{missing:?}");
     }
 }
 
@@ -266,12 +245,7 @@ fn separate_processes_can_write_one_file_at_once() {
         .into_iter()
         .map(|name| {
             let child = std::process::Command::new(&exe)
-                .args([
-                    "--ignored",
-                    "--exact",
-                    "child_process_writer",
-                    "--test-threads=1",
-                ])
+                .args(["--ignored", "--exact", "child_process_writer", "--test-threads=1"])
                 .env(CHILD_DB, &path)
                 .env(CHILD_NAME, name)
                 .stdout(std::process::Stdio::piped())
@@ -286,23 +260,12 @@ fn separate_processes_can_write_one_file_at_once() {
     for (name, child) in children {
         let out = child.wait_with_output().unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{name}: {stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            stdout.contains("1 passed"),
-            "{name} did not run the writer: {stdout}"
-        );
+        assert!(out.status.success(), "{name}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains("1 passed"), "{name} did not run the writer: {stdout}");
     }
     let store = Store::open(&path).unwrap();
     for name in ["proc-a", "proc-b", "proc-parent"] {
-        assert_eq!(
-            store.evaluations_for_batch(name).unwrap().len(),
-            PER_PROCESS,
-            "{name}"
-        );
+        assert_eq!(store.evaluations_for_batch(name).unwrap().len(), PER_PROCESS, "{name}");
     }
 }
 
@@ -318,23 +281,14 @@ fn many_handles_opening_a_fresh_file_at_once_migrate_it_once() {
             std::thread::spawn(move || {
                 barrier.wait();
                 let store = Store::open(&path).unwrap();
-                store
-                    .insert_evaluation(&evaluation(&format!("t{i}"), "c"))
-                    .unwrap();
+                store.insert_evaluation(&evaluation(&format!("t{i}"), "c")).unwrap();
             })
         })
         .collect();
     for h in handles {
         h.join().unwrap();
     }
-    assert_eq!(
-        Store::open(&path)
-            .unwrap()
-            .recent_evaluations(100)
-            .unwrap()
-            .len(),
-        n
-    );
+    assert_eq!(Store::open(&path).unwrap().recent_evaluations(100).unwrap().len(), n);
 }
 
 #[test]
@@ -342,17 +296,11 @@ fn a_missing_directory_gives_an_error_naming_the_path() {
     let dir = temp();
     let path = dir.path().join("no-such-dir").join("cudal1.db");
     let err = Store::open(&path).unwrap_err();
-    assert!(
-        matches!(&err, StoreError::MissingDirectory { path: p, .. } if *p == path),
-        "{err:?}"
-    );
+    assert!(matches!(&err, StoreError::MissingDirectory { path: p, .. } if *p == path), "{err:?}");
     let message = err.to_string();
     assert!(message.contains(&path.display().to_string()), "{message}");
     assert!(message.contains("does not exist"), "{message}");
-    assert!(
-        !path.parent().unwrap().exists(),
-        "opening must not create the directory"
-    );
+    assert!(!path.parent().unwrap().exists(), "opening must not create the directory");
 }
 
 #[test]
@@ -369,21 +317,14 @@ fn a_file_that_is_not_sqlite_gives_an_error_naming_the_path() {
         "{message}"
     );
     assert!(std::error::Error::source(&err).is_some());
-    assert_eq!(
-        std::fs::read_to_string(&path).unwrap(),
-        text,
-        "the file must be left untouched"
-    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "the file must be left untouched");
 }
 
 #[test]
 fn a_directory_or_another_applications_database_is_refused() {
     let dir = temp();
     let err = Store::open(dir.path()).unwrap_err();
-    assert!(
-        err.to_string().contains(&dir.path().display().to_string()),
-        "{err}"
-    );
+    assert!(err.to_string().contains(&dir.path().display().to_string()), "{err}");
 
     let path = dir.path().join("other.db");
     let other = rusqlite::Connection::open(&path).unwrap();
@@ -393,18 +334,11 @@ fn a_directory_or_another_applications_database_is_refused() {
     drop(other);
     let err = Store::open(&path).unwrap_err();
     assert!(matches!(err, StoreError::ForeignDatabase { .. }), "{err:?}");
-    assert!(
-        err.to_string().contains(&path.display().to_string()),
-        "{err}"
-    );
+    assert!(err.to_string().contains(&path.display().to_string()), "{err}");
     let other = rusqlite::Connection::open(&path).unwrap();
-    let tables: i64 = other
-        .query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(
-        tables, 1,
-        "nothing may be added to another application's database"
-    );
+    let tables: i64 =
+        other.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0)).unwrap();
+    assert_eq!(tables, 1, "nothing may be added to another application's database");
 }
 
 #[test]
@@ -416,12 +350,8 @@ fn an_empty_file_is_migrated_to_the_current_schema_in_wal_mode() {
     store.insert_evaluation(&evaluation("t", "c")).unwrap();
 
     let raw = rusqlite::Connection::open(&path).unwrap();
-    let version: i64 = raw
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .unwrap();
-    let mode: String = raw
-        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
-        .unwrap();
+    let version: i64 = raw.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    let mode: String = raw.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
     let unique: i64 = raw
         .query_row("SELECT \"unique\" FROM pragma_index_list('evaluations') WHERE name = 'evaluations_key'", [], |r| r.get(0))
         .unwrap();
@@ -439,10 +369,7 @@ fn a_store_from_a_newer_build_is_refused() {
     raw.execute_batch("PRAGMA user_version = 999").unwrap();
     drop(raw);
     let err = Store::open(&path).unwrap_err();
-    assert!(
-        matches!(err, StoreError::SchemaTooNew { found: 999, .. }),
-        "{err:?}"
-    );
+    assert!(matches!(err, StoreError::SchemaTooNew { found: 999, .. }), "{err:?}");
     assert!(err.to_string().contains("upgrade cudal1"), "{err}");
 }
 
@@ -469,32 +396,17 @@ fn batches_round_trip_and_collect_their_evaluations() {
             started.suite_path.as_str(),
             started.candidates_path.as_str()
         ),
-        (
-            "b1",
-            &batch("b1").settings,
-            "/suites/level1",
-            "/runs/candidates"
-        )
+        ("b1", &batch("b1").settings, "/suites/level1", "/runs/candidates")
     );
-    assert_eq!(
-        (started.finished_at.as_deref(), started.summary.as_ref()),
-        (None, None)
-    );
+    assert_eq!((started.finished_at.as_deref(), started.summary.as_ref()), (None, None));
 
-    for (i, batch_id) in [Some("b1"), None, Some("b1"), Some("b2")]
-        .into_iter()
-        .enumerate()
-    {
+    for (i, batch_id) in [Some("b1"), None, Some("b1"), Some("b2")].into_iter().enumerate() {
         let mut e = evaluation(&format!("t{i}"), "c");
         e.batch_id = batch_id.map(String::from);
         store.insert_evaluation(&e).unwrap();
     }
-    let in_b1: Vec<_> = store
-        .evaluations_for_batch("b1")
-        .unwrap()
-        .into_iter()
-        .map(|e| e.key.task_hash)
-        .collect();
+    let in_b1: Vec<_> =
+        store.evaluations_for_batch("b1").unwrap().into_iter().map(|e| e.key.task_hash).collect();
     assert_eq!(in_b1, ["task-t0", "task-t2"]);
 
     let summary = json!({"tasks": 2, "fast_p": [[1.0, 0.5]], "geomean_speedup": 1.25});
@@ -502,10 +414,7 @@ fn batches_round_trip_and_collect_their_evaluations() {
     let finished = store.find_batch("b1").unwrap().unwrap();
     assert_eq!(finished.summary, Some(summary));
     assert_eq!(finished.created_at, started.created_at);
-    assert!(finished
-        .finished_at
-        .as_deref()
-        .is_some_and(|f| f >= started.created_at.as_str()));
+    assert!(finished.finished_at.as_deref().is_some_and(|f| f >= started.created_at.as_str()));
 
     let err = store.create_batch(&batch("b1")).unwrap_err();
     assert!(matches!(err, StoreError::BatchExists { .. }), "{err:?}");
@@ -517,18 +426,12 @@ fn batches_round_trip_and_collect_their_evaluations() {
 fn recent_evaluations_are_newest_first_and_limited() {
     let store = Store::open_in_memory().unwrap();
     for i in 0..5 {
-        store
-            .insert_evaluation(&evaluation(&format!("t{i}"), "c"))
-            .unwrap();
+        store.insert_evaluation(&evaluation(&format!("t{i}"), "c")).unwrap();
     }
     // Replacing t1 makes it the most recent.
     store.insert_evaluation(&evaluation("t1", "c")).unwrap();
-    let recent: Vec<_> = store
-        .recent_evaluations(3)
-        .unwrap()
-        .into_iter()
-        .map(|e| e.key.task_hash)
-        .collect();
+    let recent: Vec<_> =
+        store.recent_evaluations(3).unwrap().into_iter().map(|e| e.key.task_hash).collect();
     assert_eq!(recent, ["task-t1", "task-t4", "task-t3"]);
     assert!(store.recent_evaluations(0).unwrap().is_empty());
     assert_eq!(store.recent_evaluations(usize::MAX).unwrap().len(), 5);
@@ -541,18 +444,12 @@ fn large_measurements_round_trip() {
     let store = Store::open(&path).unwrap();
     let mut e = evaluation("t", "c");
     // About 200k timings with full-precision floats: several megabytes of JSON.
-    let timings: Vec<f64> = (0..200_000)
-        .map(|i| 0.1 + f64::from(i).sqrt() / 7.0)
-        .collect();
+    let timings: Vec<f64> = (0..200_000).map(|i| 0.1 + f64::from(i).sqrt() / 7.0).collect();
     e.measurements = json!({"ref": timings, "cand": timings.iter().rev().collect::<Vec<_>>()});
     assert!(e.measurements.to_string().len() > 4_000_000);
     store.insert_evaluation(&e).unwrap();
     drop(store);
-    let got = Store::open(&path)
-        .unwrap()
-        .find_evaluation(&e.key)
-        .unwrap()
-        .unwrap();
+    let got = Store::open(&path).unwrap().find_evaluation(&e.key).unwrap().unwrap();
     assert_eq!(got.measurements, e.measurements);
 }
 
@@ -568,10 +465,7 @@ fn a_nan_is_refused_without_writing() {
 
 #[test]
 fn default_file_name_is_cudal1_db() {
-    assert_eq!(
-        Path::new(cudal1_store::DEFAULT_FILE_NAME),
-        Path::new("cudal1.db")
-    );
+    assert_eq!(Path::new(cudal1_store::DEFAULT_FILE_NAME), Path::new("cudal1.db"));
 }
 
 #[test]
@@ -580,7 +474,13 @@ fn baselines_survive_reopening_the_file_and_are_filtered_by_task() {
     let dir = TempDir::new().unwrap();
     let path = dir.path().join("cudal1.db");
     let measured = NewBaseline {
-        key: BaselineKey { task_hash: "t1".into(), settings_hash: "s".into(), gpu_class: "cpu".into(), judge: "1.0123456789ab".into(), name: "compile-default".into() },
+        key: BaselineKey {
+            task_hash: "t1".into(),
+            settings_hash: "s".into(),
+            gpu_class: "cpu".into(),
+            judge: "1.0123456789ab".into(),
+            name: "compile-default".into(),
+        },
         task_name: "level1/19_ReLU".into(),
         status: BaselineStatus::Measured,
         reason: "correct on 3 seeds".into(),
@@ -592,7 +492,11 @@ fn baselines_survive_reopening_the_file_and_are_filtered_by_task() {
         evaluation: json!({"verdict": "correct"}),
     };
     let failed = NewBaseline {
-        key: BaselineKey { task_hash: "t2".into(), name: "cuda-graphs".into(), ..measured.key.clone() },
+        key: BaselineKey {
+            task_hash: "t2".into(),
+            name: "cuda-graphs".into(),
+            ..measured.key.clone()
+        },
         task_name: "level1/23_Softmax".into(),
         status: BaselineStatus::Failed,
         reason: "CUDA graphs need a CUDA device".into(),
@@ -610,7 +514,10 @@ fn baselines_survive_reopening_the_file_and_are_filtered_by_task() {
     }
     let store = Store::open(&path).unwrap();
     let all = store.baselines(&BaselineFilter::default()).unwrap();
-    assert_eq!(all.iter().map(|b| b.baseline.clone()).collect::<Vec<_>>(), [measured.clone(), failed.clone()]);
+    assert_eq!(
+        all.iter().map(|b| b.baseline.clone()).collect::<Vec<_>>(),
+        [measured.clone(), failed.clone()]
+    );
     let t2 = store.baselines(&BaselineFilter::task("t2")).unwrap();
     assert_eq!(t2.len(), 1);
     assert_eq!(t2[0].baseline.status, BaselineStatus::Failed);

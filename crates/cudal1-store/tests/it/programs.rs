@@ -41,9 +41,7 @@ fn two_handles_recording_one_program_at_once_get_one_row() {
             std::thread::spawn(move || {
                 let store = Store::open(&path).unwrap();
                 barrier.wait();
-                store
-                    .insert_program(&program("class ModelNew: pass"))
-                    .unwrap()
+                store.insert_program(&program("class ModelNew: pass")).unwrap()
             })
         })
         .collect::<Vec<_>>()
@@ -122,8 +120,5 @@ fn a_run_with_its_rounds_samples_and_programs_survives_a_reopen() {
     let got = store.program(child).unwrap().unwrap();
     assert_eq!((got.parent_ids, got.round), (vec![parent], 2));
     assert_eq!(got.evaluation["timing"]["blocks"], 5);
-    assert_eq!(
-        store.find_program(&program("a").key).unwrap().unwrap().id,
-        parent
-    );
+    assert_eq!(store.find_program(&program("a").key).unwrap().unwrap().id, parent);
 }

@@ -63,7 +63,8 @@ pub fn gone(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
         Ok(stat) => {
-            let state = stat[stat.rfind(')').unwrap() + 1..].split_whitespace().next().unwrap().to_string();
+            let state =
+                stat[stat.rfind(')').unwrap() + 1..].split_whitespace().next().unwrap().to_string();
             state == "Z" || state == "X"
         }
     }
@@ -78,7 +79,10 @@ pub fn skip(test: &str, reason: &str) {
 pub fn zygote() -> &'static Zygote {
     static ZYGOTE: OnceLock<Zygote> = OnceLock::new();
     ZYGOTE.get_or_init(|| {
-        let has_torch = std::process::Command::new(python()).args(["-c", "import torch"]).status().is_ok_and(|s| s.success());
+        let has_torch = std::process::Command::new(python())
+            .args(["-c", "import torch"])
+            .status()
+            .is_ok_and(|s| s.success());
         let mut args: Vec<OsString> = vec!["-m".into(), "cudal1_runner.zygote".into()];
         if has_torch {
             args.extend(["--preload".into(), "torch".into()]);
@@ -127,12 +131,17 @@ pub fn vanished(pid: u32, start: u64) -> bool {
 pub fn in_pid_namespace(ns: u64) -> Vec<(u32, u32, u64)> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
         if namespace_of(pid, "pid") != Some(ns) {
             continue;
         }
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        let inner = status.lines().find_map(|l| l.strip_prefix("NSpid:")).and_then(|v| v.split_whitespace().last()?.parse().ok());
+        let inner = status
+            .lines()
+            .find_map(|l| l.strip_prefix("NSpid:"))
+            .and_then(|v| v.split_whitespace().last()?.parse().ok());
         if let (Some(inner), Some(start)) = (inner, start_time(pid)) {
             found.push((pid, inner, start));
         }

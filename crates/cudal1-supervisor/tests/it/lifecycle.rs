@@ -35,7 +35,8 @@ fn terminate_outcomes() {
         },
     ];
     for case in cases {
-        let mut worker = Worker::spawn_with_options(spec(case.fixture, Sandbox::disabled()), options()).unwrap();
+        let mut worker =
+            Worker::spawn_with_options(spec(case.fixture, Sandbox::disabled()), options()).unwrap();
         if let Some(setup) = case.setup {
             worker.request(setup, REPLY).unwrap();
         }
@@ -44,14 +45,19 @@ fn terminate_outcomes() {
         let outcome = worker.terminate(case.grace);
         let took = started.elapsed();
         assert_eq!(outcome, case.expect, "{}", case.fixture);
-        assert!(took >= case.at_least && took < case.grace + Duration::from_secs(5), "{}: {took:?}", case.fixture);
+        assert!(
+            took >= case.at_least && took < case.grace + Duration::from_secs(5),
+            "{}: {took:?}",
+            case.fixture
+        );
         assert!(gone(pid));
     }
 }
 
 #[test]
 fn a_clean_shutdown_is_exited_zero() {
-    let mut worker = Worker::spawn_with_options(spec("echo.py", Sandbox::disabled()), options()).unwrap();
+    let mut worker =
+        Worker::spawn_with_options(spec("echo.py", Sandbox::disabled()), options()).unwrap();
     assert_eq!(worker.request(json!({"op": "shutdown"}), REPLY).unwrap()["ok"], true);
     assert_eq!(worker.wait(REPLY), Some(Outcome::Exited(0)));
     assert!(!worker.is_alive());
@@ -60,21 +66,24 @@ fn a_clean_shutdown_is_exited_zero() {
 
 #[test]
 fn wait_returns_none_while_running() {
-    let mut worker = Worker::spawn_with_options(spec("echo.py", Sandbox::disabled()), options()).unwrap();
+    let mut worker =
+        Worker::spawn_with_options(spec("echo.py", Sandbox::disabled()), options()).unwrap();
     assert_eq!(worker.wait(Duration::from_millis(50)), None);
     assert!(worker.is_alive());
 }
 
 #[test]
 fn a_timed_out_worker_terminates_as_timed_out() {
-    let mut worker = Worker::spawn_with_options(spec("hang.py", Sandbox::disabled()), options()).unwrap();
+    let mut worker =
+        Worker::spawn_with_options(spec("hang.py", Sandbox::disabled()), options()).unwrap();
     assert!(worker.request(json!({}), Duration::from_millis(200)).is_err());
     assert_eq!(worker.terminate(Duration::from_secs(1)), Outcome::TimedOut);
 }
 
 #[test]
 fn terminate_after_a_leak_reports_it() {
-    let mut worker = Worker::spawn_with_options(spec("grandchild.py", Sandbox::disabled()), options()).unwrap();
+    let mut worker =
+        Worker::spawn_with_options(spec("grandchild.py", Sandbox::disabled()), options()).unwrap();
     let _ = worker.request(json!({}), REPLY);
     match worker.terminate(Duration::from_secs(1)) {
         Outcome::Leaked { leader, survivors } => {
@@ -87,7 +96,8 @@ fn terminate_after_a_leak_reports_it() {
 
 #[test]
 fn dropping_a_worker_kills_its_group() {
-    let mut worker = Worker::spawn_with_options(spec("ignore_term.py", Sandbox::disabled()), options()).unwrap();
+    let mut worker =
+        Worker::spawn_with_options(spec("ignore_term.py", Sandbox::disabled()), options()).unwrap();
     worker.request(json!({}), REPLY).unwrap();
     let pid = worker.pid();
     assert!(!gone(pid));
@@ -114,7 +124,8 @@ fn a_missing_program_is_a_spawn_error() {
 
 #[test]
 fn the_worker_leads_its_own_session_and_group() {
-    let mut worker = Worker::spawn_with_options(spec("echo.py", Sandbox::disabled()), options()).unwrap();
+    let mut worker =
+        Worker::spawn_with_options(spec("echo.py", Sandbox::disabled()), options()).unwrap();
     worker.request(json!({"op": "ping"}), REPLY).unwrap();
     let stat = std::fs::read_to_string(format!("/proc/{}/stat", worker.pid())).unwrap();
     let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split_whitespace().collect();

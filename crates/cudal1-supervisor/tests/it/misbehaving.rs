@@ -2,7 +2,9 @@
 
 use std::time::{Duration, Instant};
 
-use cudal1_supervisor::{Outcome, Sandbox, Worker, WorkerError, DEFAULT_LINE_LIMIT, DEFAULT_STDERR_TAIL};
+use cudal1_supervisor::{
+    Outcome, Sandbox, Worker, WorkerError, DEFAULT_LINE_LIMIT, DEFAULT_STDERR_TAIL,
+};
 use serde_json::{json, Value};
 
 use crate::common::{gone, options, spec, start, REPLY};
@@ -36,7 +38,10 @@ fn timed_out(result: Result<Value, WorkerError>, worker: &mut Worker) {
 fn segfaulted(result: Result<Value, WorkerError>, _: &mut Worker) {
     match result {
         Err(WorkerError::Exited { outcome, stderr_tail, limit, .. }) => {
-            assert_eq!(outcome, Outcome::Signaled { signal: libc::SIGSEGV, name: "SIGSEGV".into() });
+            assert_eq!(
+                outcome,
+                Outcome::Signaled { signal: libc::SIGSEGV, name: "SIGSEGV".into() }
+            );
             assert!(stderr_tail.contains("about to read address 0"), "{stderr_tail}");
             assert_eq!(limit, None);
         }
@@ -56,7 +61,9 @@ fn exited_3(result: Result<Value, WorkerError>, _: &mut Worker) {
 
 fn not_json(result: Result<Value, WorkerError>, worker: &mut Worker) {
     match result {
-        Err(WorkerError::Protocol { detail, .. }) => assert!(detail.contains("this is not json"), "{detail}"),
+        Err(WorkerError::Protocol { detail, .. }) => {
+            assert!(detail.contains("this is not json"), "{detail}")
+        }
         other => panic!("expected Protocol, got {other:?}"),
     }
     assert!(!worker.is_alive());
@@ -64,7 +71,9 @@ fn not_json(result: Result<Value, WorkerError>, worker: &mut Worker) {
 
 fn wrong_id(result: Result<Value, WorkerError>, worker: &mut Worker) {
     match result {
-        Err(WorkerError::Protocol { detail, .. }) => assert!(detail.contains("1001 does not match request id 1"), "{detail}"),
+        Err(WorkerError::Protocol { detail, .. }) => {
+            assert!(detail.contains("1001 does not match request id 1"), "{detail}")
+        }
         other => panic!("expected Protocol, got {other:?}"),
     }
     assert!(!worker.is_alive());
@@ -120,8 +129,20 @@ fn flooded(result: Result<Value, WorkerError>, worker: &mut Worker) {
 }
 
 const CASES: &[Case] = &[
-    Case { fixture: "echo.py", setup: &[], request: r#"{"op": "ping"}"#, timeout: REPLY, check: ok_echo },
-    Case { fixture: "hang.py", setup: &[], request: "{}", timeout: Duration::from_millis(300), check: timed_out },
+    Case {
+        fixture: "echo.py",
+        setup: &[],
+        request: r#"{"op": "ping"}"#,
+        timeout: REPLY,
+        check: ok_echo,
+    },
+    Case {
+        fixture: "hang.py",
+        setup: &[],
+        request: "{}",
+        timeout: Duration::from_millis(300),
+        check: timed_out,
+    },
     Case {
         fixture: "ignore_term.py",
         setup: &["{}"],
@@ -140,8 +161,20 @@ const CASES: &[Case] = &[
     Case { fixture: "garbage.py", setup: &[], request: "{}", timeout: REPLY, check: not_json },
     Case { fixture: "wrong_id.py", setup: &[], request: "{}", timeout: REPLY, check: wrong_id },
     Case { fixture: "huge_line.py", setup: &[], request: "{}", timeout: REPLY, check: too_long },
-    Case { fixture: "grandchild.py", setup: &[], request: "{}", timeout: REPLY, check: leaked_grandchild },
-    Case { fixture: "stderr_flood.py", setup: &[], request: r#"{"mib": 50}"#, timeout: REPLY, check: flooded },
+    Case {
+        fixture: "grandchild.py",
+        setup: &[],
+        request: "{}",
+        timeout: REPLY,
+        check: leaked_grandchild,
+    },
+    Case {
+        fixture: "stderr_flood.py",
+        setup: &[],
+        request: r#"{"mib": 50}"#,
+        timeout: REPLY,
+        check: flooded,
+    },
 ];
 
 #[test]
@@ -157,7 +190,11 @@ fn each_misbehaving_worker_gives_its_expected_error() {
         let started = Instant::now();
         let result = worker.request(serde_json::from_str(case.request).unwrap(), case.timeout);
         // Timeouts include the kill: SIGTERM, at most the grace, SIGKILL.
-        assert!(started.elapsed() < case.timeout + options().kill_grace + Duration::from_secs(5), "{}", case.fixture);
+        assert!(
+            started.elapsed() < case.timeout + options().kill_grace + Duration::from_secs(5),
+            "{}",
+            case.fixture
+        );
         (case.check)(result, &mut worker);
         drop(worker);
         assert!(gone(pid), "{}: leader {pid} outlived its Worker", case.fixture);
@@ -166,7 +203,8 @@ fn each_misbehaving_worker_gives_its_expected_error() {
 
 #[test]
 fn a_request_must_be_an_object_and_leaves_the_worker_usable() {
-    let mut worker = Worker::spawn_with_options(spec("echo.py", Sandbox::disabled()), options()).unwrap();
+    let mut worker =
+        Worker::spawn_with_options(spec("echo.py", Sandbox::disabled()), options()).unwrap();
     assert!(matches!(worker.request(json!([1, 2]), REPLY), Err(WorkerError::BadRequest { .. })));
     // The caller's own "id" is replaced by ours; ids count up.
     let reply = worker.request(json!({"op": "ping", "id": "mine"}), REPLY).unwrap();
@@ -176,11 +214,14 @@ fn a_request_must_be_an_object_and_leaves_the_worker_usable() {
 
 #[test]
 fn requests_after_death_report_the_same_exit() {
-    let mut worker = Worker::spawn_with_options(spec("segfault.py", Sandbox::disabled()), options()).unwrap();
+    let mut worker =
+        Worker::spawn_with_options(spec("segfault.py", Sandbox::disabled()), options()).unwrap();
     let first = worker.request(json!({}), REPLY).unwrap_err();
     let second = worker.request(json!({}), REPLY).unwrap_err();
     match (first, second) {
-        (WorkerError::Exited { outcome: a, .. }, WorkerError::Exited { outcome: b, .. }) => assert_eq!(a, b),
+        (WorkerError::Exited { outcome: a, .. }, WorkerError::Exited { outcome: b, .. }) => {
+            assert_eq!(a, b)
+        }
         other => panic!("{other:?}"),
     }
 }

@@ -26,12 +26,15 @@ fn a_child_that_says_it_is_confined_but_is_not_is_refused() {
     // shows of the child (no seccomp filter, no no_new_privs, our network namespace) says not.
     let liar = zygote_running(&[fixtures().join("lying_zygote.py").into()]);
     match Worker::spawn_forked(spec("echo.py", Sandbox::strict()), options(), &liar) {
-        Err(SpawnError::Zygote { detail, .. }) => assert!(detail.contains("not confined"), "{detail}"),
+        Err(SpawnError::Zygote { detail, .. }) => {
+            assert!(detail.contains("not confined"), "{detail}")
+        }
         Err(e) => panic!("wrong error: {e}"),
         Ok(_) => panic!("an unconfined child was taken for a confined one"),
     }
     // Unconfined workers (trusted ones) have no steps to check.
-    let mut trusted = Worker::spawn_forked(spec("echo.py", Sandbox::disabled()), options(), &liar).unwrap();
+    let mut trusted =
+        Worker::spawn_forked(spec("echo.py", Sandbox::disabled()), options(), &liar).unwrap();
     assert_eq!(trusted.request(json!({"op": "ping"}), REPLY).unwrap()["echo"]["op"], "ping");
     liar.shutdown();
 }
@@ -39,7 +42,8 @@ fn a_child_that_says_it_is_confined_but_is_not_is_refused() {
 #[test]
 fn workers_die_with_their_fork_server_and_say_so() {
     let zygote = private_zygote();
-    let mut echo = Worker::spawn_forked(spec("echo.py", Sandbox::strict()), options(), &zygote).unwrap();
+    let mut echo =
+        Worker::spawn_forked(spec("echo.py", Sandbox::strict()), options(), &zygote).unwrap();
     assert_eq!(echo.request(json!({"op": "ping"}), REPLY).unwrap()["echo"]["op"], "ping");
     let pid = echo.pid();
     zygote.shutdown();
@@ -66,14 +70,22 @@ fn a_fork_server_forks_only_its_own_interpreter() {
     let zygote = private_zygote();
     let mut other = spec("echo.py", Sandbox::disabled());
     other.program = "/bin/sh".into();
-    assert!(matches!(Worker::spawn_forked(other, SpawnOptions::default(), &zygote), Err(SpawnError::Zygote { .. })));
+    assert!(matches!(
+        Worker::spawn_forked(other, SpawnOptions::default(), &zygote),
+        Err(SpawnError::Zygote { .. })
+    ));
     zygote.shutdown();
 }
 
 #[test]
 fn a_fork_server_with_threads_forks_nothing_and_says_it_is_unfit() {
     // fork() copies one thread: a lock another thread held would stay held in every child.
-    let zygote = zygote_running(&["-m".into(), "cudal1_runner.zygote".into(), "--preload".into(), "threaded".into()]);
+    let zygote = zygote_running(&[
+        "-m".into(),
+        "cudal1_runner.zygote".into(),
+        "--preload".into(),
+        "threaded".into(),
+    ]);
     match Worker::spawn_forked(spec("echo.py", Sandbox::disabled()), options(), &zygote) {
         Err(SpawnError::Zygote { detail, .. }) => assert!(detail.contains("threads"), "{detail}"),
         Err(e) => panic!("wrong error: {e}"),
@@ -86,16 +98,25 @@ fn a_fork_server_with_threads_forks_nothing_and_says_it_is_unfit() {
 #[test]
 fn ending_a_fork_server_reaps_it_and_its_children_end_first() {
     let zygote = private_zygote();
-    let mut echo = Worker::spawn_forked(spec("echo.py", Sandbox::strict()), options(), &zygote).unwrap();
+    let mut echo =
+        Worker::spawn_forked(spec("echo.py", Sandbox::strict()), options(), &zygote).unwrap();
     assert_eq!(echo.request(json!({"op": "ping"}), REPLY).unwrap()["echo"]["op"], "ping");
     let (child, server) = (echo.pid(), zygote.pid());
     assert!(zygote.end(Duration::from_secs(10)), "the fork server was not reaped");
     // Reaped: no process, not even a zombie, has its pid.
-    assert!(!std::path::Path::new(&format!("/proc/{server}")).exists(), "the fork server {server} is left");
+    assert!(
+        !std::path::Path::new(&format!("/proc/{server}")).exists(),
+        "the fork server {server} is left"
+    );
     drop(echo);
     assert!(gone(child), "worker {child} outlived its fork server");
     // One still importing (it reads its input only once ready) is killed at once.
-    let slow = zygote_running(&["-m".into(), "cudal1_runner.zygote".into(), "--preload".into(), "torch".into()]);
+    let slow = zygote_running(&[
+        "-m".into(),
+        "cudal1_runner.zygote".into(),
+        "--preload".into(),
+        "torch".into(),
+    ]);
     let started = std::time::Instant::now();
     assert!(slow.end(Duration::from_secs(30)));
     assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());

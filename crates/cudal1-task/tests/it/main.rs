@@ -30,7 +30,9 @@ fn loads_a_kernelbench_layout_sorted_and_reports_broken_files() {
     let keys: Vec<String> = suite.tasks.iter().map(|t| t.key()).collect();
     assert_eq!(keys, ["level1/2_Double", "level1/10_Ten", "level2/1_Triple"]);
     assert_eq!(suite.problems.len(), 1);
-    assert!(matches!(&suite.problems[0], TaskError::Syntax { path, .. } if path.ends_with("3_Broken.py")));
+    assert!(
+        matches!(&suite.problems[0], TaskError::Syntax { path, .. } if path.ends_with("3_Broken.py"))
+    );
 }
 
 #[test]
@@ -52,7 +54,8 @@ fn candidates_from_directories_and_jsonl() {
     write(dir.path(), "cands/level1/2_B/y.py", "class ModelNew: pass\n");
     write(dir.path(), "cands/level1/9_Nothing.py", cand);
     let (found, problems) =
-        match_candidates(&suite.tasks, &CandidateSource::from_path(&dir.path().join("cands"))).unwrap();
+        match_candidates(&suite.tasks, &CandidateSource::from_path(&dir.path().join("cands")))
+            .unwrap();
     let pairs: Vec<(usize, bool)> = found.iter().map(|m| (m.task, m.expect.is_some())).collect();
     assert_eq!(pairs, [(0, true), (1, true), (1, false)]);
     assert!(problems.is_empty());
@@ -69,7 +72,8 @@ fn candidates_from_directories_and_jsonl() {
         .join("\n"),
     )
     .unwrap();
-    let (found, problems) = match_candidates(&suite.tasks, &CandidateSource::from_path(&jsonl)).unwrap();
+    let (found, problems) =
+        match_candidates(&suite.tasks, &CandidateSource::from_path(&jsonl)).unwrap();
     assert_eq!(found.iter().map(|m| m.task).collect::<Vec<_>>(), [1, 0]);
     assert!(found[0].candidate.label.ends_with(":1 (s1)"), "{}", found[0].candidate.label);
     let reasons: Vec<String> = problems.iter().map(|p| p.to_string()).collect();

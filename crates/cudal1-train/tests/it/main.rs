@@ -4,7 +4,9 @@
 //! resumes at its last committed step.
 
 use cudal1_eval::{CompileCache, Device, EngineConfig, EvalSettings, Evaluator, RunnerEnv};
-use cudal1_model::messages::{Aggregation, Lora, ModelSource, Optimizer, Policy as Which, Sample, Sequence};
+use cudal1_model::messages::{
+    Aggregation, Lora, ModelSource, Optimizer, Policy as Which, Sample, Sequence,
+};
 use cudal1_model::ModelConfig;
 use cudal1_train::data::{keep_correct, Candidate, Collected};
 use cudal1_train::grpo::{self, Environment, GroupPrompt, GrpoConfig, Scored};
@@ -63,16 +65,37 @@ struct Bandit;
 const REWARDED: fn(u32) -> bool = |t| t % 4 == 0;
 
 impl Environment for Bandit {
-    fn prompts(&mut self, _step: u64, groups: usize, _rng: &mut rand::rngs::StdRng) -> Result<Vec<GroupPrompt>, TrainError> {
-        Ok((0..groups).map(|_| GroupPrompt { key: "bandit".into(), prompt: "Pick one.".into(), info: serde_json::Value::Null }).collect())
+    fn prompts(
+        &mut self,
+        _step: u64,
+        groups: usize,
+        _rng: &mut rand::rngs::StdRng,
+    ) -> Result<Vec<GroupPrompt>, TrainError> {
+        Ok((0..groups)
+            .map(|_| GroupPrompt {
+                key: "bandit".into(),
+                prompt: "Pick one.".into(),
+                info: serde_json::Value::Null,
+            })
+            .collect())
     }
 
-    fn score(&mut self, _step: u64, _prompts: &[GroupPrompt], samples: &[(usize, &Sample)]) -> Result<Vec<Scored>, TrainError> {
+    fn score(
+        &mut self,
+        _step: u64,
+        _prompts: &[GroupPrompt],
+        samples: &[(usize, &Sample)],
+    ) -> Result<Vec<Scored>, TrainError> {
         Ok(samples
             .iter()
             .map(|(_, s)| {
                 let hit = s.ids.first().copied().is_some_and(REWARDED);
-                Scored { reward: Some(if hit { 1.0 } else { 0.0 }), correct: hit, speedup: None, record: serde_json::Value::Null }
+                Scored {
+                    reward: Some(if hit { 1.0 } else { 0.0 }),
+                    correct: hit,
+                    speedup: None,
+                    record: serde_json::Value::Null,
+                }
             })
             .collect())
     }
@@ -82,7 +105,10 @@ impl Environment for Bandit {
 fn rewarded_probability(p: &mut Policy) -> f64 {
     let prompt = p.prompt_ids("Pick one.").unwrap();
     let vocab = u32::try_from(p.loaded.vocab).unwrap();
-    let seqs: Vec<Sequence> = (0..vocab).filter(|&t| REWARDED(t)).map(|t| Sequence::new(prompt.clone(), vec![t])).collect();
+    let seqs: Vec<Sequence> = (0..vocab)
+        .filter(|&t| REWARDED(t))
+        .map(|t| Sequence::new(prompt.clone(), vec![t]))
+        .collect();
     p.logprobs(seqs, Which::Policy, 1.0).unwrap().iter().map(|lp| lp[0].exp()).sum()
 }
 
@@ -122,10 +148,15 @@ fn a_scripted_bandit_raises_the_rewarded_behaviours_probability_within_a_few_doz
     let summary = grpo::run(&mut p, &mut Bandit, &config, &run, 0, &|| false, &mut |_| {}).unwrap();
     let after = rewarded_probability(&mut p);
     eprintln!("bandit: P(rewarded first token) {before:.3} -> {after:.3}");
-    assert!(before < 0.45 && after > before + 0.25, "P(rewarded first token): {before:.3} -> {after:.3}");
+    assert!(
+        before < 0.45 && after > before + 0.25,
+        "P(rewarded first token): {before:.3} -> {after:.3}"
+    );
     // Metrics of every step, and rewards that rose with the probability.
     assert_eq!(summary.metrics.len(), 30);
-    let mean = |lines: &[serde_json::Value]| lines.iter().filter_map(|l| l["reward_mean"].as_f64()).sum::<f64>() / lines.len() as f64;
+    let mean = |lines: &[serde_json::Value]| {
+        lines.iter().filter_map(|l| l["reward_mean"].as_f64()).sum::<f64>() / lines.len() as f64
+    };
     assert!(mean(&summary.metrics[20..]) > mean(&summary.metrics[..10]), "rewards did not rise");
     assert!(summary.metrics.iter().all(|m| m["updates"] == 2 || m["groups"] == 0));
     assert!(run.lines("samples.jsonl").len() >= 30 * 4 * 8);
@@ -145,11 +176,22 @@ fn a_run_resumes_at_its_last_committed_step_with_the_same_policy() {
     let (run, _) = RunDir::open(dir.path(), "rl", &config).unwrap();
     let mut done = 0;
     let stop_after_three = std::cell::Cell::new(0);
-    grpo::run(&mut first, &mut Bandit, &config, &run, 0, &|| { stop_after_three.set(stop_after_three.get() + 1); stop_after_three.get() > 3 }, &mut |e| {
-        if let cudal1_train::TrainEvent::Committed { step } = e {
-            done = step;
-        }
-    })
+    grpo::run(
+        &mut first,
+        &mut Bandit,
+        &config,
+        &run,
+        0,
+        &|| {
+            stop_after_three.set(stop_after_three.get() + 1);
+            stop_after_three.get() > 3
+        },
+        &mut |e| {
+            if let cudal1_train::TrainEvent::Committed { step } = e {
+                done = step;
+            }
+        },
+    )
     .unwrap();
     assert_eq!(done, 3);
     let at_commit = rewarded_probability(&mut first);
@@ -162,9 +204,12 @@ fn a_run_resumes_at_its_last_committed_step_with_the_same_policy() {
     let mut second = policy(3e-3, lora, false);
     run.resume(&mut second, &state).unwrap();
     assert!((rewarded_probability(&mut second) - at_commit).abs() < 1e-6);
-    let summary = grpo::run(&mut second, &mut Bandit, &config, &run, state.step, &|| false, &mut |_| {}).unwrap();
+    let summary =
+        grpo::run(&mut second, &mut Bandit, &config, &run, state.step, &|| false, &mut |_| {})
+            .unwrap();
     assert_eq!((summary.first_step, summary.last_step), (4, 4));
-    let steps: Vec<u64> = run.lines("metrics.jsonl").iter().map(|l| l["step"].as_u64().unwrap()).collect();
+    let steps: Vec<u64> =
+        run.lines("metrics.jsonl").iter().map(|l| l["step"].as_u64().unwrap()).collect();
     assert_eq!(steps, [1, 2, 3, 4]);
     // Other settings are refused.
     config.groups = 5;
@@ -182,24 +227,42 @@ struct Judged {
 }
 
 impl Environment for Judged {
-    fn prompts(&mut self, step: u64, groups: usize, rng: &mut rand::rngs::StdRng) -> Result<Vec<GroupPrompt>, TrainError> {
+    fn prompts(
+        &mut self,
+        step: u64,
+        groups: usize,
+        rng: &mut rand::rngs::StdRng,
+    ) -> Result<Vec<GroupPrompt>, TrainError> {
         self.log.push(format!("prompts {step}"));
         Bandit.prompts(step, groups, rng)
     }
 
-    fn score(&mut self, step: u64, prompts: &[GroupPrompt], samples: &[(usize, &Sample)]) -> Result<Vec<Scored>, TrainError> {
+    fn score(
+        &mut self,
+        step: u64,
+        prompts: &[GroupPrompt],
+        samples: &[(usize, &Sample)],
+    ) -> Result<Vec<Scored>, TrainError> {
         Bandit.score(step, prompts, samples)
     }
 
-    fn start_scoring(&mut self, step: u64, prompts: &[GroupPrompt], samples: &[(usize, &Sample)]) -> Result<grpo::Ticket, TrainError> {
+    fn start_scoring(
+        &mut self,
+        step: u64,
+        prompts: &[GroupPrompt],
+        samples: &[(usize, &Sample)],
+    ) -> Result<grpo::Ticket, TrainError> {
         self.log.push(format!("start {step}"));
         let scores = Bandit.score(step, prompts, samples)?;
         let id = self.next;
         self.next += 1;
-        self.pending.insert(id, std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_millis(150));
-            scores
-        }));
+        self.pending.insert(
+            id,
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(150));
+                scores
+            }),
+        );
         Ok(grpo::Ticket::pending(id))
     }
 
@@ -233,9 +296,12 @@ fn overlapped_the_next_step_is_sampled_while_this_one_is_judged_and_the_policy_s
         expected.push("finish".into());
     }
     assert_eq!(env.log, expected);
-    let ahead: Vec<bool> = summary.metrics.iter().map(|m| m["sampled_ahead"].as_bool().unwrap()).collect();
+    let ahead: Vec<bool> =
+        summary.metrics.iter().map(|m| m["sampled_ahead"].as_bool().unwrap()).collect();
     assert!(!ahead[0] && ahead[1..].iter().all(|&a| a), "{ahead:?}");
-    assert!(summary.metrics[..29].iter().all(|m| m["seconds"]["generate_next"].as_f64().unwrap() > 0.0));
+    assert!(summary.metrics[..29]
+        .iter()
+        .all(|m| m["seconds"]["generate_next"].as_f64().unwrap() > 0.0));
     assert_eq!(summary.metrics[29]["seconds"]["generate_next"], 0.0);
     // One step off-policy, the PPO ratio against the samples' own log-probabilities still learns.
     let after = rewarded_probability(&mut p);
@@ -259,9 +325,24 @@ fn overlapped_a_stop_drops_the_step_sampled_ahead_and_the_resumed_run_samples_it
     let calls = std::cell::Cell::new(0);
     // `stop` is asked before each step and before sampling ahead: true from its fifth call on,
     // before step 3, which step 2 had already sampled.
-    let summary = grpo::run(&mut first, &mut env, &config, &run, 0, &|| { calls.set(calls.get() + 1); calls.get() > 4 }, &mut |_| {}).unwrap();
+    let summary = grpo::run(
+        &mut first,
+        &mut env,
+        &config,
+        &run,
+        0,
+        &|| {
+            calls.set(calls.get() + 1);
+            calls.get() > 4
+        },
+        &mut |_| {},
+    )
+    .unwrap();
     assert_eq!(summary.last_step, 2);
-    assert_eq!(env.log, ["prompts 1", "start 1", "prompts 2", "finish", "start 2", "prompts 3", "finish"]);
+    assert_eq!(
+        env.log,
+        ["prompts 1", "start 1", "prompts 2", "finish", "start 2", "prompts 3", "finish"]
+    );
     first.shutdown();
     let (run, state) = RunDir::open(dir.path(), "rl", &config).unwrap();
     let state = state.unwrap();
@@ -269,29 +350,49 @@ fn overlapped_a_stop_drops_the_step_sampled_ahead_and_the_resumed_run_samples_it
     let mut second = policy(3e-3, None, false);
     run.resume(&mut second, &state).unwrap();
     let mut env = Judged::default();
-    let summary = grpo::run(&mut second, &mut env, &config, &run, state.step, &|| false, &mut |_| {}).unwrap();
+    let summary =
+        grpo::run(&mut second, &mut env, &config, &run, state.step, &|| false, &mut |_| {})
+            .unwrap();
     assert_eq!((summary.first_step, summary.last_step), (3, 4));
     assert_eq!(env.log, ["prompts 3", "start 3", "prompts 4", "finish", "start 4", "finish"]);
-    assert!(!summary.metrics[0]["sampled_ahead"].as_bool().unwrap() && summary.metrics[1]["sampled_ahead"].as_bool().unwrap());
+    assert!(
+        !summary.metrics[0]["sampled_ahead"].as_bool().unwrap()
+            && summary.metrics[1]["sampled_ahead"].as_bool().unwrap()
+    );
     second.shutdown();
 }
 
 fn runner_env(cache: &Path) -> RunnerEnv {
-    let interp = cudal1_python::find_interpreter(&cudal1_python::PythonRequest { flag: Some(python()), start_dir: Some(repo()), ..Default::default() }).unwrap();
+    let interp = cudal1_python::find_interpreter(&cudal1_python::PythonRequest {
+        flag: Some(python()),
+        start_dir: Some(repo()),
+        ..Default::default()
+    })
+    .unwrap();
     RunnerEnv::prepare(&interp, cache).unwrap()
 }
 
 #[test]
 fn supervised_data_keeps_exactly_the_correct_programs_once_each() {
     let dir = tempfile::tempdir().unwrap();
-    let settings = EvalSettings { timing_budget: std::time::Duration::from_millis(300), ..EvalSettings::default() };
-    let mut engine_config = EngineConfig::new(runner_env(&dir.path().join("cache")), vec![Device::Cpu], settings, CompileCache { root: dir.path().join("ext") });
+    let settings = EvalSettings {
+        timing_budget: std::time::Duration::from_millis(300),
+        ..EvalSettings::default()
+    };
+    let mut engine_config = EngineConfig::new(
+        runner_env(&dir.path().join("cache")),
+        vec![Device::Cpu],
+        settings,
+        CompileCache { root: dir.path().join("ext") },
+    );
     engine_config.scratch_parent = dir.path().join("scratch");
     engine_config.lanes = 2;
     let engine = Evaluator::start(engine_config).unwrap();
     let suite = repo().join("tests/suite-cpu");
     let task = Arc::new(cudal1_task::Task::load(&suite.join("tasks/level1/2_Swish.py")).unwrap());
-    let read = |name: &str| std::fs::read_to_string(suite.join("candidates/level1/2_Swish").join(name)).unwrap();
+    let read = |name: &str| {
+        std::fs::read_to_string(suite.join("candidates/level1/2_Swish").join(name)).unwrap()
+    };
     let reply = |code: &str, label: &str| Candidate {
         task: Arc::clone(&task),
         messages: vec![cudal1_model::messages::Message::user("Write ModelNew.")],
@@ -314,17 +415,23 @@ fn supervised_data_keeps_exactly_the_correct_programs_once_each() {
     assert_eq!(kept.len(), 1, "{stats:?}");
     assert_eq!(kept[0].provenance["label"], "correct");
     assert_eq!(kept[0].provenance["verdict"], "correct");
-    assert_eq!((stats.judged, stats.duplicates, stats.without_program, stats.kept), (3, 1, 1, 1), "{stats:?}");
+    assert_eq!(
+        (stats.judged, stats.duplicates, stats.without_program, stats.kept),
+        (3, 1, 1, 1),
+        "{stats:?}"
+    );
     assert_eq!(stats.verdicts.get("incorrect"), Some(&1));
     assert_eq!(stats.verdicts.get("runtime_error"), Some(&1));
     // Kept before: not kept again.
-    let again = keep_correct(&engine, vec![reply(&correct, "correct")], &mut seen, &mut stats, &mut |_| {});
+    let again =
+        keep_correct(&engine, vec![reply(&correct, "correct")], &mut seen, &mut stats, &mut |_| {});
     assert!(again.is_empty());
     engine.finish();
 }
 
 #[test]
-fn the_kernel_environment_rewards_measured_speedups_caches_programs_and_shows_them_in_later_prompts() {
+fn the_kernel_environment_rewards_measured_speedups_caches_programs_and_shows_them_in_later_prompts(
+) {
     use cudal1_search::{ExemplarSampler, Prompts};
     use cudal1_task::synth::{generate, Scale};
     let dir = tempfile::tempdir().unwrap();
@@ -333,36 +440,91 @@ fn the_kernel_environment_rewards_measured_speedups_caches_programs_and_shows_th
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, &synth.reference).unwrap();
     let task = Arc::new(cudal1_task::Task::load(&path).unwrap());
-    let settings = EvalSettings { timing_budget: std::time::Duration::from_millis(400), ..EvalSettings::default() };
-    let mut engine_config = EngineConfig::new(runner_env(&dir.path().join("cache")), vec![Device::Cpu], settings, CompileCache { root: dir.path().join("ext") });
+    let settings = EvalSettings {
+        timing_budget: std::time::Duration::from_millis(400),
+        ..EvalSettings::default()
+    };
+    let mut engine_config = EngineConfig::new(
+        runner_env(&dir.path().join("cache")),
+        vec![Device::Cpu],
+        settings,
+        CompileCache { root: dir.path().join("ext") },
+    );
     engine_config.scratch_parent = dir.path().join("scratch");
     let engine = Evaluator::start(engine_config).unwrap();
     let store = cudal1_store::Store::open(&dir.path().join("s.db")).unwrap();
     let prompts = Prompts::builtin();
-    let mut env = cudal1_train::kernels::KernelEnv::new(vec![Arc::clone(&task)], &engine, &store, &prompts, ExemplarSampler::new(0.25, 1.0).unwrap(), 2, "run-a".into());
+    let mut env = cudal1_train::kernels::KernelEnv::new(
+        vec![Arc::clone(&task)],
+        &engine,
+        &store,
+        &prompts,
+        ExemplarSampler::new(0.25, 1.0).unwrap(),
+        2,
+        "run-a".into(),
+    );
     let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(1);
     let first = env.prompts(1, 1, &mut rng).unwrap();
     assert_eq!(first[0].info["contrastive"], false, "no variant yet: the first prompt");
-    let sample = |text: String, finish: &str| Sample { prompt_index: 0, ids: vec![1], logprobs: vec![-1.0], text, finish_reason: finish.into() };
+    let sample = |text: String, finish: &str| Sample {
+        prompt_index: 0,
+        ids: vec![1],
+        logprobs: vec![-1.0],
+        text,
+        finish_reason: finish.into(),
+    };
     let fenced = |code: &str| format!("Analysis.\n```python\n{code}\n```\n");
-    let samples = [sample(fenced(&synth.fast), "stop"), sample(fenced(&synth.slow), "stop"), sample("no code".into(), "stop"), sample("```python\nclass ModelNew(".into(), "length")];
+    let samples = [
+        sample(fenced(&synth.fast), "stop"),
+        sample(fenced(&synth.slow), "stop"),
+        sample("no code".into(), "stop"),
+        sample("```python\nclass ModelNew(".into(), "length"),
+    ];
     let indexed: Vec<(usize, &Sample)> = samples.iter().map(|s| (0, s)).collect();
     let scored = env.score(1, &first, &indexed).unwrap();
     let rewards: Vec<f64> = scored.iter().map(|s| s.reward.unwrap()).collect();
-    assert!(scored[0].correct && scored[1].correct && !scored[2].correct && !scored[3].correct, "{scored:?}");
+    assert!(
+        scored[0].correct && scored[1].correct && !scored[2].correct && !scored[3].correct,
+        "{scored:?}"
+    );
     assert!(rewards[0] > 2.0 && rewards[0] > rewards[1] && rewards[1] > 0.5, "{rewards:?}");
     assert_eq!((rewards[2], rewards[3]), (0.0, 0.0));
     assert_eq!(scored[3].record["no_program"], "cut off before a complete program");
     // Refinement turns (`--turns`): a program fast enough ends its trajectory; otherwise the
     // next prompt shows the program with its verdict, or why the reply had none.
-    assert_eq!(env.next_turn(1, &first[0], &samples[0], &scored[0]).unwrap(), None, "{:?}", scored[0]);
+    assert_eq!(
+        env.next_turn(1, &first[0], &samples[0], &scored[0]).unwrap(),
+        None,
+        "{:?}",
+        scored[0]
+    );
     env.turn_target = 1e9;
-    let slow = env.next_turn(1, &first[0], &samples[1], &scored[1]).unwrap().expect("not fast enough");
-    assert!(slow.prompt.contains(&format!("## Your previous attempt (turn 1)\n\n```python\n{}\n```", synth.slow.trim_end())), "{}", slow.prompt);
-    assert!(slow.prompt.contains("verdict on your previous attempt: correct. speedup "), "{}", slow.prompt);
-    assert_eq!((slow.info["turn"].clone(), slow.info["shown"].clone()), (2.into(), serde_json::json!([scored[1].record["program_id"]])));
+    let slow =
+        env.next_turn(1, &first[0], &samples[1], &scored[1]).unwrap().expect("not fast enough");
+    assert!(
+        slow.prompt.contains(&format!(
+            "## Your previous attempt (turn 1)\n\n```python\n{}\n```",
+            synth.slow.trim_end()
+        )),
+        "{}",
+        slow.prompt
+    );
+    assert!(
+        slow.prompt.contains("verdict on your previous attempt: correct. speedup "),
+        "{}",
+        slow.prompt
+    );
+    assert_eq!(
+        (slow.info["turn"].clone(), slow.info["shown"].clone()),
+        (2.into(), serde_json::json!([scored[1].record["program_id"]]))
+    );
     let none = env.next_turn(1, &first[0], &samples[2], &scored[2]).unwrap().unwrap();
-    assert!(none.prompt.contains("Your previous reply held no program.") && none.prompt.contains("no program. no code block"), "{}", none.prompt);
+    assert!(
+        none.prompt.contains("Your previous reply held no program.")
+            && none.prompt.contains("no program. no code block"),
+        "{}",
+        none.prompt
+    );
     env.turn_target = 1.0;
     // Measured once: the same program again comes from the store.
     let again = env.score(2, &first, &indexed[..1]).unwrap();
@@ -373,20 +535,28 @@ fn the_kernel_environment_rewards_measured_speedups_caches_programs_and_shows_th
     assert_eq!(later[0].info["contrastive"], true, "{:?}", later[0].info);
     assert_eq!(later[0].info["shown"].as_array().unwrap().len(), 2);
     assert!(later[0].prompt.contains("speedup"), "{}", later[0].prompt);
-    assert_eq!(env.prompts(1, 1, &mut rng).unwrap()[0].info["contrastive"], false, "not before the step that measured them");
+    assert_eq!(
+        env.prompts(1, 1, &mut rng).unwrap()[0].info["contrastive"],
+        false,
+        "not before the step that measured them"
+    );
     // Two scorings in flight at once (the overlapped schedule), finished out of order: each
     // ticket gets its own samples' scores. Neither program was measured before.
     let variant = |name: &str| fenced(&format!("{}\n_variant = {name:?}\n", synth.slow));
     let a = [sample(variant("a"), "stop"), sample("no code".into(), "stop")];
     let b = [sample("still no code".into(), "stop"), sample(variant("b"), "stop")];
-    let (a, b): (Vec<(usize, &Sample)>, Vec<(usize, &Sample)>) = (a.iter().map(|x| (0, x)).collect(), b.iter().map(|x| (0, x)).collect());
+    let (a, b): (Vec<(usize, &Sample)>, Vec<(usize, &Sample)>) =
+        (a.iter().map(|x| (0, x)).collect(), b.iter().map(|x| (0, x)).collect());
     let first_ticket = env.start_scoring(3, &first, &a).unwrap();
     let second_ticket = env.start_scoring(4, &first, &b).unwrap();
     let second = env.finish_scoring(second_ticket).unwrap();
     let first_scores = env.finish_scoring(first_ticket).unwrap();
     assert!(first_scores[0].correct && !first_scores[1].correct, "{first_scores:?}");
     assert!(!second[0].correct && second[1].correct, "{second:?}");
-    assert_eq!((first_scores[0].record["cached"].clone(), second[1].record["cached"].clone()), (false.into(), false.into()));
+    assert_eq!(
+        (first_scores[0].record["cached"].clone(), second[1].record["cached"].clone()),
+        (false.into(), false.into())
+    );
     drop(env);
     engine.finish();
 }
@@ -398,31 +568,68 @@ struct Refiner {
 }
 
 impl Environment for Refiner {
-    fn prompts(&mut self, _step: u64, groups: usize, _rng: &mut rand::rngs::StdRng) -> Result<Vec<GroupPrompt>, TrainError> {
-        Ok((0..groups).map(|_| GroupPrompt { key: "refiner".into(), prompt: "Pick one.".into(), info: serde_json::json!({"turn": 1}) }).collect())
+    fn prompts(
+        &mut self,
+        _step: u64,
+        groups: usize,
+        _rng: &mut rand::rngs::StdRng,
+    ) -> Result<Vec<GroupPrompt>, TrainError> {
+        Ok((0..groups)
+            .map(|_| GroupPrompt {
+                key: "refiner".into(),
+                prompt: "Pick one.".into(),
+                info: serde_json::json!({"turn": 1}),
+            })
+            .collect())
     }
 
-    fn score(&mut self, _step: u64, prompts: &[GroupPrompt], samples: &[(usize, &Sample)]) -> Result<Vec<Scored>, TrainError> {
+    fn score(
+        &mut self,
+        _step: u64,
+        prompts: &[GroupPrompt],
+        samples: &[(usize, &Sample)],
+    ) -> Result<Vec<Scored>, TrainError> {
         Ok(samples
             .iter()
             .enumerate()
             .map(|(n, (g, _))| {
                 let info = &prompts[*g].info;
-                let reward = if info["turn"] == 1 { [0.0, 1.0, 0.5][n] } else if info["from"] == 0.0 { 2.0 } else { 0.0 };
+                let reward = if info["turn"] == 1 {
+                    [0.0, 1.0, 0.5][n]
+                } else if info["from"] == 0.0 {
+                    2.0
+                } else {
+                    0.0
+                };
                 let correct = reward >= 1.0;
-                Scored { reward: Some(reward), correct, speedup: correct.then_some(reward), record: serde_json::Value::Null }
+                Scored {
+                    reward: Some(reward),
+                    correct,
+                    speedup: correct.then_some(reward),
+                    record: serde_json::Value::Null,
+                }
             })
             .collect())
     }
 
-    fn next_turn(&mut self, _step: u64, prompt: &GroupPrompt, _sample: &Sample, scored: &Scored) -> Result<Option<GroupPrompt>, TrainError> {
+    fn next_turn(
+        &mut self,
+        _step: u64,
+        prompt: &GroupPrompt,
+        _sample: &Sample,
+        scored: &Scored,
+    ) -> Result<Option<GroupPrompt>, TrainError> {
         let reward = scored.reward.unwrap();
         if reward >= 1.0 {
             return Ok(None);
         }
         let text = format!("{} It scored {reward}. Try again.", prompt.prompt);
         self.turn_prompts.push(text.clone());
-        Ok(Some(GroupPrompt { key: prompt.key.clone(), prompt: text, info: serde_json::json!({"turn": 2, "from": reward}) }))
+        Ok(Some(GroupPrompt {
+            key: prompt.key.clone(),
+            prompt: text,
+            info: serde_json::json!({"turn": 2, "from": reward}),
+        }))
     }
 }
 
@@ -430,21 +637,42 @@ impl Environment for Refiner {
 fn two_turns_credit_turn_one_with_the_discounted_second_and_normalise_advantages_per_turn() {
     let dir = tempfile::tempdir().unwrap();
     let mut p = policy(1e-3, None, false);
-    let config = GrpoConfig { groups: 1, group_size: 3, max_refills: 0, turns: 2, turn_gamma: 0.4, ..bandit_config(1) };
+    let config = GrpoConfig {
+        groups: 1,
+        group_size: 3,
+        max_refills: 0,
+        turns: 2,
+        turn_gamma: 0.4,
+        ..bandit_config(1)
+    };
     let (run, _) = RunDir::open(dir.path(), "rl", &config).unwrap();
     let mut env = Refiner { turn_prompts: Vec::new() };
     let summary = grpo::run(&mut p, &mut env, &config, &run, 0, &|| false, &mut |_| {}).unwrap();
     p.shutdown();
     // Trajectories 0 and 2 scored below 1 and got a second turn, prompted with their score.
-    assert_eq!(env.turn_prompts, ["Pick one. It scored 0. Try again.", "Pick one. It scored 0.5. Try again."]);
+    assert_eq!(
+        env.turn_prompts,
+        ["Pick one. It scored 0. Try again.", "Pick one. It scored 0.5. Try again."]
+    );
     let m = &summary.metrics[0];
-    assert_eq!((m["samples"].as_u64(), m["later_turns"].as_u64(), m["later_correct"].as_u64()), (Some(3), Some(2), Some(1)));
+    assert_eq!(
+        (m["samples"].as_u64(), m["later_turns"].as_u64(), m["later_correct"].as_u64()),
+        (Some(3), Some(2), Some(1))
+    );
     assert_eq!(m["updates"], 2, "the group carried signal");
 
     let lines = run.lines("samples.jsonl");
     let mut got: Vec<(u64, u64, f64, f64, f64)> = lines
         .iter()
-        .map(|l| (l["turn"].as_u64().unwrap(), l["trajectory"].as_u64().unwrap(), l["reward"].as_f64().unwrap(), l["turn_reward"].as_f64().unwrap(), l["advantage"].as_f64().unwrap()))
+        .map(|l| {
+            (
+                l["turn"].as_u64().unwrap(),
+                l["trajectory"].as_u64().unwrap(),
+                l["reward"].as_f64().unwrap(),
+                l["turn_reward"].as_f64().unwrap(),
+                l["advantage"].as_f64().unwrap(),
+            )
+        })
         .collect();
     got.sort_by_key(|g| (g.0, g.1));
     // Turn rewards, gamma 0.4: trajectory 0: 0 + 0.4 * 2 = 0.8 (turn 2: 2); trajectory 1: 1
@@ -494,26 +722,52 @@ fn the_own_kernel_reward_gives_no_gain_to_a_program_fast_through_library_kernels
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, &synth.reference).unwrap();
     let task = Arc::new(cudal1_task::Task::load(&path).unwrap());
-    let settings = EvalSettings { timing_budget: std::time::Duration::from_millis(400), ..EvalSettings::default() };
-    let mut engine_config = EngineConfig::new(runner_env(&dir.path().join("cache")), vec![Device::Cpu], settings, CompileCache { root: dir.path().join("ext") });
+    let settings = EvalSettings {
+        timing_budget: std::time::Duration::from_millis(400),
+        ..EvalSettings::default()
+    };
+    let mut engine_config = EngineConfig::new(
+        runner_env(&dir.path().join("cache")),
+        vec![Device::Cpu],
+        settings,
+        CompileCache { root: dir.path().join("ext") },
+    );
     engine_config.scratch_parent = dir.path().join("scratch");
     let engine = Evaluator::start(engine_config).unwrap();
     let store = cudal1_store::Store::open(&dir.path().join("s.db")).unwrap();
     let prompts = Prompts::builtin();
     let scripted = Scripted { fast: synth.fast.clone(), asked: std::sync::Mutex::new(Vec::new()) };
-    let mut env = cudal1_train::kernels::KernelEnv::new(vec![Arc::clone(&task)], &engine, &store, &prompts, ExemplarSampler::new(0.25, 1.0).unwrap(), 2, "run-own".into());
+    let mut env = cudal1_train::kernels::KernelEnv::new(
+        vec![Arc::clone(&task)],
+        &engine,
+        &store,
+        &prompts,
+        ExemplarSampler::new(0.25, 1.0).unwrap(),
+        2,
+        "run-own".into(),
+    );
     env.reward = RewardKind::parse("speedup-own-kernels").unwrap();
     env.own_shares = Some(&scripted);
     let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(1);
     let first = env.prompts(1, 1, &mut rng).unwrap();
-    let sample = |code: &str| Sample { prompt_index: 0, ids: vec![1], logprobs: vec![-1.0], text: format!("```python\n{code}\n```\n"), finish_reason: "stop".into() };
+    let sample = |code: &str| Sample {
+        prompt_index: 0,
+        ids: vec![1],
+        logprobs: vec![-1.0],
+        text: format!("```python\n{code}\n```\n"),
+        finish_reason: "stop".into(),
+    };
     let samples = [sample(&synth.fast), sample(&synth.slow)];
     let indexed: Vec<(usize, &Sample)> = samples.iter().map(|s| (0, s)).collect();
     let scored = env.score(1, &first, &indexed).unwrap();
     assert!(scored[0].correct && scored[1].correct, "{scored:?}");
     let speedup = scored[0].speedup.unwrap();
     assert!(speedup > 2.0, "the fast program is fast: {speedup}");
-    assert_eq!(scored[0].reward, Some(1.0), "fast through library kernels only: capped at the reference");
+    assert_eq!(
+        scored[0].reward,
+        Some(1.0),
+        "fast through library kernels only: capped at the reference"
+    );
     assert_eq!(scored[1].reward, scored[1].speedup, "its own kernels: its speedup");
     assert_eq!(scripted.asked.lock().unwrap().len(), 2);
     // The shares are stored with the programs; a later sample of one is not profiled again.
