@@ -236,7 +236,7 @@ pub struct EvalArgs {
     #[arg(long)]
     pub own_share: bool,
     #[command(flatten)]
-    pub ncu: crate::cmd_profile::NcuArgs,
+    pub ncu: NcuArgs,
     #[command(flatten)]
     pub common: CommonEval,
 }
@@ -524,4 +524,22 @@ impl EndpointArgs {
         c.api_key_env = self.api_key_env.clone();
         Some(c)
     }
+}
+
+/// How Nsight Compute runs: `cudal1 profile` and `optimize --profile` share these.
+#[derive(Args, Debug, Clone)]
+pub struct NcuArgs {
+    /// Nsight Compute's `ncu` (default: PATH, $CUDA_HOME/bin, /usr/local/cuda/bin, then
+    /// /opt/nvidia/nsight-compute/*/).
+    #[arg(long, value_name = "PATH")]
+    pub ncu: Option<PathBuf>,
+    /// Calls of the model before profiling starts (extension builds, autotuning, caches).
+    #[arg(long, default_value_t = 3)]
+    pub profile_warmup: u32,
+    /// Calls of the model profiled.
+    #[arg(long, default_value_t = 1)]
+    pub profile_calls: u32,
+    /// Seconds one profiled run may take, ncu's replays included.
+    #[arg(long, default_value_t = 300.0)]
+    pub profile_timeout: f64,
 }

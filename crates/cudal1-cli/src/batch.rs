@@ -39,7 +39,7 @@ pub struct Options<'a> {
     /// The store's batch record the evaluations belong to.
     pub batch_id: Option<&'a str>,
     /// `eval --baseline`: JSON rows also state the speedup against it.
-    pub against: Option<&'a crate::cmd_baselines::Against>,
+    pub against: Option<&'a crate::against::Against>,
 }
 
 /// A finished candidate.
@@ -170,7 +170,7 @@ pub fn run(
 struct Reporters<'a> {
     progress: Progress,
     json: bool,
-    against: Option<&'a crate::cmd_baselines::Against>,
+    against: Option<&'a crate::against::Against>,
     recorder: Recorder<'a>,
 }
 

@@ -2,9 +2,9 @@
 //! Every form is a batch through the engine ([`crate::batch`]); they differ in where the items
 //! come from and how the result is shown.
 
+use crate::against::{Against, Restated};
 use crate::args::{EvalArgs, FromFormat};
 use crate::batch::{self, Item, Options};
-use crate::cmd_baselines::{Against, Restated};
 use crate::exit::Status;
 use crate::interrupt;
 use crate::out;

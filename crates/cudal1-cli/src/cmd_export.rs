@@ -2,9 +2,9 @@
 //! prints it) or CSV (one flat row each), for analysis elsewhere.
 
 use crate::args::{ExportArgs, ExportFormat};
-use crate::cmd_show::open_existing;
 use crate::exit::Status;
 use crate::record;
+use crate::workspace::open_existing;
 use anyhow::{bail, Context, Result};
 use cudal1_store::StoredEvaluation;
 use std::io::Write;

@@ -110,7 +110,7 @@ pub struct OptimizeArgs {
     #[arg(long)]
     pub profile: bool,
     #[command(flatten)]
-    pub ncu: crate::cmd_profile::NcuArgs,
+    pub ncu: crate::args::NcuArgs,
     #[command(flatten)]
     pub common: CommonEval,
 }
@@ -169,13 +169,13 @@ pub fn run(a: OptimizeArgs) -> Result<Status> {
             bail!("`--profile` needs a CUDA device: Nsight Compute profiles GPU kernels\nhint: drop `--profile`, or run on a GPU (`--device cuda`)");
         }
         // LLM-written programs: confined like their evaluation unless `--no-sandbox` says otherwise.
-        let options = crate::cmd_profile::Options {
+        let options = crate::profiling::Options {
             force: false,
             dry_run: false,
             sandbox: !a.common.no_sandbox,
             cancel: Some(interrupt::profile_cancel(&interrupt)),
         };
-        Some(crate::cmd_profile::Profiling::new(
+        Some(crate::profiling::Profiling::new(
             &a.ncu,
             &ws.env,
             &ws.interpreter,

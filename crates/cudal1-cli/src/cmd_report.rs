@@ -1,9 +1,9 @@
 //! `cudal1 report`: the store as one self-contained HTML file (the `cudal1-report` crate gathers
 //! and renders; this resolves flags and writes the file).
 
-use crate::cmd_show::open_existing;
 use crate::exit::Status;
 use crate::out;
+use crate::workspace::open_existing;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use cudal1_report::{gather, render, ReportError, Request};

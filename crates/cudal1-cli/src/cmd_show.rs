@@ -6,8 +6,8 @@ use crate::exit::Status;
 use crate::out;
 use crate::record;
 use crate::report;
+use crate::workspace::open_existing;
 use anyhow::{anyhow, Context, Result};
-use cudal1_store::Store;
 
 pub fn run(a: &ShowArgs) -> Result<Status> {
     let store = open_existing(&a.db)?;
@@ -37,12 +37,4 @@ pub fn run(a: &ShowArgs) -> Result<Status> {
     }
     report::print_details(&e)?;
     Ok(Status::Done)
-}
-
-/// The store at `path`, which must exist (reading never makes an empty one).
-pub fn open_existing(path: &std::path::Path) -> Result<Store> {
-    if !path.is_file() {
-        return Err(anyhow!("there is no store at `{}`\nhint: pass `--db FILE` (or set CUDAL1_DB) to the file `cudal1 eval` wrote", path.display()));
-    }
-    Ok(Store::open(path)?)
 }

@@ -244,7 +244,7 @@ pub struct RlArgs {
     pub reward: String,
     /// How `speedup-own-kernels` profiles (Nsight Compute).
     #[command(flatten)]
-    pub ncu: crate::cmd_profile::NcuArgs,
+    pub ncu: crate::args::NcuArgs,
     /// Programs per trajectory: each sample's next turn is prompted with its program's verdict
     /// and reason (`refine.j2`); a turn's reward adds the discounted scores of the turns after it
     /// (`--turn-gamma`), and advantages are normalised per turn within the group. Runs without

@@ -1,5 +1,6 @@
 //! `cudal1`: make PyTorch programs faster with LLM-written CUDA, and prove it.
 
+mod against;
 mod args;
 mod batch;
 mod cmd_baselines;
@@ -19,6 +20,7 @@ mod hint;
 mod interrupt;
 mod out;
 mod own_share;
+mod profiling;
 mod queue_backend;
 mod record;
 mod report;

@@ -1,10 +1,11 @@
 //! `eval --own-share`: after the evaluations, each correct candidate on a GPU is profiled with
-//! Nsight Compute ([`crate::cmd_profile::Profiling`], outside its evaluation) and its GPU time is
+//! Nsight Compute ([`crate::profiling::Profiling`], outside its evaluation) and its GPU time is
 //! split between the kernels it built itself and the rest ([`cudal1_eval::own`]); the share is
 //! stored with the evaluation, and found there again by a later run of the same evaluation.
 
-use crate::cmd_profile::{NcuArgs, Options, Profiling, Program};
+use crate::args::NcuArgs;
 use crate::interrupt::Interrupt;
+use crate::profiling::{Options, Profiling, Program};
 use crate::workspace::Workspace;
 use anyhow::{Context, Result};
 use cudal1_eval::own::{attribute, OwnKernels, OwnShare};

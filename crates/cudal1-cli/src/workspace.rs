@@ -3,7 +3,7 @@
 //! the store, and [`Workspace::engine`] starts the one evaluation engine every command uses.
 
 use crate::args::{CommonEval, DeviceFlag};
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use crossbeam_channel::Receiver;
 use cudal1_eval::{
     CompileCache, Device, EngineConfig, EvalSettings, Evaluator, Event, Judge, MemoryBudget, Mode,
@@ -296,4 +296,12 @@ pub fn settings(common: &CommonEval, device: Device) -> Result<EvalSettings> {
             .unwrap_or(cudal1_eval::DEFAULT_DEVICE_OUTPUT_BYTES),
         ..EvalSettings::for_device(device)
     })
+}
+
+/// The store at `path`, which must exist (reading never makes an empty one).
+pub fn open_existing(path: &std::path::Path) -> Result<Store> {
+    if !path.is_file() {
+        return Err(anyhow!("there is no store at `{}`\nhint: pass `--db FILE` (or set CUDAL1_DB) to the file `cudal1 eval` wrote", path.display()));
+    }
+    Ok(Store::open(path)?)
 }

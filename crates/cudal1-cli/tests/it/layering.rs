@@ -38,3 +38,43 @@ fn no_library_crate_glues_a_hint_onto_its_errors() {
     assert!(libraries >= 10, "found only {libraries} library crates under {}", crates.display());
     assert!(glued.is_empty(), "library sources that glue `\\nhint:` onto text: {glued:?}");
 }
+
+#[test]
+fn no_command_imports_another_command() {
+    // Commands share what lives below them (`workspace`, `batch`, `against`, `profiling`, ...);
+    // `main.rs` alone dispatches to them, and `args.rs` names their argument types.
+    let src = super::repo().join("crates/cudal1-cli/src");
+    let mut commands = 0;
+    let mut imports = Vec::new();
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        if !name.starts_with("cmd_") {
+            continue;
+        }
+        commands += 1;
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            let mut rest = code;
+            while let Some(at) = rest.find("cmd_") {
+                let tail = &rest[at..];
+                let other: String =
+                    tail.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                let before = rest[..at].chars().last();
+                let is_path = tail[other.len()..].starts_with("::")
+                    || code.contains(&format!("crate::{{{other}"))
+                    || code.contains(&format!(", {other}"));
+                if other != name
+                    && before.is_none_or(|c| !c.is_ascii_alphanumeric() && c != '_')
+                    && is_path
+                {
+                    imports.push(format!("{name}.rs:{}: {}", n + 1, line.trim()));
+                }
+                rest = &tail[other.len().max(4)..];
+            }
+        }
+    }
+    assert!(commands >= 10, "found only {commands} command files in {}", src.display());
+    assert!(imports.is_empty(), "commands that import other commands: {imports:#?}");
+}
