@@ -77,19 +77,9 @@ pub fn measure(
         return Ok(subjects.iter().map(|_| Found::NotApplicable).collect());
     }
     let device = ws
-        .devices
-        .iter()
-        .find(|d| matches!(d, Device::Cuda(_)))
-        .cloned()
+        .gpu()
         .context("`--own-share` needs a CUDA device: Nsight Compute profiles GPU kernels")?;
-    let options = Options {
-        force,
-        dry_run: false,
-        sandbox,
-        cancel: Some(crate::interrupt::profile_cancel(interrupt)),
-    };
-    let profiling =
-        Profiling::new(ncu, &ws.env, &ws.interpreter, device, &ws.cache, &ws.store, options)?;
+    let profiling = start_profiling(ws, ncu, device, force, sandbox, interrupt)?;
     let builds = CompileCache { root: ws.cache.join("extensions") };
     let mut found = Vec::with_capacity(subjects.len());
     for s in subjects {
@@ -169,20 +159,8 @@ impl<'a> TrainShares<'a> {
         sandbox: bool,
         interrupt: &Arc<Interrupt>,
     ) -> Result<TrainShares<'a>> {
-        let device = ws
-            .devices
-            .iter()
-            .find(|d| matches!(d, Device::Cuda(_)))
-            .cloned()
-            .context("`--reward speedup-own-kernels` needs a CUDA device: Nsight Compute profiles GPU kernels\nhint: use `--reward speedup`, or train on a GPU")?;
-        let options = Options {
-            force: false,
-            dry_run: false,
-            sandbox,
-            cancel: Some(crate::interrupt::profile_cancel(interrupt)),
-        };
-        let profiling =
-            Profiling::new(ncu, &ws.env, &ws.interpreter, device, &ws.cache, &ws.store, options)?;
+        let device = ws.gpu().context("`--reward speedup-own-kernels` needs a CUDA device: Nsight Compute profiles GPU kernels\nhint: use `--reward speedup`, or train on a GPU")?;
+        let profiling = start_profiling(ws, ncu, device, false, sandbox, interrupt)?;
         Ok(TrainShares { profiling, builds: CompileCache { root: ws.cache.join("extensions") } })
     }
 }
@@ -195,4 +173,22 @@ impl cudal1_train::kernels::OwnShares for TrainShares<'_> {
             .map(|s| s.share)
             .map_err(|e| format!("{e:#}"))
     }
+}
+
+/// Profiling on `device` for own-kernel shares, stopped by the command's Ctrl-C.
+fn start_profiling<'a>(
+    ws: &'a Workspace,
+    ncu: &NcuArgs,
+    device: Device,
+    force: bool,
+    sandbox: bool,
+    interrupt: &Arc<Interrupt>,
+) -> Result<Profiling<'a>> {
+    let options = Options {
+        force,
+        dry_run: false,
+        sandbox,
+        cancel: Some(crate::interrupt::profile_cancel(interrupt)),
+    };
+    Profiling::new(ncu, &ws.env, &ws.interpreter, device, &ws.cache, &ws.store, options)
 }

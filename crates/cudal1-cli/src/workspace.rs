@@ -75,7 +75,12 @@ impl Workspace {
 
     /// Whether candidates run on a GPU here.
     pub fn on_gpu(&self) -> bool {
-        self.devices.iter().any(|d| matches!(d, Device::Cuda(_)))
+        self.gpu().is_some()
+    }
+
+    /// The first GPU of this workspace's devices.
+    pub fn gpu(&self) -> Option<Device> {
+        self.devices.iter().find(|d| d.is_cuda()).cloned()
     }
 
     /// Starts the evaluation engine on this workspace's devices, without an event stream (each
