@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 34, admission by memory, on a GPU machine, from the repository root, with this tree's
-# binary in `.carry/cudal1-adm.xz` (here: `cargo build --release -p cudal1-cli && mkdir -p .carry &&
-# xz -3 -c target/release/cudal1 > .carry/cudal1-adm.xz`; carry `.carry`):
+# binary in `.carry/cudal1-new.xz` (here: `cargo build --release -p cudal1-cli && mkdir -p .carry &&
+# xz -3 -c target/release/cudal1 > .carry/cudal1-new.xz`; carry `.carry`):
 #   bash bench/gpu_admission.sh          # SIZE_GIB=8 for a tighter squeeze; results under $OUT
 # A task whose one input is SIZE_GIB GiB (default 4: a reference and a candidate hold about 20 GiB
 # together), six correct candidates of it, correctness mode with six lanes: without admission the
@@ -13,7 +13,7 @@ set -u
 O=${OUT:-/tmp/cudal1-out}
 mkdir -p "$O" /tmp/bins
 export CUDAL1_PYTHON=$(command -v python3)
-xz -dc .carry/cudal1-adm.xz > /tmp/bins/cudal1 && chmod +x /tmp/bins/cudal1
+xz -dc .carry/cudal1-new.xz > /tmp/bins/cudal1 && chmod +x /tmp/bins/cudal1
 exec > >(tee "$O/admission.log") 2>&1
 date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 (cd python && timeout 300 python3 -m pytest -q tests/test_gpu.py -k "device_peak or hello_lists or handed_over" 2>&1 | tail -3)

@@ -352,7 +352,7 @@ impl Lane<'_> {
             Work::Describe => {
                 return Some(MemoryNeed {
                     device: 0,
-                    host: MemoryNeed::evaluation(None, &Device::Cpu, None, None).host / 2,
+                    host: MemoryNeed::evaluation(None, 0, &Device::Cpu, None, None).host / 2,
                 })
             }
             Work::Evaluate { .. } | Work::CheckTask { .. } => {}
@@ -367,7 +367,16 @@ impl Lane<'_> {
             .get(&task.hash)
             .copied();
         let limit = settings.memory_bytes.filter(|_| settings.sandbox);
-        Some(MemoryNeed::evaluation(footprint.as_ref(), &self.device, seen, limit))
+        let seeds = settings.correctness_seeds;
+        let kept =
+            footprint.as_ref().map_or(0, |f| f.kept_on_device(seeds, settings.share_bytes()));
+        let mut need = MemoryNeed::evaluation(footprint.as_ref(), kept, &self.device, seen, limit);
+        if let Some(f) =
+            footprint.as_ref().filter(|_| crate::scratch::in_memory(&self.shared.scratch))
+        {
+            need.host = need.host.saturating_add(f.output_files(seeds, kept));
+        }
+        Some(need)
     }
 
     /// The task's footprint on meta tensors, sized once per engine (by the lane's describing
