@@ -2,7 +2,7 @@
 # Issue 34, admission by memory, on a GPU machine, from the repository root, with this tree's
 # binary in `.carry/cudal1-new.xz` (here: `cargo build --release -p cudal1-cli && mkdir -p .carry &&
 # xz -3 -c target/release/cudal1 > .carry/cudal1-new.xz`; carry `.carry`):
-#   bash bench/gpu_admission.sh          # SIZE_GIB=8 for a tighter squeeze; results under $OUT
+#   bash bench/gpu_admission.sh          # SIZE_GIB=8 for a tighter squeeze, CANDIDATES=4 for fewer; results under $OUT
 # A task whose one input is SIZE_GIB GiB (default 4: a reference and a candidate hold about 20 GiB
 # together), six correct candidates of it, correctness mode with six lanes: without admission the
 # lanes' processes together need far more than the GPU has (out_of_memory rows, or a failed
@@ -39,7 +39,7 @@ def get_inputs():
 def get_init_inputs():
     return []
 PY
-for i in 1 2 3 4 5 6; do
+for i in $(seq 1 "${CANDIDATES:-6}"); do
   printf '# cudal1: expect=correct\nimport torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x + x  # %s\n' "$i" > "$W/cands/level1/1_Big_Scale/c$i.py"
 done
 run() { # name lanes
