@@ -131,7 +131,7 @@ pub fn evaluate_in(
         let what = run.reference.load.scaled.join(", ");
         run.warnings.push(Warning {
             class: "scaled".into(),
-            message: format!("a trial on smaller inputs (`--scale {scale}`: {what}): the verdict and speedup are for those, not the task's own sizes"),
+            message: format!("a trial on smaller inputs (scale {scale}: {what}): the verdict and speedup are for those, not the task's own sizes"),
         });
     }
     let environment = run.reference.environment();
