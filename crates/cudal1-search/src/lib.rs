@@ -34,6 +34,6 @@ pub use contrastive::{draw_prompt, Drawn, Variant};
 pub use extract::{extract_program, ExtractError};
 pub use feedback::Judged;
 pub use normalize::{normalize, normalized_hash};
-pub use prompts::{Attempt, Exemplar, PromptError, Prompts, Reference, TEMPLATE_NAMES};
+pub use prompts::{Attempt, Exemplar, Language, PromptError, Prompts, Reference, TEMPLATE_NAMES};
 pub use reward::{group_advantages, group_normalized_rewards};
 pub use sampler::{Bucket, ExemplarSampler, SamplerError, ScoredVariant};
