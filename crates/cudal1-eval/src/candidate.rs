@@ -558,7 +558,17 @@ impl Run<'_, '_> {
                 spin_us: None,
             };
             let limit = settings.load_timeout.max(settings.call_timeout) + build_time;
-            match client.call(&warm, limit) {
+            let warmed_up = client.call(&warm, limit);
+            // Recorded however the call ended: a failed warm-up's time is build time too.
+            self.triton_seen = crate::runner::triton_binaries(&triton_cache);
+            self.m.triton = Some(TritonWarmup {
+                kernels,
+                warmup_ms: warmed.elapsed().as_secs_f64() * 1e3,
+                off_slot: self.ctx.before_timing.is_some(),
+                compiled_in_warmup: self.triton_seen.saturating_sub(before),
+                ..TritonWarmup::default()
+            });
+            match warmed_up {
                 Ok(reply) => self.m.findings.extend(reply.findings),
                 Err(e) => {
                     return Ok(Err(fail(
@@ -568,14 +578,6 @@ impl Run<'_, '_> {
                     )))
                 }
             }
-            self.triton_seen = crate::runner::triton_binaries(&triton_cache);
-            self.m.triton = Some(TritonWarmup {
-                kernels,
-                warmup_ms: warmed.elapsed().as_secs_f64() * 1e3,
-                off_slot: self.ctx.before_timing.is_some(),
-                compiled_in_warmup: self.triton_seen.saturating_sub(before),
-                ..TritonWarmup::default()
-            });
             if let Some(j) = escaped(client, "warming up its Triton kernels") {
                 return Ok(Err(j));
             }
