@@ -478,6 +478,26 @@ mod tests {
     }
 }
 
+/// `--language`: what the prompts ask programs to be written in (`optimize` and `train rl`).
+#[derive(ValueEnum, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LanguageFlag {
+    /// Custom CUDA through `load_inline`, or a faster PyTorch program (CUDA-L1's prompts).
+    #[default]
+    Cuda,
+    /// Triton kernels (`@triton.jit`): their JIT compiles and autotuning happen before the
+    /// checks, off the GPU's timing slot.
+    Triton,
+}
+
+impl From<LanguageFlag> for cudal1_search::Language {
+    fn from(flag: LanguageFlag) -> Self {
+        match flag {
+            LanguageFlag::Cuda => cudal1_search::Language::Cuda,
+            LanguageFlag::Triton => cudal1_search::Language::Triton,
+        }
+    }
+}
+
 /// How a contrastive prompt draws earlier variants of a task (CUDA-L1's exemplar sampler):
 /// `optimize`, `serve` and `train rl` take the same flags.
 #[derive(Args, Debug, Clone)]

@@ -93,6 +93,10 @@ pub struct OptimizeArgs {
     /// that replace the built-in ones.
     #[arg(long)]
     pub prompts: Option<PathBuf>,
+    /// What the prompts ask programs to be written in: `cuda` (custom CUDA through `load_inline`,
+    /// or faster PyTorch) or `triton` (Triton kernels). Templates see it as `language`.
+    #[arg(long, value_enum, default_value_t)]
+    pub language: crate::args::LanguageFlag,
     /// Where the embedded model runs: `cpu` or `cuda:N`.
     #[arg(long, default_value = "cpu")]
     pub llm_device: String,
@@ -130,7 +134,8 @@ pub fn run(a: OptimizeArgs) -> Result<Status> {
     let prompts = match &a.prompts {
         Some(dir) => Prompts::from_dir(dir)?,
         None => Prompts::builtin(),
-    };
+    }
+    .language(a.language.into());
     let (llm, defaults) = build_llm(&a, &ws.interpreter, &ws.cache)?;
     let config = OptimizeConfig {
         exemplars: a.exemplar.exemplars,

@@ -215,6 +215,9 @@ pub struct RlArgs {
     pub updates: u32,
     #[command(flatten)]
     pub exemplar: crate::args::ExemplarArgs,
+    /// What the prompts ask programs to be written in: `cuda` or `triton` (as `optimize`).
+    #[arg(long, value_enum, default_value_t)]
+    pub language: crate::args::LanguageFlag,
     /// PPO ratio clip (both sides).
     #[arg(long, default_value_t = 0.2)]
     pub clip: f64,
@@ -787,6 +790,10 @@ fn rl(a: &RlArgs) -> Result<Status> {
     if a.turns > 1 {
         settings["turn_target"] = json!(a.turn_target);
     }
+    // Runs made before the flag existed asked for CUDA, and resume as such.
+    if a.language != crate::args::LanguageFlag::Cuda {
+        settings["language"] = json!(cudal1_search::Language::from(a.language).as_str());
+    }
     let (run, state) = RunDir::open(&a.out, "rl", &settings)?;
     let run_id = cudal1_task::content_hash(&format!(
         "train-rl|{}",
@@ -805,7 +812,7 @@ fn rl(a: &RlArgs) -> Result<Status> {
     }
     let engine = ws.engine()?;
     interrupt.watch(engine.canceller());
-    let prompts = Prompts::builtin();
+    let prompts = Prompts::builtin().language(a.language.into());
     let mut env =
         KernelEnv::new(tasks, &engine, &ws.store, &prompts, sampler, a.exemplar.exemplars, run_id);
     env.low_reward = a.low_reward;

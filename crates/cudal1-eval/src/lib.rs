@@ -47,4 +47,6 @@ pub use runner::RunnerEnv;
 pub use settings::{
     Device, EvalSettings, Mode, TimingWindow, Tolerance, DEFAULT_DEVICE_OUTPUT_BYTES,
 };
-pub use verdict::{Environment, Evaluation, Judgement, Measurements, Verdict, Warning};
+pub use verdict::{
+    Environment, Evaluation, Judgement, Measurements, TritonWarmup, Verdict, Warning,
+};

@@ -218,11 +218,13 @@ impl Lane<'_> {
         });
         let memory_wait = admitted.as_ref().map_or(Duration::ZERO, |a| a.waited);
         // Pipelined, a timed job shares the device until its outputs are checked, then takes it
-        // alone (`before_timing`); otherwise it holds it alone from the start, as does a job whose
-        // memory need is more than the device (or the host) has.
+        // alone (`before_timing`); so does a timed job with Triton kernels, whose JIT compiles
+        // and autotuning (its warm-up) are build time and stay off the timing slot. Otherwise a
+        // timed job holds the device alone from the start, as does a job whose memory need is
+        // more than the device (or the host) has.
         let alone_for_memory = admitted.as_ref().is_some_and(|a| a.alone);
-        let alone_from_start =
-            (entry.job.times() && !self.shared.config.pipeline) || alone_for_memory;
+        let pipelined = self.shared.config.pipeline || entry.job.warms_up_off_slot();
+        let alone_from_start = (entry.job.times() && !pipelined) || alone_for_memory;
         let held = std::cell::RefCell::new(Some(if alone_from_start {
             gate.exclusive()
         } else {
