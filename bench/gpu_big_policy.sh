@@ -21,7 +21,8 @@
 # builds nothing again. A full fine-tuning run that runs out of memory is run again with
 # `--micro-batch 1` (named FULL-mb1) and the table says so.
 # Writes under $OUT: big_policy.md and big_policy.json (bench/big_policy_table.py: per
-# configuration the median step after the first, and every step) and big_policy.log.
+# configuration the median step after the first, and every step; every configuration measured on
+# this machine, earlier calls' included) and big_policy.log (this call's).
 set -u
 O=${OUT:-/tmp/cudal1-out}
 W=${WORK:-/root/big}
@@ -52,9 +53,13 @@ fi
 du -sh "$M"
 [ -d "$W/synth/train" ] || "$B" tasks synth "$W/synth" --scale gpu --train 4 --heldout 2 >/dev/null || exit 2
 
+# Every configuration measured on this machine (this call's and earlier calls' of the lease): the
+# table covers them all.
+touch "$W/specs"
+note() { grep -v "^$1=" "$W/specs" > "$W/specs.new"; echo "$1=$W/runs/$1:$2" >> "$W/specs.new"; mv "$W/specs.new" "$W/specs"; }
+
 default="lora1 full1"
 if [ "$GPUS" -ge 2 ]; then default="$default lora2 full2"; else echo "one GPU: the two-GPU configurations are left out"; fi
-SPECS=()
 STOP=0
 trap 'STOP=1; echo "interrupted: no further configuration starts"' INT TERM
 
@@ -88,15 +93,17 @@ for name in ${CONFIGS:-$default}; do
   case $name in lora1|full1|lora2|full2) ;; *) echo "unknown configuration $name (lora1 full1 lora2 full2)"; continue ;; esac
   case $name in *2) [ "$GPUS" -ge 2 ] || { echo "$name needs two GPUs: left out"; continue; } ;; esac
   run "$name"
-  note="exit $RC"
   if [ "$RC" != 0 ] && [ "${name#full}" != "$name" ] && grep -qi "out of memory" "$W/runs/$name/stderr.log"; then
-    SPECS+=("$name=$W/runs/$name:out of memory with --micro-batch 4 (the default)")
+    note "$name" "out of memory with --micro-batch 4 (the default)"
     [ $STOP = 0 ] || break
     run "$name-mb1" --micro-batch 1
-    SPECS+=("$name-mb1=$W/runs/$name-mb1:--micro-batch 1 after $name ran out of memory; exit $RC")
-    continue
+    note "$name-mb1" "--micro-batch 1 after $name ran out of memory; exit $RC"
+  else
+    note "$name" "exit $RC"
   fi
-  SPECS+=("$name=$W/runs/$name:$note")
+  # The table so far, after every configuration: a call cut short keeps what was measured.
+  mapfile -t SPECS < "$W/specs"
+  python3 bench/big_policy_table.py "$O/big_policy.json" "$O/big_policy.md" "${SPECS[@]}" > /dev/null
 done
-python3 bench/big_policy_table.py "$O/big_policy.json" "$O/big_policy.md" "${SPECS[@]}"
+[ -f "$O/big_policy.md" ] && cat "$O/big_policy.md"
 date -u
