@@ -105,14 +105,19 @@ def make(out, size="1.5b", tokenizer_dir=None, device="cpu", seed=0):
         **SIZES[size],
     )
     torch.manual_seed(seed)
-    # Made in bfloat16 on the device, so that 1.5B parameters never take float32 room.
+    # Made in bfloat16 on the device, so that 1.5B parameters never take float32 room (where
+    # this torch refuses bfloat16 as the default type: made in float32, then cast).
     before = torch.get_default_dtype()
-    torch.set_default_dtype(torch.bfloat16)
+    try:
+        torch.set_default_dtype(torch.bfloat16)
+    except (TypeError, RuntimeError):
+        pass
     try:
         with torch.device(device):
             model = Qwen2ForCausalLM(config)
     finally:
         torch.set_default_dtype(before)
+    model = model.to(torch.bfloat16)
     model.generation_config.eos_token_id = eos
     model.generation_config.pad_token_id = pad
     os.makedirs(out, exist_ok=True)
