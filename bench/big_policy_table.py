@@ -72,6 +72,8 @@ def row(m):
         "generate_next_s": s.get("generate_next"),
         "step_s": s.get("step"),
         "generated_tokens": m.get("generated_tokens"),
+        "prompt_tokens_mean": (m.get("prompt_tokens") or {}).get("mean"),
+        "prompt_tokens_max": (m.get("prompt_tokens") or {}).get("max"),
         "tokens_per_s": m.get("generate_tokens_per_s"),
         "trained_tokens": m.get("tokens"),
         "updates": m.get("updates"),
@@ -87,6 +89,7 @@ def row(m):
 
 
 NUMERIC = ("generate_s", "evaluate_s", "train_s", "generate_next_s", "step_s", "generated_tokens",
+           "prompt_tokens_mean", "prompt_tokens_max",
            "tokens_per_s", "trained_tokens", "generate_peak_gib", "train_peak_gib", "reserved_gib")
 
 
@@ -130,19 +133,21 @@ def main(argv):
         json.dump({"configs": configs}, f, indent=1)
     lines = [
         "| config | steps | generate s | evaluate s | train s | step s | tokens/step | tokens/s "
-        "| peak GiB generate | peak GiB train | reserved GiB | nvidia-smi MiB (max per GPU) | trainable |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| prompt tokens (mean) | peak GiB generate | peak GiB train | reserved GiB "
+        "| nvidia-smi MiB (max per GPU) | trainable |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for c in configs:
         s = c["summary"]
         if s is None:
-            lines.append(f"| {c['name']} | 0 | no step finished ({c['note'] or 'see the log'}) |" + " |" * 10)
+            lines.append(f"| {c['name']} | 0 | no step finished ({c['note'] or 'see the log'}) |" + " |" * 11)
             continue
         smi = ", ".join(f"{i}: {v:,}" for i, v in sorted(c["nvidia_smi_peak_mib"].items())) or "-"
         lines.append(
             f"| {c['name']} | {len(c['rows'])} | {fmt(s['generate_s'])} | {fmt(s['evaluate_s'], 3)} "
             f"| {fmt(s['train_s'])} | {fmt(s['step_s'])} | {fmt(s['generated_tokens'], 0)} "
-            f"| {fmt(s['tokens_per_s'], 0)} | {fmt(s['generate_peak_gib'])} | {fmt(s['train_peak_gib'])} "
+            f"| {fmt(s['tokens_per_s'], 0)} | {fmt(s['prompt_tokens_mean'], 0)} "
+            f"| {fmt(s['generate_peak_gib'])} | {fmt(s['train_peak_gib'])} "
             f"| {fmt(s['reserved_gib'])} | {smi} | {fmt(c.get('trainable'))} |")
     lines += ["", "Per step (step 1 includes warm-up; the summary is the median of the later steps, "
               "memory the most of any step):", "",

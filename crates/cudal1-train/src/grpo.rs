@@ -472,12 +472,14 @@ fn one_step(
     let mut records = Vec::new();
     let mut drawn_groups = 0usize;
     let (mut flat_kept, mut generated) = (0usize, 0usize);
+    let mut prompt_lengths: Vec<usize> = Vec::new();
     let (mut later_total, mut later_correct) = (0usize, 0usize);
     let mut next = None;
     let mut current = Some(first);
     while let Some(Drawn { attempt, rng, prompts, ids, samples, seconds, .. }) = current.take() {
         t_generate += seconds;
         generated += samples.iter().map(|s| s.ids.len()).sum::<usize>();
+        prompt_lengths.extend(ids.iter().map(Vec::len));
         let started = Instant::now();
         on_event(TrainEvent::Phase { step, phase: "evaluate" });
         let indexed: Vec<(usize, &Sample)> = samples.iter().map(|s| (s.prompt_index, s)).collect();
@@ -681,6 +683,10 @@ fn one_step(
         "seconds": {"generate": t_generate, "evaluate": t_evaluate, "train": t_train, "generate_next": t_ahead},
         "sampled_ahead": sampled_ahead,
         "generated_tokens": generated,
+        "prompt_tokens": {
+            "mean": (!prompt_lengths.is_empty()).then(|| prompt_lengths.iter().sum::<usize>() as f64 / prompt_lengths.len() as f64),
+            "max": prompt_lengths.iter().max(),
+        },
         "generate_tokens_per_s": (t_generate > 0.0).then(|| generated as f64 / t_generate),
         "decoder": policy.decoder(),
         "peak_memory": peak_memory(&peaks),

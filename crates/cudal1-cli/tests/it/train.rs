@@ -422,6 +422,12 @@ fn a_random_qwen2_policy_trains_every_step_with_lora_and_reports_its_split_token
             .sum();
         assert!((1..=2 * 2 * 8).contains(&tokens));
         assert_eq!(m["generated_tokens"].as_u64(), Some(tokens), "{m}");
+        // The groups' prompts through SmolLM2's chat template: the task's program and more.
+        let (mean, max) = (
+            m["prompt_tokens"]["mean"].as_f64().unwrap(),
+            m["prompt_tokens"]["max"].as_u64().unwrap(),
+        );
+        assert!(100.0 < mean && mean <= max as f64 && max < 20_000, "{m}");
         let rate = m["generate_tokens_per_s"].as_f64().unwrap();
         assert!((rate * part("generate") / tokens as f64 - 1.0).abs() < 1e-6, "{m}");
         let mem = &m["peak_memory"];
