@@ -12,7 +12,10 @@
 # with carried in `.carry`: this tree's release build as `cudal1-new.xz`, and the embedded
 # model's tokenizer alone as `smollm2-tokenizer/` (3.5 MB; made here once with
 #   python3 bench/make_random_policy.py --tokenizer-only .carry/smollm2-tokenizer ).
-#   bash bench/gpu_big_policy.sh                         (carry [".carry"])
+#   bash bench/gpu_big_policy.sh      (carry [".carry/cudal1-new.xz", ".carry/smollm2-tokenizer"])
+# Two calls back to back on one nvidia-h100-x2 lease keep each within ~5 minutes:
+#   CONFIGS="lora1 full1" bash bench/gpu_big_policy.sh   then   CONFIGS="lora2 full2" bash ...
+# (the second finds the checkpoint, and its table holds all four).
 # CONFIGS picks what runs (default "lora1 full1", and "lora2 full2" with two GPUs): lora|full
 # then 1 (one GPU) or 2 (two GPUs, overlapped). A configuration is stopped after LIMIT seconds
 # (default 240; SIGINT: the step under way finishes and commits). STEPS (4), RL_GROUPS (2),
@@ -98,6 +101,8 @@ for name in ${CONFIGS:-$default}; do
     [ $STOP = 0 ] || break
     run "$name-mb1" --micro-batch 1
     note "$name-mb1" "--micro-batch 1 after $name ran out of memory; exit $RC"
+  elif [ "$RC" = 124 ]; then
+    note "$name" "stopped after LIMIT=$LIMIT s (exit 124): the steps that finished"
   else
     note "$name" "exit $RC"
   fi
