@@ -9,6 +9,8 @@ import traceback
 from . import PROTOCOL
 
 ROLES = ("system", "user", "assistant")
+# Ops whose reply carries the memory they used at their peak (memory.py).
+MEASURED = ("generate", "logprobs", "train_step")
 
 
 class BadRequest(Exception):
@@ -124,6 +126,13 @@ class Session:
         if handler is None:
             return _error(rid, "bad_request", f"unknown op {op!r}"), False
         try:
+            if op in MEASURED and self.loaded is not None:
+                from . import memory
+
+                memory.reset(self.loaded.device)
+                reply = handler(req)
+                reply["memory"] = memory.peak(self.loaded.device)
+                return {"id": rid, "ok": True, **reply}, False
             return {"id": rid, "ok": True, **handler(req)}, False
         except BadRequest as exc:
             return _error(rid, "bad_request", str(exc)), False

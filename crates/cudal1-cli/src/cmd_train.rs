@@ -272,6 +272,12 @@ pub struct RlArgs {
     /// Draws of new groups per step to replace groups without signal (all rewards equal).
     #[arg(long, default_value_t = 2)]
     pub max_refills: usize,
+    /// Train on groups without signal too, with advantage 0 (only the KL penalty moves them),
+    /// as TRL's GRPO does, instead of dropping them. With `--max-refills 0` every step samples
+    /// and trains on exactly `--groups` x `--group-size` samples: what a step costs, even for a
+    /// policy that writes no program yet (bench/gpu_big_policy.sh).
+    #[arg(long)]
+    pub keep_flat_groups: bool,
     /// Commit a checkpoint every this many steps.
     #[arg(long, default_value_t = 1)]
     pub save_every: u64,
@@ -780,6 +786,7 @@ fn rl(a: &RlArgs) -> Result<Status> {
         turn_gamma: a.turn_gamma,
         // A later turn waits for its first turn's verdict: nothing to sample ahead.
         overlap: a.turns <= 1 && a.overlap.resolve(&spec.device, &ws.devices)?,
+        keep_flat_groups: a.keep_flat_groups,
     };
     config.check()?;
     let sampler = a.exemplar.sampler()?;
@@ -804,7 +811,15 @@ fn rl(a: &RlArgs) -> Result<Status> {
     let mut policy = start_policy(&a.policy, &spec, &interp.path, &cache, a.kl > 0.0, config.seed)?;
     let mut reporter = Reporter::new(
         "rl",
-        &["reward_mean", "correct_rate", "fast1_rate", "best_speedup", "kl", "clip_fraction"],
+        &[
+            "reward_mean",
+            "correct_rate",
+            "fast1_rate",
+            "best_speedup",
+            "kl",
+            "clip_fraction",
+            "generate_tokens_per_s",
+        ],
     );
     if let Some(state) = &state {
         run.resume(&mut policy, state)?;

@@ -24,12 +24,12 @@
 //! log-probabilities accounts for), and their prompts show the programs measured up to the step
 //! before.
 
-use crate::policy::{Policy, Sampling};
+use crate::policy::{Peaks, Policy, Sampling};
 use crate::run::RunDir;
 use crate::turns::{turn_rewards, TurnAggregation};
 use crate::{TrainError, TrainEvent};
 use cudal1_model::messages::{
-    Aggregation, Policy as Which, Sample, Sequence, StepKind, TrainStep, TrainStepReply,
+    Aggregation, Memory, Policy as Which, Sample, Sequence, StepKind, TrainStep, TrainStepReply,
 };
 use cudal1_search::group_advantages;
 use rand::rngs::StdRng;
@@ -73,6 +73,13 @@ pub struct GrpoConfig {
     /// saved with the run, and a run may resume with the other schedule.
     #[serde(skip)]
     pub overlap: bool,
+    /// Train on groups whose rewards are all equal too, with advantage 0 (only the KL penalty
+    /// moves them, and they count in the loss's token mean), as TRL's GRPO does, instead of
+    /// dropping them and drawing others. With `max_refills` 0 every step trains on exactly
+    /// `groups` x `group_size` samples, whatever the rewards: a step's full cost, even for a
+    /// policy that writes no program yet.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_flat_groups: bool,
 }
 
 impl GrpoConfig {
@@ -260,6 +267,8 @@ pub fn run(
     // The next step's first draw, sampled while this step was judged (the overlapped schedule).
     // A stop drops it: a resumed run samples that step again with the committed weights.
     let mut ahead: Option<Drawn> = None;
+    // Each step reports the memory peaks of its own wall time.
+    policy.take_peaks();
     for step in resume_from + 1..=config.steps {
         if stop() {
             break;
@@ -462,11 +471,15 @@ fn one_step(
     let (mut rewards, mut correct, mut fast, mut best) = (Vec::new(), 0usize, 0usize, None::<f64>);
     let mut records = Vec::new();
     let mut drawn_groups = 0usize;
+    let (mut flat_kept, mut generated) = (0usize, 0usize);
+    let mut prompt_lengths: Vec<usize> = Vec::new();
     let (mut later_total, mut later_correct) = (0usize, 0usize);
     let mut next = None;
     let mut current = Some(first);
     while let Some(Drawn { attempt, rng, prompts, ids, samples, seconds, .. }) = current.take() {
         t_generate += seconds;
+        generated += samples.iter().map(|s| s.ids.len()).sum::<usize>();
+        prompt_lengths.extend(ids.iter().map(Vec::len));
         let started = Instant::now();
         on_event(TrainEvent::Phase { step, phase: "evaluate" });
         let indexed: Vec<(usize, &Sample)> = samples.iter().map(|s| (s.prompt_index, s)).collect();
@@ -504,15 +517,23 @@ fn one_step(
                 })
                 .collect();
             let depth = returns.iter().map(Vec::len).max().unwrap_or(1);
+            let mut flat = false;
             let per_turn: Vec<Option<Vec<Option<f64>>>> = (0..depth)
                 .map(|t| {
                     let at: Vec<Option<f64>> =
                         returns.iter().map(|r| r.get(t).copied().flatten()).collect();
-                    group_advantages(&at, config.std_floor, config.advantage_clip)
+                    group_advantages(&at, config.std_floor, config.advantage_clip).or_else(|| {
+                        let zeros: Vec<Option<f64>> =
+                            at.iter().map(|r| r.filter(|x| x.is_finite()).map(|_| 0.0)).collect();
+                        let keep = config.keep_flat_groups && zeros.iter().any(Option::is_some);
+                        flat |= keep && t == 0;
+                        keep.then_some(zeros)
+                    })
                 })
                 .collect();
             let advantages = per_turn[0].clone();
             let signal = per_turn.iter().any(Option::is_some);
+            flat_kept += usize::from(flat);
             for (k, &i) in members.iter().enumerate() {
                 let s = &samples[i];
                 let sc = &scored[i];
@@ -636,6 +657,7 @@ fn one_step(
         (rewards.iter().map(|r| (r - m).powi(2)).sum::<f64>() / rewards.len() as f64).sqrt()
     });
     let last = stats.last();
+    let peaks = policy.take_peaks();
     let ratio = |n: usize| if samples_total == 0 { 0.0 } else { n as f64 / samples_total as f64 };
     let line = json!({
         "step": step,
@@ -655,12 +677,43 @@ fn one_step(
         "later_correct": later_correct,
         "groups": kept_groups,
         "groups_dropped": dropped,
+        "groups_flat_kept": flat_kept,
         "unscored": unscored,
         "updates": stats.len(),
         "seconds": {"generate": t_generate, "evaluate": t_evaluate, "train": t_train, "generate_next": t_ahead},
         "sampled_ahead": sampled_ahead,
+        "generated_tokens": generated,
+        "prompt_tokens": {
+            "mean": (!prompt_lengths.is_empty()).then(|| prompt_lengths.iter().sum::<usize>() as f64 / prompt_lengths.len() as f64),
+            "max": prompt_lengths.iter().max(),
+        },
+        "generate_tokens_per_s": (t_generate > 0.0).then(|| generated as f64 / t_generate),
+        "decoder": policy.decoder(),
+        "peak_memory": peak_memory(&peaks),
     });
     Ok((line, next))
+}
+
+/// A step's `peak_memory`: the policy worker's peaks while it sampled (`generate_bytes`) and
+/// while it scored and trained (`train_bytes`) during the step's wall time (with the overlapped
+/// schedule, sampling the next step counts in this one), the larger of the two (`peak_bytes`), the
+/// most the allocator reserved (`reserved_bytes`) and the device's size; null when the worker
+/// reported nothing.
+fn peak_memory(peaks: &Peaks) -> Value {
+    let both = [&peaks.generate, &peaks.train];
+    let Some(any) = both.iter().find_map(|m| m.as_ref()) else {
+        return Value::Null;
+    };
+    let bytes = |m: &Option<Memory>| m.as_ref().map(|m| m.peak_bytes);
+    json!({
+        "device": any.device,
+        "measure": any.measure,
+        "generate_bytes": bytes(&peaks.generate),
+        "train_bytes": bytes(&peaks.train),
+        "peak_bytes": both.iter().filter_map(|m| bytes(m)).max(),
+        "reserved_bytes": both.iter().filter_map(|m| m.as_ref().and_then(|m| m.reserved_bytes)).max(),
+        "total_bytes": any.total_bytes,
+    })
 }
 
 /// The metrics `cudal1 train rl` plots.

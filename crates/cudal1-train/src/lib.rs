@@ -30,7 +30,7 @@ pub mod sft;
 pub mod turns;
 
 pub use error::TrainError;
-pub use policy::{Limits, Policy, PolicySpec, Sampling};
+pub use policy::{Limits, Peaks, Policy, PolicySpec, Sampling};
 
 /// What a stage reports while it runs; the CLI turns these into progress bars and log lines.
 #[derive(Debug, Clone)]

