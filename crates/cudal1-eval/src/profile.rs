@@ -13,7 +13,10 @@
 //! confines itself before any of its code runs ([`Profiler::sandbox`]: `cudal1 sandbox-exec`,
 //! Landlock, seccomp, rlimits): it writes only its scratch directory, reads only what a runner
 //! reads (its published builds included), and keeps the network (ncu talks to it). Its
-//! environment is the runner's, scrubbed; clocks are left alone (`--clock-control none`).
+//! environment is the runner's, scrubbed; clocks are left alone (`--clock-control none`). The run
+//! is a [`cudal1_supervisor::Job`]: its own process group, killed with it at the time limit or on
+//! cancel. It holds its device alone through the device's gate ([`crate::hold_alone`]), as a timed
+//! evaluation does, so that no evaluation runs beside it.
 //!
 //! ```
 //! use cudal1_eval::profile::{parse_ncu_csv, Profile};
@@ -581,6 +584,12 @@ fn run_driver(
     line.extend(driver);
     let program = PathBuf::from(&line[0]);
     let out_path = scratch.join("output.log");
+    let cancel = profiler.cancel.as_ref().map(|c| Arc::clone(&c.0));
+    let cancelled = move || cancel.as_ref().is_some_and(|c| c());
+    // The device is held alone, through its gate, for the whole run: no evaluation of this
+    // process runs on it meanwhile, and none is timed beside ncu's replays.
+    let _alone = crate::engine::hold_alone(target.device, Some(&cancelled))
+        .ok_or(ProfileError::Cancelled)?;
     let spec = JobSpec {
         label: "the profiled run".into(),
         program: program.clone(),
@@ -600,8 +609,6 @@ fn run_driver(
     };
     // The supervisor runs it in a process group of its own, kills the group at the time limit or
     // when cancelled, and takes what the run left in it (ncu's helpers) with it when it ends.
-    let cancel = profiler.cancel.as_ref().map(|c| Arc::clone(&c.0));
-    let cancelled = move || cancel.as_ref().is_some_and(|c| c());
     let status = match Job::run(spec, profiler.timeout, Some(&cancelled)) {
         Ok(end) => end.status,
         Err(JobError::Spawn { program, source }) => {
