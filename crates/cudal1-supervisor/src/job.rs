@@ -106,10 +106,8 @@ impl Job {
         };
         let captured = match &spec.output {
             JobOutput::Capture => {
-                let (out, err) = (
-                    tempfile::tempfile().map_err(io_error)?,
-                    tempfile::tempfile().map_err(io_error)?,
-                );
+                let (out, err) =
+                    (anonymous_file().map_err(io_error)?, anonymous_file().map_err(io_error)?);
                 command.stdout(out.try_clone().map_err(io_error)?);
                 command.stderr(err.try_clone().map_err(io_error)?);
                 Some((out, err))
@@ -168,9 +166,23 @@ impl Job {
     }
 }
 
+/// A file with no name: in memory (`memfd_create`) where the kernel allows it, else an unlinked
+/// file in the temporary directory. Output kept in one needs no reader while the job runs, and
+/// nothing the job leaves running can keep a read from ending.
+fn anonymous_file() -> io::Result<File> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: a valid NUL-terminated name; the returned descriptor is new and owned here.
+    let fd = unsafe { libc::memfd_create(c"cudal1-job".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd >= 0 {
+        // SAFETY: `fd` is a fresh descriptor that nothing else owns.
+        return Ok(unsafe { File::from_raw_fd(fd) });
+    }
+    tempfile::tempfile()
+}
+
 /// An unlinked file holding `bytes`, read from its start.
 fn filled(bytes: &[u8]) -> io::Result<File> {
-    let mut file = tempfile::tempfile()?;
+    let mut file = anonymous_file()?;
     file.write_all(bytes)?;
     file.rewind()?;
     Ok(file)
