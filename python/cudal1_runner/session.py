@@ -23,7 +23,7 @@ from .compare import compare
 from .errors import BAD_REQUEST, INTERNAL, LOAD_ERROR, RUNTIME_ERROR, RunnerError, classify, with_context
 from .loading import load_module, require
 from .guard import Guard, Twin
-from .io_guard import decode
+from .wire import decode, refusal, reply
 from .seeding import seed_all
 
 # A spin covers the host's issue time; longer than this is a mistake, not a measurement.
@@ -94,7 +94,7 @@ class Session:
             if isinstance(exc, KeyboardInterrupt):
                 raise
             return _error(rid, classify(exc, INTERNAL)), False
-        return {"id": rid, "ok": True, **fields}, op == "shutdown"
+        return reply(rid, fields), op == "shutdown"
 
     # --- ops -------------------------------------------------------------------------------
 
@@ -457,7 +457,7 @@ def _builds_extensions(path: str) -> bool:
 
 
 def _error(rid, err: RunnerError) -> dict:
-    return {"id": rid, "ok": False, "error": err.to_reply()}
+    return refusal(rid, err.to_reply())
 
 
 def _device(name: str) -> torch.device:

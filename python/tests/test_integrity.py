@@ -179,7 +179,7 @@ def test_a_changed_output_differs_from_its_capture():
 
 
 def test_a_reply_line_is_compact_json_with_nan_as_null():
-    from cudal1_runner.io_guard import decode, encode
+    from cudal1_runner.wire import decode, encode
 
     text = encode({"a": [1, 2.5, float("nan")], "b": "é\n"})
     assert "\n" not in text and json.loads(text) == {"a": [1, 2.5, None], "b": "é\n"}

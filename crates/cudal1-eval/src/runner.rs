@@ -128,76 +128,10 @@ impl CallError {
     }
 }
 
-/// A running runner process.
+/// A running runner process, enlisted in the supervisor's live-child registry under its scratch
+/// directory and its role ([`kill_under`]).
 pub struct RunnerClient {
     worker: Worker,
-    _live: Live,
-}
-
-/// The process groups of every runner this process has started and not yet ended, with the
-/// scratch directory each works in, so that an engine stopping at once can kill what runs under
-/// its own scratch directory ([`kill_under`]) and nothing of another engine in the process; and
-/// the scratch directories killed so far, so that a runner that starts under one afterwards (its
-/// start was under way: a fork server still importing torch) is killed as it registers.
-static LIVE: std::sync::Mutex<Registry> =
-    std::sync::Mutex::new(Registry { live: Vec::new(), killed: Vec::new() });
-
-struct Registry {
-    /// Each runner's process group, scratch directory and role.
-    live: Vec<(u32, PathBuf, Role)>,
-    /// Directories killed so far, and of which role (`None`: every role).
-    killed: Vec<(PathBuf, Option<Role>)>,
-}
-
-impl Registry {
-    fn kill(&mut self, root: &Path, role: Option<Role>) {
-        self.killed.push((root.to_owned(), role));
-        for (pid, scratch, r) in &self.live {
-            if scratch.starts_with(root) && role.is_none_or(|role| role == *r) {
-                kill_group(*pid);
-            }
-        }
-    }
-}
-
-fn registry() -> std::sync::MutexGuard<'static, Registry> {
-    LIVE.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn kill_group(pid: u32) {
-    // Each runner leads its own process group; its entry is removed only after the group is
-    // reaped, so the pid cannot have been reused by another process.
-    let _ = nix::sys::signal::killpg(
-        nix::unistd::Pid::from_raw(pid as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    );
-}
-
-/// A runner's entry in [`LIVE`], removed when its client goes.
-struct Live(u32);
-
-impl Live {
-    fn register(pid: u32, scratch: &Path, role: Role) -> Live {
-        let mut registry = registry();
-        registry.live.push((pid, scratch.to_owned(), role));
-        if registry
-            .killed
-            .iter()
-            .any(|(root, r)| scratch.starts_with(root) && r.is_none_or(|r| r == role))
-        {
-            kill_group(pid);
-        }
-        Live(pid)
-    }
-}
-
-impl Drop for Live {
-    fn drop(&mut self) {
-        let live = &mut registry().live;
-        if let Some(i) = live.iter().position(|(p, _, _)| *p == self.0) {
-            live.swap_remove(i);
-        }
-    }
 }
 
 /// The nice value of a process that checks (no timing) started ahead of its turn: where many
@@ -211,15 +145,16 @@ pub const HELLO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(12
 
 /// Kills the whole process group of every runner working below `root` (an engine's scratch
 /// directory), now and whenever one starts there later; their callers then get errors at once.
-/// For stopping immediately: a second Ctrl-C, or an engine dropped mid-run.
+/// For stopping immediately: a second Ctrl-C, or an engine dropped mid-run. The supervisor's
+/// registry does it ([`cudal1_supervisor::kill_under`]).
 pub fn kill_under(root: &Path) {
-    registry().kill(root, None);
+    cudal1_supervisor::kill_under(root);
 }
 
 /// As [`kill_under`], for extension builds only (the compile role, with every compiler it
 /// started): a build takes tens of seconds, and a cancelled engine has no use for it.
 pub fn kill_builds_under(root: &Path) {
-    registry().kill(root, Some(Role::Compile));
+    cudal1_supervisor::kill_class_under(root, Role::Compile.as_str());
 }
 
 /// The environment of a Python child that runs task or candidate code, built from scratch:
@@ -505,24 +440,19 @@ impl RunnerClient {
             })?,
             None => Worker::spawn(spec)?,
         };
-        let live = Live::register(worker.pid(), launch.scratch, launch.role);
-        Ok(RunnerClient { worker, _live: live })
+        let mut worker = worker;
+        worker.enlist(launch.scratch, launch.role.as_str());
+        Ok(RunnerClient { worker })
     }
 
     /// Stops every process of the runner's group (SIGSTOP) between requests; [`RunnerClient::resume`]
     /// lets them go on.
     pub fn pause(&self) {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(self.worker.pid() as i32),
-            nix::sys::signal::Signal::SIGSTOP,
-        );
+        self.worker.pause();
     }
 
     pub fn resume(&self) {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(self.worker.pid() as i32),
-            nix::sys::signal::Signal::SIGCONT,
-        );
+        self.worker.resume();
     }
 
     /// Sends one request and waits for its reply.
