@@ -418,7 +418,7 @@ impl Environment for KernelEnv<'_> {
                             reward: Some(reward),
                             correct,
                             speedup,
-                            record: json!({"verdict": p.verdict, "program_id": p.id, "cached": true}),
+                            record: json!({"verdict": p.verdict, "reason": clipped(&p.reason), "findings": p.evaluation["measurements"]["findings"], "speedup_ci": [p.speedup_ci_low, p.speedup_ci_high], "program_id": p.id, "cached": true}),
                         });
                     } else {
                         let parent_ids = prompts[*g].info["shown"]
@@ -508,7 +508,7 @@ impl Environment for KernelEnv<'_> {
                         reward: Some(reward),
                         correct: speedup.is_some(),
                         speedup,
-                        record: json!({"verdict": e.verdict, "reason_class": e.reason_class, "program_id": id, "cached": false}),
+                        record: json!({"verdict": e.verdict, "reason_class": e.reason_class, "reason": clipped(&e.reason), "findings": e.measurements.findings, "speedup_ci": e.speedup.map(|s| [s.ci_low, s.ci_high]), "program_id": id, "cached": false}),
                     }
                 }
                 // The task's reference failed, or the run is stopping: not the sample's doing.
@@ -522,6 +522,11 @@ impl Environment for KernelEnv<'_> {
         }
         Ok(scored.into_iter().map(|s| s.expect("every sample is scored above")).collect())
     }
+}
+
+/// A verdict's reason as a sample's record keeps it (the store has it whole).
+fn clipped(reason: &str) -> String {
+    reason.chars().take(300).collect()
 }
 
 /// A sample whose program the engine judges.

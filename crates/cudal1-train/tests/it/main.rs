@@ -217,6 +217,70 @@ fn a_run_resumes_at_its_last_committed_step_with_the_same_policy() {
     second.shutdown();
 }
 
+#[test]
+fn held_out_evaluations_come_every_n_steps_after_their_commit_and_again_on_a_resume_at_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = bandit_config(5);
+    config.save_every = 100;
+    let (run, _) = RunDir::open(dir.path(), "rl", &config).unwrap();
+    let mut p = policy(3e-3, None, false);
+    let state = || -> u64 {
+        let text = std::fs::read_to_string(dir.path().join("state.json")).unwrap();
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()["step"].as_u64().unwrap()
+    };
+    // (step, committed step when called, the policy's probability then)
+    let mut seen: Vec<(u64, u64, f64)> = Vec::new();
+    let mut evaluate =
+        |pol: &mut Policy, step: u64, _: &mut dyn FnMut(cudal1_train::TrainEvent)| {
+            seen.push((step, state(), rewarded_probability(pol)));
+            Ok(())
+        };
+    let stops = std::cell::Cell::new(0);
+    grpo::run_evaluating(
+        &mut p,
+        &mut Bandit,
+        &config,
+        &run,
+        0,
+        // Stopped before step 5 (the loop asks once per step, the evaluations once each).
+        &|| {
+            stops.set(stops.get() + 1);
+            stops.get() > 6
+        },
+        &mut |_| {},
+        Some(grpo::Evaluations { every: 2, evaluate: &mut evaluate }),
+    )
+    .unwrap();
+    let steps: Vec<(u64, u64)> = seen.iter().map(|s| (s.0, s.1)).collect();
+    assert_eq!(steps, [(2, 2), (4, 4)], "each after its own commit, though save_every is 100");
+    assert_eq!(state(), 4);
+    assert!(seen[1].2 > seen[0].2, "the policy as of its step: {seen:?}");
+    // Resumed at a due step: evaluated again first (the caller reuses what it finished), then
+    // the last step, due as the last.
+    seen.clear();
+    let (run, st) = RunDir::open(dir.path(), "rl", &config).unwrap();
+    run.resume(&mut p, &st.unwrap()).unwrap();
+    let mut evaluate =
+        |pol: &mut Policy, step: u64, _: &mut dyn FnMut(cudal1_train::TrainEvent)| {
+            seen.push((step, state(), rewarded_probability(pol)));
+            Ok(())
+        };
+    grpo::run_evaluating(
+        &mut p,
+        &mut Bandit,
+        &config,
+        &run,
+        4,
+        &|| false,
+        &mut |_| {},
+        Some(grpo::Evaluations { every: 2, evaluate: &mut evaluate }),
+    )
+    .unwrap();
+    let steps: Vec<(u64, u64)> = seen.iter().map(|s| (s.0, s.1)).collect();
+    assert_eq!(steps, [(4, 4), (5, 5)]);
+    p.shutdown();
+}
+
 /// The bandit, judged elsewhere: scoring starts, and its scores arrive from another thread a
 /// little later, as the evaluation engine's would. Every call is logged in order.
 #[derive(Default)]
