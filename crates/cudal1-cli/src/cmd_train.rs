@@ -871,8 +871,11 @@ fn rl(a: &RlArgs) -> Result<Status> {
         run.resume(&mut policy, state)?;
         reporter.event(TrainEvent::Resumed { step: state.step });
     }
-    let engine = Evaluator::start(reward_engine_config(&ws, reward_budget))
-        .context("starting the evaluation engine of the rewards")?;
+    let engine = Evaluator::start(cudal1_train::kernels::reward_engine(
+        ws.engine_config(),
+        Duration::from_secs_f64(reward_budget),
+    ))
+    .context("starting the evaluation engine of the rewards")?;
     interrupt.watch(engine.canceller());
     let prompts = Prompts::builtin();
     let mut env =
@@ -947,17 +950,6 @@ fn rl(a: &RlArgs) -> Result<Status> {
     engine.finish();
     policy.shutdown();
     finish(&run, "rl", &grpo::PLOTTED, summary.metrics.last(), &interrupt)
-}
-
-/// The engine that judges a step's samples: `--reward-budget` seconds of timing per correct
-/// sample, and pipelined: every lane loads and checks samples side by side (a step's samples of
-/// one task share the lane's kept reference), and only the correct ones take the device alone to
-/// be timed.
-fn reward_engine_config(ws: &Workspace, budget: f64) -> cudal1_eval::EngineConfig {
-    let mut config = ws.engine_config();
-    config.settings.timing_budget = Duration::from_secs_f64(budget);
-    config.pipeline = true;
-    config
 }
 
 /// What a held-out evaluation during a run asks.

@@ -5,7 +5,9 @@
 use crate::grpo::{Environment, GroupPrompt, Scored, Ticket};
 use crate::TrainError;
 use crossbeam_channel::{unbounded, Receiver};
-use cudal1_eval::{Done, Evaluation, Evaluator, Job, JobId, JobOutcome, Mode, Verdict};
+use cudal1_eval::{
+    Done, EngineConfig, Evaluation, Evaluator, Job, JobId, JobOutcome, Mode, Verdict,
+};
 use cudal1_model::messages::Sample;
 use cudal1_search::{
     draw_prompt, extract_program, normalized_hash, Attempt, Exemplar, ExemplarSampler, Judged,
@@ -101,6 +103,18 @@ impl Judging {
         }
         self.of_item.iter().map(|&j| outcomes[j].clone().unwrap_or(JobOutcome::Cancelled)).collect()
     }
+}
+
+/// The engine that judges a step's samples at the engine's full speed: pipelined, so that every
+/// lane loads and checks samples side by side (a lane keeps the references of its last tasks
+/// alive, so a step's samples of one task share them) and only the samples found correct take
+/// the device alone, to be timed, each for `budget` (`train rl --reward-budget`, apart from the
+/// held-out evaluation's).
+#[must_use]
+pub fn reward_engine(mut config: EngineConfig, budget: std::time::Duration) -> EngineConfig {
+    config.settings.timing_budget = budget;
+    config.pipeline = true;
+    config
 }
 
 /// A correct evaluation's speedup (1.0 where it was not timed).
