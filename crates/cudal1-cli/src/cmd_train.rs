@@ -981,6 +981,15 @@ fn heldout_during_run(
     std::fs::create_dir_all(&dir).map_err(cudal1_train::TrainError::io("create", &dir))?;
     let out = dir.join(format!("step-{step:08}.json"));
     if !out.exists() {
+        let started = std::time::Instant::now();
+        // Its phases are told as the held-out evaluation's, at this step.
+        let mut tell = |e: TrainEvent| match e {
+            TrainEvent::Phase { phase, .. } => on_event(TrainEvent::Phase {
+                step,
+                phase: if phase == "generate" { "held-out generate" } else { "held-out judging" },
+            }),
+            other => on_event(other),
+        };
         let progress = heldout::Progress::at(progress_path(&out));
         let who = json!({"policy": spec, "step": step, "eval": engine.settings().key_hash(), "gpu_class": ws.judge.gpu_class, "judge": ws.judge.version});
         let report = heldout::evaluate(
@@ -992,13 +1001,15 @@ fn heldout_during_run(
             plan.sampling,
             plan.seed,
             Some((&progress, who)),
-            on_event,
+            &mut tell,
         )?;
         if engine.is_cancelled() {
             return Ok(());
         }
         let groups = plan.groups.map(|g| report.summaries_by(&|t| group_of(g, t), plan.seed));
-        let full = json!({"summary": report.summary(), "groups": groups, "step": step, "init": run.root(), "samples": report.samples, "mode": Mode::Full});
+        // Seconds of this call's part of it (a resumed one took longer in all).
+        let seconds = started.elapsed().as_secs_f64();
+        let full = json!({"summary": report.summary(), "groups": groups, "step": step, "seconds": seconds, "init": run.root(), "samples": report.samples, "mode": Mode::Full});
         std::fs::write(&out, serde_json::to_string_pretty(&full).expect("plain data"))
             .map_err(cudal1_train::TrainError::io("write", &out))?;
     }
@@ -1020,6 +1031,7 @@ fn heldout_during_run(
         };
         let mut line = heldout_numbers(&v["summary"]);
         line["step"] = v["step"].clone();
+        line["seconds"] = v["seconds"].clone();
         if let Some(groups) = v["groups"].as_object() {
             for (g, summary) in groups {
                 line[g] = heldout_numbers(summary);
@@ -1201,8 +1213,13 @@ fn table(a: &TableArgs) -> Result<Status> {
     for r in &t.rows {
         if r.scope != scope {
             scope.clone_from(&r.scope);
+            let title = if scope == "all" {
+                "all held-out tasks".to_owned()
+            } else {
+                format!("held-out tasks of {scope}")
+            };
             out::line(format!(
-                "\n{scope} tasks\n{:10} {:>5} {:>6} {:>8} {:>20} {:>20} {:>24}",
+                "\n{title}\n{:10} {:>5} {:>6} {:>8} {:>20} {:>20} {:>24}",
                 "arm", "seeds", "tasks", "samples", "correct %", "fast_1 %", "geomean (correct)"
             ))?;
         }
@@ -1228,7 +1245,7 @@ fn table(a: &TableArgs) -> Result<Status> {
             )
         });
         out::line(format!(
-            "{} vs {} ({} tasks, {} seeds): fast_1 {d}; geomean of correct x{}",
+            "{} vs {} ({} tasks, {} seeds): fast_1 {d}; geomean of correct, ratio {}",
             c.a,
             c.b,
             c.scope,
@@ -1238,6 +1255,9 @@ fn table(a: &TableArgs) -> Result<Status> {
     }
     for l in &learned {
         out::line(format!("\nwhat RL learned, seed {}", l["seed"].as_str().unwrap_or("?")))?;
+        if l["top"].as_array().is_none_or(Vec::is_empty) {
+            out::line("(no judged program in its RL run)")?;
+        }
         for s in l["top"].as_array().into_iter().flatten() {
             out::line(format!(
                 "- step {} {} reward {} {} {}; findings {}",

@@ -233,12 +233,14 @@ fn compare(
     })
 }
 
-/// A run's `k` highest-reward samples (one per program), with what the judge said of them: the
-/// verdict, its reason, the findings, the speedup's interval, and the program.
+/// A run's `k` highest-reward judged samples (one per program), with what the judge said of
+/// them: the verdict, its reason, the findings, the speedup's interval, and the program.
 #[must_use]
 pub fn top_samples(lines: &[Value], k: usize) -> Vec<Value> {
-    let mut scored: Vec<&Value> =
-        lines.iter().filter(|l| l["reward"].as_f64().is_some_and(f64::is_finite)).collect();
+    let mut scored: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["reward"].as_f64().is_some_and(f64::is_finite) && l["verdict"].is_string())
+        .collect();
     scored.sort_by(|x, y| {
         let r = |v: &Value| v["reward"].as_f64().unwrap_or(f64::NEG_INFINITY);
         r(y).total_cmp(&r(x))
@@ -372,13 +374,14 @@ mod tests {
     #[test]
     fn what_rl_learned_its_best_samples_once_each_and_programs_side_by_side() {
         let lines = vec![
-            json!({"step": 1, "key": "a", "reward": 1.0, "text": "```python\nx = 1\n```", "program_id": 3, "verdict": "correct", "findings": []}),
+            json!({"step": 1, "key": "a", "reward": 1.0, "text": "```python\nx = 1\n```", "program_id": 3, "verdict": "incorrect", "findings": []}),
             json!({"step": 2, "key": "a", "reward": 5.0, "text": "```python\nclass ModelNew: pass\n```", "program_id": 4, "verdict": "correct", "findings": [{"kind": "k"}]}),
-            json!({"step": 3, "key": "a", "reward": 5.0, "text": "```python\nclass ModelNew: pass\n```", "program_id": 4}),
+            json!({"step": 3, "key": "a", "reward": 5.0, "text": "```python\nclass ModelNew: pass\n```", "program_id": 4, "verdict": "correct"}),
             json!({"step": 3, "key": "b", "reward": null, "text": "no"}),
+            json!({"step": 3, "key": "b", "reward": 0.0, "text": "no program", "verdict": null}),
         ];
         let top = top_samples(&lines, 5);
-        assert_eq!(top.len(), 2, "one per program, unscored left out");
+        assert_eq!(top.len(), 2, "one per program; unscored and unjudged left out");
         assert_eq!(
             (top[0]["step"].as_u64(), top[0]["program"].as_str().map(str::trim)),
             (Some(2), Some("class ModelNew: pass"))
