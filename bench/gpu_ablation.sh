@@ -23,7 +23,8 @@
 # far), and runs.tgz.NN (the run directories without checkpoints, SQLite stores checkpointed,
 # cut in parts of 15 MiB).
 #
-# Settings (environment): SEEDS (3), GPUS (default: all visible; at most SEEDS), STEPS (50),
+# Settings (environment): SEEDS (3), GPUS (default: all visible), GPUS_PER_SEED (1; 2: a seed's
+# control runs on a GPU of its own beside its RL run, so 3 seeds take 6 GPUs), STEPS (50),
 # RL_GROUPS (2), GROUP_SIZE (4), MAX_TOKENS (320), TEMPERATURE (0.5), HELD_SAMPLES (4),
 # HELD_EVERY (10), EPOCHS (8), ROUNDS (1), SELF_SAMPLES (2), BUDGET (1: held-out timing, s),
 # REWARD_BUDGET (0.5: the RL steps' timing, s), CALL_TIMEOUT (5), LIMIT (500).
@@ -77,11 +78,11 @@ fi
 : "${SEEDS:=3}" "${STEPS:=50}" "${RL_GROUPS:=2}" "${GROUP_SIZE:=4}" "${MAX_TOKENS:=320}"
 : "${TEMPERATURE:=0.5}" "${HELD_SAMPLES:=4}" "${HELD_EVERY:=10}" "${EPOCHS:=8}" "${ROUNDS:=1}"
 : "${SELF_SAMPLES:=2}" "${BUDGET:=1}" "${REWARD_BUDGET:=0.5}" "${CALL_TIMEOUT:=5}"
-[ "$GPUS" -gt "$SEEDS" ] && GPUS=$SEEDS
+[ "$GPUS" -gt $((SEEDS * ${GPUS_PER_SEED:-1})) ] && GPUS=$((SEEDS * ${GPUS_PER_SEED:-1}))
 [ "$GPUS" -ge 1 ] || { echo "error: no GPU (GPUS=$GPUS)"; exit 2; }
 mkdir -p "$R"
 exec > >(tee -a "$O/ablation.log") 2>&1
-echo "== call at $(date -u +%T): $SEEDS seeds on $GPUS slots, $STEPS RL steps of $RL_GROUPS x $GROUP_SIZE, held-out every $HELD_EVERY, until $(date -u -d "@$DEADLINE" +%T)"
+echo "== call at $(date -u +%T): $SEEDS seeds on $GPUS GPU(s), $STEPS RL steps of $RL_GROUPS x $GROUP_SIZE, held-out every $HELD_EVERY, until $(date -u -d "@$DEADLINE" +%T)"
 [ -n "${ABLATION_CPU:-}" ] || nvidia-smi --query-gpu=index,name,memory.used --format=csv,noheader
 
 # A stage: run under what is left of this call (SIGINT at the deadline: it commits and stops);
@@ -109,11 +110,30 @@ HELD=(--suite "$SYNTH/heldout" --temperature "$TEMPERATURE" --samples "$HELD_SAM
 [ -d "$SYNTH" ] || "$B" tasks synth "$SYNTH" --scale "$SCALE" --train "$TRAIN" --heldout "$HELDOUT" || exit 2
 CUDA_VISIBLE_DEVICES=0 stage "$R" sft-data "$B" train sft-data --suite "$SYNTH/train" --from-solutions "$SYNTH/solutions/train" --out "$R/sft.jsonl" "${DEV[@]}" --budget "$BUDGET" --call-timeout "$CALL_TIMEOUT" --db "$R/data.db" || true
 
-# One seed's stages in order.
+# One arm of stage 3 of seed $1 (rl: speedup reward; control: correctness reward), from the
+# seed's self-supervised checkpoint, with held-out evaluations every HELD_EVERY steps. Each arm
+# has a store of its own: a contrastive prompt shows programs of the store, and the control must
+# not be shown RL's (nor RL the control's).
+run_arm() {
+  local s=$1 arm=$2 S=$R/seed-$1 reward=speedup last
+  [ "$arm" = control ] && reward=correct
+  last=$(printf 'step-%08d.json' "$STEPS")
+  stage "$S" "$arm" "$B" train rl "${POL[@]}" --suite "$SYNTH/train" --init "$S/self-sup" --out "$S/$arm" --reward "$reward" \
+    --steps "$STEPS" --groups "$RL_GROUPS" --group-size "$GROUP_SIZE" --temperature "$TEMPERATURE" --max-tokens "$MAX_TOKENS" \
+    --reward-budget "$REWARD_BUDGET" --heldout "$SYNTH/heldout" --heldout-every "$HELD_EVERY" --heldout-samples "$HELD_SAMPLES" \
+    --heldout-temperature "$TEMPERATURE" --heldout-max-tokens "$MAX_TOKENS" --heldout-seed 1234 \
+    "${DEV[@]}" --budget "$BUDGET" --call-timeout "$CALL_TIMEOUT" --db "$S/store-$arm.db" --seed "$s" || return 1
+  # The run's held-out evaluation after its last step is the arm's (the same prompts, seed,
+  # sampling and budget as `train eval`).
+  cp "$S/$arm/heldout/$last" "$S/heldout-$arm.json"
+}
+
+# One seed's stages in order, on GPU $2; with a second GPU ($3), the control runs there beside RL.
 seed_run() {
-  local s=$1 S=$R/seed-$1
+  local s=$1 S=$R/seed-$1 other=${3:-}
   mkdir -p "$S"
-  local EV=("${DEV[@]}" --budget "$BUDGET" --call-timeout "$CALL_TIMEOUT" --db "$S/store.db" --seed "$s")
+  export CUDA_VISIBLE_DEVICES=$2
+  EV=("${DEV[@]}" --budget "$BUDGET" --call-timeout "$CALL_TIMEOUT" --db "$S/store.db" --seed "$s")
   [ -f "$R/.done-sft-data" ] || { echo "== seed $s: no stage-1 data yet"; return 1; }
   if [ "$s" = 0 ]; then
     stage "$S" heldout-base "$B" train eval --out "$S/heldout-base.json" "${POL[@]}" "${HELD[@]}" "${EV[@]}" || return 1
@@ -122,29 +142,36 @@ seed_run() {
   stage "$S" heldout-sft "$B" train eval --out "$S/heldout-sft.json" --init "$S/sft" "${POL[@]}" "${HELD[@]}" "${EV[@]}" || return 1
   stage "$S" self-sup "$B" train self-sup "${POL[@]}" --suite "$SYNTH/train" --data "$R/sft.jsonl" --init "$S/sft" --out "$S/self-sup" --temperature "$TEMPERATURE" --rounds "$ROUNDS" --samples "$SELF_SAMPLES" --max-tokens "$MAX_TOKENS" "${EV[@]}" || return 1
   stage "$S" heldout-self-sup "$B" train eval --out "$S/heldout-self-sup.json" --init "$S/self-sup" "${POL[@]}" "${HELD[@]}" "${EV[@]}" || return 1
-  local arm reward last
-  last=$(printf 'step-%08d.json' "$STEPS")
-  for arm in rl control; do
-    reward=speedup
-    [ "$arm" = control ] && reward=correct
-    stage "$S" "$arm" "$B" train rl "${POL[@]}" --suite "$SYNTH/train" --init "$S/self-sup" --out "$S/$arm" --reward "$reward" \
-      --steps "$STEPS" --groups "$RL_GROUPS" --group-size "$GROUP_SIZE" --temperature "$TEMPERATURE" --max-tokens "$MAX_TOKENS" \
-      --reward-budget "$REWARD_BUDGET" --heldout "$SYNTH/heldout" --heldout-every "$HELD_EVERY" --heldout-samples "$HELD_SAMPLES" \
-      --heldout-temperature "$TEMPERATURE" --heldout-max-tokens "$MAX_TOKENS" --heldout-seed 1234 "${EV[@]}" || return 1
-    # The run's held-out evaluation after its last step is the arm's (the same prompts, seed,
-    # sampling and budget as `train eval`).
-    cp "$S/$arm/heldout/$last" "$S/heldout-$arm.json" || return 1
-  done
+  if [ -n "$other" ]; then
+    (
+      export CUDA_VISIBLE_DEVICES=$other
+      run_arm "$s" control
+    ) &
+    local pid=$!
+    run_arm "$s" rl
+    local a=$?
+    wait "$pid" || return 1
+    [ "$a" = 0 ] || return 1
+  else
+    run_arm "$s" rl || return 1
+    run_arm "$s" control || return 1
+  fi
   echo "== seed $s: every stage done"
 }
 
-# Seeds in GPUS slots: slot g runs seeds g, g + GPUS, ... in turn on GPU g.
+# Seeds in slots of GPUS_PER_SEED GPUs: slot g runs seeds g, g + slots, ... in turn.
+PER=${GPUS_PER_SEED:-1}
+SLOTS=$((GPUS / PER))
+[ "$SLOTS" -ge 1 ] || { echo "error: $GPUS GPUs for GPUS_PER_SEED=$PER"; exit 2; }
+echo "== $SLOTS slots of $PER GPU(s)"
 pids=()
-for ((g = 0; g < GPUS; g++)); do
+for ((g = 0; g < SLOTS; g++)); do
   (
-    for ((s = g; s < SEEDS; s += GPUS)); do
+    for ((s = g; s < SEEDS; s += SLOTS)); do
       mkdir -p "$R/seed-$s"
-      CUDA_VISIBLE_DEVICES=$g seed_run "$s" > >(sed -u "s/^/[seed $s] /") 2>&1 || break
+      second=""
+      [ "$PER" = 2 ] && second=$((PER * g + 1))
+      seed_run "$s" "$((PER * g))" "$second" > >(sed -u "s/^/[seed $s] /") 2>&1 || break
     done
   ) &
   pids+=($!)
@@ -185,7 +212,7 @@ if [ "${#dirs[@]}" -gt 0 ]; then
 fi
 
 # The runs without checkpoints, stores checkpointed, in parts.
-for db in "$R"/*.db "$R"/seed-*/store.db; do
+for db in "$R"/*.db "$R"/seed-*/*.db; do
   [ -f "$db" ] && "$PY" -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$db"
 done
 rm -f "$O"/runs.tgz.*

@@ -934,7 +934,7 @@ fn rl(a: &RlArgs) -> Result<Status> {
     };
     let evaluations = heldout_tasks
         .is_some()
-        .then(|| grpo::Evaluations { every: a.heldout_every, evaluate: &mut evaluate });
+        .then_some(grpo::Evaluations { every: a.heldout_every, evaluate: &mut evaluate });
     let summary = grpo::run_evaluating(
         &mut policy,
         &mut env,
