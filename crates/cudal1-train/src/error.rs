@@ -32,7 +32,7 @@ pub enum TrainError {
 }
 
 impl TrainError {
-    pub(crate) fn io<'a>(
+    pub fn io<'a>(
         doing: &'static str,
         path: &'a std::path::Path,
     ) -> impl FnOnce(std::io::Error) -> TrainError + 'a {

@@ -261,9 +261,53 @@ pub fn run(
     stop: &dyn Fn() -> bool,
     on_event: &mut dyn FnMut(TrainEvent),
 ) -> Result<GrpoSummary, TrainError> {
+    run_evaluating(policy, env, config, run, resume_from, stop, on_event, None)
+}
+
+/// What evaluates the policy during a run (the held-out tasks): called with the policy as of
+/// step `step`, once that step is committed, and the stage's event sink.
+pub type Evaluate<'a> =
+    dyn FnMut(&mut Policy, u64, &mut dyn FnMut(TrainEvent)) -> Result<(), TrainError> + 'a;
+
+/// Evaluations during a run: every `every` steps and after the last step.
+pub struct Evaluations<'a, 'b> {
+    pub every: u64,
+    pub evaluate: &'b mut Evaluate<'a>,
+}
+
+impl Evaluations<'_, '_> {
+    /// Whether step `step` of a run of `steps` is evaluated.
+    #[must_use]
+    pub fn due(&self, step: u64, steps: u64) -> bool {
+        step > 0 && (step % self.every.max(1) == 0 || step == steps)
+    }
+}
+
+/// [`run`], with `evaluations`: each due step is committed (whatever `save_every` says) and then
+/// evaluated. The evaluation is the caller's to keep; a run resumed at a due step calls it
+/// again for that step first (a stop may have come before it finished), so it should reuse what
+/// an earlier call finished.
+#[expect(clippy::too_many_arguments)]
+pub fn run_evaluating(
+    policy: &mut Policy,
+    env: &mut dyn Environment,
+    config: &GrpoConfig,
+    run: &RunDir,
+    resume_from: u64,
+    stop: &dyn Fn() -> bool,
+    on_event: &mut dyn FnMut(TrainEvent),
+    mut evaluations: Option<Evaluations<'_, '_>>,
+) -> Result<GrpoSummary, TrainError> {
     config.check()?;
+    if let Some(e) = &mut evaluations {
+        if e.due(resume_from, config.steps) && !stop() {
+            on_event(TrainEvent::Phase { step: resume_from, phase: "held-out evaluation" });
+            (e.evaluate)(policy, resume_from, on_event)?;
+        }
+    }
     let mut metrics = Vec::new();
     let mut last = resume_from;
+    let mut committed = resume_from;
     // The next step's first draw, sampled while this step was judged (the overlapped schedule).
     // A stop drops it: a resumed run samples that step again with the committed weights.
     let mut ahead: Option<Drawn> = None;
@@ -287,16 +331,22 @@ pub fn run(
         ahead = next;
         line["seconds"]["step"] = json!(started.elapsed().as_secs_f64());
         run.record_metrics(&line)?;
-        if step % config.save_every == 0 || step == config.steps {
+        let evaluated = evaluations.as_ref().is_some_and(|e| e.due(step, config.steps));
+        if step % config.save_every == 0 || step == config.steps || evaluated {
             run.commit(policy, step, Value::Null)?;
+            committed = step;
             on_event(TrainEvent::Committed { step });
         }
         on_event(TrainEvent::StepFinished { step, metrics: line.clone() });
         metrics.push(line);
         last = step;
+        if let Some(e) = evaluations.as_mut().filter(|_| evaluated && !stop()) {
+            on_event(TrainEvent::Phase { step, phase: "held-out evaluation" });
+            (e.evaluate)(policy, step, on_event)?;
+        }
     }
     // A stop between commits: commit what was done, so that nothing is redone.
-    if last > resume_from && last % config.save_every != 0 && last != config.steps {
+    if last > committed {
         run.commit(policy, last, Value::Null)?;
         on_event(TrainEvent::Committed { step: last });
     }

@@ -17,6 +17,7 @@
 //! the worker does tensor work only. Every stage writes a [`run::RunDir`] that resumes at the last
 //! committed step after Ctrl-C or a crash.
 
+pub mod ablation;
 pub mod data;
 mod error;
 pub mod grpo;

@@ -441,3 +441,96 @@ fn a_random_qwen2_policy_trains_every_step_with_lora_and_reports_its_split_token
     assert_eq!(last["decoder"], "dynamic", "{last}");
     assert!(run_dir.join("checkpoints/step-00000002").is_dir());
 }
+
+/// The whole ablation (bench/gpu_ablation.sh) in its CPU dry run: stage-1 data judged, base, SFT,
+/// self-supervised, RL and the control for two seeds side by side, held-out evaluations after
+/// each stage and every 2 RL steps, the table, the timings and the runs brought back; a second
+/// call resumes and runs no stage again.
+#[test]
+fn the_ablation_runs_every_stage_for_two_seeds_on_the_cpu_and_a_second_call_redoes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, runs) = (dir.path().join("out"), dir.path().join("runs"));
+    let call = || {
+        let out = std::process::Command::new("bash")
+            .args(["bench/gpu_ablation.sh", "run"])
+            .current_dir(repo())
+            .env("ABLATION_CPU", "1")
+            .env("BIN", env!("CARGO_BIN_EXE_cudal1"))
+            .env("CUDAL1_PYTHON", python())
+            .env("CUDAL1_CACHE_DIR", Path::new(env!("CARGO_TARGET_TMPDIR")).join("cudal1-cache"))
+            .env("OUT", &out)
+            .env("RUNS", &runs)
+            .env("STEPS", "3")
+            .env("LIMIT", "900")
+            .output()
+            .unwrap();
+        let log = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{log}\n{}", String::from_utf8_lossy(&out.stderr));
+        log
+    };
+    let first = call();
+    for s in 0..2 {
+        let seed = runs.join(format!("seed-{s}"));
+        for arm in ["sft", "self-sup", "rl", "control"] {
+            assert!(seed.join(format!("heldout-{arm}.json")).is_file(), "seed {s} {arm}: {first}");
+        }
+        assert_eq!(seed.join("heldout-base.json").is_file(), s == 0, "the base model once");
+        for arm in ["rl", "control"] {
+            let held: Vec<Value> = std::fs::read_to_string(seed.join(arm).join("heldout.jsonl"))
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            let steps: Vec<u64> = held.iter().map(|l| l["step"].as_u64().unwrap()).collect();
+            assert_eq!(steps, [2, 3], "every 2 steps and after the last");
+            assert!(held[0]["unseen families"]["correct_rate"].is_number(), "{}", held[0]);
+        }
+    }
+    // The table: every arm, for all held-out tasks and apart for the families never trained on;
+    // RL against self-supervised and against the control.
+    let table: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("table.json")).unwrap()).unwrap();
+    let rows = table["table"]["rows"].as_array().unwrap();
+    let arms: Vec<&str> =
+        rows.iter().filter(|r| r["scope"] == "all").map(|r| r["arm"].as_str().unwrap()).collect();
+    assert_eq!(arms, ["base", "sft", "self-sup", "rl", "control"]);
+    assert!(rows.iter().any(|r| r["scope"] == "unseen families" && r["arm"] == "rl"));
+    let rl = rows.iter().find(|r| r["scope"] == "all" && r["arm"] == "rl").unwrap();
+    assert_eq!((rl["seeds"].as_u64(), rl["correct_rate"]["median"].as_f64()), (Some(2), Some(0.0)));
+    let pairs: Vec<(&str, &str)> = table["table"]["comparisons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["scope"] == "all")
+        .map(|c| (c["b"].as_str().unwrap(), c["a"].as_str().unwrap()))
+        .collect();
+    assert_eq!(pairs, [("self-sup", "rl"), ("control", "rl")]);
+    let text = std::fs::read_to_string(out.join("table.txt")).unwrap();
+    assert!(text.contains("held-out tasks of unseen families") && text.contains("rl vs control"));
+    let timings = std::fs::read_to_string(out.join("timings.txt")).unwrap();
+    assert!(timings.contains("generate s") && timings.contains("seed-1/control"), "{timings}");
+    // The runs come back without their checkpoints.
+    let listing =
+        std::process::Command::new("tar").arg("tzf").arg(out.join("runs.tgz.00")).output().unwrap();
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    assert!(listing.contains("seed-0/rl/heldout.jsonl"), "{listing}");
+    assert!(!listing.contains("checkpoints"));
+    // The report draws the held-out curves beside the train curves.
+    let mut cmd = cudal1(&runs.join("seed-0/store.db"));
+    cmd.arg("report")
+        .arg("--train")
+        .arg(runs.join("seed-0/rl"))
+        .arg("--out")
+        .arg(dir.path().join("r.html"));
+    assert!(run(cmd).status.success());
+    let html = std::fs::read_to_string(dir.path().join("r.html")).unwrap();
+    assert!(
+        html.contains("correct_rate, train and held-out")
+            && html.contains("held-out, unseen families")
+    );
+
+    // A second call: every stage is done, none runs again.
+    let second = call();
+    assert!(!second.contains("== sft (") && !second.contains("== rl ("), "{second}");
+    assert!(second.contains("every stage done") || second.contains("== call done"), "{second}");
+}

@@ -371,6 +371,70 @@ fn a_run_resumes_at_its_last_committed_step_with_the_same_policy() {
     second.shutdown();
 }
 
+#[test]
+fn held_out_evaluations_come_every_n_steps_after_their_commit_and_again_on_a_resume_at_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = bandit_config(5);
+    config.save_every = 100;
+    let (run, _) = RunDir::open(dir.path(), "rl", &config).unwrap();
+    let mut p = policy(3e-3, None, false);
+    let state = || -> u64 {
+        let text = std::fs::read_to_string(dir.path().join("state.json")).unwrap();
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()["step"].as_u64().unwrap()
+    };
+    // (step, committed step when called, the policy's probability then)
+    let mut seen: Vec<(u64, u64, f64)> = Vec::new();
+    let mut evaluate =
+        |pol: &mut Policy, step: u64, _: &mut dyn FnMut(cudal1_train::TrainEvent)| {
+            seen.push((step, state(), rewarded_probability(pol)));
+            Ok(())
+        };
+    let stops = std::cell::Cell::new(0);
+    grpo::run_evaluating(
+        &mut p,
+        &mut Bandit,
+        &config,
+        &run,
+        0,
+        // Stopped before step 5 (the loop asks once per step, the evaluations once each).
+        &|| {
+            stops.set(stops.get() + 1);
+            stops.get() > 6
+        },
+        &mut |_| {},
+        Some(grpo::Evaluations { every: 2, evaluate: &mut evaluate }),
+    )
+    .unwrap();
+    let steps: Vec<(u64, u64)> = seen.iter().map(|s| (s.0, s.1)).collect();
+    assert_eq!(steps, [(2, 2), (4, 4)], "each after its own commit, though save_every is 100");
+    assert_eq!(state(), 4);
+    assert!(seen[1].2 > seen[0].2, "the policy as of its step: {seen:?}");
+    // Resumed at a due step: evaluated again first (the caller reuses what it finished), then
+    // the last step, due as the last.
+    seen.clear();
+    let (run, st) = RunDir::open(dir.path(), "rl", &config).unwrap();
+    run.resume(&mut p, &st.unwrap()).unwrap();
+    let mut evaluate =
+        |pol: &mut Policy, step: u64, _: &mut dyn FnMut(cudal1_train::TrainEvent)| {
+            seen.push((step, state(), rewarded_probability(pol)));
+            Ok(())
+        };
+    grpo::run_evaluating(
+        &mut p,
+        &mut Bandit,
+        &config,
+        &run,
+        4,
+        &|| false,
+        &mut |_| {},
+        Some(grpo::Evaluations { every: 2, evaluate: &mut evaluate }),
+    )
+    .unwrap();
+    let steps: Vec<(u64, u64)> = seen.iter().map(|s| (s.0, s.1)).collect();
+    assert_eq!(steps, [(4, 4), (5, 5)]);
+    p.shutdown();
+}
+
 /// The bandit, judged elsewhere: scoring starts, and its scores arrive from another thread a
 /// little later, as the evaluation engine's would. Every call is logged in order.
 #[derive(Default)]
@@ -713,6 +777,107 @@ fn the_kernel_environment_rewards_measured_speedups_caches_programs_and_shows_th
     );
     drop(env);
     engine.finish();
+}
+
+#[test]
+fn a_steps_samples_are_checked_side_by_side_sharing_references_and_only_correct_ones_timed() {
+    use cudal1_eval::{EventKind, JobId};
+    use cudal1_search::{ExemplarSampler, Prompts};
+    use cudal1_task::synth::{generate, Scale};
+    let dir = tempfile::tempdir().unwrap();
+    let synth = generate(Scale::Cpu, 1, 0).into_iter().find(|t| t.family == "row_loop").unwrap();
+    let path = dir.path().join("level1").join(format!("{}.py", synth.stem));
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, &synth.reference).unwrap();
+    let task = Arc::new(cudal1_task::Task::load(&path).unwrap());
+    // The held-out evaluation's budget would be 4 s; the rewards' is their own.
+    let settings = EvalSettings {
+        timing_budget: std::time::Duration::from_secs(4),
+        ..EvalSettings::default()
+    };
+    let mut engine_config = EngineConfig::new(
+        runner_env(&dir.path().join("cache")),
+        vec![Device::Cpu],
+        settings,
+        CompileCache { root: dir.path().join("ext") },
+    );
+    engine_config.scratch_parent = dir.path().join("scratch");
+    engine_config.lanes = 2;
+    let config =
+        cudal1_train::kernels::reward_engine(engine_config, std::time::Duration::from_millis(300));
+    assert!(config.pipeline);
+    let (engine, events) = Evaluator::start_with_events(config).unwrap();
+    assert_eq!(engine.settings().timing_budget, std::time::Duration::from_millis(300));
+    let store = cudal1_store::Store::open(&dir.path().join("s.db")).unwrap();
+    let prompts = Prompts::builtin();
+    let mut env = cudal1_train::kernels::KernelEnv::new(
+        vec![Arc::clone(&task)],
+        &engine,
+        &store,
+        &prompts,
+        ExemplarSampler::new(0.25, 1.0).unwrap(),
+        2,
+        "run-a".into(),
+    );
+    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(1);
+    let group = env.prompts(1, 1, &mut rng).unwrap();
+    let sample = |code: &str| Sample {
+        prompt_index: 0,
+        ids: vec![1],
+        logprobs: vec![-1.0],
+        text: format!("```python\n{code}\n```\n"),
+        finish_reason: "stop".into(),
+    };
+    let wrong =
+        synth.fast.replace("torch.relu(x) * self.scale", "torch.relu(x) * self.scale + 1.0");
+    assert_ne!(wrong, synth.fast);
+    let samples = [
+        sample(&synth.fast),
+        sample(&wrong),
+        sample(&synth.slow),
+        sample(&format!("{wrong}\n_variant = 2\n")),
+        sample(&format!("{}\n_variant = 3\n", synth.fast)),
+        sample(&format!("{wrong}\n_variant = 4\n")),
+    ];
+    let indexed: Vec<(usize, &Sample)> = samples.iter().map(|s| (0, s)).collect();
+    let scored = env.score(1, &group, &indexed).unwrap();
+    let correct: Vec<bool> = scored.iter().map(|s| s.correct).collect();
+    assert_eq!(correct, [true, false, true, false, true, false], "{scored:?}");
+    drop(env);
+    let stats = engine.finish();
+    // Every job's events, in order: which were timed, and how many ran at once.
+    let mut timed: Vec<JobId> = Vec::new();
+    let (mut running, mut most) = (0usize, 0usize);
+    let mut finished = 0;
+    for e in events.iter() {
+        match e.kind {
+            EventKind::Started { .. } => {
+                running += 1;
+                most = most.max(running);
+            }
+            EventKind::Timing => timed.push(e.job),
+            EventKind::Finished(_) => {
+                running -= 1;
+                finished += 1;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(finished, 6);
+    assert_eq!(timed.len(), 3, "the three correct programs, and only they, were timed");
+    assert_eq!(most, 2, "checks ran side by side on both lanes");
+    // Six programs of one task: each lane started the task's reference once and kept it.
+    assert!(
+        stats.references_started <= 2,
+        "{} references started for 6 programs of one task",
+        stats.references_started
+    );
+    // What the store keeps agrees: timings for the correct programs alone.
+    for s in &scored {
+        let id = s.record["program_id"].as_i64().unwrap();
+        let p = cudal1_store::ProgramDatabase::program(&store, id).unwrap().unwrap();
+        assert_eq!(p.evaluation["measurements"]["timing"].is_object(), s.correct, "{}", p.verdict);
+    }
 }
 
 /// Scripted turns: turn 1's scores are 0, 1 and 0.5 by sample; a trajectory below 1 gets a
