@@ -166,11 +166,9 @@ fn registry() -> std::sync::MutexGuard<'static, Registry> {
 
 fn kill_group(pid: u32) {
     // Each runner leads its own process group; its entry is removed only after the group is
-    // reaped, so the pid cannot have been reused by another process.
-    let _ = nix::sys::signal::killpg(
-        nix::unistd::Pid::from_raw(pid as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    );
+    // reaped, so the pid cannot have been reused by another process. A sandboxed runner's keeper
+    // is spared until it has reaped its namespace.
+    cudal1_supervisor::kill_worker_group(pid);
 }
 
 /// A runner's entry in [`LIVE`], removed when its client goes.
