@@ -634,3 +634,80 @@ fn after_a_run_nothing_cudal1_started_is_left_for_init_to_adopt() {
     assert_eq!(v["code"], 0, "{v}");
     assert_eq!(v["adopted"], json!([]), "left behind by cudal1: {v}");
 }
+
+/// Runs `cudal1 ARGS` (with the work directory `WORK`) under a parent that adopts orphans and never
+/// waits for them, presses Ctrl-C once the candidate runs, and once cudal1 has exited lists the
+/// processes it left to that parent (a zombie, or one still ending). Then it reaps them itself.
+const INTERRUPTED_ADOPTER: &str = r#"
+import ctypes, json, os, signal, subprocess, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+work, argv = sys.argv[1], sys.argv[2:]
+proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def running():
+    for d in os.listdir(work):
+        if d.startswith("cudal1-") and any(e.startswith("candidate-") for e in os.listdir(os.path.join(work, d))):
+            return True
+    return False
+deadline = time.monotonic() + 120
+while not running():
+    assert time.monotonic() < deadline and proc.poll() is None, "the candidate never started"
+    time.sleep(0.1)
+time.sleep(1)
+proc.send_signal(signal.SIGINT)
+code = proc.wait()
+def ours():
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                text = f.read()
+        except OSError:
+            continue
+        rest = text.rsplit(")", 1)[1].split()
+        if int(rest[1]) == os.getpid():
+            found.append((int(pid), rest[0], text[text.index("(") + 1:text.rindex(")")]))
+    return found
+left = ours()
+for pid, _, _ in left:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+deadline = time.monotonic() + 10
+while ours() and time.monotonic() < deadline:
+    try:
+        if os.waitpid(-1, os.WNOHANG)[0] == 0:
+            time.sleep(0.05)
+    except ChildProcessError:
+        break
+print(json.dumps({"code": code, "left": [f"pid {p} ({c}), state {s}" for p, s, c in left]}))
+"#;
+
+#[test]
+fn an_interrupted_run_leaves_nothing_to_a_parent_that_adopts_orphans() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let python = std::env::var("CUDAL1_PYTHON").unwrap_or_else(|_| "python3".into());
+    let mut cmd = std::process::Command::new(python);
+    cmd.current_dir(super::repo())
+        .env("CUDAL1_CACHE_DIR", Path::new(env!("CARGO_TARGET_TMPDIR")).join("cudal1-cache"))
+        .env("CUDAL1_DB", dir.path().join("z.db"))
+        .env("CUDAL1_WORK_DIR", &work)
+        .args(["-c", INTERRUPTED_ADOPTER])
+        .arg(&work)
+        .arg(env!("CARGO_BIN_EXE_cudal1"))
+        // The candidate never returns from its second call: the press's grace ends with its
+        // runner killed, sandboxed in a PID namespace of its own (a keeper, its init, the runner).
+        .args(["eval", "--task", "tests/suite-cpu/tasks/level1/2_Swish.py", "--candidate"])
+        .arg("tests/suite-cpu/candidates/level1/2_Swish/infinite_loop.py")
+        .args(["--device", "cpu", "--mode", "correctness", "--lanes", "1"])
+        .args(["--call-timeout", "600", "--load-timeout", "120"]);
+    let out = run(cmd);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["code"], 130, "{v}");
+    // Before: the runner, a zombie, and its namespace's init, ending until someone reaps it.
+    assert_eq!(v["left"], json!([]), "left behind by cudal1: {v}");
+}
