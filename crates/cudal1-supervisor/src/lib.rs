@@ -10,8 +10,10 @@
 //! keeps them from leaving: [`Worker::escaped`] names (and kills) those that left its process
 //! group, a double-forked daemon in a session of its own included, with or without a cgroup;
 //! [`Worker::cpu_time`] is the CPU time of the worker and its descendants, orphans included where
-//! its PID namespace's init adopts them. Trusted processes call [`deny_inspection`]. Modelled on
-//! how nextest supervises test processes.
+//! its PID namespace's init adopts them. Trusted processes call [`deny_inspection`]; the
+//! supervising process calls [`orphans::adopt`] so that what its workers leave behind comes to it
+//! and is reaped, and [`orphans::end`] before it exits. Modelled on how nextest supervises test
+//! processes.
 //!
 //! ```no_run
 //! use std::time::Duration;
