@@ -384,15 +384,23 @@ impl Lane<'_> {
     /// The task's footprint on meta tensors, sized once per engine (by the lane's describing
     /// runner, which allocates nothing); `None` where it cannot be sized without running it.
     fn footprint(&mut self, task: &Task, settings: &EvalSettings) -> Option<Footprint> {
-        let key = format!("{}:{:?}", task.hash, settings.scale);
-        if let Some(f) = self
-            .shared
-            .footprints
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&key)
-        {
-            return *f;
+        let key = Shared::sizing_key(task, settings);
+        let sized = |shared: &Shared| {
+            shared
+                .footprints
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get(&key)
+                .copied()
+        };
+        if let Some(f) = sized(self.shared) {
+            return f;
+        }
+        // Asked of the sizing thread when its first job came: its answer, unless it is late.
+        if self.shared.sizing.wait(&key, settings.load_timeout.min(Duration::from_secs(120))) {
+            if let Some(f) = sized(self.shared) {
+                return f;
+            }
         }
         let mut describer = match self.describer.take() {
             Some(d) => d,

@@ -33,6 +33,7 @@ mod gate;
 mod job;
 mod lane;
 mod queue;
+mod sizer;
 
 pub use admission::{MemoryBudget, MemoryWait};
 pub use gate::{hold_alone, DeviceHold};
@@ -185,6 +186,8 @@ struct Shared {
     /// Tasks sized on meta tensors for admission, by [`Shared::sizing_key`] (`None`: it could not
     /// be sized so).
     footprints: Mutex<HashMap<String, Option<Footprint>>>,
+    /// Tasks asked of the sizing thread ([`sizer`]) and not sized yet.
+    sizing: sizer::Pending,
     /// The most a task's reference process was seen to hold (on its device, and on the host), by
     /// task hash.
     seen: Mutex<HashMap<String, MemoryNeed>>,
@@ -220,6 +223,17 @@ impl Shared {
         self.cancelled.load(Ordering::SeqCst)
     }
 
+    /// Where a task's footprint is kept: sizes depend on the task and its scale only.
+    fn sizing_key(task: &cudal1_task::Task, settings: &EvalSettings) -> String {
+        format!("{}:{:?}", task.hash, settings.scale)
+    }
+
+    /// Whether jobs wait for memory: only then are tasks sized.
+    fn admits_by_memory(&self) -> bool {
+        let m = &self.config.memory;
+        m.host.is_some() || m.devices.iter().any(Option::is_some)
+    }
+
     fn ready(&self, entry: Entry) {
         let priority = entry.job.priority;
         if let Err(entry) = self.ready_q.push(priority, entry) {
@@ -233,6 +247,8 @@ pub struct Evaluator {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
     scratch: Option<tempfile::TempDir>,
+    /// Tasks to size ahead of their jobs ([`sizer`]), where jobs are admitted by memory.
+    asks: Option<sizer::Asks>,
     /// Held while the engine lives, so that another engine's start does not take its scratch
     /// directory for one left behind ([`crate::scratch::sweep`]).
     _owner: nix::fcntl::Flock<std::fs::File>,
@@ -268,6 +284,7 @@ impl Evaluator {
             gates: config.devices.iter().map(DeviceSlot::of).collect(),
             admission: Admission::new(config.memory.clone(), config.devices.len()),
             footprints: Mutex::new(HashMap::new()),
+            sizing: sizer::Pending::default(),
             seen: Mutex::new(HashMap::new()),
             events,
             cancelled: AtomicBool::new(false),
@@ -284,6 +301,12 @@ impl Evaluator {
             crate::runner::prestart(&shared.config.env, device);
         }
         let mut threads = Vec::new();
+        let asks = shared.admits_by_memory().then(|| {
+            let (asks, requests) = sizer::channel();
+            let weak = Arc::downgrade(&shared);
+            threads.push(spawn_named("sizer".into(), move || sizer::run(weak, requests)));
+            asks
+        });
         for n in 0..compile_workers {
             let shared = Arc::clone(&shared);
             threads.push(spawn_named(format!("compile-{n}"), move || compile_loop(&shared)));
@@ -296,7 +319,7 @@ impl Evaluator {
                     .push(spawn_named(format!("lane-{d}-{l}"), move || lane::run(&shared, d, l)));
             }
         }
-        Ok(Evaluator { shared, threads, scratch: Some(scratch), _owner: owner })
+        Ok(Evaluator { shared, threads, scratch: Some(scratch), asks, _owner: owner })
     }
 
     /// Queues a job; its outcome arrives on the handle and as its last event. After
@@ -321,6 +344,7 @@ impl Evaluator {
             Work::CheckTask { .. } | Work::Describe => None,
         };
         s.emit(id, EventKind::Queued { task: job.task.key(), label: job.label(), mode });
+        self.size_ahead(&job);
         let compiles = job.candidate().is_some_and(|c| needs_compile(&c.source));
         let entry = Entry {
             id,
@@ -341,6 +365,28 @@ impl Evaluator {
             s.ready(entry);
         }
         id
+    }
+
+    /// Asks the sizing thread for the job's task, the first time a job of it comes.
+    fn size_ahead(&self, job: &Job) {
+        let (Some(asks), Work::Evaluate { .. } | Work::CheckTask { .. }) = (&self.asks, &job.work)
+        else {
+            return;
+        };
+        let s = &self.shared;
+        let key = Shared::sizing_key(&job.task, &s.config.settings);
+        let sized = s
+            .footprints
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains_key(&key);
+        if !sized && s.sizing.ask(&key) {
+            let request =
+                sizer::Request { key, task: job.task.clone(), settings: s.config.settings.clone() };
+            if let Err(e) = asks.send(request) {
+                s.sizing.answer(&e.into_inner().key);
+            }
+        }
     }
 
     /// Drains: evaluations under way finish (their outcomes are real), everything queued ends as
@@ -410,6 +456,8 @@ impl Evaluator {
     }
 
     fn close_and_join(&mut self) {
+        // The sizing thread ends once it has answered what was asked.
+        self.asks.take();
         // The last compile worker to leave closes the ready queue (compiled jobs still go there).
         self.shared.compile_q.close();
         for t in self.threads.drain(..) {
