@@ -7,10 +7,11 @@ use crate::args::ServeArgs;
 use crate::exit::Status;
 use crate::interrupt;
 use crate::queue_backend::Backend;
+use crate::reporters::WorkerReporter;
 use crate::workspace::{self, EngineRequest, Machine, Python};
 use anyhow::{bail, Context, Result};
 use cudal1_eval::Device;
-use cudal1_queue::{artifact, WorkerConfig, WorkerEvent};
+use cudal1_queue::{artifact, WorkerConfig};
 use cudal1_serve::{Limits, PromptDefaults, ServeConfig, Service};
 use cudal1_store::Stage;
 use cudal1_task::{load_suite, Task};
@@ -118,12 +119,9 @@ pub fn run(a: ServeArgs) -> Result<Status> {
         std::thread::Builder::new()
             .name("local-worker".into())
             .spawn(move || {
-                cudal1_queue::run(queue.as_ref(), &w, interrupt.flag(), &mut |event| match event {
-                    WorkerEvent::EngineStarted { canceller } => interrupt.watch(canceller),
-                    WorkerEvent::Finished { job, task, verdict, error, .. } => tracing::info!(job, task, verdict, error, "judged"),
-                    WorkerEvent::StoreProblem { error } => eprintln!("warning: the queue: {error}"),
-                    WorkerEvent::HostFailed { job, error } => tracing::warn!(job, error, "no verdict: the machine failed, not the candidate; the job comes back when its lease runs out"),
-                    _ => {}
+                let reporter = WorkerReporter { per_job: false };
+                cudal1_queue::run(queue.as_ref(), &w, interrupt.flag(), &mut |event| {
+                    reporter.event(event, |c| interrupt.watch(c));
                 })
             })
             .expect("the system can start a thread")

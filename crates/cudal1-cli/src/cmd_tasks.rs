@@ -6,6 +6,7 @@ use crate::args::{CheckArgs, DeviceFlag, EngineFlags, ListArgs, TasksCommand};
 use crate::exit::Status;
 use crate::interrupt;
 use crate::out;
+use crate::reporters::Progress;
 use crate::workspace::{EngineRequest, Machine, Python};
 use anyhow::{bail, Result};
 use crossbeam_channel::Receiver;
@@ -65,24 +66,18 @@ fn synth(a: &crate::args::SynthArgs) -> Result<Status> {
 /// Submits one job per task and hands each task's outcome, as it finishes, to `on_done`; returns
 /// how many were cancelled by an interrupt.
 fn each_task(
+    what: &str,
     engine: Evaluator,
     events: &Receiver<Event>,
     tasks: &[Arc<Task>],
     job: impl Fn(Arc<Task>) -> Job,
-    mut on_done: impl FnMut(usize, JobOutcome, &indicatif::ProgressBar) -> Result<()>,
+    mut on_done: impl FnMut(usize, JobOutcome, &Progress) -> Result<()>,
 ) -> Result<usize> {
     if tasks.is_empty() {
         engine.finish();
         return Ok(0);
     }
-    let progress = indicatif::ProgressBar::new(tasks.len() as u64);
-    progress.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}",
-        )
-        .expect("valid template"),
-    );
-    progress.enable_steady_tick(Duration::from_millis(200));
+    let mut progress = Progress::new(what, tasks.len() as u64);
     let ids: HashMap<JobId, usize> =
         tasks.iter().enumerate().map(|(i, t)| (engine.submit(job(Arc::clone(t))).id, i)).collect();
     let (mut left, mut cancelled) = (tasks.len(), 0);
@@ -90,20 +85,20 @@ fn each_task(
         let Some(&i) = ids.get(&event.job) else { continue };
         match event.kind {
             EventKind::Started { .. } => {
-                progress.set_message(tasks[i].key());
+                progress.progress(&tasks[i].key(), false);
                 continue;
             }
             EventKind::Finished(JobOutcome::Cancelled) => cancelled += 1,
             EventKind::Finished(outcome) => on_done(i, outcome, &progress)?,
             _ => continue,
         }
-        progress.inc(1);
+        progress.inc();
         left -= 1;
         if left == 0 {
             break;
         }
     }
-    progress.finish_and_clear();
+    progress.finish();
     engine.finish();
     Ok(cancelled)
 }
@@ -133,20 +128,27 @@ fn list(a: &ListArgs) -> Result<Status> {
         let interrupt = interrupt::install("the tasks being read");
         let (engine, events) = machine.engine_with_events(&EvalSettings::default())?;
         interrupt.watch(engine.canceller());
-        cancelled = each_task(engine, &events, &tasks, Job::describe, |i, outcome, progress| {
-            let result = match outcome {
-                JobOutcome::Described(d) => Ok(d),
-                JobOutcome::TaskFailed { error, .. } | JobOutcome::HostFailed { error } => {
-                    Err(error)
+        cancelled = each_task(
+            "tasks list",
+            engine,
+            &events,
+            &tasks,
+            Job::describe,
+            |i, outcome, progress| {
+                let result = match outcome {
+                    JobOutcome::Described(d) => Ok(d),
+                    JobOutcome::TaskFailed { error, .. } | JobOutcome::HostFailed { error } => {
+                        Err(error)
+                    }
+                    _ => return Ok(()),
+                };
+                if a.json {
+                    progress.suspend(|| out::line(list_row(&tasks[i], Some(&result))))?;
                 }
-                _ => return Ok(()),
-            };
-            if a.json {
-                progress.suspend(|| out::line(list_row(&tasks[i], Some(&result))))?;
-            }
-            described[i] = Some(result);
-            Ok(())
-        })?;
+                described[i] = Some(result);
+                Ok(())
+            },
+        )?;
         interrupted = interrupt.interrupted();
     } else if a.json {
         for t in &tasks {
@@ -296,6 +298,7 @@ fn check(a: &CheckArgs) -> Result<Status> {
     }
     let mut save_error = None;
     let cancelled = each_task(
+        "tasks check",
         engine,
         &events,
         &pending,
@@ -324,7 +327,7 @@ fn check(a: &CheckArgs) -> Result<Status> {
                 let row = check_row(&tasks[i].key(), &result, false)?;
                 progress.suspend(|| out::line(row))?;
             } else {
-                progress.println(check_line(&tasks[i].key(), &result));
+                progress.on_terminal(&check_line(&tasks[i].key(), &result));
             }
             rows[i] = Some(result);
             Ok(())

@@ -9,6 +9,7 @@ use crate::args::{
 use crate::exit::Status;
 use crate::interrupt::{self, Interrupt};
 use crate::out;
+use crate::reporters::TrainReporter;
 use crate::workspace::{Python, Workspace};
 use anyhow::{bail, Context, Result};
 use cudal1_eval::{Device, Mode};
@@ -25,12 +26,10 @@ use cudal1_train::run::{committed_checkpoint, RunDir};
 use cudal1_train::selfsup::{self, SelfSupConfig};
 use cudal1_train::sft::{self, SftConfig};
 use cudal1_train::{Limits, Policy, PolicySpec, Sampling, TrainEvent};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 impl Overlap {
     /// Whether the policy samples while programs are timed. Never on a device that times them
@@ -142,94 +141,6 @@ fn start_policy(
     Ok(policy)
 }
 
-/// Progress of a stage: a bar over its steps and a line per step.
-struct Reporter {
-    bar: ProgressBar,
-    keys: &'static [&'static str],
-    /// Where no bar is drawn (stderr is not a terminal: a log file, a cluster's job output),
-    /// progress goes out as plain lines, at most one per [`LOG_EVERY`] between phases.
-    what: String,
-    last_line: Option<std::time::Instant>,
-}
-
-/// How often a log (no terminal) gets a progress line within one phase.
-const LOG_EVERY: Duration = Duration::from_secs(15);
-
-impl Reporter {
-    fn new(what: &str, keys: &'static [&'static str]) -> Reporter {
-        let bar = ProgressBar::new(0);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {prefix} {msg}",
-            )
-            .expect("valid template"),
-        );
-        bar.set_prefix(what.to_owned());
-        bar.enable_steady_tick(Duration::from_millis(200));
-        Reporter { bar, keys, what: what.to_owned(), last_line: None }
-    }
-
-    fn event(&mut self, e: TrainEvent) {
-        match e {
-            TrainEvent::StepStarted { step, of } => {
-                self.bar.set_length(of);
-                self.bar.set_position(step - 1);
-            }
-            TrainEvent::Phase { step, phase } => {
-                self.log(format!("step {step}: {phase}"), true);
-                self.bar.set_message(phase);
-            }
-            TrainEvent::Progress { done, of, what } => {
-                self.log(format!("{done}/{of} {what}"), done == of);
-                self.bar.set_message(format!("{done}/{of} {what}"));
-            }
-            TrainEvent::StepFinished { step, metrics } => {
-                self.bar.set_position(step);
-                let parts: Vec<String> = self
-                    .keys
-                    .iter()
-                    .filter_map(|k| {
-                        let v = metrics.get(*k)?;
-                        Some(match v.as_f64() {
-                            Some(x) if x.fract() != 0.0 => format!("{k} {x:.4}"),
-                            _ => format!("{k} {v}"),
-                        })
-                    })
-                    .collect();
-                self.say(format!("step {step}: {}", parts.join(", ")));
-            }
-            TrainEvent::Committed { step } => tracing::info!(step, "committed"),
-            TrainEvent::Resumed { step } => self.say(format!("resuming after step {step}")),
-            TrainEvent::Reused { what } => self.say(format!("using {what} again")),
-        }
-    }
-
-    fn finish(&self) {
-        self.bar.finish_and_clear();
-    }
-
-    /// A line above the bar, or in the log where no bar is drawn.
-    fn say(&self, line: String) {
-        if self.bar.is_hidden() {
-            eprintln!("[{}] {line}", self.what);
-        } else {
-            self.bar.println(line);
-        }
-    }
-
-    /// A plain progress line where no bar is drawn: always when `always`, else throttled.
-    fn log(&mut self, line: String, always: bool) {
-        if !self.bar.is_hidden() {
-            return;
-        }
-        let now = std::time::Instant::now();
-        if always || self.last_line.is_none_or(|t| now.duration_since(t) >= LOG_EVERY) {
-            self.last_line = Some(now);
-            eprintln!("[{}] {line}", self.what);
-        }
-    }
-}
-
 fn sft_data(a: &SftDataArgs) -> Result<Status> {
     if a.endpoint.llm_url.is_none() && a.from_solutions.is_none() {
         bail!("nothing to collect\nhint: give `--llm-url URL --model NAME` to sample, and/or `--from-solutions DIR` for a corpus");
@@ -240,7 +151,7 @@ fn sft_data(a: &SftDataArgs) -> Result<Status> {
     let interrupt = interrupt::install("the judging under way");
     let engine = ws.engine()?;
     interrupt.watch(engine.canceller());
-    let mut reporter = Reporter::new("sft-data", &[]);
+    let mut reporter = TrainReporter::new("sft-data", &[]);
     let mut stats = Collected::default();
     let mut candidates: Vec<Candidate> = Vec::new();
     if let Some(dir) = &a.from_solutions {
@@ -333,7 +244,7 @@ fn sft_stage(a: &SftArgs) -> Result<Status> {
     let mut policy =
         start_policy(&a.policy, &spec, &python.interpreter.path, &python.cache, false, a.seed)?;
     let resume = state.as_ref().map_or(0, |s| s.step);
-    let mut reporter = Reporter::new("sft", &["loss", "grad_norm", "tokens"]);
+    let mut reporter = TrainReporter::new("sft", &["loss", "grad_norm", "tokens"]);
     if let Some(state) = &state {
         run.resume(&mut policy, state)?;
         reporter.event(TrainEvent::Resumed { step: state.step });
@@ -395,7 +306,7 @@ fn self_sup(a: &SelfSupArgs) -> Result<Status> {
         false,
         config.seed,
     )?;
-    let mut reporter = Reporter::new("self-sup", &["new_kept", "judged_correct_rate", "loss"]);
+    let mut reporter = TrainReporter::new("self-sup", &["new_kept", "judged_correct_rate", "loss"]);
     if let Some(state) = &state {
         run.resume(&mut policy, state)?;
         reporter.event(TrainEvent::Resumed { step: state.step });
@@ -493,7 +404,7 @@ fn rl(a: &RlArgs) -> Result<Status> {
         a.kl > 0.0,
         config.seed,
     )?;
-    let mut reporter = Reporter::new(
+    let mut reporter = TrainReporter::new(
         "rl",
         &["reward_mean", "correct_rate", "fast1_rate", "best_speedup", "kl", "clip_fraction"],
     );
@@ -544,7 +455,7 @@ fn eval(a: &TrainEvalArgs) -> Result<Status> {
         start_policy(&a.policy, &spec, &ws.machine.interpreter.path, &ws.machine.cache, false, 0)?;
     let engine = ws.engine()?;
     interrupt.watch(engine.canceller());
-    let mut reporter = Reporter::new("held-out", &[]);
+    let mut reporter = TrainReporter::new("held-out", &[]);
     let prompts = Prompts::builtin();
     let sampling = Sampling { temperature: a.temperature, top_p: 1.0, max_tokens: a.max_tokens };
     // Replies and verdicts are kept beside the report as they come: a rerun of the same

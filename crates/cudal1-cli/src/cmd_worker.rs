@@ -7,10 +7,11 @@ use crate::args::{StageFlag, WorkerArgs};
 use crate::exit::Status;
 use crate::interrupt;
 use crate::queue_backend::Backend;
+use crate::reporters::WorkerReporter;
 use crate::workspace::{EngineRequest, Machine, Python};
 use anyhow::{bail, Context, Result};
 use cudal1_eval::EvalSettings;
-use cudal1_queue::{artifact, CompileStageConfig, WorkerConfig, WorkerEvent};
+use cudal1_queue::{artifact, CompileStageConfig, WorkerConfig};
 use cudal1_store::Stage;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -96,28 +97,11 @@ pub fn run(a: WorkerArgs) -> Result<Status> {
         backend.queue().describe(),
         devices[0]
     );
-    let progress = a.progress;
-    let summary = cudal1_queue::run(
-        backend.queue().as_ref(),
-        &config,
-        interrupt.flag(),
-        &mut |event| {
-            match event {
-        WorkerEvent::EngineStarted { canceller } => interrupt.watch(canceller),
-        WorkerEvent::Claimed { job } if progress => eprintln!("job {} ({}): claimed, attempt {}", job.id, job.task_name, job.attempt),
-        WorkerEvent::Finished { job, task, verdict, error, first } if progress => {
-            let what = verdict.map_or_else(|| format!("failed: {}", error.unwrap_or("")), str::to_owned);
-            let kept = if first { "" } else { " (another worker's result came first; dropped)" };
-            eprintln!("job {job} ({task}): {what}{kept}");
-        }
-        WorkerEvent::Released { job } if progress => eprintln!("job {job}: given back to the queue"),
-        WorkerEvent::HostFailed { job, error } => eprintln!("warning: job {job}: no verdict, the machine failed, not the candidate ({error}); it comes back when its lease runs out"),
-        WorkerEvent::LeaseLost { job } => eprintln!("warning: job {job}: its lease ran out; another worker may take it (the first result wins)"),
-        WorkerEvent::StoreProblem { error } => eprintln!("warning: the queue: {error}"),
-        _ => {}
-    }
-        },
-    )?;
+    let reporter = WorkerReporter { per_job: a.progress };
+    let summary =
+        cudal1_queue::run(backend.queue().as_ref(), &config, interrupt.flag(), &mut |event| {
+            reporter.event(event, |c| interrupt.watch(c))
+        })?;
     eprintln!(
         "worker {name}: {} claimed, {} evaluated, {} failed, {} given back, {} dropped as second results",
         summary.claimed, summary.evaluated, summary.failed, summary.released, summary.discarded
