@@ -42,7 +42,7 @@ fn no_library_crate_glues_a_hint_onto_its_errors() {
 #[test]
 fn no_command_imports_another_command() {
     // Commands share what lives below them (`workspace`, `batch`, `against`, `profiling`, ...);
-    // `main.rs` alone dispatches to them, and `args.rs` names their argument types.
+    // `main.rs` alone dispatches to them, and `args/` holds their argument types.
     let src = super::repo().join("crates/cudal1-cli/src");
     let mut commands = 0;
     let mut imports = Vec::new();
