@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue 34, admission by memory, on a GPU machine, from the repository root, with this tree's
-# binary in `.carry/cudal1-adm.xz` (here: `cargo build --release -p cudal1-cli && mkdir -p .carry &&
-# xz -3 -c target/release/cudal1 > .carry/cudal1-adm.xz`; carry `.carry`):
-#   bash bench/gpu_admission.sh          # SIZE_GIB=8 for a tighter squeeze; results under $OUT
+# binary in `.carry/cudal1-new.xz` (here: `cargo build --release -p cudal1-cli && mkdir -p .carry &&
+# xz -3 -c target/release/cudal1 > .carry/cudal1-new.xz`; carry `.carry`):
+#   bash bench/gpu_admission.sh          # SIZE_GIB=8 for a tighter squeeze, CANDIDATES=4 for fewer; results under $OUT
 # A task whose one input is SIZE_GIB GiB (default 4: a reference and a candidate hold about 20 GiB
 # together), six correct candidates of it, correctness mode with six lanes: without admission the
 # lanes' processes together need far more than the GPU has (out_of_memory rows, or a failed
@@ -13,7 +13,7 @@ set -u
 O=${OUT:-/tmp/cudal1-out}
 mkdir -p "$O" /tmp/bins
 export CUDAL1_PYTHON=$(command -v python3)
-xz -dc .carry/cudal1-adm.xz > /tmp/bins/cudal1 && chmod +x /tmp/bins/cudal1
+xz -dc .carry/cudal1-new.xz > /tmp/bins/cudal1 && chmod +x /tmp/bins/cudal1
 exec > >(tee "$O/admission.log") 2>&1
 date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 (cd python && timeout 300 python3 -m pytest -q tests/test_gpu.py -k "device_peak or hello_lists or handed_over" 2>&1 | tail -3)
@@ -39,7 +39,7 @@ def get_inputs():
 def get_init_inputs():
     return []
 PY
-for i in 1 2 3 4 5 6; do
+for i in $(seq 1 "${CANDIDATES:-6}"); do
   printf '# cudal1: expect=correct\nimport torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x + x  # %s\n' "$i" > "$W/cands/level1/1_Big_Scale/c$i.py"
 done
 run() { # name lanes

@@ -1,6 +1,7 @@
 //! Embeds the Python packages cudal1 ships (python/cudal1_runner and python/cudal1_model,
 //! their *.py files) in the binary, so that an installed `cudal1` never depends on where the
-//! source tree is.
+//! source tree is. `cudal1_model/wire.py` is a link to `cudal1_runner/wire.py`, the wire both
+//! speak: each package gets its own copy of the one file.
 
 use std::fmt::Write;
 use std::path::Path;

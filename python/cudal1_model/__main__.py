@@ -13,22 +13,13 @@ def _parse(argv):
 
 def main(argv=None) -> None:
     args = _parse(argv)
-    from . import streams
+    from . import wire
 
-    channel = streams.install()
+    channel = wire.install()
     from .session import Session
 
     session = Session(threads=args.threads)
-    while True:
-        line = channel.read_line()
-        if line is None:
-            break
-        if not line.strip():
-            continue
-        reply, stop = session.serve(line)
-        channel.send(reply)
-        if stop:
-            break
+    wire.serve(channel, session.serve)
     sys.stderr.flush()
     os._exit(0)
 

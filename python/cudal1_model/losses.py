@@ -42,10 +42,16 @@ def token_logprobs(model, sequences, temperature: float, pad_id: int, device, en
     they are enabled. When ``entropies`` is a list, each sequence's summed entropy (nats, no
     gradient) is appended to it."""
     ids, mask, positions, spans = batch(sequences, pad_id, device)
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits
+    # Only the positions from the earliest completion's on go through the output head: the
+    # prompts' logits (rows x prompt x vocabulary, most of a step's memory with a large
+    # vocabulary) are never needed. `logits_to_keep` keeps the last `keep` positions.
+    width = ids.shape[1]
+    keep = width - (min(start for start, _ in spans) - 1)
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=keep).logits
+    offset = width - logits.shape[1]
     out = []
     for i, (start, length) in enumerate(spans):
-        rows = logits[i, start - 1 : start - 1 + length].float()
+        rows = logits[i, start - 1 - offset : start - 1 - offset + length].float()
         if temperature > 0:
             rows = rows / temperature
         logp = torch.log_softmax(rows, dim=-1)

@@ -1,14 +1,16 @@
 """One request in, one reply out: validation of every field, then the op. Knows the protocol and
 which tensor function does each op; decides nothing about training."""
 
-import json
 import math
 import platform
 import traceback
 
 from . import PROTOCOL
+from .wire import decode, refusal, reply
 
 ROLES = ("system", "user", "assistant")
+# Ops whose reply carries the memory they used at their peak (memory.py).
+MEASURED = ("generate", "logprobs", "train_step")
 
 
 class BadRequest(Exception):
@@ -24,7 +26,7 @@ class LoadFailed(Exception):
 
 
 def _error(rid, kind, message):
-    return {"id": rid, "ok": False, "error": {"kind": kind, "message": message}}
+    return refusal(rid, {"kind": kind, "message": message})
 
 
 def _number(req, key, default, lo, hi, lo_open=False):
@@ -112,19 +114,26 @@ class Session:
     def serve(self, line):
         """(reply, stop) for one request line."""
         try:
-            req = json.loads(line)
+            req = decode(line)
         except ValueError as exc:
             return _error(None, "bad_request", f"not JSON: {exc}"), False
         if not isinstance(req, dict):
             return _error(None, "bad_request", "a request must be a JSON object"), False
         rid, op = req.get("id"), req.get("op")
         if op == "shutdown":
-            return {"id": rid, "ok": True}, True
+            return reply(rid, {}), True
         handler = getattr(self, f"_op_{op}", None) if isinstance(op, str) else None
         if handler is None:
             return _error(rid, "bad_request", f"unknown op {op!r}"), False
         try:
-            return {"id": rid, "ok": True, **handler(req)}, False
+            if op in MEASURED and self.loaded is not None:
+                from . import memory
+
+                memory.reset(self.loaded.device)
+                fields = handler(req)
+                fields["memory"] = memory.peak(self.loaded.device)
+                return reply(rid, fields), False
+            return reply(rid, handler(req)), False
         except BadRequest as exc:
             return _error(rid, "bad_request", str(exc)), False
         except NotLoaded as exc:

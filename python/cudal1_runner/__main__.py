@@ -34,9 +34,9 @@ def main(argv=None) -> None:
     if args.role == "compile":
         # Must precede the first torch import: the compile role never sees a GPU.
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    from . import io_guard
+    from . import wire
 
-    channel = io_guard.install()
+    channel = wire.install()
     _tidy_paths()
 
     from . import precision
@@ -48,19 +48,8 @@ def main(argv=None) -> None:
         from .session import warm_meta
 
         warm_meta()
-    # Bound before any task or candidate code runs: replacing the methods on their classes
-    # later does not change what this loop calls.
-    read, send, serve = channel.read_line, channel.send, session.serve
-    while True:
-        line = read()
-        if line is None:
-            break
-        if not bytes.strip(line):
-            continue
-        reply, stop = serve(line)
-        send(reply)
-        if stop:
-            break
+    # Bound before any task or candidate code runs (``wire.serve`` binds the channel's methods).
+    wire.serve(channel, session.serve)
     sys.stderr.flush()
     # Skip interpreter teardown: atexit hooks of loaded code must not change the exit status.
     os._exit(0)

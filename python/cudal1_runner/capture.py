@@ -21,7 +21,7 @@ import hashlib
 
 import torch
 
-from .errors import RUNTIME_ERROR, RunnerError
+from .errors import OOM, RUNTIME_ERROR, RunnerError, is_oom
 from .inputs import device_key, device_sums, key_text
 
 _type = type
@@ -207,8 +207,12 @@ def capture(output, strict: bool = False) -> Captured:
                     if not _Base.is_meta.__get__(copy) and _Base.layout.__get__(copy) == _STRIDED:
                         copies.append(copy)
                         continue
-                except Exception:
-                    pass
+                except Exception as exc:
+                    # No room for the copy (other jobs hold the device) is no fault of the
+                    # output's: said as out-of-memory, so the engine judges the job again
+                    # holding the device alone instead of comparing an empty stand-in.
+                    if is_oom(exc):
+                        raise RunnerError(OOM, f"output {index} cannot be copied: {_type(exc).__name__}: {exc}") from None
             elif kind in _NUMBERS:
                 copies.append(_tensor(leaf, dtype=_NUMBERS[kind]))
                 continue

@@ -76,7 +76,7 @@ def build_log(exc: BaseException) -> str:
     return "\n".join(parts)
 
 
-def _is_oom(exc: BaseException) -> bool:
+def is_oom(exc: BaseException) -> bool:
     try:
         import torch
 
@@ -103,7 +103,7 @@ def classify(exc: BaseException, default: str) -> RunnerError:
     if is_build_failure(exc):
         return RunnerError(COMPILE_ERROR, build_log(exc), tb, exc)
     for e in chain(exc):
-        if _is_oom(e):
+        if is_oom(e):
             return RunnerError(OOM, message, tb, exc)
     for e in chain(exc):
         if _is_cuda_fault(e):

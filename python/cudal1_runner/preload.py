@@ -4,6 +4,6 @@ and PyTorch's first operation on meta tensors (``session.warm_meta``)."""
 import torch  # noqa: F401
 
 # Not `__main__`: a child runs it as its main module, fresh (runpy), as `python -m` would.
-from . import io_guard, precision, session  # noqa: F401
+from . import precision, session, wire  # noqa: F401
 
 session.warm_meta()

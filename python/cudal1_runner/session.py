@@ -23,7 +23,7 @@ from .compare import compare
 from .errors import BAD_REQUEST, INTERNAL, LOAD_ERROR, RUNTIME_ERROR, RunnerError, classify, with_context
 from .loading import load_module, require
 from .guard import Guard, Twin
-from .io_guard import decode
+from .wire import decode, refusal, reply
 from .seeding import seed_all
 
 # A spin covers the host's issue time; longer than this is a mistake, not a measurement.
@@ -94,7 +94,7 @@ class Session:
             if isinstance(exc, KeyboardInterrupt):
                 raise
             return _error(rid, classify(exc, INTERNAL)), False
-        return {"id": rid, "ok": True, **fields}, op == "shutdown"
+        return reply(rid, fields), op == "shutdown"
 
     # --- ops -------------------------------------------------------------------------------
 
@@ -300,7 +300,14 @@ class Session:
         return compare(expected, actual, atol, rtol, device)
 
     def _op_release(self, request: dict) -> dict:
-        return {"released_bytes": self.held.release()}
+        released = self.held.release()
+        if self.role == "reference" and self.device is not None and self.device.type == "cuda":
+            # A reference waits between checks holding only its task: what the checks'
+            # outputs took goes back to the device, where the engine admits other jobs by their
+            # needs (the allocator would keep it reserved for this process otherwise).
+            gc.collect()
+            torch.cuda.empty_cache()
+        return {"released_bytes": released}
 
     def _op_time(self, request: dict) -> dict:
         self._require_loaded()
@@ -450,7 +457,7 @@ def _builds_extensions(path: str) -> bool:
 
 
 def _error(rid, err: RunnerError) -> dict:
-    return {"id": rid, "ok": False, "error": err.to_reply()}
+    return refusal(rid, err.to_reply())
 
 
 def _device(name: str) -> torch.device:

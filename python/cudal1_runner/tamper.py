@@ -14,7 +14,7 @@ installed library's file (by its resolved location, ``origin``) is accepted as t
 The runner never patches itself or its protocol functions, so no replacement is accepted there.
 
 The protocol's own functions are watched too (group ``protocol``: ``os.write``/``os.read``, the
-``json`` modules): the runner does not use them after it starts (``io_guard``), but replacing them
+``json`` modules): the runner does not use them after it starts (``wire``), but replacing them
 is an attempt to rewrite replies or read requests. So are the modules the input path used to look
 things up in between calls (group ``inputs``: ``random``, ``types``, ``copy``, ``pickle``,
 ``operator``, ``torch.random``, ``numpy.random``): it binds what it needs before any candidate

@@ -317,3 +317,52 @@ def test_cuda_extension_builds_in_the_compile_role_and_runs_on_the_gpu(start_run
     err = faulty.error("outputs", seeds=[1], dir=str(tmp_path / "w"))
     assert err["kind"] == "cuda_error", err
     assert faulty.ok("hello")["protocol"] == PROTOCOL_VERSION
+
+
+def _triton_binaries(cache):
+    """The kernel binaries in a Triton cache, as cudal1 counts them (``runner::triton_binaries``)."""
+    return sorted(p.parent.name + "/" + p.name for p in cache.glob("*/*.cubin"))
+
+
+@pytest.mark.parametrize("task, solution", [
+    ("tasks/level1/8_GELU_Tanh_Formula.py", "solutions/level1/8_GELU_Tanh_Formula/fast_triton.py"),
+    ("tests/adversarial/cuda/tasks/level1/2_Light_Gelu_Scale.py",
+     "tests/adversarial/cuda/candidates/level1/2_Light_Gelu_Scale/triton_autotuned.py"),
+])
+def test_triton_kernels_compile_in_the_warmup_call_and_never_in_a_timed_one(start_runner, tmp_path, task, solution):
+    """Issue 31, the runner's side of the ``triton_warmup`` phase: the untimed warm-up call that
+    cudal1 makes before the checks (a ``time`` request with ``warmup``) is where Triton compiles
+    (and autotunes); the checks and the timed blocks after it add no kernel binary to the
+    process's Triton cache, the outputs match the reference, and a timed call is a small part of
+    the warm-up call, which held the compile."""
+    pytest.importorskip("triton")
+    import time
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    task, solution = str(repo / task), str(repo / solution)
+    cache = tmp_path / "triton"
+    ref = start_runner("reference")
+    cand = start_runner("candidate", {"TRITON_CACHE_DIR": str(cache)})
+    load(ref, task, device="cuda:0")
+    load(cand, task, solution, device="cuda:0")
+    assert _triton_binaries(cache) == [], "nothing compiles at load"
+
+    started = time.perf_counter()
+    warm = cand.ok("time", seeds=[7], flush_l2=False, warmup=True, keep_bytes=0)
+    warm_ms = (time.perf_counter() - started) * 1e3
+    compiled = _triton_binaries(cache)
+    # What Triton does while it compiles (its compilers' processes) is the Rust side's to judge.
+    assert compiled, ("the warm-up call compiled the kernel", warm["findings"])
+
+    (want,) = ref.ok("expected", seeds=[8], dir=str(tmp_path / "r"))["results"]
+    (got,) = cand.ok("outputs", seeds=[8], dir=str(tmp_path / "c"))["results"]
+    assert got["findings"] == [], got["findings"]
+    cmp = ref.ok("compare", expected=want["path"], actual=got["path"], atol=1e-4, rtol=1e-4)
+    assert cmp["outputs"][0]["mismatches"] == 0, cmp
+    assert _triton_binaries(cache) == compiled, "a checked call compiled"
+
+    timed = cand.ok("time", seeds=list(range(100, 108)), flush_l2=True, warmup=False, keep_bytes=0)
+    assert timed["findings"] == [], timed["findings"]
+    assert _triton_binaries(cache) == compiled, "a timed call compiled"
+    assert max(timed["ms"]) * 10 < warm_ms, (timed["ms"], warm_ms)

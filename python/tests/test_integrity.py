@@ -5,6 +5,7 @@ checked."""
 
 import json
 
+import pytest
 import torch
 
 from conftest import REFERENCE, SAME_CANDIDATE, load
@@ -178,7 +179,7 @@ def test_a_changed_output_differs_from_its_capture():
 
 
 def test_a_reply_line_is_compact_json_with_nan_as_null():
-    from cudal1_runner.io_guard import decode, encode
+    from cudal1_runner.wire import decode, encode
 
     text = encode({"a": [1, 2.5, float("nan")], "b": "é\n"})
     assert "\n" not in text and json.loads(text) == {"a": [1, 2.5, None], "b": "é\n"}
@@ -200,3 +201,28 @@ def test_gpu_fingerprints_finished_together_equal_those_made_one_by_one():
     captured = [capture(o) for o in outputs]
     assert resolve([c.fingerprint_later() for c in captured]) == [fingerprint(c.copies, False) for c in captured]
     assert resolve([]) == []
+
+
+def test_an_output_without_room_for_its_copy_is_out_of_memory_not_an_empty_output(monkeypatch):
+    # Beside other jobs a GPU can be full when an output is copied: that is said as
+    # out-of-memory (the engine then judges the job again holding the device alone), for the
+    # candidate as for the reference, never compared as an empty stand-in.
+    from cudal1_runner import capture as capture_mod
+    from cudal1_runner.errors import OOM, RunnerError
+
+    def full(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 4.00 GiB")
+
+    monkeypatch.setattr(capture_mod, "_clone", full)
+    for strict in (False, True):
+        with pytest.raises(RunnerError) as caught:
+            capture_mod.capture(torch.ones(3), strict=strict)
+        assert caught.value.kind == OOM
+        assert "4.00 GiB" in caught.value.message
+
+    # Other failures to copy stay what they were: an empty stand-in for a candidate's odd leaf.
+    def odd(*args, **kwargs):
+        raise ValueError("not a tensor one can copy")
+
+    monkeypatch.setattr(capture_mod, "_clone", odd)
+    assert capture_mod.capture(torch.ones(3)).copies[0].numel() == 0

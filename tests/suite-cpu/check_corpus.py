@@ -16,7 +16,8 @@ What it checks:
 
 On a machine without CUDA (the default `--device cpu`) the big tasks run at shrunken sizes: the
 module-level size constants are replaced by the values in SMALL below, in the checker's own copy
-of the task module (the task file is not modified). Candidates that build CUDA code are skipped
+of the task module (the task file is not modified). Candidates that build CUDA code or define
+Triton kernels are skipped
 there with a note; run with `--device cuda` on a GPU machine to check them at full size, and add
 `--time` for eager/candidate timings (median of CUDA-event timings).
 
@@ -113,7 +114,8 @@ def expectation(source: str) -> tuple[str | None, bool]:
 
 
 def uses_cuda(source: str) -> bool:
-    return "cuda_sources" in source
+    """Builds CUDA code (``load_inline``) or has Triton kernels: neither runs on a CPU."""
+    return "cuda_sources" in source or "@triton.jit" in source or "@triton.autotune" in source
 
 
 def task_key(path: Path) -> str:
@@ -382,7 +384,7 @@ def run_worker(spec: dict) -> None:
             emit(**row, status="FAIL", detail="no valid `# cudal1: expect=...` first line")
             continue
         if uses_cuda(source) and device != "cuda":
-            emit(**row, status="SKIP", detail="builds CUDA code; run with --device cuda on a GPU machine")
+            emit(**row, status="SKIP", detail="builds CUDA code or Triton kernels; run with --device cuda on a GPU machine")
             continue
         # The reference module's globals are restored before every candidate, as the runner does.
         vars(ref_mod).clear()

@@ -34,7 +34,8 @@ pub fn run(a: OptimizeArgs) -> Result<Status> {
     let prompts = match &a.prompts {
         Some(dir) => Prompts::from_dir(dir)?,
         None => Prompts::builtin(),
-    };
+    }
+    .language(a.language.language.into());
     let (llm, defaults) = build_llm(&a, &ws.machine.interpreter, &ws.machine.cache)?;
     let config = OptimizeConfig {
         exemplars: a.exemplar.exemplars,

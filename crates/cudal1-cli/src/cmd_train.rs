@@ -4,7 +4,8 @@
 //! reports.
 
 use crate::args::{
-    Overlap, PolicyArgs, RlArgs, SelfSupArgs, SftArgs, SftDataArgs, TrainCommand, TrainEvalArgs,
+    LanguageFlag, Overlap, PolicyArgs, RlArgs, SelfSupArgs, SftArgs, SftDataArgs, TableArgs,
+    TrainCommand, TrainEvalArgs,
 };
 use crate::exit::Status;
 use crate::interrupt::{self, Interrupt};
@@ -12,7 +13,7 @@ use crate::out;
 use crate::reporters::TrainReporter;
 use crate::workspace::{Python, Workspace};
 use anyhow::{bail, Context, Result};
-use cudal1_eval::{Device, Mode};
+use cudal1_eval::{Device, Evaluator, Mode};
 use cudal1_llm::{ChatRequest, Llm, OpenAiClient};
 use cudal1_model::messages::{Lora, ModelSource, Optimizer};
 use cudal1_model::ModelConfig;
@@ -27,9 +28,10 @@ use cudal1_train::selfsup::{self, SelfSupConfig};
 use cudal1_train::sft::{self, SftConfig};
 use cudal1_train::{Limits, Policy, PolicySpec, Sampling, TrainEvent};
 use serde_json::json;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 impl Overlap {
     /// Whether the policy samples while programs are timed. Never on a device that times them
@@ -55,6 +57,7 @@ pub fn run(cmd: TrainCommand) -> Result<Status> {
         TrainCommand::SelfSup(a) => self_sup(&a),
         TrainCommand::Rl(a) => rl(&a),
         TrainCommand::Eval(a) => eval(&a),
+        TrainCommand::Table(a) => table(&a),
     }
 }
 
@@ -353,6 +356,14 @@ fn rl(a: &RlArgs) -> Result<Status> {
     let spec = policy_spec(&a.policy, &device);
     // One resolution: the policy's device is kept out of timing where other GPUs remain.
     let ws = Workspace::resolve_with(python, &a.common, &a.device, None, Some(&device))?;
+    let reward_budget = a.reward_budget.unwrap_or(a.common.budget);
+    if !(reward_budget.is_finite() && reward_budget > 0.0) {
+        bail!("`--reward-budget` must be a positive number of seconds, not {reward_budget}");
+    }
+    if a.heldout_every == 0 {
+        bail!("`--heldout-every` must be at least 1");
+    }
+    let heldout_tasks = a.heldout.as_deref().map(tasks_of).transpose()?;
     let (aggregation, reward) = (a.aggregation, a.reward);
     if reward.needs_own_share() && !ws.machine.on_gpu() {
         bail!("`--reward speedup-own-kernels` needs a CUDA device: Nsight Compute profiles GPU kernels\nhint: use `--reward speedup`, or train on a GPU");
@@ -379,6 +390,7 @@ fn rl(a: &RlArgs) -> Result<Status> {
         turn_gamma: a.turn_gamma,
         // A later turn waits for its first turn's verdict: nothing to sample ahead.
         overlap: a.turns <= 1 && a.overlap.resolve(&device, &ws.machine.devices)?,
+        keep_flat_groups: a.keep_flat_groups,
     };
     config.check()?;
     let sampler = a.exemplar.sampler()?;
@@ -388,6 +400,14 @@ fn rl(a: &RlArgs) -> Result<Status> {
     });
     if a.turns > 1 {
         settings["turn_target"] = json!(a.turn_target);
+    }
+    // Runs made before the flag existed asked for CUDA, and resume as such.
+    if a.language.language != LanguageFlag::Cuda {
+        settings["language"] = json!(cudal1_search::Language::from(a.language.language).as_str());
+    }
+    // Runs without it resume as before; the held-out evaluation is no setting of the run.
+    if let Some(b) = a.reward_budget {
+        settings["reward_budget"] = json!(b);
     }
     let (run, state) = RunDir::open(&a.out, "rl", &settings)?;
     let run_id = cudal1_task::content_hash(&format!(
@@ -406,15 +426,27 @@ fn rl(a: &RlArgs) -> Result<Status> {
     )?;
     let mut reporter = TrainReporter::new(
         "rl",
-        &["reward_mean", "correct_rate", "fast1_rate", "best_speedup", "kl", "clip_fraction"],
+        &[
+            "reward_mean",
+            "correct_rate",
+            "fast1_rate",
+            "best_speedup",
+            "kl",
+            "clip_fraction",
+            "generate_tokens_per_s",
+        ],
     );
     if let Some(state) = &state {
         run.resume(&mut policy, state)?;
         reporter.event(TrainEvent::Resumed { step: state.step });
     }
-    let engine = ws.engine()?;
+    let engine = Evaluator::start(cudal1_train::kernels::reward_engine(
+        ws.machine.engine_config(&ws.settings),
+        Duration::from_secs_f64(reward_budget),
+    ))
+    .context("starting the evaluation engine of the rewards")?;
     interrupt.watch(engine.canceller());
-    let prompts = Prompts::builtin();
+    let prompts = Prompts::builtin().language(a.language.language.into());
     let mut env =
         KernelEnv::new(tasks, &engine, &ws.store, &prompts, sampler, a.exemplar.exemplars, run_id);
     env.low_reward = a.low_reward;
@@ -427,7 +459,52 @@ fn rl(a: &RlArgs) -> Result<Status> {
     };
     env.own_shares = shares.as_ref().map(|s| s as &dyn cudal1_train::kernels::OwnShares);
     let stop = || interrupt.interrupted();
-    let summary = grpo::run(
+    let heldout_sampling = Sampling {
+        temperature: a.heldout_temperature.unwrap_or(a.temperature),
+        top_p: 1.0,
+        max_tokens: a.heldout_max_tokens.unwrap_or(a.max_tokens),
+    };
+    let groups = a.heldout.as_deref().and_then(family_groups);
+    // The held-out evaluation times with `--budget`: the reward engine when that is its budget
+    // too, else an engine of its own for each evaluation.
+    let same_budget = (reward_budget - a.common.budget).abs() < 1e-12;
+    let mut evaluate = |policy: &mut Policy, step: u64, on_event: &mut dyn FnMut(TrainEvent)| {
+        let Some(tasks) = &heldout_tasks else { return Ok(()) };
+        let own = if same_budget {
+            None
+        } else {
+            let mut config = ws.machine.engine_config(&ws.settings);
+            config.pipeline = true;
+            let own = Evaluator::start(config).map_err(|e| {
+                cudal1_train::TrainError::Config(format!(
+                    "starting the held-out evaluation's engine: {e}"
+                ))
+            })?;
+            interrupt.watch(own.canceller());
+            Some(own)
+        };
+        let judge = own.as_ref().unwrap_or(&engine);
+        let plan = HeldoutPlan {
+            tasks,
+            samples: a.heldout_samples,
+            sampling: heldout_sampling,
+            seed: a.heldout_seed,
+            groups: groups.as_ref(),
+        };
+        let done =
+            heldout_during_run(policy, judge, &prompts, &run, step, &plan, &ws, &spec, on_event);
+        if let Some(own) = own {
+            own.finish();
+        }
+        if interrupt.interrupted() {
+            return Ok(());
+        }
+        done
+    };
+    let evaluations = heldout_tasks
+        .is_some()
+        .then_some(grpo::Evaluations { every: a.heldout_every, evaluate: &mut evaluate });
+    let summary = grpo::run_evaluating(
         &mut policy,
         &mut env,
         &config,
@@ -435,12 +512,154 @@ fn rl(a: &RlArgs) -> Result<Status> {
         state.map_or(0, |s| s.step),
         &stop,
         &mut |e| reporter.event(e),
+        evaluations,
     )?;
     reporter.finish();
     drop(env);
     engine.finish();
     policy.shutdown();
     finish(&run, "rl", &grpo::PLOTTED, summary.metrics.last(), &interrupt)
+}
+
+/// What a held-out evaluation during a run asks.
+struct HeldoutPlan<'a> {
+    tasks: &'a [Arc<Task>],
+    samples: u32,
+    sampling: Sampling,
+    seed: u64,
+    groups: Option<&'a HashMap<String, String>>,
+}
+
+/// The held-out evaluation of the policy as of `step` of `run`: `heldout/step-N.json` (as `train
+/// eval` writes it, with the step), its replies and verdicts kept beside it as they come (a stop
+/// resumes them), and `heldout.jsonl` rewritten with every evaluated step's numbers. A step
+/// whose report exists is not evaluated again.
+#[allow(clippy::too_many_arguments)]
+fn heldout_during_run(
+    policy: &mut Policy,
+    engine: &Evaluator,
+    prompts: &Prompts,
+    run: &RunDir,
+    step: u64,
+    plan: &HeldoutPlan<'_>,
+    ws: &Workspace,
+    spec: &PolicySpec,
+    on_event: &mut dyn FnMut(TrainEvent),
+) -> Result<(), cudal1_train::TrainError> {
+    let dir = run.root().join("heldout");
+    std::fs::create_dir_all(&dir).map_err(cudal1_train::TrainError::io("create", &dir))?;
+    let out = dir.join(format!("step-{step:08}.json"));
+    if !out.exists() {
+        let started = std::time::Instant::now();
+        // Its phases are told as the held-out evaluation's, at this step.
+        let mut tell = |e: TrainEvent| match e {
+            TrainEvent::Phase { phase, .. } => on_event(TrainEvent::Phase {
+                step,
+                phase: if phase == "generate" { "held-out generate" } else { "held-out judging" },
+            }),
+            other => on_event(other),
+        };
+        let progress = heldout::Progress::at(progress_path(&out));
+        let who = json!({"policy": spec, "step": step, "eval": engine.settings().key_hash(), "gpu_class": ws.machine.judge.gpu_class, "judge": ws.machine.judge.version});
+        let report = heldout::evaluate(
+            policy,
+            engine,
+            prompts,
+            plan.tasks,
+            plan.samples,
+            plan.sampling,
+            plan.seed,
+            Some((&progress, who)),
+            &mut tell,
+        )?;
+        if engine.is_cancelled() {
+            return Ok(());
+        }
+        let groups = plan.groups.map(|g| report.summaries_by(&|t| group_of(g, t), plan.seed));
+        // Seconds of this call's part of it (a resumed one took longer in all).
+        let seconds = started.elapsed().as_secs_f64();
+        let full = json!({"summary": report.summary(), "groups": groups, "step": step, "seconds": seconds, "init": run.root(), "samples": report.samples, "mode": Mode::Full});
+        std::fs::write(&out, serde_json::to_string_pretty(&full).expect("plain data"))
+            .map_err(cudal1_train::TrainError::io("write", &out))?;
+    }
+    // Every evaluated step's numbers (medians), in step order: the curves of `report --train`.
+    let mut lines = Vec::new();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map_err(cudal1_train::TrainError::io("read", &dir))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    for f in files {
+        let Ok(v) = std::fs::read_to_string(&f)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).map_err(|e| e.to_string()))
+        else {
+            continue;
+        };
+        let mut line = heldout_numbers(&v["summary"]);
+        line["step"] = v["step"].clone();
+        line["seconds"] = v["seconds"].clone();
+        if let Some(groups) = v["groups"].as_object() {
+            for (g, summary) in groups {
+                line[g] = heldout_numbers(summary);
+            }
+        }
+        lines.push(line.to_string());
+    }
+    let path = run.root().join("heldout.jsonl");
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, lines.join("\n") + "\n")
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(cudal1_train::TrainError::io("write", &path))
+}
+
+/// A held-out summary's point estimates (the curves' points).
+fn heldout_numbers(summary: &serde_json::Value) -> serde_json::Value {
+    let mut line = json!({});
+    for k in [
+        "correct_rate",
+        "fast1_rate",
+        "geomean_speedup_of_correct",
+        "solved_rate",
+        "best_of_g_geomean",
+    ] {
+        line[k] = summary[k]["median"].clone();
+    }
+    line
+}
+
+/// Task stems by group from a synthetic suite's `manifest.json` (in `dir` or its parent):
+/// `trained families` for a family with any training task, else `unseen families`. `None`
+/// where there is no manifest (any other suite).
+fn family_groups(dir: &Path) -> Option<HashMap<String, String>> {
+    let text = [dir.join("manifest.json"), dir.join("../manifest.json")]
+        .iter()
+        .find_map(|p| std::fs::read_to_string(p).ok())?;
+    let manifest: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let tasks = manifest["tasks"].as_array()?;
+    let trained: HashSet<&str> = tasks
+        .iter()
+        .filter(|t| t["split"] == "train")
+        .filter_map(|t| t["family"].as_str())
+        .collect();
+    Some(
+        tasks
+            .iter()
+            .filter_map(|t| {
+                let family = t["family"].as_str()?;
+                let group =
+                    if trained.contains(family) { "trained families" } else { "unseen families" };
+                Some((t["stem"].as_str()?.to_owned(), group.to_owned()))
+            })
+            .collect(),
+    )
+}
+
+/// The group of the task `key` (`level1/5_diag_matmul_4`: by its stem).
+fn group_of(groups: &HashMap<String, String>, key: &str) -> Option<String> {
+    groups.get(key.rsplit('/').next().unwrap_or(key)).cloned()
 }
 
 fn eval(a: &TrainEvalArgs) -> Result<Status> {
@@ -485,11 +704,170 @@ fn eval(a: &TrainEvalArgs) -> Result<Status> {
         eprintln!("interrupted: the report would be incomplete and was not written; the same command resumes (replies and verdicts so far are in `{}`)", progress_path(&a.out).display());
         return Ok(Status::Interrupted);
     }
-    let full = json!({"summary": report.summary(), "init": a.policy.init, "samples": report.samples, "mode": Mode::Full});
+    let groups =
+        family_groups(&a.suite).map(|g| report.summaries_by(&|t| group_of(&g, t), a.sample_seed));
+    let full = json!({"summary": report.summary(), "groups": groups, "init": a.policy.init, "samples": report.samples, "mode": Mode::Full});
     std::fs::write(&a.out, serde_json::to_string_pretty(&full)?)
         .with_context(|| format!("writing `{}`", a.out.display()))?;
     out::line(json!({"summary": report.summary(), "report": a.out}))?;
     Ok(Status::Done)
+}
+
+fn table(a: &TableArgs) -> Result<Status> {
+    use cudal1_train::ablation::{self, SeedResults};
+    let mut results = Vec::new();
+    for dir in &a.seeds {
+        let mut arms = std::collections::BTreeMap::new();
+        let entries = std::fs::read_dir(dir)
+            .with_context(|| format!("reading the seed directory `{}`", dir.display()))?;
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(arm) = name.strip_prefix("heldout-").and_then(|n| n.strip_suffix(".json"))
+            else {
+                continue;
+            };
+            let text = std::fs::read_to_string(e.path())?;
+            let v: serde_json::Value = serde_json::from_str(&text)
+                .with_context(|| format!("reading `{}`", e.path().display()))?;
+            let samples: Vec<heldout::SampleResult> = serde_json::from_value(v["samples"].clone())
+                .with_context(|| {
+                    format!(
+                        "`{}` holds no held-out samples (`train eval` writes them)",
+                        e.path().display()
+                    )
+                })?;
+            arms.insert(arm.to_owned(), samples);
+        }
+        if arms.is_empty() {
+            bail!("`{}` holds no `heldout-<arm>.json`\nhint: give the directories bench/gpu_ablation.sh writes (one per seed), where `train eval --out DIR/heldout-sft.json` and the like put their reports", dir.display());
+        }
+        results.push(SeedResults { label: dir.display().to_string(), arms });
+    }
+    let groups = a.synth.as_deref().and_then(family_groups);
+    if a.synth.is_some() && groups.is_none() {
+        bail!(
+            "no `manifest.json` in `{}`: give the directory `cudal1 tasks synth` wrote",
+            a.synth.as_deref().unwrap_or(Path::new("")).display()
+        );
+    }
+    let group = |t: &str| groups.as_ref().and_then(|g| group_of(g, t));
+    let t = ablation::table(&results, &group, a.bootstrap_seed);
+    let mut learned = Vec::new();
+    for (dir, r) in a.seeds.iter().zip(&results) {
+        let lines: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("rl/samples.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let beside = match (r.arms.get("sft"), r.arms.get("rl")) {
+            (Some(sft), Some(rl)) => ablation::beside(sft, rl, a.beside),
+            _ => Vec::new(),
+        };
+        learned.push(json!({"seed": r.label, "top": ablation::top_samples(&lines, a.top), "sft_beside_rl": beside}));
+    }
+    if a.json {
+        out::line(json!({"table": t, "learned": learned}))?;
+        return Ok(Status::Done);
+    }
+    let cell = |i: Option<cudal1_stats::Interval>, pct: bool| match i {
+        Some(i) if pct => {
+            format!("{:.1} [{:.1}, {:.1}]", 100.0 * i.median, 100.0 * i.ci_low, 100.0 * i.ci_high)
+        }
+        Some(i) => format!("{:.3} [{:.3}, {:.3}]", i.median, i.ci_low, i.ci_high),
+        None => "-".to_owned(),
+    };
+    out::line(format!(
+        "held-out results of {} seeds; 95% bootstrap intervals over seeds and tasks",
+        t.seeds.len()
+    ))?;
+    let mut scope = String::new();
+    for r in &t.rows {
+        if r.scope != scope {
+            scope.clone_from(&r.scope);
+            let title = if scope == "all" {
+                "all held-out tasks".to_owned()
+            } else {
+                format!("held-out tasks of {scope}")
+            };
+            out::line(format!(
+                "\n{title}\n{:10} {:>5} {:>6} {:>8} {:>20} {:>20} {:>24}",
+                "arm", "seeds", "tasks", "samples", "correct %", "fast_1 %", "geomean (correct)"
+            ))?;
+        }
+        out::line(format!(
+            "{:10} {:>5} {:>6} {:>8} {:>20} {:>20} {:>24}",
+            r.arm,
+            r.seeds,
+            r.tasks,
+            r.samples,
+            cell(r.correct_rate, true),
+            cell(r.fast1_rate, true),
+            cell(r.geomean_speedup_of_correct, false)
+        ))?;
+    }
+    out::line("")?;
+    for c in &t.comparisons {
+        let d = c.fast1_difference.map_or("-".to_owned(), |i| {
+            format!(
+                "{:+.1} points [{:+.1}, {:+.1}]",
+                100.0 * i.median,
+                100.0 * i.ci_low,
+                100.0 * i.ci_high
+            )
+        });
+        out::line(format!(
+            "{} vs {} ({} tasks, {} seeds): fast_1 {d}; geomean of correct, ratio {}",
+            c.a,
+            c.b,
+            c.scope,
+            c.seeds,
+            cell(c.geomean_ratio, false)
+        ))?;
+    }
+    for l in &learned {
+        out::line(format!("\nwhat RL learned, seed {}", l["seed"].as_str().unwrap_or("?")))?;
+        if l["top"].as_array().is_none_or(Vec::is_empty) {
+            out::line("(no judged program in its RL run)")?;
+        }
+        for s in l["top"].as_array().into_iter().flatten() {
+            out::line(format!(
+                "- step {} {} reward {} {} {}; findings {}",
+                s["step"],
+                s["task"].as_str().unwrap_or("?"),
+                s["reward"],
+                s["verdict"].as_str().unwrap_or("-"),
+                s["reason"].as_str().unwrap_or(""),
+                s["findings"]
+            ))?;
+            if let Some(p) = s["program"].as_str() {
+                out::line(indent(p, 40))?;
+            }
+        }
+        for b in l["sft_beside_rl"].as_array().into_iter().flatten() {
+            out::line(format!("{}: SFT against RL", b["task"].as_str().unwrap_or("?")))?;
+            for (name, side) in [("SFT", &b["a"]), ("RL", &b["b"])] {
+                out::line(format!(
+                    "  {name}: {} {}",
+                    side["verdict"].as_str().unwrap_or("no program"),
+                    side["speedup"]
+                ))?;
+                if let Some(p) = side["program"].as_str() {
+                    out::line(indent(p, 40))?;
+                }
+            }
+        }
+    }
+    Ok(Status::Done)
+}
+
+/// A program for the terminal: indented, at most `lines` lines.
+fn indent(program: &str, lines: usize) -> String {
+    let total = program.lines().count();
+    let mut out: Vec<String> = program.lines().take(lines).map(|l| format!("    | {l}")).collect();
+    if total > lines {
+        out.push(format!("    | ... {} more lines", total - lines));
+    }
+    out.join("\n")
 }
 
 /// `report.json` keeps its replies and verdicts in `report.json.progress.jsonl`.

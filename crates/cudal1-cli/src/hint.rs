@@ -69,6 +69,18 @@ pub fn for_error(e: &(dyn Error + 'static)) -> Option<String> {
     {
         return for_memory(remedies);
     }
+    if let Some(cudal1_train::TrainError::Mismatch { .. }) =
+        e.downcast_ref::<cudal1_train::TrainError>()
+    {
+        return Some(
+            "rerun with the run's own settings, or give the new run another `--out`".into(),
+        );
+    }
+    if let Some(cudal1_eval::own::OwnError::NotMangled) =
+        e.downcast_ref::<cudal1_eval::own::OwnError>()
+    {
+        return Some("`--force` profiles the program again".into());
+    }
     None
 }
 

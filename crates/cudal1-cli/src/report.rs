@@ -161,6 +161,17 @@ pub fn print_details(e: &Evaluation) -> io::Result<()> {
                 .unwrap_or_default()
         ))?;
     }
+    if let Some(t) = &m.triton {
+        out::line(format!(
+            "triton:     warm-up {:.1} ms {} ({}); kernel binaries compiled: {} in the warm-up, {} in the checks, {} while timed",
+            t.warmup_ms,
+            if t.off_slot { "off the timing slot" } else { "holding the device alone" },
+            t.kernels.join(", "),
+            t.compiled_in_warmup,
+            t.compiled_in_checks,
+            t.compiled_while_timed
+        ))?;
+    }
     if !m.checks.is_empty() {
         let mut t = style::table();
         t.set_header(["seed", "when", "passed", "max abs", "max rel", "mismatches", "ms"]);

@@ -12,10 +12,11 @@ use crate::runner::{CallError, Launch, Role, RunnerClient, RunnerEnv, HELLO_TIME
 use crate::settings::EvalSettings;
 use crate::timing::{self, RevealedCall, Side, TimingRun};
 use crate::verdict::{
-    Evaluation, Judgement, Measurements, Remeasure, SeedCheck, TimingReport, Verdict, Warning,
+    Evaluation, Judgement, Measurements, Remeasure, SeedCheck, TimingReport, TritonWarmup, Verdict,
+    Warning,
 };
 use crate::window::{self, WindowUsed};
-use cudal1_protocol::{Hello, Load, OutputRef, Outputs, Release, SeedResult};
+use cudal1_protocol::{Hello, Load, OutputRef, Outputs, Release, SeedResult, Time};
 use cudal1_stats::{median, median_interval, speedup_interval, Interval};
 use cudal1_supervisor::human_bytes;
 use cudal1_task::{Candidate, TaskError};
@@ -73,6 +74,9 @@ struct Run<'a, 'c> {
     output_bytes: Option<u64>,
     /// The phase under way and when it began ([`Run::begin`]).
     open_phase: Option<(&'static str, Instant)>,
+    /// Kernel binaries in the candidate's Triton cache when last counted (programs with Triton
+    /// kernels, timed).
+    triton_seen: usize,
 }
 
 /// Why an evaluation ended without a verdict.
@@ -118,6 +122,7 @@ pub fn evaluate_in(
         warnings: Vec::new(),
         output_bytes: None,
         open_phase: None,
+        triton_seen: 0,
     };
     let (judgement, speedup, times) = match run.go(compiled, process)? {
         Ok((j, s, t)) => (j, s, t),
@@ -131,7 +136,7 @@ pub fn evaluate_in(
         let what = run.reference.load.scaled.join(", ");
         run.warnings.push(Warning {
             class: "scaled".into(),
-            message: format!("a trial on smaller inputs (`--scale {scale}`: {what}): the verdict and speedup are for those, not the task's own sizes"),
+            message: format!("a trial on smaller inputs (scale {scale}: {what}): the verdict and speedup are for those, not the task's own sizes"),
         });
     }
     let environment = run.reference.environment();
@@ -530,6 +535,53 @@ impl Run<'_, '_> {
         if let Some(j) = escaped(client, "loading") {
             return Ok(Err(j));
         }
+        // Triton compiles (and autotunes) a kernel on its first calls: an untimed, unchecked call
+        // on fresh inputs makes that happen now, under the build limit, before the checks and
+        // before the job takes the device alone to time (a job with Triton kernels shares it
+        // until then, [`EvalContext::before_timing`]).
+        let kernels = if settings.mode.times() {
+            cudal1_task::triton_kernels(&self.candidate.source)
+        } else {
+            Vec::new()
+        };
+        let triton_cache = crate::runner::triton_cache(scratch);
+        if !kernels.is_empty() {
+            self.begin("triton_warmup");
+            let warmed = Instant::now();
+            let before = crate::runner::triton_binaries(&triton_cache);
+            let warm = Time {
+                seeds: vec![self.rng.random_range(1..1u64 << 31)],
+                flush_l2: false,
+                warmup: true,
+                keep_bytes: 0,
+                cpu: None,
+                spin_us: None,
+            };
+            let limit = settings.load_timeout.max(settings.call_timeout) + build_time;
+            let warmed_up = client.call(&warm, limit);
+            // Recorded however the call ended: a failed warm-up's time is build time too.
+            self.triton_seen = crate::runner::triton_binaries(&triton_cache);
+            self.m.triton = Some(TritonWarmup {
+                kernels,
+                warmup_ms: warmed.elapsed().as_secs_f64() * 1e3,
+                off_slot: self.ctx.before_timing.is_some(),
+                compiled_in_warmup: self.triton_seen.saturating_sub(before),
+                ..TritonWarmup::default()
+            });
+            match warmed_up {
+                Ok(reply) => self.m.findings.extend(reply.findings),
+                Err(e) => {
+                    return Ok(Err(fail(
+                        client,
+                        e,
+                        "warming up its Triton kernels (build time: under the load limit)",
+                    )))
+                }
+            }
+            if let Some(j) = escaped(client, "warming up its Triton kernels") {
+                return Ok(Err(j));
+            }
+        }
         self.begin("correctness");
         if expected_again {
             self.reference.ensure_expected(&seeds, expected_limit)?;
@@ -616,6 +668,11 @@ impl Run<'_, '_> {
         self.output_bytes = seeds.first().and_then(|&s| self.reference.expected_bytes(s));
 
         self.end_phase();
+        if let Some(t) = &mut self.m.triton {
+            let now = crate::runner::triton_binaries(&triton_cache);
+            t.compiled_in_checks = now.saturating_sub(self.triton_seen);
+            self.triton_seen = now;
+        }
         if !settings.mode.times() {
             let reason = format!(
                 "matches the reference on {} checked calls (correctness only: not timed)",
@@ -850,6 +907,19 @@ impl Run<'_, '_> {
     ) -> Result<Decided, ReferenceError> {
         let (hidden_twice, bounded_twice) = twice;
         let settings = self.ctx.settings;
+        if let Some(t) = &mut self.m.triton {
+            let now = crate::runner::triton_binaries(&crate::runner::triton_cache(scratch));
+            t.compiled_while_timed = now.saturating_sub(self.triton_seen);
+            if t.compiled_while_timed > 0 {
+                self.warnings.push(Warning {
+                    class: "triton_compiled_while_timed".into(),
+                    message: format!(
+                        "{} Triton kernel binaries were compiled during its timed calls, after its warm-up and checks: timed windows held a compile, so its speedup is understated (its kernels specialise on something the warm-up's inputs did not show)",
+                        t.compiled_while_timed
+                    ),
+                });
+            }
+        }
         // What the guard saw while timing, and the outputs of a sample of timed calls.
         self.m.findings.extend(run.findings.iter().cloned());
         for c in &run.checked {

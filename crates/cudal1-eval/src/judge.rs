@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 /// The version of the evaluator's own logic (Rust side: correctness, timing, statistics,
 /// verdicts). Bump it in the same change as anything that can change a verdict, a speedup or a
 /// reason; the runner's Python sources are hashed into [`judge_version`] by themselves.
-pub const JUDGE_LOGIC: u32 = 1;
+pub const JUDGE_LOGIC: u32 = 2;
 
 /// This build's judging version: [`JUDGE_LOGIC`] and a hash of the runner package embedded in
 /// the binary (the one every runner process imports), e.g. `1.3fa9c2d01b7e`.

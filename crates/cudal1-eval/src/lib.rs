@@ -37,8 +37,8 @@ pub mod window;
 pub use baseline::Baseline;
 pub use compile::{CompileCache, CompileOutcome};
 pub use engine::{
-    default_lanes, Canceller, Done, EngineConfig, EngineStats, Evaluator, Event, EventKind, Job,
-    JobHandle, JobId, JobOutcome, MemoryBudget, MemoryWait, Work,
+    default_lanes, hold_alone, Canceller, DeviceHold, Done, EngineConfig, EngineStats, Evaluator,
+    Event, EventKind, Job, JobHandle, JobId, JobOutcome, MemoryBudget, MemoryWait, Work,
 };
 pub use judge::{gpu_class_of, judge_version, Judge, JUDGE_LOGIC};
 pub use memory::{MemoryNeed, Remedy, TooLarge};
@@ -47,4 +47,6 @@ pub use runner::RunnerEnv;
 pub use settings::{
     Device, EvalSettings, Mode, TimingWindow, Tolerance, DEFAULT_DEVICE_OUTPUT_BYTES,
 };
-pub use verdict::{Environment, Evaluation, Judgement, Measurements, Verdict, Warning};
+pub use verdict::{
+    Environment, Evaluation, Judgement, Measurements, TritonWarmup, Verdict, Warning,
+};

@@ -38,17 +38,22 @@ pub struct MemoryNeed {
 impl MemoryNeed {
     /// What one job running a reference and a candidate process needs on `device`: per process,
     /// the task's footprint (`None`: it could not be sized, and each process counts its overhead
-    /// only) or what the task's reference process was seen to hold before (`seen`: its
-    /// allocator's peak on the device, its resident peak on the host), whichever is more. A
-    /// candidate counts as large as its reference; on the host no more than its memory limit
-    /// (`process_limit`), beyond which it is killed.
+    /// only) with the outputs it may keep on the device for the checks (`kept_outputs`: at most
+    /// `share_bytes`, see [`Footprint::kept_on_device`]), or what the task's reference process
+    /// was seen to hold before (`seen`: its allocator's peak on the device, its resident peak on
+    /// the host), whichever is more. A candidate counts as large as its reference; on the host
+    /// no more than its memory limit (`process_limit`), beyond which it is killed.
     pub fn evaluation(
         footprint: Option<&Footprint>,
+        kept_outputs: u64,
         device: &Device,
         seen: Option<MemoryNeed>,
         process_limit: Option<u64>,
     ) -> MemoryNeed {
-        let each = footprint.map_or(0, Footprint::per_process);
+        let each = footprint.map_or(0, |f| {
+            let kept = if device.is_cuda() { kept_outputs } else { 0 };
+            f.per_process().saturating_add(kept)
+        });
         let seen = seen.unwrap_or_default();
         let on_host =
             if device.is_cuda() { PROCESS_OVERHEAD } else { each.saturating_add(PROCESS_OVERHEAD) };
@@ -101,6 +106,23 @@ impl Footprint {
     pub fn per_process(&self) -> u64 {
         let outputs = self.outputs.unwrap_or(self.inputs);
         self.parameters.saturating_add(self.inputs).saturating_add(outputs.saturating_mul(2))
+    }
+
+    /// What one process may keep on a GPU beyond one call's working set: the outputs of the
+    /// checks' seeds held for the comparison instead of files, up to `share_bytes` (the
+    /// reference's expected outputs; the candidate's exported ones). Outputs of unknown size
+    /// count as large as the inputs.
+    pub fn kept_on_device(&self, seeds: usize, share_bytes: u64) -> u64 {
+        let outputs = self.outputs.unwrap_or(self.inputs);
+        outputs.saturating_mul(seeds as u64).min(share_bytes)
+    }
+
+    /// The bytes of output files one job writes for its checks (the reference's expected
+    /// outputs and the candidate's, per seed) beyond what each process keeps on the device
+    /// (`kept`): host memory when the scratch directory is memory-backed (`/dev/shm`).
+    pub fn output_files(&self, seeds: usize, kept: u64) -> u64 {
+        let outputs = self.outputs.unwrap_or(self.inputs);
+        outputs.saturating_mul(seeds as u64).saturating_sub(kept).saturating_mul(2)
     }
 
     /// Host memory one evaluation on the CPU takes: a reference and a candidate process.
@@ -399,18 +421,40 @@ mod tests {
     }
 
     #[test]
+    fn outputs_kept_on_a_gpu_for_the_checks_count_in_each_process_up_to_the_share_budget() {
+        // The 4 GiB task of bench/gpu_admission.sh: five seeds' outputs would be 20 GiB, of which
+        // a process keeps at most the 8 GiB budget on the device; two such jobs do not fit an
+        // 80 GB GPU together (without the kept outputs they seemed to: three were let in and the
+        // copies of their outputs ran out of memory).
+        let big = Footprint { inputs: 4 * GIB, outputs: Some(4 * GIB), parameters: 0 };
+        let kept = big.kept_on_device(5, 8 * GIB);
+        assert_eq!(kept, 8 * GIB);
+        assert_eq!(big.kept_on_device(1, 8 * GIB), 4 * GIB);
+        assert_eq!(big.kept_on_device(5, 0), 0);
+        let job = MemoryNeed::evaluation(Some(&big), kept, &Device::Cuda(0), None, None);
+        assert_eq!(job.device, (12 * GIB + 8 * GIB + DEVICE_OVERHEAD) * 2);
+        assert!(job.device * 2 > 80_000_000_000, "two jobs must not fit an H100 together");
+        // The three seeds of five that are not kept go to files, for both processes.
+        assert_eq!(big.output_files(5, kept), 24 * GIB);
+        // Nothing is kept on a device off a GPU.
+        let cpu = MemoryNeed::evaluation(Some(&big), kept, &Device::Cpu, None, None);
+        assert_eq!(cpu, MemoryNeed::evaluation(Some(&big), 0, &Device::Cpu, None, None));
+    }
+
+    #[test]
     fn a_jobs_need_counts_both_processes_and_is_capped_by_the_candidates_limit() {
-        let on_gpu = MemoryNeed::evaluation(Some(&relu()), &Device::Cuda(0), None, None);
+        let on_gpu = MemoryNeed::evaluation(Some(&relu()), 0, &Device::Cuda(0), None, None);
         assert_eq!(on_gpu.device, (relu().per_process() + DEVICE_OVERHEAD) * 2);
         assert_eq!(on_gpu.host, 2 * PROCESS_OVERHEAD);
-        let on_cpu = MemoryNeed::evaluation(Some(&relu()), &Device::Cpu, None, None);
+        let on_cpu = MemoryNeed::evaluation(Some(&relu()), 0, &Device::Cpu, None, None);
         assert_eq!((on_cpu.device, on_cpu.host), (0, relu().cpu_evaluation()));
         // A candidate is killed beyond its limit: it never holds more.
-        let limited = MemoryNeed::evaluation(Some(&relu()), &Device::Cpu, None, Some(GIB));
+        let limited = MemoryNeed::evaluation(Some(&relu()), 0, &Device::Cpu, None, Some(GIB));
         assert_eq!(limited.host, relu().per_process() + PROCESS_OVERHEAD + GIB);
         // What the reference was seen to hold counts when it is more than the estimate.
         let seen = MemoryNeed::evaluation(
             None,
+            0,
             &Device::Cpu,
             Some(MemoryNeed { device: 0, host: 3 * GIB }),
             None,
@@ -418,6 +462,7 @@ mod tests {
         assert_eq!(seen.host, 6 * GIB);
         let on_gpu = MemoryNeed::evaluation(
             Some(&relu()),
+            0,
             &Device::Cuda(0),
             Some(MemoryNeed { device: 20 * GIB, host: 0 }),
             None,
@@ -428,7 +473,7 @@ mod tests {
             "the allocator's peak, beyond the footprint"
         );
         assert_eq!(
-            MemoryNeed::evaluation(None, &Device::Cpu, None, None).host,
+            MemoryNeed::evaluation(None, 0, &Device::Cpu, None, None).host,
             2 * PROCESS_OVERHEAD
         );
     }

@@ -106,7 +106,7 @@ impl OwnShare {
 
 #[derive(Debug, thiserror::Error)]
 pub enum OwnError {
-    #[error("the profile names kernels without their namespaces and arguments (made before own-kernel shares); profile again (`--force`)")]
+    #[error("the profile names kernels without their namespaces and arguments (made before own-kernel shares); profile it again instead of reusing the stored profile")]
     NotMangled,
     #[error("`{}` holds no published build of the compile pool; the share needs the pool's build (evaluate the program first)", .0.display())]
     NotPublished(std::path::PathBuf),

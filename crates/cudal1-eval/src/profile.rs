@@ -13,7 +13,10 @@
 //! confines itself before any of its code runs ([`Profiler::sandbox`]: `cudal1 sandbox-exec`,
 //! Landlock, seccomp, rlimits): it writes only its scratch directory, reads only what a runner
 //! reads (its published builds included), and keeps the network (ncu talks to it). Its
-//! environment is the runner's, scrubbed; clocks are left alone (`--clock-control none`).
+//! environment is the runner's, scrubbed; clocks are left alone (`--clock-control none`). The run
+//! is a [`cudal1_supervisor::Job`]: its own process group, killed with it at the time limit or on
+//! cancel. It holds its device alone through the device's gate ([`crate::hold_alone`]), as a timed
+//! evaluation does, so that no evaluation runs beside it.
 //!
 //! ```
 //! use cudal1_eval::profile::{parse_ncu_csv, Profile};
@@ -28,10 +31,11 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
+
+use cudal1_supervisor::{Job, JobEnd, JobError, JobOutput, JobSpec};
 
 use serde::{Deserialize, Serialize};
 
@@ -229,23 +233,33 @@ impl Profile {
     }
 }
 
+/// How long a tool asked one question (`c++filt`, `ncu --help`) may take.
+const TOOL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `program args` run under the supervisor with its output kept, at most [`TOOL_TIMEOUT`];
+/// `None` where it cannot be started, fails to end in time or cannot be read back.
+fn ask_tool(program: &Path, args: &[&str], stdin: Option<Vec<u8>>) -> Option<JobEnd> {
+    let spec = JobSpec {
+        label: format!("`{}`", program.display()),
+        program: program.to_owned(),
+        args: args.iter().map(OsString::from).collect(),
+        cwd: None,
+        env: None,
+        stdin,
+        output: JobOutput::Capture,
+    };
+    Job::run(spec, TOOL_TIMEOUT, None)
+        .map_err(|e| tracing::debug!(error = %e, "a tool gave no answer"))
+        .ok()
+}
+
 /// `names` through `c++filt`, one per line in order; `None` where it is missing or fails.
 fn demangle_names(names: &[&str]) -> Option<Vec<String>> {
-    use std::io::Write;
     if names.iter().any(|n| n.contains('\n')) {
         return None;
     }
-    let mut child = Command::new("c++filt")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
     let input = names.join("\n") + "\n";
-    let mut stdin = child.stdin.take()?;
-    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
-    let out = child.wait_with_output().ok()?;
-    writer.join().ok()?.ok()?;
+    let out = ask_tool(Path::new("c++filt"), &[], Some(input.into_bytes()))?;
     let lines: Vec<String> =
         String::from_utf8(out.stdout).ok()?.lines().map(str::to_owned).collect();
     (out.status.success() && lines.len() == names.len()).then_some(lines)
@@ -460,13 +474,9 @@ impl Profiler {
     /// the program's) and no renaming of kernels (a rename file there could give a library
     /// kernel the name of one of the program's own).
     fn hardening(&self) -> Vec<OsString> {
-        let help = Command::new(&self.ncu)
-            .arg("--help")
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .output();
-        let help =
-            help.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+        let help = ask_tool(&self.ncu, &["--help"], None)
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
         let mut args = Vec::new();
         if help.contains("--config-file ") || help.contains("--config-file\n") {
             args.extend(["--config-file".into(), "off".into()]);
@@ -573,46 +583,41 @@ fn run_driver(
     }
     line.extend(driver);
     let program = PathBuf::from(&line[0]);
-    let mut cmd = Command::new(&program);
-    cmd.args(&line[1..]).current_dir(&work).env_clear().process_group(0).stdin(Stdio::null());
-    cmd.envs(crate::runner::environment(
-        env,
-        &work,
-        target.device,
-        true,
-        target.extensions,
-        false,
-        false,
-    ));
     let out_path = scratch.join("output.log");
-    let out = std::fs::File::create(&out_path)?;
-    cmd.stdout(out.try_clone()?).stderr(out);
-    let mut child =
-        cmd.spawn().map_err(|source| ProfileError::Spawn { program: program.clone(), source })?;
-    let group = child.id() as libc::pid_t;
-    // SAFETY: kill has no memory-safety preconditions; the child leads its own group and is not
-    // reaped before this is sent (see `exited`), so the group id is still ours.
-    let kill_group = || unsafe { libc::kill(-group, libc::SIGKILL) };
-    let started = Instant::now();
-    loop {
-        if exited(group) {
-            // Whatever it left behind (ncu's helpers) goes with it, before the leader is reaped.
-            kill_group();
-            break;
+    let cancel = profiler.cancel.as_ref().map(|c| Arc::clone(&c.0));
+    let cancelled = move || cancel.as_ref().is_some_and(|c| c());
+    // The device is held alone, through its gate, for the whole run: no evaluation of this
+    // process runs on it meanwhile, and none is timed beside ncu's replays.
+    let _alone = crate::engine::hold_alone(target.device, Some(&cancelled))
+        .ok_or(ProfileError::Cancelled)?;
+    let spec = JobSpec {
+        label: "the profiled run".into(),
+        program: program.clone(),
+        args: line[1..].to_vec(),
+        cwd: Some(work.clone()),
+        env: Some(crate::runner::environment(
+            env,
+            &work,
+            target.device,
+            true,
+            target.extensions,
+            false,
+            false,
+        )),
+        stdin: None,
+        output: JobOutput::File(out_path.clone()),
+    };
+    // The supervisor runs it in a process group of its own, kills the group at the time limit or
+    // when cancelled, and takes what the run left in it (ncu's helpers) with it when it ends.
+    let status = match Job::run(spec, profiler.timeout, Some(&cancelled)) {
+        Ok(end) => end.status,
+        Err(JobError::Spawn { program, source }) => {
+            return Err(ProfileError::Spawn { program, source })
         }
-        let cancelled = profiler.cancel.as_ref().is_some_and(|c| (c.0)());
-        if cancelled || started.elapsed() >= profiler.timeout {
-            kill_group();
-            let _ = child.wait();
-            return Err(if cancelled {
-                ProfileError::Cancelled
-            } else {
-                ProfileError::Timeout(profiler.timeout)
-            });
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let status = child.wait()?;
+        Err(JobError::Timeout { .. }) => return Err(ProfileError::Timeout(profiler.timeout)),
+        Err(JobError::Cancelled { .. }) => return Err(ProfileError::Cancelled),
+        Err(JobError::Io { source, .. }) => return Err(ProfileError::Io(source)),
+    };
     let output = std::fs::read_to_string(&out_path).unwrap_or_default();
     // The status comes from the program's process: a claim, read without following links.
     match read_claim(&status_file).and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
@@ -641,21 +646,6 @@ fn read_claim(path: &Path) -> Option<String> {
     let mut text = String::new();
     f.take(1 << 20).read_to_string(&mut text).ok()?;
     Some(text)
-}
-
-/// Whether the process `pid` has exited, without reaping it (`waitid` with `WNOWAIT`).
-fn exited(pid: libc::pid_t) -> bool {
-    // SAFETY: a zeroed siginfo_t is a valid out-parameter; waitid only writes to it.
-    unsafe {
-        let mut info: libc::siginfo_t = std::mem::zeroed();
-        libc::waitid(
-            libc::P_PID,
-            pid as libc::id_t,
-            &mut info,
-            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-        ) == 0
-            && info.si_pid() != 0
-    }
 }
 
 fn tail(text: &str, max: usize) -> String {
@@ -870,7 +860,7 @@ mod tests {
         let log = format!("{HEADER}\n{}", row(0, "_Z7row_sumPfi", DURATION, "nsecond", "10"));
         let mut p = Profile::from_launches(&parse_ncu_csv(&log).unwrap(), 1);
         p.demangle();
-        if Command::new("c++filt").arg("--version").output().is_err() {
+        if std::process::Command::new("c++filt").arg("--version").output().is_err() {
             return;
         }
         assert_eq!(p.kernels[0].demangled.as_deref(), Some("row_sum(float*, int)"));

@@ -128,76 +128,10 @@ impl CallError {
     }
 }
 
-/// A running runner process.
+/// A running runner process, enlisted in the supervisor's live-child registry under its scratch
+/// directory and its role ([`kill_under`]).
 pub struct RunnerClient {
     worker: Worker,
-    _live: Live,
-}
-
-/// The process groups of every runner this process has started and not yet ended, with the
-/// scratch directory each works in, so that an engine stopping at once can kill what runs under
-/// its own scratch directory ([`kill_under`]) and nothing of another engine in the process; and
-/// the scratch directories killed so far, so that a runner that starts under one afterwards (its
-/// start was under way: a fork server still importing torch) is killed as it registers.
-static LIVE: std::sync::Mutex<Registry> =
-    std::sync::Mutex::new(Registry { live: Vec::new(), killed: Vec::new() });
-
-struct Registry {
-    /// Each runner's process group, scratch directory and role.
-    live: Vec<(u32, PathBuf, Role)>,
-    /// Directories killed so far, and of which role (`None`: every role).
-    killed: Vec<(PathBuf, Option<Role>)>,
-}
-
-impl Registry {
-    fn kill(&mut self, root: &Path, role: Option<Role>) {
-        self.killed.push((root.to_owned(), role));
-        for (pid, scratch, r) in &self.live {
-            if scratch.starts_with(root) && role.is_none_or(|role| role == *r) {
-                kill_group(*pid);
-            }
-        }
-    }
-}
-
-fn registry() -> std::sync::MutexGuard<'static, Registry> {
-    LIVE.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn kill_group(pid: u32) {
-    // Each runner leads its own process group; its entry is removed only after the group is
-    // reaped, so the pid cannot have been reused by another process.
-    let _ = nix::sys::signal::killpg(
-        nix::unistd::Pid::from_raw(pid as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    );
-}
-
-/// A runner's entry in [`LIVE`], removed when its client goes.
-struct Live(u32);
-
-impl Live {
-    fn register(pid: u32, scratch: &Path, role: Role) -> Live {
-        let mut registry = registry();
-        registry.live.push((pid, scratch.to_owned(), role));
-        if registry
-            .killed
-            .iter()
-            .any(|(root, r)| scratch.starts_with(root) && r.is_none_or(|r| r == role))
-        {
-            kill_group(pid);
-        }
-        Live(pid)
-    }
-}
-
-impl Drop for Live {
-    fn drop(&mut self) {
-        let live = &mut registry().live;
-        if let Some(i) = live.iter().position(|(p, _, _)| *p == self.0) {
-            live.swap_remove(i);
-        }
-    }
 }
 
 /// The nice value of a process that checks (no timing) started ahead of its turn: where many
@@ -211,15 +145,16 @@ pub const HELLO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(12
 
 /// Kills the whole process group of every runner working below `root` (an engine's scratch
 /// directory), now and whenever one starts there later; their callers then get errors at once.
-/// For stopping immediately: a second Ctrl-C, or an engine dropped mid-run.
+/// For stopping immediately: a second Ctrl-C, or an engine dropped mid-run. The supervisor's
+/// registry does it ([`cudal1_supervisor::kill_under`]).
 pub fn kill_under(root: &Path) {
-    registry().kill(root, None);
+    cudal1_supervisor::kill_under(root);
 }
 
 /// As [`kill_under`], for extension builds only (the compile role, with every compiler it
 /// started): a build takes tens of seconds, and a cancelled engine has no use for it.
 pub fn kill_builds_under(root: &Path) {
-    registry().kill(root, Some(Role::Compile));
+    cudal1_supervisor::kill_class_under(root, Role::Compile.as_str());
 }
 
 /// The environment of a Python child that runs task or candidate code, built from scratch:
@@ -247,6 +182,8 @@ pub fn environment(
     }
     set("HOME", &scratch);
     set("TMPDIR", &scratch);
+    // Triton's kernel binaries go where cudal1 counts them (a compile in a timed window shows).
+    set("TRITON_CACHE_DIR", &triton_cache(scratch));
     set("PYTHONPATH", &env.package_root);
     if let Some(dir) = &env.bytecode {
         set("PYTHONPYCACHEPREFIX", dir);
@@ -293,6 +230,45 @@ pub fn environment(
     vars
 }
 
+/// The Triton cache of a runner whose scratch directory is `scratch` (`TRITON_CACHE_DIR`): one per
+/// process, never shared, so that no program can leave a kernel binary for another to load.
+pub fn triton_cache(scratch: &Path) -> PathBuf {
+    scratch.join("triton")
+}
+
+/// The kernel binaries (`*.cubin`, `*.hsaco`) in a Triton cache: one per compiled kernel. The
+/// candidate's process can write there, so the count is its claim, and only ever held against
+/// itself; it stops at [`TRITON_COUNT_LIMIT`] entries, so that no directory of millions of files
+/// holds the trusted side up.
+pub fn triton_binaries(cache: &Path) -> usize {
+    let mut seen = 0usize;
+    let mut binaries = 0usize;
+    let Ok(groups) = std::fs::read_dir(cache) else { return 0 };
+    for group in groups.flatten() {
+        seen += 1;
+        // Not followed through links: only the cache's own directories, one level deep.
+        if seen > TRITON_COUNT_LIMIT || !group.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let Ok(files) = std::fs::read_dir(group.path()) else { continue };
+        for file in files.flatten() {
+            seen += 1;
+            if seen > TRITON_COUNT_LIMIT {
+                break;
+            }
+            let name = file.file_name();
+            let name = name.to_string_lossy();
+            if name.ends_with(".cubin") || name.ends_with(".hsaco") {
+                binaries += 1;
+            }
+        }
+    }
+    binaries
+}
+
+/// How many entries of a Triton cache [`triton_binaries`] looks at, at most.
+pub const TRITON_COUNT_LIMIT: usize = 20_000;
+
 /// Hardware work queues (`CUDA_DEVICE_MAX_CONNECTIONS`) of a process that is never timed. The
 /// driver makes and ends contexts one at a time per device, and a correctness run makes one per
 /// candidate: with one queue instead of the default eight, an H100 made 24 contexts at once in
@@ -307,9 +283,10 @@ pub const UNTIMED_QUEUES: &str = "1";
 /// these are never seen. Every other variable is read as the interpreter starts or as torch is
 /// imported (`PYTHONPATH`, `OMP_NUM_THREADS`, ...), so a runner is forked only from a zygote that
 /// started with the same values.
-const SET_AFTER_FORK: [&str; 6] = [
+const SET_AFTER_FORK: [&str; 7] = [
     "HOME",
     "TMPDIR",
+    "TRITON_CACHE_DIR",
     "CUDA_VISIBLE_DEVICES",
     "CUDA_DEVICE_MAX_CONNECTIONS",
     "TORCH_EXTENSIONS_DIR",
@@ -463,24 +440,19 @@ impl RunnerClient {
             })?,
             None => Worker::spawn(spec)?,
         };
-        let live = Live::register(worker.pid(), launch.scratch, launch.role);
-        Ok(RunnerClient { worker, _live: live })
+        let mut worker = worker;
+        worker.enlist(launch.scratch, launch.role.as_str());
+        Ok(RunnerClient { worker })
     }
 
     /// Stops every process of the runner's group (SIGSTOP) between requests; [`RunnerClient::resume`]
     /// lets them go on.
     pub fn pause(&self) {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(self.worker.pid() as i32),
-            nix::sys::signal::Signal::SIGSTOP,
-        );
+        self.worker.pause();
     }
 
     pub fn resume(&self) {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(self.worker.pid() as i32),
-            nix::sys::signal::Signal::SIGCONT,
-        );
+        self.worker.resume();
     }
 
     /// Sends one request and waits for its reply.
@@ -544,5 +516,52 @@ impl RunnerClient {
     pub fn shutdown(mut self) {
         let _ = self.call(&cudal1_protocol::Shutdown {}, Duration::from_secs(5));
         self.worker.terminate(Duration::from_secs(2));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn triton_binaries_counts_kernels_one_level_deep_and_follows_no_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = triton_cache(dir.path());
+        assert_eq!(triton_binaries(&cache), 0, "no cache yet");
+        for (group, files) in [
+            ("A1", &["k.cubin", "k.ptx", "k.json", "__grp__k.json"][..]),
+            ("B2", &["k.cubin", "k.ttir"][..]),
+            ("C3", &["cuda_utils.so"][..]),
+            ("D4", &["other.hsaco"][..]),
+        ] {
+            std::fs::create_dir_all(cache.join(group)).unwrap();
+            for f in files {
+                std::fs::write(cache.join(group).join(f), b"").unwrap();
+            }
+        }
+        // Deeper, or behind a link, is not the cache's layout.
+        std::fs::create_dir_all(cache.join("A1/deeper")).unwrap();
+        std::fs::write(cache.join("A1/deeper/x.cubin"), b"").unwrap();
+        std::os::unix::fs::symlink(cache.join("B2"), cache.join("E5")).unwrap();
+        std::fs::write(cache.join("stray.cubin"), b"").unwrap();
+        assert_eq!(triton_binaries(&cache), 3);
+    }
+
+    #[test]
+    fn every_runner_has_its_own_triton_cache_in_its_scratch() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = RunnerEnv {
+            python: "/usr/bin/python3".into(),
+            python_dirs: vec![],
+            package_root: dir.path().join("package"),
+            cuda_arch: None,
+            gpu_names: vec![],
+            bytecode: None,
+            forks: false,
+        };
+        let vars = environment(&env, dir.path(), &Device::Cpu, false, None, false, false);
+        let cache = vars.iter().find(|(k, _)| k == "TRITON_CACHE_DIR").map(|(_, v)| v.clone());
+        assert_eq!(cache, Some(dir.path().join("triton").into_os_string()));
+        assert!(SET_AFTER_FORK.contains(&"TRITON_CACHE_DIR"), "one fork server for all scratches");
     }
 }

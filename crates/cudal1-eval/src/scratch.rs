@@ -100,6 +100,12 @@ fn remove_settled(dir: &Path) -> std::io::Result<()> {
     }
 }
 
+/// Whether files under `dir` are held in the host's memory (tmpfs, as `/dev/shm` is).
+pub fn in_memory(dir: &Path) -> bool {
+    nix::sys::statfs::statfs(dir)
+        .is_ok_and(|st| st.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC)
+}
+
 fn free_bytes(dir: &Path) -> Option<u64> {
     let st = nix::sys::statvfs::statvfs(dir).ok()?;
     Some(st.blocks_available() as u64 * st.fragment_size() as u64)
@@ -138,6 +144,18 @@ mod tests {
         assert_eq!(meminfo_field(text, "MemAvailable:"), Some(20_000_000 * 1024));
         assert_eq!(meminfo_field(text, "Nope:"), None);
         assert!(available_memory().is_some_and(|m| m > 0));
+    }
+
+    #[test]
+    fn memory_backed_directories_are_told_from_disk_ones() {
+        // /proc is not tmpfs; /dev/shm is on Linux machines that have it (CI's and the GPUs').
+        assert!(!in_memory(Path::new("/proc")));
+        assert!(!in_memory(Path::new("/no/such/dir")));
+        if std::fs::read_to_string("/proc/mounts").is_ok_and(|m| {
+            m.lines().any(|l| l.split(' ').nth(1) == Some("/dev/shm") && l.contains(" tmpfs "))
+        }) {
+            assert!(in_memory(Path::new("/dev/shm")));
+        }
     }
 
     #[test]

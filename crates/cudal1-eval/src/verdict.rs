@@ -180,9 +180,40 @@ pub struct Measurements {
     /// When it failed: the traceback of its exception or its compiler's output, then the tail of
     /// its process's stderr.
     pub log_tail: Option<String>,
-    /// Wall time of each step of the evaluation (start, load, first_call, correctness, timing), in ms.
+    /// Wall time of each step of the evaluation (start, load, triton_warmup, first_call,
+    /// correctness, device_wait_timing, timing, verdict), in ms.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub phases_ms: BTreeMap<String, f64>,
+    /// A timed program with `@triton.jit` kernels: its warm-up (Triton's JIT compiles and
+    /// autotuning), made before its outputs were checked and apart from every timed window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub triton: Option<TritonWarmup>,
+}
+
+/// The warm-up of a program's Triton kernels ([`Measurements::triton`]). Triton compiles (and
+/// autotunes) a kernel on its first calls, inside the candidate's process: a warm-up call on
+/// fresh inputs, untimed and unchecked, makes those happen before the correctness checks, while
+/// the job shares its device with other checks and before it takes the device alone to time
+/// (docs/design.md). The counts are of kernel binaries in the process's own Triton cache, read by
+/// cudal1 after each phase; the process can write there, so they are its claims and only ever
+/// held against itself.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TritonWarmup {
+    /// Its `@triton.jit` (or `@triton.autotune`) functions, from its source.
+    pub kernels: Vec<String>,
+    /// The warm-up call's wall time by cudal1's clock (also `phases_ms.triton_warmup`).
+    pub warmup_ms: f64,
+    /// Whether the warm-up ran off the device's timing slot: the job did not yet hold the device
+    /// alone (it held it beside other checks, never beside a timed job). `false` where it ran
+    /// holding the device alone (evaluated again alone, or outside an engine).
+    pub off_slot: bool,
+    /// Kernel binaries compiled by the warm-up call.
+    pub compiled_in_warmup: usize,
+    /// Compiled later, during the correctness checks (still before the device is held alone).
+    pub compiled_in_checks: usize,
+    /// Compiled during timing: then a timed window held a compile (the candidate's own loss;
+    /// the `triton_compiled_while_timed` warning says so).
+    pub compiled_while_timed: usize,
 }
 
 impl Measurements {

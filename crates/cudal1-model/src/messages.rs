@@ -200,6 +200,44 @@ pub struct Sample {
 #[derive(Debug, Clone, Deserialize)]
 pub struct GenerateReply {
     pub samples: Vec<Sample>,
+    /// The decoder that ran (`dynamic`, `static` or `graphs`).
+    #[serde(default)]
+    pub decoder: Option<String>,
+    #[serde(default)]
+    pub memory: Option<Memory>,
+}
+
+/// The memory an op of the worker used at its peak (python/cudal1_model/memory.py).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Memory {
+    /// The policy's device (`cpu`, `cuda:0`).
+    pub device: String,
+    /// `cuda_allocated`: the most the CUDA allocator held for tensors during the op;
+    /// `process_rss`: the worker's peak resident set since it started (on the CPU).
+    pub measure: String,
+    pub peak_bytes: u64,
+    /// The most the CUDA allocator reserved from the device during the op (CUDA only).
+    #[serde(default)]
+    pub reserved_bytes: Option<u64>,
+    /// The device's memory (CUDA only).
+    #[serde(default)]
+    pub total_bytes: Option<u64>,
+}
+
+impl Memory {
+    /// The larger of two peaks (of the same device and measure; `other` wins a mismatch).
+    #[must_use]
+    pub fn max(self, other: Memory) -> Memory {
+        if self.device != other.device || self.measure != other.measure {
+            return other;
+        }
+        Memory {
+            peak_bytes: self.peak_bytes.max(other.peak_bytes),
+            reserved_bytes: self.reserved_bytes.max(other.reserved_bytes),
+            total_bytes: other.total_bytes.or(self.total_bytes),
+            ..other
+        }
+    }
 }
 
 impl Request for Generate {
@@ -275,6 +313,8 @@ pub struct Logprobs {
 #[derive(Debug, Clone, Deserialize)]
 pub struct LogprobsReply {
     pub logprobs: Vec<Vec<f64>>,
+    #[serde(default)]
+    pub memory: Option<Memory>,
 }
 
 impl Request for Logprobs {
@@ -359,6 +399,8 @@ pub struct TrainStepReply {
     pub tokens: u64,
     pub sequences: u64,
     pub step: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Memory>,
 }
 
 impl Request for TrainStep {
@@ -427,5 +469,39 @@ mod tests {
         assert!(step["sequences"][0].get("advantage").is_none());
         assert_eq!(Aggregation::parse("sequence_mean"), Ok(Aggregation::SequenceMean));
         assert!(Aggregation::parse("mean").is_err());
+    }
+
+    #[test]
+    fn replies_read_the_peak_memory_when_there_is_one_and_peaks_keep_the_larger() {
+        let reply: GenerateReply = serde_json::from_value(serde_json::json!({
+            "samples": [], "decoder": "graphs",
+            "memory": {"device": "cuda:0", "measure": "cuda_allocated", "peak_bytes": 5,
+                       "reserved_bytes": 9, "total_bytes": 80},
+        }))
+        .unwrap();
+        let a = reply.memory.unwrap();
+        assert_eq!(
+            (a.peak_bytes, a.reserved_bytes, reply.decoder.as_deref()),
+            (5, Some(9), Some("graphs"))
+        );
+        // An older worker's reply has none.
+        let old: TrainStepReply = serde_json::from_value(serde_json::json!({
+            "loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "entropy": 0.0, "grad_norm": 0.0,
+            "tokens": 1, "sequences": 1, "step": 1,
+        }))
+        .unwrap();
+        assert!(old.memory.is_none());
+        let b = Memory { peak_bytes: 7, reserved_bytes: Some(8), ..a.clone() };
+        let m = a.clone().max(b.clone());
+        assert_eq!((m.peak_bytes, m.reserved_bytes, m.total_bytes), (7, Some(9), Some(80)));
+        // Another device's or measure's peak replaces rather than mixes.
+        let cpu = Memory {
+            device: "cpu".into(),
+            measure: "process_rss".into(),
+            peak_bytes: 1,
+            reserved_bytes: None,
+            total_bytes: None,
+        };
+        assert_eq!(a.max(cpu.clone()), cpu);
     }
 }

@@ -3,9 +3,8 @@
 //! a process that can hang or die: every call has a time limit, and a worker that misses one is
 //! killed with its whole process group.
 
-use cudal1_protocol::Request;
+use cudal1_protocol::{parse_envelope, ChildError, Request};
 use cudal1_supervisor::{Sandbox, SpawnError, Worker, WorkerError, WorkerSpec};
-use serde_json::Value;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -142,19 +141,12 @@ impl ModelWorker {
         timeout: Duration,
     ) -> Result<R::Reply, ModelError> {
         let reply = self.worker.request(request.to_json(), timeout)?;
-        if reply.get("ok").and_then(Value::as_bool) == Some(true) {
-            return serde_json::from_value(reply)
-                .map_err(|e| ModelError::Protocol { op: R::OP, detail: e.to_string() });
-        }
-        let error = reply.get("error");
-        let text =
-            |key: &str| error.and_then(|e| e.get(key)).and_then(Value::as_str).map(str::to_owned);
-        match (text("kind"), text("message")) {
-            (Some(kind), Some(message)) => Err(ModelError::Refused { op: R::OP, kind, message }),
-            _ => Err(ModelError::Protocol {
-                op: R::OP,
-                detail: format!("neither a reply nor an error: {reply}"),
-            }),
+        match parse_envelope::<R::Reply, ChildError>(reply) {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(ChildError { kind, message })) => {
+                Err(ModelError::Refused { op: R::OP, kind, message })
+            }
+            Err(detail) => Err(ModelError::Protocol { op: R::OP, detail }),
         }
     }
 
@@ -169,7 +161,7 @@ impl ModelWorker {
 
     /// Asks the worker to stop, then makes sure its process group is gone.
     pub fn shutdown(mut self) {
-        let _ = self.worker.request(serde_json::json!({"op": "shutdown"}), Duration::from_secs(10));
+        let _ = self.call(&cudal1_protocol::Shutdown {}, Duration::from_secs(10));
         self.worker.terminate(Duration::from_secs(3));
     }
 }

@@ -49,10 +49,20 @@ pub enum ErrorKind {
     Unknown,
 }
 
-/// Splits a reply into its payload or the runner's error.
+/// Splits a runner's reply into its payload or the runner's error ([`parse_envelope`]).
 pub fn parse_reply<T: DeserializeOwned>(
     reply: serde_json::Value,
 ) -> Result<Result<T, RunnerError>, String> {
+    parse_envelope(reply)
+}
+
+/// Splits the reply of any Python child (a runner, the model worker) into its payload `T` or
+/// the child's error `E`: the one reader of the envelope every child's replies share
+/// (docs/protocol.md): `{"id", "ok": true, ...payload}` or `{"id", "ok": false, "error": {...}}`.
+/// The supervisor has matched the `id` already. `Err` is a reply that is neither.
+pub fn parse_envelope<T: DeserializeOwned, E: DeserializeOwned>(
+    reply: serde_json::Value,
+) -> Result<Result<T, E>, String> {
     let ok = reply.get("ok").and_then(|v| v.as_bool()).ok_or("reply has no boolean `ok`")?;
     if ok {
         serde_json::from_value(reply).map(Ok).map_err(|e| format!("malformed reply: {e}"))
@@ -60,6 +70,14 @@ pub fn parse_reply<T: DeserializeOwned>(
         let err = reply.get("error").cloned().ok_or("failed reply has no `error`")?;
         serde_json::from_value(err).map(Err).map_err(|e| format!("malformed error: {e}"))
     }
+}
+
+/// A child's error as the envelope carries it, its kind left as text: the model worker's kinds
+/// (`bad_request`, `not_loaded`, `load_error`, `oom`, `runtime_error`) are not a runner's.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+pub struct ChildError {
+    pub kind: String,
+    pub message: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -618,6 +636,21 @@ mod tests {
         .unwrap();
         assert_eq!(unknown.unwrap_err().kind, ErrorKind::Unknown);
         assert!(parse_reply::<HelloReply>(serde_json::json!({"id": 1})).is_err());
+    }
+
+    #[test]
+    fn any_child_error_is_read_from_the_same_envelope() {
+        let refused: Result<ShutdownReply, ChildError> = parse_envelope(serde_json::json!({
+            "id": 2, "ok": false, "error": {"kind": "not_loaded", "message": "load first"}
+        }))
+        .unwrap();
+        assert_eq!(refused.unwrap_err().kind, "not_loaded");
+        let missing = parse_envelope::<ShutdownReply, ChildError>(
+            serde_json::json!({"id": 2, "ok": false, "error": {"kind": "oom"}}),
+        );
+        assert!(missing.unwrap_err().contains("malformed error"));
+        let no_ok = parse_envelope::<ShutdownReply, ChildError>(serde_json::json!({"id": 2}));
+        assert!(no_ok.unwrap_err().contains("boolean `ok`"));
     }
 
     #[test]

@@ -83,6 +83,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn both_packages_carry_the_one_wire() {
+        let wire = |p: &EmbeddedPackage| p.files.iter().find(|(n, _)| *n == "wire.py").map(|f| f.1);
+        assert!(wire(&RUNNER).is_some_and(|t| t.contains("def serve(")));
+        assert_eq!(wire(&RUNNER), wire(&MODEL_WORKER));
+    }
+
+    #[test]
     fn each_package_installs_once_matches_the_source_tree_and_leaves_nothing_else() {
         for package in [&RUNNER, &MODEL_WORKER] {
             let dir = tempfile::tempdir().unwrap();

@@ -1,10 +1,11 @@
 //! Finding a Python with PyTorch, as a typed request with a recorded source.
 
+use cudal1_supervisor::{Job, JobError, JobOutput, JobSpec};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::time::Duration;
 
 /// Where the interpreter came from, so that errors and logs can say why this one was used.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -309,8 +310,30 @@ fn torch_stamp(probe: &Probe) -> Option<String> {
     probe.torch_dir.as_ref().and_then(|d| stamp(&d.join("version.py")))
 }
 
+/// How long the probe may take: importing torch and asking the driver about every GPU, on a busy
+/// machine. A probe that outlives it (an interpreter stuck in a driver call) is killed.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(120);
+
 fn probe(path: &Path) -> Result<Probe, String> {
-    let out = Command::new(path).arg("-c").arg(PROBE).output().map_err(|e| e.to_string())?;
+    probe_within(path, PROBE_TIMEOUT)
+}
+
+/// The probe, run under the supervisor: in its own process group, killed with it and reaped at
+/// `timeout`.
+fn probe_within(path: &Path, timeout: Duration) -> Result<Probe, String> {
+    let spec = JobSpec {
+        label: format!("the probe of `{}`", path.display()),
+        program: path.to_owned(),
+        args: vec!["-c".into(), PROBE.into()],
+        cwd: None,
+        env: None,
+        stdin: None,
+        output: JobOutput::Capture,
+    };
+    let out = Job::run(spec, timeout, None).map_err(|e| match e {
+        JobError::Spawn { source, .. } => source.to_string(),
+        other => other.to_string(),
+    })?;
     if !out.status.success() {
         return Err(format!(
             "exit {}: {}",
@@ -361,7 +384,7 @@ mod tests {
         let Some(python3) = which("python3") else { return };
         let dir = tempfile::tempdir().unwrap();
         let venv = dir.path().join("env");
-        let ok = Command::new(&python3)
+        let ok = std::process::Command::new(&python3)
             .args(["-m", "venv", "--without-pip"])
             .arg(&venv)
             .status()
@@ -438,6 +461,32 @@ mod tests {
             assert!(cached_probe(&python, &cache).unwrap().torch.is_none());
         }
         assert_eq!(count(&runs), 2, "what may be installed next is found at once");
+    }
+
+    #[test]
+    fn a_probe_that_hangs_is_killed_at_its_timeout() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        // An interpreter stuck before it answers, with a child of its own that holds the output.
+        let pids = dir.path().join("pids");
+        let python = dir.path().join("python");
+        std::fs::write(
+            &python,
+            format!("#!/bin/sh\nsleep 300 &\necho $$ $! > {}\nwait\n", pids.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let started = std::time::Instant::now();
+        let err = probe_within(&python, Duration::from_millis(500)).unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+        assert!(err.contains("did not end within 0.5s"), "{err}");
+        // Both the interpreter and what it started are gone (reaped, or a zombie of init's).
+        let text = std::fs::read_to_string(&pids).unwrap();
+        for pid in text.split_whitespace() {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let state = stat.rsplit(')').next().unwrap_or("").split_whitespace().next();
+            assert!(matches!(state, None | Some("Z" | "X")), "{pid} still runs: {stat}");
+        }
     }
 
     #[test]

@@ -306,7 +306,7 @@ impl State<'_> {
             ));
         }
         if !settings.sandbox && !self.config.allow_unsandboxed {
-            return Err(unrunnable(format!("worker `{}` runs no job without the sandbox (start it with `--no-sandbox` to allow them)", self.config.name)));
+            return Err(unrunnable(format!("worker `{}` runs no job without the sandbox, and this job asks to run without it (a worker that allows unsandboxed jobs can take it)", self.config.name)));
         }
         let device =
             self.config.engine.devices.first().cloned().unwrap_or(cudal1_eval::Device::Cpu);

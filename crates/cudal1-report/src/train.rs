@@ -133,6 +133,12 @@ pub fn read(dir: &Path) -> Result<Run, ReportError> {
         }));
         all.push((key.clone(), points));
     }
+    let heldout = read_heldout(dir)?;
+    if !heldout.is_empty() {
+        let (held_charts, held_last) = heldout_charts(&name, &stage, &lines, &heldout);
+        charts_out.splice(0..0, held_charts);
+        last.extend(held_last);
+    }
     let view = TrainingView {
         dir: dir.display().to_string(),
         stage,
@@ -141,6 +147,90 @@ pub fn read(dir: &Path) -> Result<Run, ReportError> {
         last,
     };
     Ok(Run { name, view, series: all })
+}
+
+/// The held-out evaluations of a run during training (`heldout.jsonl`: one object per evaluated
+/// step with `step`, the numbers, and an object of them per group of tasks); none when the run
+/// has no such file.
+fn read_heldout(dir: &Path) -> Result<Vec<Value>, ReportError> {
+    let path = dir.join("heldout.jsonl");
+    let Ok(text) = std::fs::read_to_string(&path) else { return Ok(Vec::new()) };
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| ReportError::TrainingData {
+                path: path.clone(),
+                line: i + 1,
+                reason: e.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// The held-out metrics drawn, each beside its training counterpart where the run has one
+/// (correct rate and fast_1 on the step's own samples): lines for all held-out tasks and for
+/// each group of them (the families never trained on apart from the rest).
+fn heldout_charts(
+    name: &str,
+    stage: &str,
+    train: &[Value],
+    heldout: &[Value],
+) -> (Vec<String>, Vec<(String, f64)>) {
+    let mut groups: Vec<String> = Vec::new();
+    for l in heldout {
+        for (k, v) in l.as_object().into_iter().flatten() {
+            if v.is_object() && !groups.contains(k) {
+                groups.push(k.clone());
+            }
+        }
+    }
+    let mut charts_out = Vec::new();
+    let mut last = Vec::new();
+    for key in ["correct_rate", "fast1_rate", "geomean_speedup_of_correct"] {
+        let mut series = Vec::new();
+        let points: Vec<(f64, f64)> =
+            train.iter().filter_map(|l| Some((l.get("step")?.as_f64()?, at(l, key)?))).collect();
+        if !points.is_empty() {
+            series.push(Series {
+                name: format!("train {key}"),
+                points,
+                color: charts::color(0),
+                dashed: false,
+            });
+        }
+        for (i, group) in std::iter::once(None).chain(groups.iter().map(Some)).enumerate() {
+            let path = group.map_or_else(|| key.to_owned(), |g| format!("{g}.{key}"));
+            let points: Vec<(f64, f64)> = heldout
+                .iter()
+                .filter_map(|l| Some((l.get("step")?.as_f64()?, at(l, &path)?)))
+                .collect();
+            if let Some(&(_, v)) = points.last() {
+                last.push((format!("held-out {path}"), v));
+            }
+            if !points.is_empty() {
+                series.push(Series {
+                    name: group.map_or_else(|| "held-out".to_owned(), |g| format!("held-out, {g}")),
+                    points,
+                    color: charts::color(i + 1),
+                    dashed: true,
+                });
+            }
+        }
+        if series.iter().any(|s| s.dashed) {
+            charts_out.push(charts::line_chart(&LineChart {
+                id: format!("train-{}-heldout-{}", slug(name), slug(key)),
+                title: format!("{name} ({stage}): {key}, train and held-out"),
+                x_label: "step".into(),
+                y_label: key.to_owned(),
+                series,
+                x_range: None,
+                y_range: None,
+                dots: true,
+            }));
+        }
+    }
+    (charts_out, last)
 }
 
 /// Rewards first, then losses, then the rest.
@@ -195,6 +285,38 @@ mod tests {
         assert_eq!((t.stage.as_str(), t.steps, t.charts.len()), ("grpo", 4, 2));
         assert_eq!(t.last, vec![("reward.mean".to_owned(), 0.4), ("loss".to_owned(), 0.25)]);
         assert!(t.charts[0].contains("reward.mean"));
+    }
+
+    #[test]
+    fn held_out_curves_are_drawn_beside_the_train_curves_with_each_group_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let lines: Vec<String> = (1..=4)
+            .map(|s| serde_json::json!({"step": s, "reward_mean": 0.5, "correct_rate": 0.25 * f64::from(s), "fast1_rate": 0.1}).to_string())
+            .collect();
+        std::fs::write(dir.path().join("metrics.jsonl"), lines.join("\n")).unwrap();
+        let held = [
+            serde_json::json!({"step": 2, "correct_rate": 0.5, "fast1_rate": 0.25, "geomean_speedup_of_correct": 1.5, "unseen families": {"correct_rate": 0.0, "fast1_rate": 0.0, "geomean_speedup_of_correct": null}}),
+            serde_json::json!({"step": 4, "correct_rate": 0.75, "fast1_rate": 0.5, "geomean_speedup_of_correct": 2.0, "unseen families": {"correct_rate": 0.5, "fast1_rate": 0.0, "geomean_speedup_of_correct": 1.0}}),
+        ];
+        std::fs::write(
+            dir.path().join("heldout.jsonl"),
+            held.iter().map(|v| format!("{v}\n")).collect::<String>(),
+        )
+        .unwrap();
+        let t = read(dir.path()).unwrap().into_view();
+        // Correct rate: the train line, then the held-out lines (all, unseen families).
+        assert!(t.charts[0].contains("correct_rate, train and held-out"), "{}", t.charts[0]);
+        assert_eq!(t.charts[0].matches("<polyline").count(), 3);
+        assert!(t.charts[0].contains("held-out, unseen families"));
+        assert!(t.charts[1].contains("fast1_rate, train and held-out"));
+        // The geomean has no train line: held-out alone (the unseen families' from one point).
+        assert!(t.charts[2].contains("geomean_speedup_of_correct"));
+        assert!(t.last.contains(&("held-out fast1_rate".to_owned(), 0.5)), "{:?}", t.last);
+        assert!(t.last.contains(&("held-out unseen families.correct_rate".to_owned(), 0.5)));
+        // A broken line is an error naming the file.
+        std::fs::write(dir.path().join("heldout.jsonl"), "{\"step\": 2}\nnot json\n").unwrap();
+        let e = read(dir.path()).unwrap_err();
+        assert!(e.to_string().contains("heldout.jsonl"), "{e}");
     }
 
     #[test]

@@ -3,9 +3,9 @@
 //! the contrastive prompt (the reference plus earlier variants with their
 //! measured speedups) and the refinement prompt of a later turn (the previous
 //! attempt with its verdict and reason) from minijinja templates that ship in the crate and can
-//! be overridden from a directory. Around it: [`extract_program`] finds the
-//! candidate in a reply, [`normalized_hash`] de-duplicates candidates,
-//! [`ExemplarSampler`] picks which earlier variants a prompt shows (CUDA-L1's
+//! be overridden from a directory, asking for CUDA or for Triton kernels ([`Language`]). Around
+//! it: [`extract_program`] finds the candidate in a reply, [`normalized_hash`] de-duplicates
+//! candidates, [`ExemplarSampler`] picks which earlier variants a prompt shows (CUDA-L1's
 //! bucketed softmax), [`draw_prompt`] renders the prompt for a task from its
 //! earlier variants, and [`group_normalized_rewards`] turns a group's
 //! speedups into GRPO rewards.
@@ -34,6 +34,6 @@ pub use contrastive::{draw_prompt, Drawn, Variant};
 pub use extract::{extract_program, ExtractError};
 pub use feedback::Judged;
 pub use normalize::{normalize, normalized_hash};
-pub use prompts::{Attempt, Exemplar, PromptError, Prompts, Reference, TEMPLATE_NAMES};
+pub use prompts::{Attempt, Exemplar, Language, PromptError, Prompts, Reference, TEMPLATE_NAMES};
 pub use reward::{group_advantages, group_normalized_rewards};
 pub use sampler::{Bucket, ExemplarSampler, SamplerError, ScoredVariant};

@@ -23,6 +23,35 @@ const BUILTIN: [(&str, &str); 4] = [
     (RULES, include_str!("../templates/rules.j2")),
 ];
 
+/// The language the prompts ask programs to be written in; templates see it as `language`
+/// (`"cuda"` or `"triton"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Language {
+    /// Custom CUDA through `load_inline`, or a faster PyTorch program (CUDA-L1's prompts).
+    #[default]
+    Cuda,
+    /// Triton kernels (`@triton.jit`), launched from PyTorch.
+    Triton,
+}
+
+impl Language {
+    /// Its name as templates see it.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Language::Cuda => "cuda",
+            Language::Triton => "triton",
+        }
+    }
+}
+
+impl std::fmt::Display for Language {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// An earlier variant shown in a contrastive prompt, with what it measured.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Exemplar {
@@ -132,12 +161,13 @@ pub enum PromptError {
     NoExemplars,
 }
 
-/// The prompt templates, ready to render.
+/// The prompt templates, ready to render, in the language they ask for ([`Prompts::language`]).
 #[derive(Debug)]
 pub struct Prompts {
     env: Environment<'static>,
     /// Where each template came from, for error messages.
     origins: Vec<(&'static str, String)>,
+    language: Language,
 }
 
 impl Prompts {
@@ -196,7 +226,35 @@ impl Prompts {
             })?;
             origins.push((name, origin));
         }
-        let prompts = Self { env, origins };
+        let mut prompts = Self { env, origins, language: Language::Cuda };
+        for language in [Language::Triton, Language::Cuda] {
+            prompts.set_language(language);
+            prompts.probe()?;
+        }
+        Ok(prompts)
+    }
+
+    /// The same templates asking for programs in `language` (the default is CUDA).
+    #[must_use]
+    pub fn language(mut self, language: Language) -> Self {
+        self.set_language(language);
+        self
+    }
+
+    /// The language these prompts ask for.
+    pub fn asks_for(&self) -> Language {
+        self.language
+    }
+
+    fn set_language(&mut self, language: Language) {
+        self.env.add_global("language", Value::from(language.as_str()));
+        self.language = language;
+    }
+
+    /// Renders every template once, so that a mistake shows with its file name when the
+    /// templates are loaded, not mid-search.
+    fn probe(&self) -> Result<(), PromptError> {
+        let prompts = self;
         prompts.first("class Model: pass")?;
         let probe = Exemplar {
             code: "class ModelNew: pass".to_owned(),
@@ -227,7 +285,7 @@ impl Prompts {
         let bare =
             Attempt { code: None, details: vec![], profile: None, correct: true, ..previous };
         prompts.refine("class Model: pass", &[], &bare)?;
-        Ok(prompts)
+        Ok(())
     }
 
     fn render(&self, name: &'static str, ctx: Value) -> Result<String, PromptError> {
@@ -446,6 +504,55 @@ mod tests {
             )
             .unwrap();
         assert!(none.contains("Your previous reply held no program."), "{none}");
+    }
+
+    #[test]
+    fn triton_prompts_ask_for_triton_kernels_instead_of_cuda_extensions() {
+        let cuda = Prompts::builtin();
+        assert_eq!(cuda.asks_for(), Language::Cuda);
+        let triton = Prompts::builtin().language(Language::Triton);
+        assert_eq!(triton.asks_for(), Language::Triton);
+        let ex = [exemplar("class ModelNew: fast = 1", 2.0, "correct")];
+        let rendered = |p: &Prompts| {
+            [
+                p.first(REFERENCE).unwrap(),
+                p.contrastive(REFERENCE, &ex).unwrap(),
+                p.refine(REFERENCE, &ex, &attempt(true)).unwrap(),
+            ]
+        };
+        for p in rendered(&triton) {
+            assert!(
+                p.starts_with(
+                    "You are an expert in GPU performance engineering with PyTorch and Triton.\n"
+                ),
+                "{p}"
+            );
+            assert!(p.contains("@triton.jit") && p.contains("import triton.language as tl"), "{p}");
+            assert!(p.contains("Do not build CUDA C++ extensions"), "{p}");
+            assert!(!p.contains("are welcome, and so is a faster formulation"), "{p}");
+            assert!(!p.contains("{{") && !p.contains("{%"), "{p}");
+        }
+        for p in rendered(&cuda) {
+            assert!(
+                p.starts_with(
+                    "You are an expert in GPU performance engineering with PyTorch and CUDA.\n"
+                ),
+                "{p}"
+            );
+            assert!(p.contains("are welcome, and so is a faster formulation in plain PyTorch."));
+            assert!(!p.contains("triton"), "{p}");
+        }
+        // The rules end where they did: the closing paragraph stays one blank line apart.
+        let first = triton.first(REFERENCE).unwrap();
+        assert!(first.contains("not timed.\n\nStart with a short plan"), "{first}");
+    }
+
+    #[test]
+    fn a_users_template_may_ask_for_the_language() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("rules.j2"), "Write {{ language }} kernels.").unwrap();
+        let p = Prompts::from_dir(dir.path()).unwrap().language(Language::Triton);
+        assert!(p.first(REFERENCE).unwrap().contains("Write triton kernels."));
     }
 
     #[test]

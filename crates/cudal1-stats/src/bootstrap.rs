@@ -126,6 +126,44 @@ pub fn statistic_interval(
     Some(interval_from(point, replicates, confidence))
 }
 
+/// A percentile bootstrap over units nested in groups (tasks within seeds): each replicate
+/// draws `groups.len()` groups with replacement, then, within each drawn group, as many of its
+/// units as it has, with replacement; `statistic` gets the drawn `(group, unit)` pairs. Both
+/// sources of spread (which seeds, which tasks) widen the interval. `groups[g]` is how many units
+/// group `g` has. Deterministic for a given `seed`; `None` as for [`statistic_interval`].
+#[must_use]
+pub fn nested_interval(
+    groups: &[usize],
+    statistic: impl Fn(&[(usize, usize)]) -> Option<f64>,
+    resamples: usize,
+    confidence: f64,
+    seed: u64,
+) -> Option<Interval> {
+    if groups.iter().all(|&n| n == 0) || !valid_settings(resamples, confidence) {
+        return None;
+    }
+    let all: Vec<(usize, usize)> =
+        groups.iter().enumerate().flat_map(|(g, &n)| (0..n).map(move |u| (g, u))).collect();
+    let point = statistic(&all)?;
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut picked = Vec::with_capacity(all.len());
+    let replicates: Vec<f64> = (0..resamples)
+        .filter_map(|_| {
+            picked.clear();
+            for _ in 0..groups.len() {
+                let g = rng.random_range(0..groups.len());
+                let n = groups[g];
+                picked.extend((0..n).map(|_| (g, rng.random_range(0..n))));
+            }
+            statistic(&picked).filter(|x| x.is_finite())
+        })
+        .collect();
+    if replicates.is_empty() {
+        return None;
+    }
+    Some(interval_from(point, replicates, confidence))
+}
+
 fn valid_settings(resamples: usize, confidence: f64) -> bool {
     resamples > 0 && confidence > 0.0 && confidence < 1.0
 }
@@ -164,6 +202,27 @@ mod tests {
         assert_eq!(statistic_interval(solved.len(), mean, 2000, 0.95, 3), Some(i), "deterministic");
         assert_eq!(statistic_interval(0, mean, 10, 0.95, 3), None);
         assert_eq!(statistic_interval(3, |_| None, 10, 0.95, 3), None);
+    }
+
+    #[test]
+    fn a_nested_bootstrap_widens_with_the_spread_between_groups() {
+        // Two seeds of four tasks each: alike within a seed, far apart between them.
+        let apart = [[0.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]];
+        let alike = [[0.0, 1.0, 0.0, 1.0], [1.0, 0.0, 1.0, 0.0]];
+        let mean = |v: &[[f64; 4]; 2]| {
+            let v = *v;
+            move |p: &[(usize, usize)]| {
+                Some(p.iter().map(|&(g, u)| v[g][u]).sum::<f64>() / p.len() as f64)
+            }
+        };
+        let a = nested_interval(&[4, 4], mean(&apart), 2000, 0.95, 1).unwrap();
+        let b = nested_interval(&[4, 4], mean(&alike), 2000, 0.95, 1).unwrap();
+        assert_eq!((a.median, b.median), (0.5, 0.5));
+        // Between seeds, a replicate is all of one seed a quarter of the time each way.
+        assert_eq!((a.ci_low, a.ci_high), (0.0, 1.0), "{a:?}");
+        assert!(b.ci_low > 0.0 && b.ci_high < 1.0, "{b:?}");
+        assert_eq!(nested_interval(&[4, 4], mean(&apart), 2000, 0.95, 1), Some(a));
+        assert_eq!(nested_interval(&[], mean(&apart), 10, 0.95, 1), None);
     }
 
     /// Positive samples around `center` with relative noise `noise`, from a fixed seed.

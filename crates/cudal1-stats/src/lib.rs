@@ -21,7 +21,9 @@ mod describe;
 mod order;
 mod suite;
 
-pub use bootstrap::{median_interval, speedup_interval, statistic_interval, Interval, WIDE_RATIO};
+pub use bootstrap::{
+    median_interval, nested_interval, speedup_interval, statistic_interval, Interval, WIDE_RATIO,
+};
 pub use describe::{geometric_mean, spread};
 pub use order::{median, quantile};
 pub use suite::{summarize, SuiteSummary, TaskResult};

@@ -13,6 +13,14 @@
 //! its PID namespace's init adopts them. Trusted processes call [`deny_inspection`]. Modelled on
 //! how nextest supervises test processes.
 //!
+//! Every Python child of cudal1 runs under this crate: the runners and the model worker as
+//! [`Worker`]s, and children that speak no protocol (the interpreter probe, Nsight Compute's
+//! profiled runs, `ncu --help`, `c++filt`) as [`Job`]s, each with a time limit, killed with its
+//! process group and reaped when it outlives it. [`Worker::pause`]/[`Worker::resume`] stop and
+//! continue a worker's group between requests; [`Worker::enlist`] enters one in the live-child
+//! registry, and [`kill_under`] ends every enlisted worker below a directory (an engine stopping
+//! at once).
+//!
 //! ```no_run
 //! use std::time::Duration;
 //! use cudal1_supervisor::{Sandbox, Worker, WorkerSpec};
@@ -48,8 +56,10 @@
 mod cgroup;
 mod child_setup;
 mod error;
+mod job;
 mod landlock_rules;
 pub(crate) mod launch;
+mod live;
 mod outcome;
 mod pid_namespace;
 mod pipes;
@@ -64,7 +74,9 @@ mod zygote;
 
 pub use cgroup::CgroupVersion;
 pub use error::{SpawnError, WorkerError};
+pub use job::{CancelJob, Job, JobEnd, JobError, JobOutput, JobSpec, CAPTURE_LIMIT};
 pub use launch::{confine_self, deny_inspection};
+pub use live::{kill_class_under, kill_under, live_under};
 pub use outcome::{human_bytes, signal_name, LimitHit, Outcome};
 pub use spec::{Sandbox, SpawnOptions, WorkerSpec, DEFAULT_LINE_LIMIT, DEFAULT_STDERR_TAIL};
 pub use support::{sandbox_support, MemoryLimitMechanism, ProcessLimitMechanism, SandboxSupport};

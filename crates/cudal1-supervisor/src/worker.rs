@@ -18,6 +18,7 @@ use serde_json::Value;
 use crate::cgroup::WorkerCgroup;
 use crate::error::{SpawnError, WorkerError};
 use crate::launch::{launch, Launched};
+use crate::live;
 use crate::outcome::{LimitHit, Outcome};
 use crate::pipes::{StderrTail, StdoutEvent};
 use crate::procfs;
@@ -70,6 +71,8 @@ pub struct Worker {
     /// When the leader started ([`procfs::group_is_ours`]): once it is reaped, its pid, and so
     /// its group's id, may name another process's group.
     start_time: Option<u64>,
+    /// Its entry in the live-child registry ([`Worker::enlist`]), dropped once its group is gone.
+    enlisted: Option<live::Enlisted>,
 }
 
 enum WriteFail {
@@ -159,7 +162,35 @@ impl Worker {
             tag,
             pid_ns,
             start_time,
+            enlisted: None,
         })
+    }
+
+    /// Enters the worker in the live-child registry under `scope` (the directory it works in)
+    /// and `class`, until its group is gone: [`crate::kill_under`] a directory above `scope`
+    /// kills it at once, and so does enlisting under a directory already killed.
+    pub fn enlist(&mut self, scope: &std::path::Path, class: &'static str) {
+        if self.finished.is_none() {
+            self.enlisted = Some(live::enlist(self.pid, self.start_time, scope, class));
+        }
+    }
+
+    /// Stops every process of the worker's group (SIGSTOP), between requests; [`Worker::resume`]
+    /// lets them go on.
+    pub fn pause(&self) {
+        self.signal_group(libc::SIGSTOP);
+    }
+
+    /// Lets a [`Worker::pause`]d group go on (SIGCONT).
+    pub fn resume(&self) {
+        self.signal_group(libc::SIGCONT);
+    }
+
+    fn signal_group(&self, signal: i32) {
+        if self.finished.is_none() && procfs::group_is_ours(self.pid as i32, self.start_time) {
+            // SAFETY: kill has no memory-safety preconditions; the group is still the worker's.
+            unsafe { libc::kill(-(self.pid as libc::pid_t), signal) };
+        }
     }
 
     /// The inode of the PID namespace the worker runs in, when it got one of its own: nothing it
@@ -512,6 +543,10 @@ impl Worker {
             cgroup.remove();
         }
         self.stdin = None;
+        if !unreaped {
+            // The group is gone and the leader reaped: its id may be another's from now on.
+            self.enlisted = None;
+        }
         self.finished = Some(outcome.clone());
         outcome
     }

@@ -19,7 +19,7 @@ pub enum TrainError {
     },
     #[error("`{}` line {line}: {reason}", path.display())]
     Data { path: PathBuf, line: usize, reason: String },
-    #[error("the run in `{}` was started with other settings ({what}); resume it with the same command, or use another `--out`", dir.display())]
+    #[error("the run in `{}` was started with other settings ({what}); resume it with the same settings, or start the new run in another directory", dir.display())]
     Mismatch { dir: PathBuf, what: String },
     #[error("invalid setting: {0}")]
     Config(String),
@@ -32,7 +32,7 @@ pub enum TrainError {
 }
 
 impl TrainError {
-    pub(crate) fn io<'a>(
+    pub fn io<'a>(
         doing: &'static str,
         path: &'a std::path::Path,
     ) -> impl FnOnce(std::io::Error) -> TrainError + 'a {

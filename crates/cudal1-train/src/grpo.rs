@@ -24,12 +24,12 @@
 //! log-probabilities accounts for), and their prompts show the programs measured up to the step
 //! before.
 
-use crate::policy::{Policy, Sampling};
+use crate::policy::{Peaks, Policy, Sampling};
 use crate::run::RunDir;
 use crate::turns::{turn_rewards, TurnAggregation};
 use crate::{TrainError, TrainEvent};
 use cudal1_model::messages::{
-    Aggregation, Policy as Which, Sample, Sequence, StepKind, TrainStep, TrainStepReply,
+    Aggregation, Memory, Policy as Which, Sample, Sequence, StepKind, TrainStep, TrainStepReply,
 };
 use cudal1_search::group_advantages;
 use rand::rngs::StdRng;
@@ -73,6 +73,13 @@ pub struct GrpoConfig {
     /// saved with the run, and a run may resume with the other schedule.
     #[serde(skip)]
     pub overlap: bool,
+    /// Train on groups whose rewards are all equal too, with advantage 0 (only the KL penalty
+    /// moves them, and they count in the loss's token mean), as TRL's GRPO does, instead of
+    /// dropping them and drawing others. With `max_refills` 0 every step trains on exactly
+    /// `groups` x `group_size` samples, whatever the rewards: a step's full cost, even for a
+    /// policy that writes no program yet.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_flat_groups: bool,
 }
 
 impl GrpoConfig {
@@ -254,12 +261,58 @@ pub fn run(
     stop: &dyn Fn() -> bool,
     on_event: &mut dyn FnMut(TrainEvent),
 ) -> Result<GrpoSummary, TrainError> {
+    run_evaluating(policy, env, config, run, resume_from, stop, on_event, None)
+}
+
+/// What evaluates the policy during a run (the held-out tasks): called with the policy as of
+/// step `step`, once that step is committed, and the stage's event sink.
+pub type Evaluate<'a> =
+    dyn FnMut(&mut Policy, u64, &mut dyn FnMut(TrainEvent)) -> Result<(), TrainError> + 'a;
+
+/// Evaluations during a run: every `every` steps and after the last step.
+pub struct Evaluations<'a, 'b> {
+    pub every: u64,
+    pub evaluate: &'b mut Evaluate<'a>,
+}
+
+impl Evaluations<'_, '_> {
+    /// Whether step `step` of a run of `steps` is evaluated.
+    #[must_use]
+    pub fn due(&self, step: u64, steps: u64) -> bool {
+        step > 0 && (step % self.every.max(1) == 0 || step == steps)
+    }
+}
+
+/// [`run`], with `evaluations`: each due step is committed (whatever `save_every` says) and then
+/// evaluated. The evaluation is the caller's to keep; a run resumed at a due step calls it
+/// again for that step first (a stop may have come before it finished), so it should reuse what
+/// an earlier call finished.
+#[expect(clippy::too_many_arguments)]
+pub fn run_evaluating(
+    policy: &mut Policy,
+    env: &mut dyn Environment,
+    config: &GrpoConfig,
+    run: &RunDir,
+    resume_from: u64,
+    stop: &dyn Fn() -> bool,
+    on_event: &mut dyn FnMut(TrainEvent),
+    mut evaluations: Option<Evaluations<'_, '_>>,
+) -> Result<GrpoSummary, TrainError> {
     config.check()?;
+    if let Some(e) = &mut evaluations {
+        if e.due(resume_from, config.steps) && !stop() {
+            on_event(TrainEvent::Phase { step: resume_from, phase: "held-out evaluation" });
+            (e.evaluate)(policy, resume_from, on_event)?;
+        }
+    }
     let mut metrics = Vec::new();
     let mut last = resume_from;
+    let mut committed = resume_from;
     // The next step's first draw, sampled while this step was judged (the overlapped schedule).
     // A stop drops it: a resumed run samples that step again with the committed weights.
     let mut ahead: Option<Drawn> = None;
+    // Each step reports the memory peaks of its own wall time.
+    policy.take_peaks();
     for step in resume_from + 1..=config.steps {
         if stop() {
             break;
@@ -278,16 +331,22 @@ pub fn run(
         ahead = next;
         line["seconds"]["step"] = json!(started.elapsed().as_secs_f64());
         run.record_metrics(&line)?;
-        if step % config.save_every == 0 || step == config.steps {
+        let evaluated = evaluations.as_ref().is_some_and(|e| e.due(step, config.steps));
+        if step % config.save_every == 0 || step == config.steps || evaluated {
             run.commit(policy, step, Value::Null)?;
+            committed = step;
             on_event(TrainEvent::Committed { step });
         }
         on_event(TrainEvent::StepFinished { step, metrics: line.clone() });
         metrics.push(line);
         last = step;
+        if let Some(e) = evaluations.as_mut().filter(|_| evaluated && !stop()) {
+            on_event(TrainEvent::Phase { step, phase: "held-out evaluation" });
+            (e.evaluate)(policy, step, on_event)?;
+        }
     }
     // A stop between commits: commit what was done, so that nothing is redone.
-    if last > resume_from && last % config.save_every != 0 && last != config.steps {
+    if last > committed {
         run.commit(policy, last, Value::Null)?;
         on_event(TrainEvent::Committed { step: last });
     }
@@ -462,11 +521,15 @@ fn one_step(
     let (mut rewards, mut correct, mut fast, mut best) = (Vec::new(), 0usize, 0usize, None::<f64>);
     let mut records = Vec::new();
     let mut drawn_groups = 0usize;
+    let (mut flat_kept, mut generated) = (0usize, 0usize);
+    let mut prompt_lengths: Vec<usize> = Vec::new();
     let (mut later_total, mut later_correct) = (0usize, 0usize);
     let mut next = None;
     let mut current = Some(first);
     while let Some(Drawn { attempt, rng, prompts, ids, samples, seconds, .. }) = current.take() {
         t_generate += seconds;
+        generated += samples.iter().map(|s| s.ids.len()).sum::<usize>();
+        prompt_lengths.extend(ids.iter().map(Vec::len));
         let started = Instant::now();
         on_event(TrainEvent::Phase { step, phase: "evaluate" });
         let indexed: Vec<(usize, &Sample)> = samples.iter().map(|s| (s.prompt_index, s)).collect();
@@ -504,15 +567,23 @@ fn one_step(
                 })
                 .collect();
             let depth = returns.iter().map(Vec::len).max().unwrap_or(1);
+            let mut flat = false;
             let per_turn: Vec<Option<Vec<Option<f64>>>> = (0..depth)
                 .map(|t| {
                     let at: Vec<Option<f64>> =
                         returns.iter().map(|r| r.get(t).copied().flatten()).collect();
-                    group_advantages(&at, config.std_floor, config.advantage_clip)
+                    group_advantages(&at, config.std_floor, config.advantage_clip).or_else(|| {
+                        let zeros: Vec<Option<f64>> =
+                            at.iter().map(|r| r.filter(|x| x.is_finite()).map(|_| 0.0)).collect();
+                        let keep = config.keep_flat_groups && zeros.iter().any(Option::is_some);
+                        flat |= keep && t == 0;
+                        keep.then_some(zeros)
+                    })
                 })
                 .collect();
             let advantages = per_turn[0].clone();
             let signal = per_turn.iter().any(Option::is_some);
+            flat_kept += usize::from(flat);
             for (k, &i) in members.iter().enumerate() {
                 let s = &samples[i];
                 let sc = &scored[i];
@@ -636,6 +707,7 @@ fn one_step(
         (rewards.iter().map(|r| (r - m).powi(2)).sum::<f64>() / rewards.len() as f64).sqrt()
     });
     let last = stats.last();
+    let peaks = policy.take_peaks();
     let ratio = |n: usize| if samples_total == 0 { 0.0 } else { n as f64 / samples_total as f64 };
     let line = json!({
         "step": step,
@@ -655,12 +727,43 @@ fn one_step(
         "later_correct": later_correct,
         "groups": kept_groups,
         "groups_dropped": dropped,
+        "groups_flat_kept": flat_kept,
         "unscored": unscored,
         "updates": stats.len(),
         "seconds": {"generate": t_generate, "evaluate": t_evaluate, "train": t_train, "generate_next": t_ahead},
         "sampled_ahead": sampled_ahead,
+        "generated_tokens": generated,
+        "prompt_tokens": {
+            "mean": (!prompt_lengths.is_empty()).then(|| prompt_lengths.iter().sum::<usize>() as f64 / prompt_lengths.len() as f64),
+            "max": prompt_lengths.iter().max(),
+        },
+        "generate_tokens_per_s": (t_generate > 0.0).then(|| generated as f64 / t_generate),
+        "decoder": policy.decoder(),
+        "peak_memory": peak_memory(&peaks),
     });
     Ok((line, next))
+}
+
+/// A step's `peak_memory`: the policy worker's peaks while it sampled (`generate_bytes`) and
+/// while it scored and trained (`train_bytes`) during the step's wall time (with the overlapped
+/// schedule, sampling the next step counts in this one), the larger of the two (`peak_bytes`), the
+/// most the allocator reserved (`reserved_bytes`) and the device's size; null when the worker
+/// reported nothing.
+fn peak_memory(peaks: &Peaks) -> Value {
+    let both = [&peaks.generate, &peaks.train];
+    let Some(any) = both.iter().find_map(|m| m.as_ref()) else {
+        return Value::Null;
+    };
+    let bytes = |m: &Option<Memory>| m.as_ref().map(|m| m.peak_bytes);
+    json!({
+        "device": any.device,
+        "measure": any.measure,
+        "generate_bytes": bytes(&peaks.generate),
+        "train_bytes": bytes(&peaks.train),
+        "peak_bytes": both.iter().filter_map(|m| bytes(m)).max(),
+        "reserved_bytes": both.iter().filter_map(|m| m.as_ref().and_then(|m| m.reserved_bytes)).max(),
+        "total_bytes": any.total_bytes,
+    })
 }
 
 /// The metrics `cudal1 train rl` plots.

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 /// One sample's outcome.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SampleResult {
     pub task: String,
     pub has_program: bool,
@@ -26,6 +26,10 @@ pub struct SampleResult {
     pub verdict: Option<String>,
     pub correct: bool,
     pub speedup: Option<f64>,
+    /// The program the reply held (to show one stage's program beside another's); absent in
+    /// reports written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -213,6 +217,7 @@ pub fn evaluate(
             verdict: None,
             correct: false,
             speedup: None,
+            program: program.clone(),
         });
         match program {
             Some(code) => {
@@ -354,6 +359,32 @@ fn share(
 }
 
 impl HeldoutReport {
+    /// The summary of each group of tasks (`group_of` names a task's group from its key; tasks
+    /// it names none are left out), e.g. the families trained on apart from those never seen.
+    pub fn summaries_by(
+        &self,
+        group_of: &dyn Fn(&str) -> Option<String>,
+        seed: u64,
+    ) -> std::collections::BTreeMap<String, Value> {
+        let mut groups: std::collections::BTreeMap<String, Vec<SampleResult>> =
+            std::collections::BTreeMap::new();
+        for s in &self.samples {
+            if let Some(g) = group_of(&s.task) {
+                groups.entry(g).or_default().push(s.clone());
+            }
+        }
+        groups
+            .into_iter()
+            .map(|(g, samples)| {
+                let mut tasks: Vec<&str> = samples.iter().map(|s| s.task.as_str()).collect();
+                tasks.sort_unstable();
+                tasks.dedup();
+                let n = tasks.len();
+                (g, report(n, self.samples_per_task, samples, seed).summary())
+            })
+            .collect()
+    }
+
     /// The report without its per-sample rows (for summaries).
     pub fn summary(&self) -> Value {
         json!({
@@ -383,6 +414,7 @@ mod tests {
             verdict: None,
             correct: speedup.is_some(),
             speedup,
+            program: None,
         }
     }
 
@@ -406,6 +438,20 @@ mod tests {
         assert!((r.solved_rate.unwrap().median - 2.0 / 3.0).abs() < 1e-12);
         // Best per solved task: 2 and 0.5, geomean 1.
         assert!((r.best_of_g_geomean.unwrap().median - 1.0).abs() < 1e-12);
+        // By group: task c alone is one group, a and b the other; tasks of no group left out.
+        let by = r.summaries_by(
+            &|t: &str| match t {
+                "c" => Some("unseen".to_owned()),
+                "a" => Some("seen".to_owned()),
+                _ => None,
+            },
+            1,
+        );
+        assert_eq!(by.len(), 2);
+        assert_eq!(by["unseen"]["tasks"], 1);
+        assert_eq!(by["unseen"]["correct_rate"]["median"], 0.0);
+        assert_eq!(by["seen"]["correct_rate"]["median"], 0.5);
+        assert_eq!(by["seen"]["fast1_rate"]["median"], 0.5);
     }
 
     #[test]

@@ -5,7 +5,9 @@
 use crate::grpo::{Environment, GroupPrompt, Scored, Ticket};
 use crate::TrainError;
 use crossbeam_channel::{unbounded, Receiver};
-use cudal1_eval::{Done, Evaluation, Evaluator, Job, JobId, JobOutcome, Mode, Verdict};
+use cudal1_eval::{
+    Done, EngineConfig, Evaluation, Evaluator, Job, JobId, JobOutcome, Mode, Verdict,
+};
 use cudal1_model::messages::Sample;
 use cudal1_search::{
     draw_prompt, extract_program, normalized_hash, Attempt, Exemplar, ExemplarSampler, Judged,
@@ -101,6 +103,18 @@ impl Judging {
         }
         self.of_item.iter().map(|&j| outcomes[j].clone().unwrap_or(JobOutcome::Cancelled)).collect()
     }
+}
+
+/// The engine that judges a step's samples at the engine's full speed: pipelined, so that every
+/// lane loads and checks samples side by side (a lane keeps the references of its last tasks
+/// alive, so a step's samples of one task share them) and only the samples found correct take
+/// the device alone, to be timed, each for `budget` (`train rl --reward-budget`, apart from the
+/// held-out evaluation's).
+#[must_use]
+pub fn reward_engine(mut config: EngineConfig, budget: std::time::Duration) -> EngineConfig {
+    config.settings.timing_budget = budget;
+    config.pipeline = true;
+    config
 }
 
 /// A correct evaluation's speedup (1.0 where it was not timed).
@@ -418,7 +432,7 @@ impl Environment for KernelEnv<'_> {
                             reward: Some(reward),
                             correct,
                             speedup,
-                            record: json!({"verdict": p.verdict, "program_id": p.id, "cached": true}),
+                            record: json!({"verdict": p.verdict, "reason": clipped(&p.reason), "findings": p.evaluation["measurements"]["findings"], "speedup_ci": [p.speedup_ci_low, p.speedup_ci_high], "program_id": p.id, "cached": true}),
                         });
                     } else {
                         let parent_ids = prompts[*g].info["shown"]
@@ -508,7 +522,7 @@ impl Environment for KernelEnv<'_> {
                         reward: Some(reward),
                         correct: speedup.is_some(),
                         speedup,
-                        record: json!({"verdict": e.verdict, "reason_class": e.reason_class, "program_id": id, "cached": false}),
+                        record: json!({"verdict": e.verdict, "reason_class": e.reason_class, "reason": clipped(&e.reason), "findings": e.measurements.findings, "speedup_ci": e.speedup.map(|s| [s.ci_low, s.ci_high]), "program_id": id, "cached": false}),
                     }
                 }
                 // The task's reference failed, or the run is stopping: not the sample's doing.
@@ -522,6 +536,11 @@ impl Environment for KernelEnv<'_> {
         }
         Ok(scored.into_iter().map(|s| s.expect("every sample is scored above")).collect())
     }
+}
+
+/// A verdict's reason as a sample's record keeps it (the store has it whole).
+fn clipped(reason: &str) -> String {
+    reason.chars().take(300).collect()
 }
 
 /// A sample whose program the engine judges.

@@ -17,6 +17,7 @@
 //! the worker does tensor work only. Every stage writes a [`run::RunDir`] that resumes at the last
 //! committed step after Ctrl-C or a crash.
 
+pub mod ablation;
 pub mod data;
 mod error;
 pub mod grpo;
@@ -30,7 +31,7 @@ pub mod sft;
 pub mod turns;
 
 pub use error::TrainError;
-pub use policy::{Limits, Policy, PolicySpec, Sampling};
+pub use policy::{Limits, Peaks, Policy, PolicySpec, Sampling};
 
 /// What a stage reports while it runs; the CLI turns these into progress bars and log lines.
 #[derive(Debug, Clone)]

@@ -2,7 +2,7 @@
 
 use crate::TrainError;
 use cudal1_model::messages::{
-    self, Aggregation, Encode, Generate, Load, LoadReply, Logprobs, Message, ModelSource,
+    self, Aggregation, Encode, Generate, Load, LoadReply, Logprobs, Memory, Message, ModelSource,
     Optimizer, Policy as Which, Sample, Sequence, StepKind, TrainStep, TrainStepReply,
 };
 use cudal1_model::{ModelConfig, ModelWorker};
@@ -53,6 +53,25 @@ pub struct Policy {
     worker: ModelWorker,
     pub loaded: LoadReply,
     limits: Limits,
+    peaks: Peaks,
+    decoder: Option<String>,
+}
+
+/// The worker's peak memory while sampling and while scoring or training, since the last
+/// [`Policy::take_peaks`]; `None` where nothing ran (or the worker reported nothing).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Peaks {
+    pub generate: Option<Memory>,
+    pub train: Option<Memory>,
+}
+
+fn keep_max(slot: &mut Option<Memory>, seen: Option<Memory>) {
+    if let Some(m) = seen {
+        *slot = Some(match slot.take() {
+            Some(before) => before.max(m),
+            None => m,
+        });
+    }
 }
 
 impl std::fmt::Debug for Policy {
@@ -98,7 +117,7 @@ impl Policy {
             }
         };
         tracing::info!(model = %loaded.model, parameters = loaded.parameters, trainable = loaded.trainable, "policy loaded");
-        Ok(Policy { worker, loaded, limits })
+        Ok(Policy { worker, loaded, limits, peaks: Peaks::default(), decoder: None })
     }
 
     /// Token ids of a one-turn conversation (the user's prompt), through the chat template.
@@ -143,7 +162,22 @@ impl Policy {
             max_tokens: sampling.max_tokens,
             seed: Some(seed),
         };
-        Ok(self.worker.call(&req, self.limits.generate).map_err(failed("sampling"))?.samples)
+        let reply = self.worker.call(&req, self.limits.generate).map_err(failed("sampling"))?;
+        keep_max(&mut self.peaks.generate, reply.memory);
+        if reply.decoder.is_some() {
+            self.decoder = reply.decoder;
+        }
+        Ok(reply.samples)
+    }
+
+    /// The peaks of memory since the last call (or the start), which then start again.
+    pub fn take_peaks(&mut self) -> Peaks {
+        std::mem::take(&mut self.peaks)
+    }
+
+    /// The decoder the worker last sampled with (`dynamic`, `static` or `graphs`).
+    pub fn decoder(&self) -> Option<&str> {
+        self.decoder.as_deref()
     }
 
     /// Per-token log-probabilities of `sequences` under the policy or the reference policy.
@@ -154,13 +188,17 @@ impl Policy {
         temperature: f64,
     ) -> Result<Vec<Vec<f64>>, TrainError> {
         let req = Logprobs { sequences, temperature, policy: which, micro_batch: 8 };
-        Ok(self.worker.call(&req, self.limits.step).map_err(failed("scoring sequences"))?.logprobs)
+        let reply =
+            self.worker.call(&req, self.limits.step).map_err(failed("scoring sequences"))?;
+        keep_max(&mut self.peaks.train, reply.memory);
+        Ok(reply.logprobs)
     }
 
     pub fn step(&mut self, req: &TrainStep) -> Result<TrainStepReply, TrainError> {
         let reply =
             self.worker.call(req, self.limits.step).map_err(failed("taking a training step"))?;
         self.loaded.step = reply.step;
+        keep_max(&mut self.peaks.train, reply.memory.clone());
         Ok(reply)
     }
 

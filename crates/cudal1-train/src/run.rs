@@ -8,6 +8,8 @@
 //! metrics.jsonl     one line per step (lines past the committed step are dropped on resume)
 //! samples.jsonl     one line per sample, for stages that sample
 //! metrics.svg       the metrics plotted
+//! heldout/step-N.json, heldout.jsonl   held-out evaluations during the run (`train rl --heldout`),
+//!                   each made after step N was committed
 //! ```
 //!
 //! A step is committed in this order: the worker writes its checkpoint (atomically, into its own

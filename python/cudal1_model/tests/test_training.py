@@ -259,3 +259,41 @@ def test_prompts_decoded_together_give_what_each_gives_alone_and_recomputable_lo
     # A batch smaller than the prompts' rows is split, with the same samples.
     split = call(s, "generate", prompts=[long, short], n=2, temperature=1.0, max_tokens=12, seed=7, batch_rows=2)["samples"]
     assert [x["ids"] for x in split] == [x["ids"] for x in together]
+
+
+def test_sampling_scoring_and_training_replies_carry_the_peak_memory_of_their_op(tiny_dir):
+    s = session(tiny_dir)
+    prompt, samples = sampled(s)
+    replies = {
+        "generate": call(s, "generate", prompts=[prompt], n=2, max_tokens=4, seed=1),
+        "logprobs": call(s, "logprobs", sequences=[{"prompt_ids": prompt, "completion_ids": samples[0]["ids"]}]),
+        "train_step": pg_step(s, prompt, samples[0], 1.0),
+    }
+    for op, reply in replies.items():
+        m = reply["memory"]
+        # On the CPU: the worker's peak resident set, at least what torch and the model take.
+        assert (m["device"], m["measure"]) == ("cpu", "process_rss"), (op, m)
+        assert 50 << 20 < m["peak_bytes"] < 64 << 30, (op, m)
+        assert m["reserved_bytes"] is None and m["total_bytes"] is None
+    # Ops that compute nothing on the model carry none.
+    assert "memory" not in call(s, "encode", messages=PROMPT)
+
+
+def test_logprobs_from_the_completions_window_equal_those_of_every_positions_logits(tiny_dir):
+    # Prompts of different lengths in one batch: only the positions from the earliest completion
+    # on go through the output head, and each sequence still gets its own tokens' numbers.
+    s = session(tiny_dir)
+    loaded = s.loaded
+    prompt, samples = sampled(s, n=2, max_tokens=8)
+    seqs = [{"prompt_ids": prompt, "completion_ids": samples[0]["ids"][:5]},
+            {"prompt_ids": prompt + samples[1]["ids"][:4], "completion_ids": samples[1]["ids"][4:8] or [3]},
+            {"prompt_ids": prompt[:2], "completion_ids": prompt[2:6]}]
+    with torch.no_grad():
+        got = token_logprobs(loaded.model, seqs, 0.7, loaded.pad_id, loaded.device)
+        for seq, lp in zip(seqs, got):
+            row = torch.tensor([seq["prompt_ids"] + seq["completion_ids"]])
+            logits = loaded.model(input_ids=row).logits[0].float() / 0.7
+            start, n = len(seq["prompt_ids"]), len(seq["completion_ids"])
+            full = torch.log_softmax(logits[start - 1 : start - 1 + n], -1).gather(1, row[0, start:].unsqueeze(1)).squeeze(1)
+            assert lp.shape == full.shape
+            assert torch.allclose(lp, full, atol=1e-5), (lp, full)

@@ -102,6 +102,35 @@ pub struct DeviceArg {
     pub device: Option<DeviceFlag>,
 }
 
+/// `--language`: what the prompts ask programs to be written in (`optimize` and `train rl`).
+#[derive(Args, Debug, Clone)]
+pub struct LanguageArg {
+    /// What the prompts ask programs to be written in: `cuda` (custom CUDA through `load_inline`,
+    /// or faster PyTorch) or `triton` (Triton kernels). Templates see it as `language`.
+    #[arg(long, value_enum, default_value_t)]
+    pub language: LanguageFlag,
+}
+
+/// `--language`'s values.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LanguageFlag {
+    /// Custom CUDA through `load_inline`, or a faster PyTorch program (CUDA-L1's prompts).
+    #[default]
+    Cuda,
+    /// Triton kernels (`@triton.jit`): their JIT compiles and autotuning happen before the
+    /// checks, off the GPU's timing slot.
+    Triton,
+}
+
+impl From<LanguageFlag> for cudal1_search::Language {
+    fn from(flag: LanguageFlag) -> Self {
+        match flag {
+            LanguageFlag::Cuda => cudal1_search::Language::Cuda,
+            LanguageFlag::Triton => cudal1_search::Language::Triton,
+        }
+    }
+}
+
 /// `--lanes`: jobs that do not time, run at once per device.
 #[derive(Args, Debug, Clone)]
 pub struct LanesFlag {

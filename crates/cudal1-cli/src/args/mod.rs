@@ -19,7 +19,7 @@ pub use sandbox::SandboxExecArgs;
 pub use serve::ServeArgs;
 pub use train::{
     EvalArgs as TrainEvalArgs, Overlap, PolicyArgs, RlArgs, SelfSupArgs, SftArgs, SftDataArgs,
-    TrainCommand,
+    TableArgs, TrainCommand,
 };
 pub use worker::{StageFlag, WorkerArgs};
 

@@ -1,6 +1,6 @@
 //! `cudal1 optimize`'s arguments.
 
-use super::{CommonEval, DeviceArg, EndpointArgs, ExemplarArgs, NcuArgs};
+use super::{CommonEval, DeviceArg, EndpointArgs, ExemplarArgs, LanguageArg, NcuArgs};
 use clap::Args;
 use cudal1_eval::Device;
 use std::path::PathBuf;
@@ -77,6 +77,8 @@ pub struct OptimizeArgs {
     /// that replace the built-in ones.
     #[arg(long)]
     pub prompts: Option<PathBuf>,
+    #[command(flatten)]
+    pub language: LanguageArg,
     /// Where the embedded model runs: `cpu` or `cuda:N`.
     #[arg(long, default_value = "cpu", value_parser = Device::parse)]
     pub llm_device: Device,

@@ -1,6 +1,6 @@
 //! `cudal1 train`'s arguments.
 
-use super::{CommonEval, DeviceArg, EndpointArgs, ExemplarArgs, NcuArgs, PythonFlags};
+use super::{CommonEval, DeviceArg, EndpointArgs, ExemplarArgs, LanguageArg, NcuArgs, PythonFlags};
 use clap::{Args, Subcommand, ValueEnum};
 use cudal1_eval::Device;
 use cudal1_model::messages::Aggregation;
@@ -23,6 +23,12 @@ pub enum TrainCommand {
     /// The held-out evaluation (same prompts, seeds and sampling every time): correct rate,
     /// fast_1, geomean speedup of correct samples and best-of-G, with intervals over tasks.
     Eval(EvalArgs),
+    /// The ablation table over stages and seeds from held-out results (`heldout-<arm>.json` in
+    /// each seed's directory, as bench/gpu_ablation.sh leaves them): correct %, fast_1 % and the
+    /// geomean speedup of correct samples with 95% bootstrap intervals over tasks and seeds, RL
+    /// against self-supervised and against the control; then what RL learned (its top-reward
+    /// samples with verdicts and findings, SFT's program beside RL's for a few tasks).
+    Table(TableArgs),
 }
 
 #[derive(Args, Debug)]
@@ -175,6 +181,7 @@ pub struct SelfSupArgs {
 #[derive(Args, Debug)]
 #[command(
     mut_arg("device", |a| a.help("Devices that time the programs (default: every GPU but the policy's, or the one GPU in turn with the policy)")),
+    mut_arg("language", |a| a.help("What the prompts ask programs to be written in: `cuda` or `triton` (as `optimize`)")),
 )]
 pub struct RlArgs {
     /// The training tasks.
@@ -197,6 +204,8 @@ pub struct RlArgs {
     pub updates: u32,
     #[command(flatten)]
     pub exemplar: ExemplarArgs,
+    #[command(flatten)]
+    pub language: LanguageArg,
     /// PPO ratio clip (both sides).
     #[arg(long, default_value_t = 0.2)]
     pub clip: f64,
@@ -251,6 +260,12 @@ pub struct RlArgs {
     /// Draws of new groups per step to replace groups without signal (all rewards equal).
     #[arg(long, default_value_t = 2)]
     pub max_refills: usize,
+    /// Train on groups without signal too, with advantage 0 (only the KL penalty moves them),
+    /// as TRL's GRPO does, instead of dropping them. With `--max-refills 0` every step samples
+    /// and trains on exactly `--groups` x `--group-size` samples: what a step costs, even for a
+    /// policy that writes no program yet (bench/gpu_big_policy.sh).
+    #[arg(long)]
+    pub keep_flat_groups: bool,
     /// Commit a checkpoint every this many steps.
     #[arg(long, default_value_t = 1)]
     pub save_every: u64,
@@ -262,6 +277,31 @@ pub struct RlArgs {
     /// `on` wherever the policy's device is not a timing device, or `off`.
     #[arg(long, value_enum, default_value_t = Overlap::Auto)]
     pub overlap: Overlap,
+    /// Seconds of timed blocks per correct sample of a step (both sides together), apart from
+    /// `--budget`, which the held-out evaluation uses (default: `--budget`).
+    #[arg(long)]
+    pub reward_budget: Option<f64>,
+    /// Held-out tasks evaluated during the run (every `--heldout-every` steps and after the last,
+    /// the same prompts, seed and sampling each time); their numbers go to `heldout.jsonl` and
+    /// each report to `heldout/step-N.json` in the run directory.
+    #[arg(long)]
+    pub heldout: Option<PathBuf>,
+    /// Steps between held-out evaluations.
+    #[arg(long, default_value_t = 10, requires = "heldout")]
+    pub heldout_every: u64,
+    /// Held-out samples per task.
+    #[arg(long, default_value_t = 4, requires = "heldout")]
+    pub heldout_samples: u32,
+    /// Held-out sampling temperature (default: `--temperature`).
+    #[arg(long, requires = "heldout")]
+    pub heldout_temperature: Option<f64>,
+    /// Held-out tokens per reply (default: `--max-tokens`).
+    #[arg(long, requires = "heldout")]
+    pub heldout_max_tokens: Option<u32>,
+    /// Seed of the held-out samples (`train eval --sample-seed`: keep them equal, so that the
+    /// stages compare).
+    #[arg(long, default_value_t = 1234, requires = "heldout")]
+    pub heldout_seed: u64,
     #[command(flatten)]
     pub policy: PolicyArgs,
     #[command(flatten)]
@@ -307,4 +347,28 @@ pub struct EvalArgs {
     pub device: DeviceArg,
     #[command(flatten)]
     pub common: CommonEval,
+}
+
+#[derive(Args, Debug)]
+pub struct TableArgs {
+    /// One directory per seed, each holding `heldout-<arm>.json` (arms: base, sft, self-sup, rl,
+    /// control, or any other name) and, for what RL learned, the RL run in `rl/`.
+    #[arg(required = true)]
+    pub seeds: Vec<PathBuf>,
+    /// The synthetic suite (`tasks synth`'s directory, with `manifest.json`): families never
+    /// trained on are reported apart from the rest.
+    #[arg(long)]
+    pub synth: Option<PathBuf>,
+    /// Top-reward samples of each seed's RL run shown.
+    #[arg(long, default_value_t = 3)]
+    pub top: usize,
+    /// Tasks of each seed shown with SFT's program beside RL's.
+    #[arg(long, default_value_t = 2)]
+    pub beside: usize,
+    /// Seed of the bootstrap.
+    #[arg(long, default_value_t = 1)]
+    pub bootstrap_seed: u64,
+    /// One JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
 }

@@ -720,3 +720,34 @@ fn turns_show_the_previous_verdict_stop_when_good_enough_and_resume_after_ctrl_c
     assert_eq!(summary(&third)["invocation"]["requests"], 0);
     assert!(server.finish().is_empty());
 }
+
+/// `--language triton` (issue 31): every prompt of a trajectory, the first turn's and its
+/// refinement's, asks for Triton kernels instead of CUDA extensions; without it they ask for CUDA.
+#[test]
+fn the_language_flag_asks_for_triton_kernels_in_every_prompt() {
+    let dir = tempfile::tempdir().unwrap();
+    for language in ["cuda", "triton"] {
+        // Prose replies: nothing to evaluate, and the second turn still comes.
+        let server = Scripted::start(vec![], vec![]);
+        let mut extra =
+            vec!["--llm-url", &server.url, "--model", "m", "--rounds", "1", "--samples", "1"];
+        extra.extend(["--turns", "2"]);
+        if language == "triton" {
+            extra.extend(["--language", "triton"]);
+        }
+        let db = dir.path().join(format!("{language}.db"));
+        let out = optimize(&db, &dir.path().join(language), &extra);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let prompts = server.finish();
+        assert_eq!(prompts.len(), 2, "a first turn and its refinement: {prompts:?}");
+        assert!(prompts[1].contains("Your previous reply held no program."), "{}", prompts[1]);
+        for p in &prompts {
+            let asks_triton = p.contains("with PyTorch and Triton.")
+                && p.contains("functions under `@triton.jit`")
+                && p.contains("Do not build CUDA C++ extensions");
+            let asks_cuda = p.contains("with PyTorch and CUDA.")
+                && p.contains("compiled with `torch.utils.cpp_extension.load_inline` are welcome");
+            assert_eq!((asks_triton, asks_cuda), (language == "triton", language == "cuda"), "{p}");
+        }
+    }
+}

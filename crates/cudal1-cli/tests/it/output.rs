@@ -156,3 +156,62 @@ fn a_batch_reads_well_as_a_table_as_json_in_show_and_in_export() {
     cmd.args(["export", "--batch", "nope"]);
     assert_eq!(cmd.output().unwrap().status.code(), Some(2));
 }
+
+/// Issue 31: `eval --json` and `show` carry a Triton program's warm-up. The program takes its
+/// PyTorch path on the CPU, where no Triton kernel can run; the warm-up call is made all the same.
+#[test]
+fn show_prints_a_triton_programs_warm_up() {
+    let python = ["CUDAL1_TEST_PYTHON", "CUDAL1_PYTHON"]
+        .iter()
+        .find_map(std::env::var_os)
+        .map_or_else(|| repo().join(".venv/bin/python"), PathBuf::from);
+    let importable = std::process::Command::new(python)
+        .args(["-c", "import triton"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !importable {
+        eprintln!("skipped: the interpreter cannot import triton (PyTorch's CUDA wheels bring it)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let program = dir.path().join("triton_swish.py");
+    std::fs::write(
+        &program,
+        "import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n\n\n\
+         @triton.jit\ndef _swish(x_ptr, out_ptr, n, BLOCK: tl.constexpr):\n    \
+         offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    \
+         x = tl.load(x_ptr + offsets, mask=offsets < n)\n    \
+         tl.store(out_ptr + offsets, x * tl.sigmoid(x), mask=offsets < n)\n\n\n\
+         class ModelNew(nn.Module):\n    def forward(self, x):\n        if not x.is_cuda:\n            \
+         return x * torch.sigmoid(x)\n        out = torch.empty_like(x)\n        \
+         _swish[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)\n        \
+         return out\n",
+    )
+    .unwrap();
+    let db = dir.path().join("s.db");
+    let mut cmd = cudal1(&db);
+    cmd.args(["eval", "--task", "tests/suite-cpu/tasks/level1/2_Swish.py", "--candidate"])
+        .arg(&program)
+        .args(FAST_TIMING)
+        .arg("--json");
+    let out = run(cmd);
+    assert!(out.status.success());
+    let e: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(e["verdict"], "correct", "{e}");
+    assert_documented(&e, "measurements", &["measurements"], "measurements");
+    let t = &e["measurements"]["triton"];
+    assert_eq!(
+        (t["kernels"][0].as_str(), t["off_slot"].as_bool()),
+        (Some("_swish"), Some(true)),
+        "{t}"
+    );
+    assert!(e["measurements"]["phases_ms"]["triton_warmup"].as_f64().is_some_and(|ms| ms > 0.0));
+    let mut cmd = cudal1(&db);
+    cmd.args(["show", &e["id"].to_string()]);
+    let shown = String::from_utf8_lossy(&run(cmd).stdout).into_owned();
+    assert!(
+        shown.contains("triton:     warm-up ")
+            && shown.contains(" off the timing slot (_swish); kernel binaries compiled: 0 in the warm-up, 0 in the checks, 0 while timed"),
+        "{shown}"
+    );
+}

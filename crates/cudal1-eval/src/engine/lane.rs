@@ -218,11 +218,13 @@ impl Lane<'_> {
         });
         let memory_wait = admitted.as_ref().map_or(Duration::ZERO, |a| a.waited);
         // Pipelined, a timed job shares the device until its outputs are checked, then takes it
-        // alone (`before_timing`); otherwise it holds it alone from the start, as does a job whose
-        // memory need is more than the device (or the host) has.
+        // alone (`before_timing`); so does a timed job with Triton kernels, whose JIT compiles
+        // and autotuning (its warm-up) are build time and stay off the timing slot. Otherwise a
+        // timed job holds the device alone from the start, as does a job whose memory need is
+        // more than the device (or the host) has.
         let alone_for_memory = admitted.as_ref().is_some_and(|a| a.alone);
-        let alone_from_start =
-            (entry.job.times() && !self.shared.config.pipeline) || alone_for_memory;
+        let pipelined = self.shared.config.pipeline || entry.job.warms_up_off_slot();
+        let alone_from_start = (entry.job.times() && !pipelined) || alone_for_memory;
         let held = std::cell::RefCell::new(Some(if alone_from_start {
             gate.exclusive()
         } else {
@@ -352,7 +354,7 @@ impl Lane<'_> {
             Work::Describe => {
                 return Some(MemoryNeed {
                     device: 0,
-                    host: MemoryNeed::evaluation(None, &Device::Cpu, None, None).host / 2,
+                    host: MemoryNeed::evaluation(None, 0, &Device::Cpu, None, None).host / 2,
                 })
             }
             Work::Evaluate { .. } | Work::CheckTask { .. } => {}
@@ -367,7 +369,16 @@ impl Lane<'_> {
             .get(&task.hash)
             .copied();
         let limit = settings.memory_bytes.filter(|_| settings.sandbox);
-        Some(MemoryNeed::evaluation(footprint.as_ref(), &self.device, seen, limit))
+        let seeds = settings.correctness_seeds;
+        let kept =
+            footprint.as_ref().map_or(0, |f| f.kept_on_device(seeds, settings.share_bytes()));
+        let mut need = MemoryNeed::evaluation(footprint.as_ref(), kept, &self.device, seen, limit);
+        if let Some(f) =
+            footprint.as_ref().filter(|_| crate::scratch::in_memory(&self.shared.scratch))
+        {
+            need.host = need.host.saturating_add(f.output_files(seeds, kept));
+        }
+        Some(need)
     }
 
     /// The task's footprint on meta tensors, sized once per engine (by the lane's describing

@@ -9,7 +9,8 @@
 //! a device never waits for nvcc. Each device has lanes: lane 0 takes every job and times one
 //! full evaluation at a time with the device to itself; further lanes take only jobs that do not
 //! time (correctness checks, task checks), which share the device with each other but never run
-//! beside a timed one ([`gate`]). Each lane keeps the references of its last few tasks alive,
+//! beside a timed one ([`gate`]). A GPU's gate is the process's, shared by every engine and by
+//! what runs on the GPU besides evaluations ([`hold_alone`]: a profile). Each lane keeps the references of its last few tasks alive,
 //! removes expected outputs after every job, and on GPUs starts the next candidates' processes
 //! while the current one is timed. The engine owns its scratch directory and removes it when it
 //! ends. `eval`, `optimize`, `tasks check`, `train` and `serve` are all users of this one loop.
@@ -34,6 +35,7 @@ mod lane;
 mod queue;
 
 pub use admission::{MemoryBudget, MemoryWait};
+pub use gate::{hold_alone, DeviceHold};
 pub use job::{Done, Event, EventKind, Job, JobHandle, JobId, JobOutcome, Work};
 
 use crate::compile::{compile_until, needs_compile, CompileCache, CompileOutcome};
@@ -43,7 +45,7 @@ use crate::runner::RunnerEnv;
 use crate::settings::{Device, EvalSettings, Mode};
 use admission::Admission;
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
-use gate::Gate;
+use gate::DeviceSlot;
 use queue::Queue;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -178,7 +180,7 @@ struct Shared {
     scratch: PathBuf,
     compile_q: Queue<Entry>,
     ready_q: Queue<Entry>,
-    gates: Vec<Gate>,
+    gates: Vec<DeviceSlot>,
     admission: Admission,
     /// Tasks sized on meta tensors for admission, by [`Shared::sizing_key`] (`None`: it could not
     /// be sized so).
@@ -263,7 +265,7 @@ impl Evaluator {
             scratch: scratch.path().to_owned(),
             compile_q: Queue::new(),
             ready_q: Queue::new(),
-            gates: config.devices.iter().map(|_| Gate::default()).collect(),
+            gates: config.devices.iter().map(DeviceSlot::of).collect(),
             admission: Admission::new(config.memory.clone(), config.devices.len()),
             footprints: Mutex::new(HashMap::new()),
             seen: Mutex::new(HashMap::new()),
@@ -394,7 +396,7 @@ impl Evaluator {
                 .devices
                 .iter()
                 .cloned()
-                .zip(s.gates.iter().map(Gate::exclusive_busy))
+                .zip(s.gates.iter().map(DeviceSlot::exclusive_busy))
                 .collect(),
             references_started: s.references_started.load(Ordering::Relaxed),
             references_reused: s.references_reused.load(Ordering::Relaxed),

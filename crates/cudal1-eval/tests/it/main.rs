@@ -16,6 +16,7 @@ mod builds;
 mod own;
 mod profile;
 mod started;
+mod triton;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()

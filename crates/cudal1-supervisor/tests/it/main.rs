@@ -1,5 +1,6 @@
 //! Integration tests of cudal1-supervisor against real Python worker processes.
 
+mod children;
 mod common;
 mod lifecycle;
 mod misbehaving;

