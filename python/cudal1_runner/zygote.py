@@ -150,19 +150,63 @@ def _spawn(request: dict, fds: list):
     return pid
 
 
+def _nspid(pid: int) -> list:
+    """``NSpid`` of ``/proc/PID/status``: the process's pid in each PID namespace it is in."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return line.split()[1:]
+    except OSError:
+        pass
+    return []
+
+
+def _namespace_children(pid: int) -> list:
+    """The children of ``pid`` that live in a PID namespace below its own: a keeper's init and
+    runner (``confine``); none for a runner without a namespace of its own."""
+    depth = len(_nspid(pid))
+    found = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                found.extend(int(c) for c in f.read().split())
+    except OSError:
+        return []
+    return [c for c in found if depth and len(_nspid(c)) > depth]
+
+
+def _kill(pid: int) -> None:
+    """SIGKILL to ``pid``'s whole group (each child leads its own session) and to ``pid``."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
 def _end(children: dict) -> None:
     """End of input: the children die with the zygote, and are reaped here first (for up to two
     seconds), so that none is left for init to adopt. Each leads its own session: its whole group
-    goes."""
+    goes. A keeper is killed last: killed with its namespace, it would leave the namespace's init
+    and runner to init before it could reap them; its namespace is killed (the kernel kills all of
+    it once its init dies), the keeper reaps it and ends by itself, and is killed after a second
+    where it has not."""
     left = set(children.values())
+    keepers = set()
     for pid in left:
-        for kill in (os.killpg, os.kill):
+        inside = _namespace_children(pid)
+        for child in inside:
             try:
-                kill(pid, signal.SIGKILL)
+                os.kill(child, signal.SIGKILL)
             except OSError:
                 pass
-    deadline = time.monotonic() + 2.0
-    while left and time.monotonic() < deadline:
+        if inside:
+            keepers.add(pid)
+        else:
+            _kill(pid)
+    start = time.monotonic()
+    while left and time.monotonic() < start + 2.0:
         for pid in list(left):
             try:
                 done, _ = os.waitpid(pid, os.WNOHANG)
@@ -170,6 +214,9 @@ def _end(children: dict) -> None:
                 done = pid
             if done:
                 left.discard(pid)
+            elif pid in keepers and time.monotonic() >= start + 1.0:
+                keepers.discard(pid)
+                _kill(pid)
         if left:
             time.sleep(0.01)
     os._exit(0)

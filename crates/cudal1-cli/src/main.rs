@@ -40,6 +40,14 @@ fn main() -> ExitCode {
     if let Err(e) = cudal1_supervisor::deny_inspection() {
         tracing::warn!(error = %e, "cannot make cudal1 non-dumpable");
     }
+    // What cudal1's workers and fork servers leave behind comes to cudal1, which reaps it (init
+    // may not: a container's PID 1 often does not). Not for `sandbox-exec`, which becomes the
+    // program it runs.
+    if !matches!(cli.command, args::Command::SandboxExec(_)) {
+        if let Err(e) = cudal1_supervisor::orphans::adopt() {
+            tracing::warn!(error = %e, "cannot adopt orphans: those of killed workers go to init");
+        }
+    }
     let result = match cli.command {
         args::Command::Eval(a) => cmd_eval::run(a),
         args::Command::Baselines(a) => cmd_baselines::run(*a),
@@ -57,6 +65,7 @@ fn main() -> ExitCode {
     };
     // Nothing cudal1 started is left for init to adopt.
     cudal1_eval::runner::end_fork_servers();
+    cudal1_supervisor::orphans::end(std::time::Duration::from_secs(5));
     match result {
         Ok(status) => status.into(),
         // The reader went away (`cudal1 eval ... --json | head`): nothing more to say.

@@ -10,8 +10,10 @@
 //! keeps them from leaving: [`Worker::escaped`] names (and kills) those that left its process
 //! group, a double-forked daemon in a session of its own included, with or without a cgroup;
 //! [`Worker::cpu_time`] is the CPU time of the worker and its descendants, orphans included where
-//! its PID namespace's init adopts them. Trusted processes call [`deny_inspection`]. Modelled on
-//! how nextest supervises test processes.
+//! its PID namespace's init adopts them. Trusted processes call [`deny_inspection`]; the
+//! supervising process calls [`orphans::adopt`] so that what its workers leave behind comes to it
+//! and is reaped, and [`orphans::end`] before it exits. Modelled on how nextest supervises test
+//! processes.
 //!
 //! Every Python child of cudal1 runs under this crate: the runners and the model worker as
 //! [`Worker`]s, and children that speak no protocol (the interpreter probe, Nsight Compute's
@@ -60,6 +62,7 @@ mod job;
 mod landlock_rules;
 pub(crate) mod launch;
 mod live;
+pub mod orphans;
 mod outcome;
 mod pid_namespace;
 mod pipes;
@@ -80,5 +83,5 @@ pub use live::{kill_class_under, kill_under, live_under};
 pub use outcome::{human_bytes, signal_name, LimitHit, Outcome};
 pub use spec::{Sandbox, SpawnOptions, WorkerSpec, DEFAULT_LINE_LIMIT, DEFAULT_STDERR_TAIL};
 pub use support::{sandbox_support, MemoryLimitMechanism, ProcessLimitMechanism, SandboxSupport};
-pub use worker::Worker;
+pub use worker::{kill_worker_group, Worker};
 pub use zygote::Zygote;

@@ -34,8 +34,9 @@ fn registry() -> MutexGuard<'static, Registry> {
 
 fn kill_group(entry: &Entry) {
     if procfs::group_is_ours(entry.pid as i32, entry.start_time) {
-        // SAFETY: kill has no memory-safety preconditions; the group is still the worker's.
-        unsafe { libc::kill(-(entry.pid as libc::pid_t), libc::SIGKILL) };
+        // The group is still the worker's. A sandboxed worker's keeper is spared until it has
+        // reaped its namespace ([`crate::kill_worker_group`]), so nothing is left to PID 1.
+        crate::kill_worker_group(entry.pid);
     }
 }
 

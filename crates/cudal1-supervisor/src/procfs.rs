@@ -9,7 +9,9 @@ use std::path::Path;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Stat {
     pub state: char,
+    pub ppid: i32,
     pub pgrp: i32,
+    pub session: i32,
     /// CPU time in clock ticks: the process's own (all threads, user and system) and that of
     /// the children it has waited for.
     pub ticks: u64,
@@ -24,13 +26,15 @@ pub(crate) fn parse_stat(text: &str) -> Option<Stat> {
     let rest = &text[text.rfind(')')? + 1..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let state = fields.first()?.chars().next()?;
+    let ppid = fields.get(1)?.parse().ok()?;
     let pgrp = fields.get(2)?.parse().ok()?;
+    let session = fields.get(3)?.parse().ok()?;
     // utime, stime, cutime, cstime: fields 14-17 of stat(5), 11-14 after the name.
     let ticks =
         (11..15).map(|i| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0)).sum();
     // starttime: field 22 of stat(5), 19 after the name.
     let start_time = fields.get(19).and_then(|f| f.parse().ok());
-    Some(Stat { state, pgrp, ticks, start_time })
+    Some(Stat { state, ppid, pgrp, session, ticks, start_time })
 }
 
 pub(crate) fn stat(pid: u32) -> Option<Stat> {
@@ -42,7 +46,7 @@ pub(crate) fn is_running(pid: u32) -> bool {
     stat(pid).is_some_and(|s| s.state != 'Z' && s.state != 'X')
 }
 
-fn all_pids() -> Vec<u32> {
+pub(crate) fn all_pids() -> Vec<u32> {
     let Ok(dir) = fs::read_dir("/proc") else { return Vec::new() };
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect()
 }
@@ -418,7 +422,10 @@ mod tests {
     #[test]
     fn stat_survives_hostile_command_names() {
         let s = parse_stat("42 (a) b (c) S 1 777 777 0 -1").unwrap();
-        assert_eq!(s, Stat { state: 'S', pgrp: 777, ticks: 0, start_time: None });
+        assert_eq!(
+            s,
+            Stat { state: 'S', ppid: 1, pgrp: 777, session: 777, ticks: 0, start_time: None }
+        );
         assert_eq!(parse_stat("garbage"), None);
         let s =
             parse_stat("42 (x) R 1 7 7 0 -1 4194304 100 0 0 0 250 50 3 2 20 0 1 0 98765").unwrap();

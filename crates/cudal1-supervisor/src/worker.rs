@@ -29,6 +29,9 @@ use crate::zygote::Zygote;
 /// How long to wait for the leader to be reaped after SIGKILL before giving up on it
 /// (a process in uninterruptible sleep, e.g. inside a GPU driver call).
 const KILL_WAIT: Duration = Duration::from_secs(10);
+/// How long a keeper has, once its namespace is killed, to reap it and end by itself before it is
+/// killed too (a runner's end may take seconds in a GPU driver).
+const KEEPER_WAIT: Duration = Duration::from_secs(5);
 /// How long `Drop` waits for the leader after SIGKILL.
 const DROP_WAIT: Duration = Duration::from_secs(2);
 
@@ -471,7 +474,12 @@ impl Worker {
             }
             Err(RecvTimeoutError::Timeout) => {
                 self.signal_all(libc::SIGKILL);
-                match self.exits.recv_timeout(KILL_WAIT) {
+                let mut ended = self.exits.recv_timeout(KEEPER_WAIT);
+                if matches!(ended, Err(RecvTimeoutError::Timeout)) {
+                    self.kill_keeper();
+                    ended = self.exits.recv_timeout(KILL_WAIT);
+                }
+                match ended {
                     Ok(status) => {
                         self.leader = Some(outcome_of(status));
                         self.finish(self.options.leak_grace)
@@ -627,9 +635,15 @@ impl Worker {
         }
     }
 
-    /// The process group, plus cgroup and namespace members that left it.
+    /// The process group, plus cgroup and namespace members that left it. SIGKILL spares a
+    /// keeper that is still running ([`kill_worker_group`] says why): it is killed last, by
+    /// [`Worker::kill_keeper`] where it has not ended by itself.
     fn signal_all(&self, signal: i32) {
-        for pid in self.tagged() {
+        let keeper = (signal == libc::SIGKILL).then(|| self.live_keeper()).flatten();
+        if let (Some(keeper), Some((_, ns))) = (keeper, &self.pid_ns) {
+            kill_namespace(keeper, ns.init);
+        }
+        for pid in self.tagged().into_iter().filter(|p| Some(*p) != keeper) {
             // SAFETY: kill has no memory-safety preconditions; the pid is in the worker's own
             // network namespace, so it is one of its processes.
             unsafe { libc::kill(pid as libc::pid_t, signal) };
@@ -638,14 +652,38 @@ impl Worker {
         // group is empty, its id may be another process's group: only signal while it is ours
         // (the leader may be reaped before `self.leader` says so).
         if procfs::group_is_ours(self.pid as i32, self.start_time) {
-            unsafe { libc::kill(-(self.pid as libc::pid_t), signal) };
+            match keeper {
+                Some(keeper) => kill_all_but(procfs::group_members(self.pid as i32), keeper),
+                None => unsafe {
+                    libc::kill(-(self.pid as libc::pid_t), signal);
+                },
+            }
         }
         if let Some(cgroup) = &self.cgroup {
-            if signal == libc::SIGKILL {
-                cgroup.kill_all();
-            } else {
-                cgroup.signal(signal);
+            match (signal, keeper) {
+                (libc::SIGKILL, Some(keeper)) => kill_all_but(cgroup.members(), keeper),
+                (libc::SIGKILL, None) => cgroup.kill_all(),
+                _ => cgroup.signal(signal),
             }
+        }
+    }
+
+    /// The leader, while it is a keeper still running (its pid still names it).
+    fn live_keeper(&self) -> Option<u32> {
+        (self.pid_ns.is_some()
+            && self.leader.is_none()
+            && procfs::group_is_ours(self.pid as i32, self.start_time)
+            && procfs::is_running(self.pid))
+        .then_some(self.pid)
+    }
+
+    /// The last resort after a SIGKILL that spared the keeper: the keeper itself (what it had not
+    /// reaped yet goes to the nearest subreaper, [`crate::orphans`]).
+    fn kill_keeper(&self) {
+        if let Some(keeper) = self.live_keeper() {
+            tracing::debug!(label = %self.label, pid = keeper, "the keeper did not end after its namespace was killed; killing it");
+            // SAFETY: kill has no memory-safety preconditions; the pid still names our leader.
+            unsafe { libc::kill(keeper as libc::pid_t, libc::SIGKILL) };
         }
     }
 
@@ -713,6 +751,43 @@ impl Drop for Worker {
             // SAFETY: as in signal_all; the group still has members, and the id is ours.
             unsafe { libc::kill(-(self.pid as libc::pid_t), libc::SIGKILL) };
         }
+    }
+}
+
+/// SIGKILL to every process of the worker whose session and process group `pgid` leads: for a
+/// stop that cannot wait (a second Ctrl-C, an engine dropped). Where the leader is a keeper
+/// (`pid_namespace.rs`), the keeper is spared: killed at the same time as its namespace's init
+/// and runner, it would leave them to init before it could reap them (zombies, where init does
+/// not reap). Its namespace is killed (the kernel kills everything in it once its init dies) with
+/// every other process of its group, and the keeper then reaps them and ends by itself; the
+/// worker's owner kills it where it does not ([`Worker`]'s `Drop`).
+pub fn kill_worker_group(pgid: u32) {
+    match procfs::pid_namespace_of(pgid) {
+        Some(ns) => {
+            kill_namespace(pgid, ns.init);
+            kill_all_but(procfs::group_members(pgid as i32), pgid);
+        }
+        None => {
+            // SAFETY: kill has no memory-safety preconditions; the caller names a group it leads.
+            unsafe { libc::kill(-(pgid as libc::pid_t), libc::SIGKILL) };
+        }
+    }
+}
+
+/// SIGKILL to the init of `keeper`'s PID namespace, while it is still the keeper's child: the
+/// kernel then kills every process in the namespace.
+fn kill_namespace(keeper: u32, init: u32) {
+    if procfs::stat(init).is_some_and(|s| s.ppid == keeper as i32 && s.state != 'Z') {
+        // SAFETY: kill has no memory-safety preconditions; the keeper has not reaped this child,
+        // so its pid names it.
+        unsafe { libc::kill(init as libc::pid_t, libc::SIGKILL) };
+    }
+}
+
+fn kill_all_but(pids: Vec<u32>, spared: u32) {
+    for pid in pids.into_iter().filter(|p| *p != spared) {
+        // SAFETY: kill has no memory-safety preconditions; the pids are the worker's.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
     }
 }
 

@@ -634,3 +634,131 @@ fn after_a_run_nothing_cudal1_started_is_left_for_init_to_adopt() {
     assert_eq!(v["code"], 0, "{v}");
     assert_eq!(v["adopted"], json!([]), "left behind by cudal1: {v}");
 }
+
+/// Runs `cudal1 ARGS` (with the work directory `WORK`) under a parent that adopts orphans and never
+/// waits for them, presses Ctrl-C once the candidate runs, and once cudal1 has exited lists the
+/// processes it left to that parent (a zombie, or one still ending). Then it reaps them itself.
+/// With `MODE` `keeper`, it first kills the candidate's keeper (the process outside its runner's
+/// PID namespace) and says whether the keeper's init and runner were reaped while cudal1 ran.
+const INTERRUPTED_ADOPTER: &str = r#"
+import ctypes, json, os, signal, subprocess, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+mode, work, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
+proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def running():
+    for d in os.listdir(work):
+        if d.startswith("cudal1-") and any(e.startswith("candidate-") for e in os.listdir(os.path.join(work, d))):
+            return True
+    return False
+def stats():
+    found = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                text = f.read()
+            with open(f"/proc/{pid}/status") as f:
+                depth = next((len(l.split()) - 1 for l in f if l.startswith("NSpid:")), 0)
+        except OSError:
+            continue
+        rest = text.rsplit(")", 1)[1].split()
+        found[int(pid)] = (int(rest[1]), rest[0], text[text.index("(") + 1:text.rindex(")")], depth)
+    return found
+def ours():
+    return [(pid, s, c) for pid, (ppid, s, c, _) in stats().items() if ppid == os.getpid()]
+deadline = time.monotonic() + 120
+while not running():
+    assert time.monotonic() < deadline and proc.poll() is None, "the candidate never started"
+    time.sleep(0.1)
+time.sleep(1)
+result = {}
+if mode == "keeper":
+    # cudal1's descendants only: other programs on this machine have keepers too.
+    now = stats()
+    tree, grew = {proc.pid}, True
+    while grew:
+        grew = False
+        for pid, (ppid, *_) in now.items():
+            if ppid in tree and pid not in tree:
+                tree.add(pid)
+                grew = True
+    inside = {pid: v for pid, v in now.items() if pid in tree}
+    keepers = {v[0] for pid, v in inside.items() if v[0] in inside and v[3] > inside[v[0]][3]}
+    if keepers:
+        keeper = keepers.pop()
+        kids = [pid for pid, v in inside.items() if v[0] == keeper]
+        os.kill(keeper, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while any(os.path.exists(f"/proc/{k}") for k in kids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        result["adopted_and_reaped"] = not any(os.path.exists(f"/proc/{k}") for k in kids)
+        result["keeper_children"] = len(kids)
+    else:
+        result["no_keeper"] = True
+proc.send_signal(signal.SIGINT)
+code = proc.wait()
+left = ours()
+for pid, _, _ in left:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+deadline = time.monotonic() + 10
+while ours() and time.monotonic() < deadline:
+    try:
+        if os.waitpid(-1, os.WNOHANG)[0] == 0:
+            time.sleep(0.05)
+    except ChildProcessError:
+        break
+result.update({"code": code, "left": [f"pid {p} ({c}), state {s}" for p, s, c in left]})
+print(json.dumps(result))
+"#;
+
+#[test]
+fn an_interrupted_run_leaves_nothing_to_a_parent_that_adopts_orphans() {
+    let v = interrupted_under_an_adopter("press");
+    assert_eq!(v["code"], 130, "{v}");
+    // Before: the runner, a zombie, and its namespace's init, ending until someone reaps it.
+    assert_eq!(v["left"], json!([]), "left behind by cudal1: {v}");
+}
+
+#[test]
+fn cudal1_reaps_what_a_killed_keeper_leaves_while_it_runs() {
+    let v = interrupted_under_an_adopter("keeper");
+    if v["no_keeper"] == true {
+        eprintln!("skipped: the candidate's runner has no PID namespace of its own here");
+        return;
+    }
+    // The candidate's evaluation ends with its keeper (cudal1 may be done before the press).
+    assert!([0, 1, 130].iter().any(|c| v["code"] == *c), "{v}");
+    // The keeper's init and runner came to cudal1, not to the parent above it, and cudal1 reaped
+    // them within seconds, while it ran.
+    assert_eq!(v["keeper_children"], 2, "{v}");
+    assert_eq!(v["adopted_and_reaped"], true, "{v}");
+    assert_eq!(v["left"], json!([]), "left behind by cudal1: {v}");
+}
+
+/// [`INTERRUPTED_ADOPTER`] over a candidate that never returns from its second call, in `mode`.
+fn interrupted_under_an_adopter(mode: &str) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let python = std::env::var("CUDAL1_PYTHON").unwrap_or_else(|_| "python3".into());
+    let mut cmd = std::process::Command::new(python);
+    cmd.current_dir(super::repo())
+        .env("CUDAL1_CACHE_DIR", Path::new(env!("CARGO_TARGET_TMPDIR")).join("cudal1-cache"))
+        .env("CUDAL1_DB", dir.path().join("z.db"))
+        .env("CUDAL1_WORK_DIR", &work)
+        .args(["-c", INTERRUPTED_ADOPTER, mode])
+        .arg(&work)
+        .arg(env!("CARGO_BIN_EXE_cudal1"))
+        // The candidate never returns from its second call: the press's grace ends with its
+        // runner killed, sandboxed in a PID namespace of its own (a keeper, its init, the runner).
+        .args(["eval", "--task", "tests/suite-cpu/tasks/level1/2_Swish.py", "--candidate"])
+        .arg("tests/suite-cpu/candidates/level1/2_Swish/infinite_loop.py")
+        .args(["--device", "cpu", "--mode", "correctness", "--lanes", "1"])
+        .args(["--call-timeout", "600", "--load-timeout", "120"]);
+    let out = run(cmd);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
