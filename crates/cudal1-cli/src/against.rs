@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 /// The class of device results are filed under: the GPU's class as the job queue names it
 /// (`nvidia-h100-80gb-hbm3`), or `cpu`.
 pub fn gpu_class(ws: &Workspace) -> String {
-    ws.judge.gpu_class.clone()
+    ws.machine.judge.gpu_class.clone()
 }
 
 /// The class of `device` as [`gpu_class`] names it.
@@ -71,7 +71,7 @@ impl Against {
                 task_hash: t.hash.clone(),
                 settings_hash: settings_hash.clone(),
                 gpu_class: class.clone(),
-                judge: ws.judge.version.clone(),
+                judge: ws.machine.judge.version.clone(),
                 name: baseline.name().into(),
             };
             match ws.store.find_baseline(&key)? {

@@ -87,7 +87,7 @@ pub fn run(
     for (i, item) in items.iter().enumerate() {
         // Only this judge's verdicts (this build, this class of GPU) are reused; another's is
         // judged again, and stays in the store beside the new one.
-        let key = record::key(&item.task.hash, &item.candidate.hash, &settings, &ws.judge);
+        let key = record::key(&item.task.hash, &item.candidate.hash, &settings, &ws.machine.judge);
         let stored = if opts.force {
             None
         } else {
@@ -112,7 +112,7 @@ pub fn run(
         recorder: Recorder {
             store: &ws.store,
             settings: &settings,
-            judge: &ws.judge,
+            judge: &ws.machine.judge,
             batch_id: opts.batch_id,
             error: None,
         },

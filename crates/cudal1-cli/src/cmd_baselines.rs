@@ -56,14 +56,14 @@ pub fn run(a: BaselinesArgs) -> Result<Status> {
     }
     let names: Vec<Baseline> =
         if a.names.is_empty() { Baseline::ALL.to_vec() } else { a.names.clone() };
-    let mut ws = Workspace::resolve(&a.common, a.device.as_ref(), None)?;
+    let mut ws = Workspace::resolve(&a.common, &a.device, None)?;
     let class = gpu_class(&ws);
     let settings_hash = batch::settings_for(&ws, Mode::Full).key_hash();
     // The first call of `torch.compile` compiles, and may take minutes; the call timeout is not
     // part of the settings' key, so results still match candidates' settings.
     ws.settings.call_timeout =
         ws.settings.call_timeout.max(Duration::from_secs_f64(a.compile_timeout));
-    let device = ws.devices[0].clone();
+    let device = ws.machine.devices[0].clone();
 
     let mut results: BTreeMap<(usize, Baseline), Measured> = BTreeMap::new();
     let mut items: Vec<Item> = Vec::new();
@@ -74,7 +74,7 @@ pub fn run(a: BaselinesArgs) -> Result<Status> {
                 task_hash: task.hash.clone(),
                 settings_hash: settings_hash.clone(),
                 gpu_class: class.clone(),
-                judge: ws.judge.version.clone(),
+                judge: ws.machine.judge.version.clone(),
                 name: b.name().into(),
             };
             if !a.common.force {
@@ -134,7 +134,7 @@ pub fn run(a: BaselinesArgs) -> Result<Status> {
             task_hash: task.hash.clone(),
             settings_hash: settings_hash.clone(),
             gpu_class: class.clone(),
-            judge: ws.judge.version.clone(),
+            judge: ws.machine.judge.version.clone(),
             name: b.name().into(),
         };
         let stored = from_evaluation(key, task, b, &row.evaluation);
@@ -172,7 +172,7 @@ pub fn run(a: BaselinesArgs) -> Result<Status> {
         }
         out::line(serde_json::json!({"summary": {
             "gpu_class": class,
-            "judge": ws.judge.version,
+            "judge": ws.machine.judge.version,
             "settings_hash": settings_hash,
             "counts": {
                 "baselines": tasks.len() * names.len(),
@@ -188,7 +188,7 @@ pub fn run(a: BaselinesArgs) -> Result<Status> {
         }}))?;
     } else {
         print_table(results.values())?;
-        out::line(format!("{measured} measured, {failed_count} failed (their reasons above) on `{class}`; saved in {}", a.common.db.display()))?;
+        out::line(format!("{measured} measured, {failed_count} failed (their reasons above) on `{class}`; saved in {}", a.common.db.db.display()))?;
         if results.values().any(|m| m.reused) {
             out::line("* from the store (same task, settings and class of device); --force measures again")?;
         }

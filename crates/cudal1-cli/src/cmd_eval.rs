@@ -45,11 +45,11 @@ fn single(a: &EvalArgs, task_path: &Path, cand_path: &Path) -> Result<Status> {
     }
     let task = Task::load(task_path)?;
     let candidate = Candidate::load(cand_path)?;
-    let ws = Workspace::resolve(&a.common, a.device.as_ref(), a.prefetch)?;
+    let ws = Workspace::resolve(&a.common, &a.device, a.prefetch.prefetch)?;
     check_own_share(a, &ws)?;
     let against = against(a, &ws, &[&task])?;
     let interrupt = interrupt::install("the evaluation under way");
-    let expect = expectation(&candidate.source).map(|e| e.on_device(ws.on_gpu()));
+    let expect = expectation(&candidate.source).map(|e| e.on_device(ws.machine.on_gpu()));
     let items = vec![Item { task: Arc::new(task), candidate, expect, claimed: None }];
     let opts = Options {
         mode: a.mode,
@@ -207,7 +207,7 @@ fn from_cuda_l1(a: &EvalArgs, path: &Path, suite_dir: Option<&Path>) -> Result<S
             .collect(),
         None => BTreeMap::new(),
     };
-    let cache = crate::workspace::cache_dir(a.common.cache_dir.as_deref());
+    let cache = crate::workspace::cache_dir(a.common.python.cache_dir.as_deref());
     let mut tasks: BTreeMap<String, Arc<Task>> = BTreeMap::new();
     let mut items = Vec::new();
     let mut missing = Vec::new();
@@ -298,9 +298,9 @@ fn run_batch(
 ) -> Result<Status> {
     let (items, missing) = only(a, items, missing)?;
     let (items, missing) = limit(a, items, missing);
-    let ws = Workspace::resolve(&a.common, a.device.as_ref(), a.prefetch)?;
+    let ws = Workspace::resolve(&a.common, &a.device, a.prefetch.prefetch)?;
     check_own_share(a, &ws)?;
-    let gpu = ws.on_gpu();
+    let gpu = ws.machine.on_gpu();
     let items: Vec<Item> = items
         .into_iter()
         .map(|i| Item { expect: i.expect.map(|e| e.on_device(gpu)), ..i })
@@ -537,7 +537,7 @@ fn run_batch(
                 "{mismatched} verdict(s) differ from the candidates' `# cudal1: expect=` lines"
             ))?;
         }
-        out::line(format!("batch {batch_id} saved in {}", a.common.db.display()))?;
+        out::line(format!("batch {batch_id} saved in {}", a.common.db.db.display()))?;
     }
     if finished.cancelled > 0 || interrupt.interrupted() {
         return Ok(Status::Interrupted);
@@ -623,7 +623,7 @@ fn limit(
 
 /// `--own-share` profiles GPU kernels: refused at once on the CPU.
 fn check_own_share(a: &EvalArgs, ws: &Workspace) -> Result<()> {
-    if a.own_share && !ws.on_gpu() {
+    if a.own_share && !ws.machine.on_gpu() {
         bail!("`--own-share` needs a CUDA device: Nsight Compute profiles GPU kernels\nhint: drop `--own-share`, or run on a GPU (`--device cuda`)");
     }
     Ok(())

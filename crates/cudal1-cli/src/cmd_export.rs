@@ -33,11 +33,11 @@ const COLUMNS: [&str; 19] = [
 ];
 
 pub fn run(a: &ExportArgs) -> Result<Status> {
-    let store = open_existing(&a.db)?;
+    let store = open_existing(&a.db.db)?;
     let rows = match &a.batch {
         Some(b) => {
             if store.find_batch(b)?.is_none() {
-                bail!("`{}` holds no batch `{b}`\nhint: `cudal1 eval` prints its batch id last (`batch ... saved in ...`) and in its `--json` summary", a.db.display());
+                bail!("`{}` holds no batch `{b}`\nhint: `cudal1 eval` prints its batch id last (`batch ... saved in ...`) and in its `--json` summary", a.db.db.display());
             }
             store.evaluations_for_batch(b)?
         }

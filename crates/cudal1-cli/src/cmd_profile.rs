@@ -3,59 +3,16 @@
 //! shows it and `optimize --profile` puts it in prompts. [`Profiling`] is the one place that
 //! profiles and records.
 
-use crate::args::{DeviceFlag, NcuArgs};
+use crate::args::{DeviceFlag, ProfileArgs};
 use crate::exit::Status;
 use crate::out;
 use crate::profiling::{Options, Profiling, Program};
 use anyhow::{bail, Context, Result};
-use clap::Args;
 use cudal1_eval::profile::{Profile, ProfileError};
 use cudal1_eval::Device;
 use cudal1_store::{Store, REFERENCE_PROGRAM};
 use cudal1_task::{Candidate, Task};
 use std::path::PathBuf;
-
-#[derive(Args, Debug)]
-pub struct ProfileArgs {
-    /// The task: a reference program (KernelBench format).
-    pub task: PathBuf,
-    /// Candidate programs of the task (their `ModelNew`); the task's own `Model` is profiled too.
-    pub candidates: Vec<PathBuf>,
-    /// Leave the reference out.
-    #[arg(long)]
-    pub no_reference: bool,
-    /// `cuda` or `cuda:N` (default: the first GPU).
-    #[arg(long, value_parser = crate::args::parse_device)]
-    pub device: Option<DeviceFlag>,
-    #[command(flatten)]
-    pub ncu: NcuArgs,
-    /// Kernels shown per program.
-    #[arg(long, default_value_t = 5)]
-    pub top: usize,
-    /// Load and call each program as a profile would, without Nsight Compute (any device, the
-    /// CPU too): a quick check before GPU time is spent.
-    #[arg(long)]
-    pub dry_run: bool,
-    /// Profile again even when the store has a profile of the same task, program and GPU class.
-    #[arg(long)]
-    pub force: bool,
-    /// Run the programs unconfined (by default each confines itself before it runs: it writes
-    /// only to its scratch and build directories).
-    #[arg(long)]
-    pub no_sandbox: bool,
-    /// One JSON object per program on stdout.
-    #[arg(long)]
-    pub json: bool,
-    /// The SQLite store.
-    #[arg(long, env = "CUDAL1_DB", default_value = "cudal1.db")]
-    pub db: PathBuf,
-    /// The Python interpreter with PyTorch (default: CUDAL1_PYTHON, VIRTUAL_ENV, .venv, python3).
-    #[arg(long)]
-    pub python: Option<PathBuf>,
-    /// Where the runner package and built extensions are cached (default: ~/.cache/cudal1).
-    #[arg(long)]
-    pub cache_dir: Option<PathBuf>,
-}
 
 pub fn run(a: &ProfileArgs) -> Result<Status> {
     let task = Task::load(&a.task)?;
@@ -67,9 +24,9 @@ pub fn run(a: &ProfileArgs) -> Result<Status> {
     if a.no_reference && candidates.is_empty() {
         bail!("nothing to profile: `--no-reference` and no candidate\nhint: name candidate files after the task");
     }
-    let (interp, env, cache) =
-        crate::workspace::interpreter(a.python.as_deref(), a.cache_dir.as_deref())?;
-    let device = match &a.device {
+    let python = crate::workspace::Python::resolve(&a.python)?;
+    let (interp, env, cache) = (&python.interpreter, &python.env, &python.cache);
+    let device = match &a.device.device {
         Some(DeviceFlag::One(d)) => d.clone(),
         Some(DeviceFlag::All) | None if interp.probe.gpus.is_empty() && !a.dry_run => {
             bail!("profiling needs a CUDA device and PyTorch sees none\nhint: `--dry-run --device cpu` checks that the programs run under the profiling driver")
@@ -80,7 +37,7 @@ pub fn run(a: &ProfileArgs) -> Result<Status> {
     if device == Device::Cpu && !a.dry_run {
         bail!("{}", ProfileError::NeedsGpu);
     }
-    let store = Store::open(&a.db)?;
+    let store = Store::open(&a.db.db)?;
     let interrupt = crate::interrupt::install("the profile under way");
     let options = Options {
         force: a.force,
@@ -88,7 +45,7 @@ pub fn run(a: &ProfileArgs) -> Result<Status> {
         sandbox: !a.no_sandbox,
         cancel: Some(crate::interrupt::profile_cancel(&interrupt)),
     };
-    let profiling = Profiling::new(&a.ncu, &env, &interp, device, &cache, &store, options)?;
+    let profiling = Profiling::new(&a.ncu, env, interp, device, cache, &store, options)?;
     let mut programs: Vec<(String, Program<'_>)> = Vec::new();
     if !a.no_reference {
         programs.push((REFERENCE_PROGRAM.to_owned(), Program::Reference));

@@ -4,35 +4,12 @@
 //! the tool starts `cudal1 sandbox-exec`, which confines itself before any of the program's code
 //! runs. The environment is passed on as it is (the tool's injection settings included).
 
+use crate::args::SandboxExecArgs;
 use anyhow::{bail, Context, Result};
-use clap::Args;
 use cudal1_supervisor::{confine_self, Sandbox};
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-
-#[derive(Args, Debug)]
-pub struct SandboxExecArgs {
-    /// A directory the program may write (repeatable); nothing else is writable.
-    #[arg(long = "write", value_name = "DIR")]
-    pub writes: Vec<PathBuf>,
-    /// A file or directory the program may read besides the system's and its interpreter's
-    /// (repeatable).
-    #[arg(long = "read", value_name = "PATH")]
-    pub reads: Vec<PathBuf>,
-    /// Keep the network (by default the program gets an empty network namespace).
-    #[arg(long)]
-    pub network: bool,
-    /// Let the program reach abstract unix sockets made outside (a profiler's host).
-    #[arg(long)]
-    pub outside_ipc: bool,
-    /// Processes it may have (RLIMIT_NPROC; root is not held by it).
-    #[arg(long)]
-    pub max_processes: Option<u64>,
-    /// The program (an absolute path, or a name looked up on PATH) and its arguments.
-    #[arg(last = true, required = true, value_name = "PROGRAM")]
-    pub command: Vec<OsString>,
-}
 
 pub fn run(a: &SandboxExecArgs) -> Result<crate::exit::Status> {
     let program = which(&a.command[0])?;

@@ -3,92 +3,21 @@
 //! machine, judged by a worker inside this process on its devices, or to a PostgreSQL queue
 //! (`--queue`) that `cudal1 worker`s on GPU machines take them from.
 
-use crate::args::{parse_device, CommonEval, DeviceFlag};
+use crate::args::ServeArgs;
 use crate::exit::Status;
 use crate::interrupt;
 use crate::queue_backend::Backend;
-use crate::workspace::{self, EngineParts};
+use crate::reporters::WorkerReporter;
+use crate::workspace::{self, EngineRequest, Machine, Python};
 use anyhow::{bail, Context, Result};
-use clap::Args;
-use cudal1_eval::{Device, Mode};
-use cudal1_queue::{artifact, gpu_class_of, WorkerConfig, WorkerEvent};
+use cudal1_eval::Device;
+use cudal1_queue::{artifact, WorkerConfig};
 use cudal1_serve::{Limits, PromptDefaults, ServeConfig, Service};
 use cudal1_store::Stage;
 use cudal1_task::{load_suite, Task};
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-
-#[derive(Args, Debug)]
-pub struct ServeArgs {
-    /// The suite whose tasks are served; requests name them as `eval` does (`level1/12_Name`).
-    #[arg(long)]
-    pub suite: PathBuf,
-    /// Address to listen on. Any address but a loopback one needs a token (`--token-env`).
-    #[arg(long, default_value = "127.0.0.1:8377")]
-    pub listen: SocketAddr,
-    /// The environment variable holding the bearer token every request but `/health` must send.
-    #[arg(long, default_value = "CUDAL1_SERVE_TOKEN")]
-    pub token_env: String,
-    /// A PostgreSQL job queue shared with `cudal1 worker`s on other machines
-    /// (`postgres://user@host/db`); without it, the SQLite store `--db` of this machine.
-    #[arg(long, env = "CUDAL1_QUEUE")]
-    pub queue: Option<String>,
-    /// Judge jobs on this machine's devices too (default: yes with the SQLite store, no with a
-    /// PostgreSQL queue).
-    #[arg(long, value_name = "BOOL")]
-    pub local_worker: Option<bool>,
-    /// The devices of the local worker: `cpu`, `cuda`, `cuda:N` or `all`.
-    #[arg(long, value_parser = parse_device)]
-    pub device: Option<DeviceFlag>,
-    /// The GPU class jobs are measured on (default: the local worker's GPU, e.g.
-    /// `nvidia-h100-80gb-hbm3`, or `cpu`); needed with a queue and no local worker.
-    #[arg(long)]
-    pub gpu_class: Option<String>,
-    /// `full` (verdict and speedup; reward = speedup) or `correctness` (no timing; reward 1 or 0),
-    /// for requests that do not say.
-    #[arg(long, default_value = "full", value_parser = crate::args::parse_mode)]
-    pub mode: Mode,
-    /// Seconds a reward request waits for its results when it does not say.
-    #[arg(long, default_value_t = 60.0)]
-    pub wait: f64,
-    /// The longest wait a request may ask for.
-    #[arg(long, default_value_t = 600.0)]
-    pub max_wait: f64,
-    /// Seconds `/openrlhf/get_reward` waits before answering 503 (OpenRLHF then retries).
-    #[arg(long, default_value_t = 170.0)]
-    pub openrlhf_wait: f64,
-    /// Largest request body, in MiB.
-    #[arg(long, default_value_t = 16)]
-    pub max_body: usize,
-    /// Most items (or jobs) per request.
-    #[arg(long, default_value_t = 1024)]
-    pub max_items: usize,
-    /// Largest completion, in KiB.
-    #[arg(long, default_value_t = 256)]
-    pub max_completion: usize,
-    #[command(flatten)]
-    pub exemplar: crate::args::ExemplarArgs,
-    /// Clip of group-normalised rewards (CUDA-L1: 1.5).
-    #[arg(long, default_value_t = 1.5)]
-    pub clip: f64,
-    /// Workers that may take a job (and go away) before it is given up.
-    #[arg(long, default_value_t = 3)]
-    pub max_attempts: u32,
-    /// Seconds the local worker's claims last without a heartbeat.
-    #[arg(long, default_value_t = 60.0)]
-    pub lease: f64,
-    /// Queue programs that build extensions for `cudal1 worker --stage compile` machines first.
-    #[arg(long)]
-    pub compile_stage: bool,
-    /// Start the next candidates' processes while one is timed (default: on GPUs).
-    #[arg(long, value_name = "BOOL")]
-    pub prefetch: Option<bool>,
-    #[command(flatten)]
-    pub common: CommonEval,
-}
 
 pub fn run(a: ServeArgs) -> Result<Status> {
     let suite = load_suite(&a.suite)?;
@@ -118,33 +47,27 @@ pub fn run(a: ServeArgs) -> Result<Status> {
             bail!("`{what}` must be a number of seconds");
         }
     }
-    let backend = Backend::open(a.queue.as_deref(), &a.common.db, Duration::from_secs(30))?;
+    let backend =
+        Backend::open(a.queue.queue.as_deref(), &a.common.db.db, Duration::from_secs(30))?;
     let local = a.local_worker.unwrap_or(!backend.is_shared());
     let interrupt = interrupt::install("the evaluations under way");
 
     let (settings, gpu_class, worker) = if local {
-        let (interp, env, cache) =
-            workspace::interpreter(a.common.python.as_deref(), a.common.cache_dir.as_deref())?;
-        let devices = workspace::devices(a.device.as_ref(), &interp)?;
-        let settings = workspace::settings(&a.common, devices[0].clone())?;
-        let gpu_class = match (&a.gpu_class, &devices[0]) {
-            (Some(c), _) => c.clone(),
-            (None, Device::Cpu) => "cpu".to_owned(),
-            (None, Device::Cuda(i)) => {
-                interp.probe.gpu_names.get(*i as usize).map(|n| gpu_class_of(n)).context(
-                    "PyTorch did not name the GPU\nhint: name its class with `--gpu-class`",
-                )?
-            }
-        };
-        let parts = EngineParts {
-            compile_workers: a.common.compile_workers,
-            lanes: a.common.lanes,
-            prefetch: a.prefetch,
-            pipeline: a.common.pipeline,
-            seed: a.common.seed.unwrap_or_else(rand::random),
-            memory: workspace::memory_budget(a.common.memory_budget, &devices, &interp),
-        };
-        let engine = workspace::engine_config(&env, &devices, &settings, &cache, &parts);
+        let machine = Machine::resolve(
+            Python::resolve(&a.common.python)?,
+            &EngineRequest {
+                device: a.device.device.as_ref(),
+                engine: Some(&a.common.engine),
+                prefetch: a.prefetch.prefetch,
+                memory_budget: a.common.memory_budget,
+                seed: a.common.seed,
+                ..EngineRequest::default()
+            },
+        )?;
+        let settings = workspace::settings(&a.common, machine.devices[0].clone())?;
+        let gpu_class = machine.gpu_class(a.gpu_class.gpu_class.as_deref())?;
+        let engine = machine.engine_config(&settings);
+        let devices = &machine.devices;
         let ahead = engine.compile_workers + engine.lanes.max(2) * devices.len();
         let worker = WorkerConfig {
             engine,
@@ -153,14 +76,14 @@ pub fn run(a: ServeArgs) -> Result<Status> {
             stages: vec![Stage::Run, Stage::Compile],
             lease: Duration::from_secs_f64(a.lease.max(1.0)),
             ahead,
-            task_root: cache.join("jobs"),
+            task_root: machine.cache.join("jobs"),
             allow_unsandboxed: a.common.no_sandbox,
-            build_environment: artifact::environment(&interp.probe),
+            build_environment: artifact::environment(&machine.interpreter.probe),
             exit_when_idle: None,
         };
         (settings, gpu_class, Some(worker))
     } else {
-        let gpu_class = a.gpu_class.clone().context("with a shared queue and no local worker, the GPU class of the workers must be named\nhint: add `--gpu-class NAME` as `cudal1 worker` prints it when it starts (`cpu` for CPU workers)")?;
+        let gpu_class = a.gpu_class.gpu_class.clone().context("with a shared queue and no local worker, the GPU class of the workers must be named\nhint: add `--gpu-class NAME` as `cudal1 worker` prints it when it starts (`cpu` for CPU workers)")?;
         let device = if gpu_class == "cpu" { Device::Cpu } else { Device::Cuda(0) };
         (workspace::settings(&a.common, device)?, gpu_class, None)
     };
@@ -196,12 +119,9 @@ pub fn run(a: ServeArgs) -> Result<Status> {
         std::thread::Builder::new()
             .name("local-worker".into())
             .spawn(move || {
-                cudal1_queue::run(queue.as_ref(), &w, interrupt.flag(), &mut |event| match event {
-                    WorkerEvent::EngineStarted { canceller } => interrupt.watch(canceller),
-                    WorkerEvent::Finished { job, task, verdict, error, .. } => tracing::info!(job, task, verdict, error, "judged"),
-                    WorkerEvent::StoreProblem { error } => eprintln!("warning: the queue: {error}"),
-                    WorkerEvent::HostFailed { job, error } => tracing::warn!(job, error, "no verdict: the machine failed, not the candidate; the job comes back when its lease runs out"),
-                    _ => {}
+                let reporter = WorkerReporter { per_job: false };
+                cudal1_queue::run(queue.as_ref(), &w, interrupt.flag(), &mut |event| {
+                    reporter.event(event, |c| interrupt.watch(c));
                 })
             })
             .expect("the system can start a thread")

@@ -10,11 +10,11 @@ use crate::workspace::open_existing;
 use anyhow::{anyhow, Context, Result};
 
 pub fn run(a: &ShowArgs) -> Result<Status> {
-    let store = open_existing(&a.db)?;
+    let store = open_existing(&a.db.db)?;
     let stored = store.evaluation(a.id)?.ok_or_else(|| {
         anyhow!(
             "`{}` holds no evaluation {}\nhint: ids are in the `id` column of `cudal1 eval`'s table and the `id` of its `--json` rows; `cudal1 export` lists them all",
-            a.db.display(),
+            a.db.db.display(),
             a.id
         )
     })?;
@@ -23,7 +23,7 @@ pub fn run(a: &ShowArgs) -> Result<Status> {
         return Ok(Status::Done);
     }
     let e = record::from_store(&stored, &stored.task_name, &stored.candidate_label)
-        .with_context(|| format!("evaluation {} of `{}` was stored by another version of cudal1; `--json` shows it as stored", a.id, a.db.display()))?;
+        .with_context(|| format!("evaluation {} of `{}` was stored by another version of cudal1; `--json` shows it as stored", a.id, a.db.db.display()))?;
     report::print_single(&e, Some(stored.id))?;
     out::line(format!(
         "recorded:   {}{}",

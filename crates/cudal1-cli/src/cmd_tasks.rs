@@ -2,18 +2,18 @@
 //! degenerate. Both send one job per task to the engine, so tasks run in parallel where the
 //! machine allows, and print each row as it finishes.
 
-use crate::args::{CheckArgs, ListArgs, TasksCommand};
+use crate::args::{CheckArgs, DeviceFlag, EngineFlags, ListArgs, TasksCommand};
 use crate::exit::Status;
 use crate::interrupt;
 use crate::out;
-use crate::workspace;
+use crate::reporters::Progress;
+use crate::workspace::{EngineRequest, Machine, Python};
 use anyhow::{bail, Result};
 use crossbeam_channel::Receiver;
 use cudal1_eval::degenerate::TaskCheck;
 use cudal1_eval::memory::Footprint;
 use cudal1_eval::{
-    CompileCache, Device, EngineConfig, EvalSettings, Evaluator, Event, EventKind, Job, JobId,
-    JobOutcome, Tolerance,
+    Device, EvalSettings, Evaluator, Event, EventKind, Job, JobId, JobOutcome, Tolerance,
 };
 use cudal1_protocol::DescribeReply;
 use cudal1_store::{NewTaskCheck, Store};
@@ -32,8 +32,8 @@ pub fn run(cmd: TasksCommand) -> Result<Status> {
 }
 
 fn synth(a: &crate::args::SynthArgs) -> Result<Status> {
-    use cudal1_task::synth::{generate, Scale, FAMILIES};
-    let scale = Scale::parse(&a.scale).map_err(anyhow::Error::msg)?;
+    use cudal1_task::synth::{generate, FAMILIES};
+    let scale = a.scale;
     let tasks = generate(scale, a.train, a.heldout);
     let write = |path: std::path::PathBuf, text: &str| -> Result<()> {
         std::fs::create_dir_all(path.parent().expect("a file in a folder"))?;
@@ -66,24 +66,18 @@ fn synth(a: &crate::args::SynthArgs) -> Result<Status> {
 /// Submits one job per task and hands each task's outcome, as it finishes, to `on_done`; returns
 /// how many were cancelled by an interrupt.
 fn each_task(
+    what: &str,
     engine: Evaluator,
     events: &Receiver<Event>,
     tasks: &[Arc<Task>],
     job: impl Fn(Arc<Task>) -> Job,
-    mut on_done: impl FnMut(usize, JobOutcome, &indicatif::ProgressBar) -> Result<()>,
+    mut on_done: impl FnMut(usize, JobOutcome, &Progress) -> Result<()>,
 ) -> Result<usize> {
     if tasks.is_empty() {
         engine.finish();
         return Ok(0);
     }
-    let progress = indicatif::ProgressBar::new(tasks.len() as u64);
-    progress.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}",
-        )
-        .expect("valid template"),
-    );
-    progress.enable_steady_tick(Duration::from_millis(200));
+    let mut progress = Progress::new(what, tasks.len() as u64);
     let ids: HashMap<JobId, usize> =
         tasks.iter().enumerate().map(|(i, t)| (engine.submit(job(Arc::clone(t))).id, i)).collect();
     let (mut left, mut cancelled) = (tasks.len(), 0);
@@ -91,20 +85,20 @@ fn each_task(
         let Some(&i) = ids.get(&event.job) else { continue };
         match event.kind {
             EventKind::Started { .. } => {
-                progress.set_message(tasks[i].key());
+                progress.progress(&tasks[i].key(), false);
                 continue;
             }
             EventKind::Finished(JobOutcome::Cancelled) => cancelled += 1,
             EventKind::Finished(outcome) => on_done(i, outcome, &progress)?,
             _ => continue,
         }
-        progress.inc(1);
+        progress.inc();
         left -= 1;
         if left == 0 {
             break;
         }
     }
-    progress.finish_and_clear();
+    progress.finish();
     engine.finish();
     Ok(cancelled)
 }
@@ -118,34 +112,43 @@ fn list(a: &ListArgs) -> Result<Status> {
     if !a.static_only && !tasks.is_empty() {
         // Trusted CPU runners read every task: shapes and parameter counts come from running
         // `get_inputs()` and building the model on meta tensors, which allocates nothing.
-        let (_, env, cache) = workspace::interpreter(a.python.as_deref(), a.cache_dir.as_deref())?;
-        let mut config = EngineConfig::new(
-            env,
-            vec![Device::Cpu],
-            EvalSettings::default(),
-            CompileCache { root: cache.join("extensions") },
-        );
-        config.compile_workers = 1;
-        if let Some(n) = a.lanes {
-            config.lanes = n;
-        }
+        let machine = Machine::resolve(
+            Python::resolve(&a.python)?,
+            &EngineRequest {
+                device: Some(&DeviceFlag::One(Device::Cpu)),
+                engine: Some(&EngineFlags {
+                    compile_workers: Some(1),
+                    lanes: a.lanes.clone(),
+                    pipeline: false,
+                }),
+                untimed: true,
+                ..EngineRequest::default()
+            },
+        )?;
         let interrupt = interrupt::install("the tasks being read");
-        let (engine, events) = Evaluator::start_with_events(config)?;
+        let (engine, events) = machine.engine_with_events(&EvalSettings::default())?;
         interrupt.watch(engine.canceller());
-        cancelled = each_task(engine, &events, &tasks, Job::describe, |i, outcome, progress| {
-            let result = match outcome {
-                JobOutcome::Described(d) => Ok(d),
-                JobOutcome::TaskFailed { error, .. } | JobOutcome::HostFailed { error } => {
-                    Err(error)
+        cancelled = each_task(
+            "tasks list",
+            engine,
+            &events,
+            &tasks,
+            Job::describe,
+            |i, outcome, progress| {
+                let result = match outcome {
+                    JobOutcome::Described(d) => Ok(d),
+                    JobOutcome::TaskFailed { error, .. } | JobOutcome::HostFailed { error } => {
+                        Err(error)
+                    }
+                    _ => return Ok(()),
+                };
+                if a.json {
+                    progress.suspend(|| out::line(list_row(&tasks[i], Some(&result))))?;
                 }
-                _ => return Ok(()),
-            };
-            if a.json {
-                progress.suspend(|| out::line(list_row(&tasks[i], Some(&result))))?;
-            }
-            described[i] = Some(result);
-            Ok(())
-        })?;
+                described[i] = Some(result);
+                Ok(())
+            },
+        )?;
         interrupted = interrupt.interrupted();
     } else if a.json {
         for t in &tasks {
@@ -241,9 +244,19 @@ fn check(a: &CheckArgs) -> Result<Status> {
     if tasks.is_empty() {
         bail!("no task of `{}` matches `--only {}`", a.dir.display(), a.only.join(" "));
     }
-    let (interpreter, env, cache) =
-        workspace::interpreter(a.python.as_deref(), a.cache_dir.as_deref())?;
-    let devices = workspace::devices(a.device.as_ref(), &interpreter)?;
+    let machine = Machine::resolve(
+        Python::resolve(&a.python)?,
+        &EngineRequest {
+            device: a.device.device.as_ref(),
+            engine: Some(&EngineFlags {
+                compile_workers: Some(1),
+                lanes: a.lanes.clone(),
+                pipeline: false,
+            }),
+            ..EngineRequest::default()
+        },
+    )?;
+    let devices = &machine.devices;
     let settings = EvalSettings {
         tolerance: if a.kernelbench_v0 { Tolerance::KernelBenchV0 } else { Tolerance::PerDtype },
         call_timeout: Duration::from_secs_f64(a.call_timeout),
@@ -254,24 +267,14 @@ fn check(a: &CheckArgs) -> Result<Status> {
     let device_text = devices.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
     // Fixed seeds: a check is repeatable, and the tasks' own seeding decides their inputs.
     let seeds: Vec<u64> = (0..a.seeds as u64).map(|i| 1000 + 7919 * i).collect();
-    let judge = workspace::judge(&devices, &interpreter)?;
     // Checks are filed under the settings, seeds and who checked (this build, this class of GPU).
     let settings_hash =
-        cudal1_task::content_hash(&format!("{}|{seeds:?}", judge.settings_hash(&settings)));
-    let memory = workspace::memory_budget(None, &devices, &interpreter);
-    let mut config =
-        EngineConfig::new(env, devices, settings, CompileCache { root: cache.join("extensions") });
-    config.judge = judge;
-    config.memory = memory;
-    config.compile_workers = 1;
-    if let Some(n) = a.lanes {
-        config.lanes = n;
-    }
+        cudal1_task::content_hash(&format!("{}|{seeds:?}", machine.judge.settings_hash(&settings)));
     let interrupt = interrupt::install("the task checks under way");
-    let (engine, events) = Evaluator::start_with_events(config)?;
+    let (engine, events) = machine.engine_with_events(&settings)?;
     interrupt.watch(engine.canceller());
     // Checks already in the store are not made again (`--force` makes them again).
-    let store = Store::open(&a.db)?;
+    let store = Store::open(&a.db.db)?;
     let mut rows: Vec<Option<Result<Arc<TaskCheck>, String>>> = vec![None; tasks.len()];
     let mut reused = vec![false; tasks.len()];
     for (i, t) in tasks.iter().enumerate() {
@@ -291,10 +294,11 @@ fn check(a: &CheckArgs) -> Result<Status> {
     let index: Vec<usize> = (0..tasks.len()).filter(|i| !reused[*i]).collect();
     let done_before = tasks.len() - pending.len();
     if done_before > 0 && !a.json {
-        eprintln!("resuming: {done_before} of {} task(s) already checked (from `{}`; --force checks again)", tasks.len(), a.db.display());
+        eprintln!("resuming: {done_before} of {} task(s) already checked (from `{}`; --force checks again)", tasks.len(), a.db.db.display());
     }
     let mut save_error = None;
     let cancelled = each_task(
+        "tasks check",
         engine,
         &events,
         &pending,
@@ -323,7 +327,7 @@ fn check(a: &CheckArgs) -> Result<Status> {
                 let row = check_row(&tasks[i].key(), &result, false)?;
                 progress.suspend(|| out::line(row))?;
             } else {
-                progress.println(check_line(&tasks[i].key(), &result));
+                progress.on_terminal(&check_line(&tasks[i].key(), &result));
             }
             rows[i] = Some(result);
             Ok(())

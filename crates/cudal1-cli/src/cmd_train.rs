@@ -3,411 +3,51 @@
 //! cudal1-train; this module resolves the command line, starts the policy and the engine, and
 //! reports.
 
-use crate::args::{CommonEval, DeviceFlag};
+use crate::args::{
+    LanguageFlag, Overlap, PolicyArgs, RlArgs, SelfSupArgs, SftArgs, SftDataArgs, TableArgs,
+    TrainCommand, TrainEvalArgs,
+};
 use crate::exit::Status;
 use crate::interrupt::{self, Interrupt};
 use crate::out;
-use crate::workspace::Workspace;
+use crate::reporters::TrainReporter;
+use crate::workspace::{Python, Workspace};
 use anyhow::{bail, Context, Result};
-use clap::{Args, Subcommand};
 use cudal1_eval::{Device, Evaluator, Mode};
 use cudal1_llm::{ChatRequest, Llm, OpenAiClient};
-use cudal1_model::messages::{Aggregation, Lora, ModelSource, Optimizer};
+use cudal1_model::messages::{Lora, ModelSource, Optimizer};
 use cudal1_model::ModelConfig;
 use cudal1_search::Prompts;
 use cudal1_task::{load_suite, match_candidates, CandidateSource, Task};
 use cudal1_train::data::{self, Candidate, Collected, SftExample};
 use cudal1_train::grpo::{self, GrpoConfig};
 use cudal1_train::heldout;
-use cudal1_train::kernels::KernelEnv;
+use cudal1_train::kernels::{KernelEnv, RewardKind};
 use cudal1_train::run::{committed_checkpoint, RunDir};
 use cudal1_train::selfsup::{self, SelfSupConfig};
 use cudal1_train::sft::{self, SftConfig};
 use cudal1_train::{Limits, Policy, PolicySpec, Sampling, TrainEvent};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-#[derive(Subcommand)]
-pub enum TrainCommand {
-    /// Stage 1 data: sample candidates from OpenAI-compatible endpoints and/or take a corpus of
-    /// solutions, keep those the evaluator finds correct (correctness mode), once per task and
-    /// normalised source, and write them as JSONL examples with their provenance.
-    SftData(SftDataArgs),
-    /// Stage 1: fine-tune the policy (full or LoRA) on supervised examples with the chat template.
-    Sft(SftArgs),
-    /// Stage 2: rounds in which the policy samples, the evaluator keeps the correct programs not
-    /// seen before, and the policy is fine-tuned on them (with a replay of stage 1's data).
-    SelfSup(SelfSupArgs),
-    /// Stage 3: GRPO with CUDA-L1's contrastive prompts and rewards from measured speedups.
-    Rl(RlArgs),
-    /// The held-out evaluation (same prompts, seeds and sampling every time): correct rate,
-    /// fast_1, geomean speedup of correct samples and best-of-G, with intervals over tasks.
-    Eval(EvalArgs),
-    /// The ablation table over stages and seeds from held-out results (`heldout-<arm>.json` in
-    /// each seed's directory, as bench/gpu_ablation.sh leaves them): correct %, fast_1 % and the
-    /// geomean speedup of correct samples with 95% bootstrap intervals over tasks and seeds, RL
-    /// against self-supervised and against the control; then what RL learned (its top-reward
-    /// samples with verdicts and findings, SFT's program beside RL's for a few tasks).
-    Table(TableArgs),
-}
-
-#[derive(Args, Debug)]
-pub struct PolicyArgs {
-    /// A Hugging Face checkpoint directory (default: the embedded SmolLM2-135M-Instruct).
-    #[arg(long, conflicts_with = "gguf_dir")]
-    pub model_dir: Option<PathBuf>,
-    /// A directory holding a GGUF model.
-    #[arg(long)]
-    pub gguf_dir: Option<PathBuf>,
-    /// The GGUF file inside `--gguf-dir`, when it holds several.
-    #[arg(long, requires = "gguf_dir")]
-    pub gguf_file: Option<String>,
-    /// Start from the last committed checkpoint of another run (its weights; a fresh optimizer).
-    #[arg(long)]
-    pub init: Option<PathBuf>,
-    /// Where the policy runs: `cpu` or `cuda:N` (default: `cuda:0` when there is a GPU).
-    #[arg(long)]
-    pub policy_device: Option<String>,
-    /// `float32`, `bfloat16` or `float16` (default: float32 on the CPU, bfloat16 on a GPU).
-    #[arg(long)]
-    pub dtype: Option<String>,
-    /// LoRA rank; 0 trains every weight.
-    #[arg(long, default_value_t = 16)]
-    pub lora_r: u32,
-    /// LoRA alpha (default: twice the rank).
-    #[arg(long)]
-    pub lora_alpha: Option<f64>,
-    /// AdamW learning rate (default: 1e-4 with LoRA, 1e-5 for full fine-tuning).
-    #[arg(long)]
-    pub lr: Option<f64>,
-    /// torch CPU threads of the policy.
-    #[arg(long)]
-    pub threads: Option<usize>,
-}
-
-#[derive(Args, Debug)]
-pub struct SftDataArgs {
-    /// The tasks (a suite in KernelBench's layout).
-    #[arg(long)]
-    pub suite: PathBuf,
-    /// The JSONL file of examples to write.
-    #[arg(long)]
-    pub out: PathBuf,
-    /// The server to sample from.
-    #[command(flatten)]
-    pub endpoint: crate::args::EndpointArgs,
-    /// Replies sampled per task.
-    #[arg(long, default_value_t = 4)]
-    pub samples: u32,
-    /// Tokens per reply.
-    #[arg(long, default_value_t = 4096)]
-    pub max_tokens: u32,
-    /// Sampling temperature.
-    #[arg(long, default_value_t = 1.0)]
-    pub temperature: f32,
-    /// Requests in flight at once.
-    #[arg(long, default_value_t = 8)]
-    pub concurrency: usize,
-    /// A corpus of solutions laid out like the suite (`level1/12_Name/*.py`), taken as replies.
-    #[arg(long)]
-    pub from_solutions: Option<PathBuf>,
-    /// Devices that judge the programs (`cpu`, `cuda`, `cuda:N`, `all`).
-    #[arg(long, value_parser = crate::args::parse_device)]
-    pub device: Option<DeviceFlag>,
-    #[command(flatten)]
-    pub common: CommonEval,
-}
-
-#[derive(Args, Debug)]
-pub struct SftArgs {
-    /// Supervised examples (JSONL from `train sft-data`); repeatable.
-    #[arg(long, required = true)]
-    pub data: Vec<PathBuf>,
-    /// The run directory (the same one resumes the run).
-    #[arg(long)]
-    pub out: PathBuf,
-    /// Passes over the examples.
-    #[arg(long, default_value_t = 3)]
-    pub epochs: u32,
-    /// Examples per step.
-    #[arg(long, default_value_t = 8)]
-    pub batch_size: usize,
-    /// Examples per forward pass (memory only: results do not depend on it).
-    #[arg(long, default_value_t = 4)]
-    pub micro_batch: u32,
-    /// Commit a checkpoint every this many steps.
-    /// Commit a checkpoint every this many steps.
-    #[arg(long, default_value_t = 10)]
-    pub save_every: u64,
-    /// Seed of the data order and of the model's initial state.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    #[command(flatten)]
-    pub policy: PolicyArgs,
-    /// The Python interpreter with PyTorch, transformers and peft.
-    #[arg(long)]
-    pub python: Option<PathBuf>,
-    /// Where the model worker is cached (default: ~/.cache/cudal1).
-    #[arg(long)]
-    pub cache_dir: Option<PathBuf>,
-}
-
-#[derive(Args, Debug)]
-pub struct SelfSupArgs {
-    /// The training tasks.
-    #[arg(long)]
-    pub suite: PathBuf,
-    /// Stage 1's examples, replayed in each round.
-    #[arg(long)]
-    pub data: Vec<PathBuf>,
-    /// The run directory (the same one resumes the run).
-    #[arg(long)]
-    pub out: PathBuf,
-    #[arg(long, default_value_t = 3)]
-    pub rounds: u64,
-    /// Samples per task per round.
-    #[arg(long, default_value_t = 4)]
-    pub samples: u32,
-    /// Stage-1 examples replayed per round, as a fraction of them.
-    #[arg(long, default_value_t = 0.5)]
-    pub replay: f64,
-    /// Passes over the examples.
-    #[arg(long, default_value_t = 1)]
-    pub epochs: u32,
-    /// Examples per step.
-    #[arg(long, default_value_t = 8)]
-    pub batch_size: usize,
-    /// Sequences per forward pass (memory only: results do not depend on it).
-    #[arg(long, default_value_t = 4)]
-    pub micro_batch: u32,
-    /// Sampling temperature of the policy.
-    #[arg(long, default_value_t = 1.0)]
-    pub temperature: f64,
-    /// Tokens per reply.
-    #[arg(long, default_value_t = 1024)]
-    pub max_tokens: u32,
-    #[command(flatten)]
-    pub policy: PolicyArgs,
-    /// Devices that judge the programs (default: every GPU but the policy's, or the CPU).
-    #[arg(long, value_parser = crate::args::parse_device)]
-    pub device: Option<DeviceFlag>,
-    #[command(flatten)]
-    pub common: CommonEval,
-}
-
-#[derive(Args, Debug)]
-pub struct RlArgs {
-    /// The training tasks.
-    #[arg(long)]
-    pub suite: PathBuf,
-    /// The run directory (the same one resumes the run).
-    #[arg(long)]
-    pub out: PathBuf,
-    /// GRPO steps in all (rerunning with a larger number continues the run).
-    #[arg(long, default_value_t = 20)]
-    pub steps: u64,
-    /// Groups (prompts) per step.
-    #[arg(long, default_value_t = 4)]
-    pub groups: usize,
-    /// Samples per group (G).
-    #[arg(long, default_value_t = 8)]
-    pub group_size: u32,
-    /// PPO updates per batch (at least 2, so that the ratio clip acts).
-    #[arg(long, default_value_t = 2)]
-    pub updates: u32,
-    #[command(flatten)]
-    pub exemplar: crate::args::ExemplarArgs,
-    /// What the prompts ask programs to be written in: `cuda` or `triton` (as `optimize`).
-    #[arg(long, value_enum, default_value_t)]
-    pub language: crate::args::LanguageFlag,
-    /// PPO ratio clip (both sides).
-    #[arg(long, default_value_t = 0.2)]
-    pub clip: f64,
-    /// KL penalty coefficient towards the reference policy.
-    #[arg(long, default_value_t = 0.01)]
-    pub kl: f64,
-    /// Floor of a group's reward spread, so that timing noise is not signal.
-    #[arg(long, default_value_t = 0.05)]
-    pub std_floor: f64,
-    /// Advantages are clipped to [-k, k] (CUDA-L1: 1.5).
-    #[arg(long, default_value_t = 1.5)]
-    pub advantage_clip: f64,
-    /// `token_mean`, `sequence_mean` or `fixed` (with `--normalizer`).
-    #[arg(long, default_value = "token_mean")]
-    pub aggregation: String,
-    /// The constant every token's loss is divided by, for `--aggregation fixed`.
-    #[arg(long)]
-    pub normalizer: Option<f64>,
-    /// The reward of a wrong, exploiting, unparsable or cut-off program.
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
-    pub low_reward: f64,
-    /// What a correct program earns: `speedup` (its measured speedup, CUDA-L1), `correct` (1
-    /// whatever its speed: the control run), or `speedup-own-kernels` (its speedup when at least
-    /// half of its GPU time runs in kernels it built itself, else at most 1: no gain from library
-    /// kernels alone; each correct program is profiled with Nsight Compute, on a GPU).
-    #[arg(long, default_value = "speedup")]
-    pub reward: String,
-    /// How `speedup-own-kernels` profiles (Nsight Compute).
-    #[command(flatten)]
-    pub ncu: crate::args::NcuArgs,
-    /// Programs per trajectory: each sample's next turn is prompted with its program's verdict
-    /// and reason (`refine.j2`); a turn's reward adds the discounted scores of the turns after it
-    /// (`--turn-gamma`), and advantages are normalised per turn within the group. Runs without
-    /// `--overlap` (a later turn needs its first turn judged).
-    #[arg(long, default_value_t = 1)]
-    pub turns: u32,
-    /// How much a later turn's score adds to an earlier turn's reward, per turn (Kevin: 0.4).
-    #[arg(long, default_value_t = 0.4)]
-    pub turn_gamma: f64,
-    /// A trajectory ends early at a correct program with at least this speedup.
-    #[arg(long, default_value_t = 1.0)]
-    pub turn_target: f64,
-    /// Sampling temperature of the policy.
-    #[arg(long, default_value_t = 1.0)]
-    pub temperature: f64,
-    /// Nucleus sampling of the policy.
-    #[arg(long, default_value_t = 1.0)]
-    pub top_p: f64,
-    /// Tokens per reply.
-    #[arg(long, default_value_t = 1024)]
-    pub max_tokens: u32,
-    /// Draws of new groups per step to replace groups without signal (all rewards equal).
-    #[arg(long, default_value_t = 2)]
-    pub max_refills: usize,
-    /// Train on groups without signal too, with advantage 0 (only the KL penalty moves them),
-    /// as TRL's GRPO does, instead of dropping them. With `--max-refills 0` every step samples
-    /// and trains on exactly `--groups` x `--group-size` samples: what a step costs, even for a
-    /// policy that writes no program yet (bench/gpu_big_policy.sh).
-    #[arg(long)]
-    pub keep_flat_groups: bool,
-    /// Commit a checkpoint every this many steps.
-    #[arg(long, default_value_t = 1)]
-    pub save_every: u64,
-    /// Sequences per forward pass (memory only: results do not depend on it).
-    #[arg(long, default_value_t = 4)]
-    pub micro_batch: u32,
-    /// Sample the next step while this step's programs are judged (its samples then come from
-    /// the weights before this step's update): `auto` when the policy's GPU times no programs,
-    /// `on` wherever the policy's device is not a timing device, or `off`.
-    #[arg(long, value_enum, default_value_t = Overlap::Auto)]
-    pub overlap: Overlap,
-    /// Seconds of timed blocks per correct sample of a step (both sides together), apart from
-    /// `--budget`, which the held-out evaluation uses (default: `--budget`).
-    #[arg(long)]
-    pub reward_budget: Option<f64>,
-    /// Held-out tasks evaluated during the run (every `--heldout-every` steps and after the last,
-    /// the same prompts, seed and sampling each time); their numbers go to `heldout.jsonl` and
-    /// each report to `heldout/step-N.json` in the run directory.
-    #[arg(long)]
-    pub heldout: Option<PathBuf>,
-    /// Steps between held-out evaluations.
-    #[arg(long, default_value_t = 10, requires = "heldout")]
-    pub heldout_every: u64,
-    /// Held-out samples per task.
-    #[arg(long, default_value_t = 4, requires = "heldout")]
-    pub heldout_samples: u32,
-    /// Held-out sampling temperature (default: `--temperature`).
-    #[arg(long, requires = "heldout")]
-    pub heldout_temperature: Option<f64>,
-    /// Held-out tokens per reply (default: `--max-tokens`).
-    #[arg(long, requires = "heldout")]
-    pub heldout_max_tokens: Option<u32>,
-    /// Seed of the held-out samples (`train eval --sample-seed`: keep them equal, so that the
-    /// stages compare).
-    #[arg(long, default_value_t = 1234, requires = "heldout")]
-    pub heldout_seed: u64,
-    #[command(flatten)]
-    pub policy: PolicyArgs,
-    /// Devices that time the programs (default: every GPU but the policy's, or the one GPU in
-    /// turn with the policy).
-    #[arg(long, value_parser = crate::args::parse_device)]
-    pub device: Option<DeviceFlag>,
-    #[command(flatten)]
-    pub common: CommonEval,
-}
-
-/// `train rl --overlap`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Overlap {
-    Auto,
-    On,
-    Off,
-}
-
 impl Overlap {
     /// Whether the policy samples while programs are timed. Never on a device that times them
     /// (no policy kernel beside a timed candidate); by default only for a policy on a GPU of its
     /// own (a policy on the CPU would take the cores that timed programs launch from).
-    fn resolve(self, policy_device: &str, timing: &[Device]) -> Result<bool> {
-        let policy = Device::parse(policy_device).map_err(anyhow::Error::msg)?;
-        let apart = !timing.contains(&policy);
+    fn resolve(self, policy: &Device, timing: &[Device]) -> Result<bool> {
+        let apart = !timing.contains(policy);
         match self {
             Overlap::Off => Ok(false),
             Overlap::Auto => Ok(apart && policy.is_cuda()),
             Overlap::On if apart => Ok(true),
             Overlap::On => bail!(
-                "`--overlap on` needs the policy on a device that times no programs, but `{policy_device}` times them\nhint: give the policy a GPU of its own (`--policy-device cuda:0` with `--device cuda:1`), or leave `--overlap` at `auto`"
+                "`--overlap on` needs the policy on a device that times no programs, but `{policy}` times them\nhint: give the policy a GPU of its own (`--policy-device cuda:0` with `--device cuda:1`), or leave `--overlap` at `auto`"
             ),
         }
     }
-}
-
-#[derive(Args, Debug)]
-pub struct EvalArgs {
-    /// The held-out tasks.
-    #[arg(long)]
-    pub suite: PathBuf,
-    /// Where the report (JSON) goes.
-    #[arg(long)]
-    pub out: PathBuf,
-    /// Samples per task (G).
-    #[arg(long, default_value_t = 4)]
-    pub samples: u32,
-    /// Sampling temperature of the policy.
-    #[arg(long, default_value_t = 1.0)]
-    pub temperature: f64,
-    /// Tokens per reply.
-    #[arg(long, default_value_t = 1024)]
-    pub max_tokens: u32,
-    /// Seed of the samples: keep it for every stage, so that they compare.
-    #[arg(long, default_value_t = 1234)]
-    pub sample_seed: u64,
-    #[command(flatten)]
-    pub policy: PolicyArgs,
-    /// Devices that judge the samples (default: every GPU but the policy's, or the one GPU in
-    /// turn with the policy).
-    #[arg(long, value_parser = crate::args::parse_device)]
-    pub device: Option<DeviceFlag>,
-    #[command(flatten)]
-    pub common: CommonEval,
-}
-
-#[derive(Args, Debug)]
-pub struct TableArgs {
-    /// One directory per seed, each holding `heldout-<arm>.json` (arms: base, sft, self-sup, rl,
-    /// control, or any other name) and, for what RL learned, the RL run in `rl/`.
-    #[arg(required = true)]
-    pub seeds: Vec<PathBuf>,
-    /// The synthetic suite (`tasks synth`'s directory, with `manifest.json`): families never
-    /// trained on are reported apart from the rest.
-    #[arg(long)]
-    pub synth: Option<PathBuf>,
-    /// Top-reward samples of each seed's RL run shown.
-    #[arg(long, default_value_t = 3)]
-    pub top: usize,
-    /// Tasks of each seed shown with SFT's program beside RL's.
-    #[arg(long, default_value_t = 2)]
-    pub beside: usize,
-    /// Seed of the bootstrap.
-    #[arg(long, default_value_t = 1)]
-    pub bootstrap_seed: u64,
-    /// One JSON object instead of text.
-    #[arg(long)]
-    pub json: bool,
 }
 
 pub fn run(cmd: TrainCommand) -> Result<Status> {
@@ -432,21 +72,27 @@ fn tasks_of(dir: &Path) -> Result<Vec<Arc<Task>>> {
     Ok(suite.tasks.into_iter().map(Arc::new).collect())
 }
 
-/// The policy's spec from the flags; the device defaults to the first GPU when there is one.
-fn policy_spec(a: &PolicyArgs, gpus: usize) -> Result<PolicySpec> {
-    let device = a.policy_device.clone().unwrap_or_else(|| {
-        if gpus > 0 {
-            "cuda:0".into()
-        } else {
-            "cpu".into()
-        }
-    });
-    Device::parse(&device).map_err(anyhow::Error::msg).context("`--policy-device`")?;
+/// `--reward` as the run's settings record it.
+fn reward_name(reward: RewardKind) -> &'static str {
+    match reward {
+        RewardKind::Speedup => "speedup",
+        RewardKind::Correct => "correct",
+        RewardKind::SpeedupOwnKernels { .. } => "speedup-own-kernels",
+    }
+}
+
+/// The policy's device: `--policy-device`, else the first GPU when there is one.
+fn policy_device(a: &PolicyArgs, python: &Python) -> Device {
+    a.policy_device.clone().unwrap_or(if python.gpus() > 0 { Device::Cuda(0) } else { Device::Cpu })
+}
+
+/// The policy's spec from the flags, on `device`.
+fn policy_spec(a: &PolicyArgs, device: &Device) -> PolicySpec {
     let dtype = a.dtype.clone().unwrap_or_else(|| {
-        if device == "cpu" {
-            "float32".into()
-        } else {
+        if device.is_cuda() {
             "bfloat16".into()
+        } else {
+            "float32".into()
         }
     });
     let source = match (&a.model_dir, &a.gguf_dir) {
@@ -463,13 +109,13 @@ fn policy_spec(a: &PolicyArgs, gpus: usize) -> Result<PolicySpec> {
         target_modules: None,
     });
     let lr = a.lr.unwrap_or(if lora.is_some() { 1e-4 } else { 1e-5 });
-    Ok(PolicySpec {
+    PolicySpec {
         source,
-        device,
+        device: device.to_string(),
         dtype,
         lora,
         optimizer: Optimizer { lr, ..Optimizer::default() },
-    })
+    }
 }
 
 /// Starts the policy (with a reference policy for the KL penalty when asked), from `--init`'s
@@ -498,131 +144,17 @@ fn start_policy(
     Ok(policy)
 }
 
-/// The evaluation workspace; with several GPUs and no `--device`, the policy's GPU is left to it.
-fn eval_workspace(
-    common: &CommonEval,
-    device: Option<&DeviceFlag>,
-    policy_device: &str,
-) -> Result<Workspace> {
-    let mut ws = Workspace::resolve(common, device, None)?;
-    if device.is_none() {
-        ws.devices = evaluation_devices(std::mem::take(&mut ws.devices), policy_device);
-    }
-    tracing::info!(devices = ?ws.devices, policy = policy_device, "evaluation devices");
-    Ok(ws)
-}
-
-/// The devices that judge programs when none was asked for: with several GPUs, all but the
-/// policy's (it generates and trains there while they time); with one, that one, in turn with
-/// the policy.
-fn evaluation_devices(mut devices: Vec<Device>, policy_device: &str) -> Vec<Device> {
-    if devices.len() > 1 {
-        if let Ok(Device::Cuda(n)) = Device::parse(policy_device) {
-            devices.retain(|d| *d != Device::Cuda(n));
-        }
-    }
-    devices
-}
-
-/// Progress of a stage: a bar over its steps and a line per step.
-struct Reporter {
-    bar: ProgressBar,
-    keys: &'static [&'static str],
-    /// Where no bar is drawn (stderr is not a terminal: a log file, a cluster's job output),
-    /// progress goes out as plain lines, at most one per [`LOG_EVERY`] between phases.
-    what: String,
-    last_line: Option<std::time::Instant>,
-}
-
-/// How often a log (no terminal) gets a progress line within one phase.
-const LOG_EVERY: Duration = Duration::from_secs(15);
-
-impl Reporter {
-    fn new(what: &str, keys: &'static [&'static str]) -> Reporter {
-        let bar = ProgressBar::new(0);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {prefix} {msg}",
-            )
-            .expect("valid template"),
-        );
-        bar.set_prefix(what.to_owned());
-        bar.enable_steady_tick(Duration::from_millis(200));
-        Reporter { bar, keys, what: what.to_owned(), last_line: None }
-    }
-
-    fn event(&mut self, e: TrainEvent) {
-        match e {
-            TrainEvent::StepStarted { step, of } => {
-                self.bar.set_length(of);
-                self.bar.set_position(step - 1);
-            }
-            TrainEvent::Phase { step, phase } => {
-                self.log(format!("step {step}: {phase}"), true);
-                self.bar.set_message(phase);
-            }
-            TrainEvent::Progress { done, of, what } => {
-                self.log(format!("{done}/{of} {what}"), done == of);
-                self.bar.set_message(format!("{done}/{of} {what}"));
-            }
-            TrainEvent::StepFinished { step, metrics } => {
-                self.bar.set_position(step);
-                let parts: Vec<String> = self
-                    .keys
-                    .iter()
-                    .filter_map(|k| {
-                        let v = metrics.get(*k)?;
-                        Some(match v.as_f64() {
-                            Some(x) if x.fract() != 0.0 => format!("{k} {x:.4}"),
-                            _ => format!("{k} {v}"),
-                        })
-                    })
-                    .collect();
-                self.say(format!("step {step}: {}", parts.join(", ")));
-            }
-            TrainEvent::Committed { step } => tracing::info!(step, "committed"),
-            TrainEvent::Resumed { step } => self.say(format!("resuming after step {step}")),
-            TrainEvent::Reused { what } => self.say(format!("using {what} again")),
-        }
-    }
-
-    fn finish(&self) {
-        self.bar.finish_and_clear();
-    }
-
-    /// A line above the bar, or in the log where no bar is drawn.
-    fn say(&self, line: String) {
-        if self.bar.is_hidden() {
-            eprintln!("[{}] {line}", self.what);
-        } else {
-            self.bar.println(line);
-        }
-    }
-
-    /// A plain progress line where no bar is drawn: always when `always`, else throttled.
-    fn log(&mut self, line: String, always: bool) {
-        if !self.bar.is_hidden() {
-            return;
-        }
-        let now = std::time::Instant::now();
-        if always || self.last_line.is_none_or(|t| now.duration_since(t) >= LOG_EVERY) {
-            self.last_line = Some(now);
-            eprintln!("[{}] {line}", self.what);
-        }
-    }
-}
-
 fn sft_data(a: &SftDataArgs) -> Result<Status> {
     if a.endpoint.llm_url.is_none() && a.from_solutions.is_none() {
         bail!("nothing to collect\nhint: give `--llm-url URL --model NAME` to sample, and/or `--from-solutions DIR` for a corpus");
     }
     let tasks = tasks_of(&a.suite)?;
-    let ws = Workspace::resolve(&a.common, a.device.as_ref(), None)?;
+    let ws = Workspace::resolve(&a.common, &a.device, None)?;
     let prompts = Prompts::builtin();
     let interrupt = interrupt::install("the judging under way");
     let engine = ws.engine()?;
     interrupt.watch(engine.canceller());
-    let mut reporter = Reporter::new("sft-data", &[]);
+    let mut reporter = TrainReporter::new("sft-data", &[]);
     let mut stats = Collected::default();
     let mut candidates: Vec<Candidate> = Vec::new();
     if let Some(dir) = &a.from_solutions {
@@ -657,7 +189,7 @@ fn sft_data(a: &SftDataArgs) -> Result<Status> {
             a.samples,
             &request,
             a.concurrency,
-            ws.seed,
+            ws.machine.seed,
             &mut stats,
             &mut |e| reporter.event(e),
         )?);
@@ -700,9 +232,8 @@ fn sft_stage(a: &SftArgs) -> Result<Status> {
     if examples.is_empty() {
         bail!("no examples in {:?}\nhint: make them with `cudal1 train sft-data`", a.data);
     }
-    let (interp, _, cache) =
-        crate::workspace::interpreter(a.python.as_deref(), a.cache_dir.as_deref())?;
-    let spec = policy_spec(&a.policy, interp.probe.gpus.len())?;
+    let python = Python::resolve(&a.python)?;
+    let spec = policy_spec(&a.policy, &policy_device(&a.policy, &python));
     let config = SftConfig {
         epochs: a.epochs,
         batch_size: a.batch_size,
@@ -713,9 +244,10 @@ fn sft_stage(a: &SftArgs) -> Result<Status> {
     let settings = json!({"policy": spec, "config": config, "init": a.policy.init, "data": a.data, "examples": examples.len()});
     let (run, state) = RunDir::open(&a.out, "sft", &settings)?;
     let interrupt = interrupt::install("the step under way");
-    let mut policy = start_policy(&a.policy, &spec, &interp.path, &cache, false, a.seed)?;
+    let mut policy =
+        start_policy(&a.policy, &spec, &python.interpreter.path, &python.cache, false, a.seed)?;
     let resume = state.as_ref().map_or(0, |s| s.step);
-    let mut reporter = Reporter::new("sft", &["loss", "grad_norm", "tokens"]);
+    let mut reporter = TrainReporter::new("sft", &["loss", "grad_norm", "tokens"]);
     if let Some(state) = &state {
         run.resume(&mut policy, state)?;
         reporter.event(TrainEvent::Resumed { step: state.step });
@@ -751,10 +283,11 @@ fn finish(
 fn self_sup(a: &SelfSupArgs) -> Result<Status> {
     let tasks = tasks_of(&a.suite)?;
     let stage1 = read_all(&a.data)?;
-    let (interp, _, cache) =
-        crate::workspace::interpreter(a.common.python.as_deref(), a.common.cache_dir.as_deref())?;
-    let spec = policy_spec(&a.policy, interp.probe.gpus.len())?;
-    let ws = eval_workspace(&a.common, a.device.as_ref(), &spec.device)?;
+    let python = Python::resolve(&a.common.python)?;
+    let device = policy_device(&a.policy, &python);
+    let spec = policy_spec(&a.policy, &device);
+    // One resolution: the policy's device is kept out of timing where other GPUs remain.
+    let ws = Workspace::resolve_with(python, &a.common, &a.device, None, Some(&device))?;
     let config = SelfSupConfig {
         rounds: a.rounds,
         samples_per_task: a.samples,
@@ -768,8 +301,15 @@ fn self_sup(a: &SelfSupArgs) -> Result<Status> {
     let settings = json!({"policy": spec, "config": config, "init": a.policy.init, "suite": a.suite, "data": a.data, "eval": ws.settings.key_hash()});
     let (run, state) = RunDir::open(&a.out, "self-sup", &settings)?;
     let interrupt = interrupt::install("the round under way");
-    let mut policy = start_policy(&a.policy, &spec, &interp.path, &cache, false, config.seed)?;
-    let mut reporter = Reporter::new("self-sup", &["new_kept", "judged_correct_rate", "loss"]);
+    let mut policy = start_policy(
+        &a.policy,
+        &spec,
+        &ws.machine.interpreter.path,
+        &ws.machine.cache,
+        false,
+        config.seed,
+    )?;
+    let mut reporter = TrainReporter::new("self-sup", &["new_kept", "judged_correct_rate", "loss"]);
     if let Some(state) = &state {
         run.resume(&mut policy, state)?;
         reporter.event(TrainEvent::Resumed { step: state.step });
@@ -811,10 +351,11 @@ fn self_sup(a: &SelfSupArgs) -> Result<Status> {
 
 fn rl(a: &RlArgs) -> Result<Status> {
     let tasks = tasks_of(&a.suite)?;
-    let (interp, _, cache) =
-        crate::workspace::interpreter(a.common.python.as_deref(), a.common.cache_dir.as_deref())?;
-    let spec = policy_spec(&a.policy, interp.probe.gpus.len())?;
-    let ws = eval_workspace(&a.common, a.device.as_ref(), &spec.device)?;
+    let python = Python::resolve(&a.common.python)?;
+    let device = policy_device(&a.policy, &python);
+    let spec = policy_spec(&a.policy, &device);
+    // One resolution: the policy's device is kept out of timing where other GPUs remain.
+    let ws = Workspace::resolve_with(python, &a.common, &a.device, None, Some(&device))?;
     let reward_budget = a.reward_budget.unwrap_or(a.common.budget);
     if !(reward_budget.is_finite() && reward_budget > 0.0) {
         bail!("`--reward-budget` must be a positive number of seconds, not {reward_budget}");
@@ -823,9 +364,8 @@ fn rl(a: &RlArgs) -> Result<Status> {
         bail!("`--heldout-every` must be at least 1");
     }
     let heldout_tasks = a.heldout.as_deref().map(tasks_of).transpose()?;
-    let aggregation = Aggregation::parse(&a.aggregation).map_err(anyhow::Error::msg)?;
-    let reward = cudal1_train::kernels::RewardKind::parse(&a.reward).map_err(anyhow::Error::msg)?;
-    if reward.needs_own_share() && !ws.on_gpu() {
+    let (aggregation, reward) = (a.aggregation, a.reward);
+    if reward.needs_own_share() && !ws.machine.on_gpu() {
         bail!("`--reward speedup-own-kernels` needs a CUDA device: Nsight Compute profiles GPU kernels\nhint: use `--reward speedup`, or train on a GPU");
     }
     let config = GrpoConfig {
@@ -849,21 +389,21 @@ fn rl(a: &RlArgs) -> Result<Status> {
         turns: a.turns,
         turn_gamma: a.turn_gamma,
         // A later turn waits for its first turn's verdict: nothing to sample ahead.
-        overlap: a.turns <= 1 && a.overlap.resolve(&spec.device, &ws.devices)?,
+        overlap: a.turns <= 1 && a.overlap.resolve(&device, &ws.machine.devices)?,
         keep_flat_groups: a.keep_flat_groups,
     };
     config.check()?;
     let sampler = a.exemplar.sampler()?;
     let mut settings = json!({
         "policy": spec, "config": config, "init": a.policy.init, "suite": a.suite, "eval": ws.settings.key_hash(),
-        "exemplars": a.exemplar.exemplars, "bucket_width": a.exemplar.bucket_width, "exemplar_temperature": a.exemplar.exemplar_temperature, "low_reward": a.low_reward, "reward": a.reward,
+        "exemplars": a.exemplar.exemplars, "bucket_width": a.exemplar.bucket_width, "exemplar_temperature": a.exemplar.exemplar_temperature, "low_reward": a.low_reward, "reward": reward_name(reward),
     });
     if a.turns > 1 {
         settings["turn_target"] = json!(a.turn_target);
     }
     // Runs made before the flag existed asked for CUDA, and resume as such.
-    if a.language != crate::args::LanguageFlag::Cuda {
-        settings["language"] = json!(cudal1_search::Language::from(a.language).as_str());
+    if a.language.language != LanguageFlag::Cuda {
+        settings["language"] = json!(cudal1_search::Language::from(a.language.language).as_str());
     }
     // Runs without it resume as before; the held-out evaluation is no setting of the run.
     if let Some(b) = a.reward_budget {
@@ -876,8 +416,15 @@ fn rl(a: &RlArgs) -> Result<Status> {
     ))[..16]
         .to_owned();
     let interrupt = interrupt::install("the step under way");
-    let mut policy = start_policy(&a.policy, &spec, &interp.path, &cache, a.kl > 0.0, config.seed)?;
-    let mut reporter = Reporter::new(
+    let mut policy = start_policy(
+        &a.policy,
+        &spec,
+        &ws.machine.interpreter.path,
+        &ws.machine.cache,
+        a.kl > 0.0,
+        config.seed,
+    )?;
+    let mut reporter = TrainReporter::new(
         "rl",
         &[
             "reward_mean",
@@ -894,12 +441,12 @@ fn rl(a: &RlArgs) -> Result<Status> {
         reporter.event(TrainEvent::Resumed { step: state.step });
     }
     let engine = Evaluator::start(cudal1_train::kernels::reward_engine(
-        ws.engine_config(),
+        ws.machine.engine_config(&ws.settings),
         Duration::from_secs_f64(reward_budget),
     ))
     .context("starting the evaluation engine of the rewards")?;
     interrupt.watch(engine.canceller());
-    let prompts = Prompts::builtin().language(a.language.into());
+    let prompts = Prompts::builtin().language(a.language.language.into());
     let mut env =
         KernelEnv::new(tasks, &engine, &ws.store, &prompts, sampler, a.exemplar.exemplars, run_id);
     env.low_reward = a.low_reward;
@@ -926,7 +473,7 @@ fn rl(a: &RlArgs) -> Result<Status> {
         let own = if same_budget {
             None
         } else {
-            let mut config = ws.engine_config();
+            let mut config = ws.machine.engine_config(&ws.settings);
             config.pipeline = true;
             let own = Evaluator::start(config).map_err(|e| {
                 cudal1_train::TrainError::Config(format!(
@@ -1013,7 +560,7 @@ fn heldout_during_run(
             other => on_event(other),
         };
         let progress = heldout::Progress::at(progress_path(&out));
-        let who = json!({"policy": spec, "step": step, "eval": engine.settings().key_hash(), "gpu_class": ws.judge.gpu_class, "judge": ws.judge.version});
+        let who = json!({"policy": spec, "step": step, "eval": engine.settings().key_hash(), "gpu_class": ws.machine.judge.gpu_class, "judge": ws.machine.judge.version});
         let report = heldout::evaluate(
             policy,
             engine,
@@ -1115,17 +662,19 @@ fn group_of(groups: &HashMap<String, String>, key: &str) -> Option<String> {
     groups.get(key.rsplit('/').next().unwrap_or(key)).cloned()
 }
 
-fn eval(a: &EvalArgs) -> Result<Status> {
+fn eval(a: &TrainEvalArgs) -> Result<Status> {
     let tasks = tasks_of(&a.suite)?;
-    let (interp, _, cache) =
-        crate::workspace::interpreter(a.common.python.as_deref(), a.common.cache_dir.as_deref())?;
-    let spec = policy_spec(&a.policy, interp.probe.gpus.len())?;
-    let ws = eval_workspace(&a.common, a.device.as_ref(), &spec.device)?;
+    let python = Python::resolve(&a.common.python)?;
+    let device = policy_device(&a.policy, &python);
+    let spec = policy_spec(&a.policy, &device);
+    // One resolution: the policy's device is kept out of timing where other GPUs remain.
+    let ws = Workspace::resolve_with(python, &a.common, &a.device, None, Some(&device))?;
     let interrupt = interrupt::install("the evaluation under way");
-    let mut policy = start_policy(&a.policy, &spec, &interp.path, &cache, false, 0)?;
+    let mut policy =
+        start_policy(&a.policy, &spec, &ws.machine.interpreter.path, &ws.machine.cache, false, 0)?;
     let engine = ws.engine()?;
     interrupt.watch(engine.canceller());
-    let mut reporter = Reporter::new("held-out", &[]);
+    let mut reporter = TrainReporter::new("held-out", &[]);
     let prompts = Prompts::builtin();
     let sampling = Sampling { temperature: a.temperature, top_p: 1.0, max_tokens: a.max_tokens };
     // Replies and verdicts are kept beside the report as they come: a rerun of the same
@@ -1136,7 +685,7 @@ fn eval(a: &EvalArgs) -> Result<Status> {
     }
     let checkpoint = a.policy.init.as_deref().map(committed_checkpoint).transpose()?;
     // Verdicts kept in the progress file are reused only by the same judge (version and GPU class).
-    let who = json!({"policy": spec, "checkpoint": checkpoint, "eval": ws.settings.key_hash(), "gpu_class": ws.judge.gpu_class, "judge": ws.judge.version});
+    let who = json!({"policy": spec, "checkpoint": checkpoint, "eval": ws.settings.key_hash(), "gpu_class": ws.machine.judge.gpu_class, "judge": ws.machine.judge.version});
     let report = heldout::evaluate(
         &mut policy,
         &engine,
@@ -1331,37 +880,46 @@ fn progress_path(out: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workspace::devices_left;
 
     #[test]
     fn the_policys_gpu_is_left_out_of_evaluation_when_there_are_others() {
         let gpus = |n: u32| (0..n).map(Device::Cuda).collect::<Vec<_>>();
         assert_eq!(
-            evaluation_devices(gpus(4), "cuda:1"),
+            devices_left(gpus(4), &Device::Cuda(1)),
             vec![Device::Cuda(0), Device::Cuda(2), Device::Cuda(3)]
         );
-        assert_eq!(evaluation_devices(gpus(2), "cuda:0"), vec![Device::Cuda(1)]);
+        assert_eq!(devices_left(gpus(2), &Device::Cuda(0)), vec![Device::Cuda(1)]);
         // One GPU is shared in turn; a policy on the CPU or elsewhere leaves every GPU to timing.
-        assert_eq!(evaluation_devices(gpus(1), "cuda:0"), gpus(1));
-        assert_eq!(evaluation_devices(gpus(2), "cpu"), gpus(2));
-        assert_eq!(evaluation_devices(gpus(2), "cuda:7"), gpus(2));
-        assert_eq!(evaluation_devices(vec![Device::Cpu], "cpu"), vec![Device::Cpu]);
+        assert_eq!(devices_left(gpus(1), &Device::Cuda(0)), gpus(1));
+        assert_eq!(devices_left(gpus(2), &Device::Cpu), gpus(2));
+        assert_eq!(devices_left(gpus(2), &Device::Cuda(7)), gpus(2));
+        assert_eq!(devices_left(vec![Device::Cpu], &Device::Cpu), vec![Device::Cpu]);
     }
 
     #[test]
     fn the_policy_samples_ahead_only_where_it_times_nothing() {
         let gpus = |n: u32| (0..n).map(Device::Cuda).collect::<Vec<_>>();
+        let (cuda0, cpu) = (Device::Cuda(0), Device::Cpu);
         // Two GPUs: the policy's is left out of timing, so by default it samples ahead.
-        let timing = evaluation_devices(gpus(2), "cuda:0");
-        assert!(Overlap::Auto.resolve("cuda:0", &timing).unwrap());
-        assert!(!Overlap::Off.resolve("cuda:0", &timing).unwrap());
+        let timing = devices_left(gpus(2), &cuda0);
+        assert!(Overlap::Auto.resolve(&cuda0, &timing).unwrap());
+        assert!(!Overlap::Off.resolve(&cuda0, &timing).unwrap());
         // One GPU, shared in turn: never, and asking for it is an error that says what to do.
-        let one = evaluation_devices(gpus(1), "cuda:0");
-        assert!(!Overlap::Auto.resolve("cuda:0", &one).unwrap());
-        let err = Overlap::On.resolve("cuda:0", &one).unwrap_err().to_string();
+        let one = devices_left(gpus(1), &cuda0);
+        assert!(!Overlap::Auto.resolve(&cuda0, &one).unwrap());
+        let err = Overlap::On.resolve(&cuda0, &one).unwrap_err().to_string();
         assert!(err.contains("--policy-device") && err.contains("times them"), "{err}");
         // A policy on the CPU beside GPU timing: only when asked; beside CPU timing: never.
-        assert!(!Overlap::Auto.resolve("cpu", &gpus(1)).unwrap());
-        assert!(Overlap::On.resolve("cpu", &gpus(1)).unwrap());
-        assert!(Overlap::On.resolve("cpu", &[Device::Cpu]).is_err());
+        assert!(!Overlap::Auto.resolve(&cpu, &gpus(1)).unwrap());
+        assert!(Overlap::On.resolve(&cpu, &gpus(1)).unwrap());
+        assert!(Overlap::On.resolve(&cpu, &[Device::Cpu]).is_err());
+    }
+
+    #[test]
+    fn a_reward_is_recorded_by_the_name_it_was_given() {
+        for name in ["speedup", "correct", "speedup-own-kernels"] {
+            assert_eq!(reward_name(RewardKind::parse(name).unwrap()), name);
+        }
     }
 }

@@ -24,6 +24,7 @@ mod profiling;
 mod queue_backend;
 mod record;
 mod report;
+mod reporters;
 mod style;
 mod workspace;
 

@@ -77,10 +77,11 @@ pub fn measure(
         return Ok(subjects.iter().map(|_| Found::NotApplicable).collect());
     }
     let device = ws
+        .machine
         .gpu()
         .context("`--own-share` needs a CUDA device: Nsight Compute profiles GPU kernels")?;
     let profiling = start_profiling(ws, ncu, device, force, sandbox, interrupt)?;
-    let builds = CompileCache { root: ws.cache.join("extensions") };
+    let builds = CompileCache { root: ws.machine.cache.join("extensions") };
     let mut found = Vec::with_capacity(subjects.len());
     for s in subjects {
         if !applicable(s) || interrupt.interrupted() {
@@ -159,9 +160,12 @@ impl<'a> TrainShares<'a> {
         sandbox: bool,
         interrupt: &Arc<Interrupt>,
     ) -> Result<TrainShares<'a>> {
-        let device = ws.gpu().context("`--reward speedup-own-kernels` needs a CUDA device: Nsight Compute profiles GPU kernels\nhint: use `--reward speedup`, or train on a GPU")?;
+        let device = ws.machine.gpu().context("`--reward speedup-own-kernels` needs a CUDA device: Nsight Compute profiles GPU kernels\nhint: use `--reward speedup`, or train on a GPU")?;
         let profiling = start_profiling(ws, ncu, device, false, sandbox, interrupt)?;
-        Ok(TrainShares { profiling, builds: CompileCache { root: ws.cache.join("extensions") } })
+        Ok(TrainShares {
+            profiling,
+            builds: CompileCache { root: ws.machine.cache.join("extensions") },
+        })
     }
 }
 
@@ -190,5 +194,13 @@ fn start_profiling<'a>(
         sandbox,
         cancel: Some(crate::interrupt::profile_cancel(interrupt)),
     };
-    Profiling::new(ncu, &ws.env, &ws.interpreter, device, &ws.cache, &ws.store, options)
+    Profiling::new(
+        ncu,
+        &ws.machine.env,
+        &ws.machine.interpreter,
+        device,
+        &ws.machine.cache,
+        &ws.store,
+        options,
+    )
 }

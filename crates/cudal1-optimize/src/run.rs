@@ -128,7 +128,12 @@ impl Optimizer<'_> {
             .map_err(store_err)?;
         let samples = self.store.samples_for_run(&run_id).map_err(store_err)?;
         let programs = index_programs(
-            self.store.programs_for_task(&task.hash, &settings_hash).map_err(store_err)?,
+            self.store
+                .programs_for_task(&task.hash, &settings_hash)
+                .map_err(store_err)?
+                .into_iter()
+                .map(without_evaluation)
+                .collect(),
         );
         let spend = Spend {
             tokens: samples
@@ -175,7 +180,17 @@ impl Optimizer<'_> {
         })?;
         on_event(Event::Stopped { reason: stop.clone() });
         self.store.finish_run(&state.run_id, &stop.describe()).map_err(store_err)?;
-        let parts = summary::parts(rounds, &state.samples, &state.programs);
+        let mut parts = summary::parts(rounds, &state.samples, &state.programs);
+        if let Some(best) = &mut parts.best {
+            // The index holds programs without their evaluations: the best one's comes from the
+            // store.
+            let key = state.programs.values().find(|p| p.id == best.program_id).map(|p| &p.key);
+            if let Some(key) = key {
+                if let Some(full) = self.store.find_program(key).map_err(store_err)? {
+                    best.evaluation = full.evaluation;
+                }
+            }
+        }
         Ok(RunSummary {
             run_id: state.run_id,
             task: task.key(),
@@ -296,11 +311,24 @@ impl<'o, 'a> Loop<'o, 'a> {
         let mut sent: HashSet<(u32, u32)> = HashSet::new();
         let mut first_wave = true;
         loop {
-            let continuing: Vec<NextTurn> =
+            let mut continuing: Vec<NextTurn> =
                 next_turns(round, &self.samples, &self.programs, config.turns, config.turn_target)
                     .into_iter()
                     .filter(|n| !sent.contains(&(n.index, n.turn)))
                     .collect();
+            // A refinement prompt shows the previous program's whole verdict: read it back.
+            for n in &mut continuing {
+                if let Some(previous) = n.previous_program.as_mut() {
+                    let full = self
+                        .opt
+                        .store
+                        .find_program(&previous.key)
+                        .map_err(|e| self.store_err(e))?;
+                    if let Some(full) = full {
+                        previous.evaluation = full.evaluation;
+                    }
+                }
+            }
             if !first_wave && continuing.is_empty() {
                 return Ok(None);
             }
@@ -752,7 +780,7 @@ impl<'o, 'a> Loop<'o, 'a> {
                         speedup: stored.speedup_median,
                         reason: stored.reason.clone(),
                     });
-                    self.programs.insert(code_hash, stored);
+                    self.programs.insert(code_hash, without_evaluation(stored));
                 }
             }
             JobOutcome::TaskFailed { error, at_start: true, remedies } => {
@@ -775,6 +803,14 @@ impl<'o, 'a> Loop<'o, 'a> {
         }
         Ok(())
     }
+}
+
+/// A program as the run's index keeps it: without its evaluation (checks, timing, the log's
+/// tail), which the store holds. A long run would otherwise keep every evaluation until it ends;
+/// a refinement prompt and the summary's best program read theirs back from the store.
+fn without_evaluation(mut program: StoredProgram) -> StoredProgram {
+    program.evaluation = serde_json::Value::Null;
+    program
 }
 
 /// A 64-bit number from a run id, so runs of different tasks draw different samples.

@@ -42,7 +42,7 @@ fn no_library_crate_glues_a_hint_onto_its_errors() {
 #[test]
 fn no_command_imports_another_command() {
     // Commands share what lives below them (`workspace`, `batch`, `against`, `profiling`, ...);
-    // `main.rs` alone dispatches to them, and `args.rs` names their argument types.
+    // `main.rs` alone dispatches to them, and `args/` holds their argument types.
     let src = super::repo().join("crates/cudal1-cli/src");
     let mut commands = 0;
     let mut imports = Vec::new();
@@ -72,4 +72,39 @@ fn no_command_imports_another_command() {
     }
     assert!(commands >= 10, "found only {commands} command files in {}", src.display());
     assert!(imports.is_empty(), "commands that import other commands: {imports:#?}");
+}
+
+#[test]
+fn the_clap_types_name_no_command() {
+    // `args/` holds every clap type and the flag groups commands share; commands import from it,
+    // so it never imports a command back.
+    let dir = super::repo().join("crates/cudal1-cli/src/args");
+    let mut files = Vec::new();
+    rust_files(&dir, &mut files);
+    assert!(files.len() >= 5, "found only {} files in {}", files.len(), dir.display());
+    let mut named = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if code.contains("cmd_") || code.contains("crate::workspace") {
+                named.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(named.is_empty(), "clap types that import commands: {named:#?}");
+    // And no command declares its own clap types.
+    let src = dir.parent().unwrap();
+    let mut declared = Vec::new();
+    for entry in std::fs::read_dir(src).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        if name.starts_with("cmd_")
+            && (text.contains("derive(Args") || text.contains("Subcommand)"))
+        {
+            declared.push(name);
+        }
+    }
+    assert!(declared.is_empty(), "commands that declare clap types: {declared:?}");
 }

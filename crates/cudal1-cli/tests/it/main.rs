@@ -21,6 +21,7 @@ mod profile;
 mod pty;
 mod report;
 mod serve;
+mod steady;
 mod train;
 
 fn repo() -> PathBuf {
