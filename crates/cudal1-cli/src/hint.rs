@@ -76,6 +76,17 @@ pub fn for_error(e: &(dyn Error + 'static)) -> Option<String> {
             "rerun with the run's own settings, or give the new run another `--out`".into(),
         );
     }
+    if let Some(e) = e.downcast_ref::<cudal1_eval::profile::ProfileError>() {
+        use cudal1_eval::profile::ProfileError as P;
+        return match e {
+            P::NcuNotFound | P::NcuNotExecutable(_) => {
+                Some("`--ncu PATH` names Nsight Compute's `ncu`".into())
+            }
+            P::NeedsGpu => Some("profile on a GPU: `--device cuda` or `cuda:N`".into()),
+            P::Timeout(_) => Some("`--profile-timeout` gives each profiled run longer".into()),
+            _ => None,
+        };
+    }
     if let Some(cudal1_eval::own::OwnError::NotMangled) =
         e.downcast_ref::<cudal1_eval::own::OwnError>()
     {
