@@ -302,79 +302,21 @@ fn published_libraries(dir: &Path) -> Result<Vec<std::path::PathBuf>, OwnError> 
 }
 
 /// Reads a little-endian number of `N` bytes at `at`.
-fn le<const N: usize>(b: &[u8], at: usize) -> Result<u64, String> {
-    let s = b
-        .get(at..at.checked_add(N).ok_or("offset overflow")?)
-        .ok_or_else(|| format!("truncated at byte {at}"))?;
-    Ok(s.iter().rev().fold(0u64, |acc, &x| (acc << 8) | u64::from(x)))
-}
-
-fn usize_of(v: u64) -> Result<usize, String> {
-    usize::try_from(v).map_err(|_| "offset out of range".to_owned())
-}
-
-/// The defined function symbols of a 64-bit little-endian ELF file (its `.symtab` and `.dynsym`).
+/// The defined function symbols of an ELF file (its `.symtab` and `.dynsym`), read by `object`.
 pub fn elf_function_symbols(b: &[u8]) -> Result<BTreeSet<String>, String> {
-    if b.get(..4) != Some(b"\x7fELF") {
-        return Err("not an ELF file".into());
+    use object::{Object, ObjectSymbol, SymbolKind};
+    let file = object::File::parse(b).map_err(|e| format!("not a readable object file: {e}"))?;
+    if file.format() != object::BinaryFormat::Elf {
+        return Err(format!("not an ELF file ({:?})", file.format()));
     }
-    if b.get(4) != Some(&2) || b.get(5) != Some(&1) {
-        return Err("not a 64-bit little-endian ELF file".into());
-    }
-    let shoff = usize_of(le::<8>(b, 0x28)?)?;
-    let shentsize = usize_of(le::<2>(b, 0x3A)?)?;
-    let shnum = usize_of(le::<2>(b, 0x3C)?)?;
-    if shentsize < 64 {
-        return Err("section headers too small".into());
-    }
-    struct Section {
-        kind: u64,
-        offset: usize,
-        size: usize,
-        link: usize,
-        entsize: usize,
-    }
-    let section = |i: usize| -> Result<Section, String> {
-        let h = shoff.checked_add(i.checked_mul(shentsize).ok_or("overflow")?).ok_or("overflow")?;
-        h.checked_add(64).ok_or("section header out of range")?;
-        Ok(Section {
-            kind: le::<4>(b, h + 4)?,
-            offset: usize_of(le::<8>(b, h + 0x18)?)?,
-            size: usize_of(le::<8>(b, h + 0x20)?)?,
-            link: usize_of(le::<4>(b, h + 0x28)?)?,
-            entsize: usize_of(le::<8>(b, h + 0x38)?)?,
-        })
-    };
     let mut names = BTreeSet::new();
-    for i in 0..shnum {
-        let s = section(i)?;
-        // SHT_SYMTAB, SHT_DYNSYM
-        if s.kind != 2 && s.kind != 11 {
+    for symbol in file.symbols().chain(file.dynamic_symbols()) {
+        if symbol.kind() != SymbolKind::Text || !symbol.is_definition() {
             continue;
         }
-        if s.entsize < 24 || s.link >= shnum {
-            return Err(format!("symbol table {i} is malformed"));
-        }
-        let strings = section(s.link)?;
-        let strtab = b
-            .get(strings.offset..strings.offset.saturating_add(strings.size))
-            .ok_or("string table out of the file")?;
-        for k in 0..s.size / s.entsize {
-            let at = s
-                .offset
-                .checked_add(k * s.entsize)
-                .filter(|a| a.checked_add(24).is_some())
-                .ok_or("symbol out of range")?;
-            let (name, info, shndx) =
-                (usize_of(le::<4>(b, at)?)?, le::<1>(b, at + 4)?, le::<2>(b, at + 6)?);
-            // STT_FUNC, defined here.
-            if info & 0xf != 2 || shndx == 0 || name == 0 {
-                continue;
-            }
-            let Some(rest) = strtab.get(name..) else { continue };
-            let end = rest.iter().position(|&c| c == 0).unwrap_or(rest.len());
-            if let Ok(n) = std::str::from_utf8(&rest[..end]) {
-                names.insert(n.to_owned());
+        if let Ok(name) = symbol.name() {
+            if !name.is_empty() {
+                names.insert(name.to_owned());
             }
         }
     }
@@ -481,8 +423,22 @@ mod tests {
         header[0x3A] = 64;
         header[0x3C] = 3;
         assert!(elf_function_symbols(&header).is_err());
-        header[0x3C] = 0;
-        assert_eq!(elf_function_symbols(&header).unwrap(), BTreeSet::new());
+    }
+
+    #[test]
+    fn a_real_binarys_defined_functions_are_read() {
+        // This test binary is an ELF file whose symbol tables define its own functions (release
+        // builds keep `.symtab`; `.dynsym` at least holds what it exports).
+        let me = std::fs::read("/proc/self/exe").unwrap();
+        let names = elf_function_symbols(&me).unwrap();
+        assert!(!names.is_empty());
+        assert!(
+            names.iter().any(|n| n.contains("elf_function_symbols")) || names.contains("main"),
+            "{} names, none of this crate's",
+            names.len()
+        );
+        // Functions it only imports from libc are not defined here.
+        assert!(!names.contains("malloc"), "an imported function counted as defined");
     }
 
     #[test]
