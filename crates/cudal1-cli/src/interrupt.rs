@@ -13,6 +13,16 @@ use std::time::Duration;
 
 /// How long the first press lets work under way finish before it is abandoned.
 pub const GRACE: Duration = Duration::from_secs(3);
+/// Milliseconds to use instead of [`GRACE`] (a longer drain where evaluations are slow).
+pub const GRACE_VAR: &str = "CUDAL1_INTERRUPT_GRACE_MS";
+
+/// [`GRACE`], or what [`GRACE_VAR`] says.
+fn grace() -> Duration {
+    std::env::var(GRACE_VAR)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(GRACE, Duration::from_millis)
+}
 /// How long a second press waits for killed work to end before exiting regardless.
 const LAST_RESORT: Duration = Duration::from_secs(15);
 
@@ -56,13 +66,14 @@ impl Interrupt {
                 self.flag.store(true, Ordering::SeqCst);
                 let what =
                     *self.under_way.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let grace = grace();
                 eprintln!(
                     "\ninterrupted: finishing {what} that end within {} s (they are saved; the rest is abandoned, and the same command does it again); press Ctrl-C again to stop now",
-                    GRACE.as_secs()
+                    grace.as_secs_f64()
                 );
                 engines.iter().for_each(Canceller::cancel);
-                std::thread::spawn(|| {
-                    std::thread::sleep(GRACE);
+                std::thread::spawn(move || {
+                    std::thread::sleep(grace);
                     if let Some(state) =
                         STATE.get().filter(|s| s.presses.load(Ordering::SeqCst) == 1)
                     {

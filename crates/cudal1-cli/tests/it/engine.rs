@@ -262,7 +262,11 @@ fn ctrl_c_once_abandons_what_cannot_finish_within_seconds_and_exits_130_within_1
     std::fs::write(&candidate, fresh).unwrap();
     let build = |db: &Path| {
         let mut cmd = cudal1(db);
+        // A drain far longer than the bound below: a run that ends within it did not wait for
+        // the build to be killed at the end of the drain, it was killed at the press (0.3 s on
+        // an idle machine; a timed bound alone could not tell the two apart on a loaded one).
         cmd.env("CUDAL1_WORK_DIR", &work)
+            .env("CUDAL1_INTERRUPT_GRACE_MS", "30000")
             .args(["eval", "--task", "tests/suite-cpu/tasks/level1/4_Row_Sum.py", "--candidate"])
             .arg(&candidate)
             .args(["--device", "cpu", "--mode", "correctness", "--json", "--load-timeout", "300"]);
@@ -284,11 +288,6 @@ fn ctrl_c_once_abandons_what_cannot_finish_within_seconds_and_exits_130_within_1
     assert!(
         took < Duration::from_secs(10),
         "one press took {took:?} to end a run with a build under way: {err}"
-    );
-    // Killed at the press (0.3 s here), not at the end of the grace given to evaluations (3 s).
-    assert!(
-        took < Duration::from_secs(3),
-        "the build under way was not killed at the press: {took:?}"
     );
     assert_eq!(scratch_dirs(&work), Vec::<String>::new(), "scratch removed");
     let out = run(build(&db));
