@@ -7,7 +7,6 @@ use crate::interrupt::Interrupt;
 use crate::out;
 use crate::record;
 use crate::report;
-use crate::reporters;
 use crate::style::{self, Paint};
 use crate::workspace::Workspace;
 use anyhow::{Context, Result};
@@ -16,8 +15,10 @@ use cudal1_eval::{
 };
 use cudal1_store::Store;
 use cudal1_task::{Candidate, Expectation, Task};
+use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// One candidate to judge.
 pub struct Item {
@@ -157,7 +158,7 @@ pub fn run(
     } else {
         finished.cancelled = pending.len();
     }
-    reporters.progress.progress.finish();
+    reporters.progress.bar.finish_and_clear();
     if let Some(e) = reporters.recorder.error {
         return Err(e)
             .context("saving results (the batch finished, but some results were not saved)");
@@ -226,7 +227,7 @@ impl Reporters<'_> {
         if let Some(against) = self.against {
             v["baseline"] = against.json(&row.evaluation);
         }
-        self.progress.progress.suspend(|| out::line(v))?;
+        self.progress.bar.suspend(|| out::line(v))?;
         Ok(())
     }
 }
@@ -261,22 +262,28 @@ impl Recorder<'_> {
     }
 }
 
-/// The progress reporter, by [`reporters::Progress`]'s rule (a bar on a terminal, throttled lines
-/// elsewhere), and, for batches on a terminal, a line per finished candidate.
+/// The progress reporter: a bar on stderr (drawn only in a terminal) and, for batches, a line per
+/// finished candidate.
 struct Progress {
-    progress: reporters::Progress,
+    bar: ProgressBar,
     lines: bool,
 }
 
 impl Progress {
     fn new(total: usize, done: usize, lines: bool) -> Progress {
-        let progress = reporters::Progress::new("evaluate", total as u64);
-        progress.set_position(done as u64);
+        let bar = ProgressBar::new(total as u64);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}",
+            )
+            .expect("valid template"),
+        );
+        bar.set_position(done as u64);
         if done > 0 && lines {
-            progress
-                .on_terminal(&format!("resuming: {done} of {total} candidates already evaluated"));
+            bar.println(format!("resuming: {done} of {total} candidates already evaluated"));
         }
-        Progress { progress, lines }
+        bar.enable_steady_tick(Duration::from_millis(200));
+        Progress { bar, lines }
     }
 
     fn event(&mut self, item: &Item, event: &Event) {
@@ -285,7 +292,7 @@ impl Progress {
             EventKind::Queued { .. } => {}
             EventKind::Compiling => {
                 tracing::info!(candidate = %item.candidate.label, "compiling");
-                self.status(format!("compiling {label}"));
+                self.bar.set_message(format!("compiling {label}"));
             }
             EventKind::Compiled { ms, cached, ok } => {
                 tracing::info!(candidate = %item.candidate.label, ms, cached, ok, "compiled");
@@ -293,7 +300,7 @@ impl Progress {
             // Logged too (`-v`), so that a run that seems stuck says what holds the device.
             EventKind::Started { device } => {
                 tracing::info!(candidate = %item.candidate.label, %device, "started");
-                self.status(format!("{label} on {device}"));
+                self.bar.set_message(format!("{label} on {device}"));
             }
             EventKind::WaitingForMemory(wait) => {
                 let why = if wait.alone {
@@ -302,14 +309,17 @@ impl Progress {
                     "waiting for the running jobs"
                 };
                 tracing::info!(candidate = %item.candidate.label, need = %wait.need.describe(), reserved = %wait.reserved.describe(), alone = wait.alone, "waiting for memory");
-                self.status(format!("{label} waits for memory ({}; {why})", wait.need.describe()));
+                self.bar.set_message(format!(
+                    "{label} waits for memory ({}; {why})",
+                    wait.need.describe()
+                ));
             }
             EventKind::Timing => {
                 tracing::info!(candidate = %item.candidate.label, "timing");
-                self.status(format!("timing {label}"));
+                self.bar.set_message(format!("timing {label}"));
             }
             EventKind::Finished(outcome) => {
-                self.progress.inc();
+                self.bar.inc(1);
                 let line = match outcome {
                     // Said by `finished`, which knows the row's id.
                     JobOutcome::Evaluated(_) => None,
@@ -343,16 +353,11 @@ impl Progress {
         ));
     }
 
-    /// What is under way: on the bar, and in a log now and then.
-    fn status(&self, line: String) {
-        self.progress.progress(&line, false);
-    }
-
     /// A line above the bar; on a terminal only, as the bar (stderr that is a file or pipe gets
     /// the table or JSON on stdout instead).
     fn say(&self, line: String) {
         if self.lines {
-            self.progress.on_terminal(&line);
+            self.bar.println(line);
         }
     }
 }
