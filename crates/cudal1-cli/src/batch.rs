@@ -7,6 +7,7 @@ use crate::interrupt::Interrupt;
 use crate::out;
 use crate::record;
 use crate::report;
+use crate::reporters;
 use crate::style::{self, Paint};
 use crate::workspace::Workspace;
 use anyhow::{Context, Result};
@@ -15,10 +16,8 @@ use cudal1_eval::{
 };
 use cudal1_store::Store;
 use cudal1_task::{Candidate, Expectation, Task};
-use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// One candidate to judge.
 pub struct Item {
@@ -158,7 +157,7 @@ pub fn run(
     } else {
         finished.cancelled = pending.len();
     }
-    reporters.progress.bar.finish_and_clear();
+    reporters.progress.progress.finish();
     if let Some(e) = reporters.recorder.error {
         return Err(e)
             .context("saving results (the batch finished, but some results were not saved)");
@@ -227,7 +226,7 @@ impl Reporters<'_> {
         if let Some(against) = self.against {
             v["baseline"] = against.json(&row.evaluation);
         }
-        self.progress.bar.suspend(|| out::line(v))?;
+        self.progress.progress.suspend(|| out::line(v))?;
         Ok(())
     }
 }
@@ -262,28 +261,22 @@ impl Recorder<'_> {
     }
 }
 
-/// The progress reporter: a bar on stderr (drawn only in a terminal) and, for batches, a line per
-/// finished candidate.
+/// The progress reporter, by [`reporters::Progress`]'s rule (a bar on a terminal, throttled lines
+/// elsewhere), and, for batches on a terminal, a line per finished candidate.
 struct Progress {
-    bar: ProgressBar,
+    progress: reporters::Progress,
     lines: bool,
 }
 
 impl Progress {
     fn new(total: usize, done: usize, lines: bool) -> Progress {
-        let bar = ProgressBar::new(total as u64);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}",
-            )
-            .expect("valid template"),
-        );
-        bar.set_position(done as u64);
+        let progress = reporters::Progress::new("evaluate", total as u64);
+        progress.set_position(done as u64);
         if done > 0 && lines {
-            bar.println(format!("resuming: {done} of {total} candidates already evaluated"));
+            progress
+                .on_terminal(&format!("resuming: {done} of {total} candidates already evaluated"));
         }
-        bar.enable_steady_tick(Duration::from_millis(200));
-        Progress { bar, lines }
+        Progress { progress, lines }
     }
 
     fn event(&mut self, item: &Item, event: &Event) {
@@ -292,7 +285,7 @@ impl Progress {
             EventKind::Queued { .. } => {}
             EventKind::Compiling => {
                 tracing::info!(candidate = %item.candidate.label, "compiling");
-                self.bar.set_message(format!("compiling {label}"));
+                self.status(format!("compiling {label}"));
             }
             EventKind::Compiled { ms, cached, ok } => {
                 tracing::info!(candidate = %item.candidate.label, ms, cached, ok, "compiled");
@@ -300,7 +293,7 @@ impl Progress {
             // Logged too (`-v`), so that a run that seems stuck says what holds the device.
             EventKind::Started { device } => {
                 tracing::info!(candidate = %item.candidate.label, %device, "started");
-                self.bar.set_message(format!("{label} on {device}"));
+                self.status(format!("{label} on {device}"));
             }
             EventKind::WaitingForMemory(wait) => {
                 let why = if wait.alone {
@@ -309,17 +302,14 @@ impl Progress {
                     "waiting for the running jobs"
                 };
                 tracing::info!(candidate = %item.candidate.label, need = %wait.need.describe(), reserved = %wait.reserved.describe(), alone = wait.alone, "waiting for memory");
-                self.bar.set_message(format!(
-                    "{label} waits for memory ({}; {why})",
-                    wait.need.describe()
-                ));
+                self.status(format!("{label} waits for memory ({}; {why})", wait.need.describe()));
             }
             EventKind::Timing => {
                 tracing::info!(candidate = %item.candidate.label, "timing");
-                self.bar.set_message(format!("timing {label}"));
+                self.status(format!("timing {label}"));
             }
             EventKind::Finished(outcome) => {
-                self.bar.inc(1);
+                self.progress.inc();
                 let line = match outcome {
                     // Said by `finished`, which knows the row's id.
                     JobOutcome::Evaluated(_) => None,
@@ -353,11 +343,16 @@ impl Progress {
         ));
     }
 
+    /// What is under way: on the bar, and in a log now and then.
+    fn status(&self, line: String) {
+        self.progress.progress(&line, false);
+    }
+
     /// A line above the bar; on a terminal only, as the bar (stderr that is a file or pipe gets
     /// the table or JSON on stdout instead).
     fn say(&self, line: String) {
         if self.lines {
-            self.bar.println(line);
+            self.progress.on_terminal(&line);
         }
     }
 }

@@ -5,6 +5,7 @@ use crate::args::OptimizeArgs;
 use crate::exit::Status;
 use crate::interrupt;
 use crate::out;
+use crate::reporters;
 use crate::workspace::Workspace;
 use anyhow::{bail, Context, Result};
 use cudal1_eval::Evaluation;
@@ -15,7 +16,6 @@ use cudal1_optimize::{
 use cudal1_python::Interpreter;
 use cudal1_search::Prompts;
 use cudal1_task::{load_suite, Task};
-use indicatif::{ProgressBar, ProgressStyle};
 use std::path::Path;
 use std::time::Duration;
 
@@ -212,10 +212,11 @@ fn speedup_text(x: Option<f64>) -> String {
     x.map_or_else(|| "-".to_owned(), |v| format!("{v:.2}x"))
 }
 
-/// A progress bar per round on stderr, and a line per finished round.
+/// A [`reporters::Progress`] per round on stderr (a bar over its replies on a terminal, throttled
+/// lines elsewhere), a line per sample or program worth telling, and a line per finished round.
 #[derive(Default)]
 struct Progress {
-    bar: Option<ProgressBar>,
+    bar: Option<reporters::Progress>,
     evaluating: usize,
     best: Option<f64>,
     /// Programs left without a verdict because the machine failed.
@@ -224,25 +225,24 @@ struct Progress {
 
 impl Progress {
     fn clear(&mut self) {
-        if let Some(bar) = self.bar.take() {
-            bar.finish_and_clear();
+        if let Some(mut bar) = self.bar.take() {
+            bar.finish();
         }
     }
 
     fn say(&self, line: String) {
         match &self.bar {
-            Some(bar) => bar.suspend(|| eprintln!("{line}")),
+            Some(bar) => bar.plain(&line),
             None => eprintln!("{line}"),
         }
     }
 
     fn refresh(&self) {
         if let Some(bar) = &self.bar {
-            bar.set_message(format!(
-                "evaluating {}, best so far {}",
-                self.evaluating,
-                speedup_text(self.best)
-            ));
+            bar.progress(
+                &format!("evaluating {}, best so far {}", self.evaluating, speedup_text(self.best)),
+                false,
+            );
         }
     }
 
@@ -266,14 +266,8 @@ impl Progress {
             }
             Event::RoundStarted { round, requests, already_recorded, kind } => {
                 self.clear();
-                let bar = ProgressBar::new(u64::from(requests));
-                bar.set_style(
-                    ProgressStyle::with_template("{spinner} round {prefix} [{elapsed_precise}] {bar:30} {pos}/{len} replies, {msg}")
-                        .expect("valid template"),
-                );
-                bar.set_prefix(round.to_string());
-                bar.enable_steady_tick(Duration::from_millis(200));
-                self.bar = Some(bar);
+                self.bar =
+                    Some(reporters::Progress::new(&format!("round {round}"), u64::from(requests)));
                 if already_recorded > 0 {
                     self.say(format!("round {round}: {already_recorded} sample(s) already recorded, {requests} to go ({} prompt)", kind.as_str()));
                 }
@@ -299,7 +293,7 @@ impl Progress {
                 let index =
                     if turn > 1 { format!("{index} turn {turn}") } else { index.to_string() };
                 if let Some(bar) = &self.bar {
-                    bar.inc(1);
+                    bar.inc();
                 }
                 if queued {
                     self.evaluating += 1;

@@ -3,7 +3,8 @@
 //! cluster's job output) plain lines, each phase once, progress inside a phase at most once per
 //! [`LOG_EVERY`], and while a phase gives no news at all, a line saying it is still under way
 //! and for how long. [`Progress`] holds the rule; each kind of event has a small reporter on top
-//! of it ([`TrainReporter`] for training stages, [`WorkerReporter`] for queue workers).
+//! of it ([`TrainReporter`] for training stages, [`WorkerReporter`] for queue workers; `batch` and
+//! `optimize` keep theirs next to their events). No other file draws a bar (a test checks).
 
 use cudal1_queue::WorkerEvent;
 use cudal1_train::TrainEvent;
@@ -72,6 +73,15 @@ impl Progress {
         }
     }
 
+    /// `line` as it is (no stage's name before it), above the bar or in the log: for reporters
+    /// whose lines are read as they stand.
+    pub fn plain(&self, line: &str) {
+        if self.bar.is_hidden() {
+            self.told.lock().expect("not poisoned").last_line = Some(Instant::now());
+        }
+        self.bar.suspend(|| eprintln!("{line}"));
+    }
+
     /// A line for a person watching, above the bar; the log gets none (what it needs comes at
     /// the end, as a table).
     pub fn on_terminal(&self, line: &str) {
@@ -109,6 +119,11 @@ impl Progress {
 
     pub fn set_length(&self, len: u64) {
         self.bar.set_length(len);
+    }
+
+    /// `more` steps on top of the length.
+    pub fn inc_length(&self, more: u64) {
+        self.bar.inc_length(more);
     }
 
     pub fn set_position(&self, pos: u64) {

@@ -108,3 +108,26 @@ fn the_clap_types_name_no_command() {
     }
     assert!(declared.is_empty(), "commands that declare clap types: {declared:?}");
 }
+
+#[test]
+fn only_the_reporters_module_draws_progress() {
+    // One progress rule (a bar on a terminal, throttled lines elsewhere) lives in
+    // `reporters.rs`; a command that drew its own bar would bring back a second rule.
+    let src = super::repo().join("crates/cudal1-cli/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    assert!(files.len() >= 10, "found only {} sources under {}", files.len(), src.display());
+    let mut drawing = Vec::new();
+    let mut reporters = false;
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let name = file.strip_prefix(&src).unwrap().display().to_string();
+        if name == "reporters.rs" {
+            reporters = text.contains("indicatif::");
+        } else if text.contains("indicatif") {
+            drawing.push(name);
+        }
+    }
+    assert!(reporters, "reporters.rs draws the bar with indicatif");
+    assert!(drawing.is_empty(), "sources besides reporters.rs that use indicatif: {drawing:?}");
+}

@@ -251,6 +251,44 @@ fn a_crashed_batch_resumes_without_redoing_finished_work() {
 }
 
 #[test]
+fn a_batch_shows_a_bar_in_a_terminal_and_lines_in_a_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tasks, cands) = small_suite(dir.path());
+    let db = dir.path().join("p.db");
+    let batch = || {
+        let mut cmd = cudal1(&db);
+        cmd.arg("eval")
+            .arg("--suite")
+            .arg(&tasks)
+            .arg("--candidates")
+            .arg(&cands)
+            .args(FAST_TIMING);
+        cmd
+    };
+    // A terminal: the bar over the four candidates, and a line per finished one above it.
+    let mut terminal = pty::Terminal::spawn(batch(), 120);
+    terminal.child.wait().unwrap();
+    terminal.wait_for("reason", Duration::from_secs(10));
+    let screen = terminal.screen();
+    assert!(screen.contains("/4 evaluate"), "a bar over the batch: {screen}");
+    for c in ["fast", "wrong_axis", "inplace_returns_input", "tensor_subclass"] {
+        assert!(
+            screen.lines().any(|l| l.contains("1_Diagonal_Matmul") && l.contains(c)),
+            "a line for {c}: {screen}"
+        );
+    }
+
+    // A log: JSON alone on stdout, and on stderr plain lines by the log rule, no bar.
+    let mut cmd = batch();
+    cmd.args(["--json", "--force"]);
+    let out = run(cmd);
+    assert_eq!(json_lines(&out).len(), 5, "four rows and the summary");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.lines().any(|l| l.starts_with("[evaluate] ")), "a progress line: {err}");
+    assert!(!err.contains('\r') && !err.contains("\x1b["), "no bar drawn in a log: {err:?}");
+}
+
+#[test]
 fn single_eval_prints_the_promised_json() {
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = cudal1(&dir.path().join("one.db"));
