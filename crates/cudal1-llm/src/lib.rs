@@ -24,6 +24,8 @@ mod limiter;
 mod mixture;
 mod openai;
 mod retry;
+#[cfg(feature = "test-server")]
+pub mod test_server;
 mod usage;
 mod wire;
 

@@ -123,6 +123,7 @@ pub fn spawn<'scope, 'env>(
 mod tests {
     use super::*;
     use crate::plan::PromptKind;
+    use cudal1_llm::test_server::{Reply, TestServer};
     use cudal1_llm::{OpenAiClient, OpenAiConfig};
     use std::sync::{Arc, Mutex};
 
@@ -131,31 +132,26 @@ mod tests {
     /// answering the last of them).
     fn echo_server(
         close_after: Option<(usize, Arc<AtomicBool>)>,
-    ) -> (String, Arc<Mutex<Vec<u64>>>, Arc<tiny_http::Server>) {
-        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
-        let url = format!("http://127.0.0.1:{}/v1", server.server_addr().to_ip().unwrap().port());
+    ) -> (String, Arc<Mutex<Vec<u64>>>, TestServer) {
         let seeds = Arc::new(Mutex::new(Vec::new()));
-        let (srv, seen) = (Arc::clone(&server), Arc::clone(&seeds));
-        std::thread::spawn(move || {
-            while let Ok(mut req) = srv.recv() {
-                let mut body = String::new();
-                req.as_reader().read_to_string(&mut body).unwrap();
-                let json: serde_json::Value = serde_json::from_str(&body).unwrap();
-                let mut seen = seen.lock().unwrap();
-                seen.push(json["seed"].as_u64().unwrap());
-                if let Some((n, flag)) = &close_after {
-                    if seen.len() >= *n {
-                        flag.store(true, Ordering::SeqCst);
-                    }
+        let seen = Arc::clone(&seeds);
+        let server = TestServer::start(move |req| {
+            let json = req.json();
+            let mut seen = seen.lock().unwrap();
+            seen.push(json["seed"].as_u64().unwrap());
+            if let Some((n, flag)) = &close_after {
+                if seen.len() >= *n {
+                    flag.store(true, Ordering::SeqCst);
                 }
-                let reply = serde_json::json!({
-                    "choices": [{"message": {"content": json["messages"][0]["content"]}, "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 3, "completion_tokens": 2}
-                });
-                let _ = req.respond(tiny_http::Response::from_string(reply.to_string()));
             }
-        });
-        (url, seeds, server)
+            let reply = serde_json::json!({
+                "choices": [{"message": {"content": json["messages"][0]["content"]}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 2}
+            });
+            Reply::json(200, reply.to_string())
+        })
+        .unwrap();
+        (format!("{}/v1", server.url()), seeds, server)
     }
 
     fn jobs(n: u32) -> Vec<Planned> {
@@ -191,7 +187,7 @@ mod tests {
                 })
                 .collect()
         });
-        server.unblock();
+        server.stop();
         got.sort();
         assert_eq!(got, (0..7).map(|i| (i, format!("p{i}"))).collect::<Vec<_>>());
         let mut seeds = seeds.lock().unwrap().clone();
@@ -211,7 +207,7 @@ mod tests {
                 .map(|g| matches!(g, Generated::Reply { .. }))
                 .collect()
         });
-        server.unblock();
+        server.stop();
         assert_eq!(replied.len(), 6);
         assert_eq!(replied.iter().filter(|r| **r).count(), 2);
         assert_eq!(seeds.lock().unwrap().len(), 2);
@@ -240,7 +236,7 @@ mod tests {
             }
             replied
         });
-        server.unblock();
+        server.stop();
         assert_eq!(replied, 2);
         assert_eq!(seeds.lock().unwrap().len(), 2);
     }

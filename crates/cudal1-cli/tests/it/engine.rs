@@ -2,6 +2,7 @@
 //! interrupts and exit statuses, a reader that goes away.
 
 use super::{cudal1, json_lines, repo, run, FAST_TIMING};
+use cudal1_llm::test_server::{Reply, TestServer};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -144,7 +145,9 @@ fn a_reader_that_goes_away_ends_the_run_quietly() {
     assert!(serde_json::from_str::<Value>(&first).is_ok(), "{first}");
     drop(reader); // `| head -1`
     let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    // Progress lines name candidates (`cpp_compile_error.py`); what the command said must not
+    // be an error.
+    let err = super::said(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(!err.contains("panicked") && !err.contains("error"), "{err}");
     assert_eq!(scratch_dirs(dir.path()), Vec::<String>::new(), "the engine's scratch is removed");
@@ -464,17 +467,13 @@ fn optimize_stopped_by_sigterm_twice_exits_130_and_leaves_no_scratch() {
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
-    // A one-shot OpenAI-compatible server whose only reply is the endless program.
-    let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
-    let url = format!("http://127.0.0.1:{}/v1", server.server_addr().to_ip().unwrap().port());
-    let answering = std::thread::spawn(move || {
-        if let Ok(mut req) = server.recv() {
-            let mut body = String::new();
-            req.as_reader().read_to_string(&mut body).unwrap();
-            let reply = json!({"choices": [{"message": {"content": format!("```python\n{ENDLESS}```\n")}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 1, "completion_tokens": 1}});
-            let _ = req.respond(tiny_http::Response::from_string(reply.to_string()));
-        }
-    });
+    // An OpenAI-compatible server whose reply is the endless program.
+    let server = TestServer::start(|_| {
+        let reply = json!({"choices": [{"message": {"content": format!("```python\n{ENDLESS}```\n")}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 1, "completion_tokens": 1}});
+        Reply::json(200, reply.to_string())
+    })
+    .unwrap();
+    let url = format!("{}/v1", server.url());
     let mut cmd = cudal1(&dir.path().join("o.db"));
     cmd.env("CUDAL1_WORK_DIR", &work)
         .args([
@@ -499,7 +498,6 @@ fn optimize_stopped_by_sigterm_twice_exits_130_and_leaves_no_scratch() {
         assert!(Instant::now() < deadline, "the program was never evaluated");
         std::thread::sleep(Duration::from_millis(100));
     }
-    answering.join().unwrap();
     terminate(child.id());
     std::thread::sleep(Duration::from_secs(1));
     assert!(

@@ -45,6 +45,16 @@ fn run(mut cmd: Command) -> Output {
     out
 }
 
+/// Stderr without the progress reporter's lines (`[stage] ...`, written where stderr is not a
+/// terminal): what the command itself said.
+fn said(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| !(l.starts_with('[') && l.contains("] ")))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
 fn json_lines(out: &Output) -> Vec<Value> {
     String::from_utf8_lossy(&out.stdout)
         .lines()

@@ -67,7 +67,7 @@ fn a_task_too_large_for_the_machine_is_refused_and_scale_makes_a_trial_of_it() {
         .arg(&cand)
         .args(FAST_TIMING);
     let out = cmd.output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = super::said(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.starts_with("error: the reference `level1/1_Huge_ReLU` failed while checking that it fits in memory: it needs about 1.5 TiB of memory, the host has "), "{err}");
     assert!(

@@ -8,9 +8,8 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 
-use tiny_http::{Header, Response, Server};
+use cudal1_llm::test_server::{Reply, TestServer};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
@@ -44,67 +43,46 @@ enum Step {
 /// A chat-completions server that answers first-round prompts from one queue and contrastive
 /// prompts from another, whatever order concurrent requests arrive in, and keeps every prompt.
 struct Scripted {
-    server: Arc<Server>,
+    server: TestServer,
     url: String,
-    thread: Option<JoinHandle<Vec<String>>>,
+    prompts: Arc<Mutex<Vec<String>>>,
 }
 
 impl Scripted {
     fn start(first: Vec<Step>, contrastive: Vec<Step>) -> Self {
-        let server = Arc::new(Server::http("127.0.0.1:0").expect("bind 127.0.0.1:0"));
-        let port = server.server_addr().to_ip().unwrap().port();
-        let srv = Arc::clone(&server);
         let queues = Mutex::new((VecDeque::from(first), VecDeque::from(contrastive)));
-        let thread = std::thread::spawn(move || {
-            let mut prompts = Vec::new();
-            let mut hanging = Vec::new();
-            while let Ok(mut req) = srv.recv() {
-                let mut body = String::new();
-                req.as_reader().read_to_string(&mut body).unwrap();
-                let json: Value = serde_json::from_str(&body).expect("a JSON request");
-                let prompt = json["messages"][0]["content"].as_str().unwrap_or_default().to_owned();
-                let step = {
-                    let mut q = queues.lock().unwrap();
-                    if prompt.contains("Earlier attempts") {
-                        q.1.pop_front()
-                    } else {
-                        q.0.pop_front()
-                    }
-                };
-                prompts.push(prompt);
-                let json_header = Header::from_bytes("Content-Type", "application/json").unwrap();
-                match step.unwrap_or_else(|| Step::Reply("The script has no more replies.".into()))
-                {
-                    Step::Reply(text) => {
-                        let body = serde_json::json!({
-                            "model": "scripted",
-                            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                            "usage": {"prompt_tokens": 100, "completion_tokens": 50}
-                        });
-                        let _ = req.respond(
-                            Response::from_string(body.to_string()).with_header(json_header),
-                        );
-                    }
-                    Step::TooManyRequests => {
-                        let resp = Response::from_string(r#"{"error":{"message":"slow down"}}"#)
-                            .with_status_code(429)
-                            .with_header(json_header)
-                            .with_header(Header::from_bytes("Retry-After", "0").unwrap());
-                        let _ = req.respond(resp);
-                    }
-                    Step::Hang => hanging.push(req),
+        let prompts = Arc::new(Mutex::new(Vec::new()));
+        let kept = Arc::clone(&prompts);
+        let server = TestServer::start(move |req| {
+            let json = req.json();
+            let prompt = json["messages"][0]["content"].as_str().unwrap_or_default().to_owned();
+            let step = {
+                let mut q = queues.lock().unwrap();
+                if prompt.contains("Earlier attempts") {
+                    q.1.pop_front()
+                } else {
+                    q.0.pop_front()
                 }
+            };
+            kept.lock().unwrap().push(prompt);
+            match step.unwrap_or_else(|| Step::Reply("The script has no more replies.".into())) {
+                Step::Reply(text) => Reply::completion(&text, 100, 50),
+                Step::TooManyRequests => Reply::Send {
+                    status: 429,
+                    body: r#"{"error":{"message":"slow down"}}"#.into(),
+                    headers: vec![("Retry-After".into(), "0".into())],
+                },
+                Step::Hang => Reply::Hang,
             }
-            drop(hanging);
-            prompts
-        });
-        Self { server, url: format!("http://127.0.0.1:{port}/v1"), thread: Some(thread) }
+        })
+        .expect("a test server on 127.0.0.1");
+        Self { url: format!("{}/v1", server.url()), server, prompts }
     }
 
     /// Stops the server; every prompt it received, in arrival order.
-    fn finish(mut self) -> Vec<String> {
-        self.server.unblock();
-        self.thread.take().unwrap().join().unwrap()
+    fn finish(self) -> Vec<String> {
+        self.server.stop();
+        std::mem::take(&mut *self.prompts.lock().unwrap())
     }
 }
 
@@ -500,55 +478,44 @@ fn setup_mistakes_are_clear_errors_with_exit_code_2() {
 /// for, any other prompt from `first` in order. Every prompt is kept; when the prompt of turn
 /// `interrupt_at` arrives, the cudal1 process whose id is in `pid` gets SIGINT before the answer.
 struct TurnServer {
-    server: Arc<Server>,
+    server: TestServer,
     url: String,
     pid: Arc<std::sync::atomic::AtomicU32>,
-    thread: Option<JoinHandle<Vec<String>>>,
+    prompts: Arc<Mutex<Vec<String>>>,
 }
 
 impl TurnServer {
     fn start(first: Vec<String>, later: Vec<(u32, String)>, interrupt_at: Option<u32>) -> Self {
-        let server = Arc::new(Server::http("127.0.0.1:0").expect("bind 127.0.0.1:0"));
-        let port = server.server_addr().to_ip().unwrap().port();
         let pid = Arc::new(std::sync::atomic::AtomicU32::new(0));
-        let (srv, who) = (Arc::clone(&server), Arc::clone(&pid));
-        let thread = std::thread::spawn(move || {
-            let mut first = VecDeque::from(first);
-            let mut prompts = Vec::new();
-            while let Ok(mut req) = srv.recv() {
-                let mut body = String::new();
-                req.as_reader().read_to_string(&mut body).unwrap();
-                let json: Value = serde_json::from_str(&body).expect("a JSON request");
-                let prompt = json["messages"][0]["content"].as_str().unwrap_or_default().to_owned();
-                // "## Your previous attempt (turn N)": this request is turn N + 1.
-                let turn = prompt
-                    .split("## Your previous attempt (turn ")
-                    .nth(1)
-                    .and_then(|rest| rest.split(')').next())
-                    .map(|n| n.parse::<u32>().unwrap() + 1);
-                let text = match turn {
-                    Some(t) => later.iter().find(|(n, _)| *n == t).map(|(_, r)| r.clone()),
-                    None => first.pop_front(),
-                };
-                prompts.push(prompt);
-                if turn.is_some() && turn == interrupt_at {
-                    let pid = who.load(std::sync::atomic::Ordering::SeqCst);
-                    assert_ne!(pid, 0, "the cudal1 process is known");
-                    // SAFETY: signalling the child the test started.
-                    unsafe { libc::kill(pid as i32, libc::SIGINT) };
-                }
-                let body = serde_json::json!({
-                    "model": "scripted",
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text.unwrap_or_else(|| "The script has no more replies.".into())}, "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 100, "completion_tokens": 50}
-                });
-                let json_header = Header::from_bytes("Content-Type", "application/json").unwrap();
-                let _ =
-                    req.respond(Response::from_string(body.to_string()).with_header(json_header));
+        let who = Arc::clone(&pid);
+        let first = Mutex::new(VecDeque::from(first));
+        let prompts = Arc::new(Mutex::new(Vec::new()));
+        let kept = Arc::clone(&prompts);
+        let server = TestServer::start(move |req| {
+            let json = req.json();
+            let prompt = json["messages"][0]["content"].as_str().unwrap_or_default().to_owned();
+            // "## Your previous attempt (turn N)": this request is turn N + 1.
+            let turn = prompt
+                .split("## Your previous attempt (turn ")
+                .nth(1)
+                .and_then(|rest| rest.split(')').next())
+                .map(|n| n.parse::<u32>().unwrap() + 1);
+            let text = match turn {
+                Some(t) => later.iter().find(|(n, _)| *n == t).map(|(_, r)| r.clone()),
+                None => first.lock().unwrap().pop_front(),
+            };
+            kept.lock().unwrap().push(prompt);
+            if turn.is_some() && turn == interrupt_at {
+                let pid = who.load(std::sync::atomic::Ordering::SeqCst);
+                assert_ne!(pid, 0, "the cudal1 process is known");
+                // SAFETY: signalling the child the test started.
+                unsafe { libc::kill(pid as i32, libc::SIGINT) };
             }
-            prompts
-        });
-        Self { server, url: format!("http://127.0.0.1:{port}/v1"), pid, thread: Some(thread) }
+            let text = text.unwrap_or_else(|| "The script has no more replies.".into());
+            Reply::completion(&text, 100, 50)
+        })
+        .expect("a test server on 127.0.0.1");
+        Self { url: format!("{}/v1", server.url()), server, pid, prompts }
     }
 
     /// Runs `optimize` with the server's URL; the process can be interrupted by the server.
@@ -584,9 +551,9 @@ impl TurnServer {
         out
     }
 
-    fn finish(mut self) -> Vec<String> {
-        self.server.unblock();
-        self.thread.take().unwrap().join().unwrap()
+    fn finish(self) -> Vec<String> {
+        self.server.stop();
+        std::mem::take(&mut *self.prompts.lock().unwrap())
     }
 }
 

@@ -1,6 +1,5 @@
 //! `OpenAiClient` against a real local HTTP server.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -8,7 +7,7 @@ use cudal1_llm::{
     ChatRequest, Llm, LlmError, Message, OpenAiClient, OpenAiConfig, Prices, RetryPolicy,
 };
 
-use crate::server::{bind, completion_json, ok, record, respond, Reply, Scripted};
+use crate::server::{completion_json, ok, Reply, Scripted};
 
 /// Fast retries so tests spend their time only where a test means it to.
 fn config(base_url: &str) -> OpenAiConfig {
@@ -208,41 +207,37 @@ fn cost_cap_stops_sending() {
 fn concurrency_limit_is_never_exceeded() {
     const K: usize = 3;
     const ROUNDS: usize = 3;
-    let (server, base_url) = bind();
-    let max_seen = Arc::new(AtomicUsize::new(0));
-    let srv_thread = {
-        let max_seen = Arc::clone(&max_seen);
-        std::thread::spawn(move || {
-            let total = K * ROUNDS;
-            let mut served = 0;
-            while served < total {
-                // Hold requests until K are in flight at once. If the client
-                // allowed fewer, this fails instead of hanging.
-                let want = K.min(total - served);
-                let mut held = Vec::new();
-                while held.len() < want {
-                    let mut req =
-                        server.recv_timeout(Duration::from_secs(20)).unwrap().unwrap_or_else(
-                            || panic!("only {} of {want} requests arrived together", held.len()),
-                        );
-                    record(&mut req);
-                    held.push(req);
-                }
-                // With K held, a correct client has every other caller
-                // blocked on its semaphore: nothing more may arrive. This
-                // bounded wait is a window for a violation to show, not a sleep
-                // that a passing run depends on.
-                while let Some(extra) = server.recv_timeout(Duration::from_millis(150)).unwrap() {
-                    held.push(extra);
-                }
-                max_seen.fetch_max(held.len(), Ordering::SeqCst);
-                served += held.len();
-                for req in held {
-                    respond(req, 200, completion_json("ok", "m", 1, 1), vec![]);
-                }
-            }
-        })
-    };
+    const TOTAL: usize = K * ROUNDS;
+    // (in flight, answered, most in flight at once)
+    let state =
+        Arc::new((std::sync::Mutex::new((0usize, 0usize, 0usize)), std::sync::Condvar::new()));
+    let gate = Arc::clone(&state);
+    let srv = Scripted::start(move |_, _| {
+        let (lock, changed) = &*gate;
+        let mut s = lock.lock().unwrap();
+        s.0 += 1;
+        s.2 = s.2.max(s.0);
+        changed.notify_all();
+        // Hold requests until K are in flight at once (fewer for the last ones). If the client
+        // allowed fewer, this fails instead of hanging.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while s.0 < K.min(TOTAL - s.1) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(!left.is_zero(), "only {} of {K} requests arrived together", s.0);
+            s = changed.wait_timeout(s, left).unwrap().0;
+        }
+        // With K held, a correct client has every other caller blocked on its semaphore:
+        // nothing more may arrive. This bounded wait is a window for a violation to show, not a
+        // sleep that a passing run depends on.
+        drop(s);
+        std::thread::sleep(Duration::from_millis(150));
+        let mut s = lock.lock().unwrap();
+        s.0 -= 1;
+        s.1 += 1;
+        changed.notify_all();
+        Reply::Send(200, completion_json("ok", "m", 1, 1), vec![])
+    });
+    let base_url = srv.base_url.clone();
     let mut cfg = config(&base_url);
     cfg.max_concurrent = K;
     let client = OpenAiClient::new(cfg).unwrap();
@@ -255,9 +250,9 @@ fn concurrency_limit_is_never_exceeded() {
     for h in callers {
         assert_eq!(h.join().unwrap().unwrap(), "ok");
     }
-    srv_thread.join().expect("server thread");
+    assert_eq!(srv.finish().len(), TOTAL);
     assert_eq!(
-        max_seen.load(Ordering::SeqCst),
+        state.0.lock().unwrap().2,
         K,
         "the server must see exactly K requests at once, never more"
     );

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cudal1_eval::{CompileCache, Device, EngineConfig, EvalSettings, Evaluator, Judge, RunnerEnv};
+use cudal1_llm::test_server::{Reply, TestServer};
 use cudal1_llm::{OpenAiClient, OpenAiConfig, RetryPolicy};
 use cudal1_optimize::{run_id, Event, OptimizeConfig, Optimizer, Profiles, RunSummary, StopReason};
 use cudal1_search::{normalized_hash, Prompts};
@@ -28,49 +29,36 @@ fn task() -> Task {
 struct Server {
     url: String,
     seen: Arc<Mutex<Vec<String>>>,
-    server: Arc<tiny_http::Server>,
+    _server: TestServer,
 }
 
 impl Server {
     fn start(status: u16, text: &'static str, close: Option<(usize, Arc<AtomicBool>)>) -> Self {
-        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
-        let url = format!("http://127.0.0.1:{}/v1", server.server_addr().to_ip().unwrap().port());
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let (srv, log) = (Arc::clone(&server), Arc::clone(&seen));
-        std::thread::spawn(move || {
-            while let Ok(mut req) = srv.recv() {
-                let mut body = String::new();
-                req.as_reader().read_to_string(&mut body).unwrap();
-                let n = {
-                    let mut log = log.lock().unwrap();
-                    log.push(body);
-                    log.len()
-                };
-                if let Some((at, flag)) = &close {
-                    if n >= *at {
-                        flag.store(true, Ordering::SeqCst);
-                    }
+        let log = Arc::clone(&seen);
+        let server = TestServer::start(move |req| {
+            let n = {
+                let mut log = log.lock().unwrap();
+                log.push(req.body);
+                log.len()
+            };
+            if let Some((at, flag)) = &close {
+                if n >= *at {
+                    flag.store(true, Ordering::SeqCst);
                 }
-                let reply = json!({
-                    "choices": [{"message": {"content": text}, "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 100, "completion_tokens": 50}
-                });
-                let _ = req.respond(
-                    tiny_http::Response::from_string(reply.to_string()).with_status_code(status),
-                );
             }
-        });
-        Self { url, seen, server }
+            let reply = json!({
+                "choices": [{"message": {"content": text}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 100, "completion_tokens": 50}
+            });
+            Reply::json(status, reply.to_string())
+        })
+        .unwrap();
+        Self { url: format!("{}/v1", server.url()), seen, _server: server }
     }
 
     fn requests(&self) -> usize {
         self.seen.lock().unwrap().len()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.server.unblock();
     }
 }
 
