@@ -116,7 +116,12 @@ fn a_worker_judges_queued_jobs_and_files_their_programs() {
     let mut statuses = store.status(&ids).unwrap();
     statuses.sort_by_key(|s| s.id);
     let verdicts: Vec<&str> = statuses.iter().map(|s| s.verdict.as_deref().unwrap()).collect();
-    assert_eq!(verdicts, ["correct", "incorrect", "runtime_error"]);
+    assert_eq!(
+        verdicts,
+        ["correct", "incorrect", "runtime_error"],
+        "results: {:#?}",
+        statuses.iter().map(|s| &s.result).collect::<Vec<_>>()
+    );
     for s in &statuses {
         assert_eq!((s.state, s.attempts, s.worker.as_deref()), (JobState::Done, 1, Some("w1")));
         let program = store.program(s.program_id.unwrap()).unwrap().unwrap();
