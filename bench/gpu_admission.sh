@@ -10,10 +10,11 @@
 # verdicts. Also the runner's GPU test of `device_peak_bytes`. Prints each run's verdicts, its
 # counts (waited_for_memory, ran_alone_for_memory) and wall time; raw rows under $OUT.
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 O=${OUT:-/tmp/cudal1-out}
 mkdir -p "$O" /tmp/bins
 export CUDAL1_PYTHON=$(command -v python3)
-xz -dc .carry/cudal1-new.xz > /tmp/bins/cudal1 && chmod +x /tmp/bins/cudal1
+unpack .carry/cudal1-new.xz /tmp/bins/cudal1
 exec > >(tee "$O/admission.log") 2>&1
 date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 (cd python && timeout 300 python3 -m pytest -q tests/test_gpu.py -k "device_peak or hello_lists or handed_over" 2>&1 | tail -3)

@@ -27,6 +27,7 @@
 # configuration the median step after the first, and every step; every configuration measured on
 # this machine, earlier calls' included) and big_policy.log (this call's).
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 O=${OUT:-/tmp/cudal1-out}
 W=${WORK:-/root/big}
 TOK=${TOKENIZER:-.carry/smollm2-tokenizer}
@@ -39,7 +40,7 @@ export CUDAL1_PYTHON=$(command -v python3) HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE
 B=${BIN:-$W/cudal1}
 if [ ! -x "$B" ]; then
   [ -f .carry/cudal1-new.xz ] || { echo "error: no .carry/cudal1-new.xz (this tree's release build, xz -9)"; exit 2; }
-  xz -dc .carry/cudal1-new.xz > "$B" && chmod +x "$B" || exit 2
+  unpack .carry/cudal1-new.xz "$B" || exit 2
 fi
 date -u
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader

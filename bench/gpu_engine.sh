@@ -19,6 +19,7 @@
 # Everything comes back under $OUT: logs, JSON rows, the stores (checkpointed), and per run a
 # timeline (NAME.stamps: each row's arrival in seconds after the start, its verdict and phases).
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 C=$(realpath .carry)
 O=${OUT:-/tmp/cudal1-out}
 mkdir -p "$O"
@@ -29,8 +30,7 @@ exec > >(tee -a "$O/engine.log") 2>&1
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
 for x in "$C"/cudal1-*.xz; do
   [ -f "$x" ] || continue
-  b=${x%.xz}
-  [ -f "$b" ] || { xz -dc "$x" > "$b" && chmod +x "$b"; }
+  [ -f "${x%.xz}" ] || unpack "$x" "${x%.xz}"
 done
 cpu_ticks() { awk '/^cpu /{print $2+$3+$4+$5+$6+$7+$8+$9, $5+$6}' /proc/stat; }
 python3 bench/cuda_l1_batch.py "$C/h100.json" /tmp/tp

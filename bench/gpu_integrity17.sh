@@ -11,10 +11,11 @@
 #    forks, prlimit on cudal1's processes, daemons, ...), each against its `# cudal1: expect=` line;
 # 3. what is left afterwards: every python process and every zombie on the machine.
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 O=${OUT:-/tmp/cudal1-out}
 mkdir -p "$O" /tmp/bins
 export CUDAL1_PYTHON=$(command -v python3)
-for b in .carry/cudal1-*.xz; do n=$(basename "$b" .xz); xz -dc "$b" > /tmp/bins/$n && chmod +x /tmp/bins/$n; done
+unpack_carried /tmp/bins
 exec > >(tee "$O/integrity.log") 2>&1
 date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; uname -r
 left() {

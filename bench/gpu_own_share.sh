@@ -13,12 +13,13 @@
 # profiles and shares already stored are reused. $OUT gets at most 5 files: own_share.log (the
 # tables), <part>.jsonl.gz and stores.tar.gz.
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 O=${OUT:-/tmp/cudal1-out}
 DB_DIR=${DB_DIR:-/tmp/cudal1-own}
 mkdir -p "$O" "$DB_DIR" /tmp/bins
 export CUDAL1_PYTHON=${CUDAL1_PYTHON:-$(command -v python3)}
 export CUDAL1_CACHE_DIR=${CUDAL1_CACHE_DIR:-/tmp/cudal1-own-cache}
-xz -dc .carry/cudal1-new.xz > /tmp/bins/cudal1-new && chmod +x /tmp/bins/cudal1-new
+unpack .carry/cudal1-new.xz /tmp/bins/cudal1-new
 B=/tmp/bins/cudal1-new
 exec > >(tee -a "$O/own_share.log") 2>&1
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader

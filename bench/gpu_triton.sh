@@ -16,10 +16,11 @@
 #   checks and the timed blocks add no binary to the process's Triton cache).
 # Results under $OUT: triton.log, the evaluations' JSON (*.json, gzipped JSON lines).
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 O=${OUT:-/tmp/cudal1-out}
 mkdir -p "$O" /tmp/bins
 export CUDAL1_PYTHON=$(command -v python3)
-xz -dc .carry/cudal1-new.xz > /tmp/bins/cudal1-new && chmod +x /tmp/bins/cudal1-new
+unpack .carry/cudal1-new.xz /tmp/bins/cudal1-new
 exec > >(tee "$O/triton.log") 2>&1
 date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"

@@ -4,10 +4,11 @@
 # tree's build, `.carry/cudal1-prev.xz` the build before (OLD_ONLY restricts it to the light task).
 # Each run's JSON rows and a table go to $OUT.
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 O=${OUT:-/tmp/cudal1-out}
 mkdir -p "$O" /tmp/bins
 export CUDAL1_PYTHON=$(command -v python3)
-for b in .carry/cudal1-*.xz; do n=$(basename "$b" .xz); xz -dc "$b" > /tmp/bins/$n && chmod +x /tmp/bins/$n; done
+unpack_carried /tmp/bins
 exec > >(tee "$O/window.log") 2>&1
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import torch; print('torch', torch.__version__)"

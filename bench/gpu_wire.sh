@@ -14,11 +14,11 @@
 #   bash bench/gpu_wire.sh PATH       (a cudal1 binary)
 # Well under 10 minutes; everything goes to $OUT (wire.log and the JSON lines).
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 if [ -n "${1:-}" ]; then
   B=$(realpath "$1")
 else
-  [ -x .carry/cudal1-new ] || xz -dkf .carry/cudal1-new.xz
-  chmod +x .carry/cudal1-new
+  unpack_missing .carry/cudal1-new.xz .carry/cudal1-new
   B=$(realpath .carry/cudal1-new)
 fi
 O=${OUT:-/tmp/cudal1-out}

@@ -424,18 +424,7 @@ fn rl(a: &RlArgs) -> Result<Status> {
         a.kl > 0.0,
         config.seed,
     )?;
-    let mut reporter = TrainReporter::new(
-        "rl",
-        &[
-            "reward_mean",
-            "correct_rate",
-            "fast1_rate",
-            "best_speedup",
-            "kl",
-            "clip_fraction",
-            "generate_tokens_per_s",
-        ],
-    );
+    let mut reporter = TrainReporter::new("rl", &grpo::REPORTED);
     if let Some(state) = &state {
         run.resume(&mut policy, state)?;
         reporter.event(TrainEvent::Resumed { step: state.step });

@@ -28,10 +28,16 @@ pub fn for_memory(remedies: &[Remedy]) -> Option<String> {
     (!said.is_empty()).then(|| said.join(", or "))
 }
 
-/// The hint for a Python interpreter that cannot be used.
-fn for_python(remedies: &[cudal1_python::Remedy]) -> Option<String> {
-    use cudal1_python::Remedy as R;
-    let said: Vec<String> = remedies
+/// The hint for a Python interpreter that cannot be used: where `--python` named it, that first
+/// (the library says only "your choice of interpreter").
+fn for_python(e: &cudal1_python::PythonError) -> Option<String> {
+    use cudal1_python::{PythonError as E, Remedy as R, Source};
+    let named = matches!(
+        e,
+        E::NoTorch { source_kind: Source::Flag, .. } | E::Probe { source_kind: Source::Flag, .. }
+    );
+    let said: Vec<String> = e
+        .remedies()
         .iter()
         .map(|r| match r {
             R::RunSetup => "run `bash scripts/setup.sh` to create `.venv` with PyTorch".to_owned(),
@@ -43,13 +49,22 @@ fn for_python(remedies: &[cudal1_python::Remedy]) -> Option<String> {
             }
         })
         .collect();
-    (!said.is_empty()).then(|| said.join(", or "))
+    match (named, said.is_empty()) {
+        (false, true) => None,
+        (false, false) => Some(said.join(", or ")),
+        (true, true) => Some(
+            "`--python` named it: point `--python` at a working Python interpreter with PyTorch, \
+             or leave the flag out to use CUDAL1_PYTHON, VIRTUAL_ENV, `.venv` or `python3`"
+                .to_owned(),
+        ),
+        (true, false) => Some(format!("`--python` named it: {}", said.join(", or "))),
+    }
 }
 
 /// The hint for one error of a chain, where a library said what can be done about it.
 pub fn for_error(e: &(dyn Error + 'static)) -> Option<String> {
     if let Some(e) = e.downcast_ref::<cudal1_python::PythonError>() {
-        return for_python(&e.remedies());
+        return for_python(e);
     }
     if let Some(cudal1_store::StoreError::Connect { .. }) =
         e.downcast_ref::<cudal1_store::StoreError>()
@@ -157,6 +172,32 @@ mod tests {
         assert!(!missing.to_string().contains("hint"));
         let hint = for_error(&missing).unwrap();
         assert!(hint.contains("scripts/setup.sh") && hint.contains("`--python`"), "{hint}");
+        // The library says the interpreter was named; the hint says by which flag.
+        let probe = cudal1_python::PythonError::Probe {
+            path: "/nonexistent/python".into(),
+            source_kind: cudal1_python::Source::Flag,
+            detail: "no such file".into(),
+        };
+        assert!(!probe.to_string().contains("--python"), "{probe}");
+        let hint = for_error(&probe).unwrap();
+        assert!(hint.starts_with("`--python` named it: point `--python` at a working"), "{hint}");
+        let no_torch = cudal1_python::PythonError::NoTorch {
+            path: "/usr/bin/python3".into(),
+            source_kind: cudal1_python::Source::Flag,
+            error: "No module named 'torch'".into(),
+        };
+        let hint = for_error(&no_torch).unwrap();
+        assert_eq!(
+            hint,
+            "`--python` named it: install it with `/usr/bin/python3 -m pip install torch`, or \
+             point `--python` at an interpreter that has PyTorch"
+        );
+        let from_variable = cudal1_python::PythonError::Probe {
+            path: "/nonexistent/python".into(),
+            source_kind: cudal1_python::Source::EnvVar,
+            detail: "no such file".into(),
+        };
+        assert_eq!(for_error(&from_variable), None, "no flag named it; the message says where");
         let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
         let store = cudal1_store::StoreError::Connect {
             store: "postgres://db".into(),

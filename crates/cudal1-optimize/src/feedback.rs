@@ -23,7 +23,8 @@ pub fn attempt(
     Attempt::judged(sample.turn, code, &judged(p), profile)
 }
 
-/// A stored program's verdict as [`Attempt::judged`] reads it.
+/// A stored program's verdict as [`Attempt::judged`] reads it; `cudal1-train`'s refinement turns
+/// use it too.
 pub fn judged(p: &StoredProgram) -> Judged<'_> {
     Judged {
         verdict: &p.verdict,

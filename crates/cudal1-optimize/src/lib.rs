@@ -37,6 +37,7 @@ mod turns;
 pub use config::OptimizeConfig;
 pub use error::OptimizeError;
 pub use event::Event;
+pub use feedback::judged;
 pub use lineage::LineageNode;
 pub use output::{render_report, write_outputs, OutputFiles};
 pub use plan::PromptKind;

@@ -10,6 +10,7 @@ use std::time::Duration;
 /// Where the interpreter came from, so that errors and logs can say why this one was used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
+    /// Named by the caller ([`PythonRequest::flag`]); how it was named is the caller's to say.
     Flag,
     EnvVar,
     VirtualEnv,
@@ -20,7 +21,7 @@ pub enum Source {
 impl fmt::Display for Source {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Source::Flag => write!(f, "the --python flag"),
+            Source::Flag => write!(f, "your choice of interpreter"),
             Source::EnvVar => write!(f, "the CUDAL1_PYTHON variable"),
             Source::VirtualEnv => write!(f, "the active virtual environment (VIRTUAL_ENV)"),
             Source::DotVenv(dir) => write!(f, "`{}`", dir.display()),
@@ -351,10 +352,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_missing_flag_path_is_an_error_naming_the_flag() {
+    fn a_missing_named_path_is_an_error_saying_it_was_named_and_naming_no_flag() {
         let req = PythonRequest { flag: Some("/nonexistent/python".into()), ..Default::default() };
         let err = find_interpreter(&req).unwrap_err();
-        assert!(err.to_string().contains("--python"), "{err}");
+        assert!(matches!(err, PythonError::Probe { source_kind: Source::Flag, .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(
+            text.starts_with("`/nonexistent/python` (from your choice of interpreter)")
+                && text.ends_with("no such file"),
+            "{text}"
+        );
+        assert!(!text.contains("--python"), "a library names no flag: {text}");
     }
 
     #[test]

@@ -766,16 +766,28 @@ fn peak_memory(peaks: &Peaks) -> Value {
     })
 }
 
+/// The metrics `cudal1 train rl` both plots and reports after each step.
+const HEADLINE: [&str; 6] =
+    ["reward_mean", "correct_rate", "fast1_rate", "best_speedup", "kl", "clip_fraction"];
+
 /// The metrics `cudal1 train rl` plots.
-pub const PLOTTED: [&str; 10] = [
-    "reward_mean",
-    "correct_rate",
-    "fast1_rate",
-    "best_speedup",
-    "kl",
-    "clip_fraction",
-    "entropy",
-    "grad_norm",
-    "seconds.generate",
-    "seconds.evaluate",
-];
+pub const PLOTTED: [&str; 10] =
+    joined(HEADLINE, ["entropy", "grad_norm", "seconds.generate", "seconds.evaluate"]);
+
+/// The metrics `cudal1 train rl` reports in its line after each step.
+pub const REPORTED: [&str; 7] = joined(HEADLINE, ["generate_tokens_per_s"]);
+
+/// `a` followed by `b` (`C` must be their lengths' sum; a wrong one fails to compile).
+const fn joined<const A: usize, const B: usize, const C: usize>(
+    a: [&'static str; A],
+    b: [&'static str; B],
+) -> [&'static str; C] {
+    assert!(A + B == C, "the joined length must be the sum of the parts' lengths");
+    let mut out = [""; C];
+    let mut i = 0;
+    while i < C {
+        out[i] = if i < A { a[i] } else { b[i - A] };
+        i += 1;
+    }
+    out
+}

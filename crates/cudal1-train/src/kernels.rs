@@ -10,8 +10,8 @@ use cudal1_eval::{
 };
 use cudal1_model::messages::Sample;
 use cudal1_search::{
-    draw_prompt, extract_program, normalized_hash, Attempt, Exemplar, ExemplarSampler, Judged,
-    Prompts, Variant,
+    draw_prompt, extract_program, normalized_hash, Attempt, Exemplar, ExemplarSampler, Prompts,
+    Variant,
 };
 use cudal1_store::{NewProgram, ProgramDatabase, ProgramKey};
 use cudal1_task::{Candidate, Task};
@@ -367,15 +367,7 @@ impl Environment for KernelEnv<'_> {
         let attempt = match previous.map(|id| self.store.program(id)).transpose()?.flatten() {
             Some(p) => {
                 let code = extract_program(&sample.text).unwrap_or_else(|_| p.code.clone());
-                let judged = Judged {
-                    verdict: &p.verdict,
-                    reason: &p.reason,
-                    speedup_median: p.speedup_median,
-                    speedup_ci_low: p.speedup_ci_low,
-                    speedup_ci_high: p.speedup_ci_high,
-                    evaluation: &p.evaluation,
-                };
-                Attempt::judged(turn, code, &judged, None)
+                Attempt::judged(turn, code, &cudal1_optimize::judged(&p), None)
             }
             None => Attempt::without_program(turn, scored.record["detail"].as_str()),
         };

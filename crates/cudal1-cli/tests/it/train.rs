@@ -5,7 +5,7 @@
 use super::{cudal1, json_lines, repo, run};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn python() -> PathBuf {
@@ -62,6 +62,29 @@ fn synth(dir: &Path) -> PathBuf {
     cmd.args(["tasks", "synth", "--scale", "cpu", "--train", "1", "--heldout", "1"]).arg(&out);
     assert!(run(cmd).status.success());
     out
+}
+
+/// The JSON lines of the file at `path`.
+fn lines_of(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// `cudal1 train rl` on the CPU at the tests' size: `steps` steps of 2 groups of 2 samples, 8
+/// tokens each, timed for 0.3 s, over `suite`'s train split, the run in `run_dir`; a store in
+/// `dir`. The caller names the model and the policy's flags.
+fn train_rl(dir: &Path, suite: &Path, steps: &str, run_dir: &Path) -> Command {
+    let mut cmd = cudal1(&dir.join("s.db"));
+    cmd.args(["train", "rl", "--steps", steps, "--groups", "2", "--group-size", "2"])
+        .args(["--max-tokens", "8", "--device", "cpu", "--budget", "0.3"])
+        .arg("--suite")
+        .arg(suite.join("train"))
+        .arg("--out")
+        .arg(run_dir);
+    cmd
 }
 
 fn metric_steps(run_dir: &Path) -> Vec<u64> {
@@ -174,39 +197,13 @@ fn a_short_rl_run_and_the_held_out_evaluation_run_end_to_end() {
     let dir = tempfile::tempdir().unwrap();
     let suite = synth(dir.path());
     let run_dir = dir.path().join("rl-run");
-    let mut cmd = cudal1(&dir.path().join("s.db"));
-    cmd.args([
-        "train",
-        "rl",
-        "--steps",
-        "2",
-        "--groups",
-        "2",
-        "--group-size",
-        "2",
-        "--max-tokens",
-        "8",
-        "--device",
-        "cpu",
-        "--budget",
-        "0.3",
-        "--model-dir",
-    ])
-    .arg(tiny_model())
-    .args(POLICY)
-    .arg("--suite")
-    .arg(suite.join("train"))
-    .arg("--out")
-    .arg(&run_dir);
+    let mut cmd = train_rl(dir.path(), &suite, "2", &run_dir);
+    cmd.arg("--model-dir").arg(tiny_model()).args(POLICY);
     let out = run(cmd);
     assert!(out.status.success());
     // A random model writes no program: every reward is the low one, so no group carries signal
     // and no update is taken; every step and sample is still recorded.
-    let lines: Vec<Value> = std::fs::read_to_string(run_dir.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = lines_of(&run_dir.join("metrics.jsonl"));
     assert_eq!(lines.len(), 2);
     for l in &lines {
         assert_eq!(l["correct_rate"], 0.0);
@@ -260,11 +257,7 @@ fn a_short_rl_run_and_the_held_out_evaluation_run_end_to_end() {
     // The replies are kept: a rerun uses them, and judges only what has no verdict yet. To show
     // it, the first kept reply is replaced by a correct program (the task's own model).
     let progress = dir.path().join("heldout.json.progress.jsonl");
-    let lines: Vec<Value> = std::fs::read_to_string(&progress)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = lines_of(&progress);
     assert_eq!(lines.len(), 2, "what was asked, then the replies; nothing judged");
     let mut replies = lines[1].clone();
     assert_eq!(replies["replies"].as_array().unwrap().len(), 12);
@@ -283,11 +276,7 @@ fn a_short_rl_run_and_the_held_out_evaluation_run_end_to_end() {
     assert!(full["samples"].as_array().unwrap()[1..].iter().all(|s| s["verdict"].is_null()));
 
     // Its verdict is kept too: a rerun judges nothing (a planted speedup comes back as it is).
-    let mut lines: Vec<Value> = std::fs::read_to_string(&progress)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let mut lines = lines_of(&progress);
     assert_eq!(lines.len(), 3);
     assert_eq!(lines[2]["judged"]["item"], 0);
     lines[2]["judged"]["speedup"] = 7.0.into();
@@ -307,48 +296,19 @@ fn a_two_turn_rl_run_prompts_every_trajectorys_second_turn_with_its_first_verdic
     let dir = tempfile::tempdir().unwrap();
     let suite = synth(dir.path());
     let run_dir = dir.path().join("rl-turns");
-    let mut cmd = cudal1(&dir.path().join("s.db"));
-    cmd.args([
-        "train",
-        "rl",
-        "--steps",
-        "1",
-        "--groups",
-        "2",
-        "--group-size",
-        "2",
-        "--max-tokens",
-        "8",
-        "--device",
-        "cpu",
-        "--budget",
-        "0.3",
-    ])
-    .args(["--turns", "2", "--max-refills", "0", "--model-dir"])
-    .arg(tiny_model())
-    .args(POLICY)
-    .arg("--suite")
-    .arg(suite.join("train"))
-    .arg("--out")
-    .arg(&run_dir);
+    let mut cmd = train_rl(dir.path(), &suite, "1", &run_dir);
+    cmd.args(["--turns", "2", "--max-refills", "0", "--model-dir"]).arg(tiny_model()).args(POLICY);
     let out = run(cmd);
     assert!(out.status.success());
     // A random model writes no program: every first turn is below the target, so every
     // trajectory gets a second turn, prompted with why the first had no program.
-    let metrics: Value = serde_json::from_str(
-        std::fs::read_to_string(run_dir.join("metrics.jsonl")).unwrap().lines().next().unwrap(),
-    )
-    .unwrap();
+    let metrics = &lines_of(&run_dir.join("metrics.jsonl"))[0];
     assert_eq!(
         (metrics["samples"].as_u64(), metrics["later_turns"].as_u64()),
         (Some(4), Some(4)),
         "{metrics}"
     );
-    let lines: Vec<Value> = std::fs::read_to_string(run_dir.join("samples.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = lines_of(&run_dir.join("samples.jsonl"));
     let turns: Vec<u64> = lines.iter().map(|l| l["turn"].as_u64().unwrap()).collect();
     assert_eq!(
         (turns.iter().filter(|t| **t == 1).count(), turns.iter().filter(|t| **t == 2).count()),
@@ -375,31 +335,17 @@ fn a_random_qwen2_policy_trains_every_step_with_lora_and_reports_its_split_token
     let dir = tempfile::tempdir().unwrap();
     let suite = synth(dir.path());
     let run_dir = dir.path().join("rl-qwen2");
-    let mut cmd = cudal1(&dir.path().join("s.db"));
-    cmd.args(["train", "rl", "--steps", "2", "--groups", "2", "--group-size", "2"])
-        .args(["--max-tokens", "8", "--device", "cpu", "--budget", "0.3"])
-        .args(["--keep-flat-groups", "--max-refills", "0", "--save-every", "2"])
+    let mut cmd = train_rl(dir.path(), &suite, "2", &run_dir);
+    cmd.args(["--keep-flat-groups", "--max-refills", "0", "--save-every", "2"])
         .args(["--policy-device", "cpu", "--lora-r", "4", "--threads", "1", "--model-dir"])
-        .arg(&model)
-        .arg("--suite")
-        .arg(suite.join("train"))
-        .arg("--out")
-        .arg(&run_dir);
+        .arg(&model);
     let out = run(cmd);
     assert!(out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("generate_tokens_per_s"), "the progress line shows the rate: {stderr}");
-    let lines: Vec<Value> = std::fs::read_to_string(run_dir.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = lines_of(&run_dir.join("metrics.jsonl"));
     assert_eq!(lines.len(), 2);
-    let samples: Vec<Value> = std::fs::read_to_string(run_dir.join("samples.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let samples = lines_of(&run_dir.join("samples.jsonl"));
     for m in &lines {
         // No program from a random policy, yet both groups are trained on (advantage 0).
         assert_eq!(
@@ -476,11 +422,7 @@ fn the_ablation_runs_every_stage_for_two_seeds_on_the_cpu_and_a_second_call_redo
         }
         assert_eq!(seed.join("heldout-base.json").is_file(), s == 0, "the base model once");
         for arm in ["rl", "control"] {
-            let held: Vec<Value> = std::fs::read_to_string(seed.join(arm).join("heldout.jsonl"))
-                .unwrap()
-                .lines()
-                .map(|l| serde_json::from_str(l).unwrap())
-                .collect();
+            let held = lines_of(&seed.join(arm).join("heldout.jsonl"));
             let steps: Vec<u64> = held.iter().map(|l| l["step"].as_u64().unwrap()).collect();
             assert_eq!(steps, [2, 3], "every 2 steps and after the last");
             assert!(held[0]["unseen families"]["correct_rate"].is_number(), "{}", held[0]);

@@ -381,8 +381,9 @@ impl Lane<'_> {
         Some(need)
     }
 
-    /// The task's footprint on meta tensors, sized once per engine (by the lane's describing
-    /// runner, which allocates nothing); `None` where it cannot be sized without running it.
+    /// The task's footprint on meta tensors, sized once per engine (by the sizing thread, else by
+    /// the lane's describing runner; neither allocates anything); `None` where it cannot be sized
+    /// without running it.
     fn footprint(&mut self, task: &Task, settings: &EvalSettings) -> Option<Footprint> {
         let key = Shared::sizing_key(task, settings);
         let sized = |shared: &Shared| {
@@ -402,6 +403,15 @@ impl Lane<'_> {
                 return f;
             }
         }
+        // The lane sizes the task itself only where the sizing thread gave no answer. Every job
+        // that gets here was asked of it: a lane asks for a footprint only under a memory budget,
+        // the engine starts the thread whenever it has one, and `Evaluator::size_ahead` asks for
+        // each Evaluate and CheckTask job at submission under this same key (`job_settings`
+        // keeps the scale). Yet (a) the wait above times out when the one sizing runner, which
+        // answers in submission order, is still busy with tasks submitted before this one or
+        // with this one, or when it panicked during this task's request (the key stays pending);
+        // and (b) the key is cleared with nothing stored once the sizing thread is gone (it
+        // panicked): `size_ahead`'s send fails and it clears the key unanswered.
         let mut describer = match self.describer.take() {
             Some(d) => d,
             None => match Describer::start(&self.shared.config.env, &self.shared.scratch) {

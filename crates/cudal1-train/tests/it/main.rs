@@ -590,20 +590,52 @@ fn runner_env(cache: &Path) -> RunnerEnv {
     RunnerEnv::prepare(&interp, cache).unwrap()
 }
 
+/// An engine on the CPU timing for `timing_budget`, its runner cache, extensions and scratch
+/// under `dir`.
+fn cpu_engine_config(dir: &Path, timing_budget: std::time::Duration) -> EngineConfig {
+    let settings = EvalSettings { timing_budget, ..EvalSettings::default() };
+    let mut engine_config = EngineConfig::new(
+        runner_env(&dir.join("cache")),
+        vec![Device::Cpu],
+        settings,
+        CompileCache { root: dir.join("ext") },
+    );
+    engine_config.scratch_parent = dir.join("scratch");
+    engine_config
+}
+
+/// The first synthetic CPU task of the `row_loop` family, its reference written under
+/// `dir/level1` and loaded.
+fn row_loop_task(dir: &Path) -> (cudal1_task::synth::SynthTask, Arc<cudal1_task::Task>) {
+    use cudal1_task::synth::{generate, Scale};
+    let synth = generate(Scale::Cpu, 1, 0).into_iter().find(|t| t.family == "row_loop").unwrap();
+    let path = dir.join("level1").join(format!("{}.py", synth.stem));
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, &synth.reference).unwrap();
+    let task = Arc::new(cudal1_task::Task::load(&path).unwrap());
+    (synth, task)
+}
+
+/// A policy's reply of one token, `text`, ended for `finish`.
+fn sample_of(text: String, finish: &str) -> Sample {
+    Sample {
+        prompt_index: 0,
+        ids: vec![1],
+        logprobs: vec![-1.0],
+        text,
+        finish_reason: finish.into(),
+    }
+}
+
+/// A finished reply of `code` alone, in a fence.
+fn fenced_sample(code: &str) -> Sample {
+    sample_of(format!("```python\n{code}\n```\n"), "stop")
+}
+
 #[test]
 fn supervised_data_keeps_exactly_the_correct_programs_once_each() {
     let dir = tempfile::tempdir().unwrap();
-    let settings = EvalSettings {
-        timing_budget: std::time::Duration::from_millis(300),
-        ..EvalSettings::default()
-    };
-    let mut engine_config = EngineConfig::new(
-        runner_env(&dir.path().join("cache")),
-        vec![Device::Cpu],
-        settings,
-        CompileCache { root: dir.path().join("ext") },
-    );
-    engine_config.scratch_parent = dir.path().join("scratch");
+    let mut engine_config = cpu_engine_config(dir.path(), std::time::Duration::from_millis(300));
     engine_config.lanes = 2;
     let engine = Evaluator::start(engine_config).unwrap();
     let suite = repo().join("tests/suite-cpu");
@@ -651,24 +683,9 @@ fn supervised_data_keeps_exactly_the_correct_programs_once_each() {
 fn the_kernel_environment_rewards_measured_speedups_caches_programs_and_shows_them_in_later_prompts(
 ) {
     use cudal1_search::{ExemplarSampler, Prompts};
-    use cudal1_task::synth::{generate, Scale};
     let dir = tempfile::tempdir().unwrap();
-    let synth = generate(Scale::Cpu, 1, 0).into_iter().find(|t| t.family == "row_loop").unwrap();
-    let path = dir.path().join("level1").join(format!("{}.py", synth.stem));
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(&path, &synth.reference).unwrap();
-    let task = Arc::new(cudal1_task::Task::load(&path).unwrap());
-    let settings = EvalSettings {
-        timing_budget: std::time::Duration::from_millis(400),
-        ..EvalSettings::default()
-    };
-    let mut engine_config = EngineConfig::new(
-        runner_env(&dir.path().join("cache")),
-        vec![Device::Cpu],
-        settings,
-        CompileCache { root: dir.path().join("ext") },
-    );
-    engine_config.scratch_parent = dir.path().join("scratch");
+    let (synth, task) = row_loop_task(dir.path());
+    let engine_config = cpu_engine_config(dir.path(), std::time::Duration::from_millis(400));
     let engine = Evaluator::start(engine_config).unwrap();
     let store = cudal1_store::Store::open(&dir.path().join("s.db")).unwrap();
     let prompts = Prompts::builtin();
@@ -684,19 +701,12 @@ fn the_kernel_environment_rewards_measured_speedups_caches_programs_and_shows_th
     let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(1);
     let first = env.prompts(1, 1, &mut rng).unwrap();
     assert_eq!(first[0].info["contrastive"], false, "no variant yet: the first prompt");
-    let sample = |text: String, finish: &str| Sample {
-        prompt_index: 0,
-        ids: vec![1],
-        logprobs: vec![-1.0],
-        text,
-        finish_reason: finish.into(),
-    };
     let fenced = |code: &str| format!("Analysis.\n```python\n{code}\n```\n");
     let samples = [
-        sample(fenced(&synth.fast), "stop"),
-        sample(fenced(&synth.slow), "stop"),
-        sample("no code".into(), "stop"),
-        sample("```python\nclass ModelNew(".into(), "length"),
+        sample_of(fenced(&synth.fast), "stop"),
+        sample_of(fenced(&synth.slow), "stop"),
+        sample_of("no code".into(), "stop"),
+        sample_of("```python\nclass ModelNew(".into(), "length"),
     ];
     let indexed: Vec<(usize, &Sample)> = samples.iter().map(|s| (0, s)).collect();
     let scored = env.score(1, &first, &indexed).unwrap();
@@ -761,8 +771,8 @@ fn the_kernel_environment_rewards_measured_speedups_caches_programs_and_shows_th
     // Two scorings in flight at once (the overlapped schedule), finished out of order: each
     // ticket gets its own samples' scores. Neither program was measured before.
     let variant = |name: &str| fenced(&format!("{}\n_variant = {name:?}\n", synth.slow));
-    let a = [sample(variant("a"), "stop"), sample("no code".into(), "stop")];
-    let b = [sample("still no code".into(), "stop"), sample(variant("b"), "stop")];
+    let a = [sample_of(variant("a"), "stop"), sample_of("no code".into(), "stop")];
+    let b = [sample_of("still no code".into(), "stop"), sample_of(variant("b"), "stop")];
     let (a, b): (Vec<(usize, &Sample)>, Vec<(usize, &Sample)>) =
         (a.iter().map(|x| (0, x)).collect(), b.iter().map(|x| (0, x)).collect());
     let first_ticket = env.start_scoring(3, &first, &a).unwrap();
@@ -783,25 +793,10 @@ fn the_kernel_environment_rewards_measured_speedups_caches_programs_and_shows_th
 fn a_steps_samples_are_checked_side_by_side_sharing_references_and_only_correct_ones_timed() {
     use cudal1_eval::{EventKind, JobId};
     use cudal1_search::{ExemplarSampler, Prompts};
-    use cudal1_task::synth::{generate, Scale};
     let dir = tempfile::tempdir().unwrap();
-    let synth = generate(Scale::Cpu, 1, 0).into_iter().find(|t| t.family == "row_loop").unwrap();
-    let path = dir.path().join("level1").join(format!("{}.py", synth.stem));
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(&path, &synth.reference).unwrap();
-    let task = Arc::new(cudal1_task::Task::load(&path).unwrap());
+    let (synth, task) = row_loop_task(dir.path());
     // The held-out evaluation's budget would be 4 s; the rewards' is their own.
-    let settings = EvalSettings {
-        timing_budget: std::time::Duration::from_secs(4),
-        ..EvalSettings::default()
-    };
-    let mut engine_config = EngineConfig::new(
-        runner_env(&dir.path().join("cache")),
-        vec![Device::Cpu],
-        settings,
-        CompileCache { root: dir.path().join("ext") },
-    );
-    engine_config.scratch_parent = dir.path().join("scratch");
+    let mut engine_config = cpu_engine_config(dir.path(), std::time::Duration::from_secs(4));
     engine_config.lanes = 2;
     let config =
         cudal1_train::kernels::reward_engine(engine_config, std::time::Duration::from_millis(300));
@@ -821,23 +816,16 @@ fn a_steps_samples_are_checked_side_by_side_sharing_references_and_only_correct_
     );
     let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(1);
     let group = env.prompts(1, 1, &mut rng).unwrap();
-    let sample = |code: &str| Sample {
-        prompt_index: 0,
-        ids: vec![1],
-        logprobs: vec![-1.0],
-        text: format!("```python\n{code}\n```\n"),
-        finish_reason: "stop".into(),
-    };
     let wrong =
         synth.fast.replace("torch.relu(x) * self.scale", "torch.relu(x) * self.scale + 1.0");
     assert_ne!(wrong, synth.fast);
     let samples = [
-        sample(&synth.fast),
-        sample(&wrong),
-        sample(&synth.slow),
-        sample(&format!("{wrong}\n_variant = 2\n")),
-        sample(&format!("{}\n_variant = 3\n", synth.fast)),
-        sample(&format!("{wrong}\n_variant = 4\n")),
+        fenced_sample(&synth.fast),
+        fenced_sample(&wrong),
+        fenced_sample(&synth.slow),
+        fenced_sample(&format!("{wrong}\n_variant = 2\n")),
+        fenced_sample(&format!("{}\n_variant = 3\n", synth.fast)),
+        fenced_sample(&format!("{wrong}\n_variant = 4\n")),
     ];
     let indexed: Vec<(usize, &Sample)> = samples.iter().map(|s| (0, s)).collect();
     let scored = env.score(1, &group, &indexed).unwrap();
@@ -1022,7 +1010,6 @@ fn two_turns_credit_turn_one_with_the_discounted_second_and_normalise_advantages
 fn the_own_kernel_reward_gives_no_gain_to_a_program_fast_through_library_kernels() {
     use cudal1_search::{ExemplarSampler, Prompts};
     use cudal1_store::ProgramDatabase;
-    use cudal1_task::synth::{generate, Scale};
     use cudal1_train::kernels::{OwnShares, RewardKind};
     struct Scripted {
         fast: String,
@@ -1036,22 +1023,8 @@ fn the_own_kernel_reward_gives_no_gain_to_a_program_fast_through_library_kernels
         }
     }
     let dir = tempfile::tempdir().unwrap();
-    let synth = generate(Scale::Cpu, 1, 0).into_iter().find(|t| t.family == "row_loop").unwrap();
-    let path = dir.path().join("level1").join(format!("{}.py", synth.stem));
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(&path, &synth.reference).unwrap();
-    let task = Arc::new(cudal1_task::Task::load(&path).unwrap());
-    let settings = EvalSettings {
-        timing_budget: std::time::Duration::from_millis(400),
-        ..EvalSettings::default()
-    };
-    let mut engine_config = EngineConfig::new(
-        runner_env(&dir.path().join("cache")),
-        vec![Device::Cpu],
-        settings,
-        CompileCache { root: dir.path().join("ext") },
-    );
-    engine_config.scratch_parent = dir.path().join("scratch");
+    let (synth, task) = row_loop_task(dir.path());
+    let engine_config = cpu_engine_config(dir.path(), std::time::Duration::from_millis(400));
     let engine = Evaluator::start(engine_config).unwrap();
     let store = cudal1_store::Store::open(&dir.path().join("s.db")).unwrap();
     let prompts = Prompts::builtin();
@@ -1069,14 +1042,7 @@ fn the_own_kernel_reward_gives_no_gain_to_a_program_fast_through_library_kernels
     env.own_shares = Some(&scripted);
     let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(1);
     let first = env.prompts(1, 1, &mut rng).unwrap();
-    let sample = |code: &str| Sample {
-        prompt_index: 0,
-        ids: vec![1],
-        logprobs: vec![-1.0],
-        text: format!("```python\n{code}\n```\n"),
-        finish_reason: "stop".into(),
-    };
-    let samples = [sample(&synth.fast), sample(&synth.slow)];
+    let samples = [fenced_sample(&synth.fast), fenced_sample(&synth.slow)];
     let indexed: Vec<(usize, &Sample)> = samples.iter().map(|s| (0, s)).collect();
     let scored = env.score(1, &first, &indexed).unwrap();
     assert!(scored[0].correct && scored[1].correct, "{scored:?}");
