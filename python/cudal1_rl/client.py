@@ -104,8 +104,10 @@ class Client:
             body["as_of"] = as_of
         return self._call("POST", "/v1/prompt", body)
 
-    def export(self, tasks=None, per_task=1, key=None, as_of=None):
+    def export(self, tasks=None, per_task=1, key=None, as_of=None, language=None):
         query = {"per_task": per_task}
+        if language is not None:  # `cuda` or `triton`; the server's `--language` by default
+            query["language"] = language
         if tasks:
             query["tasks"] = ",".join(tasks)
         if key is not None:

@@ -98,11 +98,12 @@ def _make_dataset_class():
         (prompts per task, default 1), `key` (prompt `i` of task `t` is made from key
         `KEY:t:i`, default `verl`), `refresh` (default true: each item is drawn when verl asks
         for it, so later epochs see the programs found since; false fixes every prompt at the
-        database as it was when the dataset was made).
+        database as it was when the dataset was made), `language` (`cuda` or `triton`: what the
+        prompts ask programs to be written in; default: the server's `--language`).
 
         An item is what verl's RLHFDataset gives its agent loop: `raw_prompt` (chat messages),
         `data_source`, `reward_model.ground_truth` (the task), `extra_info` (task, prompt_id,
-        index, key, as_of), `index`, `tools_kwargs`, `interaction_kwargs`, `dummy_tensor`.
+        index, key, as_of, kind, language), `index`, `tools_kwargs`, `interaction_kwargs`, `dummy_tensor`.
         """
 
         def __init__(self, data_files=None, tokenizer=None, processor=None, config=None, max_samples=-1, **_):
@@ -114,7 +115,10 @@ def _make_dataset_class():
             per_task = int(cfg.get("per_task", 1))
             self.key = str(cfg.get("key", "verl"))
             self.refresh = bool(cfg.get("refresh", True))
-            self.as_of = None if self.refresh else self.client.prompt(tasks[0], key=f"{self.key}:probe")["as_of"]
+            # `cuda` or `triton`; the server's `--language` when not given.
+            self.language = cfg.get("language")
+            self.sampler = {"language": self.language} if self.language else {}
+            self.as_of = None if self.refresh else self.client.prompt(tasks[0], key=f"{self.key}:probe", **self.sampler)["as_of"]
             self.entries = [(t, i) for i in range(per_task) for t in tasks]
             if max_samples is not None and 0 < max_samples < len(self.entries):
                 self.entries = self.entries[:max_samples]
@@ -125,14 +129,14 @@ def _make_dataset_class():
         def __getitem__(self, index):
             task, i = self.entries[index]
             key = f"{self.key}:{task}:{i}"
-            p = self.client.prompt(task, key=key, as_of=self.as_of)
+            p = self.client.prompt(task, key=key, as_of=self.as_of, **self.sampler)
             messages = [dict(m) for m in p["messages"]]
             return {
                 self.prompt_key: messages,
                 "raw_prompt": messages,
                 "data_source": "cudal1",
                 "reward_model": {"style": "rule", "ground_truth": task},
-                "extra_info": {"task": task, "prompt_id": p["prompt_id"], "index": index, "key": key, "as_of": p["as_of"], "kind": p["kind"]},
+                "extra_info": {"task": task, "prompt_id": p["prompt_id"], "index": index, "key": key, "as_of": p["as_of"], "kind": p["kind"], "language": p["language"]},
                 "index": index,
                 "tools_kwargs": {},
                 "interaction_kwargs": {},

@@ -103,6 +103,7 @@ pub fn run(a: ServeArgs) -> Result<Status> {
         exemplars: a.exemplar.exemplars,
         temperature: a.exemplar.exemplar_temperature,
         bucket_width: a.exemplar.bucket_width,
+        language: a.language.language.into(),
     };
     config.clip = a.clip;
     config.max_attempts = a.max_attempts;

@@ -4,8 +4,8 @@
 //! reports.
 
 use crate::args::{
-    LanguageFlag, Overlap, PolicyArgs, RlArgs, SelfSupArgs, SftArgs, SftDataArgs, TableArgs,
-    TrainCommand, TrainEvalArgs,
+    LanguageArg, LanguageFlag, Overlap, PolicyArgs, RlArgs, SelfSupArgs, SftArgs, SftDataArgs,
+    TableArgs, TrainCommand, TrainEvalArgs,
 };
 use crate::exit::Status;
 use crate::interrupt::{self, Interrupt};
@@ -70,6 +70,21 @@ fn tasks_of(dir: &Path) -> Result<Vec<Arc<Task>>> {
         bail!("`{}` holds no task", dir.display());
     }
     Ok(suite.tasks.into_iter().map(Arc::new).collect())
+}
+
+/// The built-in prompts, asking for programs in `--language`: every stage that prompts the model
+/// (`sft-data`, `self-sup`, `rl` and its held-out evaluations, `eval`) takes them from here.
+fn stage_prompts(language: &LanguageArg) -> Prompts {
+    Prompts::builtin().language(language.language.into())
+}
+
+/// `--language` in a run's settings, so that a run resumes only in its own language. Only a
+/// language other than CUDA is written: runs made before the flag existed asked for CUDA, and
+/// resume as such.
+fn record_language(settings: &mut serde_json::Value, language: &LanguageArg) {
+    if language.language != LanguageFlag::Cuda {
+        settings["language"] = json!(cudal1_search::Language::from(language.language).as_str());
+    }
 }
 
 /// `--reward` as the run's settings record it.
@@ -150,7 +165,7 @@ fn sft_data(a: &SftDataArgs) -> Result<Status> {
     }
     let tasks = tasks_of(&a.suite)?;
     let ws = Workspace::resolve(&a.common, &a.device, None)?;
-    let prompts = Prompts::builtin();
+    let prompts = stage_prompts(&a.language);
     let interrupt = interrupt::install("the judging under way");
     let engine = ws.engine()?;
     interrupt.watch(engine.canceller());
@@ -298,7 +313,8 @@ fn self_sup(a: &SelfSupArgs) -> Result<Status> {
         micro_batch: a.micro_batch,
         seed: ws.seed_for_training(),
     };
-    let settings = json!({"policy": spec, "config": config, "init": a.policy.init, "suite": a.suite, "data": a.data, "eval": ws.settings.key_hash()});
+    let mut settings = json!({"policy": spec, "config": config, "init": a.policy.init, "suite": a.suite, "data": a.data, "eval": ws.settings.key_hash()});
+    record_language(&mut settings, &a.language);
     let (run, state) = RunDir::open(&a.out, "self-sup", &settings)?;
     let interrupt = interrupt::install("the round under way");
     let mut policy = start_policy(
@@ -317,7 +333,7 @@ fn self_sup(a: &SelfSupArgs) -> Result<Status> {
     let engine = ws.engine()?;
     interrupt.watch(engine.canceller());
     let stop = || interrupt.interrupted();
-    let prompts = Prompts::builtin();
+    let prompts = stage_prompts(&a.language);
     let lines = selfsup::run(
         &mut policy,
         &engine,
@@ -401,10 +417,7 @@ fn rl(a: &RlArgs) -> Result<Status> {
     if a.turns > 1 {
         settings["turn_target"] = json!(a.turn_target);
     }
-    // Runs made before the flag existed asked for CUDA, and resume as such.
-    if a.language.language != LanguageFlag::Cuda {
-        settings["language"] = json!(cudal1_search::Language::from(a.language.language).as_str());
-    }
+    record_language(&mut settings, &a.language);
     // Runs without it resume as before; the held-out evaluation is no setting of the run.
     if let Some(b) = a.reward_budget {
         settings["reward_budget"] = json!(b);
@@ -435,7 +448,7 @@ fn rl(a: &RlArgs) -> Result<Status> {
     ))
     .context("starting the evaluation engine of the rewards")?;
     interrupt.watch(engine.canceller());
-    let prompts = Prompts::builtin().language(a.language.language.into());
+    let prompts = stage_prompts(&a.language);
     let mut env =
         KernelEnv::new(tasks, &engine, &ws.store, &prompts, sampler, a.exemplar.exemplars, run_id);
     env.low_reward = a.low_reward;
@@ -567,7 +580,7 @@ fn heldout_during_run(
         let groups = plan.groups.map(|g| report.summaries_by(&|t| group_of(g, t), plan.seed));
         // Seconds of this call's part of it (a resumed one took longer in all).
         let seconds = started.elapsed().as_secs_f64();
-        let full = json!({"summary": report.summary(), "groups": groups, "step": step, "seconds": seconds, "init": run.root(), "samples": report.samples, "mode": Mode::Full});
+        let full = json!({"summary": report.summary(), "groups": groups, "step": step, "seconds": seconds, "init": run.root(), "samples": report.samples, "mode": Mode::Full, "language": prompts.asks_for()});
         std::fs::write(&out, serde_json::to_string_pretty(&full).expect("plain data"))
             .map_err(cudal1_train::TrainError::io("write", &out))?;
     }
@@ -664,7 +677,7 @@ fn eval(a: &TrainEvalArgs) -> Result<Status> {
     let engine = ws.engine()?;
     interrupt.watch(engine.canceller());
     let mut reporter = TrainReporter::new("held-out", &[]);
-    let prompts = Prompts::builtin();
+    let prompts = stage_prompts(&a.language);
     let sampling = Sampling { temperature: a.temperature, top_p: 1.0, max_tokens: a.max_tokens };
     // Replies and verdicts are kept beside the report as they come: a rerun of the same
     // evaluation (policy checkpoint, tasks, sampling, seed, settings) generates nothing again.
@@ -695,7 +708,7 @@ fn eval(a: &TrainEvalArgs) -> Result<Status> {
     }
     let groups =
         family_groups(&a.suite).map(|g| report.summaries_by(&|t| group_of(&g, t), a.sample_seed));
-    let full = json!({"summary": report.summary(), "groups": groups, "init": a.policy.init, "samples": report.samples, "mode": Mode::Full});
+    let full = json!({"summary": report.summary(), "groups": groups, "init": a.policy.init, "samples": report.samples, "mode": Mode::Full, "language": prompts.asks_for()});
     std::fs::write(&a.out, serde_json::to_string_pretty(&full)?)
         .with_context(|| format!("writing `{}`", a.out.display()))?;
     out::line(json!({"summary": report.summary(), "report": a.out}))?;
@@ -903,6 +916,45 @@ mod tests {
         assert!(!Overlap::Auto.resolve(&cpu, &gpus(1)).unwrap());
         assert!(Overlap::On.resolve(&cpu, &gpus(1)).unwrap());
         assert!(Overlap::On.resolve(&cpu, &[Device::Cpu]).is_err());
+    }
+
+    /// Every stage that prompts the model takes `--language`, and its prompts ask for what it
+    /// names; its run settings name it only when it is not CUDA (older runs resume).
+    #[test]
+    fn every_prompting_stage_asks_for_the_language_it_is_given() {
+        use crate::args::{Cli, Command};
+        use clap::Parser;
+        let stages: [&[&str]; 4] = [
+            &["sft-data", "--suite", "s", "--out", "o"],
+            &["self-sup", "--suite", "s", "--out", "o"],
+            &["rl", "--suite", "s", "--out", "o"],
+            &["eval", "--suite", "s", "--out", "o"],
+        ];
+        for stage in stages {
+            for (extra, triton) in [(&[][..], false), (&["--language", "triton"][..], true)] {
+                let argv = ["cudal1", "train"].iter().chain(stage).chain(extra);
+                let cli = Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{stage:?}: {e}"));
+                let Command::Train(train) = cli.command else { panic!("{stage:?}") };
+                let language = match *train {
+                    TrainCommand::SftData(a) => a.language,
+                    TrainCommand::SelfSup(a) => a.language,
+                    TrainCommand::Rl(a) => a.language,
+                    TrainCommand::Eval(a) => a.language,
+                    _ => unreachable!(),
+                };
+                let prompt = stage_prompts(&language).first("class Model: pass").unwrap();
+                assert_eq!(prompt.contains("functions under `@triton.jit`"), triton, "{prompt}");
+                assert_eq!(prompt.contains("with PyTorch and CUDA."), !triton, "{prompt}");
+                let mut settings = json!({"seed": 1});
+                record_language(&mut settings, &language);
+                let want = if triton {
+                    json!({"seed": 1, "language": "triton"})
+                } else {
+                    json!({"seed": 1})
+                };
+                assert_eq!(settings, want, "{stage:?}");
+            }
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::time::Instant;
 use crossbeam_channel::{never, select, unbounded, Receiver, Sender};
 use cudal1_eval::{Done, Evaluator, Job, JobId, JobOutcome, Verdict};
 use cudal1_llm::{Completion, Llm, LlmError};
-use cudal1_search::{extract_program, normalized_hash, ExemplarSampler, Prompts};
+use cudal1_search::{extract_program, normalized_hash, ExemplarSampler, Language, Prompts};
 use cudal1_store::{
     NewProgram, NewRound, NewRun, NewSample, ProgramDatabase, ProgramKey, Store, StoredProgram,
     StoredSample,
@@ -53,9 +53,14 @@ pub trait Profiles {
     fn program(&self, task: &Task, program: &StoredProgram) -> Result<String, String>;
 }
 
-/// The run id: the same task, evaluation settings and output label continue the same run.
-pub fn run_id(task_hash: &str, settings_hash: &str, label: &str) -> String {
-    content_hash(&format!("{task_hash}|{settings_hash}|{label}"))[..16].to_owned()
+/// The run id: the same task, evaluation settings, output label and prompt language continue the
+/// same run. A CUDA run's id is what it was before languages existed, so those runs resume.
+pub fn run_id(task_hash: &str, settings_hash: &str, label: &str, language: Language) -> String {
+    let key = match language {
+        Language::Cuda => format!("{task_hash}|{settings_hash}|{label}"),
+        other => format!("{task_hash}|{settings_hash}|{label}|{other}"),
+    };
+    content_hash(&key)[..16].to_owned()
 }
 
 /// A program sent to the evaluator and what its record needs when it comes back.
@@ -112,9 +117,13 @@ impl Optimizer<'_> {
         // the exemplars its prompts show are another judge's only under another hash, so an
         // upgrade or another GPU starts afresh rather than trusting speedups it did not measure.
         let settings_hash = self.engine.judge().settings_hash(self.engine.settings());
-        let run_id = run_id(&task.hash, &settings_hash, label);
+        let run_id = run_id(&task.hash, &settings_hash, label, self.prompts.asks_for());
         let store_err =
             |source| OptimizeError::Store { task: task.key(), source: Box::new(source) };
+        let mut config = serde_json::to_value(self.config).unwrap_or_default();
+        if self.prompts.asks_for() != Language::Cuda {
+            config["language"] = self.prompts.asks_for().as_str().into();
+        }
         self.store
             .begin_run(&NewRun {
                 id: run_id.clone(),
@@ -123,7 +132,7 @@ impl Optimizer<'_> {
                 task_path: task.path.display().to_string(),
                 settings_hash: settings_hash.clone(),
                 settings: serde_json::to_value(self.engine.settings()).unwrap_or_default(),
-                config: serde_json::to_value(self.config).unwrap_or_default(),
+                config,
             })
             .map_err(store_err)?;
         let samples = self.store.samples_for_run(&run_id).map_err(store_err)?;
@@ -838,12 +847,18 @@ mod tests {
 
     #[test]
     fn run_ids_are_stable_and_depend_on_every_part() {
-        let a = run_id("t", "s", "/out");
+        let id = |t: &str, s: &str, o: &str| run_id(t, s, o, Language::Cuda);
+        let a = id("t", "s", "/out");
         assert_eq!(a.len(), 16);
-        assert_eq!(a, run_id("t", "s", "/out"));
-        assert_ne!(a, run_id("t2", "s", "/out"));
-        assert_ne!(a, run_id("t", "s2", "/out"));
-        assert_ne!(a, run_id("t", "s", "/out2"));
+        assert_eq!(a, id("t", "s", "/out"));
+        assert_ne!(a, id("t2", "s", "/out"));
+        assert_ne!(a, id("t", "s2", "/out"));
+        assert_ne!(a, id("t", "s", "/out2"));
+        // A CUDA run keeps the id it had before languages existed; a Triton run is another.
+        assert_eq!(a, content_hash("t|s|/out")[..16]);
+        let triton = run_id("t", "s", "/out", Language::Triton);
+        assert_eq!(triton.len(), 16);
+        assert_ne!(a, triton);
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use minijinja::value::{Serde, Value};
 use minijinja::{context, syntax::SyntaxConfig, Environment, UndefinedBehavior};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// File names of the templates; a user directory may override any of them.
 pub const TEMPLATE_NAMES: [&str; 4] = [FIRST, CONTRASTIVE, REFINE, RULES];
@@ -25,7 +25,7 @@ const BUILTIN: [(&str, &str); 4] = [
 
 /// The language the prompts ask programs to be written in; templates see it as `language`
 /// (`"cuda"` or `"triton"`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Language {
     /// Custom CUDA through `load_inline`, or a faster PyTorch program (CUDA-L1's prompts).
@@ -162,7 +162,8 @@ pub enum PromptError {
 }
 
 /// The prompt templates, ready to render, in the language they ask for ([`Prompts::language`]).
-#[derive(Debug)]
+/// A clone holds the same templates, to ask for another language beside these.
+#[derive(Debug, Clone)]
 pub struct Prompts {
     env: Environment<'static>,
     /// Where each template came from, for error messages.
@@ -545,6 +546,18 @@ mod tests {
         // The rules end where they did: the closing paragraph stays one blank line apart.
         let first = triton.first(REFERENCE).unwrap();
         assert!(first.contains("not timed.\n\nStart with a short plan"), "{first}");
+    }
+
+    #[test]
+    fn a_clone_asks_for_its_own_language_and_languages_read_by_their_names() {
+        let cuda = Prompts::builtin();
+        let triton = cuda.clone().language(Language::Triton);
+        assert!(triton.first(REFERENCE).unwrap().contains("@triton.jit"));
+        assert!(!cuda.first(REFERENCE).unwrap().contains("triton"), "the original is unchanged");
+        let read = |s: &str| serde_json::from_value::<Language>(serde_json::json!(s));
+        assert_eq!(read("triton").unwrap(), Language::Triton);
+        assert_eq!(read("cuda").unwrap(), Language::Cuda);
+        assert!(read("rust").unwrap_err().to_string().contains("expected `cuda` or `triton`"));
     }
 
     #[test]

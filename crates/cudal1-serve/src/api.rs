@@ -1,6 +1,7 @@
 //! The wire format: what clients send and what they get back. Unknown fields are refused, so a
 //! misspelt option is an error rather than silently ignored.
 
+use cudal1_search::Language;
 use serde::{Deserialize, Serialize};
 
 /// `POST /v1/reward` and `POST /v1/reward/submit`.
@@ -131,6 +132,10 @@ pub struct PromptRequest {
     /// Only programs with ids up to this; by default the database as it is now (returned).
     #[serde(default)]
     pub as_of: Option<i64>,
+    /// What the prompt asks programs to be written in: `cuda` or `triton` (default: the
+    /// server's `--language`).
+    #[serde(default)]
+    pub language: Option<Language>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -156,6 +161,8 @@ pub struct PromptResponse {
     pub exemplars: Vec<ShownExemplar>,
     pub key: String,
     pub as_of: i64,
+    /// What the prompt asks programs to be written in (`cuda` or `triton`).
+    pub language: Language,
 }
 
 /// `GET /v1/prompts/export`.
@@ -177,6 +184,9 @@ pub struct ExportQuery {
     pub bucket_width: Option<f64>,
     #[serde(default)]
     pub as_of: Option<i64>,
+    /// `cuda` or `triton` (default: the server's `--language`).
+    #[serde(default)]
+    pub language: Option<Language>,
 }
 
 /// `POST /openrlhf/get_reward`: OpenRLHF's remote reward shape.

@@ -328,6 +328,7 @@ async fn export(
                 temperature: q.temperature.unwrap_or(d.temperature),
                 bucket_width: q.bucket_width.unwrap_or(d.bucket_width),
                 as_of: q.as_of,
+                language: q.language.unwrap_or(d.language),
             })
         })
         .collect();

@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cudal1_eval::{EvalSettings, Mode};
-use cudal1_search::Prompts;
+use cudal1_search::{Language, Prompts};
 use cudal1_store::ServeStore;
 use cudal1_task::Task;
 
@@ -55,17 +55,24 @@ impl Default for Limits {
     }
 }
 
-/// The sampler's defaults for contrastive prompts (CUDA-L1: two exemplars).
+/// The defaults of prompts for requests that do not say: the sampler's (CUDA-L1: two
+/// exemplars) and the language programs are asked in (CUDA).
 #[derive(Debug, Clone)]
 pub struct PromptDefaults {
     pub exemplars: usize,
     pub temperature: f64,
     pub bucket_width: f64,
+    pub language: Language,
 }
 
 impl Default for PromptDefaults {
     fn default() -> PromptDefaults {
-        PromptDefaults { exemplars: 2, temperature: 1.0, bucket_width: 0.25 }
+        PromptDefaults {
+            exemplars: 2,
+            temperature: 1.0,
+            bucket_width: 0.25,
+            language: Language::Cuda,
+        }
     }
 }
 
@@ -133,7 +140,9 @@ pub struct Service {
     waiters: Arc<waiters::Waiters>,
     groups: groups::Groups,
     metrics: metrics::Metrics,
-    prompts: Prompts,
+    /// The templates asking for CUDA, and the same asking for Triton.
+    cuda_prompts: Prompts,
+    triton_prompts: Prompts,
     /// Set by [`Service::shutdown`]: waiting requests answer at once.
     closing: std::sync::atomic::AtomicBool,
 }
@@ -143,7 +152,9 @@ impl Service {
         Service::with_prompts(config, store, Prompts::builtin())
     }
 
-    /// As [`Service::new`], with prompt templates of one's own.
+    /// As [`Service::new`], with prompt templates of one's own. Each prompt asks for the
+    /// language its request names (`config.prompt_defaults.language` when it names none),
+    /// whatever language `prompts` were set to.
     pub fn with_prompts(
         config: ServeConfig,
         store: Arc<dyn ServeStore>,
@@ -157,7 +168,8 @@ impl Service {
             waiters,
             groups: groups::Groups::default(),
             metrics: metrics::Metrics::new(),
-            prompts,
+            cuda_prompts: prompts.clone().language(Language::Cuda),
+            triton_prompts: prompts.language(Language::Triton),
             closing: std::sync::atomic::AtomicBool::new(false),
         })
     }
@@ -175,6 +187,14 @@ impl Service {
 
     pub fn config(&self) -> &ServeConfig {
         &self.config
+    }
+
+    /// The templates asking for `language`.
+    fn prompts(&self, language: Language) -> &Prompts {
+        match language {
+            Language::Cuda => &self.cuda_prompts,
+            Language::Triton => &self.triton_prompts,
+        }
     }
 
     /// Runs store work off the async threads.

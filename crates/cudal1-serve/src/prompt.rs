@@ -1,14 +1,15 @@
 //! Contrastive prompts, as CUDA-L1 builds them: the reference and N earlier correct programs of the
 //! task with their measured speedups, drawn from score buckets by a softmax over bucket means
-//! ([`cudal1_search::ExemplarSampler`]). A prompt is reproducible: the draw is seeded from the
-//! task, the key and the sampler's settings, and only programs up to a watermark (`as_of`) of the
+//! ([`cudal1_search::ExemplarSampler`]), asking for programs in the request's language (CUDA or
+//! Triton). A prompt is reproducible: the draw is seeded from the task, the key, the sampler's
+//! settings and the language, and only programs up to a watermark (`as_of`) of the
 //! program database are considered. Every prompt is recorded under its id, so that programs
 //! written in answer to it get its exemplars as parents.
 
 use std::sync::Arc;
 
 use cudal1_eval::Mode;
-use cudal1_search::{Exemplar, ExemplarSampler, ScoredVariant};
+use cudal1_search::{Exemplar, ExemplarSampler, Language, ScoredVariant};
 use cudal1_store::PromptRecord;
 use cudal1_task::content_hash;
 use rand::rngs::StdRng;
@@ -27,6 +28,7 @@ pub(crate) struct PromptSpec {
     pub temperature: f64,
     pub bucket_width: f64,
     pub as_of: Option<i64>,
+    pub language: Language,
 }
 
 impl Service {
@@ -39,6 +41,7 @@ impl Service {
             temperature: req.temperature.unwrap_or(d.temperature),
             bucket_width: req.bucket_width.unwrap_or(d.bucket_width),
             as_of: req.as_of,
+            language: req.language.unwrap_or(d.language),
         };
         self.check_prompt_spec(&spec)?;
         Ok(spec)
@@ -73,10 +76,16 @@ impl Service {
         let ranked = self.store.ranked_programs(&task.hash, &settings_hash, Some(as_of))?;
         let sampler = ExemplarSampler::new(spec.bucket_width, spec.temperature)
             .map_err(|e| ApiError::unprocessable(e.to_string()))?;
-        let inputs = format!(
+        let mut inputs = format!(
             "{}|{}|{as_of}|{}|{}|{}|{settings_hash}",
             task.hash, spec.key, spec.exemplars, spec.temperature, spec.bucket_width
         );
+        // A prompt in another language is another prompt (its own id and draw); a CUDA prompt
+        // keeps the id it had before languages existed.
+        if spec.language != Language::Cuda {
+            inputs.push('|');
+            inputs.push_str(spec.language.as_str());
+        }
         let digest = content_hash(&inputs);
         let seed = u64::from_str_radix(&digest[..16], 16).expect("hex");
         let scored: Vec<ScoredVariant> =
@@ -92,10 +101,11 @@ impl Service {
             exemplars.push(Exemplar::measured(program.code, p.speedup));
             shown.push(ShownExemplar { program_id: p.id, speedup: p.speedup });
         }
+        let prompts = self.prompts(spec.language);
         let (kind, prompt) = if exemplars.is_empty() {
-            ("first", self.prompts.first(&task.source))
+            ("first", prompts.first(&task.source))
         } else {
-            ("contrastive", self.prompts.contrastive(&task.source, &exemplars))
+            ("contrastive", prompts.contrastive(&task.source, &exemplars))
         };
         let prompt =
             prompt.map_err(|e| ApiError::internal(format!("rendering the prompt: {e}")))?;
@@ -117,6 +127,7 @@ impl Service {
             exemplars: shown,
             key: spec.key.clone(),
             as_of,
+            language: spec.language,
         })
     }
 
@@ -130,6 +141,7 @@ impl Service {
             "kind": p.kind,
             "exemplar_ids": p.exemplars.iter().map(|e| e.program_id).collect::<Vec<_>>(),
             "as_of": p.as_of,
+            "language": p.language,
             "data_source": "cudal1",
             "reward_model": {"style": "rule", "ground_truth": p.task},
             "extra_info": {"task": p.task, "prompt_id": p.prompt_id, "index": index},

@@ -8,7 +8,7 @@ use crate::kernels::{correct_speedup, judge_each};
 use crate::policy::{Policy, Sampling};
 use crate::{TrainError, TrainEvent};
 use cudal1_eval::{Evaluator, JobOutcome, Mode};
-use cudal1_search::{extract_program, normalized_hash, Prompts};
+use cudal1_search::{extract_program, normalized_hash, Language, Prompts};
 use cudal1_stats::{statistic_interval, Interval};
 use cudal1_task::Task;
 use serde::{Deserialize, Serialize};
@@ -141,7 +141,7 @@ impl Progress {
 
 /// Samples `per_task` replies for each task with fixed seeds and judges them (full mode).
 /// `asked` names the policy and the evaluation settings; with `progress`, replies and verdicts of
-/// an earlier run of the same `asked`, tasks, sampling and seed are used again.
+/// an earlier run of the same `asked`, tasks, sampling, seed and prompt language are used again.
 #[allow(clippy::too_many_arguments)]
 pub fn evaluate(
     policy: &mut Policy,
@@ -155,13 +155,19 @@ pub fn evaluate(
     on_event: &mut dyn FnMut(TrainEvent),
 ) -> Result<HeldoutReport, TrainError> {
     let asked = progress.as_ref().map(|(_, who)| {
-        json!({
+        let mut asked = json!({
             "policy": who,
             "tasks": tasks.iter().map(|t| t.hash.clone()).collect::<Vec<_>>(),
             "per_task": per_task,
             "sampling": {"temperature": sampling.temperature, "top_p": sampling.top_p, "max_tokens": sampling.max_tokens},
             "seed": seed,
-        })
+        });
+        // Replies to prompts in another language are another evaluation's. Only a language
+        // other than CUDA is written, so that evaluations made before languages existed resume.
+        if prompts.asks_for() != Language::Cuda {
+            asked["language"] = json!(prompts.asks_for().as_str());
+        }
+        asked
     });
     let (kept, judged) = match (&progress, &asked) {
         (Some((p, _)), Some(a)) => p.load(a)?,

@@ -84,6 +84,23 @@ def test_verl_dataset_gives_reproducible_contrastive_prompts_that_link_to_progra
     assert r["score"] == 1.0, r
 
 
+def test_prompts_ask_for_the_language_the_dataset_or_the_export_names(serve):
+    from cudal1_rl.client import Client
+
+    cls = verl_load("CudaL1PromptDataset")
+    config = {"cudal1": {"tasks": [SOFTMAX], "key": "lang", "language": "triton"}}
+    triton = cls(config=config)[0]
+    assert triton["extra_info"]["language"] == "triton"
+    assert "@triton.jit" in triton["raw_prompt"][-1]["content"], triton["raw_prompt"]
+    config["cudal1"].pop("language")
+    cuda = cls(config=config)[0]
+    assert cuda["extra_info"]["language"] == "cuda", "the server's default"
+    assert "@triton.jit" not in cuda["raw_prompt"][-1]["content"]
+    assert cuda["extra_info"]["prompt_id"] != triton["extra_info"]["prompt_id"]
+    rows = Client().export(tasks=[SOFTMAX], per_task=1, key="lang", language="triton")
+    assert [r["language"] for r in rows] == ["triton"] and "@triton.jit" in rows[0]["prompt_text"]
+
+
 def test_trl_reward_function_as_grpo_trainer_calls_it(serve):
     from cudal1_rl import trl
 

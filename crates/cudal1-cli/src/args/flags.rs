@@ -102,7 +102,8 @@ pub struct DeviceArg {
     pub device: Option<DeviceFlag>,
 }
 
-/// `--language`: what the prompts ask programs to be written in (`optimize` and `train rl`).
+/// `--language`: what the prompts ask programs to be written in (`optimize`, every `train` stage
+/// that prompts a model, and `serve`'s default).
 #[derive(Args, Debug, Clone)]
 pub struct LanguageArg {
     /// What the prompts ask programs to be written in: `cuda` (custom CUDA through `load_inline`,

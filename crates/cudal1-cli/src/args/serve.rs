@@ -1,6 +1,8 @@
 //! `cudal1 serve`'s arguments.
 
-use super::{CommonEval, DeviceArg, ExemplarArgs, GpuClassFlag, PrefetchFlag, QueueFlag};
+use super::{
+    CommonEval, DeviceArg, ExemplarArgs, GpuClassFlag, LanguageArg, PrefetchFlag, QueueFlag,
+};
 use clap::Args;
 use cudal1_eval::Mode;
 use std::net::SocketAddr;
@@ -10,6 +12,7 @@ use std::path::PathBuf;
 #[command(
     mut_arg("queue", |a| a.help("A PostgreSQL job queue shared with `cudal1 worker`s on other machines (`postgres://user@host/db`); without it, the SQLite store `--db` of this machine")),
     mut_arg("device", |a| a.help("The devices of the local worker: `cpu`, `cuda`, `cuda:N` or `all`")),
+    mut_arg("language", |a| a.help("What prompts ask programs to be written in, `cuda` or `triton`, when a request does not say (`language` in `POST /v1/prompt` and `GET /v1/prompts/export`)")),
     mut_arg("gpu_class", |a| a.help("The GPU class jobs are measured on (default: the local worker's GPU, e.g. `nvidia-h100-80gb-hbm3`, or `cpu`); needed with a queue and no local worker")),
 )]
 pub struct ServeArgs {
@@ -56,6 +59,8 @@ pub struct ServeArgs {
     pub max_completion: usize,
     #[command(flatten)]
     pub exemplar: ExemplarArgs,
+    #[command(flatten)]
+    pub language: LanguageArg,
     /// Clip of group-normalised rewards (CUDA-L1: 1.5).
     #[arg(long, default_value_t = 1.5)]
     pub clip: f64,

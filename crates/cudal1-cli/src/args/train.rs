@@ -95,6 +95,8 @@ pub struct SftDataArgs {
     #[arg(long)]
     pub from_solutions: Option<PathBuf>,
     #[command(flatten)]
+    pub language: LanguageArg,
+    #[command(flatten)]
     pub device: DeviceArg,
     #[command(flatten)]
     pub common: CommonEval,
@@ -170,6 +172,8 @@ pub struct SelfSupArgs {
     /// Tokens per reply.
     #[arg(long, default_value_t = 1024)]
     pub max_tokens: u32,
+    #[command(flatten)]
+    pub language: LanguageArg,
     #[command(flatten)]
     pub policy: PolicyArgs,
     #[command(flatten)]
@@ -341,6 +345,8 @@ pub struct EvalArgs {
     /// Seed of the samples: keep it for every stage, so that they compare.
     #[arg(long, default_value_t = 1234)]
     pub sample_seed: u64,
+    #[command(flatten)]
+    pub language: LanguageArg,
     #[command(flatten)]
     pub policy: PolicyArgs,
     #[command(flatten)]

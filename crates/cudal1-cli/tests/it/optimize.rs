@@ -32,7 +32,7 @@ fn fenced(code: &str) -> String {
 }
 
 /// What the server does with one request.
-enum Step {
+pub(crate) enum Step {
     Reply(String),
     /// 429 with `Retry-After: 0`; the client retries and the retry takes the next step.
     TooManyRequests,
@@ -41,15 +41,16 @@ enum Step {
 }
 
 /// A chat-completions server that answers first-round prompts from one queue and contrastive
-/// prompts from another, whatever order concurrent requests arrive in, and keeps every prompt.
-struct Scripted {
+/// prompts from another, whatever order concurrent requests arrive in, and keeps every prompt
+/// (`train sft-data`'s tests use it too).
+pub(crate) struct Scripted {
     server: TestServer,
-    url: String,
+    pub(crate) url: String,
     prompts: Arc<Mutex<Vec<String>>>,
 }
 
 impl Scripted {
-    fn start(first: Vec<Step>, contrastive: Vec<Step>) -> Self {
+    pub(crate) fn start(first: Vec<Step>, contrastive: Vec<Step>) -> Self {
         let queues = Mutex::new((VecDeque::from(first), VecDeque::from(contrastive)));
         let prompts = Arc::new(Mutex::new(Vec::new()));
         let kept = Arc::clone(&prompts);
@@ -80,7 +81,7 @@ impl Scripted {
     }
 
     /// Stops the server; every prompt it received, in arrival order.
-    fn finish(self) -> Vec<String> {
+    pub(crate) fn finish(self) -> Vec<String> {
         self.server.stop();
         std::mem::take(&mut *self.prompts.lock().unwrap())
     }
@@ -717,4 +718,58 @@ fn the_language_flag_asks_for_triton_kernels_in_every_prompt() {
             assert_eq!((asks_triton, asks_cuda), (language == "triton", language == "cuda"), "{p}");
         }
     }
+}
+
+/// `--language` is part of the run (issue 31): a Triton run with otherwise the same arguments,
+/// store and output directory as a CUDA run starts a run of its own (its prompts ask for
+/// Triton) instead of resuming the CUDA one, and each resumes only itself; the CUDA run keeps
+/// the id it had before the flag existed.
+#[test]
+fn a_triton_run_never_resumes_a_cuda_run_nor_the_other_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, out) = (dir.path().join("s.db"), dir.path().join("out"));
+    let go = |language: &str| {
+        // Prose replies: nothing to evaluate, and the round is still done.
+        let server = Scripted::start(vec![], vec![]);
+        let mut extra =
+            vec!["--llm-url", &server.url, "--model", "m", "--rounds", "1", "--samples", "1"];
+        if language != "default" {
+            extra.extend(["--language", language]);
+        }
+        let run = optimize(&db, &out, &extra);
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        (summary(&run), server.finish())
+    };
+    let (cuda, prompts) = go("default");
+    assert_eq!(cuda["invocation"]["requests"], 1, "{cuda}");
+    assert!(prompts[0].contains("with PyTorch and CUDA."), "{}", prompts[0]);
+    // The id a CUDA run had before `--language` existed: task, settings and label alone.
+    let (task, settings, label): (String, String, String) = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row("SELECT task_hash, settings_hash FROM optimize_runs", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, out.canonicalize().unwrap().display().to_string()))
+        })
+        .unwrap();
+    let old_id = &cudal1_task::content_hash(&format!("{task}|{settings}|{label}"))[..16];
+    assert_eq!(cuda["run_id"], old_id);
+
+    let (triton, prompts) = go("triton");
+    assert_ne!(triton["run_id"], cuda["run_id"]);
+    assert_eq!(triton["invocation"]["requests"], 1, "a run of its own, not the CUDA run resumed");
+    assert_eq!(prompts.len(), 1);
+    assert!(prompts[0].contains("functions under `@triton.jit`"), "{}", prompts[0]);
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM optimize_runs WHERE json_extract(config, '$.language') = 'triton'"),
+        1,
+        "the run records its language"
+    );
+
+    // Each language resumes its own run, which is done: nothing is asked again.
+    for (language, first) in [("cuda", &cuda), ("triton", &triton), ("default", &cuda)] {
+        let (again, prompts) = go(language);
+        assert_eq!(again["run_id"], first["run_id"], "{language}");
+        assert_eq!(again["invocation"]["requests"], 0, "{language}: {again}");
+        assert!(prompts.is_empty(), "{language}: {prompts:?}");
+    }
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM optimize_runs"), 2);
 }

@@ -2,6 +2,7 @@
 //! model: synthetic tasks, supervised data judged by the real evaluator, fine-tuning killed
 //! mid-run and resumed, a short RL run and the held-out evaluation.
 
+use super::optimize::Scripted;
 use super::{cudal1, json_lines, repo, run};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -289,6 +290,89 @@ fn a_short_rl_run_and_the_held_out_evaluation_run_end_to_end() {
     let (full, stderr) = eval(&["--temperature", "0.5"]);
     assert!(!stderr.contains("of an earlier run"), "{stderr}");
     assert!(full["samples"][0]["verdict"].is_null());
+    assert_eq!(full["language"], "cuda");
+
+    // So are prompts in another language (issue 31): the replies to CUDA prompts are not
+    // Triton's, and the report and its kept replies say which language was asked for.
+    let (full, stderr) = eval(&["--temperature", "0.5", "--language", "triton"]);
+    assert!(!stderr.contains("of an earlier run"), "{stderr}");
+    assert_eq!(full["language"], "triton");
+    let asked: Value =
+        serde_json::from_str(std::fs::read_to_string(&progress).unwrap().lines().next().unwrap())
+            .unwrap();
+    assert_eq!(asked["asked"]["language"], "triton", "{asked}");
+    let (_, stderr) = eval(&["--temperature", "0.5", "--language", "triton"]);
+    assert!(stderr.contains("using 12 replies"), "{stderr}");
+}
+
+/// `train sft-data --language triton` (issue 31): every prompt the sampled model gets asks for
+/// Triton kernels; without the flag, for CUDA.
+#[test]
+fn supervised_data_is_sampled_with_prompts_in_the_language_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = repo().join("tests/suite-cpu/tasks/level1");
+    let tasks = std::fs::read_dir(&suite).unwrap().count();
+    for language in ["cuda", "triton"] {
+        // Prose replies: nothing to judge, nothing kept.
+        let server = Scripted::start(vec![], vec![]);
+        let data = dir.path().join(format!("{language}.jsonl"));
+        let mut cmd = cudal1(&dir.path().join("s.db"));
+        cmd.args(["train", "sft-data", "--device", "cpu", "--samples", "1", "--model", "m"])
+            .args(["--llm-url", &server.url, "--suite"])
+            .arg(&suite)
+            .arg("--out")
+            .arg(&data);
+        if language == "triton" {
+            cmd.args(["--language", "triton"]);
+        }
+        let out = run(cmd);
+        assert!(out.status.success());
+        assert_eq!(json_lines(&out)[0]["examples"], 0);
+        let prompts = server.finish();
+        assert_eq!(prompts.len(), tasks, "one sample per task: {prompts:?}");
+        for p in &prompts {
+            let asks_triton = p.contains("with PyTorch and Triton.")
+                && p.contains("functions under `@triton.jit`")
+                && p.contains("Do not build CUDA C++ extensions");
+            let asks_cuda = p.contains("with PyTorch and CUDA.")
+                && p.contains("compiled with `torch.utils.cpp_extension.load_inline` are welcome");
+            assert_eq!((asks_triton, asks_cuda), (language == "triton", language == "cuda"), "{p}");
+        }
+    }
+}
+
+/// `train self-sup --language triton` records the language in the run's settings: the same run
+/// directory is refused to a CUDA run (and would be to a Triton run in a CUDA run's directory).
+#[test]
+fn a_self_supervised_run_resumes_only_in_its_own_language() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = synth(dir.path());
+    let run_dir = dir.path().join("self-sup");
+    let self_sup = |extra: &[&str]| {
+        let mut cmd = cudal1(&dir.path().join("s.db"));
+        cmd.args(["train", "self-sup", "--rounds", "1", "--samples", "1", "--max-tokens", "8"])
+            .args(["--device", "cpu", "--budget", "0.3", "--model-dir"])
+            .arg(tiny_model())
+            .args(POLICY)
+            .arg("--suite")
+            .arg(suite.join("train"))
+            .arg("--out")
+            .arg(&run_dir)
+            .args(extra);
+        cmd
+    };
+    let out = run(self_sup(&["--language", "triton"]));
+    assert!(out.status.success());
+    let recorded: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("run.json")).unwrap()).unwrap();
+    assert_eq!(recorded["settings"]["language"], "triton", "{recorded}");
+    let out = self_sup(&[]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("was started with other settings") && stderr.contains("language"),
+        "{stderr}"
+    );
 }
 
 #[test]

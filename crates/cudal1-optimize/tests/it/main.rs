@@ -11,7 +11,7 @@ use cudal1_eval::{CompileCache, Device, EngineConfig, EvalSettings, Evaluator, J
 use cudal1_llm::test_server::{Reply, TestServer};
 use cudal1_llm::{OpenAiClient, OpenAiConfig, RetryPolicy};
 use cudal1_optimize::{run_id, Event, OptimizeConfig, Optimizer, Profiles, RunSummary, StopReason};
-use cudal1_search::{normalized_hash, Prompts};
+use cudal1_search::{normalized_hash, Language, Prompts};
 use cudal1_store::{NewSample, Store, StoredProgram};
 use cudal1_task::Task;
 use serde_json::json;
@@ -345,7 +345,12 @@ fn a_program_a_crash_left_unevaluated_is_evaluated_on_resume() {
     let task = task();
     store
         .insert_sample(&NewSample {
-            run_id: run_id(&task.hash, &Judge::new("cpu").settings_hash(&settings()), "it"),
+            run_id: run_id(
+                &task.hash,
+                &Judge::new("cpu").settings_hash(&settings()),
+                "it",
+                Language::Cuda,
+            ),
             round: 1,
             index: 0,
             turn: 1,
@@ -410,7 +415,8 @@ fn a_rejected_key_stops_the_run_with_an_error_and_records_nothing() {
     assert!(matches!(err, cudal1_optimize::OptimizeError::Llm { .. }), "{err:?}");
     let cause = std::error::Error::source(&err).unwrap().to_string();
     assert!(cause.contains("HTTP 401"), "{cause}");
-    let run = run_id(&task().hash, &Judge::new("cpu").settings_hash(&settings), "it");
+    let run =
+        run_id(&task().hash, &Judge::new("cpu").settings_hash(&settings), "it", Language::Cuda);
     assert!(store.samples_for_run(&run).unwrap().is_empty());
     assert!(store.rounds_for_run(&run).unwrap().is_empty());
 }

@@ -174,3 +174,75 @@ async fn prompts_are_reproducible_from_their_key_and_exported_as_jsonl() {
     let bad = reqwest::get(format!("{}/v1/prompts/export?per_task=0", server.url)).await.unwrap();
     assert_eq!(bad.status(), StatusCode::UNPROCESSABLE_ENTITY);
 }
+
+/// `language` (issue 31): a prompt asks for Triton kernels when its request says so, or when the
+/// server's default is Triton and the request does not say; a prompt in each language has its own
+/// id, a CUDA prompt keeps the id it has on a server that knows only CUDA, and an unknown language
+/// is a clear 422.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompts_ask_for_the_language_of_the_request_or_the_servers_default() {
+    let asks_triton = |p: &serde_json::Value| {
+        let text = p["prompt"].as_str().unwrap();
+        let triton = text.contains("with PyTorch and Triton.")
+            && text.contains("functions under `@triton.jit`")
+            && text.contains("Do not build CUDA C++ extensions");
+        let cuda = text.contains("with PyTorch and CUDA.")
+            && text.contains("compiled with `torch.utils.cpp_extension.load_inline` are welcome");
+        assert_ne!(triton, cuda, "{text}");
+        assert_eq!(p["language"], if triton { "triton" } else { "cuda" }, "{p}");
+        triton
+    };
+    let cuda_server = Server::start(|_| {}, false).await;
+    let url = format!("{}/v1/prompt", cuda_server.url);
+    let (status, cuda) = post(&url, &json!({"task": "level1/2_Swish", "key": "k"})).await;
+    assert_eq!(status, StatusCode::OK, "{cuda}");
+    assert!(!asks_triton(&cuda));
+    let ask = json!({"task": "level1/2_Swish", "key": "k", "language": "triton"});
+    let (status, triton) = post(&url, &ask).await;
+    assert_eq!(status, StatusCode::OK, "{triton}");
+    assert!(asks_triton(&triton));
+    assert_ne!(triton["prompt_id"], cuda["prompt_id"], "another language, another prompt");
+    assert_eq!(post(&url, &ask).await.1["prompt_id"], triton["prompt_id"], "reproducible");
+    let (status, bad) = post(&url, &json!({"task": "level1/2_Swish", "language": "rust"})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}");
+    assert!(bad["error"].as_str().unwrap().contains("`cuda` or `triton`"), "{bad}");
+
+    let export = |server: &str, language: &str| {
+        let url = format!(
+            "{server}/v1/prompts/export?tasks=level1/2_Swish,level2/1_Linear_ReLU&per_task=2&key=ep{language}"
+        );
+        async move {
+            let text = reqwest::get(url).await.unwrap().text().await.unwrap();
+            text.lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect::<Vec<serde_json::Value>>()
+        }
+    };
+    let rows = export(&cuda_server.url, "&language=triton").await;
+    assert_eq!(rows.len(), 4);
+    for r in &rows {
+        assert_eq!(r["language"], "triton", "{r}");
+        assert!(r["prompt_text"].as_str().unwrap().contains("@triton.jit"), "{r}");
+    }
+    let cuda_rows = export(&cuda_server.url, "").await;
+    assert!(cuda_rows.iter().all(|r| r["language"] == "cuda"));
+
+    // A server whose default is Triton: requests that do not say get Triton, and one that asks
+    // for CUDA gets the very prompt a CUDA server makes.
+    let triton_server =
+        Server::start(|c| c.prompt_defaults.language = cudal1_search::Language::Triton, false)
+            .await;
+    let url = format!("{}/v1/prompt", triton_server.url);
+    let (_, by_default) = post(&url, &json!({"task": "level1/2_Swish", "key": "k"})).await;
+    assert!(asks_triton(&by_default));
+    assert_eq!(by_default["prompt_id"], triton["prompt_id"]);
+    let (_, asked_cuda) =
+        post(&url, &json!({"task": "level1/2_Swish", "key": "k", "language": "cuda"})).await;
+    assert!(!asks_triton(&asked_cuda));
+    assert_eq!(
+        (&asked_cuda["prompt_id"], &asked_cuda["prompt"]),
+        (&cuda["prompt_id"], &cuda["prompt"])
+    );
+    let defaulted = export(&triton_server.url, "").await;
+    assert!(defaulted.iter().all(|r| r["language"] == "triton"), "{defaulted:?}");
+}
