@@ -112,22 +112,34 @@ fn the_clap_types_name_no_command() {
 #[test]
 fn only_the_reporters_module_draws_progress() {
     // One progress rule (a bar on a terminal, throttled lines elsewhere) lives in
-    // `reporters.rs`; a command that drew its own bar would bring back a second rule.
+    // `reporters/mod.rs`, and every reporter built on it in `reporters/`; a command that drew its
+    // own bar, or kept a reporter of its own, would bring back a second rule.
     let src = super::repo().join("crates/cudal1-cli/src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     assert!(files.len() >= 10, "found only {} sources under {}", files.len(), src.display());
-    let mut drawing = Vec::new();
-    let mut reporters = false;
+    let (mut drawing, mut reporting) = (Vec::new(), Vec::new());
+    let mut rule = false;
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();
         let name = file.strip_prefix(&src).unwrap().display().to_string();
-        if name == "reporters.rs" {
-            reporters = text.contains("indicatif::");
+        if name == "reporters/mod.rs" {
+            rule = text.contains("indicatif::");
         } else if text.contains("indicatif") {
-            drawing.push(name);
+            drawing.push(name.clone());
+        }
+        let declares_reporter = text.lines().any(|l| {
+            let l = l.trim_start().trim_start_matches("pub ").trim_start_matches("pub(crate) ");
+            l.starts_with("struct ")
+                && l.split(|c: char| !c.is_alphanumeric() && c != '_')
+                    .nth(1)
+                    .is_some_and(|n| n.ends_with("Progress") || n.ends_with("Reporter"))
+        });
+        if !name.starts_with("reporters/") && declares_reporter {
+            reporting.push(name);
         }
     }
-    assert!(reporters, "reporters.rs draws the bar with indicatif");
-    assert!(drawing.is_empty(), "sources besides reporters.rs that use indicatif: {drawing:?}");
+    assert!(rule, "reporters/mod.rs draws the bar with indicatif");
+    assert!(drawing.is_empty(), "sources besides reporters/mod.rs that use indicatif: {drawing:?}");
+    assert!(reporting.is_empty(), "reporters declared outside reporters/: {reporting:?}");
 }

@@ -3,11 +3,21 @@
 //! cluster's job output) plain lines, each phase once, progress inside a phase at most once per
 //! [`LOG_EVERY`], and while a phase gives no news at all, a line saying it is still under way
 //! and for how long. [`Progress`] holds the rule; each kind of event has a small reporter on top
-//! of it ([`TrainReporter`] for training stages, [`WorkerReporter`] for queue workers; `batch` and
-//! `optimize` keep theirs next to their events). No other file draws a bar (a test checks).
+//! of it, in this module and nowhere else: [`BatchProgress`] for `eval`'s and `baselines`'
+//! batches, [`OptimizeReporter`] for `optimize`, [`TrainReporter`] for training stages,
+//! [`WorkerReporter`] for queue workers. No other file draws a bar or declares a reporter (a test
+//! checks).
 
-use cudal1_queue::WorkerEvent;
-use cudal1_train::TrainEvent;
+mod batch;
+mod optimize;
+mod train;
+mod worker;
+
+pub use batch::BatchProgress;
+pub use optimize::OptimizeReporter;
+pub use train::TrainReporter;
+pub use worker::WorkerReporter;
+
 use indicatif::{ProgressBar, ProgressStyle};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -179,96 +189,6 @@ fn elapsed(d: Duration) -> String {
         0..60 => format!("{s}s"),
         60..3600 => format!("{}m {:02}s", s / 60, s % 60),
         _ => format!("{}h {:02}m", s / 3600, s / 60 % 60),
-    }
-}
-
-/// A training stage's events: a bar over its steps, a line per phase and per step with the
-/// metrics named in `keys`.
-pub struct TrainReporter {
-    progress: Progress,
-    keys: &'static [&'static str],
-}
-
-impl TrainReporter {
-    pub fn new(what: &str, keys: &'static [&'static str]) -> TrainReporter {
-        TrainReporter { progress: Progress::new(what, 0), keys }
-    }
-
-    pub fn event(&mut self, e: TrainEvent) {
-        let p = &self.progress;
-        match e {
-            TrainEvent::StepStarted { step, of } => {
-                p.set_length(of);
-                p.set_position(step - 1);
-            }
-            TrainEvent::Phase { step, phase } => p.phase(&format!("step {step}: {phase}")),
-            TrainEvent::Progress { done, of, what } => {
-                p.progress(&format!("{done}/{of} {what}"), done == of);
-            }
-            TrainEvent::StepFinished { step, metrics } => {
-                p.set_position(step);
-                let parts: Vec<String> = self
-                    .keys
-                    .iter()
-                    .filter_map(|k| {
-                        let v = metrics.get(*k)?;
-                        Some(match v.as_f64() {
-                            Some(x) if x.fract() != 0.0 => format!("{k} {x:.4}"),
-                            _ => format!("{k} {v}"),
-                        })
-                    })
-                    .collect();
-                p.say(&format!("step {step}: {}", parts.join(", ")));
-            }
-            TrainEvent::Committed { step } => tracing::info!(step, "committed"),
-            TrainEvent::Resumed { step } => p.say(&format!("resuming after step {step}")),
-            TrainEvent::Reused { what } => p.say(&format!("using {what} again")),
-        }
-    }
-
-    pub fn finish(&mut self) {
-        self.progress.finish();
-    }
-}
-
-/// A queue worker's events (`cudal1 worker`, and `serve`'s local worker): warnings always, a
-/// line per job with `--progress`, the rest in the log (`-v`).
-pub struct WorkerReporter {
-    /// A line per job claimed, finished and given back.
-    pub per_job: bool,
-}
-
-impl WorkerReporter {
-    /// Reports `event`; hands an engine's canceller to `watch` (Ctrl-C cancels its jobs).
-    pub fn event(&self, event: WorkerEvent<'_>, watch: impl FnOnce(cudal1_eval::Canceller)) {
-        match event {
-            WorkerEvent::EngineStarted { canceller } => watch(canceller),
-            WorkerEvent::Claimed { job } if self.per_job => eprintln!(
-                "job {} ({}): claimed, attempt {}",
-                job.id, job.task_name, job.attempt
-            ),
-            WorkerEvent::Finished { job, task, verdict, error, first } if self.per_job => {
-                let what = verdict
-                    .map_or_else(|| format!("failed: {}", error.unwrap_or("")), str::to_owned);
-                let kept =
-                    if first { "" } else { " (another worker's result came first; dropped)" };
-                eprintln!("job {job} ({task}): {what}{kept}");
-            }
-            WorkerEvent::Finished { job, task, verdict, error, .. } => {
-                tracing::info!(job, task, verdict, error, "judged");
-            }
-            WorkerEvent::Released { job } if self.per_job => {
-                eprintln!("job {job}: given back to the queue");
-            }
-            WorkerEvent::HostFailed { job, error } => eprintln!(
-                "warning: job {job}: no verdict, the machine failed, not the candidate ({error}); it comes back when its lease runs out"
-            ),
-            WorkerEvent::LeaseLost { job } => eprintln!(
-                "warning: job {job}: its lease ran out; another worker may take it (the first result wins)"
-            ),
-            WorkerEvent::StoreProblem { error } => eprintln!("warning: the queue: {error}"),
-            _ => {}
-        }
     }
 }
 

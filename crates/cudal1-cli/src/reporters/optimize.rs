@@ -1,0 +1,173 @@
+use super::Progress;
+use cudal1_optimize::{Event, Outcome};
+
+/// `1.23x`, or `-` where there is none.
+fn speedup_text(x: Option<f64>) -> String {
+    x.map_or_else(|| "-".to_owned(), |v| format!("{v:.2}x"))
+}
+
+/// `optimize`'s events: a [`Progress`] per round on stderr (a bar over its replies on a terminal, throttled
+/// lines elsewhere), a line per sample or program worth telling, and a line per finished round.
+#[derive(Default)]
+pub struct OptimizeReporter {
+    bar: Option<Progress>,
+    evaluating: usize,
+    best: Option<f64>,
+    /// Programs left without a verdict because the machine failed.
+    pub unjudged: usize,
+}
+
+impl OptimizeReporter {
+    pub fn clear(&mut self) {
+        if let Some(mut bar) = self.bar.take() {
+            bar.finish();
+        }
+    }
+
+    fn say(&self, line: String) {
+        match &self.bar {
+            Some(bar) => bar.plain(&line),
+            None => eprintln!("{line}"),
+        }
+    }
+
+    fn refresh(&self) {
+        if let Some(bar) = &self.bar {
+            bar.progress(
+                &format!("evaluating {}, best so far {}", self.evaluating, speedup_text(self.best)),
+                false,
+            );
+        }
+    }
+
+    pub fn on_event(&mut self, event: Event) {
+        match event {
+            Event::RunStarted {
+                run_id,
+                task,
+                finished_rounds,
+                recorded_samples,
+                pending_evaluations,
+            } => {
+                if finished_rounds > 0 || recorded_samples > 0 {
+                    self.say(format!(
+                        "{task}: resuming run {run_id} ({finished_rounds} round(s) finished, {recorded_samples} sample(s) recorded, {pending_evaluations} program(s) left to evaluate)"
+                    ));
+                } else {
+                    self.say(format!("{task}: run {run_id}"));
+                }
+                self.evaluating = pending_evaluations;
+            }
+            Event::RoundStarted { round, requests, already_recorded, kind } => {
+                self.clear();
+                self.bar = Some(Progress::new(&format!("round {round}"), u64::from(requests)));
+                if already_recorded > 0 {
+                    self.say(format!("round {round}: {already_recorded} sample(s) already recorded, {requests} to go ({} prompt)", kind.as_str()));
+                }
+                self.refresh();
+            }
+            Event::TurnsStarted { round, requests } => {
+                if let Some(bar) = &self.bar {
+                    bar.inc_length(u64::from(requests));
+                }
+                self.say(format!("round {round}: {requests} trajectory(ies) go on with the previous verdict in the prompt"));
+                self.refresh();
+            }
+            Event::SampleRecorded {
+                round,
+                index,
+                turn,
+                outcome,
+                reason,
+                queued,
+                known_program,
+                ..
+            } => {
+                let index =
+                    if turn > 1 { format!("{index} turn {turn}") } else { index.to_string() };
+                if let Some(bar) = &self.bar {
+                    bar.inc();
+                }
+                if queued {
+                    self.evaluating += 1;
+                }
+                if let Some(id) = known_program {
+                    self.say(format!("  round {round} sample {index}: program #{id} again (evaluated before, not again)"));
+                }
+                if outcome != Outcome::Program {
+                    let reason = reason.unwrap_or_default();
+                    self.say(format!(
+                        "  round {round} sample {index}: {}: {}",
+                        outcome.as_str(),
+                        reason.lines().next().unwrap_or("")
+                    ));
+                }
+                self.refresh();
+            }
+            Event::ProgramEvaluated { round, program_id, verdict, speedup, reason } => {
+                self.evaluating = self.evaluating.saturating_sub(1);
+                if verdict == cudal1_eval::Verdict::Correct {
+                    self.best = match (self.best, speedup) {
+                        (Some(b), Some(s)) => Some(b.max(s)),
+                        (b, s) => b.or(s),
+                    };
+                }
+                let first =
+                    reason.lines().next().unwrap_or("").chars().take(100).collect::<String>();
+                self.say(format!(
+                    "  round {round} program #{program_id}: {verdict} {} {first}",
+                    speedup_text(speedup)
+                ));
+                self.refresh();
+            }
+            Event::HostFailed { error } => {
+                self.evaluating = self.evaluating.saturating_sub(1);
+                self.unjudged += 1;
+                self.say(format!(
+                    "  no verdict (evaluated again on the next run): {}",
+                    error.lines().next().unwrap_or("")
+                ));
+            }
+            Event::ReferenceFailed { error } => {
+                self.evaluating = self.evaluating.saturating_sub(1);
+                self.say(format!(
+                    "  the reference failed (a fresh one starts): {}",
+                    error.lines().next().unwrap_or("")
+                ));
+            }
+            Event::Profiling { round, programs } => {
+                self.say(format!("round {round}: profiling {programs} program(s) with Nsight Compute for the prompts"));
+            }
+            Event::ProfileFailed { program_id, error } => {
+                let what = program_id
+                    .map_or_else(|| "the reference".to_owned(), |id| format!("program #{id}"));
+                self.say(format!(
+                    "  {what} could not be profiled (prompts show it without): {}",
+                    error.lines().next().unwrap_or("")
+                ));
+            }
+            Event::RoundFinished { totals: t } => {
+                self.clear();
+                let rate = if t.samples > 0 {
+                    100.0 * f64::from(t.correct) / f64::from(t.samples)
+                } else {
+                    0.0
+                };
+                self.best = t.best_speedup.or(self.best);
+                eprintln!(
+                    "round {}: {} samples, {} with a program, {} correct ({rate:.0}%), best so far {}, {} tokens",
+                    t.round,
+                    t.samples,
+                    t.valid,
+                    t.correct,
+                    speedup_text(t.best_speedup),
+                    t.prompt_tokens + t.completion_tokens
+                );
+            }
+            Event::Stopped { reason } => {
+                self.clear();
+                eprintln!("stopped: {}", reason.describe());
+            }
+        }
+    }
+}
