@@ -1,5 +1,6 @@
 """Checkpoints written atomically: the trained weights (the LoRA adapter, or every weight), the
-optimizer's state, the random generators and the step count.
+optimizer's state (with the float32 copies it steps of weights kept in bfloat16 or float16), the
+random generators and the step count.
 
 A checkpoint is written into a fresh sibling directory and renamed into place, so that a process
 killed mid-write leaves the previous checkpoint whole: ``DIR`` always holds a complete one or
@@ -14,6 +15,8 @@ import shutil
 import torch
 
 FILES = ("weights.pt", "optimizer.pt", "rng.pt", "state.json")
+# Written beside them when the model trains weights kept below float32 (``Loaded.masters``).
+MASTERS = "masters.pt"
 
 
 def _trained_state(loaded):
@@ -33,13 +36,17 @@ def save(loaded, directory: str) -> dict:
     os.makedirs(tmp)
     torch.save({k: v.detach().cpu() for k, v in _trained_state(loaded).items()}, os.path.join(tmp, "weights.pt"))
     torch.save(loaded.optimizer.state_dict() if loaded.optimizer else None, os.path.join(tmp, "optimizer.pt"))
+    masters = loaded.master_state()
+    if masters:
+        # The float32 copies the optimizer steps: rounded weights alone would not resume them.
+        torch.save(masters, os.path.join(tmp, MASTERS))
     rng = {"torch": torch.get_rng_state(), "python": random.getstate()}
     if torch.cuda.is_available():
         rng["cuda"] = torch.cuda.get_rng_state_all()
     torch.save(rng, os.path.join(tmp, "rng.pt"))
     with open(os.path.join(tmp, "state.json"), "w") as f:
         json.dump({"step": loaded.step, "lora": loaded.lora, "model": loaded.name}, f)
-    for name in FILES:
+    for name in FILES + ((MASTERS,) if masters else ()):
         with open(os.path.join(tmp, name), "rb") as f:
             os.fsync(f.fileno())
     old = f"{directory}.old-{os.getpid()}"
@@ -72,11 +79,15 @@ def restore(loaded, directory: str, weights_only: bool = False) -> dict:
         set_peft_model_state_dict(loaded.model, weights)
     else:
         loaded.model.load_state_dict(weights)
+    loaded.sync_masters()
     if weights_only:
         return {"dir": directory, "step": loaded.step}
     optimizer = torch.load(os.path.join(directory, "optimizer.pt"), map_location=loaded.device, weights_only=False)
     if optimizer is not None and loaded.optimizer is not None:
         loaded.optimizer.load_state_dict(optimizer)
+    masters = os.path.join(directory, MASTERS)
+    if os.path.isfile(masters) and loaded.optimizer is not None:
+        loaded.load_master_state(torch.load(masters, map_location="cpu", weights_only=True))
     rng = torch.load(os.path.join(directory, "rng.pt"), weights_only=False)
     torch.set_rng_state(rng["torch"])
     random.setstate(rng["python"])

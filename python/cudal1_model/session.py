@@ -327,9 +327,9 @@ class Session:
         except ValueError as exc:
             raise BadRequest(str(exc)) from exc
 
-        model, opt = loaded.model, loaded.optimizer
+        model = loaded.model
         params = [p for p in model.parameters() if p.requires_grad]
-        opt.zero_grad(set_to_none=True)
+        loaded.zero_grad()
         loss_sum, kl_sum, clipped, tokens, entropies = 0.0, 0.0, 0, 0, []
         for start in range(0, len(seqs), micro):
             chunk = list(range(start, min(start + micro, len(seqs))))
@@ -347,8 +347,7 @@ class Session:
         norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm if max_grad_norm else float("inf"))
         # `apply: false` computes the loss and the gradients and leaves them in place, unapplied.
         if req.get("apply", True):
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            loaded.optimizer_step()
             loaded.step += 1
         return {
             "loss": loss_sum,

@@ -15,9 +15,9 @@ from cudal1_model.session import Session
 PROMPT = [{"role": "user", "content": "Write ModelNew."}]
 
 
-def session(tiny_dir, lr=5e-3, reference=False, lora=None):
+def session(tiny_dir, lr=5e-3, reference=False, lora=None, dtype="float32"):
     s = Session()
-    reply = call(s, "load", model={"hf": tiny_dir}, optimizer={"lr": lr}, reference=reference, lora=lora, seed=0)
+    reply = call(s, "load", model={"hf": tiny_dir}, optimizer={"lr": lr}, reference=reference, lora=lora, seed=0, dtype=dtype)
     assert reply["trainable"] > 0
     return s
 
@@ -199,9 +199,9 @@ def test_padding_does_not_change_gradients(tiny_dir):
     assert torch.allclose(alone, padded, atol=1e-6), float((alone - padded).abs().max())
 
 
-@pytest.mark.parametrize("lora", [None, {"r": 4, "alpha": 8}])
-def test_save_then_restore_reproduces_logprobs_and_the_next_step(tiny_dir, tmp_path, lora):
-    s = session(tiny_dir, lora=lora)
+@pytest.mark.parametrize("lora,dtype", [(None, "float32"), ({"r": 4, "alpha": 8}, "float32"), (None, "bfloat16")])
+def test_save_then_restore_reproduces_logprobs_and_the_next_step(tiny_dir, tmp_path, lora, dtype):
+    s = session(tiny_dir, lora=lora, dtype=dtype)
     prompt, samples = sampled(s)
     seqs = [{"prompt_ids": prompt, "completion_ids": x["ids"], "advantage": a, "old_logprobs": x["logprobs"]} for x, a in zip(samples, [1.0, -1.0, 0.5, -0.5])]
     call(s, "train_step", kind="pg", sequences=seqs)
@@ -212,13 +212,40 @@ def test_save_then_restore_reproduces_logprobs_and_the_next_step(tiny_dir, tmp_p
     after_one_more = call(s, "logprobs", sequences=seqs)["logprobs"]
     call(s, "train_step", kind="pg", sequences=seqs)
 
-    fresh = session(tiny_dir, lora=lora)
+    fresh = session(tiny_dir, lora=lora, dtype=dtype)
     assert call(fresh, "restore", dir=str(tmp_path / "ckpt"))["step"] == 1
     assert flat(call(fresh, "logprobs", sequences=seqs)["logprobs"]) == pytest.approx(flat(at_save), abs=1e-6)
     # The optimizer's state came back too: the same next step lands on the same weights.
     again = call(fresh, "train_step", kind="pg", sequences=seqs)
     assert again["loss"] == pytest.approx(step_from_saved["loss"], rel=1e-6)
     assert flat(call(fresh, "logprobs", sequences=seqs)["logprobs"]) == pytest.approx(flat(after_one_more), abs=1e-5)
+
+
+def test_bfloat16_weights_are_trained_through_float32_copies(tiny_dir, tmp_path):
+    # An update far below bfloat16's precision: stepped on the weights themselves it would be
+    # rounded away every time; the float32 copies keep it, and the weights follow them.
+    s = session(tiny_dir, lr=1e-6, dtype="bfloat16")
+    loaded = s.loaded
+    assert all(m.dtype == torch.float32 for group in loaded.optimizer.param_groups for m in group["params"])
+    start = [m.clone() for _, m in loaded.masters]
+    prompt, samples = sampled(s)
+    for _ in range(3):
+        pg_step(s, prompt, samples[0], 1.0)
+    moved = [(m - m0).abs().max().item() for (_, m), m0 in zip(loaded.masters, start)]
+    assert max(moved) > 0, "the float32 copies took the updates"
+    for p, m in loaded.masters:
+        assert p.dtype == torch.bfloat16 and torch.equal(p, m.to(torch.bfloat16)), "each weight is its copy rounded"
+
+    # A stage that starts from another's weights steps from them, not from its own old copies:
+    # with no signal the step changes nothing.
+    call(s, "save", dir=str(tmp_path / "trained"))
+    trained = {k: v.clone() for k, v in loaded.model.state_dict().items()}
+    other = session(tiny_dir, lr=1e-3, dtype="bfloat16")
+    call(other, "restore", dir=str(tmp_path / "trained"), weights_only=True)
+    reply = pg_step(other, prompt, samples[0], 0.0)
+    assert reply["grad_norm"] == 0.0
+    after = other.loaded.model.state_dict()
+    assert all(torch.equal(trained[k], after[k]) for k in trained), "the restored weights stay"
 
 
 def test_a_checkpoint_half_written_leaves_the_previous_one_whole(tiny_dir, tmp_path):

@@ -94,7 +94,7 @@ fn size(
         None => match Describer::start(&shared.config.env, &shared.scratch) {
             Ok(d) => d,
             Err((doing, e)) => {
-                tracing::debug!(error = %e, doing, "no runner to size tasks ahead; lanes size them");
+                tracing::debug!(error = %e, doing, "no runner to size tasks ahead; their jobs are admitted on overheads alone");
                 return None;
             }
         },
