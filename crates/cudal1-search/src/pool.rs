@@ -16,7 +16,8 @@ use crate::Language;
 
 /// What a program's custom kernels are written in, read from its source without running it
 /// ([`cudal1_task::kernel_kinds`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Written {
     /// No custom kernel: PyTorch calls only.
     PyTorch,
@@ -49,6 +50,17 @@ impl Written {
             Written::Cuda => "cuda",
             Written::Triton => "triton",
             Written::Mixed => "mixed",
+        }
+    }
+
+    /// Its name in prose (`plain PyTorch`, `CUDA`, `Triton`, `CUDA and Triton`).
+    #[must_use]
+    pub fn describe(self) -> &'static str {
+        match self {
+            Written::PyTorch => "plain PyTorch",
+            Written::Cuda => "CUDA",
+            Written::Triton => "Triton",
+            Written::Mixed => "CUDA and Triton",
         }
     }
 }
