@@ -207,7 +207,7 @@ fn build_llm(
 }
 
 fn print_summary(s: &RunSummary, dir: &Path) -> std::io::Result<()> {
-    out::line(format!("{}: {}", s.task, s.stop_text))?;
+    out::line(format!("{} ({}): {}", s.task, s.language, s.stop_text))?;
     let t = &s.totals;
     out::line(format!(
         "  {} round(s), {} samples, {} with a program, {} correct, {} tokens",
@@ -227,9 +227,10 @@ fn print_summary(s: &RunSummary, dir: &Path) -> std::io::Result<()> {
                 .map(|e| e.verdict.to_string())
                 .unwrap_or_default();
             out::line(format!(
-                "  best: program #{} (round {}), {verdict} {:.2}x{ci} -> {}",
+                "  best: program #{} (round {}, {}), {verdict} {:.2}x{ci} -> {}",
                 b.program_id,
                 b.round,
+                b.written.describe(),
                 b.speedup,
                 dir.join("best.py").display()
             ))?;
@@ -238,6 +239,12 @@ fn print_summary(s: &RunSummary, dir: &Path) -> std::io::Result<()> {
             "  no correct program yet, so no best.py; {} says what each program got",
             dir.join("best.json").display()
         ))?,
+    }
+    if t.other_language > 0 {
+        out::line(format!(
+            "  {} correct sample(s) wrote kernels of another language than the {} the prompts asked for: not counted as the best",
+            t.other_language, s.language
+        ))?;
     }
     out::line(format!(
         "  report: {} (every reply in {})",

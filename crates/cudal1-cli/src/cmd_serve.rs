@@ -113,6 +113,7 @@ pub fn run(a: ServeArgs) -> Result<Status> {
     }
     a.exemplar.sampler()?;
     let task_count = config.tasks.len();
+    let language = config.prompt_defaults.language;
     let service = Service::new(config, backend.serve_store());
 
     let worker_thread = worker.map(|w| {
@@ -137,7 +138,7 @@ pub fn run(a: ServeArgs) -> Result<Status> {
         let listener = tokio::net::TcpListener::bind(a.listen).await.with_context(|| format!("cannot listen on `{}`\nhint: is another `cudal1 serve` running there? choose another port with `--listen`", a.listen))?;
         let addr = listener.local_addr()?;
         let evaluating = if local { "judged here" } else { "judged by `cudal1 worker`s" };
-        eprintln!("cudal1 serve: listening on http://{addr} ({task_count} tasks, `{gpu_class}` jobs in {}, {evaluating})", backend.queue().describe());
+        eprintln!("cudal1 serve: listening on http://{addr} ({task_count} tasks, `{gpu_class}` jobs in {}, {evaluating}; prompts ask for {language} unless a request names its `language`)", backend.queue().describe());
         let stopping = Arc::clone(&service);
         let interrupt = Arc::clone(&interrupt);
         let shutdown = async move {

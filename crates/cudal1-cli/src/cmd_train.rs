@@ -191,13 +191,24 @@ fn sft_data(a: &SftDataArgs) -> Result<Status> {
                 task,
             });
         }
+        let found = candidates.len();
+        candidates = data::answers_in(prompts.asks_for(), candidates, &mut stats);
+        let left_out = found - candidates.len();
+        if left_out > 0 {
+            let kinds = kinds_text(&stats.other_language);
+            let language = prompts.asks_for();
+            if candidates.is_empty() && a.endpoint.llm_url.is_none() {
+                bail!("none of the {found} solutions in `{}` is a {language} program ({kinds}): answers to {language} prompts must be {language} kernels (`@triton.jit` functions, and no CUDA extension)\nhint: give `--from-solutions` a directory of {language} solutions, or leave out `--language {language}` to collect CUDA and PyTorch answers", dir.display());
+            }
+            eprintln!("sft-data: left out {left_out} of the {found} solutions in `{}`, written in another language than the {language} the prompts ask for ({kinds})", dir.display());
+        }
     }
     if let Some(mut c) = a.endpoint.config() {
         c.max_concurrent = a.concurrency.max(1);
         let llm = OpenAiClient::new(c)?;
         let request =
             ChatRequest::new(vec![]).with_max_tokens(a.max_tokens).with_temperature(a.temperature);
-        candidates.extend(data::sample_llm(
+        let sampled = data::sample_llm(
             &llm as &dyn Llm,
             &prompts,
             &tasks,
@@ -207,7 +218,21 @@ fn sft_data(a: &SftDataArgs) -> Result<Status> {
             ws.machine.seed,
             &mut stats,
             &mut |e| reporter.event(e),
-        )?);
+        )?;
+        let (found, mut these) = (sampled.len(), Collected::default());
+        let sampled = data::answers_in(prompts.asks_for(), sampled, &mut these);
+        if sampled.len() < found {
+            eprintln!(
+                "sft-data: left out {} of the {found} sampled replies, whose programs are written in another language than the {} the prompts ask for ({})",
+                found - sampled.len(),
+                prompts.asks_for(),
+                kinds_text(&these.other_language)
+            );
+        }
+        for (kind, n) in these.other_language {
+            *stats.other_language.entry(kind).or_default() += n;
+        }
+        candidates.extend(sampled);
     }
     let kept = data::keep_correct(&engine, candidates, &mut HashSet::new(), &mut stats, &mut |e| {
         reporter.event(e)
@@ -232,6 +257,11 @@ fn sft_data(a: &SftDataArgs) -> Result<Status> {
         json!({"examples": kept.len(), "by_label": by_label, "collected": stats, "out": a.out}),
     )?;
     Ok(Status::problems_if(stats.llm_errors > 0 && stats.replies == 0))
+}
+
+/// `2 cuda, 1 pytorch`: what left-out answers were written in.
+fn kinds_text(counts: &std::collections::BTreeMap<String, usize>) -> String {
+    counts.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ")
 }
 
 fn read_all(paths: &[PathBuf]) -> Result<Vec<SftExample>> {

@@ -98,6 +98,15 @@ pub fn render_report(s: &RunSummary) -> String {
     let _ = writeln!(out, "# cudal1 optimize: {}\n", s.task);
     let _ = writeln!(out, "- task: `{}`", s.task_path);
     let _ = writeln!(out, "- run: `{}`, LLM: {}", s.run_id, s.llm);
+    let asked = match s.language {
+        cudal1_search::Language::Cuda => "CUDA",
+        cudal1_search::Language::Triton => "Triton",
+    };
+    let _ = writeln!(
+        out,
+        "- language: the prompts asked for {asked} kernels (`--language {}`)",
+        s.language
+    );
     let _ = writeln!(out, "- stopped: {}", s.stop_text);
     let t = &s.totals;
     let _ = writeln!(
@@ -113,13 +122,23 @@ pub fn render_report(s: &RunSummary) -> String {
             };
             let _ = writeln!(
                 out,
-                "- best: program #{} from round {}, speedup {:.2}x{ci}, in `best.py`",
-                b.program_id, b.round, b.speedup
+                "- best: program #{} from round {}, speedup {:.2}x{ci}, {}, in `best.py`",
+                b.program_id,
+                b.round,
+                b.speedup,
+                b.written.describe()
             );
         }
         None => {
             let _ = writeln!(out, "- best: no correct program yet, so there is no `best.py` (`best.json` says what each program got)");
         }
+    }
+    if t.other_language > 0 {
+        let _ = writeln!(
+            out,
+            "- {} correct sample(s) hold programs with kernels of another language than {asked}: listed below, never the best",
+            t.other_language
+        );
     }
 
     let _ = writeln!(out, "\n## Rounds\n");
@@ -248,6 +267,7 @@ mod tests {
             task: "level1/1_X".into(),
             task_path: "/t/level1/1_X.py".into(),
             llm: "test llm".into(),
+            language: cudal1_search::Language::Cuda,
             stop: StopReason::Rounds { rounds: 2 },
             stop_text: "finished all 2 round(s)".into(),
             rounds: vec![round(1, None), round(2, best.then_some(3.0))],
@@ -257,6 +277,7 @@ mod tests {
                 speedup: 3.0,
                 speedup_ci_low: Some(2.8),
                 speedup_ci_high: Some(3.3),
+                written: cudal1_search::Written::Cuda,
                 code: "class ModelNew: pass\n".into(),
                 evaluation: json!({"verdict": "correct"}),
                 lineage: vec![node(5, 0, vec![2]), node(2, 1, vec![])],
@@ -265,6 +286,7 @@ mod tests {
                 samples: 6,
                 valid: 4,
                 correct: 1,
+                other_language: 0,
                 programs: 4,
                 prompt_tokens: 200,
                 completion_tokens: 100,
@@ -295,7 +317,7 @@ mod tests {
         assert!(md.contains("| 1 | 3 | 2 | 1 | 2 | - | 150 | $0.0000 |"), "{md}");
         assert!(md.contains("| 2 | 3 | 2 | 1 | 2 | 3.00x | 150 | $0.0000 |"), "{md}");
         assert!(
-            md.contains("- best: program #5 from round 2, speedup 3.00x (95% CI 2.80x to 3.30x)"),
+            md.contains("- best: program #5 from round 2, speedup 3.00x (95% CI 2.80x to 3.30x), CUDA, in `best.py`"),
             "{md}"
         );
         assert!(md.contains("- #5: round 2 of run `r1`, correct 3.00x, shown #2\n  - #2: round 1 of run `r1`, correct 2.00x, written from the reference alone"), "{md}");

@@ -189,7 +189,8 @@ impl Optimizer<'_> {
         })?;
         on_event(Event::Stopped { reason: stop.clone() });
         self.store.finish_run(&state.run_id, &stop.describe()).map_err(store_err)?;
-        let mut parts = summary::parts(rounds, &state.samples, &state.programs);
+        let language = self.prompts.asks_for();
+        let mut parts = summary::parts(rounds, &state.samples, &state.programs, language);
         if let Some(best) = &mut parts.best {
             // The index holds programs without their evaluations: the best one's comes from the
             // store.
@@ -205,6 +206,7 @@ impl Optimizer<'_> {
             task: task.key(),
             task_path: task.path.display().to_string(),
             llm: self.llm.describe(),
+            language,
             stop_text: stop.describe(),
             stop,
             rounds: parts.rounds,
@@ -270,8 +272,15 @@ impl<'o, 'a> Loop<'o, 'a> {
             let round_has_samples = self.samples.iter().any(|s| s.sample.round == round);
             if stop.as_ref().is_none_or(StopReason::finishes_round) && round_has_samples {
                 let wall_ms = round_started.elapsed().as_secs_f64() * 1e3;
-                let totals =
-                    round_totals(&self.run_id, round, &self.samples, &self.programs, wall_ms);
+                let language = self.opt.prompts.asks_for();
+                let totals = round_totals(
+                    &self.run_id,
+                    round,
+                    &self.samples,
+                    &self.programs,
+                    wall_ms,
+                    language,
+                );
                 self.opt.store.finish_round(&totals).map_err(|e| self.store_err(e))?;
                 on_event(Event::RoundFinished { totals: totals.clone() });
                 rounds.push(totals);

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+use cudal1_search::{Language, Written};
 use cudal1_store::{NewRound, StoredProgram, StoredSample};
 use serde::Serialize;
 
@@ -18,6 +19,8 @@ pub struct BestProgram {
     pub speedup: f64,
     pub speedup_ci_low: Option<f64>,
     pub speedup_ci_high: Option<f64>,
+    /// What its kernels are written in: the run's language, or `pytorch` (no custom kernel).
+    pub written: Written,
     pub code: String,
     /// The evaluator's full record (verdict, reason, timings, environment).
     pub evaluation: serde_json::Value,
@@ -63,6 +66,9 @@ pub struct Totals {
     pub samples: usize,
     pub valid: usize,
     pub correct: usize,
+    /// Correct samples whose program is written in the other language than the run asked for
+    /// (or in both): never the run's best ([`crate::tally::best_program`]).
+    pub other_language: usize,
     /// Distinct programs the run's samples hold.
     pub programs: usize,
     pub prompt_tokens: u64,
@@ -83,6 +89,8 @@ pub struct RunSummary {
     pub task: String,
     pub task_path: String,
     pub llm: String,
+    /// The language the run's prompts asked for; its best is in it or plain PyTorch.
+    pub language: Language,
     pub stop: StopReason,
     pub stop_text: String,
     pub rounds: Vec<NewRound>,
@@ -100,15 +108,21 @@ pub struct Parts {
     pub samples: Vec<SampleLine>,
 }
 
-pub fn parts(rounds: Vec<NewRound>, samples: &[StoredSample], programs: &ProgramIndex) -> Parts {
+pub fn parts(
+    rounds: Vec<NewRound>,
+    samples: &[StoredSample],
+    programs: &ProgramIndex,
+    language: Language,
+) -> Parts {
     let by_id: HashMap<i64, &StoredProgram> = programs.values().map(|p| (p.id, p)).collect();
-    let best = best_program(samples, programs).and_then(|p| {
+    let best = best_program(samples, programs, language).and_then(|p| {
         Some(BestProgram {
             program_id: p.id,
             round: p.round,
             speedup: p.speedup_median?,
             speedup_ci_low: p.speedup_ci_low,
             speedup_ci_high: p.speedup_ci_high,
+            written: Written::of(&p.code),
             code: p.code.clone(),
             evaluation: p.evaluation.clone(),
             lineage: lineage(p.id, &by_id),
@@ -145,6 +159,11 @@ pub fn parts(rounds: Vec<NewRound>, samples: &[StoredSample], programs: &Program
         samples: lines.len(),
         valid: lines.iter().filter(|l| l.outcome == crate::Outcome::Program.as_str()).count(),
         correct: lines.iter().filter(|l| l.verdict.as_deref() == Some("correct")).count(),
+        other_language: samples
+            .iter()
+            .filter_map(|s| program_of(s, programs))
+            .filter(|p| p.verdict == "correct" && !language.may_show(Written::of(&p.code)))
+            .count(),
         programs: distinct.len(),
         prompt_tokens: samples.iter().map(|s| s.sample.prompt_tokens).sum(),
         completion_tokens: samples.iter().map(|s| s.sample.completion_tokens).sum(),
@@ -177,9 +196,10 @@ mod tests {
             sample(2, 1, Outcome::Program, Some("bad")),
             sample(2, 2, Outcome::Program, Some("fast")),
         ];
-        let p = parts(vec![], &samples, &programs);
+        let p = parts(vec![], &samples, &programs, Language::Cuda);
         let best = p.best.unwrap();
-        assert_eq!((best.program_id, best.speedup), (2, 2.0));
+        assert_eq!((best.program_id, best.speedup, best.written), (2, 2.0, Written::PyTorch));
+        assert_eq!(p.totals.other_language, 0);
         assert_eq!(best.lineage.iter().map(|n| n.id).collect::<Vec<_>>(), vec![2, 1]);
         assert_eq!(p.samples[1].reason.as_deref(), Some("no code block"));
         assert_eq!(p.samples[3].verdict.as_deref(), Some("exploit"));

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use cudal1_eval::Verdict;
+use cudal1_search::{Language, Written};
 use cudal1_store::{NewRound, StoredProgram, StoredSample};
 use serde::Serialize;
 
@@ -46,10 +47,14 @@ pub fn program_of<'a>(s: &StoredSample, programs: &'a ProgramIndex) -> Option<&'
     programs.get(s.sample.code_hash.as_deref()?)
 }
 
-/// The fastest correct program among the samples (the earliest recorded on a tie).
+/// The fastest correct program among the samples (the earliest recorded on a tie) that a run
+/// asking for `language` counts as its own: one a prompt in that language may show (its
+/// language's or plain PyTorch, [`Language::may_show`]). A Triton run whose LLM wrote a CUDA
+/// program anyway does not report it as its best, nor a CUDA run a Triton one.
 pub fn best_program<'a, 'b>(
     samples: impl IntoIterator<Item = &'b StoredSample>,
     programs: &'a ProgramIndex,
+    language: Language,
 ) -> Option<&'a StoredProgram> {
     let mut best: Option<(&StoredProgram, f64)> = None;
     for p in samples.into_iter().filter_map(|s| program_of(s, programs)) {
@@ -58,20 +63,23 @@ pub fn best_program<'a, 'b>(
             None => true,
             Some((b, s)) => speedup > s || (speedup == s && p.id < b.id),
         };
-        if better {
+        // Read what it is written in only when it would be the best (a parse).
+        if better && language.may_show(Written::of(&p.code)) {
             best = Some((p, speedup));
         }
     }
     best.map(|(p, _)| p)
 }
 
-/// The totals of round `round` of a run, as recorded when the round finishes.
+/// The totals of round `round` of a run asking for `language`, as recorded when the round
+/// finishes; its best is [`best_program`]'s.
 pub fn round_totals(
     run_id: &str,
     round: u32,
     samples: &[StoredSample],
     programs: &ProgramIndex,
     wall_ms: f64,
+    language: Language,
 ) -> NewRound {
     let this: Vec<&StoredSample> = samples.iter().filter(|s| s.sample.round == round).collect();
     let count = |pred: &dyn Fn(&StoredSample) -> bool| {
@@ -80,7 +88,7 @@ pub fn round_totals(
     let valid = count(&|s| s.sample.outcome == Outcome::Program.as_str());
     let correct = count(&|s| program_of(s, programs).and_then(correct_speedup).is_some());
     let new_programs = programs.values().filter(|p| p.run_id == run_id && p.round == round).count();
-    let best = best_program(samples.iter().filter(|s| s.sample.round <= round), programs);
+    let best = best_program(samples.iter().filter(|s| s.sample.round <= round), programs, language);
     NewRound {
         run_id: run_id.to_owned(),
         round,
@@ -188,14 +196,40 @@ pub(crate) mod tests {
             // Evaluation still pending: valid, not correct.
             sample(2, 3, Outcome::Program, Some("pending")),
         ];
-        let r1 = round_totals("run", 1, &samples, &programs, 5.0);
+        let r1 = round_totals("run", 1, &samples, &programs, 5.0, Language::Cuda);
         assert_eq!((r1.samples, r1.valid, r1.correct, r1.new_programs), (3, 2, 1, 2));
         assert_eq!((r1.best_program_id, r1.best_speedup), (Some(1), Some(3.0)));
         assert_eq!((r1.prompt_tokens, r1.completion_tokens), (30, 15));
-        let r2 = round_totals("run", 2, &samples, &programs, 5.0);
+        let r2 = round_totals("run", 2, &samples, &programs, 5.0, Language::Cuda);
         assert_eq!((r2.samples, r2.valid, r2.correct, r2.new_programs), (4, 3, 2, 1));
         // Program 4 is faster but this run never sampled it.
         assert_eq!((r2.best_program_id, r2.best_speedup), (Some(1), Some(3.0)));
+    }
+
+    #[test]
+    fn the_best_is_written_in_the_runs_language_or_plain_pytorch() {
+        let mut cuda = program(1, "cuda", 1, "correct", Some(5.0));
+        cuda.code = "from torch.utils.cpp_extension import load_inline\next = load_inline(name='e', cpp_sources='')\nclass ModelNew: pass\n".into();
+        let mut triton = program(2, "triton", 1, "correct", Some(3.0));
+        triton.code =
+            "import triton\n@triton.jit\ndef k(x):\n    pass\nclass ModelNew: pass\n".into();
+        let plain = program(3, "plain", 1, "correct", Some(1.5));
+        let programs = index_programs(vec![cuda, triton, plain]);
+        let all = vec![
+            sample(1, 0, Outcome::Program, Some("cuda")),
+            sample(1, 1, Outcome::Program, Some("triton")),
+            sample(1, 2, Outcome::Program, Some("plain")),
+        ];
+        let best = |samples: &[StoredSample], language| {
+            best_program(samples, &programs, language).map(|p| p.id)
+        };
+        assert_eq!(best(&all, Language::Cuda), Some(1));
+        assert_eq!(best(&all, Language::Triton), Some(2));
+        // Without a program of its own language, plain PyTorch; never the other language.
+        assert_eq!(best(&[all[0].clone(), all[2].clone()], Language::Triton), Some(3));
+        assert_eq!(best(&all[..1], Language::Triton), None);
+        let r = round_totals("run", 1, &all[..2], &programs, 5.0, Language::Triton);
+        assert_eq!((r.correct, r.best_program_id, r.best_speedup), (2, Some(2), Some(3.0)));
     }
 
     #[test]
@@ -208,6 +242,6 @@ pub(crate) mod tests {
             sample(1, 0, Outcome::Program, Some("inf")),
             sample(1, 1, Outcome::Program, Some("x")),
         ];
-        assert!(best_program(&samples, &programs).is_none());
+        assert!(best_program(&samples, &programs, Language::Cuda).is_none());
     }
 }

@@ -1,10 +1,14 @@
 //! [`draw_prompt`]: the prompt for one sample (or one group of samples) of a task: the reference
 //! alone while the task has no correct variant, else the contrastive prompt with N earlier correct
-//! variants drawn by the [`ExemplarSampler`]. `optimize` and training build their prompts here.
+//! variants drawn by the [`ExemplarSampler`] from those the prompt's language may show
+//! ([`crate::exemplar_pool`]). `optimize` and training build their prompts here.
 
 use rand::Rng;
 
-use crate::{Exemplar, ExemplarSampler, PromptError, Prompts, Reference, ScoredVariant};
+use crate::{
+    exemplar_pool, Exemplar, ExemplarSampler, PromptError, Prompts, Reference, ScoredVariant,
+    Written,
+};
 
 /// An earlier program of the task as a prompt may show it.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,7 +33,9 @@ pub struct Drawn {
 
 /// The prompt for `reference` given its earlier `variants`: the first-round prompt when
 /// `contrastive` is false or no variant is correct, else up to `n` correct variants drawn by
-/// `sampler`.
+/// `sampler` from those a prompt in `prompts`' language may show ([`exemplar_pool`]): a Triton
+/// prompt never shows a CUDA variant, nor a CUDA prompt a Triton one. When no correct variant
+/// of the language remains, the first-round prompt.
 pub fn draw_prompt<'r>(
     prompts: &Prompts,
     reference: impl Into<Reference<'r>>,
@@ -44,6 +50,7 @@ pub fn draw_prompt<'r>(
         .iter()
         .filter_map(|v| v.speedup.filter(|s| s.is_finite()).map(|s| (v, s)))
         .collect();
+    let correct = exemplar_pool(prompts.asks_for(), correct, |(v, _)| Written::of(&v.code));
     if !contrastive || correct.is_empty() || n == 0 {
         return Ok(Drawn { prompt: prompts.first(reference)?, contrastive: false, shown: vec![] });
     }

@@ -6,8 +6,9 @@
 //! be overridden from a directory, asking for CUDA or for Triton kernels ([`Language`]). Around
 //! it: [`extract_program`] finds the candidate in a reply, [`normalized_hash`] de-duplicates
 //! candidates, [`ExemplarSampler`] picks which earlier variants a prompt shows (CUDA-L1's
-//! bucketed softmax), [`draw_prompt`] renders the prompt for a task from its
-//! earlier variants, and [`group_normalized_rewards`] turns a group's
+//! bucketed softmax), [`exemplar_pool`] keeps the earlier variants a prompt in one language may
+//! show (its own language's and plain PyTorch), [`draw_prompt`] renders the prompt for a task from
+//! its earlier variants, and [`group_normalized_rewards`] turns a group's
 //! speedups into GRPO rewards.
 //!
 //! ```
@@ -26,6 +27,7 @@ mod contrastive;
 mod extract;
 mod feedback;
 mod normalize;
+mod pool;
 mod prompts;
 mod reward;
 mod sampler;
@@ -34,6 +36,7 @@ pub use contrastive::{draw_prompt, Drawn, Variant};
 pub use extract::{extract_program, ExtractError};
 pub use feedback::Judged;
 pub use normalize::{normalize, normalized_hash};
+pub use pool::{exemplar_pool, Written};
 pub use prompts::{Attempt, Exemplar, Language, PromptError, Prompts, Reference, TEMPLATE_NAMES};
 pub use reward::{group_advantages, group_normalized_rewards};
 pub use sampler::{Bucket, ExemplarSampler, SamplerError, ScoredVariant};

@@ -143,6 +143,9 @@ pub struct Service {
     /// The templates asking for CUDA, and the same asking for Triton.
     cuda_prompts: Prompts,
     triton_prompts: Prompts,
+    /// What each program shown or considered as an exemplar is written in, by id: a program's
+    /// code never changes, so it is read once ([`cudal1_search::exemplar_pool`]).
+    written: std::sync::Mutex<std::collections::HashMap<i64, cudal1_search::Written>>,
     /// Set by [`Service::shutdown`]: waiting requests answer at once.
     closing: std::sync::atomic::AtomicBool,
 }
@@ -170,6 +173,7 @@ impl Service {
             metrics: metrics::Metrics::new(),
             cuda_prompts: prompts.clone().language(Language::Cuda),
             triton_prompts: prompts.language(Language::Triton),
+            written: std::sync::Mutex::default(),
             closing: std::sync::atomic::AtomicBool::new(false),
         })
     }

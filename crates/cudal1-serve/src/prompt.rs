@@ -3,13 +3,14 @@
 //! ([`cudal1_search::ExemplarSampler`]), asking for programs in the request's language (CUDA or
 //! Triton). A prompt is reproducible: the draw is seeded from the task, the key, the sampler's
 //! settings and the language, and only programs up to a watermark (`as_of`) of the
-//! program database are considered. Every prompt is recorded under its id, so that programs
+//! program database are considered, and of those only the ones a prompt in the request's language
+//! may show ([`cudal1_search::exemplar_pool`]: its own language's and plain PyTorch). Every prompt is recorded under its id, so that programs
 //! written in answer to it get its exemplars as parents.
 
 use std::sync::Arc;
 
 use cudal1_eval::Mode;
-use cudal1_search::{Exemplar, ExemplarSampler, Language, ScoredVariant};
+use cudal1_search::{exemplar_pool, Exemplar, ExemplarSampler, Language, ScoredVariant, Written};
 use cudal1_store::PromptRecord;
 use cudal1_task::content_hash;
 use rand::rngs::StdRng;
@@ -74,6 +75,8 @@ impl Service {
             None => self.store.last_program_id()?,
         };
         let ranked = self.store.ranked_programs(&task.hash, &settings_hash, Some(as_of))?;
+        let written = self.written_as(ranked.iter().map(|p| p.id))?;
+        let ranked = exemplar_pool(spec.language, ranked, |p| written[&p.id]);
         let sampler = ExemplarSampler::new(spec.bucket_width, spec.temperature)
             .map_err(|e| ApiError::unprocessable(e.to_string()))?;
         let mut inputs = format!(
@@ -129,6 +132,30 @@ impl Service {
             as_of,
             language: spec.language,
         })
+    }
+
+    /// What each of the programs `ids` is written in, read from its code once and kept.
+    fn written_as(
+        &self,
+        ids: impl Iterator<Item = i64>,
+    ) -> Result<std::collections::HashMap<i64, Written>, ApiError> {
+        let mut out = std::collections::HashMap::new();
+        for id in ids {
+            let known = self.written.lock().expect("the language cache's lock").get(&id).copied();
+            let w = match known {
+                Some(w) => w,
+                None => {
+                    let program = self.store.program(id)?.ok_or_else(|| {
+                        ApiError::internal(format!("program {id} vanished from the database"))
+                    })?;
+                    let w = Written::of(&program.code);
+                    self.written.lock().expect("the language cache's lock").insert(id, w);
+                    w
+                }
+            };
+            out.insert(id, w);
+        }
+        Ok(out)
     }
 
     /// A JSON line of an exported prompt set: the fields verl, TRL and OpenRLHF read.

@@ -30,7 +30,7 @@ pub use candidates::{
 pub use hash::content_hash;
 pub use imports::{read_cuda_l1, ImportedRow};
 pub use layout::{load_suite, parse_file_name, Suite, TaskName};
-pub use screen::{screen, ScreenFinding, Screening};
+pub use screen::{kernel_kinds, screen, KernelKinds, ScreenFinding, Screening};
 pub use syntax::{find_definitions, Definitions, SyntaxProblem};
 
 use std::path::{Path, PathBuf};

@@ -67,6 +67,49 @@ pub fn screen(source: &str) -> Screening {
     Screening { findings: s.findings }
 }
 
+/// Which kinds of custom kernel a program builds: CUDA (a `torch.utils.cpp_extension`
+/// `load_inline`/`load` build, seen through import aliases) and Triton (a function under
+/// `@triton.jit`, [`crate::triton_kernels`]). A program with neither is plain PyTorch. Read from
+/// the source without running it, like the rest of the screen: a program that hides its build
+/// (`exec`, a computed name) counts as neither.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KernelKinds {
+    pub cuda: bool,
+    pub triton: bool,
+}
+
+/// The kinds of custom kernel `source` builds ([`KernelKinds`]). Sources that name neither
+/// `triton` nor a `load` are not parsed.
+pub fn kernel_kinds(source: &str) -> KernelKinds {
+    let triton = source.contains("triton") && !crate::triton_kernels(source).is_empty();
+    let cuda = source.contains("load") && cuda_build(source);
+    KernelKinds { cuda, triton }
+}
+
+/// Whether a call in `source` resolves to `torch.utils.cpp_extension.load_inline`/`load` (or a
+/// bare `load_inline`, as `builds` in [`crate::bypass`] reads it).
+fn cuda_build(source: &str) -> bool {
+    let tree = parse(source);
+    let root = tree.root_node();
+    let mut s = Screener { src: source, aliases: HashMap::new(), findings: Vec::new() };
+    s.collect_imports(root);
+    let mut stack = vec![root];
+    while let Some(node) = stack.pop() {
+        if node.kind() == "call" {
+            let p = node.child_by_field_name("function").and_then(|f| s.path(f));
+            if let Some(p) = p {
+                let last = p.rsplit('.').next().unwrap_or("");
+                if last == "load_inline" || (last == "load" && p.contains("cpp_extension")) {
+                    return true;
+                }
+            }
+        }
+        let mut c = node.walk();
+        stack.extend(node.children(&mut c));
+    }
+    false
+}
+
 /// Where a node sits: inside which class and function.
 #[derive(Debug, Clone, Default)]
 struct Scope {
@@ -510,6 +553,23 @@ mod tests {
 
     fn decisive(src: &str) -> Option<String> {
         screen(src).decisive().map(|f| f.class.clone())
+    }
+
+    #[test]
+    fn kernel_kinds_tell_cuda_triton_both_and_plain_pytorch() {
+        let cuda = "import torch\nfrom torch.utils.cpp_extension import load_inline\next = load_inline(name='e', cpp_sources='', cuda_sources='')\n";
+        assert_eq!(kernel_kinds(cuda), KernelKinds { cuda: true, triton: false });
+        let aliased =
+            "import torch.utils.cpp_extension as ce\next = ce.load(name='e', sources=['k.cu'])\n";
+        assert_eq!(kernel_kinds(aliased), KernelKinds { cuda: true, triton: false });
+        let triton =
+            "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x_ptr):\n    pass\n";
+        assert_eq!(kernel_kinds(triton), KernelKinds { cuda: false, triton: true });
+        let both = format!("{cuda}{triton}");
+        assert_eq!(kernel_kinds(&both), KernelKinds { cuda: true, triton: true });
+        // Words in strings and comments, or another module's `load`, build nothing.
+        let plain = "import torch, json\n# a triton port would load_inline here\ncfg = json.load(open('c'))\ns = 'triton.jit'\nclass ModelNew(torch.nn.Module):\n    pass\n";
+        assert_eq!(kernel_kinds(plain), KernelKinds::default());
     }
 
     #[test]

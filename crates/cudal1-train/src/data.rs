@@ -8,7 +8,7 @@ use crate::{TrainError, TrainEvent};
 use cudal1_eval::{Evaluator, JobOutcome, Mode, Verdict};
 use cudal1_llm::{ChatRequest, Llm};
 use cudal1_model::messages::Message;
-use cudal1_search::{extract_program, normalized_hash, Prompts};
+use cudal1_search::{extract_program, normalized_hash, Language, Prompts, Written};
 use cudal1_task::Task;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -70,6 +70,39 @@ pub struct Collected {
     pub kept: usize,
     /// Verdicts of the judged programs.
     pub verdicts: std::collections::BTreeMap<String, usize>,
+    /// Answers left out before judging because their program is not written in the language
+    /// the prompts ask for ([`answers_in`]), by what it is written in (`cuda`, `pytorch`,
+    /// `mixed`); empty for CUDA prompts.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub other_language: std::collections::BTreeMap<String, usize>,
+}
+
+/// The `candidates` that answer prompts asking for `language` in that language. For Triton
+/// prompts, only programs with Triton kernels and no CUDA extension ([`Language::is`]): a CUDA or
+/// plain-PyTorch answer would teach the model to ignore what the prompt asks for. For CUDA
+/// prompts, every candidate, as before languages existed (CUDA-L1's corpus mixes CUDA and
+/// faster-PyTorch answers, and its prompt welcomes both). A reply without a program is kept (it
+/// is counted as such when judged). What is left out is counted in `stats.other_language`.
+pub fn answers_in(
+    language: Language,
+    candidates: Vec<Candidate>,
+    stats: &mut Collected,
+) -> Vec<Candidate> {
+    if language == Language::Cuda {
+        return candidates;
+    }
+    candidates
+        .into_iter()
+        .filter(|c| {
+            let Ok(code) = extract_program(&c.reply) else { return true };
+            let written = Written::of(&code);
+            let keep = language.is(written);
+            if !keep {
+                *stats.other_language.entry(written.as_str().to_owned()).or_default() += 1;
+            }
+            keep
+        })
+        .collect()
 }
 
 /// A candidate reply for a task before judging.
@@ -210,4 +243,57 @@ pub fn sample_llm(
 /// A corpus program as a reply in the format the prompts ask for (a fenced Python block).
 pub fn corpus_reply(code: &str) -> String {
     format!("```python\n{}\n```\n", code.trim_end())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn candidates() -> Vec<Candidate> {
+        let task = Arc::new(
+            Task::from_source(
+                Path::new("level1/1_X.py"),
+                "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x + 1\ndef get_inputs():\n    return [torch.randn(4)]\ndef get_init_inputs():\n    return []\n".into(),
+            )
+            .unwrap(),
+        );
+        let answer = |code: &str, label: &str| Candidate {
+            task: Arc::clone(&task),
+            messages: vec![],
+            reply: corpus_reply(code),
+            provenance: json!({"label": label}),
+        };
+        let cuda = "from torch.utils.cpp_extension import load_inline\next = load_inline(name='e', cpp_sources='')\nclass ModelNew: pass\n";
+        let triton = "import triton\n@triton.jit\ndef k(x):\n    pass\nclass ModelNew: pass\n";
+        vec![
+            answer(cuda, "cuda"),
+            answer(triton, "triton"),
+            answer("import torch\nclass ModelNew: pass\n", "pytorch"),
+            answer(&format!("{cuda}{triton}"), "mixed"),
+            Candidate { reply: "No program.".into(), ..answer("", "prose") },
+        ]
+    }
+
+    fn labels(kept: &[Candidate]) -> Vec<&str> {
+        kept.iter().map(|c| c.provenance["label"].as_str().unwrap()).collect()
+    }
+
+    #[test]
+    fn triton_prompts_keep_triton_answers_and_count_the_rest_by_language() {
+        let mut stats = Collected::default();
+        let kept = answers_in(Language::Triton, candidates(), &mut stats);
+        assert_eq!(labels(&kept), ["triton", "prose"]);
+        let counts: Vec<(&str, usize)> =
+            stats.other_language.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert_eq!(counts, [("cuda", 1), ("mixed", 1), ("pytorch", 1)]);
+    }
+
+    #[test]
+    fn cuda_prompts_keep_every_answer_as_before() {
+        let mut stats = Collected::default();
+        let kept = answers_in(Language::Cuda, candidates(), &mut stats);
+        assert_eq!(labels(&kept), ["cuda", "triton", "pytorch", "mixed", "prose"]);
+        assert!(stats.other_language.is_empty());
+        assert!(serde_json::to_value(&stats).unwrap().get("other_language").is_none());
+    }
 }

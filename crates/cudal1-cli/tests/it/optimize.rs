@@ -773,3 +773,52 @@ fn a_triton_run_never_resumes_a_cuda_run_nor_the_other_way() {
     }
     assert_eq!(count(&db, "SELECT COUNT(*) FROM optimize_runs"), 2);
 }
+
+/// A Triton run counts only Triton and plain-PyTorch programs as its own (issue 31): when the
+/// LLM answers a Triton prompt with a faster CUDA program anyway, the run's best, `best.py` and
+/// the later rounds' exemplars are the Triton program, and the summary names the language, what
+/// the best is written in and how many correct programs were in another language.
+#[test]
+fn a_triton_run_keeps_its_best_and_its_exemplars_in_triton() {
+    // Both run on the CPU: the CUDA build is never called and the Triton kernel never launched,
+    // but what a program is written in is read from its source.
+    let cuda_fast = format!(
+        "{}\n\ndef _build():\n    from torch.utils.cpp_extension import load_inline\n    return load_inline(name='diag_cuda_ext', cpp_sources='', cuda_sources='')\n",
+        candidate("fast.py")
+    );
+    let triton_slow = format!(
+        "import triton\n\n\n@triton.jit\ndef diag_triton_kernel(x_ptr):\n    pass\n\n\n{SLOW}"
+    );
+    let server = Scripted::start(
+        vec![Step::Reply(fenced(&cuda_fast)), Step::Reply(fenced(&triton_slow))],
+        vec![Step::Reply("No new idea this time.".into())],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (db, out) = (dir.path().join("s.db"), dir.path().join("out"));
+    let extra = ["--llm-url", &server.url, "--model", "m", "--language", "triton"];
+    let run = optimize(&db, &out, &[&extra[..], &["--rounds", "2", "--samples", "2"]].concat());
+    let prompts = server.finish();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let s = summary(&run);
+    assert_eq!(s["language"], "triton", "{s}");
+    let correct: Vec<&Value> =
+        s["samples"].as_array().unwrap().iter().filter(|l| l["verdict"] == "correct").collect();
+    assert_eq!(correct.len(), 2, "{s}");
+    let fastest = correct.iter().map(|l| l["speedup"].as_f64().unwrap()).fold(0.0, f64::max);
+    let best = &s["best"];
+    assert_eq!(best["written"], "triton", "{best}");
+    assert!(best["speedup"].as_f64().unwrap() < fastest, "the CUDA program was faster: {s}");
+    assert_eq!(s["totals"]["other_language"], 1, "{s}");
+    let best_py = std::fs::read_to_string(out.join("best.py")).unwrap();
+    assert!(best_py.contains("diag_triton_kernel") && !best_py.contains("load_inline"));
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("- language: the prompts asked for Triton kernels"), "{report}");
+    assert!(report.contains(", Triton, in `best.py`"), "{report}");
+    // Round 2's contrastive prompt shows the Triton program and not the CUDA one.
+    let contrastive: Vec<&String> =
+        prompts.iter().filter(|p| p.contains("Earlier attempts")).collect();
+    assert_eq!(contrastive.len(), 2, "{prompts:?}");
+    for p in contrastive {
+        assert!(p.contains("diag_triton_kernel") && !p.contains("diag_cuda_ext"), "{p}");
+    }
+}

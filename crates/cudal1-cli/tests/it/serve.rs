@@ -390,3 +390,33 @@ fn postgres_restarted_under_a_running_worker_and_server_loses_nothing() {
     }
     assert_eq!(store.counts().unwrap().done, 4);
 }
+
+/// The startup line names the language prompts ask for when a request names none (issue 31).
+#[test]
+fn the_startup_line_names_the_default_language() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("q.db");
+    let db_arg = db.to_str().unwrap();
+    for language in ["cuda", "triton"] {
+        let port = free_port();
+        let mut extra = vec!["--db", db_arg, "--local-worker", "false", "--gpu-class", "cpu"];
+        if language == "triton" {
+            extra.extend(["--language", "triton"]);
+        }
+        let mut server = serve(dir.path(), port, &extra, language);
+        server.wait_for(
+            &format!("prompts ask for {language} unless a request names its `language`"),
+            Duration::from_secs(10),
+        );
+        let (status, prompt) = http(
+            port,
+            "POST",
+            "/v1/prompt",
+            Some(&json!({"task": "level1/2_Swish", "key": "k"})),
+            Duration::from_secs(30),
+        )
+        .unwrap();
+        assert_eq!(status, 200, "{prompt}");
+        assert_eq!(prompt["language"], language, "{prompt}");
+    }
+}

@@ -341,6 +341,87 @@ fn supervised_data_is_sampled_with_prompts_in_the_language_given() {
     }
 }
 
+/// `train sft-data --language triton --from-solutions DIR` (issue 31) keeps only Triton programs
+/// as answers to its Triton prompts, and says how many it left out and why; where none is left,
+/// a clear error. Without the flag every correct solution is kept, as before.
+#[test]
+fn supervised_data_for_triton_prompts_keeps_only_triton_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = repo().join("tests/suite-cpu/tasks/level1");
+    let correct = std::fs::read_to_string(
+        repo().join("tests/suite-cpu/candidates/level1/2_Swish/correct.py"),
+    )
+    .unwrap();
+    // All three are correct on the CPU: the CUDA build is never called and the Triton kernel
+    // never launched; what each is written in is read from its source.
+    let cuda = format!(
+        "{correct}\n\ndef _build():\n    from torch.utils.cpp_extension import load_inline\n    return load_inline(name='swish_ext', cpp_sources='', cuda_sources='')\n"
+    );
+    let triton = format!(
+        "import triton\n\n\n@triton.jit\ndef swish_kernel(x_ptr):\n    pass\n\n\n{correct}"
+    );
+    let solutions = |name: &str, files: &[(&str, &str)]| {
+        let d = dir.path().join(name).join("level1/2_Swish");
+        std::fs::create_dir_all(&d).unwrap();
+        for (file, code) in files {
+            std::fs::write(d.join(file), code).unwrap();
+        }
+        dir.path().join(name)
+    };
+    let mixed =
+        solutions("mixed", &[("cuda.py", &cuda), ("plain.py", &correct), ("triton.py", &triton)]);
+    let sft_data = |from: &Path, triton: bool| {
+        let mut cmd = cudal1(&dir.path().join("s.db"));
+        cmd.args(["train", "sft-data", "--device", "cpu", "--suite"])
+            .arg(&suite)
+            .arg("--from-solutions")
+            .arg(from)
+            .arg("--out")
+            .arg(dir.path().join("sft.jsonl"));
+        if triton {
+            cmd.args(["--language", "triton"]);
+        }
+        run(cmd)
+    };
+
+    let out = sft_data(&mixed, true);
+    assert!(out.status.success());
+    let summary = &json_lines(&out)[0];
+    assert_eq!(summary["examples"], 1, "{summary}");
+    assert_eq!(summary["by_label"], serde_json::json!({"triton.py": 1}), "{summary}");
+    assert_eq!(
+        summary["collected"]["other_language"],
+        serde_json::json!({"cuda": 1, "pytorch": 1}),
+        "{summary}"
+    );
+    let said = super::said(&out);
+    assert!(
+        said.contains("left out 2 of the 3 solutions") && said.contains("(1 cuda, 1 pytorch)"),
+        "{said}"
+    );
+    let example = &lines_of(&dir.path().join("sft.jsonl"))[0];
+    assert!(example["messages"][0]["content"].as_str().unwrap().contains("@triton.jit"));
+
+    // CUDA prompts keep every correct solution, as before languages existed.
+    let out = sft_data(&mixed, false);
+    assert!(out.status.success());
+    let summary = &json_lines(&out)[0];
+    assert_eq!(summary["examples"], 3, "{summary}");
+    assert!(summary["collected"].get("other_language").is_none(), "{summary}");
+
+    // No Triton solution at all: nothing to learn from, said before anything is judged.
+    let none = solutions("none", &[("cuda.py", &cuda), ("plain.py", &correct)]);
+    let out = sft_data(&none, true);
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("none of the 2 solutions"), "{said}");
+    assert!(
+        said.contains("(1 cuda, 1 pytorch)") && said.contains("leave out `--language triton`"),
+        "{said}"
+    );
+    assert!(json_lines(&out).is_empty());
+}
+
 /// `train self-sup --language triton` records the language in the run's settings: the same run
 /// directory is refused to a CUDA run (and would be to a Triton run in a CUDA run's directory).
 #[test]

@@ -246,3 +246,77 @@ async fn prompts_ask_for_the_language_of_the_request_or_the_servers_default() {
     let defaulted = export(&triton_server.url, "").await;
     assert!(defaulted.iter().all(|r| r["language"] == "triton"), "{defaulted:?}");
 }
+
+/// A prompt shows earlier programs of its own language and plain PyTorch ones only: a Triton
+/// prompt never offers a CUDA program as the variant to beat, nor a CUDA prompt a Triton one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompts_show_exemplars_of_their_own_language_and_plain_pytorch() {
+    use cudal1_store::{NewProgram, ProgramDatabase, ProgramKey};
+    let server = Server::start(|_| {}, false).await;
+    let task = crate::suite()["level1/2_Swish"].hash.clone();
+    let settings_hash = cudal1_eval::Judge::new("cpu").settings_hash(&cudal1_eval::EvalSettings {
+        mode: cudal1_eval::Mode::Full,
+        ..crate::settings()
+    });
+    let cuda = "import torch\nfrom torch.utils.cpp_extension import load_inline\next = load_inline(name='swish_cuda', cpp_sources='', cuda_sources='')\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return ext.f(x)\n";
+    let triton = "import torch, triton\nimport triton.language as tl\n@triton.jit\ndef swish_triton(x_ptr):\n    pass\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        swish_triton[(1,)](x)\n        return x\n";
+    let pytorch = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x * torch.sigmoid(x)  # swish_pytorch\n";
+    let mut ids = Vec::new();
+    for (i, (code, speedup)) in [(cuda, 3.0), (triton, 2.0), (pytorch, 1.2)].into_iter().enumerate()
+    {
+        let id = server
+            .store
+            .insert_program(&NewProgram {
+                key: ProgramKey {
+                    task_hash: task.clone(),
+                    code_hash: format!("h{i}"),
+                    settings_hash: settings_hash.clone(),
+                },
+                code: code.into(),
+                run_id: "earlier".into(),
+                round: 1,
+                trajectory: None,
+                turn: 1,
+                parent_ids: vec![],
+                verdict: "correct".into(),
+                reason: String::new(),
+                reason_class: String::new(),
+                speedup_median: Some(speedup),
+                speedup_ci_low: Some(speedup),
+                speedup_ci_high: Some(speedup),
+                evaluation: json!({}),
+            })
+            .unwrap();
+        ids.push(id);
+    }
+    let url = format!("{}/v1/prompt", server.url);
+    let shown = |p: &serde_json::Value| {
+        let mut ids: Vec<i64> = p["exemplars"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["program_id"].as_i64().unwrap())
+            .collect();
+        ids.sort_unstable();
+        ids
+    };
+    for key in ["a", "b", "c"] {
+        let (status, c) =
+            post(&url, &json!({"task": "level1/2_Swish", "key": key, "exemplars": 3})).await;
+        assert_eq!(status, StatusCode::OK, "{c}");
+        assert_eq!(shown(&c), [ids[0], ids[2]], "{c}");
+        let text = c["prompt"].as_str().unwrap();
+        assert!(text.contains("swish_cuda") && !text.contains("swish_triton"), "{text}");
+
+        let ask =
+            json!({"task": "level1/2_Swish", "key": key, "exemplars": 3, "language": "triton"});
+        let (status, t) = post(&url, &ask).await;
+        assert_eq!(status, StatusCode::OK, "{t}");
+        assert_eq!(shown(&t), [ids[1], ids[2]], "{t}");
+        let text = t["prompt"].as_str().unwrap();
+        assert!(text.contains("swish_triton") && !text.contains("swish_cuda"), "{text}");
+        // The recorded prompt's exemplars (the parents of its answers) are the ones shown.
+        let again = post(&url, &ask).await.1;
+        assert_eq!(again["exemplars"], t["exemplars"], "reproducible");
+    }
+}
