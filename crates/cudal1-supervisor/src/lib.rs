@@ -66,6 +66,7 @@ pub mod orphans;
 mod outcome;
 mod pid_namespace;
 mod pipes;
+mod private_tmp;
 mod procfs;
 mod seccomp;
 mod spawner;
