@@ -64,6 +64,14 @@ pub(crate) struct Kept {
     pub dir: bool,
 }
 
+/// Whether a sandboxed [`crate::Worker`] started now gets a private `/tmp`: the kernel gives it a
+/// PID namespace (and with it a mount namespace), and the host's `/tmp` is a directory.
+#[must_use]
+pub fn available() -> bool {
+    crate::sandbox_support().pid_namespace.is_ok()
+        && std::fs::symlink_metadata(TMP).is_ok_and(|m| m.is_dir())
+}
+
 /// The plan for a worker that needs `paths` (those not under `/tmp` are left out), with at most
 /// `memory_bytes` of memory, granting `access` on the new `/tmp`. `None` where `/tmp` is not a
 /// directory of its own (a link, or missing): then the worker shares the host's.
