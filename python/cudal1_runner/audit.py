@@ -12,7 +12,8 @@ Expected outputs live in a directory the sandbox does not let a candidate read, 
 them is the exploit whether or not the sandbox is there: a candidate that lists directories
 around its own (its parent, the temporary directories) or opens saved tensors outside its own
 directory is reported as ``file_access``. The event fires before the system call, so a listing
-that the sandbox refuses is seen too.
+that the sandbox refuses is seen too. A sandboxed runner's ``/tmp`` is its own (cudal1 says so
+through ``CUDAL1_PRIVATE_TMP``): using it is no such look.
 
 Formatting a traceback (``traceback.format_exc()``, ``logging.exception``) reads the frames of
 the exception's traceback, all of which lie between the handler and the raise, inside the
@@ -100,6 +101,11 @@ class Auditor:
         self._origins = origins
         # The candidate's own directory (the runner's working directory) is its to use.
         self._home = os.path.realpath(home or os.getcwd())
+        # A sandboxed runner with a /tmp of its own (set by cudal1, ``PRIVATE_TMP_VAR``): nothing of
+        # another process is there (what it keeps of the host's /tmp are its own directories, and
+        # looking around its own directory still counts), so it may use /tmp as any program does.
+        private = os.environ.get("CUDAL1_PRIVATE_TMP") == "1"
+        self._shared_temp = tuple(t for t in _SHARED_TEMP if not (private and t == "/tmp"))
         self._local = threading.local()
         self._seen = set()
         self._pending = []
@@ -222,7 +228,7 @@ class Auditor:
         if home.startswith(path.rstrip(os.sep) + os.sep) or path == os.path.dirname(home):
             return True  # an ancestor of its own directory: the work root holds the reference's
         parent = os.path.dirname(home)
-        if path.startswith(parent + os.sep) or any(path == t or path.startswith(t + os.sep) for t in _SHARED_TEMP):
+        if path.startswith(parent + os.sep) or any(path == t or path.startswith(t + os.sep) for t in self._shared_temp):
             return True
         return event == "open" and path.endswith(_TENSOR_FILES)
 

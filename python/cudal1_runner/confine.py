@@ -3,7 +3,8 @@
 The Rust supervisor builds the steps (``SandboxSteps`` in crates/cudal1-supervisor) and applies
 them itself in the children it forks before they exec; a runner forked by the zygote gets the
 same steps as JSON and applies them here, in the same order, before any task or candidate code is
-loaded: cgroups, rlimits, namespaces (network; PID, with a mount namespace for its ``/proc``),
+loaded: cgroups, rlimits, namespaces (network; PID, with a mount namespace for its ``/proc`` and a
+private ``/tmp``),
 capabilities, Landlock (a ruleset the supervisor built, passed as a descriptor), seccomp (a program
 the supervisor built). Every step either succeeds or raises; the zygote reports a raise and the
 child exits before it runs anything. The system call numbers come with the steps, so nothing here
@@ -37,6 +38,7 @@ _SIGKILL = 9
 MS_NOSUID = 2
 MS_NODEV = 4
 MS_NOEXEC = 8
+MS_BIND = 4096
 MS_REC = 1 << 14
 MS_PRIVATE = 1 << 18
 # <sys/wait.h>: wait for every kind of child, those that send no SIGCHLD at their end too.
@@ -123,9 +125,9 @@ def _set_rlimits(steps: dict, which) -> None:
             _check(_libc.setrlimit(ctypes.c_int(kind), ctypes.byref(limit)), f"setrlimit({kind})")
 
 
-def _mount(source, target, fstype, flags: int, what: str) -> None:
+def _mount(source, target, fstype, flags: int, what: str, data=None) -> None:
     encode = lambda v: None if v is None else v.encode()  # noqa: E731
-    _check(_libc.mount(encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags), None), what)
+    _check(_libc.mount(encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags), encode(data)), what)
 
 
 def _restrict(steps: dict, landlock_fd, own_rules: bool) -> None:
@@ -135,6 +137,9 @@ def _restrict(steps: dict, landlock_fd, own_rules: bool) -> None:
         if landlock_fd is None:
             raise OSError("the steps name a Landlock ruleset but none was sent")
         own = [("/proc/self/task", steps["own_task_access"]), ("/proc", steps.get("own_proc_access", 0))] if own_rules else []
+        tmp = steps.get("private_tmp")
+        if own_rules and tmp is not None:
+            own.append((tmp["root"], tmp["access"]))
         for path, access in own:
             if not access:
                 continue
@@ -158,6 +163,33 @@ def _restrict(steps: dict, landlock_fd, own_rules: bool) -> None:
         fprog = _SockFprog(len(program), filters)
         _check(_libc.prctl(ctypes.c_int(PR_SET_SECCOMP), ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(fprog),
                            ctypes.c_ulong(0), ctypes.c_ulong(0)), "prctl(PR_SET_SECCOMP)")
+
+
+def _mount_private_tmp(tmp: dict) -> None:
+    """A ``/tmp`` of this worker's own (``private_tmp.rs``, whose notes say why): a tmpfs over the
+    host's, with each kept path of the host's bound back at its own path. Right after the mounts
+    were made private."""
+    # The host's /tmp as this mount namespace's copy shows it: a bind source must be a mount of the
+    # caller's namespace.
+    host = os.open(tmp["root"], os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        _mount("tmpfs", tmp["root"], "tmpfs", MS_NOSUID | MS_NODEV, "mounting a private /tmp", tmp["options"])
+        for path in tmp["dirs"]:
+            try:
+                os.mkdir(path, 0o755)
+            except FileExistsError:
+                pass
+        for kept in tmp["kept"]:
+            if not kept["dir"]:
+                os.close(os.open(kept["target"], os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+            source = os.open(kept["source"], os.O_PATH | os.O_CLOEXEC, dir_fd=host)
+            try:
+                # Recursive: a mount below it that this namespace may not separate from it must come along.
+                _mount(f"/proc/self/fd/{source}", kept["target"], None, MS_BIND | MS_REC, f"binding {kept['target']}")
+            finally:
+                os.close(source)
+    finally:
+        os.close(host)
 
 
 def _set_all_signals(handler) -> None:
@@ -246,6 +278,9 @@ def _enter_pid_namespace(steps: dict, landlock_fd) -> None:
     init and the runner, and becomes the keeper. Returns in the runner only, without capabilities
     where the steps drop them; raises (in the keeper) with nothing of the namespace left."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE, "making the mounts private")
+    # Before the init and the runner exist: both see it, and the init mounts its /proc after.
+    if steps.get("private_tmp") is not None:
+        _mount_private_tmp(steps["private_tmp"])
     # No signal may end the keeper before it ignores them; the init and the runner set their own.
     before = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
     try:

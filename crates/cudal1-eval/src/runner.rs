@@ -279,13 +279,19 @@ pub const TRITON_COUNT_LIMIT: usize = 20_000;
 /// promised that they would. Timed processes keep the driver's default, as users run them.
 pub const UNTIMED_QUEUES: &str = "1";
 
+/// Set to `1` for a sandboxed runner that gets a `/tmp` of its own (`cudal1_supervisor`'s
+/// `private_tmp_available`): its audit then takes what it does below `/tmp` for its own business
+/// (`cudal1_runner.audit`), not a look for other processes' files.
+pub const PRIVATE_TMP_VAR: &str = "CUDAL1_PRIVATE_TMP";
+
 /// Variables a forked runner sets for itself before it runs anything: the zygote's own values of
 /// these are never seen. Every other variable is read as the interpreter starts or as torch is
 /// imported (`PYTHONPATH`, `OMP_NUM_THREADS`, ...), so a runner is forked only from a zygote that
 /// started with the same values.
-const SET_AFTER_FORK: [&str; 7] = [
+const SET_AFTER_FORK: [&str; 8] = [
     "HOME",
     "TMPDIR",
+    PRIVATE_TMP_VAR,
     "TRITON_CACHE_DIR",
     "CUDA_VISIBLE_DEVICES",
     "CUDA_DEVICE_MAX_CONNECTIONS",
@@ -390,6 +396,9 @@ impl RunnerClient {
         if launch.role == Role::Compile {
             let jobs = std::thread::available_parallelism().map_or(2, |n| n.get()).min(8);
             vars.push(("MAX_JOBS".into(), jobs.to_string().into()));
+        }
+        if launch.sandbox && cudal1_supervisor::private_tmp_available() {
+            vars.push((PRIVATE_TMP_VAR.into(), "1".into()));
         }
         let mut write_paths = vec![launch.scratch.to_owned()];
         let mut read_paths = vec![launch.scratch.to_owned(), env.package_root.clone()];

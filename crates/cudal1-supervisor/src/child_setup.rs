@@ -78,6 +78,9 @@ pub(crate) struct SandboxSteps {
     /// parent's rules name the `/proc` it sees, another mount. Zero: no such rule (reads are not
     /// limited, or there is no PID namespace).
     pub own_proc_access: u64,
+    /// A `/tmp` of the worker's own, mounted in its mount namespace ([`crate::private_tmp`]);
+    /// only with a PID namespace (which brings the mount namespace). `None`: the host's.
+    pub private_tmp: Option<crate::private_tmp::PrivateTmp>,
 }
 
 #[derive(Debug)]
@@ -209,6 +212,18 @@ impl SandboxSteps {
             "landlock": self.landlock.is_some(),
             "own_task_access": self.own_task_access,
             "own_proc_access": self.own_proc_access,
+            "private_tmp": self.private_tmp.as_ref().map(|t| {
+                let text = |c: &CString| c.to_string_lossy().into_owned();
+                serde_json::json!({
+                    "root": text(&t.root),
+                    "options": text(&t.options),
+                    "dirs": t.dirs.iter().map(text).collect::<Vec<_>>(),
+                    "kept": t.kept.iter().map(|k| serde_json::json!({
+                        "source": text(&k.source), "target": text(&k.target), "dir": k.dir,
+                    })).collect::<Vec<_>>(),
+                    "access": t.access,
+                })
+            }),
             "seccomp": seccomp,
             "syscalls": {
                 "capset": libc::SYS_capset,
@@ -308,6 +323,11 @@ impl SandboxSteps {
             }
             if own_rules && self.own_proc_access != 0 {
                 allow_beneath(ruleset.as_raw_fd(), PROC, self.own_proc_access)?;
+            }
+            if let (true, Some(tmp)) = (own_rules, &self.private_tmp) {
+                if tmp.access != 0 {
+                    allow_beneath(ruleset.as_raw_fd(), &tmp.root, tmp.access)?;
+                }
             }
             check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0).into())?;
             check(libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32))?;

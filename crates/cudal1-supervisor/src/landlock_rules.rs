@@ -179,6 +179,12 @@ pub(crate) fn own_proc_access(sandbox: &Sandbox) -> u64 {
     }
 }
 
+/// The rights a child grants itself on its private `/tmp` (`crate::private_tmp`): every right the
+/// ruleset handles on a kernel of this `abi`, as on its write paths.
+pub(crate) fn own_tmp_access(abi: i32) -> u64 {
+    AccessFs::from_all(ABI::from(abi.min(TARGET_ABI as i32))).bits()
+}
+
 /// Builds the ruleset; `None` when the kernel has no Landlock at all.
 pub(crate) fn build(sandbox: &Sandbox, program: &Path) -> Result<Option<OwnedFd>, RulesError> {
     let all = AccessFs::from_all(TARGET_ABI);
@@ -315,6 +321,11 @@ mod tests {
             0b1101
         );
         assert_eq!(own_proc_access(&Sandbox::strict()), 0);
+        // ABI 1: EXECUTE..MAKE_SYM, bits 0 to 12; later ABIs add REFER (13) and TRUNCATE (14);
+        // past the vetted ABI, what it handles.
+        assert_eq!(own_tmp_access(1), (1 << 13) - 1);
+        assert_eq!(own_tmp_access(3), (1 << 15) - 1);
+        assert_eq!(own_tmp_access(99), AccessFs::from_all(TARGET_ABI).bits());
     }
 
     #[test]

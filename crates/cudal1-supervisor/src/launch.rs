@@ -8,7 +8,7 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -24,7 +24,7 @@ use crate::spec::{Sandbox, SpawnOptions, WorkerSpec};
 use crate::support::sandbox_support;
 use crate::watchdog::{self, RssWatchdog};
 use crate::zygote::Zygote;
-use crate::{landlock_rules, spawner};
+use crate::{landlock_rules, private_tmp, spawner};
 
 /// Lines waiting to be read: small, so a worker spamming stdout between requests blocks
 /// on its pipe instead of filling our memory.
@@ -70,16 +70,18 @@ fn confine(spec: &WorkerSpec) -> Result<Confinement, SpawnError> {
         WorkerCgroup::create(&support.cgroups, sb.memory_bytes, sb.max_processes).map_err(|e| {
             SpawnError::Cgroup { label: spec.label.clone(), path: e.path, source: e.source }
         })?;
-    let steps = steps(sb, &spec.program, &spec.label, cgroup.as_ref(), true)?;
+    let steps = steps(sb, &spec.program, Some(&spec.cwd), &spec.label, cgroup.as_ref(), true)?;
     let watchdog_limit = sb.memory_bytes.filter(|_| support.cgroups.memory.is_none());
     Ok(Confinement { steps, cgroup, watchdog_limit })
 }
 
-/// The confinement steps of `sb` for `program`, in `cgroup` if there is one, in a PID namespace of
-/// its own where `pid_namespace` asks for one and the kernel allows it.
+/// The confinement steps of `sb` for `program` (started in `cwd`), in `cgroup` if there is one, in a
+/// PID namespace of its own where `pid_namespace` asks for one and the kernel allows it (and with
+/// it a private `/tmp`).
 fn steps(
     sb: &Sandbox,
     program: &Path,
+    cwd: Option<&Path>,
     label: &str,
     cgroup: Option<&WorkerCgroup>,
     pid_namespace: bool,
@@ -108,6 +110,26 @@ fn steps(
         })?,
         None => None,
     };
+    let private_tmp = if pid {
+        let mut needed: Vec<&Path> = sb.write_paths.iter().map(PathBuf::as_path).collect();
+        needed.extend(sb.read_paths.iter().map(PathBuf::as_path));
+        needed.extend(cwd);
+        needed.push(program);
+        let prefixes = landlock_rules::interpreter_prefixes(program);
+        needed.extend(prefixes.iter().map(PathBuf::as_path));
+        let access = match (&landlock, support.landlock) {
+            (Some(_), Some(abi)) => landlock_rules::own_tmp_access(abi),
+            _ => 0,
+        };
+        let plan = private_tmp::plan(needed, sb.memory_bytes, access);
+        if plan.is_none() {
+            tracing::debug!(worker = label, "/tmp is not a directory of its own: the worker shares the host's (Landlock limits its writes there)");
+        }
+        plan
+    } else {
+        tracing::debug!(worker = label, "no mount namespace (no PID namespace): the worker shares the host's /tmp (Landlock limits its writes there)");
+        None
+    };
     Ok(SandboxSteps {
         cgroup_procs: cgroup.map(|c| c.procs_files().to_vec()).unwrap_or_default(),
         rlimits,
@@ -125,6 +147,7 @@ fn steps(
         },
         namespaces,
         landlock,
+        private_tmp,
     })
 }
 
@@ -135,7 +158,7 @@ fn steps(
 /// this process becomes the program, which the tool that started it follows by its pid.
 pub fn confine_self(sandbox: &Sandbox, program: &Path) -> Result<(), SpawnError> {
     let label = "this process";
-    let steps = steps(sandbox, program, label, None, false)?;
+    let steps = steps(sandbox, program, None, label, None, false)?;
     // SAFETY: the steps only change this process's own limits, namespaces and rights.
     unsafe { steps.apply() }.map_err(|source| SpawnError::Spawn {
         label: label.to_owned(),

@@ -44,7 +44,9 @@
 //! Notes for callers:
 //! - The environment is exactly `env`. Pass `PATH` if the worker runs tools (ninja, nvcc),
 //!   and point `TMPDIR`, `HOME`, `TORCH_EXTENSIONS_DIR` and `TRITON_CACHE_DIR` into a write
-//!   path: Landlock denies writes anywhere else.
+//!   path: Landlock denies writes anywhere else. Where the worker gets a PID namespace it also
+//!   gets a `/tmp` of its own, empty, which it may write ([`private_tmp_available`]); its paths
+//!   below the host's `/tmp` stay where they are.
 //! - Per-worker cgroups are children of the supervisor's own cgroup. cgroup v2 gives no
 //!   controllers to children of a cgroup that has processes, so the supervisor moves itself
 //!   into a leaf `cudal1-supervisor-<pid>` when it is alone in its cgroup (the empty leaf
@@ -66,6 +68,7 @@ pub mod orphans;
 mod outcome;
 mod pid_namespace;
 mod pipes;
+mod private_tmp;
 mod procfs;
 mod seccomp;
 mod spawner;
@@ -81,6 +84,7 @@ pub use job::{CancelJob, Job, JobEnd, JobError, JobOutput, JobSpec, CAPTURE_LIMI
 pub use launch::{confine_self, deny_inspection};
 pub use live::{kill_class_under, kill_under, live_under};
 pub use outcome::{human_bytes, signal_name, LimitHit, Outcome};
+pub use private_tmp::available as private_tmp_available;
 pub use spec::{Sandbox, SpawnOptions, WorkerSpec, DEFAULT_LINE_LIMIT, DEFAULT_STDERR_TAIL};
 pub use support::{sandbox_support, MemoryLimitMechanism, ProcessLimitMechanism, SandboxSupport};
 pub use worker::{kill_worker_group, Worker};

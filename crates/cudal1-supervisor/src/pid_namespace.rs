@@ -70,6 +70,10 @@ pub(crate) unsafe fn enter(steps: &SandboxSteps) -> io::Result<()> {
         )
         .into(),
     )?;
+    // Before the init and the runner exist: both see it, and the init mounts its /proc after.
+    if let Some(tmp) = &steps.private_tmp {
+        crate::private_tmp::mount(tmp)?;
+    }
     // No signal may end the keeper before it ignores them; the init and the runner set their own.
     let mut all: libc::sigset_t = std::mem::zeroed();
     let mut before: libc::sigset_t = std::mem::zeroed();

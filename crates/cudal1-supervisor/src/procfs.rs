@@ -396,6 +396,16 @@ pub(crate) fn confinement_shown(
     if steps.namespaces.net && !own_net {
         missing.push("it is in this process's network namespace".to_owned());
     }
+    if let (Some(_), Some(ns)) = (&steps.private_tmp, ns) {
+        // Its `/tmp`, through its own root (in its mount namespace), is another file system.
+        use std::os::unix::fs::MetadataExt;
+        let theirs = fs::metadata(format!("/proc/{}/root/tmp", ns.runner))
+            .map_err(|e| format!("the /tmp of its runner cannot be seen: {e}"))?;
+        let ours = fs::metadata("/tmp").map_err(|e| format!("/tmp cannot be seen: {e}"))?;
+        if theirs.dev() == ours.dev() && theirs.ino() == ours.ino() {
+            missing.push("its runner: /tmp is the host's, not its own".to_owned());
+        }
+    }
     if missing.is_empty() {
         Ok(())
     } else {

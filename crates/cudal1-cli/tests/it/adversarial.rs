@@ -241,3 +241,67 @@ fn tasks_check_flags_each_degenerate_task_with_its_reasons_and_passes_healthy_on
         assert_eq!(r["flags"].as_array().unwrap().len(), 0, "{r}");
     }
 }
+
+/// A candidate may write below a fixed `/tmp` path, and what it writes there reaches no other
+/// evaluation and stays off the host's `/tmp`, on both ways of starting a runner: forked from the
+/// fork server (the default) and started as an interpreter of its own (`CUDAL1_FORK_SERVER=0`).
+/// The twins write the same path and turn wrong if they see a mark that is not their own.
+#[test]
+fn each_candidate_has_a_tmp_of_its_own_on_both_spawn_paths() {
+    if !cudal1_supervisor::private_tmp_available() {
+        eprintln!(
+            "SKIP each_candidate_has_a_tmp_of_its_own_on_both_spawn_paths: no private /tmp here"
+        );
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let copy = |from: &str, to: &str| {
+        let to = root.path().join(to);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(repo().join(from), to).unwrap();
+    };
+    let gelu = "level1/2_Linear_GELU";
+    copy(&format!("tests/adversarial/tasks/{gelu}.py"), &format!("tasks/{gelu}.py"));
+    for twin in ["a", "b"] {
+        let name = format!("{gelu}/honest_private_tmp_{twin}.py");
+        copy(&format!("tests/adversarial/candidates/{name}"), &format!("cands/{name}"));
+    }
+    copy("tests/suite-cpu/tasks/level1/2_Swish.py", "tasks/level1/2_Swish.py");
+    let fixed = "level1/2_Swish/writes_fixed_tmp.py";
+    copy(&format!("tests/suite-cpu/candidates/{fixed}"), &format!("cands/{fixed}"));
+    // The paths the candidates write, as the host would have them.
+    let written =
+        [Path::new("/tmp/cudal1-probe-5e1d0c7a"), Path::new("/tmp/cudal1-suite-fixed-tmp")];
+    for fork_server in ["1", "0"] {
+        for path in written {
+            let _ = std::fs::remove_dir_all(path);
+        }
+        let mut cmd = cudal1(&root.path().join(format!("tmp{fork_server}.db")));
+        cmd.env("CUDAL1_FORK_SERVER", fork_server);
+        cmd.arg("eval")
+            .arg("--suite")
+            .arg(root.path().join("tasks"))
+            .arg("--candidates")
+            .arg(root.path().join("cands"))
+            .arg("--json")
+            .args(super::FAST_TIMING);
+        let out = run(cmd);
+        let lines = json_lines(&out);
+        let (_, rows) = lines.split_last().unwrap();
+        assert_eq!(rows.len(), 3, "CUDAL1_FORK_SERVER={fork_server}");
+        for r in rows {
+            assert_eq!(
+                r["verdict"], "correct",
+                "CUDAL1_FORK_SERVER={fork_server}: {}: {}",
+                r["candidate"], r["reason"]
+            );
+        }
+        for path in written {
+            assert!(
+                !path.exists(),
+                "CUDAL1_FORK_SERVER={fork_server}: {} is on the host",
+                path.display()
+            );
+        }
+    }
+}

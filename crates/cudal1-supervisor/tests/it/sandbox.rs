@@ -74,6 +74,11 @@ fn no_network_inside_the_sandbox() {
     assert_eq!(reply["ok"], true, "network: true must keep the network: {reply}");
 }
 
+/// A directory the host's and a sandboxed worker's file systems share (not below `/tmp`).
+fn outside_tmp() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
 fn require_landlock(test: &str) -> bool {
     if sandbox_support().landlock.is_none() {
         skip(test, "Landlock is not available");
@@ -88,7 +93,8 @@ fn writes_only_inside_write_paths() {
         return;
     }
     let scratch = tempfile::tempdir().unwrap();
-    let elsewhere = tempfile::tempdir().unwrap();
+    // Outside /tmp: a sandboxed worker's /tmp is its own (each_worker_has_a_tmp_of_its_own).
+    let elsewhere = outside_tmp();
     let mut worker = probe(Sandbox { write_paths: vec![scratch.path().into()], ..confined() });
 
     let inside = scratch.path().join("ok.txt");
@@ -112,10 +118,10 @@ fn reads_are_limited_when_read_paths_are_given() {
     if !require_landlock("reads_are_limited_when_read_paths_are_given") {
         return;
     }
-    let secret_dir = tempfile::tempdir().unwrap();
+    let secret_dir = outside_tmp();
     let secret = secret_dir.path().join("expected_output.txt");
     std::fs::write(&secret, "the reference answer").unwrap();
-    let allowed_dir = tempfile::tempdir().unwrap();
+    let allowed_dir = outside_tmp();
     let allowed = allowed_dir.path().join("input.txt");
     std::fs::write(&allowed, "an input").unwrap();
 
@@ -579,4 +585,52 @@ fn a_confined_workers_end_is_its_runners() {
     assert_eq!(worker.wait(REPLY), Some(Outcome::Exited(0)));
     let peak = worker.peak_memory().unwrap();
     assert!(peak >= 256 << 20, "peak {peak}");
+}
+
+#[test]
+fn each_worker_has_a_tmp_of_its_own() {
+    if let Err(why) = &sandbox_support().pid_namespace {
+        return skip("each_worker_has_a_tmp_of_its_own", &format!("no PID namespace (so no mount namespace): {why}"));
+    }
+    // Its scratch directory below the host's /tmp, as tests and CI have it.
+    let scratch = tempfile::Builder::new().prefix("cudal1-scratch-").tempdir_in("/tmp").unwrap();
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let dir = PathBuf::from(format!("/tmp/cudal1-probe-{}-{nanos}-{FORKED}", std::process::id()));
+    let planted = dir.join("planted.txt");
+    let host_file = scratch.path().with_extension("host");
+    std::fs::write(&host_file, "the host's").unwrap();
+    let limited = Sandbox {
+        write_paths: vec![scratch.path().into()],
+        read_paths: vec![fixtures(), scratch.path().into()],
+        ..confined()
+    };
+    let open_reads = Sandbox { write_paths: vec![scratch.path().into()], ..confined() };
+    for sandbox in [limited, open_reads] {
+        let reads = if sandbox.read_paths.is_empty() { "open" } else { "limited" };
+        let mut first = probe(sandbox.clone());
+        assert_eq!(ask(&mut first, json!({"op": "mkdir", "path": dir}))["ok"], true, "reads {reads}");
+        let reply = ask(&mut first, json!({"op": "write", "path": planted}));
+        assert_eq!(reply["ok"], true, "a write below /tmp failed (reads {reads}): {reply}");
+        assert_eq!(ask(&mut first, json!({"op": "read", "path": planted}))["value"], "written from the sandbox");
+        // Not on the host's /tmp, and the host's /tmp is not its: a file there is not to be seen.
+        assert!(!dir.exists(), "{} reached the host's /tmp", dir.display());
+        let reply = ask(&mut first, json!({"op": "read", "path": host_file}));
+        assert!(reply["error"].as_str().unwrap_or("").contains("FileNotFoundError"), "reads {reads}: {reply}");
+        // Its scratch directory is the host's, at the same path.
+        let inside = scratch.path().join(format!("ok-{reads}.txt"));
+        assert_eq!(ask(&mut first, json!({"op": "write", "path": inside}))["ok"], true, "reads {reads}");
+        assert_eq!(std::fs::read_to_string(&inside).unwrap(), "written from the sandbox");
+
+        // A second worker, while the first still runs, and after it ended: nothing of the first's.
+        let mut second = probe(sandbox.clone());
+        let reply = ask(&mut second, json!({"op": "read", "path": planted}));
+        assert!(reply["error"].as_str().unwrap_or("").contains("FileNotFoundError"), "reads {reads}: {reply}");
+        drop(first);
+        let mut third = probe(sandbox);
+        let reply = ask(&mut third, json!({"op": "list", "path": "/tmp"}));
+        let listed: Vec<String> = serde_json::from_value(reply["value"].clone()).unwrap();
+        let scratch_name = scratch.path().file_name().unwrap().to_str().unwrap();
+        assert_eq!(listed, [scratch_name], "reads {reads}: its /tmp holds only its scratch directory");
+        assert!(!dir.exists());
+    }
 }

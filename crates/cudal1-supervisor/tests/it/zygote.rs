@@ -40,6 +40,22 @@ fn a_child_that_says_it_is_confined_but_is_not_is_refused() {
 }
 
 #[test]
+fn a_child_that_keeps_the_hosts_tmp_is_refused() {
+    if let Err(why) = &cudal1_supervisor::sandbox_support().pid_namespace {
+        return crate::common::skip("a_child_that_keeps_the_hosts_tmp_is_refused", why);
+    }
+    let liar = zygote_running(&[fixtures().join("tmp_skipping_zygote.py").into()]);
+    match Worker::spawn_forked(spec("echo.py", Sandbox::strict()), options(), &liar) {
+        Err(SpawnError::Zygote { detail, .. }) => {
+            assert!(detail.contains("/tmp is the host's"), "{detail}")
+        }
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("a child on the host's /tmp was taken for one with its own"),
+    }
+    liar.shutdown();
+}
+
+#[test]
 fn workers_die_with_their_fork_server_and_say_so() {
     let zygote = private_zygote();
     let mut echo =
