@@ -38,7 +38,21 @@ _SIGKILL = 9
 MS_NOSUID = 2
 MS_NODEV = 4
 MS_NOEXEC = 8
+MS_RDONLY = 1
+MS_REMOUNT = 32
 MS_BIND = 4096
+MS_NOATIME = 1024
+MS_NODIRATIME = 2048
+MS_RELATIME = 1 << 21
+# statvfs's flags of a mount and the mount flags that keep them.
+_KEPT_MOUNT_FLAGS = (
+    (os.ST_NOSUID, MS_NOSUID),
+    (os.ST_NODEV, MS_NODEV),
+    (os.ST_NOEXEC, MS_NOEXEC),
+    (os.ST_NOATIME, MS_NOATIME),
+    (os.ST_NODIRATIME, MS_NODIRATIME),
+    (os.ST_RELATIME, MS_RELATIME),
+)
 MS_REC = 1 << 14
 MS_PRIVATE = 1 << 18
 # <sys/wait.h>: wait for every kind of child, those that send no SIGCHLD at their end too.
@@ -188,6 +202,16 @@ def _mount_private_tmp(tmp: dict) -> None:
                 _mount(f"/proc/self/fd/{source}", kept["target"], None, MS_BIND | MS_REC, f"binding {kept['target']}")
             finally:
                 os.close(source)
+            if not kept.get("writable", False):
+                # Landlock's rule on the new /tmp covers what is mounted below it: a path the worker
+                # may only read is a read-only mount, with the flags its mount has (a namespace made
+                # without privileges may not clear them).
+                have = os.statvfs(kept["target"]).f_flag
+                flags = MS_REMOUNT | MS_BIND | MS_RDONLY
+                for st, ms in _KEPT_MOUNT_FLAGS:
+                    if have & st:
+                        flags |= ms
+                _mount(None, kept["target"], None, flags, f"making {kept['target']} read-only")
     finally:
         os.close(host)
 

@@ -220,6 +220,7 @@ impl SandboxSteps {
                     "dirs": t.dirs.iter().map(text).collect::<Vec<_>>(),
                     "kept": t.kept.iter().map(|k| serde_json::json!({
                         "source": text(&k.source), "target": text(&k.target), "dir": k.dir,
+                        "writable": k.writable,
                     })).collect::<Vec<_>>(),
                     "access": t.access,
                 })

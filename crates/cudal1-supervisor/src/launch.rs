@@ -75,6 +75,14 @@ fn confine(spec: &WorkerSpec) -> Result<Confinement, SpawnError> {
     Ok(Confinement { steps, cgroup, watchdog_limit })
 }
 
+/// Where CUDA's MPS daemon keeps its pipes, where it exists (`CUDA_MPS_PIPE_DIRECTORY`, else
+/// `/tmp/nvidia-mps`).
+fn mps_pipe_directory() -> Option<PathBuf> {
+    let dir = std::env::var_os("CUDA_MPS_PIPE_DIRECTORY")
+        .map_or_else(|| PathBuf::from("/tmp/nvidia-mps"), PathBuf::from);
+    dir.is_dir().then_some(dir)
+}
+
 /// The confinement steps of `sb` for `program` (started in `cwd`), in `cgroup` if there is one, in a
 /// PID namespace of its own where `pid_namespace` asks for one and the kernel allows it (and with
 /// it a private `/tmp`).
@@ -111,17 +119,21 @@ fn steps(
         None => None,
     };
     let private_tmp = if pid {
-        let mut needed: Vec<&Path> = sb.write_paths.iter().map(PathBuf::as_path).collect();
-        needed.extend(sb.read_paths.iter().map(PathBuf::as_path));
-        needed.extend(cwd);
-        needed.push(program);
+        let writable = sb.write_paths.iter().map(PathBuf::as_path);
+        let mut readable: Vec<&Path> = sb.read_paths.iter().map(PathBuf::as_path).collect();
+        readable.extend(cwd);
+        readable.push(program);
         let prefixes = landlock_rules::interpreter_prefixes(program);
-        needed.extend(prefixes.iter().map(PathBuf::as_path));
+        readable.extend(prefixes.iter().map(PathBuf::as_path));
+        // CUDA's MPS clients reach their daemon through a pipe directory, by default below /tmp
+        // (a socket on a read-only mount can still be connected to).
+        let mps = mps_pipe_directory();
+        readable.extend(mps.as_deref());
         let access = match (&landlock, support.landlock) {
             (Some(_), Some(abi)) => landlock_rules::own_tmp_access(abi),
             _ => 0,
         };
-        let plan = private_tmp::plan(needed, sb.memory_bytes, access);
+        let plan = private_tmp::plan(writable, readable, sb.memory_bytes, access);
         if plan.is_none() {
             tracing::debug!(worker = label, "/tmp is not a directory of its own: the worker shares the host's (Landlock limits its writes there)");
         }

@@ -14,6 +14,11 @@
 //! shows the same inodes, so the parent's Landlock rules for them still hold; the runner adds a
 //! rule of its own for the new `/tmp` (the parent's rules name inodes of the host's).
 //!
+//! Landlock walks up through mount points: a rule on the new `/tmp` covers everything mounted
+//! below it, the kept paths too. So a kept path the worker may only read is bound read-only (the
+//! mount refuses writes whatever Landlock allows), and a path it may write below one it may only
+//! read is bound again, writable, on top.
+//!
 //! The tmpfs is `nosuid,nodev` and at most [`MAX_SIZE`] (or the worker's memory limit if lower);
 //! its pages are charged to the worker's memory cgroup. It is not `noexec`: a PyTorch extension
 //! built there is loaded with `dlopen`, which maps it executable.
@@ -62,6 +67,8 @@ pub(crate) struct Kept {
     pub target: CString,
     /// A directory (else a file, bound onto an empty file made for it).
     pub dir: bool,
+    /// The worker may write it (a write path, or below one); else the bind is read-only.
+    pub writable: bool,
 }
 
 /// Whether a sandboxed [`crate::Worker`] started now gets a private `/tmp`: the kernel gives it a
@@ -72,11 +79,13 @@ pub fn available() -> bool {
         && std::fs::symlink_metadata(TMP).is_ok_and(|m| m.is_dir())
 }
 
-/// The plan for a worker that needs `paths` (those not under `/tmp` are left out), with at most
-/// `memory_bytes` of memory, granting `access` on the new `/tmp`. `None` where `/tmp` is not a
-/// directory of its own (a link, or missing): then the worker shares the host's.
+/// The plan for a worker that may write `writable` and read `readable` (paths not under `/tmp`
+/// are left out), with at most `memory_bytes` of memory, granting `access` on the new `/tmp`.
+/// `None` where `/tmp` is not a directory of its own (a link, or missing): then the worker shares
+/// the host's.
 pub(crate) fn plan<'a>(
-    paths: impl IntoIterator<Item = &'a Path>,
+    writable: impl IntoIterator<Item = &'a Path>,
+    readable: impl IntoIterator<Item = &'a Path>,
     memory_bytes: Option<u64>,
     access: u64,
 ) -> Option<PrivateTmp> {
@@ -84,9 +93,11 @@ pub(crate) fn plan<'a>(
     if !std::fs::symlink_metadata(tmp).is_ok_and(|m| m.is_dir()) {
         return None;
     }
-    // Target (as the worker names it) → (source below the host's /tmp, directory?).
-    let mut wanted: Vec<(PathBuf, PathBuf, bool)> = Vec::new();
-    for path in paths {
+    // Target (as the worker names it) → (source below the host's /tmp, directory?, writable?).
+    let mut wanted: Vec<(PathBuf, PathBuf, bool, bool)> = Vec::new();
+    let paths =
+        writable.into_iter().map(|p| (p, true)).chain(readable.into_iter().map(|p| (p, false)));
+    for (path, may_write) in paths {
         let Ok(real) = std::fs::canonicalize(path) else { continue };
         let Ok(source) = real.strip_prefix(tmp) else { continue };
         if source.as_os_str().is_empty() {
@@ -97,28 +108,34 @@ pub(crate) fn plan<'a>(
             Some(p) if p.starts_with(tmp) && p != tmp => p,
             _ => real.clone(),
         };
-        wanted.push((target, source.to_path_buf(), real.is_dir()));
+        wanted.push((target, source.to_path_buf(), real.is_dir(), may_write));
     }
-    wanted.sort();
-    wanted.dedup();
-    let mut kept_targets: Vec<PathBuf> = Vec::new();
+    // Parents before children; of one path named both ways, the writable one first.
+    wanted.sort_by(|a, b| a.0.cmp(&b.0).then(b.3.cmp(&a.3)));
+    wanted.dedup_by(|later, first| later.0 == first.0);
+    let mut kept_targets: Vec<(PathBuf, bool)> = Vec::new();
     let mut kept = Vec::new();
     let mut dirs = BTreeSet::new();
-    for (target, source, dir) in wanted {
-        // Below one already bound (recursively): reachable through it.
-        if kept_targets.iter().any(|k| target.starts_with(k)) {
-            continue;
+    for (target, source, dir, writable) in wanted {
+        // Below one already bound (recursively) is reachable through it, as writable as it: bound
+        // again only to be writable below a read-only one.
+        let covering = kept_targets.iter().rev().find(|(k, _)| target.starts_with(k));
+        match covering {
+            Some((_, parent_writable)) if *parent_writable || !writable => continue,
+            Some(_) => {}
+            None => {
+                let mut parent = target.parent();
+                while let Some(p) = parent.filter(|p| *p != tmp) {
+                    dirs.insert(p.to_path_buf());
+                    parent = p.parent();
+                }
+                if dir {
+                    dirs.insert(target.clone());
+                }
+            }
         }
-        let mut parent = target.parent();
-        while let Some(p) = parent.filter(|p| *p != tmp) {
-            dirs.insert(p.to_path_buf());
-            parent = p.parent();
-        }
-        if dir {
-            dirs.insert(target.clone());
-        }
-        kept.push(Kept { source: c_path(&source)?, target: c_path(&target)?, dir });
-        kept_targets.push(target);
+        kept.push(Kept { source: c_path(&source)?, target: c_path(&target)?, dir, writable });
+        kept_targets.push((target, writable));
     }
     let size = memory_bytes.map_or(MAX_SIZE, |m| m.min(MAX_SIZE)).max(MIN_SIZE);
     Some(PrivateTmp {
@@ -231,11 +248,46 @@ unsafe fn mount_over(tmp: &PrivateTmp, host: libc::c_int) -> io::Result<()> {
             libc::MS_BIND | libc::MS_REC,
             std::ptr::null(),
         );
-        let result = check(bound.into());
+        let mut result = check(bound.into());
+        if result.is_ok() && !kept.writable {
+            result = read_only(kept, source);
+        }
         libc::close(source);
         result?;
     }
     Ok(())
+}
+
+/// Makes the bind of `kept` (whose source is `source`) read-only, keeping the flags its mount
+/// has: a mount namespace made by a user without privileges may not clear them.
+unsafe fn read_only(kept: &Kept, source: libc::c_int) -> io::Result<()> {
+    // glibc takes the flags from the kernel's statfs (ST_VALID), reading nothing else.
+    let mut fs: libc::statvfs = std::mem::zeroed();
+    check(libc::fstatvfs(source, &mut fs).into())?;
+    let f = fs.f_flag;
+    let mut flags = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY;
+    for (st, ms) in [
+        (libc::ST_NOSUID, libc::MS_NOSUID),
+        (libc::ST_NODEV, libc::MS_NODEV),
+        (libc::ST_NOEXEC, libc::MS_NOEXEC),
+        (libc::ST_NOATIME, libc::MS_NOATIME),
+        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (libc::ST_RELATIME, libc::MS_RELATIME),
+    ] {
+        if f & st != 0 {
+            flags |= ms;
+        }
+    }
+    check(
+        libc::mount(
+            std::ptr::null(),
+            kept.target.as_ptr(),
+            std::ptr::null(),
+            flags,
+            std::ptr::null(),
+        )
+        .into(),
+    )
 }
 
 #[cfg(test)]
@@ -255,15 +307,15 @@ mod tests {
     }
 
     #[test]
-    fn paths_below_tmp_are_kept_once_with_their_parents() {
+    fn paths_below_tmp_are_kept_once_with_their_parents_read_only_unless_written() {
         let base = tempfile::Builder::new().prefix("cudal1-ptmp-").tempdir_in("/tmp").unwrap();
         let b = base.path();
         std::fs::create_dir_all(b.join("scratch/inner")).unwrap();
-        std::fs::create_dir_all(b.join("pkg")).unwrap();
+        std::fs::create_dir_all(b.join("pkg/out")).unwrap();
         std::fs::write(b.join("file.txt"), "x").unwrap();
         let name = b.file_name().unwrap().to_str().unwrap();
-        let paths = [
-            b.join("scratch"),
+        let writable = [b.join("scratch"), b.join("pkg/out")];
+        let readable = [
             b.join("scratch/inner"),
             b.join("./pkg"),
             b.join("file.txt"),
@@ -271,33 +323,44 @@ mod tests {
             PathBuf::from("/usr"),
             b.join("scratch"),
         ];
-        let plan = plan(paths.iter().map(PathBuf::as_path), Some(256 << 20), 7).unwrap();
+        let plan = plan(
+            writable.iter().map(PathBuf::as_path),
+            readable.iter().map(PathBuf::as_path),
+            Some(256 << 20),
+            7,
+        )
+        .unwrap();
         assert_eq!(plan.root.to_str().unwrap(), "/tmp");
         assert_eq!(plan.options.to_str().unwrap(), format!("size={},mode=1777", 256 << 20));
         assert_eq!(
             strs(&plan.dirs),
             [format!("/tmp/{name}"), format!("/tmp/{name}/pkg"), format!("/tmp/{name}/scratch")]
         );
-        let kept: Vec<(&str, &str, bool)> = plan
+        let kept: Vec<(String, String, bool, bool)> = plan
             .kept
             .iter()
-            .map(|k| (k.source.to_str().unwrap(), k.target.to_str().unwrap(), k.dir))
+            .map(|k| {
+                let s = |c: &CString| c.to_str().unwrap().to_owned();
+                (s(&k.source), s(&k.target), k.dir, k.writable)
+            })
             .collect();
-        let (file, pkg, scratch) =
-            (format!("{name}/file.txt"), format!("{name}/pkg"), format!("{name}/scratch"));
-        let (file_t, pkg_t, scratch_t) =
-            (format!("/tmp/{file}"), format!("/tmp/{pkg}"), format!("/tmp/{scratch}"));
+        let k = |rel: &str, dir, writable| {
+            (format!("{name}/{rel}"), format!("/tmp/{name}/{rel}"), dir, writable)
+        };
+        // The scratch, named writable and readable, is writable and its inner directory comes
+        // with it; the package is read-only and its output directory bound again, writable.
         assert_eq!(
             kept,
             [
-                (file.as_str(), file_t.as_str(), false),
-                (pkg.as_str(), pkg_t.as_str(), true),
-                (scratch.as_str(), scratch_t.as_str(), true)
+                k("file.txt", false, false),
+                k("pkg", true, false),
+                k("pkg/out", true, true),
+                k("scratch", true, true)
             ]
         );
         assert_eq!(plan.access, 7);
         // Without a memory limit, or with a large one, the cap; never nothing.
-        let size = |m| plan_size(super::plan([Path::new("/usr")], m, 0).unwrap());
+        let size = |m| plan_size(super::plan([], [Path::new("/usr")], m, 0).unwrap());
         assert_eq!(size(None), MAX_SIZE);
         assert_eq!(size(Some(8 << 30)), MAX_SIZE);
         assert_eq!(size(Some(0)), MIN_SIZE);

@@ -634,3 +634,42 @@ fn each_worker_has_a_tmp_of_its_own() {
         assert!(!dir.exists());
     }
 }
+
+#[test]
+fn what_it_may_only_read_below_tmp_stays_read_only_in_its_own_tmp() {
+    if let Err(why) = &sandbox_support().pid_namespace {
+        return skip(
+            "what_it_may_only_read_below_tmp_stays_read_only_in_its_own_tmp",
+            &format!("no PID namespace (so no mount namespace): {why}"),
+        );
+    }
+    // Landlock's rule on the private /tmp covers what is mounted below it: a shelf the worker may
+    // only read (a published build, the runner's package) must not become writable there.
+    let base = tempfile::Builder::new().prefix("cudal1-shelf-").tempdir_in("/tmp").unwrap();
+    let (scratch, shelf, out) =
+        (base.path().join("scratch"), base.path().join("shelf"), base.path().join("shelf/out"));
+    std::fs::create_dir_all(&scratch).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(shelf.join("published.so"), "the build").unwrap();
+    let sandbox = Sandbox {
+        write_paths: vec![scratch.clone(), out.clone()],
+        read_paths: vec![fixtures(), scratch.clone(), shelf.clone()],
+        ..confined()
+    };
+    let mut worker = probe(sandbox);
+    let reply = ask(&mut worker, json!({"op": "read", "path": shelf.join("published.so")}));
+    assert_eq!(reply["value"], "the build", "{reply}");
+    for path in [shelf.join("published.so"), shelf.join("planted.so")] {
+        let reply = ask(&mut worker, json!({"op": "write", "path": path}));
+        assert_eq!(reply["ok"], false, "wrote {}: {reply}", path.display());
+    }
+    assert_eq!(std::fs::read_to_string(shelf.join("published.so")).unwrap(), "the build");
+    assert!(!shelf.join("planted.so").exists());
+    // What it may write stays writable, below the shelf too.
+    for dir in [&scratch, &out] {
+        let path = dir.join("ok.txt");
+        let reply = ask(&mut worker, json!({"op": "write", "path": path}));
+        assert_eq!(reply["ok"], true, "{}: {reply}", path.display());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "written from the sandbox");
+    }
+}
