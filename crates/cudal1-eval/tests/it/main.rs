@@ -323,8 +323,15 @@ fn correctness_checks_share_the_device_and_a_timed_job_holds_it_alone() {
     let (engine, events) = engine(dir.path(), 3, Duration::from_secs(20));
     let swish = task("level1/2_Swish.py");
     let check = |c: &str| Job::evaluate(Arc::clone(&swish), candidate(c)).mode(Mode::Correctness);
-    let a = engine.submit(check("level1/2_Swish/correct.py"));
-    let b = engine.submit(check("level1/2_Swish/nan_output.py"));
+    // The first two take a while (each call sleeps), so that they overlap wherever their lanes'
+    // starts fall: a quick check could end before the second lane had its runner (seen in CI).
+    let slow = |name: &str, body: &str| {
+        let source = format!("import time\nimport torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        time.sleep(0.3)\n        return {body}\n");
+        Job::evaluate(Arc::clone(&swish), Candidate::from_source(name.into(), source))
+            .mode(Mode::Correctness)
+    };
+    let a = engine.submit(slow("slow_correct.py", "x * torch.sigmoid(x)"));
+    let b = engine.submit(slow("slow_nan_output.py", "x * torch.sigmoid(x) + torch.sqrt(x) * 0.0"));
     let timed =
         engine.submit(Job::evaluate(Arc::clone(&swish), candidate("level1/2_Swish/correct.py")));
     let c = engine.submit(check("level1/2_Swish/correct.py"));
@@ -338,7 +345,7 @@ fn correctness_checks_share_the_device_and_a_timed_job_holds_it_alone() {
         assert!(!overlap(spans[&timed.id], spans[&id]), "{id} ran beside the timed job: {spans:?}");
     }
     let JobOutcome::Evaluated(checked) = outcome(&by_job[&a.id]) else { panic!() };
-    assert_eq!((checked.verdict, checked.mode), (Verdict::Correct, Mode::Correctness));
+    assert_eq!((checked.verdict, checked.mode), (Verdict::Correct, Mode::Correctness), "{}", checked.reason);
     assert!(checked.speedup.is_none() && checked.measurements.timing.is_none());
     assert!(checked.reason.contains("not timed"), "{}", checked.reason);
     assert_eq!(verdict(&by_job[&b.id]), Verdict::Incorrect);
