@@ -345,7 +345,12 @@ fn correctness_checks_share_the_device_and_a_timed_job_holds_it_alone() {
         assert!(!overlap(spans[&timed.id], spans[&id]), "{id} ran beside the timed job: {spans:?}");
     }
     let JobOutcome::Evaluated(checked) = outcome(&by_job[&a.id]) else { panic!() };
-    assert_eq!((checked.verdict, checked.mode), (Verdict::Correct, Mode::Correctness), "{}", checked.reason);
+    assert_eq!(
+        (checked.verdict, checked.mode),
+        (Verdict::Correct, Mode::Correctness),
+        "{}",
+        checked.reason
+    );
     assert!(checked.speedup.is_none() && checked.measurements.timing.is_none());
     assert!(checked.reason.contains("not timed"), "{}", checked.reason);
     assert_eq!(verdict(&by_job[&b.id]), Verdict::Incorrect);
