@@ -75,8 +75,12 @@ pub(crate) struct Kept {
 /// PID namespace (and with it a mount namespace), and the host's `/tmp` is a directory.
 #[must_use]
 pub fn available() -> bool {
-    crate::sandbox_support().pid_namespace.is_ok()
-        && std::fs::symlink_metadata(TMP).is_ok_and(|m| m.is_dir())
+    crate::sandbox_support().pid_namespace.is_ok() && tmp_is_a_directory()
+}
+
+/// The host's `/tmp` is a directory of its own (not a link, not missing): it can be covered.
+fn tmp_is_a_directory() -> bool {
+    std::fs::symlink_metadata(TMP).is_ok_and(|m| m.is_dir())
 }
 
 /// The plan for a worker that may write `writable` and read `readable` (paths not under `/tmp`
@@ -90,7 +94,7 @@ pub(crate) fn plan<'a>(
     access: u64,
 ) -> Option<PrivateTmp> {
     let tmp = Path::new(TMP);
-    if !std::fs::symlink_metadata(tmp).is_ok_and(|m| m.is_dir()) {
+    if !tmp_is_a_directory() {
         return None;
     }
     // Target (as the worker names it) → (source below the host's /tmp, directory?, writable?).
