@@ -3,8 +3,9 @@
 //! (each one distinct, so each is evaluated; each fails its first call at the end of a chain of
 //! 300 calls, so each is quick and its evaluation carries a 20 KB traceback), and the process's
 //! resident memory is read from /proc while the run goes on. Before the measured run, the store
-//! gets a hundred more such rows, so that SQLite's page cache (2000 KiB by default) is full from
-//! the start: what grows after that is the process's own.
+//! gets a hundred more such rows, so that the run starts on a store of some size. SQLite's page
+//! cache (2000 KiB by default) fills with what the run writes over its first forty programs or
+//! so; what grows after that is the process's own.
 
 use super::cudal1;
 use cudal1_llm::test_server::{Reply, TestServer};
@@ -98,6 +99,15 @@ fn optimize(db: &std::path::Path, out: &std::path::Path, url: &str, rounds: usiz
             }
         })
     };
+    // Standard output is read as it comes too: a run's JSON lines outgrow a pipe's buffer, and
+    // cudal1 would wait on a full pipe.
+    let out_reader = {
+        let mut stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            stdout.read_to_string(&mut text).map(|_| text)
+        })
+    };
     let mut memory = Vec::new();
     while child.try_wait().unwrap().is_none() {
         if let Some(kib) = rss_kib(pid) {
@@ -109,8 +119,7 @@ fn optimize(db: &std::path::Path, out: &std::path::Path, url: &str, rounds: usiz
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let mut stdout = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    let stdout = out_reader.join().unwrap().expect("cudal1's standard output is text");
     let status = child.wait().unwrap();
     reader.join().unwrap();
     let log = log.lock().unwrap().clone();
@@ -161,8 +170,11 @@ fn a_long_optimize_run_holds_steady_memory_as_evaluations_accumulate() {
     }
     drop(store);
 
-    // The same command with more rounds continues the run: six more rounds, measured.
-    let rounds = 7;
+    // The same command with more rounds continues the run: twelve more rounds, measured. SQLite's
+    // page cache fills with the pages the run writes over its first forty programs or so (each
+    // ~40 KiB of log), in steps of a few hundred KiB as the heap grows: the late half of 96
+    // programs lies past that.
+    let rounds = 13;
     let started = Instant::now();
     let run = optimize(&db, &out, &url, rounds);
     let measured = SAMPLES * (rounds - 1);
@@ -206,10 +218,10 @@ fn a_long_optimize_run_holds_steady_memory_as_evaluations_accumulate() {
         "{measured} programs in {:.0} s: {per_program_kib:.1} KiB per program, {low} to {high} KiB",
         started.elapsed().as_secs_f64()
     );
-    // Measured on a 2-core machine with other builds running: 2.8 and 6.5 KiB a program (the
-    // run's own rows: code, reason, reply), 130-270 KiB over the late programs; 33.6 and 37.6
-    // KiB a program with the engine's event stream left unread (each event keeps its
-    // evaluation), the leak this test is for.
+    // Measured on a 2-core machine: 2.2 KiB a program over programs 56-103, 136 KiB from low to
+    // high (with six rounds, CI once saw 21.3 KiB a program over programs 28-47, the page cache
+    // still filling); 33.6 and 37.6 KiB a program with the engine's event stream left unread
+    // (each event keeps its evaluation), the leak this test is for.
     assert!(
         per_program_kib < 18.0 && high - low < 1536.0,
         "resident memory grew with the programs judged: {per_program_kib:.1} KiB per program, \
