@@ -325,17 +325,37 @@ fn correctness_checks_share_the_device_and_a_timed_job_holds_it_alone() {
     let check = |c: &str| Job::evaluate(Arc::clone(&swish), candidate(c)).mode(Mode::Correctness);
     // The first two take a while (each call sleeps), so that they overlap wherever their lanes'
     // starts fall: a quick check could end before the second lane had its runner (seen in CI).
-    let slow = |name: &str, body: &str| {
-        let source = format!("import time\nimport torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        time.sleep(0.3)\n        return {body}\n");
+    let slow = |name: &str, sleep: f64, body: &str| {
+        let source = format!("import time\nimport torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        time.sleep({sleep})\n        return {body}\n");
         Job::evaluate(Arc::clone(&swish), Candidate::from_source(name.into(), source))
             .mode(Mode::Correctness)
     };
-    let a = engine.submit(slow("slow_correct.py", "x * torch.sigmoid(x)"));
-    let b = engine.submit(slow("slow_nan_output.py", "x * torch.sigmoid(x) + torch.sqrt(x) * 0.0"));
+    let a = engine.submit(slow("slow_correct.py", 0.3, "x * torch.sigmoid(x)"));
+    let b = engine.submit(slow(
+        "slow_nan_output.py",
+        1.0,
+        "x * torch.sigmoid(x) + torch.sqrt(x) * 0.0",
+    ));
+    // The timed job comes once both checks hold the device: a lane that asks for the device
+    // after a timed job waits for it (seen in a loop here: the first check started last).
+    let (mut all, mut by_job) = (Vec::new(), BTreeMap::<JobId, Vec<EventKind>>::new());
+    while ![a.id, b.id].iter().all(|id| {
+        by_job.get(id).is_some_and(|k| k.iter().any(|k| matches!(k, EventKind::Started { .. })))
+    }) {
+        let e = events.recv_timeout(Duration::from_secs(300)).expect("the engine keeps reporting");
+        by_job.entry(e.job).or_default().push(e.kind.clone());
+        all.push(e);
+    }
     let timed =
         engine.submit(Job::evaluate(Arc::clone(&swish), candidate("level1/2_Swish/correct.py")));
     let c = engine.submit(check("level1/2_Swish/correct.py"));
-    let (all, by_job) = collect(&events, 4);
+    let finished =
+        by_job.values().flatten().filter(|k| matches!(k, EventKind::Finished(_))).count();
+    let (rest, rest_by_job) = collect(&events, 4 - finished);
+    all.extend(rest);
+    for (id, kinds) in rest_by_job {
+        by_job.entry(id).or_default().extend(kinds);
+    }
     let spans = held(&all);
     // The first two checks ran side by side.
     let overlap = |x: (usize, usize), y: (usize, usize)| x.0 < y.1 && y.0 < x.1;
