@@ -10,6 +10,7 @@ use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crate::procfs;
@@ -165,6 +166,11 @@ pub(crate) fn probe() -> (CgroupBase, Vec<String>) {
                 .push(format!("cgroup v1 {controller} at `{}` is not usable: {e}", dir.display())),
         }
     }
+    let parents: BTreeSet<&Path> =
+        [&base.memory, &base.pids].into_iter().flatten().map(|p| p.parent.as_path()).collect();
+    for parent in parents {
+        sweep_leftovers(parent);
+    }
     (base, notes)
 }
 
@@ -243,6 +249,66 @@ fn try_child(dir: &Path, files: &[&str]) -> io::Result<()> {
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// The start of this process's workers' cgroup names: `cudal1-<pid>-<start time>`. A process
+/// that dies without removing them (killed, or a test process that exits with workers alive)
+/// leaves them behind, and the kernel gives its pid to another process in time: with the pid
+/// alone, that process's first worker met the leftover and could not start (`EEXIST`, seen in
+/// CI as a correct candidate judged `runtime_error`).
+fn name_stem() -> &'static str {
+    static STEM: OnceLock<String> = OnceLock::new();
+    STEM.get_or_init(|| {
+        let pid = std::process::id();
+        let start = procfs::stat(pid).and_then(|s| s.start_time).unwrap_or(0);
+        format!("cudal1-{pid}-{start}")
+    })
+}
+
+/// The process that made the cgroup named `name`, as (pid, start time), for the names this
+/// module makes: `cudal1-<pid>-<start>-<n>` for a worker's (the start time `None` in names from
+/// before it was added, `cudal1-<pid>-<n>`), `cudal1-probe-<pid>` for a probe.
+fn owner(name: &str) -> Option<(u32, Option<u64>)> {
+    let rest = name.strip_prefix("cudal1-")?;
+    let fields: Vec<&str> = rest.split('-').collect();
+    let number = |f: &str| f.parse::<u64>().ok().filter(|_| f.bytes().all(|b| b.is_ascii_digit()));
+    match fields.as_slice() {
+        ["probe", pid] => Some((u32::try_from(number(pid)?).ok()?, None)),
+        [pid, start, n] => {
+            number(n)?;
+            Some((u32::try_from(number(pid)?).ok()?, Some(number(start)?)))
+        }
+        [pid, n] => {
+            number(n)?;
+            Some((u32::try_from(number(pid)?).ok()?, None))
+        }
+        _ => None,
+    }
+}
+
+/// Removes the cgroups under `parent` that an earlier cudal1 process left behind: those whose
+/// maker is gone (no process with its pid, or one that started at another time). A cgroup
+/// that still has members cannot be removed and is left; so is one whose maker may be alive
+/// (a name without a start time whose pid runs). How many were removed.
+pub(crate) fn sweep_leftovers(parent: &Path) -> usize {
+    let Ok(entries) = fs::read_dir(parent) else { return 0 };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some((pid, start)) = name.to_str().and_then(owner) else { continue };
+        let alive = match (procfs::stat(pid), start) {
+            (None, _) => false,
+            (Some(s), Some(start)) => s.start_time == Some(start),
+            (Some(_), None) => true,
+        };
+        if !alive && fs::remove_dir(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    if removed > 0 {
+        tracing::debug!(parent = %parent.display(), removed, "removed cgroups left by earlier runs");
+    }
+    removed
+}
+
 /// The cgroup(s) of one worker: one directory on v2, one per controller on v1.
 #[derive(Debug)]
 pub(crate) struct WorkerCgroup {
@@ -267,8 +333,7 @@ impl WorkerCgroup {
         memory_bytes: Option<u64>,
         max_processes: Option<u64>,
     ) -> Result<Option<WorkerCgroup>, CgroupSetupError> {
-        let name =
-            format!("cudal1-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
+        let name = format!("{}-{}", name_stem(), COUNTER.fetch_add(1, Ordering::Relaxed));
         let mut cg = WorkerCgroup {
             dirs: Vec::new(),
             memory: None,
@@ -465,6 +530,52 @@ mod tests {
         assert_eq!(m[1].point, PathBuf::from("/sys/fs/cgroup/my mem"));
         assert_eq!(m[1].super_opts, ["rw", "memory"]);
         assert_eq!(cgroup_dir(&m[1], "/sub/a/b"), PathBuf::from("/sys/fs/cgroup/my mem/a/b"));
+    }
+
+    #[test]
+    fn the_maker_of_a_cgroup_is_read_from_its_name() {
+        assert_eq!(owner("cudal1-41-9876-3"), Some((41, Some(9876))));
+        assert_eq!(owner("cudal1-41-3"), Some((41, None)));
+        assert_eq!(owner("cudal1-probe-41"), Some((41, None)));
+        for other in ["cudal1-unit-41", "cudal1-41", "cudal1-4a-1", "cudal1-41-+1-2", "user.slice"]
+        {
+            assert_eq!(owner(other), None, "{other}");
+        }
+        assert!(name_stem().starts_with(&format!("cudal1-{}-", std::process::id())));
+        assert!(owner(&format!("{}-0", name_stem())).is_some_and(|(_, start)| start.is_some()));
+    }
+
+    /// Leftovers of gone processes go; what a live process made, a cgroup with members (here: a
+    /// directory with a file) and what is not ours stay. A plain directory stands in for the
+    /// cgroup parent: removal is the same `rmdir`.
+    #[test]
+    fn cgroups_left_by_gone_processes_are_swept() {
+        let parent = tempfile::tempdir().unwrap();
+        let mut gone = std::process::Command::new("/bin/true").spawn().unwrap();
+        let dead = gone.id();
+        gone.wait().unwrap();
+        let me = std::process::id();
+        let live_start = procfs::stat(me).unwrap().start_time.unwrap();
+        let names = [
+            (format!("cudal1-{dead}-5-0"), false),
+            (format!("cudal1-{dead}-1"), false),
+            (format!("cudal1-probe-{dead}"), false),
+            (format!("cudal1-{me}-{}-0", live_start + 1), false),
+            (format!("{}-7", name_stem()), true),
+            (format!("cudal1-{me}-2"), true),
+            ("user.slice".to_string(), true),
+        ];
+        for (name, _) in &names {
+            fs::create_dir(parent.path().join(name)).unwrap();
+        }
+        let busy = parent.path().join(format!("cudal1-{dead}-5-1"));
+        fs::create_dir(&busy).unwrap();
+        fs::write(busy.join("cgroup.procs"), "1").unwrap();
+        assert_eq!(sweep_leftovers(parent.path()), 4);
+        for (name, stays) in &names {
+            assert_eq!(parent.path().join(name).exists(), *stays, "{name}");
+        }
+        assert!(busy.exists());
     }
 
     #[test]
