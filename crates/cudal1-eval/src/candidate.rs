@@ -403,8 +403,9 @@ impl Run<'_, '_> {
 
     /// A candidate process that has answered `Hello`: the one started ahead, else a new one.
     /// Until it answers, the process has run none of the candidate's code (the candidate is
-    /// loaded by the next request), so a process that dies or hangs before then is not the
-    /// candidate's doing: it is replaced once, and a second failure is the machine's (no verdict,
+    /// loaded by the next request), so a process that cannot be started (its scratch directory,
+    /// its cgroup, the spawn), or dies or hangs before then, is not the candidate's doing: it is
+    /// replaced once, and a second failure is the machine's (no verdict,
     /// [`RUNNER_DID_NOT_START`]).
     fn started(
         &self,
@@ -414,14 +415,22 @@ impl Run<'_, '_> {
         let mut ahead = ahead;
         let mut failures = Vec::new();
         for _ in 0..2 {
-            let mut process = match ahead.take() {
-                Some(p) => p,
+            let started = match ahead.take() {
+                Some(p) => Ok(p),
                 None => CandidateProcess::start(
                     self.ctx,
                     &self.reference.task.path,
                     self.candidate,
                     compiled,
-                )?,
+                ),
+            };
+            let mut process = match started {
+                Ok(p) => p,
+                Err(failed) => {
+                    tracing::warn!(candidate = %self.candidate.label, reason = %failed.reason, "a candidate's runner could not be started; trying again");
+                    failures.push(failed.reason);
+                    continue;
+                }
             };
             match process.client.call(&Hello {}, HELLO_TIMEOUT) {
                 Ok(_) => return Ok(process),

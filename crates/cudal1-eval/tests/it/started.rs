@@ -104,6 +104,16 @@ fn a_runner_that_never_starts_gives_no_verdict() {
         Ok(e) => panic!("a verdict for a candidate that never ran: {:?} {}", e.verdict, e.reason),
         Err(e) => panic!("{e}"),
     }
+    // A process that cannot even be started (here its scratch directory; in CI once, its cgroup,
+    // whose name a gone process had left behind) is no verdict either, not `runtime_error`.
+    let env = swish.env.clone();
+    match swish.evaluate(&env, &dir.path().join("missing"), "correct.py", None) {
+        Err(Unjudged::Host(reason)) => {
+            assert!(reason.contains("could not make a scratch directory"), "{reason}")
+        }
+        Ok(e) => panic!("a verdict for a candidate that never ran: {:?} {}", e.verdict, e.reason),
+        Err(e) => panic!("{e}"),
+    }
     swish.reference.shutdown();
 }
 
