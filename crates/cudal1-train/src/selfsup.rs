@@ -218,10 +218,12 @@ mod tests {
         let conversations = [vec![Message::user("write it in Triton".to_owned())]];
         let replies = |language| {
             let mut stats = Collected::default();
-            let kept =
-                round_candidates(language, &tasks, &conversations, &samples, 3, &mut stats);
+            let kept = round_candidates(language, &tasks, &conversations, &samples, 3, &mut stats);
             for c in &kept {
-                assert_eq!((c.task.key(), c.provenance["round"].as_u64()), (tasks[0].key(), Some(3)));
+                assert_eq!(
+                    (c.task.key(), c.provenance["round"].as_u64()),
+                    (tasks[0].key(), Some(3))
+                );
                 assert_eq!(c.messages, conversations[0]);
             }
             (kept.into_iter().map(|c| c.reply).collect::<Vec<_>>(), stats.other_language)
