@@ -809,9 +809,18 @@ fn a_triton_run_keeps_its_best_and_its_exemplars_in_triton() {
     assert_eq!(best["written"], "triton", "{best}");
     assert!(best["speedup"].as_f64().unwrap() < fastest, "the CUDA program was faster: {s}");
     assert_eq!(s["totals"]["other_language"], 1, "{s}");
-    let best_py = std::fs::read_to_string(out.join("best.py")).unwrap();
+    // The live program lines say the CUDA program is not the run's (the event carries it).
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    let other: Vec<&str> = stderr.lines().filter(|l| l.contains("another language")).collect();
+    assert_eq!(other.len(), 1, "{stderr}");
+    assert!(other[0].contains(": correct ") && other[0].contains("(CUDA: "), "{stderr}");
+    // A Triton run's files go to `--out/triton/`, where no CUDA run of the same `--out` writes.
+    let triton_dir = out.join("triton");
+    assert_eq!(s["out_dir"], triton_dir.display().to_string(), "{s}");
+    assert!(!out.join("best.py").exists(), "nothing of the Triton run's in the CUDA place");
+    let best_py = std::fs::read_to_string(triton_dir.join("best.py")).unwrap();
     assert!(best_py.contains("diag_triton_kernel") && !best_py.contains("load_inline"));
-    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    let report = std::fs::read_to_string(triton_dir.join("report.md")).unwrap();
     assert!(report.contains("- language: the prompts asked for Triton kernels"), "{report}");
     assert!(report.contains(", Triton, in `best.py`"), "{report}");
     // Round 2's contrastive prompt shows the Triton program and not the CUDA one.
@@ -821,4 +830,21 @@ fn a_triton_run_keeps_its_best_and_its_exemplars_in_triton() {
     for p in contrastive {
         assert!(p.contains("diag_triton_kernel") && !p.contains("diag_cuda_ext"), "{p}");
     }
+
+    // A CUDA run given the same `--out` writes its own files where CUDA runs always did, and
+    // leaves the Triton run's alone.
+    let server = Scripted::start(vec![Step::Reply(fenced(&cuda_fast))], vec![]);
+    let extra = ["--llm-url", &server.url, "--model", "m", "--rounds", "1", "--samples", "1"];
+    let run = optimize(&db, &out, &extra);
+    server.finish();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let s = summary(&run);
+    assert_eq!(s["language"], "cuda", "{s}");
+    assert_eq!(s["best"]["written"], "cuda", "{s}");
+    assert_eq!(s["out_dir"], out.display().to_string(), "{s}");
+    assert!(std::fs::read_to_string(out.join("best.py")).unwrap().contains("diag_cuda_ext"));
+    assert_eq!(std::fs::read_to_string(triton_dir.join("best.py")).unwrap(), best_py);
+    let cuda_report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(cuda_report.contains("asked for CUDA kernels"), "{cuda_report}");
+    assert_eq!(std::fs::read_to_string(triton_dir.join("report.md")).unwrap(), report);
 }
