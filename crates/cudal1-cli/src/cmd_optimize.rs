@@ -10,7 +10,9 @@ use crate::workspace::Workspace;
 use anyhow::{bail, Context, Result};
 use cudal1_eval::Evaluation;
 use cudal1_llm::{EmbeddedConfig, EmbeddedModel, Llm, OpenAiClient, Prices};
-use cudal1_optimize::{write_outputs, OptimizeConfig, Optimizer, RunSummary, StopReason};
+use cudal1_optimize::{
+    write_outputs, OptimizeConfig, Optimizer, OutputFiles, RunSummary, StopReason,
+};
 use cudal1_python::Interpreter;
 use cudal1_search::Prompts;
 use cudal1_task::{load_suite, Task};
@@ -123,13 +125,13 @@ pub fn run(a: OptimizeArgs) -> Result<Status> {
         let files = write_outputs(&dir, &summary)?;
         if a.json {
             let mut v = serde_json::to_value(&summary)?;
-            v["out_dir"] = dir.display().to_string().into();
+            v["out_dir"] = files.dir.display().to_string().into();
             v["report"] = files.report.display().to_string().into();
             v["record"] = files.record.display().to_string().into();
             v["replies"] = files.replies.display().to_string().into();
             out::line(v)?;
         } else {
-            print_summary(&summary, &dir)?;
+            print_summary(&summary, &files)?;
         }
         if summary.stop == StopReason::Interrupted {
             engine.finish();
@@ -206,7 +208,8 @@ fn build_llm(
     Ok((Box::new(model), LlmDefaults { max_tokens: 2048, concurrency: 1 }))
 }
 
-fn print_summary(s: &RunSummary, dir: &Path) -> std::io::Result<()> {
+fn print_summary(s: &RunSummary, files: &OutputFiles) -> std::io::Result<()> {
+    let dir = &files.dir;
     out::line(format!("{} ({}): {}", s.task, s.language, s.stop_text))?;
     let t = &s.totals;
     out::line(format!(

@@ -2,6 +2,7 @@
 //! [`Event`] through a callback and decides what people see (progress bars, JSON, logs).
 
 use cudal1_eval::Verdict;
+use cudal1_search::Written;
 use cudal1_store::NewRound;
 
 use crate::plan::PromptKind;
@@ -52,6 +53,12 @@ pub enum Event {
         verdict: Verdict,
         speedup: Option<f64>,
         reason: String,
+        /// What the program is written in (read from its code).
+        written: Written,
+        /// Whether the run counts it as its own: a program a prompt in the run's language may
+        /// show ([`cudal1_search::Language::may_show`]), the rule the rounds' best and the
+        /// summary's follow. A correct program in the other language is never the best so far.
+        in_language: bool,
     },
     /// The reference failed while judging one program; the next starts a fresh reference.
     ReferenceFailed {

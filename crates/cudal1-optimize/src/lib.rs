@@ -10,7 +10,8 @@
 //! the trajectory has its K programs. Every sample, program and finished round goes to the store
 //! at once, so an interrupted run resumes where it stopped, trajectories from their last turn. The run ends after its rounds, on a wall-time,
 //! token or cost budget, or after K rounds without a better program; [`write_outputs`] then
-//! leaves `best.py`, `best.json` and `report.md` in a directory.
+//! leaves `best.py`, `best.json` and `report.md` in a directory (a non-CUDA run in a folder of
+//! its language's name inside it, [`language_dir`]).
 //!
 //! ```no_run
 //! # fn demo(opt: &cudal1_optimize::Optimizer<'_>, task: &cudal1_task::Task) -> Result<(), cudal1_optimize::OptimizeError> {
@@ -39,7 +40,7 @@ pub use error::OptimizeError;
 pub use event::Event;
 pub use feedback::judged;
 pub use lineage::LineageNode;
-pub use output::{render_report, write_outputs, OutputFiles};
+pub use output::{language_dir, render_report, write_outputs, OutputFiles};
 pub use plan::PromptKind;
 pub use run::{run_id, Optimizer, Profiles};
 pub use stop::StopReason;

@@ -2,6 +2,11 @@
 //! `best.json` (its evaluation and lineage, or, with no correct program yet, what each program
 //! got), `report.md` (rounds, the lineage, every sample) and `replies/` (every LLM reply, one
 //! file each, linked from the report).
+//!
+//! A CUDA run writes them into the directory it is given (`--out`), as before languages existed;
+//! a run in another language into a folder of that language's name inside it
+//! ([`language_dir`]: `--out/triton/`), so that a Triton run given a CUDA run's `--out` keeps
+//! both runs' `best.py` and reports side by side instead of overwriting the CUDA run's.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -10,20 +15,34 @@ use serde_json::json;
 
 use crate::summary::RunSummary;
 use crate::OptimizeError;
+use cudal1_search::Language;
+
+/// Where a run asking for `language` writes its outputs when given `out`: `out` itself for CUDA
+/// (unchanged from before languages existed), `out/<language>` (`out/triton`) otherwise.
+#[must_use]
+pub fn language_dir(out: &Path, language: Language) -> PathBuf {
+    match language {
+        Language::Cuda => out.to_owned(),
+        other => out.join(other.as_str()),
+    }
+}
 
 /// The files written; `best` (`best.py`) is `None` when the run has no correct program.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OutputFiles {
+    /// The directory they are in ([`language_dir`]).
+    pub dir: PathBuf,
     pub best: Option<PathBuf>,
     pub record: PathBuf,
     pub report: PathBuf,
     pub replies: PathBuf,
 }
 
-/// Writes the outputs into `dir` (created if needed). Without a correct program, a `best.py`
-/// left by an earlier invocation is removed, so the directory never shows a best program the
-/// report does not; `best.json` then says what each program got.
-pub fn write_outputs(dir: &Path, s: &RunSummary) -> Result<OutputFiles, OptimizeError> {
+/// Writes the outputs into the run's [`language_dir`] of `out` (created if needed). Without a
+/// correct program, a `best.py` left there by an earlier invocation is removed, so the directory
+/// never shows a best program the report does not; `best.json` then says what each program got.
+pub fn write_outputs(out: &Path, s: &RunSummary) -> Result<OutputFiles, OptimizeError> {
+    let dir = &language_dir(out, s.language);
     let io = |path: &Path| {
         let path = path.to_owned();
         move |source| OptimizeError::Output { path, source }
@@ -85,7 +104,13 @@ pub fn write_outputs(dir: &Path, s: &RunSummary) -> Result<OutputFiles, Optimize
         std::fs::write(&path, body).map_err(io(&path))?;
     }
     std::fs::write(&md, render_report(s)).map_err(io(&md))?;
-    Ok(OutputFiles { best: s.best.as_ref().map(|_| py), record: js, report: md, replies })
+    Ok(OutputFiles {
+        dir: dir.clone(),
+        best: s.best.as_ref().map(|_| py),
+        record: js,
+        report: md,
+        replies,
+    })
 }
 
 fn speedup(x: Option<f64>) -> String {
@@ -322,6 +347,33 @@ mod tests {
         );
         assert!(md.contains("- #5: round 2 of run `r1`, correct 3.00x, shown #2\n  - #2: round 1 of run `r1`, correct 2.00x, written from the reference alone"), "{md}");
         assert!(md.contains("| 1 | 2 | no_code | - | - | no code block: the reply has \\| no block | [round-1-sample-2.md](replies/round-1-sample-2.md) |"), "{md}");
+    }
+
+    #[test]
+    fn a_triton_run_writes_beside_a_cuda_run_in_the_same_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let cuda = write_outputs(dir.path(), &summary(true)).unwrap();
+        assert_eq!(cuda.dir, dir.path());
+        assert_eq!(cuda.best.as_deref(), Some(dir.path().join("best.py").as_path()));
+        let mut triton = summary(true);
+        triton.language = Language::Triton;
+        triton.run_id = "r2".into();
+        triton.best.as_mut().unwrap().code = "import triton\nclass ModelNew: pass\n".into();
+        let files = write_outputs(dir.path(), &triton).unwrap();
+        let sub = dir.path().join("triton");
+        assert_eq!(files.dir, sub);
+        assert_eq!(files.best.as_deref(), Some(sub.join("best.py").as_path()));
+        assert_eq!((files.record.parent(), files.report.parent()), (Some(&*sub), Some(&*sub)));
+        assert_eq!(files.replies, sub.join("replies"));
+        assert!(sub.join("replies/round-1-sample-2.md").is_file());
+        assert!(std::fs::read_to_string(sub.join("best.py")).unwrap().starts_with("import triton"));
+        assert!(std::fs::read_to_string(sub.join("best.json")).unwrap().contains("\"r2\""));
+        // The CUDA run's outputs are untouched.
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("best.py")).unwrap(),
+            "class ModelNew: pass\n"
+        );
+        assert!(std::fs::read_to_string(dir.path().join("best.json")).unwrap().contains("\"r1\""));
     }
 
     #[test]

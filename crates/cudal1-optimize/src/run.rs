@@ -11,7 +11,9 @@ use std::time::Instant;
 use crossbeam_channel::{never, select, unbounded, Receiver, Sender};
 use cudal1_eval::{Done, Evaluator, Job, JobId, JobOutcome, Verdict};
 use cudal1_llm::{Completion, Llm, LlmError};
-use cudal1_search::{extract_program, normalized_hash, ExemplarSampler, Language, Prompts};
+use cudal1_search::{
+    extract_program, normalized_hash, ExemplarSampler, Language, Prompts, Written,
+};
 use cudal1_store::{
     NewProgram, NewRound, NewRun, NewSample, ProgramDatabase, ProgramKey, Store, StoredProgram,
     StoredSample,
@@ -791,12 +793,15 @@ impl<'o, 'a> Loop<'o, 'a> {
                 let stored = store.find_program(&key).map_err(|e| self.store_err(e))?;
                 self.invocation.evaluations += 1;
                 if let Some(stored) = stored {
+                    let written = Written::of(&stored.code);
                     on_event(Event::ProgramEvaluated {
                         round: stored.round,
                         program_id: stored.id,
                         verdict: Verdict::parse(&stored.verdict).unwrap_or(e.verdict),
                         speedup: stored.speedup_median,
                         reason: stored.reason.clone(),
+                        written,
+                        in_language: self.opt.prompts.asks_for().may_show(written),
                     });
                     self.programs.insert(code_hash, without_evaluation(stored));
                 }

@@ -50,6 +50,17 @@ fn write_atomically(path: &Path, text: &str) -> Result<(), TrainError> {
     std::fs::rename(&tmp, path).map_err(io("replace", path))
 }
 
+/// Writes the policy's device in `run` (a `run.json`: `settings.policy.device`) by its one name:
+/// older binaries recorded `--policy-device` as given, so `cuda` there is the `cuda:0` a run
+/// records now, and such a run resumes. A name that is no device is left as it is (and differs).
+fn canonical_policy_device(run: &mut Value) {
+    if let Some(device) = run.pointer_mut("/settings/policy/device") {
+        if let Some(parsed) = device.as_str().and_then(|d| cudal1_eval::Device::parse(d).ok()) {
+            *device = Value::String(parsed.to_string());
+        }
+    }
+}
+
 impl RunDir {
     /// Opens (or starts) the run in `root` for `stage` with `settings`; returns the state to
     /// resume from, if any.
@@ -64,11 +75,12 @@ impl RunDir {
         let run_json = root.join("run.json");
         match std::fs::read_to_string(&run_json) {
             Ok(text) => {
-                let had: Value = serde_json::from_str(&text).map_err(|e| TrainError::Data {
+                let mut had: Value = serde_json::from_str(&text).map_err(|e| TrainError::Data {
                     path: run_json.clone(),
                     line: 1,
                     reason: e.to_string(),
                 })?;
+                canonical_policy_device(&mut had);
                 if had != wanted {
                     return Err(TrainError::Mismatch {
                         dir: root.to_owned(),
@@ -293,5 +305,24 @@ mod tests {
         assert_eq!(run.lines("metrics.jsonl").len(), 1);
         let err = RunDir::open(dir.path(), "sft", &serde_json::json!({"lr": 2e-4})).unwrap_err();
         assert!(err.to_string().contains("`settings.lr` was 0.0001, now 0.0002"), "{err}");
+    }
+
+    #[test]
+    fn a_run_recorded_on_plain_cuda_resumes_on_cuda_0() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = |device: &str| serde_json::json!({"policy": {"device": device}, "lr": 1e-4});
+        // What an older binary wrote for `--policy-device cuda`.
+        std::fs::write(
+            dir.path().join("run.json"),
+            serde_json::json!({"stage": "rl", "settings": settings("cuda")}).to_string(),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("state.json"), r#"{"step": 2, "checkpoint": null}"#)
+            .unwrap();
+        let (_, state) = RunDir::open(dir.path(), "rl", &settings("cuda:0")).unwrap();
+        assert_eq!(state.unwrap().step, 2);
+        // Another GPU is still another device.
+        let err = RunDir::open(dir.path(), "rl", &settings("cuda:1")).unwrap_err();
+        assert!(err.to_string().contains("was \"cuda:0\", now \"cuda:1\""), "{err}");
     }
 }

@@ -3,13 +3,13 @@
 //! before (in stage 1's data or an earlier round); the policy is fine-tuned on them, with a replay
 //! of stage 1's examples so that it does not forget them. Speed is not a criterion here.
 
-use crate::data::{keep_correct, task_messages, Candidate, Collected, SftExample};
+use crate::data::{answers_in, keep_correct, task_messages, Candidate, Collected, SftExample};
 use crate::policy::{Policy, Sampling};
 use crate::run::RunDir;
 use crate::{TrainError, TrainEvent};
 use cudal1_eval::Evaluator;
-use cudal1_model::messages::Sequence;
-use cudal1_search::{extract_program, normalized_hash, Prompts};
+use cudal1_model::messages::{Message, Sample, Sequence};
+use cudal1_search::{extract_program, normalized_hash, Language, Prompts};
 use cudal1_task::Task;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -91,16 +91,15 @@ pub fn run(
         let started = Instant::now();
         on_event(TrainEvent::Phase { step: round, phase: "evaluate" });
         let truncated = samples.iter().filter(|s| s.finish_reason == "length").count();
-        let candidates: Vec<Candidate> = samples
-            .iter()
-            .map(|s| Candidate {
-                task: Arc::clone(&tasks[s.prompt_index]),
-                messages: conversations[s.prompt_index].clone(),
-                reply: s.text.clone(),
-                provenance: json!({"source": "policy", "round": round}),
-            })
-            .collect();
         let mut stats = Collected { replies: samples.len(), ..Collected::default() };
+        let candidates = round_candidates(
+            prompts.asks_for(),
+            tasks,
+            &conversations,
+            &samples,
+            round,
+            &mut stats,
+        );
         let kept = keep_correct(engine, candidates, &mut seen, &mut stats, on_event);
         let t_evaluate = started.elapsed().as_secs_f64();
         run.record_samples(
@@ -148,6 +147,7 @@ pub fn run(
             "sft_steps": losses.len(),
             "loss": if losses.is_empty() { None } else { Some(losses.iter().sum::<f64>() / losses.len() as f64) },
             "verdicts": stats.verdicts,
+            "other_language": stats.other_language,
             "seconds": {"generate": t_generate, "evaluate": t_evaluate, "train": t_train},
         });
         run.record_metrics(&line)?;
@@ -157,4 +157,84 @@ pub fn run(
         lines.push(line);
     }
     Ok(lines)
+}
+
+/// The round's `samples` (each answering `conversations[prompt_index]` for
+/// `tasks[prompt_index]`) as candidates to judge and keep: only those answering in the `language`
+/// the prompts ask for, by the rule `sft-data` keeps its answers by ([`answers_in`]; for Triton
+/// prompts, programs with Triton kernels and no CUDA extension), so that a Triton run never
+/// fine-tunes the policy on a CUDA program it wrote anyway. What is left out is counted in
+/// `stats.other_language`.
+fn round_candidates(
+    language: Language,
+    tasks: &[Arc<Task>],
+    conversations: &[Vec<Message>],
+    samples: &[Sample],
+    round: u64,
+    stats: &mut Collected,
+) -> Vec<Candidate> {
+    let candidates = samples
+        .iter()
+        .map(|s| Candidate {
+            task: Arc::clone(&tasks[s.prompt_index]),
+            messages: conversations[s.prompt_index].clone(),
+            reply: s.text.clone(),
+            provenance: json!({"source": "policy", "round": round}),
+        })
+        .collect();
+    answers_in(language, candidates, stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::corpus_reply;
+    use std::path::Path;
+
+    fn sample(prompt_index: usize, code: &str) -> Sample {
+        Sample {
+            prompt_index,
+            ids: vec![],
+            logprobs: vec![],
+            text: corpus_reply(code),
+            finish_reason: "stop".into(),
+        }
+    }
+
+    #[test]
+    fn a_round_keeps_only_the_samples_written_in_the_prompts_language() {
+        let task = Arc::new(
+            Task::from_source(
+                Path::new("level1/1_X.py"),
+                "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x + 1\ndef get_inputs():\n    return [torch.randn(4)]\ndef get_init_inputs():\n    return []\n".into(),
+            )
+            .unwrap(),
+        );
+        let cuda = "from torch.utils.cpp_extension import load_inline\next = load_inline(name='e', cpp_sources='')\nclass ModelNew: pass\n";
+        let triton = "import triton\n@triton.jit\ndef k(x):\n    pass\nclass ModelNew: pass\n";
+        let plain = "import torch\nclass ModelNew: pass\n";
+        let samples = [sample(0, cuda), sample(0, triton), sample(0, plain)];
+        let tasks = [task];
+        let conversations = [vec![Message::user("write it in Triton".to_owned())]];
+        let replies = |language| {
+            let mut stats = Collected::default();
+            let kept = round_candidates(language, &tasks, &conversations, &samples, 3, &mut stats);
+            for c in &kept {
+                assert_eq!(
+                    (c.task.key(), c.provenance["round"].as_u64()),
+                    (tasks[0].key(), Some(3))
+                );
+                assert_eq!(c.messages, conversations[0]);
+            }
+            (kept.into_iter().map(|c| c.reply).collect::<Vec<_>>(), stats.other_language)
+        };
+        let (kept, left_out) = replies(Language::Triton);
+        assert_eq!(kept, [corpus_reply(triton)]);
+        let left_out: Vec<(&str, usize)> = left_out.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert_eq!(left_out, [("cuda", 1), ("pytorch", 1)]);
+        // A CUDA run keeps every sample, as it did before languages existed.
+        let (kept, left_out) = replies(Language::Cuda);
+        assert_eq!(kept.len(), 3);
+        assert!(left_out.is_empty());
+    }
 }

@@ -31,8 +31,9 @@ pub struct OptimizeArgs {
     pub turn_target: f64,
     #[command(flatten)]
     pub device: DeviceArg,
-    /// Where `best.py`, `best.json` and `report.md` go. The same directory (with the same task,
-    /// settings and `--db`) resumes the same run.
+    /// Where `best.py`, `best.json` and `report.md` go (`--language triton`: into its `triton/`
+    /// folder). The same directory (with the same task, settings, language and `--db`) resumes the
+    /// same run.
     #[arg(long, default_value = "cudal1-optimize")]
     pub out: PathBuf,
     /// Print one JSON summary per task on stdout.

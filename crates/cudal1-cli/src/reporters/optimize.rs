@@ -104,9 +104,20 @@ impl OptimizeReporter {
                 }
                 self.refresh();
             }
-            Event::ProgramEvaluated { round, program_id, verdict, speedup, reason } => {
+            Event::ProgramEvaluated {
+                round,
+                program_id,
+                verdict,
+                speedup,
+                reason,
+                written,
+                in_language,
+            } => {
                 self.evaluating = self.evaluating.saturating_sub(1);
-                if verdict == cudal1_eval::Verdict::Correct {
+                let correct = verdict == cudal1_eval::Verdict::Correct;
+                // The run's best counts only programs in its language (the library says which),
+                // as the round lines and the summary do.
+                if correct && in_language {
                     self.best = match (self.best, speedup) {
                         (Some(b), Some(s)) => Some(b.max(s)),
                         (b, s) => b.or(s),
@@ -114,8 +125,16 @@ impl OptimizeReporter {
                 }
                 let first =
                     reason.lines().next().unwrap_or("").chars().take(100).collect::<String>();
+                let other = if correct && !in_language {
+                    format!(
+                        " ({}: another language than the prompts ask for, never the best)",
+                        written.describe()
+                    )
+                } else {
+                    String::new()
+                };
                 self.say(format!(
-                    "  round {round} program #{program_id}: {verdict} {} {first}",
+                    "  round {round} program #{program_id}: {verdict} {}{other} {first}",
                     speedup_text(speedup)
                 ));
                 self.refresh();
@@ -169,5 +188,33 @@ impl OptimizeReporter {
                 eprintln!("stopped: {}", reason.describe());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cudal1_search::Written;
+
+    fn evaluated(program_id: i64, speedup: f64, written: Written, in_language: bool) -> Event {
+        Event::ProgramEvaluated {
+            round: 1,
+            program_id,
+            verdict: cudal1_eval::Verdict::Correct,
+            speedup: Some(speedup),
+            reason: String::new(),
+            written,
+            in_language,
+        }
+    }
+
+    #[test]
+    fn the_best_so_far_counts_only_programs_in_the_runs_language() {
+        let mut r = OptimizeReporter::default();
+        r.on_event(evaluated(1, 3.0, Written::Cuda, false));
+        assert_eq!(r.best, None, "a faster CUDA program in a Triton run is not its best");
+        r.on_event(evaluated(2, 1.5, Written::Triton, true));
+        r.on_event(evaluated(3, 1.2, Written::PyTorch, true));
+        assert_eq!(r.best, Some(1.5));
     }
 }

@@ -87,6 +87,35 @@ impl Scripted {
     }
 }
 
+/// Runs a command that prompts an LLM once per language (`cuda`, then `triton`), each time
+/// against a fresh [`Scripted`] server that answers every prompt in prose, and checks that every
+/// prompt it sent asks for that language's kernels and not the other's. `command(language, url,
+/// language_args)` runs it with `language_args` (none for CUDA, `--language triton` for Triton)
+/// and returns its output, which must succeed. Returns each language's output and prompts for
+/// the caller's own checks.
+pub(crate) fn prompts_in_each_language(
+    mut command: impl FnMut(&str, &str, &[&str]) -> Output,
+) -> Vec<(&'static str, Output, Vec<String>)> {
+    let mut runs = Vec::new();
+    for language in ["cuda", "triton"] {
+        let server = Scripted::start(vec![], vec![]);
+        let flag: &[&str] = if language == "triton" { &["--language", "triton"] } else { &[] };
+        let out = command(language, &server.url, flag);
+        assert!(out.status.success(), "{language}: {}", String::from_utf8_lossy(&out.stderr));
+        let prompts = server.finish();
+        for p in &prompts {
+            let asks_triton = p.contains("with PyTorch and Triton.")
+                && p.contains("functions under `@triton.jit`")
+                && p.contains("Do not build CUDA C++ extensions");
+            let asks_cuda = p.contains("with PyTorch and CUDA.")
+                && p.contains("compiled with `torch.utils.cpp_extension.load_inline` are welcome");
+            assert_eq!((asks_triton, asks_cuda), (language == "triton", language == "cuda"), "{p}");
+        }
+        runs.push((language, out, prompts));
+    }
+    runs
+}
+
 fn optimize(db: &Path, out: &Path, extra: &[&str]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_cudal1"));
     cmd.current_dir(repo())
@@ -694,29 +723,16 @@ fn turns_show_the_previous_verdict_stop_when_good_enough_and_resume_after_ctrl_c
 #[test]
 fn the_language_flag_asks_for_triton_kernels_in_every_prompt() {
     let dir = tempfile::tempdir().unwrap();
-    for language in ["cuda", "triton"] {
-        // Prose replies: nothing to evaluate, and the second turn still comes.
-        let server = Scripted::start(vec![], vec![]);
-        let mut extra =
-            vec!["--llm-url", &server.url, "--model", "m", "--rounds", "1", "--samples", "1"];
+    // Prose replies: nothing to evaluate, and the second turn still comes.
+    let runs = prompts_in_each_language(|language, url, flag| {
+        let mut extra = vec!["--llm-url", url, "--model", "m", "--rounds", "1", "--samples", "1"];
         extra.extend(["--turns", "2"]);
-        if language == "triton" {
-            extra.extend(["--language", "triton"]);
-        }
-        let db = dir.path().join(format!("{language}.db"));
-        let out = optimize(&db, &dir.path().join(language), &extra);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let prompts = server.finish();
+        extra.extend(flag);
+        optimize(&dir.path().join(format!("{language}.db")), &dir.path().join(language), &extra)
+    });
+    for (_, _, prompts) in runs {
         assert_eq!(prompts.len(), 2, "a first turn and its refinement: {prompts:?}");
         assert!(prompts[1].contains("Your previous reply held no program."), "{}", prompts[1]);
-        for p in &prompts {
-            let asks_triton = p.contains("with PyTorch and Triton.")
-                && p.contains("functions under `@triton.jit`")
-                && p.contains("Do not build CUDA C++ extensions");
-            let asks_cuda = p.contains("with PyTorch and CUDA.")
-                && p.contains("compiled with `torch.utils.cpp_extension.load_inline` are welcome");
-            assert_eq!((asks_triton, asks_cuda), (language == "triton", language == "cuda"), "{p}");
-        }
     }
 }
 
@@ -809,9 +825,18 @@ fn a_triton_run_keeps_its_best_and_its_exemplars_in_triton() {
     assert_eq!(best["written"], "triton", "{best}");
     assert!(best["speedup"].as_f64().unwrap() < fastest, "the CUDA program was faster: {s}");
     assert_eq!(s["totals"]["other_language"], 1, "{s}");
-    let best_py = std::fs::read_to_string(out.join("best.py")).unwrap();
+    // The live program lines say the CUDA program is not the run's (the event carries it).
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    let other: Vec<&str> = stderr.lines().filter(|l| l.contains("another language")).collect();
+    assert_eq!(other.len(), 1, "{stderr}");
+    assert!(other[0].contains(": correct ") && other[0].contains("(CUDA: "), "{stderr}");
+    // A Triton run's files go to `--out/triton/`, where no CUDA run of the same `--out` writes.
+    let triton_dir = out.join("triton");
+    assert_eq!(s["out_dir"], triton_dir.display().to_string(), "{s}");
+    assert!(!out.join("best.py").exists(), "nothing of the Triton run's in the CUDA place");
+    let best_py = std::fs::read_to_string(triton_dir.join("best.py")).unwrap();
     assert!(best_py.contains("diag_triton_kernel") && !best_py.contains("load_inline"));
-    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    let report = std::fs::read_to_string(triton_dir.join("report.md")).unwrap();
     assert!(report.contains("- language: the prompts asked for Triton kernels"), "{report}");
     assert!(report.contains(", Triton, in `best.py`"), "{report}");
     // Round 2's contrastive prompt shows the Triton program and not the CUDA one.
@@ -821,4 +846,21 @@ fn a_triton_run_keeps_its_best_and_its_exemplars_in_triton() {
     for p in contrastive {
         assert!(p.contains("diag_triton_kernel") && !p.contains("diag_cuda_ext"), "{p}");
     }
+
+    // A CUDA run given the same `--out` writes its own files where CUDA runs always did, and
+    // leaves the Triton run's alone.
+    let server = Scripted::start(vec![Step::Reply(fenced(&cuda_fast))], vec![]);
+    let extra = ["--llm-url", &server.url, "--model", "m", "--rounds", "1", "--samples", "1"];
+    let run = optimize(&db, &out, &extra);
+    server.finish();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let s = summary(&run);
+    assert_eq!(s["language"], "cuda", "{s}");
+    assert_eq!(s["best"]["written"], "cuda", "{s}");
+    assert_eq!(s["out_dir"], out.display().to_string(), "{s}");
+    assert!(std::fs::read_to_string(out.join("best.py")).unwrap().contains("diag_cuda_ext"));
+    assert_eq!(std::fs::read_to_string(triton_dir.join("best.py")).unwrap(), best_py);
+    let cuda_report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(cuda_report.contains("asked for CUDA kernels"), "{cuda_report}");
+    assert_eq!(std::fs::read_to_string(triton_dir.join("report.md")).unwrap(), report);
 }

@@ -2,7 +2,7 @@
 //! model: synthetic tasks, supervised data judged by the real evaluator, fine-tuning killed
 //! mid-run and resumed, a short RL run and the held-out evaluation.
 
-use super::optimize::Scripted;
+use super::optimize::prompts_in_each_language;
 use super::{cudal1, json_lines, repo, run};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -312,32 +312,20 @@ fn supervised_data_is_sampled_with_prompts_in_the_language_given() {
     let dir = tempfile::tempdir().unwrap();
     let suite = repo().join("tests/suite-cpu/tasks/level1");
     let tasks = std::fs::read_dir(&suite).unwrap().count();
-    for language in ["cuda", "triton"] {
-        // Prose replies: nothing to judge, nothing kept.
-        let server = Scripted::start(vec![], vec![]);
-        let data = dir.path().join(format!("{language}.jsonl"));
+    // Prose replies: nothing to judge, nothing kept.
+    let runs = prompts_in_each_language(|language, url, flag| {
         let mut cmd = cudal1(&dir.path().join("s.db"));
         cmd.args(["train", "sft-data", "--device", "cpu", "--samples", "1", "--model", "m"])
-            .args(["--llm-url", &server.url, "--suite"])
+            .args(["--llm-url", url, "--suite"])
             .arg(&suite)
             .arg("--out")
-            .arg(&data);
-        if language == "triton" {
-            cmd.args(["--language", "triton"]);
-        }
-        let out = run(cmd);
-        assert!(out.status.success());
+            .arg(dir.path().join(format!("{language}.jsonl")))
+            .args(flag);
+        run(cmd)
+    });
+    for (_, out, prompts) in runs {
         assert_eq!(json_lines(&out)[0]["examples"], 0);
-        let prompts = server.finish();
         assert_eq!(prompts.len(), tasks, "one sample per task: {prompts:?}");
-        for p in &prompts {
-            let asks_triton = p.contains("with PyTorch and Triton.")
-                && p.contains("functions under `@triton.jit`")
-                && p.contains("Do not build CUDA C++ extensions");
-            let asks_cuda = p.contains("with PyTorch and CUDA.")
-                && p.contains("compiled with `torch.utils.cpp_extension.load_inline` are welcome");
-            assert_eq!((asks_triton, asks_cuda), (language == "triton", language == "cuda"), "{p}");
-        }
     }
 }
 
