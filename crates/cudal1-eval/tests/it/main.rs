@@ -111,23 +111,37 @@ fn checks_then_timed(
     engine.finish()
 }
 
+/// Events, in the order the stream gave them, and each job's.
+#[derive(Default)]
+struct Seen {
+    all: Vec<Event>,
+    by_job: BTreeMap<JobId, Vec<EventKind>>,
+}
+
+impl Seen {
+    /// Receives events until `done` holds for what has been seen.
+    fn until(&mut self, events: &crossbeam_channel::Receiver<Event>, done: impl Fn(&Seen) -> bool) {
+        while !done(self) {
+            let e =
+                events.recv_timeout(Duration::from_secs(300)).expect("the engine keeps reporting");
+            self.by_job.entry(e.job).or_default().push(e.kind.clone());
+            self.all.push(e);
+        }
+    }
+
+    fn finished(&self) -> usize {
+        self.all.iter().filter(|e| matches!(e.kind, EventKind::Finished(_))).count()
+    }
+}
+
 /// Events of each job, in the order the stream gave them, until `jobs` have finished.
 fn collect(
     events: &crossbeam_channel::Receiver<Event>,
     jobs: usize,
 ) -> (Vec<Event>, BTreeMap<JobId, Vec<EventKind>>) {
-    let mut all = Vec::new();
-    let mut by_job: BTreeMap<JobId, Vec<EventKind>> = BTreeMap::new();
-    let mut finished = 0;
-    while finished < jobs {
-        let e = events.recv_timeout(Duration::from_secs(300)).expect("the engine keeps reporting");
-        if matches!(e.kind, EventKind::Finished(_)) {
-            finished += 1;
-        }
-        by_job.entry(e.job).or_default().push(e.kind.clone());
-        all.push(e);
-    }
-    (all, by_job)
+    let mut seen = Seen::default();
+    seen.until(events, |s| s.finished() >= jobs);
+    (seen.all, seen.by_job)
 }
 
 fn outcome(kinds: &[EventKind]) -> &JobOutcome {
@@ -338,24 +352,19 @@ fn correctness_checks_share_the_device_and_a_timed_job_holds_it_alone() {
     ));
     // The timed job comes once both checks hold the device: a lane that asks for the device
     // after a timed job waits for it (seen in a loop here: the first check started last).
-    let (mut all, mut by_job) = (Vec::new(), BTreeMap::<JobId, Vec<EventKind>>::new());
-    while ![a.id, b.id].iter().all(|id| {
-        by_job.get(id).is_some_and(|k| k.iter().any(|k| matches!(k, EventKind::Started { .. })))
-    }) {
-        let e = events.recv_timeout(Duration::from_secs(300)).expect("the engine keeps reporting");
-        by_job.entry(e.job).or_default().push(e.kind.clone());
-        all.push(e);
-    }
+    let mut seen = Seen::default();
+    seen.until(&events, |s| {
+        [a.id, b.id].iter().all(|id| {
+            s.by_job
+                .get(id)
+                .is_some_and(|k| k.iter().any(|k| matches!(k, EventKind::Started { .. })))
+        })
+    });
     let timed =
         engine.submit(Job::evaluate(Arc::clone(&swish), candidate("level1/2_Swish/correct.py")));
     let c = engine.submit(check("level1/2_Swish/correct.py"));
-    let finished =
-        by_job.values().flatten().filter(|k| matches!(k, EventKind::Finished(_))).count();
-    let (rest, rest_by_job) = collect(&events, 4 - finished);
-    all.extend(rest);
-    for (id, kinds) in rest_by_job {
-        by_job.entry(id).or_default().extend(kinds);
-    }
+    seen.until(&events, |s| s.finished() >= 4);
+    let Seen { all, by_job } = seen;
     let spans = held(&all);
     // The first two checks ran side by side.
     let overlap = |x: (usize, usize), y: (usize, usize)| x.0 < y.1 && y.0 < x.1;
