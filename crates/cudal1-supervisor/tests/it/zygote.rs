@@ -20,18 +20,22 @@ fn zygote_running(args: &[std::ffi::OsString]) -> Zygote {
     Zygote::start(python(), args, &std::env::temp_dir(), &env).unwrap()
 }
 
+/// A confined child forked by `liar` is refused, the fork server's error saying `why`; `what` the
+/// child is, for the failure.
+fn refuses_a_confined_child(liar: &Zygote, why: &str, what: &str) {
+    match Worker::spawn_forked(spec("echo.py", Sandbox::strict()), options(), liar) {
+        Err(SpawnError::Zygote { detail, .. }) => assert!(detail.contains(why), "{detail}"),
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("{what} was taken for a confined one"),
+    }
+}
+
 #[test]
 fn a_child_that_says_it_is_confined_but_is_not_is_refused() {
     // Its children skip every step and still answer that all of them took: what the kernel
     // shows of the child (no seccomp filter, no no_new_privs, our network namespace) says not.
     let liar = zygote_running(&[fixtures().join("lying_zygote.py").into()]);
-    match Worker::spawn_forked(spec("echo.py", Sandbox::strict()), options(), &liar) {
-        Err(SpawnError::Zygote { detail, .. }) => {
-            assert!(detail.contains("not confined"), "{detail}")
-        }
-        Err(e) => panic!("wrong error: {e}"),
-        Ok(_) => panic!("an unconfined child was taken for a confined one"),
-    }
+    refuses_a_confined_child(&liar, "not confined", "an unconfined child");
     // Unconfined workers (trusted ones) have no steps to check.
     let mut trusted =
         Worker::spawn_forked(spec("echo.py", Sandbox::disabled()), options(), &liar).unwrap();
@@ -45,13 +49,7 @@ fn a_child_that_keeps_the_hosts_tmp_is_refused() {
         return crate::common::skip("a_child_that_keeps_the_hosts_tmp_is_refused", why);
     }
     let liar = zygote_running(&[fixtures().join("tmp_skipping_zygote.py").into()]);
-    match Worker::spawn_forked(spec("echo.py", Sandbox::strict()), options(), &liar) {
-        Err(SpawnError::Zygote { detail, .. }) => {
-            assert!(detail.contains("/tmp is the host's"), "{detail}")
-        }
-        Err(e) => panic!("wrong error: {e}"),
-        Ok(_) => panic!("a child on the host's /tmp was taken for one with its own"),
-    }
+    refuses_a_confined_child(&liar, "/tmp is the host's", "a child on the host's /tmp");
     liar.shutdown();
 }
 
