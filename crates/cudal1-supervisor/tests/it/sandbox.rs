@@ -76,7 +76,20 @@ fn no_network_inside_the_sandbox() {
 
 /// A directory the host's and a sandboxed worker's file systems share (not below `/tmp`).
 fn outside_tmp() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+    // A checkout below /tmp (a CI runner's, `git clone . /tmp/fresh`) has its target there too,
+    // which a sandboxed worker's own /tmp does not show: then /var/tmp.
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    tempfile::tempdir_in(if target.starts_with("/tmp") { Path::new("/var/tmp") } else { target })
+        .unwrap()
+}
+
+/// What a sandboxed worker's own /tmp shows beside its scratch directory: the paths it is given
+/// that lie below the host's /tmp are bound back there, so a checkout below /tmp (its fixtures,
+/// its interpreter) appears by its first name below /tmp.
+fn checkout_in_tmp() -> Option<String> {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).canonicalize().unwrap();
+    let below = repo.strip_prefix("/tmp").ok()?;
+    Some(below.components().next()?.as_os_str().to_str()?.to_owned())
 }
 
 fn require_landlock(test: &str) -> bool {
@@ -629,8 +642,10 @@ fn each_worker_has_a_tmp_of_its_own() {
         let mut third = probe(sandbox);
         let reply = ask(&mut third, json!({"op": "list", "path": "/tmp"}));
         let listed: Vec<String> = serde_json::from_value(reply["value"].clone()).unwrap();
-        let scratch_name = scratch.path().file_name().unwrap().to_str().unwrap();
-        assert_eq!(listed, [scratch_name], "reads {reads}: its /tmp holds only its scratch directory");
+        let scratch_name = scratch.path().file_name().unwrap().to_str().unwrap().to_owned();
+        let mut expected: Vec<String> = [Some(scratch_name), checkout_in_tmp()].into_iter().flatten().collect();
+        expected.sort();
+        assert_eq!(listed, expected, "reads {reads}: its /tmp holds only its scratch directory (and the checkout)");
         assert!(!dir.exists());
     }
 }
