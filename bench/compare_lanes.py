@@ -1,7 +1,8 @@
 """Rows whose verdicts differ between two `cudal1 eval --json` runs of the same batch (gzip or not):
     python3 bench/compare_lanes.py A.jsonl[.gz] B.jsonl[.gz]
 Prints the counts of each run, then one line per task and candidate whose verdict or reason class
-differs (or that only one run judged), with both reasons' first lines."""
+differs (or that only one run judged), with both reasons' first lines. Rows without a verdict (no
+code) count as not judged."""
 import gzip
 import json
 import sys
@@ -14,8 +15,10 @@ def rows(path):
     with opener(path, "rt") as f:
         for line in f:
             r = json.loads(line)
-            if "verdict" in r:
-                out[(r.get("task"), r.get("candidate"))] = r
+            # A row with no verdict (the release had no code for it) counts as absent; candidates
+            # are named by file and line, wherever the release lay on the machine that ran.
+            if r.get("verdict") is not None:
+                out[(r.get("task"), (r.get("candidate") or "").rsplit("/", 1)[-1])] = r
     return out
 
 

@@ -11,7 +11,8 @@
 # Binaries carried compressed (.carry/cudal1-*.xz) are unpacked first. Each run's summary has the
 # machine's CPU use over the run (busy share of all cores, from /proc/stat).
 #   PARTS="release" bash bench/gpu_engine.sh         # every row of the release through --from cuda-l1 (resumes;
-#                                                    # REL_ARGS=--pipeline, REL_DB=/root/rel.db across calls)
+#                                                    # REL_ARGS=--pipeline, REL_DB=/root/rel.db across calls,
+#                                                    # REL_CACHE: its build cache, default /tmp/cache-rel)
 #   PARTS="release_rows" REL_ROWS="3/6 1/93" bash bench/gpu_engine.sh  # those rows of the release again (--force),
 #                                                    # into REL_DB (e.g. the store that holds the whole release)
 #   PARTS="pipeline" bash bench/gpu_engine.sh        # the same batch, new binary, without then with --pipeline
@@ -84,7 +85,7 @@ for part in ${PARTS:-throughput}; do
     mkdir -p "$(dirname "$DB")"
     [ -f "$DB" ] || { [ -f "$C/release.db" ] && cp "$C/release.db" "$DB"; }
     start=$(date +%s.%N)
-    CUDAL1_CACHE_DIR=/tmp/cache-rel timeout -s INT -k 60 "${REL_LIMIT:-520}" "$C/cudal1-new" eval --from cuda-l1 "$C/h100.json" \
+    CUDAL1_CACHE_DIR=${REL_CACHE:-/tmp/cache-rel} timeout -s INT -k 60 "${REL_LIMIT:-520}" "$C/cudal1-new" eval --from cuda-l1 "$C/h100.json" \
       --device cuda --json --budget "$BUDGET" --db "$DB" ${REL_ARGS:-} > "$O/release.jsonl"
     echo "exit $?"
     end=$(date +%s.%N)
