@@ -8,6 +8,7 @@
 # KernelBench checkout as .carry/KernelBench (its names for the release's rows):
 #   bash bench/gpu_own_share.sh                       (PARTS="solutions release")
 #   PARTS=release ROWS=40 bash bench/gpu_own_share.sh
+# MODE=correctness profiles each correct candidate without timing it first (faster; no speedups).
 # Each part is cut by `timeout -s INT` (LIMIT s, default 520); the stores live in $DB_DIR (kept
 # between calls on a warm machine), so running the same command again resumes: evaluations,
 # profiles and shares already stored are reused. $OUT gets at most 5 files: own_share.log (the
@@ -65,7 +66,7 @@ part() { # name args...
   local name=$1; shift
   echo "== $name: cudal1 eval $* --own-share (limit ${LIMIT:-520} s)"
   local t0=$(date +%s)
-  timeout -s INT -k 60 "${LIMIT:-520}" "$B" eval "$@" --device cuda --budget "${BUDGET:-1}" --json --own-share \
+  timeout -s INT -k 60 "${LIMIT:-520}" "$B" eval "$@" --device cuda --budget "${BUDGET:-1}" ${MODE:+--mode "$MODE"} --json --own-share \
     --db "$DB_DIR/$name.db" > "$O/$name.jsonl"
   echo "exit $? in $(( $(date +%s) - t0 )) s"
   table "$O/$name.jsonl"

@@ -71,18 +71,21 @@ def submit(path, kernelbench, url, rows_out, mode):
     sent = call(url, "/v1/reward/submit", {"items": items, "mode": mode})
     results = {res["index"]: res for res in sent["results"]}
     print(f"submitted {len(items)} items in {time.time() - t0:.1f} s: {dict(Counter(r['state'] for r in results.values()))}", flush=True)
-    while True:
-        pending = sorted({r["job"] for r in results.values() if r["state"] == "pending" and r.get("job") is not None})
-        if not pending:
-            break
-        got = call(url, "/v1/reward/get", {"jobs": pending, "wait_s": 60})
-        by_job = {g["job"]: g for g in got["results"]}
-        for r in results.values():
-            g = by_job.get(r.get("job"))
-            if r["state"] == "pending" and g is not None and g["state"] != "pending":
-                r.update({k: g.get(k) for k in ("state", "verdict", "reason", "reason_class", "reward", "cached")})
-        left = sum(1 for r in results.values() if r["state"] == "pending")
-        print(f"{time.time() - t0:7.1f} s: {len(results) - left} of {len(results)} done", flush=True)
+    try:
+        while True:
+            pending = sorted({r["job"] for r in results.values() if r["state"] == "pending" and r.get("job") is not None})
+            if not pending:
+                break
+            got = call(url, "/v1/reward/get", {"jobs": pending, "wait_s": 60})
+            by_job = {g["job"]: g for g in got["results"]}
+            for r in results.values():
+                g = by_job.get(r.get("job"))
+                if r["state"] == "pending" and g is not None and g["state"] != "pending":
+                    r.update({k: g.get(k) for k in ("state", "verdict", "reason", "reason_class", "reward", "cached")})
+            left = sum(1 for r in results.values() if r["state"] == "pending")
+            print(f"{time.time() - t0:7.1f} s: {len(results) - left} of {len(results)} done", flush=True)
+    except KeyboardInterrupt:  # cut off (timeout -s INT): the rows judged so far are written; pending ones say so
+        print(f"interrupted after {time.time() - t0:.1f} s; the same command resumes (finished jobs come back cached)", flush=True)
     with open(rows_out, "w") as f:
         for i, (task, cand) in enumerate(where):
             r = results[i]
