@@ -270,8 +270,10 @@ pub fn attribute(profile: &Profile, own: &OwnKernels) -> Result<OwnShare, OwnErr
             origin: own.origin(&k.name),
         })
         .collect();
-    let own_ns: f64 = kernels.iter().filter(|k| k.origin == Origin::Own).map(|k| k.time_ns).sum();
-    let total_ns: f64 = kernels.iter().map(|k| k.time_ns).sum();
+    // Sums from +0.0: `Iterator::sum` of no float starts at -0.0, which the share, its JSON and
+    // its percentage would carry as `-0`.
+    let own_ns = kernels.iter().filter(|k| k.origin == Origin::Own).fold(0.0, |a, k| a + k.time_ns);
+    let total_ns = kernels.iter().fold(0.0, |a, k| a + k.time_ns);
     Ok(OwnShare {
         share: if total_ns > 0.0 { own_ns / total_ns } else { 0.0 },
         own_ns,
@@ -385,6 +387,10 @@ mod tests {
         kernels.push(("triton_poi_fused_add_0", 100.0));
         let s = attribute(&profile(&kernels), &own).unwrap();
         assert_eq!(s.share, 0.0, "{s:?}");
+        // A plain zero: no own kernel is not `-0%` in the text, nor `-0.0` in the JSON.
+        assert!(s.share.is_sign_positive() && s.own_ns.is_sign_positive(), "{s:?}");
+        assert!(s.text().starts_with("0% own"), "{}", s.text());
+        assert_eq!(serde_json::to_value(&s).unwrap()["share"].to_string(), "0.0");
         assert!(s.kernels.iter().all(|k| k.origin == Origin::LibraryName), "{s:?}");
         assert!(s.text().contains("5 of its own named like a library's"), "{}", s.text());
         // Honest names stay own.
