@@ -129,6 +129,12 @@ fn share_of(
     task: &Task,
     candidate: &Candidate,
 ) -> Result<OwnShare> {
+    let own = OwnKernels::of_program(Some(&builds.dir_for(candidate)), &candidate.source)?;
+    // Only names the program defines can be its own: without any, its share is 0 whatever it
+    // runs, and neither it nor its reference is profiled (20-30 s each under ncu on an H100).
+    if own.defines_none() {
+        return Ok(OwnShare::of_none(&own));
+    }
     // The reference's kernels are PyTorch's and its libraries': never the candidate's own.
     let library: Vec<String> = match profiling.get(task, &Program::Reference) {
         Ok((row, _)) => serde_json::from_value::<Profile>(row.profile)
@@ -142,9 +148,7 @@ fn share_of(
     let (row, _) = profiling.get(task, &Program::Source(candidate))?;
     let profile: Profile = serde_json::from_value(row.profile)
         .context("a stored profile is not one this version reads")?;
-    let own = OwnKernels::of_program(Some(&builds.dir_for(candidate)), &candidate.source)?
-        .with_library(library);
-    Ok(attribute(&profile, &own)?)
+    Ok(attribute(&profile, &own.with_library(library))?)
 }
 
 /// `train rl --reward speedup-own-kernels`: shares of the programs the engine judged correct.

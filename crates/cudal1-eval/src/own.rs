@@ -84,12 +84,41 @@ pub struct OwnShare {
     pub triton_kernels: Vec<String>,
     /// Longest first.
     pub kernels: Vec<AttributedKernel>,
+    /// False where the program builds no kernel that could be its own (no published extension
+    /// symbol, no `@triton.jit` function): its share is 0 whatever runs, so it was not profiled
+    /// and `kernels` is empty.
+    #[serde(default = "profiled_by_default")]
+    pub profiled: bool,
+}
+
+fn profiled_by_default() -> bool {
+    true
 }
 
 impl OwnShare {
+    /// The share of a program that defines no kernel ([`OwnKernels::defines_none`]): 0, known
+    /// without profiling it, since only names it defines can count as its own.
+    #[must_use]
+    pub fn of_none(own: &OwnKernels) -> OwnShare {
+        OwnShare {
+            share: 0.0,
+            own_ns: 0.0,
+            total_ns: 0.0,
+            calls: 0,
+            profiled_ms_per_call: 0.0,
+            extension_symbols: own.symbols.len(),
+            triton_kernels: own.triton.iter().cloned().collect(),
+            kernels: Vec::new(),
+            profiled: false,
+        }
+    }
+
     /// `73% own (2 of 5 kernels)`.
     #[must_use]
     pub fn text(&self) -> String {
+        if !self.profiled {
+            return "0% own (it defines no kernel of its own: not profiled)".to_owned();
+        }
         let own = self.kernels.iter().filter(|k| k.origin == Origin::Own).count();
         let claimed = self.kernels.iter().filter(|k| k.origin == Origin::LibraryName).count();
         let mut s =
@@ -166,6 +195,13 @@ impl OwnKernels {
             triton: cudal1_task::triton_kernels(source).into_iter().collect(),
             library: BTreeSet::new(),
         })
+    }
+
+    /// Whether the program defines no kernel at all (no extension symbol, no Triton function):
+    /// then none of its GPU time can be its own, and no profile can change that.
+    #[must_use]
+    pub fn defines_none(&self) -> bool {
+        self.symbols.is_empty() && self.triton.is_empty()
     }
 
     /// Adds names that are a library's whatever the program defines (the reference's kernels).
@@ -283,6 +319,7 @@ pub fn attribute(profile: &Profile, own: &OwnKernels) -> Result<OwnShare, OwnErr
         extension_symbols: own.symbols.len(),
         triton_kernels: own.triton.iter().cloned().collect(),
         kernels,
+        profiled: true,
     })
 }
 
@@ -407,6 +444,28 @@ mod tests {
         // No kernel at all: no share, no division by zero.
         let s = attribute(&profile(&[]), &OwnKernels::default()).unwrap();
         assert_eq!(s.share, 0.0);
+    }
+
+    #[test]
+    fn a_program_that_defines_no_kernel_has_no_share_to_profile() {
+        let plain = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n";
+        let own = OwnKernels::of_program(None, plain).unwrap();
+        assert!(own.defines_none(), "{own:?}");
+        let s = OwnShare::of_none(&own);
+        assert!(!s.profiled && s.kernels.is_empty(), "{s:?}");
+        assert!(s.share == 0.0 && s.share.is_sign_positive(), "{s:?}");
+        assert!(s.text().contains("not profiled"), "{}", s.text());
+        // A Triton function, or one symbol of a published extension, is a kernel to look for.
+        let triton = "import triton\n@triton.jit\ndef add_kernel(x):\n    pass\n";
+        assert!(!OwnKernels::of_program(None, triton).unwrap().defines_none());
+        assert!(!OwnKernels::from_names(["_Z1kPf".to_owned()], []).defines_none());
+        // What an attribution gives for any profile of such a program: the same 0.
+        let p = profile(&[("_ZN2at6native18elementwise_kernel", 300.0), ("my_kernel", 700.0)]);
+        assert_eq!(attribute(&p, &own).unwrap().share, s.share);
+        // Shares stored before this field were all profiled.
+        let mut stored = serde_json::to_value(attribute(&p, &own).unwrap()).unwrap();
+        stored.as_object_mut().unwrap().remove("profiled");
+        assert!(serde_json::from_value::<OwnShare>(stored).unwrap().profiled);
     }
 
     #[test]

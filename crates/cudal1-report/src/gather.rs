@@ -1220,6 +1220,7 @@ mod tests {
             profiled_ms_per_call: 0.001,
             extension_symbols: 12,
             triton_kernels: vec![],
+            profiled: true,
             kernels: vec![
                 cudal1_eval::own::AttributedKernel {
                     name: "_Z1kPf".into(),

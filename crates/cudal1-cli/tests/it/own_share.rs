@@ -29,7 +29,7 @@ fn the_own_share_is_refused_on_the_cpu_and_a_stored_one_is_shown() {
     // What `eval --own-share` stores on a GPU, recorded here by hand.
     let share = serde_json::json!({
         "share": 0.6, "own_ns": 600.0, "total_ns": 1000.0, "calls": 1, "profiled_ms_per_call": 0.001,
-        "extension_symbols": 40, "triton_kernels": [],
+        "extension_symbols": 40, "triton_kernels": [], "profiled": true,
         "kernels": [
             {"name": "_Z5swishPKfPfi", "launches": 1, "time_ns": 600.0, "origin": "own"},
             {"name": "ampere_sgemm_128x64_nn", "launches": 1, "time_ns": 400.0, "origin": "library_name"}
