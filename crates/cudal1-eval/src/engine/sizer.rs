@@ -2,9 +2,12 @@
 //! tensors before its first job may start ([`crate::memory::Footprint`]); sized by the lane that
 //! picked the job, the first job of each lane waited for a runner to start (~2-3 s on an H100
 //! machine) and every new task for its sizing, with the device idle meanwhile: CUDA-L1's 40-row
-//! batch in correctness mode lost a quarter of its rate. Here one runner of the engine sizes every
-//! task as its first job is submitted, while compiles and interpreters start; a lane waits only
-//! for what is not sized yet.
+//! batch in correctness mode lost a quarter of its rate. Here one runner of the engine, started
+//! with it, sizes every task as its first job is submitted, while compiles and interpreters start;
+//! a lane waits only for what is not sized yet. (Started at the first request instead, its cold
+//! interpreter still came after the lanes' forked ones: the first jobs waited 0.6-0.8 s each on an
+//! H100, docs/bench/2026-11-27-gpu-session22; 11.2 s against 6.4 s started with the engine, over
+//! tests/suite-cpu on a loaded 2-core machine.)
 
 use super::Shared;
 use crate::memory::Footprint;
@@ -66,7 +69,9 @@ pub(super) fn channel() -> (Asks, Receiver<Request>) {
 /// The sizing thread: answers requests in order with one runner, kept from one task to the next
 /// (started again if it dies). It holds the engine only weakly, so that it never keeps it alive.
 pub(super) fn run(shared: Weak<Shared>, requests: Receiver<Request>) {
-    let mut describer: Option<Describer> = None;
+    // Started with the engine, not at the first request: its interpreter imports torch while the
+    // lanes' processes start, instead of after (the first jobs waited for it: `device_wait`).
+    let mut describer = shared.upgrade().and_then(|s| start(&s));
     for Request { key, task, settings } in requests.iter() {
         let Some(shared) = shared.upgrade() else { break };
         let footprint =
@@ -83,22 +88,23 @@ pub(super) fn run(shared: Weak<Shared>, requests: Receiver<Request>) {
     }
 }
 
+/// The sizing runner, unless the engine is cancelled or it cannot start.
+fn start(shared: &Shared) -> Option<Describer> {
+    if shared.cancelled() {
+        return None;
+    }
+    Describer::start(&shared.config.env, &shared.scratch)
+        .map_err(|(doing, e)| tracing::debug!(error = %e, doing, "no runner to size tasks ahead; their jobs are admitted on overheads alone"))
+        .ok()
+}
+
 fn size(
     shared: &Shared,
     describer: &mut Option<Describer>,
     task: &Task,
     settings: &EvalSettings,
 ) -> Option<Footprint> {
-    let mut d = match describer.take() {
-        Some(d) => d,
-        None => match Describer::start(&shared.config.env, &shared.scratch) {
-            Ok(d) => d,
-            Err((doing, e)) => {
-                tracing::debug!(error = %e, doing, "no runner to size tasks ahead; their jobs are admitted on overheads alone");
-                return None;
-            }
-        },
-    };
+    let mut d = describer.take().or_else(|| start(shared))?;
     let result = d.size(task, settings);
     if d.alive(&result) {
         *describer = Some(d);
