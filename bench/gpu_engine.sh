@@ -50,7 +50,7 @@ batch() { # NAME BINARY LIMIT_S CACHE EXTRA...
   local end=$(date +%s.%N) ticks1=$(cpu_ticks)
   echo "$ticks0 $ticks1" | awk -v n="$name" '{printf "%s: CPU busy %.1f%% of all cores over the run\n", n, 100 * (1 - ($4 - $2) / ($3 - $1))}' 
   python3 bench/engine_report.py "$name" "$O/$name.jsonl" "$start" "$end" | tee -a "$O/summary.jsonl"
-  python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$O/$name.db"
+  checkpoint "$O/$name.db"
   gzip -f "$O/$name.jsonl"
 }
 for part in ${PARTS:-throughput}; do
@@ -90,7 +90,7 @@ for part in ${PARTS:-throughput}; do
     echo "exit $?"
     end=$(date +%s.%N)
     python3 bench/engine_report.py release "$O/release.jsonl" "$start" "$end" | tee -a "$O/summary.jsonl"
-    python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$DB"
+    checkpoint "$DB"
     [ "$DB" -ef "$O/release.db" ] || cp "$DB" "$O/release.db"
     gzip -f "$O/release.jsonl" ;;
   release_rows)
@@ -111,7 +111,7 @@ PY
     echo "exit $?"
     end=$(date +%s.%N)
     python3 bench/engine_report.py release_rows "$O/release_rows.jsonl" "$start" "$end" | tee -a "$O/summary.jsonl"
-    python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$DB"
+    checkpoint "$DB"
     [ "$DB" -ef "$O/release.db" ] || cp "$DB" "$O/release.db" ;;
   esac
 done

@@ -72,7 +72,7 @@ part() { # name args...
     --db "$DB_DIR/$name.db" > "$O/$name.jsonl"
   echo "exit $? in $(( $(date +%s) - t0 )) s"
   table "$O/$name.jsonl"
-  python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$DB_DIR/$name.db"
+  checkpoint "$DB_DIR/$name.db"
   gzip -f "$O/$name.jsonl"
 }
 

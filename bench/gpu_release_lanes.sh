@@ -30,7 +30,7 @@ for part in ${PARTS:-default one}; do
     --device cuda --mode correctness "${lanes[@]}" --json --db "$db" > "$O/$part.jsonl"
   echo "exit $? in $(( $(date +%s) - t0 )) s"
   tail -1 "$O/$part.jsonl" | python3 -c "import json,sys; s=json.loads(sys.stdin.read()).get('summary',{}); print(json.dumps(s.get('counts')), json.dumps(s.get('engine')))" || true
-  python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$db"
+  checkpoint "$db"
   gzip -f "$O/$part.jsonl"
 done
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv; ps -eo pid,ppid,stat,etime,cmd | grep -c "[p]ython3" ; date -u

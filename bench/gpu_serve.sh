@@ -10,6 +10,7 @@
 # skipped with a message. DEVICE=cpu SCALE=0.002 TASK_FILTER='11_Softmax' tries the logic on a CPU.
 set -u
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 B=$(realpath "${1:-.carry/cudal1}")
 O=${OUT:-/tmp/cudal1-out}
 DEVICE=${DEVICE:-cuda}
@@ -21,20 +22,6 @@ date -u
 [ "$DEVICE" = cpu ] || nvidia-smi --query-gpu=name,memory.total --format=csv
 SCALE_ARGS=(); [ -n "${SCALE:-}" ] && SCALE_ARGS=(--scale "$SCALE")
 EVAL_ARGS=(--budget "${BUDGET:-1}" "${SCALE_ARGS[@]}")
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_up() {
-  for _ in $(seq 300); do
-    python3 - "$1" <<'PY' && return 0
-import sys, urllib.request
-try: urllib.request.urlopen(sys.argv[1] + "/health", timeout=2); sys.exit(0)
-except OSError: sys.exit(1)
-PY
-    kill -0 "$2" 2>/dev/null || { echo "error: the server exited; see its log"; return 1; }
-    sleep 0.5
-  done
-  return 1
-}
-stop() { kill -INT "$1" 2>/dev/null; for _ in $(seq 60); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.5; done; kill -9 "$1" 2>/dev/null; }
 
 echo "== part 1: serve with a worker on $DEVICE; verl- and TRL-shaped clients"
 P=$(port); URL=http://127.0.0.1:$P

@@ -28,29 +28,21 @@ S_DIR=/tmp/cudal1-relsuite; rm -rf "$S_DIR"
 python3 bench/serve_release.py suite "$REL" "$KB" "$S_DIR" || exit 2
 db="$O/serve_release.db"
 [ -f "$db" ] || { [ -f "$C/serve_release.db" ] && cp "$C/serve_release.db" "$db"; }
-P=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-URL=http://127.0.0.1:$P
+MODE=${MODE:-correctness}
+P=$(port); URL=http://127.0.0.1:$P
 t0=$(date +%s)
-"$B" serve --suite "$S_DIR" --listen 127.0.0.1:$P --device "${DEVICE:-cuda}" --mode "${MODE:-correctness}" --db "$db" ${SERVE_ARGS:-} > "$O/serve.log" 2>&1 &
+"$B" serve --suite "$S_DIR" --listen 127.0.0.1:$P --device "${DEVICE:-cuda}" --mode "$MODE" --db "$db" ${SERVE_ARGS:-} > "$O/serve.log" 2>&1 &
 S=$!
-up=
-for _ in $(seq 600); do
-  curl -sf "$URL/health" >/dev/null 2>&1 && { up=1; break; }
-  kill -0 $S 2>/dev/null || break
-  sleep 0.5
-done
-if [ -n "$up" ]; then
-  echo "== serve up in $(( $(date +%s) - t0 )) s; submitting the release (mode ${MODE:-correctness})"
-  timeout -s INT "${LIMIT:-500}" python3 bench/serve_release.py submit "$REL" "$KB" "$URL" "$O/serve_release.rows.jsonl" --mode "${MODE:-correctness}"
+if wait_up "$URL" $S; then
+  echo "== serve up in $(( $(date +%s) - t0 )) s; submitting the release (mode $MODE)"
+  timeout -s INT "${LIMIT:-500}" python3 bench/serve_release.py submit "$REL" "$KB" "$URL" "$O/serve_release.rows.jsonl" --mode "$MODE"
   echo "client exit $? after $(( $(date +%s) - t0 )) s"
 else
   echo "error: serve did not start"; tail -20 "$O/serve.log"
 fi
-kill -INT $S 2>/dev/null
-for _ in $(seq 40); do kill -0 $S 2>/dev/null || break; sleep 0.5; done
-kill -0 $S 2>/dev/null && { echo "serve still running 20 s after SIGINT: killed"; kill -9 $S; }
+stop $S
 wait $S; echo "serve exit $?"
-python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$db"
+checkpoint "$db"
 [ -f "$O/serve_release.rows.jsonl" ] && gzip -f "$O/serve_release.rows.jsonl"
 gzip -f "$O/serve.log"
 ps -eo pid,ppid,stat,etime,cmd | awk 'NR==1 || /[p]ython/ || $3 ~ /^Z/' | grep -v "awk\|ps -eo" | head -10
