@@ -22,7 +22,7 @@ release() { # the release in full mode, --prefetch, default lanes, into /root/re
 }
 case ${CALL:?CALL=throughput, release or serve} in
 throughput)
-  OUT=$O PARTS="warm correctness_lanes" WARM_BIN=new LANES=default CORR_BINS="new prev new prev" bash bench/gpu_engine.sh
+  OUT=$O PARTS="warm correctness_lanes" WARM_BIN=new LANES=default CORR_BINS="${CORR_BINS:-new prev new prev}" bash bench/gpu_engine.sh
   release "$(left 40)" ;;
 release) release "$(left 40)" ;;
 serve)

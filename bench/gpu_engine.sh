@@ -72,7 +72,7 @@ for part in ${PARTS:-throughput}; do
       done
     done ;;
   warm)  # instead of `new` before correctness_lanes: only fills the build cache (WARM_BIN=new)
-    batch warm "$C/cudal1-${WARM_BIN:-new}" 200 /tmp/cache-new --mode correctness ;;
+    batch warm "$C/cudal1-${WARM_BIN:-new}" "${WARM_LIMIT:-200}" /tmp/cache-new --mode correctness ;;
   old) batch old "$C/cudal1-old" "${OLD_LIMIT:-290}" /tmp/cache-old ;;
   correctness)
     batch correctness_cold "$C/cudal1-new" 200 /tmp/cache-corr --mode correctness

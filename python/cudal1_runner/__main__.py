@@ -9,24 +9,13 @@ import os
 import sys
 
 from . import ROLES
+from .loading import tidy_paths
 
 
 def _parse(argv):
     parser = argparse.ArgumentParser(prog="python -m cudal1_runner", description=__doc__)
     parser.add_argument("--role", required=True, choices=ROLES)
     return parser.parse_args(argv)
-
-
-def _tidy_paths() -> None:
-    # -m puts the working directory first on sys.path; loaded programs must not import from
-    # it by accident. Our own submodules resolve through the package's __path__ regardless.
-    cwd = os.getcwd()
-    sys.path[:] = [p for p in sys.path if p not in ("", cwd)]
-    # Build tools (ninja) installed beside this interpreter must be found by load_inline.
-    bindir = os.path.dirname(sys.executable)
-    path = os.environ.get("PATH", "")
-    if bindir and bindir not in path.split(os.pathsep):
-        os.environ["PATH"] = path + os.pathsep + bindir if path else bindir
 
 
 def main(argv=None) -> None:
@@ -37,7 +26,7 @@ def main(argv=None) -> None:
     from . import wire
 
     channel = wire.install()
-    _tidy_paths()
+    tidy_paths()
 
     from . import precision
     from .session import Session

@@ -51,6 +51,7 @@ _failed = {}  # fingerprint of a build's arguments -> why it failed, in this pro
 _known_failures = {}  # the same, read from the compile pool's record
 _built = {}  # fingerprint of a build's arguments -> {"library", "kind"}, made here (compile role)
 _published = {}  # the same, read from the published entry (a candidate's process)
+_built_here = []  # names of the builds a candidate's process made itself: not among the published
 _building_here = False  # the compile role: builds go to TORCH_EXTENSIONS_DIR and are recorded
 FAILURES_FILE = ".cudal1-failed-builds.json"
 BUILDS_FILE = ".cudal1-builds.json"  # compile::BUILDS on the Rust side
@@ -118,9 +119,16 @@ def save_failures() -> None:
             pass  # the candidate then builds again, as without the record
 
 
-def _fingerprint(bound) -> str:
-    """What decides a build's outcome: every argument but where it goes and how much it prints."""
+def _fingerprint(bound, given_name=None) -> str:
+    """What decides a build's outcome: every argument but where it goes and how much it prints,
+    with the numbers in the name the program gave (``given_name``, before ``_stable_name``) left
+    out. A name's numbers are often a process id (``f"ext_{os.getpid()}"``), which differs between
+    the compile pool's process and any process outside a PID namespace (the profiling driver):
+    the same code, built the same way, must be found under one fingerprint in all of them."""
     kept = {k: v for k, v in bound.arguments.items() if k not in ("build_directory", "verbose")}
+    name = kept.get("name") if given_name is None else given_name
+    if isinstance(name, str):
+        kept["name"] = re.sub(r"[0-9]+", "#", name)
     return hashlib.sha256(_portable(repr(sorted(kept.items()))).encode("utf-8", "replace")).hexdigest()
 
 
@@ -145,6 +153,12 @@ def calls() -> list:
     return list(_calls)
 
 
+def built_here() -> list:
+    """The names of the extensions this process built itself because the published entry had no
+    build of the same arguments (never in the compile role)."""
+    return list(_built_here)
+
+
 def building() -> bool:
     """Whether a build call is under way (a time limit must not cut a build short: torch would
     leave its lock file behind, and every later build of that extension would wait on it)."""
@@ -163,11 +177,12 @@ def _wrap(original):
             return original(*args, **kwargs)  # torch says what is wrong with the call
         if bound.arguments.get("build_directory") is not None and os.environ.get("TORCH_EXTENSIONS_DIR"):
             bound.arguments["build_directory"] = None
+        given_name = bound.arguments.get("name")
         _stable_name(bound)
         _stable_sources(bound)
         global _building
         site = _caller()
-        fingerprint = _fingerprint(bound)
+        fingerprint = _fingerprint(bound, given_name)
         name = bound.arguments.get("name")
         if fingerprint in _known_failures:
             _calls.append(site)
@@ -183,6 +198,8 @@ def _wrap(original):
                     os.makedirs(own, exist_ok=True)
                     bound.arguments["build_directory"] = own
                 built = original(*bound.args, **bound.kwargs)
+                if not _building_here:
+                    _built_here.append(str(name))
                 if _building_here:
                     record = _library_of(built, bound)
                     if record is not None:
@@ -244,13 +261,22 @@ def _load_published(record):
     return module
 
 
+# Below this a pid is not told apart from the other numbers of an extension's name.
+_DISTINCT_PID = 100
+
+
 def _stable_name(bound) -> None:
     """A name made of the process id (``f"ext_{os.getpid()}"``, seen in published kernels) differs
     between the compile pool's process and the candidate's, so the candidate would build the same
     code again on its device's time. The process id in the name becomes a tag of the build's other
-    arguments: the same in both processes, and different for different code."""
+    arguments: the same in both processes, and different for different code.
+
+    Not in a PID namespace of its own (a sandboxed runner is pid 2 there, in the pool and in the
+    candidate's process alike): a pid of one or two digits is as likely an ordinary number of the
+    name (``cudal1_l2_1_gelu``), and renaming it there only made the name differ from what any
+    process outside a namespace asks for."""
     name = bound.arguments.get("name")
-    if not isinstance(name, str):
+    if not isinstance(name, str) or os.getpid() < _DISTINCT_PID:
         return
     pid = re.compile(rf"(?<![0-9]){os.getpid()}(?![0-9])")
     if not pid.search(name):

@@ -8,6 +8,19 @@ import uuid
 from .errors import LOAD_ERROR, MISSING_SYMBOL, RunnerError, classify
 
 
+def tidy_paths() -> None:
+    """For a runner or driver started with ``-m``: the working directory, which ``-m`` puts first
+    on sys.path, is taken off (loaded programs must not import from it by accident; our own
+    submodules resolve through the package's ``__path__`` regardless), and build tools (ninja)
+    installed beside this interpreter are put on PATH, where load_inline looks for them."""
+    cwd = os.getcwd()
+    sys.path[:] = [p for p in sys.path if p not in ("", cwd)]
+    bindir = os.path.dirname(sys.executable)
+    path = os.environ.get("PATH", "")
+    if bindir and bindir not in path.split(os.pathsep):
+        os.environ["PATH"] = path + os.pathsep + bindir if path else bindir
+
+
 def load_module(path: str, label: str):
     """Execute the file at ``path`` as a fresh module; ``label`` names it in errors.
 

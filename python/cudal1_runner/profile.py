@@ -8,8 +8,8 @@ as the evaluator seeds them; the model is the candidate's ``ModelNew``, or the t
 when no candidate is given.
 
 What happened is written as one JSON object to ``--status`` (the profiler owns standard output):
-``{"ok": true, "device": ..., "calls": N, "warmup": W}`` or ``{"ok": false, "kind": ...,
-"message": ...}``. On the CPU nothing is profiled; the run still loads and calls the model, which
+``{"ok": true, "device": ..., "calls": N, "warmup": W, "built_here": [names]}`` or ``{"ok": false,
+"kind": ..., "message": ...}``. On the CPU nothing is profiled; the run still loads and calls the model, which
 checks a program before a GPU is spent on it.
 
 This is a measuring aid, not a judge: it runs outside the evaluation sandbox (a profiler must
@@ -99,14 +99,23 @@ def run(args) -> dict:
         finally:
             if profiled:
                 torch.cuda.profiler.stop()
-    return {"ok": True, "device": str(device), "profiled": profiled, "warmup": args.warmup, "calls": args.calls}
+    # Builds the compile pool had not published were made here, in the warm-up: named, so that
+    # the caller can say why this run was slow (and that an evaluation would have built them).
+    return {
+        "ok": True,
+        "device": str(device),
+        "profiled": profiled,
+        "warmup": args.warmup,
+        "calls": args.calls,
+        "built_here": extensions.built_here(),
+    }
 
 
 def main(argv=None) -> None:
     args = _parse(argv)
-    # -m puts the working directory first on sys.path; programs must not import from it.
-    cwd = os.getcwd()
-    sys.path[:] = [p for p in sys.path if p not in ("", cwd)]
+    from .loading import tidy_paths
+
+    tidy_paths()
     from .errors import INTERNAL, RunnerError, classify
 
     try:

@@ -64,15 +64,21 @@ pub fn run(a: &ProfileArgs) -> Result<Status> {
             }
             if a.json {
                 let mut v = serde_json::json!({"task": task.key(), "program": label, "dry_run": true, "ok": result.is_ok()});
-                if let Err(e) = &result {
-                    v["error"] = format!("{e:#}").into();
+                match &result {
+                    Ok(built) => v["built_here"] = built.clone().into(),
+                    Err(e) => v["error"] = format!("{e:#}").into(),
                 }
                 out::line(v)?;
             } else {
                 match result {
-                    Ok(()) => out::line(format!(
+                    Ok(built) if built.is_empty() => out::line(format!(
                         "{} {label}: runs under the profiling driver",
                         task.key()
+                    ))?,
+                    Ok(built) => out::line(format!(
+                        "{} {label}: runs under the profiling driver, after building {} itself (no evaluation had published it: `cudal1 eval` builds it off the device)",
+                        task.key(),
+                        built.join(", ")
                     ))?,
                     Err(e) => out::line(format!("{} {label}: {e:#}", task.key()))?,
                 }

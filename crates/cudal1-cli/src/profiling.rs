@@ -172,8 +172,9 @@ impl<'a> Profiling<'a> {
         Ok((row, false))
     }
 
-    /// Runs the program under the profiling driver without ncu.
-    pub fn dry_run(&self, task: &Task, program: &Program<'_>) -> Result<()> {
+    /// Runs the program under the profiling driver without ncu; the extensions it built itself
+    /// (none when an evaluation published them).
+    pub fn dry_run(&self, task: &Task, program: &Program<'_>) -> Result<Vec<String>> {
         let key = self.key(task, program);
         let (candidate, builds) = self.target_file(&key, program)?;
         let dir = self.run_dir(&key, "dry");

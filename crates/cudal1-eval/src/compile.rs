@@ -20,14 +20,16 @@ use cudal1_task::{Candidate, Task};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// The marker of a published build: `{"format": 2, "missed": [...]}`.
+/// The marker of a published build: `{"format": 3, "missed": [...]}`.
 pub const BUILT: &str = ".cudal1-built";
 /// What the compile role built, as `{fingerprint: {"library": relative path, "kind": ...}}`
 /// (`cudal1_runner.extensions.BUILDS_FILE`).
 pub const BUILDS: &str = ".cudal1-builds.json";
-/// The version of the published layout: entries of an older one (built in place, loaded through
-/// ninja) are built again.
-pub const FORMAT: u32 = 2;
+/// The version of the published layout: entries of an older one are built again. 1 (no number):
+/// built in place, loaded through ninja; 2: builds recorded by fingerprints that counted the
+/// numbers in an extension's name, which a process outside a PID namespace (the profiling driver)
+/// asks for differently.
+pub const FORMAT: u32 = 3;
 const FAILED: &str = ".cudal1-failed";
 /// The failed build's whole output, beside [`FAILED`].
 const FAILED_LOG: &str = ".cudal1-failed.log";
@@ -431,6 +433,14 @@ mod tests {
         std::fs::write(entry.join(BUILT), r#"{"missed": []}"#).unwrap();
         assert_eq!(published(&entry), None, "an older format");
         std::fs::write(entry.join(BUILT), r#"{"missed": ["line 3"], "format": 2}"#).unwrap();
+        std::fs::write(
+            entry.join(BUILDS),
+            r#"{"f1": {"library": "ext/ext.so", "kind": "python"}}"#,
+        )
+        .unwrap();
+        assert_eq!(published(&entry), None, "format 2: its fingerprints counted a name's numbers");
+        std::fs::remove_file(entry.join(BUILDS)).unwrap();
+        std::fs::write(entry.join(BUILT), r#"{"missed": ["line 3"], "format": 3}"#).unwrap();
         assert_eq!(published(&entry), None, "no record of the builds");
         std::fs::write(entry.join(BUILDS), r#"{"f1": {"library": "ext/ext.so", "kind": "python"}, "f2": {"library": "other/other.so", "kind": "python"}}"#).unwrap();
         assert_eq!(published(&entry), None, "a recorded library is missing");

@@ -453,7 +453,10 @@ impl Profiler {
         let _ = std::fs::remove_file(&log);
         let mut args = self.ncu_args(&log);
         args.splice(0..0, self.hardening());
-        let status = run_driver(env, self, Some(&args), target, scratch)?;
+        let DriverRun { status, built_here } = run_driver(env, self, Some(&args), target, scratch)?;
+        if !built_here.is_empty() {
+            tracing::warn!(built = %built_here.join(", "), "the profiled program built extensions in its warm-up that no evaluation had published (evaluate it first: its build is then loaded, not made again)");
+        }
         let text = std::fs::read_to_string(&log)
             .map_err(|e| ProfileError::Parse(format!("reading `{}`: {e}", log.display())))?;
         let launches = parse_ncu_csv(&text)?;
@@ -488,14 +491,15 @@ impl Profiler {
     }
 
     /// Runs the target's calls as [`Profiler::profile`] would (in the same confinement), without
-    /// ncu: whether the program loads and runs under the profiling driver (on any device).
+    /// ncu: whether the program loads and runs under the profiling driver (on any device), and
+    /// the extensions it built itself because no evaluation had published them.
     pub fn dry_run(
         &self,
         env: &RunnerEnv,
         target: Target<'_>,
         scratch: &Path,
-    ) -> Result<(), ProfileError> {
-        run_driver(env, self, None, target, scratch).map(|_| ())
+    ) -> Result<Vec<String>, ProfileError> {
+        run_driver(env, self, None, target, scratch).map(|run| run.built_here)
     }
 }
 
@@ -525,14 +529,22 @@ fn confinement(env: &RunnerEnv, target: &Target<'_>, scratch: &Path) -> Vec<OsSt
     args
 }
 
-/// Runs the driver (under ncu when `ncu` holds its arguments); the exit status of what ran.
+/// What a run of the driver ended with.
+struct DriverRun {
+    status: std::process::ExitStatus,
+    /// The program's claim (informative only): the extensions it built itself, not finding them
+    /// published; at most 16 names of at most 200 characters.
+    built_here: Vec<String>,
+}
+
+/// Runs the driver (under ncu when `ncu` holds its arguments).
 fn run_driver(
     env: &RunnerEnv,
     profiler: &Profiler,
     ncu: Option<&[OsString]>,
     target: Target<'_>,
     scratch: &Path,
-) -> Result<std::process::ExitStatus, ProfileError> {
+) -> Result<DriverRun, ProfileError> {
     // `scratch` is ours: ncu's log and the program's output go there. The program's own
     // directory (its cwd, HOME and TMPDIR, where it writes its status) is `scratch/work`, and a
     // confined program can neither write nor read outside it.
@@ -622,7 +634,17 @@ fn run_driver(
     // The status comes from the program's process: a claim, read without following links.
     match read_claim(&status_file).and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
     {
-        Some(v) if v["ok"] == true => Ok(status),
+        Some(v) if v["ok"] == true => {
+            let built_here = v["built_here"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|n| n.as_str())
+                .take(16)
+                .map(|n| n.chars().take(200).collect())
+                .collect();
+            Ok(DriverRun { status, built_here })
+        }
         Some(v) => Err(ProfileError::Program {
             kind: v["kind"].as_str().unwrap_or("internal").to_owned(),
             message: v["message"].as_str().unwrap_or("").to_owned(),

@@ -4,7 +4,7 @@
 //! Nsight Compute on the GPU (`bench/gpu_profile.sh`); their parsing, storing and reporting are
 //! tested in their crates.
 
-use super::{cudal1, json_lines, repo};
+use super::{cudal1, json_lines, repo, run, FAST_TIMING};
 
 const TASK: &str = "tests/suite-cpu/tasks/level1/2_Swish.py";
 
@@ -105,4 +105,51 @@ fn a_profiled_program_cannot_write_outside_its_own_directories() {
     let free = profile(&["--no-sandbox"]);
     assert_eq!(free["ok"], true, "{free}");
     assert_eq!(std::fs::read_to_string(&planted).unwrap(), "planted");
+}
+
+/// A profile loads the build an evaluation published, whatever the process ids: the compile pool
+/// runs as pid 2 of a PID namespace (where there is one), the profiling driver outside any. The
+/// extension's name holds both kinds of number that once made them ask for different builds: a
+/// `2` that is not a process id (the pool renamed it as if it were its own pid) and the process's
+/// own id (published kernels do this). Before the evaluation the driver builds it itself and says
+/// so, which shows that the report can fail.
+#[test]
+fn a_profile_loads_the_build_its_evaluation_published() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.db");
+    let task = "tests/suite-cpu/tasks/level1/4_Row_Sum.py";
+    let source = std::fs::read_to_string(
+        repo().join("tests/suite-cpu/candidates/level1/4_Row_Sum/cpp_correct.py"),
+    )
+    .unwrap()
+    .replace("name=\"cudal1_cpu_row_sum_cpp\"", "name=f\"cudal1_l2_row_sum_{os.getpid()}\"");
+    assert!(source.contains("os.getpid()"));
+    let candidate = dir.path().join("pid_named_cpp.py");
+    std::fs::write(&candidate, format!("# {}\n{source}", dir.path().display())).unwrap();
+    let cache = dir.path().join("cache");
+    let dry_run = || {
+        let out = cudal1(&db)
+            .env("CUDAL1_CACHE_DIR", &cache)
+            .args(["profile", task, "--no-reference", "--dry-run", "--device", "cpu", "--json"])
+            .arg(&candidate)
+            .output()
+            .unwrap();
+        let rows = json_lines(&out);
+        assert_eq!(rows.len(), 1, "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(rows[0]["ok"], true, "{}", rows[0]);
+        rows[0]["built_here"].as_array().unwrap().len()
+    };
+    assert_eq!(dry_run(), 1, "nothing published yet: the driver builds it itself");
+    let out = run({
+        let mut c = cudal1(&db);
+        c.env("CUDAL1_CACHE_DIR", &cache)
+            .args(["eval", "--task", task, "--candidate"])
+            .arg(&candidate)
+            .args(["--mode", "correctness", "--json"])
+            .args(FAST_TIMING);
+        c
+    });
+    let row: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(row["verdict"], "correct", "{row}");
+    assert_eq!(dry_run(), 0, "the evaluation's build is loaded, not made again");
 }
