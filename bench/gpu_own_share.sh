@@ -51,7 +51,7 @@ for id_, r in rows.items():
     n_claim = sum(1 for x in kernels if x["origin"] == "library_name")
     top = kernels[0]["name"][:50] + f" ({kernels[0]['origin']})" if kernels else s.get("own_share_error", "")[:80]
     if k.get("profiled") is False:
-        top = "defines no kernel: 0 without profiling"
+        top = "builds no kernel: 0 without profiling"
     extra = f" [{n_claim} named like a library's]" if n_claim else ""
     cand = "/".join(r["candidate"].split("/")[-2:])[-26:]
     print(f"{r['task'][:44]:<44} {cand:<26} {r['verdict']:<14} {speed:>8} {share:>6}  {n_own}/{len(kernels) - n_own}{extra} {top}")

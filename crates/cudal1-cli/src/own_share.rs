@@ -130,7 +130,7 @@ fn share_of(
     candidate: &Candidate,
 ) -> Result<OwnShare> {
     let own = OwnKernels::of_program(Some(&builds.dir_for(candidate)), &candidate.source)?;
-    // Only names the program defines can be its own: without any, its share is 0 whatever it
+    // Only names the program builds can be its own: without any, its share is 0 whatever it
     // runs, and neither it nor its reference is profiled (20-30 s each under ncu on an H100).
     if own.defines_none() {
         return Ok(OwnShare::of_none(&own));

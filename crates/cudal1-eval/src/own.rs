@@ -96,8 +96,8 @@ fn profiled_by_default() -> bool {
 }
 
 impl OwnShare {
-    /// The share of a program that defines no kernel ([`OwnKernels::defines_none`]): 0, known
-    /// without profiling it, since only names it defines can count as its own.
+    /// The share of a program that builds no kernel ([`OwnKernels::defines_none`]): 0, known
+    /// without profiling it, since only names it builds can count as its own.
     #[must_use]
     pub fn of_none(own: &OwnKernels) -> OwnShare {
         OwnShare {
@@ -117,7 +117,7 @@ impl OwnShare {
     #[must_use]
     pub fn text(&self) -> String {
         if !self.profiled {
-            return "0% own (it defines no kernel of its own: not profiled)".to_owned();
+            return "0% own (it builds no kernel of its own: not profiled)".to_owned();
         }
         let own = self.kernels.iter().filter(|k| k.origin == Origin::Own).count();
         let claimed = self.kernels.iter().filter(|k| k.origin == Origin::LibraryName).count();
@@ -141,6 +141,8 @@ pub enum OwnError {
     NotPublished(std::path::PathBuf),
     #[error("reading the extension `{}`: {message}", path.display())]
     Library { path: std::path::PathBuf, message: String },
+    #[error("the program built extensions in its own process that the compile pool could not build ahead ({}): their kernels cannot be told from a library's", .0.join(", "))]
+    BuiltInItsProcess(Vec<String>),
 }
 
 /// The largest extension library whose symbols are read.
@@ -197,8 +199,10 @@ impl OwnKernels {
         })
     }
 
-    /// Whether the program defines no kernel at all (no extension symbol, no Triton function):
-    /// then none of its GPU time can be its own, and no profile can change that.
+    /// Whether the program builds no kernel at all: no `@triton.jit` function, and no function
+    /// symbol in the extensions its evaluation built (none built, or every build failed: a
+    /// program that falls back to PyTorch in an exception handler). Then none of its GPU time can
+    /// be its own, and no profile can change that.
     #[must_use]
     pub fn defines_none(&self) -> bool {
         self.symbols.is_empty() && self.triton.is_empty()
@@ -325,8 +329,11 @@ pub fn attribute(profile: &Profile, own: &OwnKernels) -> Result<OwnShare, OwnErr
 
 /// The libraries of the published build in `dir`, as its record names them (inside `dir`).
 fn published_libraries(dir: &Path) -> Result<Vec<std::path::PathBuf>, OwnError> {
-    if crate::compile::published(dir).is_none() {
-        return Err(OwnError::NotPublished(dir.to_owned()));
+    match crate::compile::published(dir) {
+        None => return Err(OwnError::NotPublished(dir.to_owned())),
+        // Its kernels came from a library only its own process saw.
+        Some(missed) if !missed.is_empty() => return Err(OwnError::BuiltInItsProcess(missed)),
+        Some(_) => {}
     }
     let not_published = || OwnError::NotPublished(dir.to_owned());
     let text =
@@ -444,6 +451,33 @@ mod tests {
         // No kernel at all: no share, no division by zero.
         let s = attribute(&profile(&[]), &OwnKernels::default()).unwrap();
         assert_eq!(s.share, 0.0);
+    }
+
+    /// A program with `load_inline` whose every build failed (a fallback to PyTorch in an
+    /// exception handler, as in many published kernels) builds no kernel: its share is 0 without a
+    /// profile. One that built in its own process what the pool could not build ahead has kernels
+    /// no published library names: no share, and a reason.
+    #[test]
+    fn failed_builds_count_as_no_kernel_and_builds_the_pool_missed_as_unknown() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = "from torch.utils.cpp_extension import load_inline\ntry:\n    ext = load_inline(name='k', cpp_sources='', cuda_sources='x')\nexcept Exception:\n    ext = None\n";
+        let entry = dir.path().join("entry");
+        std::fs::create_dir_all(&entry).unwrap();
+        let marker = |missed: &str| {
+            let text = format!(r#"{{"missed": [{missed}], "format": {}}}"#, crate::compile::FORMAT);
+            std::fs::write(entry.join(crate::compile::BUILT), text).unwrap();
+        };
+        std::fs::write(entry.join(crate::compile::BUILDS), "{}").unwrap();
+        marker("");
+        let own = OwnKernels::of_program(Some(&entry), source).unwrap();
+        assert!(own.defines_none(), "{own:?}");
+        marker(r#""line 3 in ModelNew.forward""#);
+        let err = OwnKernels::of_program(Some(&entry), source).unwrap_err();
+        assert!(
+            matches!(&err, OwnError::BuiltInItsProcess(m) if m == &["line 3 in ModelNew.forward"]),
+            "{err}"
+        );
+        assert!(err.to_string().contains("could not build ahead"), "{err}");
     }
 
     #[test]
