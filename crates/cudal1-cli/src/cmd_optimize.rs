@@ -79,6 +79,7 @@ pub fn run(a: OptimizeArgs) -> Result<Status> {
             dry_run: false,
             sandbox: !a.common.no_sandbox,
             cancel: Some(interrupt::profile_cancel(&interrupt)),
+            builds: ws.settings.clone(),
         };
         Some(crate::profiling::Profiling::new(
             &a.ncu,

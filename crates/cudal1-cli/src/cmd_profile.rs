@@ -44,6 +44,8 @@ pub fn run(a: &ProfileArgs) -> Result<Status> {
         dry_run: a.dry_run,
         sandbox: !a.no_sandbox,
         cancel: Some(crate::interrupt::profile_cancel(&interrupt)),
+        // The pool builds what no evaluation published, as `eval` would with these flags.
+        builds: cudal1_eval::EvalSettings { sandbox: !a.no_sandbox, ..Default::default() },
     };
     let profiling = Profiling::new(&a.ncu, env, interp, device, cache, &store, options)?;
     let mut programs: Vec<(String, Program<'_>)> = Vec::new();

@@ -129,6 +129,8 @@ fn share_of(
     task: &Task,
     candidate: &Candidate,
 ) -> Result<OwnShare> {
+    // Its symbols are read from the pool's build: made now if this machine's cache has none.
+    profiling.publish_builds(task, &Program::Source(candidate))?;
     let own = OwnKernels::of_program(Some(&builds.dir_for(candidate)), &candidate.source)?;
     // Only names the program builds can be its own: without any, its share is 0 whatever it
     // runs, and neither it nor its reference is profiled (20-30 s each under ncu on an H100).
@@ -197,6 +199,7 @@ fn start_profiling<'a>(
         dry_run: false,
         sandbox,
         cancel: Some(crate::interrupt::profile_cancel(interrupt)),
+        builds: ws.settings.clone(),
     };
     Profiling::new(
         ncu,

@@ -5,7 +5,7 @@
 use crate::args::NcuArgs;
 use anyhow::{bail, Context, Result};
 use cudal1_eval::profile::{locate_ncu, Cancel, ProfileError, Profiler, Target};
-use cudal1_eval::{CompileCache, Device, RunnerEnv};
+use cudal1_eval::{compile, CompileCache, Device, EvalSettings, RunnerEnv};
 use cudal1_python::Interpreter;
 use cudal1_store::{NewProfile, ProfileKey, Store, StoredProgram, REFERENCE_PROGRAM};
 use cudal1_task::{content_hash, Candidate, Task};
@@ -34,6 +34,7 @@ pub struct Profiling<'a> {
     scratch: tempfile::TempDir,
     /// Where evaluation put each program's builds.
     builds: CompileCache,
+    build_settings: EvalSettings,
     force: bool,
 }
 
@@ -46,6 +47,9 @@ pub struct Options {
     pub sandbox: bool,
     /// Ends a profile under way (Ctrl-C).
     pub cancel: Option<Cancel>,
+    /// How the compile pool builds a program's extensions when no evaluation has published them
+    /// (its timeout, memory and sandbox): the evaluation's settings.
+    pub builds: EvalSettings,
 }
 
 /// Kernels in a stored brief (what prompts show).
@@ -86,11 +90,22 @@ impl<'a> Profiling<'a> {
             sandbox,
             cancel: o.cancel,
         };
-        let (builds, force) = (CompileCache { root: cache.join("extensions") }, o.force);
+        let (builds, force, build_settings) =
+            (CompileCache { root: cache.join("extensions") }, o.force, o.builds);
         let class = crate::against::class_of(&device, interp)?;
         let parent = cudal1_eval::scratch::default_parent();
         let scratch = std::fs::create_dir_all(&parent).and_then(|()| tempfile::Builder::new().prefix("cudal1-profile-").tempdir_in(&parent)).context("making a scratch directory for profiles\nhint: set CUDAL1_WORK_DIR to a writable directory with room")?;
-        Ok(Profiling { profiler, env, device, class, store, scratch, builds, force })
+        Ok(Profiling {
+            profiler,
+            env,
+            device,
+            class,
+            store,
+            scratch,
+            builds,
+            build_settings,
+            force,
+        })
     }
 
     fn key(&self, task: &Task, program: &Program<'_>) -> ProfileKey {
@@ -144,6 +159,7 @@ impl<'a> Profiling<'a> {
                 return Ok((found.profile, true));
             }
         }
+        self.publish_builds(task, program)?;
         let (candidate, builds) = self.target_file(&key, program)?;
         let dir = self.run_dir(&key, "run");
         let target = Target {
@@ -175,6 +191,7 @@ impl<'a> Profiling<'a> {
     /// Runs the program under the profiling driver without ncu; the extensions it built itself
     /// (none when an evaluation published them).
     pub fn dry_run(&self, task: &Task, program: &Program<'_>) -> Result<Vec<String>> {
+        self.publish_builds(task, program)?;
         let key = self.key(task, program);
         let (candidate, builds) = self.target_file(&key, program)?;
         let dir = self.run_dir(&key, "dry");
@@ -186,6 +203,46 @@ impl<'a> Profiling<'a> {
             extensions: Some(&builds),
         };
         Ok(self.profiler.dry_run(self.env, target, &dir)?)
+    }
+}
+
+impl Profiling<'_> {
+    /// Has the compile pool build the program's extensions, off the device, when the cache holds
+    /// no published build of them (a program never evaluated here, or a verdict reused from a
+    /// store made on another machine): the profiled run then loads them instead of building them
+    /// in its warm-up, and `eval --own-share` finds the symbols it needs.
+    pub fn publish_builds(&self, task: &Task, program: &Program<'_>) -> Result<()> {
+        let stored;
+        let candidate = match program {
+            Program::Reference => return Ok(()),
+            Program::File(c, _) | Program::Source(c) => *c,
+            Program::Stored(p) => {
+                stored = Candidate::from_source(format!("program #{}", p.id), p.code.clone());
+                &stored
+            }
+        };
+        if !compile::needs_compile(&candidate.source)
+            || compile::published(&self.builds.dir_for(candidate)).is_some()
+        {
+            return Ok(());
+        }
+        let cancel = self.profiler.cancel.as_ref().map(|c| std::sync::Arc::clone(&c.0));
+        let stop = move || cancel.as_ref().is_some_and(|c| c());
+        let parent = cudal1_eval::scratch::default_parent();
+        match compile::compile_until(
+            self.env,
+            task,
+            candidate,
+            &self.builds,
+            &self.build_settings,
+            &parent,
+            &stop,
+        ) {
+            compile::CompileOutcome::Failed { judgement, .. } => {
+                bail!("its extensions do not build: {}", judgement.reason)
+            }
+            _ => Ok(()),
+        }
     }
 }
 

@@ -111,8 +111,9 @@ fn a_profiled_program_cannot_write_outside_its_own_directories() {
 /// runs as pid 2 of a PID namespace (where there is one), the profiling driver outside any. The
 /// extension's name holds both kinds of number that once made them ask for different builds: a
 /// `2` that is not a process id (the pool renamed it as if it were its own pid) and the process's
-/// own id (published kernels do this). Before the evaluation the driver builds it itself and says
-/// so, which shows that the report can fail.
+/// own id (published kernels do this). A program no evaluation built yet is built by the pool
+/// first, off the device, as an evaluation would. With the entry's record of builds emptied, the
+/// driver finds nothing to load, builds it itself and says so: the report can fail.
 #[test]
 fn a_profile_loads_the_build_its_evaluation_published() {
     let dir = tempfile::tempdir().unwrap();
@@ -139,7 +140,17 @@ fn a_profile_loads_the_build_its_evaluation_published() {
         assert_eq!(rows[0]["ok"], true, "{}", rows[0]);
         rows[0]["built_here"].as_array().unwrap().len()
     };
-    assert_eq!(dry_run(), 1, "nothing published yet: the driver builds it itself");
+    assert_eq!(dry_run(), 0, "the pool builds it first; the driver loads that build");
+    let published: Vec<std::path::PathBuf> = std::fs::read_dir(cache.join("extensions"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join(".cudal1-built").exists())
+        .collect();
+    assert_eq!(published.len(), 1, "{published:?}");
+    let record = published[0].join(".cudal1-builds.json");
+    assert!(std::fs::read_to_string(&record).unwrap().contains("cudal1_l"), "a build is recorded");
+
     let out = run({
         let mut c = cudal1(&db);
         c.env("CUDAL1_CACHE_DIR", &cache)
@@ -151,5 +162,8 @@ fn a_profile_loads_the_build_its_evaluation_published() {
     });
     let row: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
     assert_eq!(row["verdict"], "correct", "{row}");
-    assert_eq!(dry_run(), 0, "the evaluation's build is loaded, not made again");
+    assert_eq!(dry_run(), 0, "the evaluation and the profile load the same build");
+
+    std::fs::write(&record, "{}").unwrap();
+    assert_eq!(dry_run(), 1, "nothing recorded to load: the driver builds it itself");
 }
