@@ -100,7 +100,7 @@ def run(args) -> dict:
             if profiled:
                 torch.cuda.profiler.stop()
     # Builds the compile pool had not published were made here, in the warm-up: named, so that
-    # the caller can say why this run was slow (and that an evaluation would have built them).
+    # the caller can say why this run was slow.
     return {
         "ok": True,
         "device": str(device),

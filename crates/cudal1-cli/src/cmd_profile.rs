@@ -78,7 +78,7 @@ pub fn run(a: &ProfileArgs) -> Result<Status> {
                         task.key()
                     ))?,
                     Ok(built) => out::line(format!(
-                        "{} {label}: runs under the profiling driver, after building {} itself (no evaluation had published it: `cudal1 eval` builds it off the device)",
+                        "{} {label}: runs under the profiling driver, after building {} itself (not among the compile pool's builds: a profile's warm-up pays for it)",
                         task.key(),
                         built.join(", ")
                     ))?,

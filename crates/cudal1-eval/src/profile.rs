@@ -455,7 +455,7 @@ impl Profiler {
         args.splice(0..0, self.hardening());
         let DriverRun { status, built_here } = run_driver(env, self, Some(&args), target, scratch)?;
         if !built_here.is_empty() {
-            tracing::warn!(built = %built_here.join(", "), "the profiled program built extensions in its warm-up that no evaluation had published (evaluate it first: its build is then loaded, not made again)");
+            tracing::warn!(built = %built_here.join(", "), "the profiled program built extensions in its warm-up, not finding them among the compile pool's builds");
         }
         let text = std::fs::read_to_string(&log)
             .map_err(|e| ProfileError::Parse(format!("reading `{}`: {e}", log.display())))?;
@@ -492,7 +492,7 @@ impl Profiler {
 
     /// Runs the target's calls as [`Profiler::profile`] would (in the same confinement), without
     /// ncu: whether the program loads and runs under the profiling driver (on any device), and
-    /// the extensions it built itself because no evaluation had published them.
+    /// the extensions it built itself, not finding them among the compile pool's builds.
     pub fn dry_run(
         &self,
         env: &RunnerEnv,
