@@ -119,16 +119,15 @@ def save_failures() -> None:
             pass  # the candidate then builds again, as without the record
 
 
-def _fingerprint(bound, given_name=None) -> str:
+def _fingerprint(bound, given_name) -> str:
     """What decides a build's outcome: every argument but where it goes and how much it prints,
     with the numbers in the name the program gave (``given_name``, before ``_stable_name``) left
     out. A name's numbers are often a process id (``f"ext_{os.getpid()}"``), which differs between
     the compile pool's process and any process outside a PID namespace (the profiling driver):
     the same code, built the same way, must be found under one fingerprint in all of them."""
     kept = {k: v for k, v in bound.arguments.items() if k not in ("build_directory", "verbose")}
-    name = kept.get("name") if given_name is None else given_name
-    if isinstance(name, str):
-        kept["name"] = re.sub(r"[0-9]+", "#", name)
+    if isinstance(given_name, str):
+        kept["name"] = re.sub(r"[0-9]+", "#", given_name)
     return hashlib.sha256(_portable(repr(sorted(kept.items()))).encode("utf-8", "replace")).hexdigest()
 
 

@@ -9,8 +9,8 @@ when no candidate is given.
 
 What happened is written as one JSON object to ``--status`` (the profiler owns standard output):
 ``{"ok": true, "device": ..., "calls": N, "warmup": W, "built_here": [names]}`` or ``{"ok": false,
-"kind": ..., "message": ...}``. On the CPU nothing is profiled; the run still loads and calls the model, which
-checks a program before a GPU is spent on it.
+"kind": ..., "message": ...}``. On the CPU nothing is profiled; the run still loads and calls the
+model, which checks a program before a GPU is spent on it.
 
 This is a measuring aid, not a judge: it runs outside the evaluation sandbox (a profiler must
 attach to it) and its results never decide a verdict.

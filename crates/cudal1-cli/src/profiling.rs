@@ -204,9 +204,7 @@ impl<'a> Profiling<'a> {
         };
         Ok(self.profiler.dry_run(self.env, target, &dir)?)
     }
-}
 
-impl Profiling<'_> {
     /// Has the compile pool build the program's extensions, off the device, when the cache holds
     /// no published build of them (a program never evaluated here, or a verdict reused from a
     /// store made on another machine): the profiled run then loads them instead of building them
