@@ -60,16 +60,31 @@ fn parse_cores(text: &str, allowed: &[usize]) -> Result<Vec<usize>, String> {
 pub fn timing_core(device: &Device) -> Option<usize> {
     match (by_hand(), device) {
         (Ok(Some(cores)), Device::Cuda(n)) => cores.get(*n as usize).copied(),
-        _ => core_for(allowed(), device),
+        _ => core_for(allowed(), visible(), device),
     }
 }
 
-/// `cuda:N` takes the N-th core after the middle one, so each GPU has its own. Not the first or
-/// the last: on the H100 machine core 0 took the kernel's cross-core interrupts, and pairs pinned
-/// to core 0 or core 15 spread 25-27% where cores 3 and 8 spread 6-8%.
-fn core_for(allowed: &[usize], device: &Device) -> Option<usize> {
+/// The machine's number of this process's GPU `n`: the `n`-th number `CUDA_VISIBLE_DEVICES`
+/// lists, so that processes shown different GPUs (`CUDA_VISIBLE_DEVICES=1` and `=2`, each
+/// timing on its cuda:0) take different cores; `n` where the variable is unset or names the GPU
+/// otherwise (a UUID).
+fn machine_gpu(visible: &[String], n: u32) -> usize {
+    visible.get(n as usize).and_then(|id| id.parse().ok()).unwrap_or(n as usize)
+}
+
+fn visible() -> &'static [String] {
+    static VISIBLE: OnceLock<Vec<String>> = OnceLock::new();
+    VISIBLE.get_or_init(|| {
+        crate::runner::visible_gpu_ids(std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref())
+    })
+}
+
+/// The machine's GPU `N` takes the N-th core after the middle one, so each GPU has its own. Not
+/// the first or the last: on the H100 machine core 0 took the kernel's cross-core interrupts, and
+/// pairs pinned to core 0 or core 15 spread 25-27% where cores 3 and 8 spread 6-8%.
+fn core_for(allowed: &[usize], visible: &[String], device: &Device) -> Option<usize> {
     let Device::Cuda(n) = device else { return None };
-    let n = *n as usize;
+    let n = machine_gpu(visible, *n);
     (allowed.len() > n + 1).then(|| allowed[(allowed.len() / 2 + n) % allowed.len()])
 }
 
@@ -110,13 +125,28 @@ mod tests {
     #[test]
     fn each_gpu_gets_its_own_core_from_the_middle_on_and_the_cpu_none() {
         let allowed = [0, 1, 2, 5];
-        assert_eq!(core_for(&allowed, &Device::Cuda(0)), Some(2));
-        assert_eq!(core_for(&allowed, &Device::Cuda(1)), Some(5));
-        assert_eq!(core_for(&allowed, &Device::Cuda(2)), Some(0));
+        assert_eq!(core_for(&allowed, &[], &Device::Cuda(0)), Some(2));
+        assert_eq!(core_for(&allowed, &[], &Device::Cuda(1)), Some(5));
+        assert_eq!(core_for(&allowed, &[], &Device::Cuda(2)), Some(0));
         // At least one core stays for everything else.
-        assert_eq!(core_for(&allowed, &Device::Cuda(3)), None);
-        assert_eq!(core_for(&[4], &Device::Cuda(0)), None);
-        assert_eq!(core_for(&allowed, &Device::Cpu), None);
+        assert_eq!(core_for(&allowed, &[], &Device::Cuda(3)), None);
+        assert_eq!(core_for(&[4], &[], &Device::Cuda(0)), None);
+        assert_eq!(core_for(&allowed, &[], &Device::Cpu), None);
+    }
+
+    #[test]
+    fn processes_shown_different_gpus_time_on_different_cores() {
+        let allowed: Vec<usize> = (0..16).collect();
+        let one = |visible: &str| {
+            let ids = crate::runner::visible_gpu_ids(Some(visible));
+            core_for(&allowed, &ids, &Device::Cuda(0))
+        };
+        // Three processes, each timing on its cuda:0 (the machine's GPUs 0, 1 and 2).
+        assert_eq!((one("0"), one("1"), one("2")), (Some(8), Some(9), Some(10)));
+        // The second GPU a process sees is the machine's GPU 3; a UUID keeps the process's number.
+        let ids = crate::runner::visible_gpu_ids(Some("2,3"));
+        assert_eq!(core_for(&allowed, &ids, &Device::Cuda(1)), Some(11));
+        assert_eq!(one("GPU-8f0c"), Some(8));
     }
 
     #[test]

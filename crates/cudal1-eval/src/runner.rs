@@ -33,9 +33,27 @@ pub struct RunnerEnv {
     /// once ([`cudal1_supervisor::Zygote`]) instead of each starting an interpreter: milliseconds
     /// instead of seconds of CPU per runner. Compile workers always start afresh.
     pub forks: bool,
+    /// What the parent's `CUDA_VISIBLE_DEVICES` names for each GPU it shows, by index (`["2"]`
+    /// where it says `2`); empty where it is unset, and GPU `n` is then `n`. A runner sees only
+    /// its device's GPU, named as the parent's variable names it: `--device cuda:0` under
+    /// `CUDA_VISIBLE_DEVICES=2` is the machine's GPU 2, not its GPU 0.
+    pub gpu_ids: Vec<String>,
+}
+
+/// The GPU names a `CUDA_VISIBLE_DEVICES` value lists, in order (indices, `GPU-<uuid>` or MIG
+/// names, passed on as written); none for an unset variable.
+pub fn visible_gpu_ids(value: Option<&str>) -> Vec<String> {
+    value
+        .map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect())
+        .unwrap_or_default()
 }
 
 impl RunnerEnv {
+    /// How a runner names the parent's GPU `n` in its own `CUDA_VISIBLE_DEVICES`.
+    pub fn gpu_id(&self, n: u32) -> String {
+        self.gpu_ids.get(n as usize).cloned().unwrap_or_else(|| n.to_string())
+    }
+
     /// The environment for runners of `interpreter`, with the runner package installed under
     /// `cache`. Extension builds target the first visible GPU's architecture.
     pub fn prepare(
@@ -62,6 +80,7 @@ impl RunnerEnv {
             gpu_names: probe.gpu_names.clone(),
             bytecode: Some(bytecode),
             forks: true,
+            gpu_ids: visible_gpu_ids(std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref()),
         })
     }
 }
@@ -175,7 +194,11 @@ pub fn environment(
     let mut vars: Vec<(OsString, OsString)> = Vec::new();
     let mut set =
         |k: &str, v: &dyn AsRef<std::ffi::OsStr>| vars.push((k.into(), v.as_ref().to_owned()));
-    for key in ["PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "LANG", "TERM"] {
+    // CUDA_DEVICE_ORDER: a GPU's number in CUDA_VISIBLE_DEVICES below means what it means to
+    // the parent only under the parent's ordering.
+    for key in
+        ["PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_DEVICE_ORDER", "LANG", "TERM"]
+    {
         if let Some(v) = std::env::var_os(key) {
             set(key, &v);
         }
@@ -208,7 +231,7 @@ pub fn environment(
     // The kernels are the same; only the compile is serial.
     set("TORCHINDUCTOR_COMPILE_THREADS", &"1");
     let visible = match device {
-        Device::Cuda(n) if sees_gpu => n.to_string(),
+        Device::Cuda(n) if sees_gpu => env.gpu_id(*n),
         _ => String::new(),
     };
     set("CUDA_VISIBLE_DEVICES", &visible);
@@ -557,6 +580,34 @@ mod tests {
     }
 
     #[test]
+    fn a_runner_sees_the_gpu_the_parents_visible_devices_name_at_its_index() {
+        assert_eq!(visible_gpu_ids(None), Vec::<String>::new());
+        assert_eq!(visible_gpu_ids(Some("2, GPU-5d1e,")), ["2", "GPU-5d1e"]);
+        let dir = tempfile::tempdir().unwrap();
+        let env = RunnerEnv {
+            python: "/usr/bin/python3".into(),
+            python_dirs: vec![],
+            package_root: dir.path().join("package"),
+            cuda_arch: None,
+            gpu_names: vec![],
+            bytecode: None,
+            forks: false,
+            gpu_ids: visible_gpu_ids(Some("3,1")),
+        };
+        let visible = |env: &RunnerEnv, device: &Device, sees_gpu: bool| {
+            let vars = environment(env, dir.path(), device, sees_gpu, None, false, false);
+            vars.into_iter().find(|(k, _)| k == "CUDA_VISIBLE_DEVICES").map(|(_, v)| v)
+        };
+        // cuda:0 and cuda:1 of a parent that sees the machine's GPUs 3 and 1.
+        assert_eq!(visible(&env, &Device::Cuda(0), true), Some("3".into()));
+        assert_eq!(visible(&env, &Device::Cuda(1), true), Some("1".into()));
+        // A compile worker sees none; a parent with the variable unset numbers them itself.
+        assert_eq!(visible(&env, &Device::Cuda(1), false), Some("".into()));
+        let unset = RunnerEnv { gpu_ids: vec![], ..env };
+        assert_eq!(visible(&unset, &Device::Cuda(1), true), Some("1".into()));
+    }
+
+    #[test]
     fn every_runner_has_its_own_triton_cache_in_its_scratch() {
         let dir = tempfile::tempdir().unwrap();
         let env = RunnerEnv {
@@ -567,6 +618,7 @@ mod tests {
             gpu_names: vec![],
             bytecode: None,
             forks: false,
+            gpu_ids: vec![],
         };
         let vars = environment(&env, dir.path(), &Device::Cpu, false, None, false, false);
         let cache = vars.iter().find(|(k, _)| k == "TRITON_CACHE_DIR").map(|(_, v)| v.clone());

@@ -98,6 +98,7 @@ fn runner_env(cache: &Path) -> RunnerEnv {
         gpu_names: vec![],
         bytecode: None,
         forks: true,
+        gpu_ids: vec![],
     }
 }
 
@@ -188,6 +189,7 @@ fn unused_env() -> RunnerEnv {
         gpu_names: vec![],
         bytecode: None,
         forks: false,
+        gpu_ids: vec![],
     }
 }
 
