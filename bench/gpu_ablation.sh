@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 30's ablation as one experiment over several device calls: SmolLM2-135M-Instruct (the
-# embedded model) with LoRA on the synthetic split, for SEEDS seeds, one seed per GPU at a time
-# (CUDA_VISIBLE_DEVICES per seed: the policy and the timing share that GPU in turn). Each seed:
+# embedded model) with LoRA on the synthetic split, for SEEDS seeds, its stages spread over the
+# GPUs as jobs (CUDA_VISIBLE_DEVICES per job: the policy and the timing share that GPU in turn;
+# a job runs on one GPU, each GPU one job at a time). Each seed:
 # SFT -> self-supervised -> RL (speedup reward) and the control (correctness reward, the same
 # steps), both from the self-supervised checkpoint, with the same held-out evaluation after each
 # stage and every HELD_EVERY RL steps; the base model is evaluated once (in seed 0's directory).
@@ -23,8 +24,8 @@
 # far), and runs.tgz.NN (the run directories without checkpoints, SQLite stores checkpointed,
 # cut in parts of 15 MiB).
 #
-# Settings (environment): SEEDS (3), GPUS (default: all visible), GPUS_PER_SEED (1; 2: a seed's
-# control runs on a GPU of its own beside its RL run, so 3 seeds take 6 GPUs), STEPS (50),
+# Settings (environment): SEEDS (3), GPUS (default: all visible, at most 2 x SEEDS), FILLER (a
+# command run once on a GPU that finds no job ready, e.g. bench/gpu_big_policy.sh), STEPS (50),
 # RL_GROUPS (2), GROUP_SIZE (4), MAX_TOKENS (320), TEMPERATURE (0.5), HELD_SAMPLES (4),
 # HELD_EVERY (10), EPOCHS (8), ROUNDS (1), SELF_SAMPLES (2), BUDGET (1: held-out timing, s),
 # REWARD_BUDGET (0.5: the RL steps' timing, s), CALL_TIMEOUT (5), LIMIT (500).
@@ -77,7 +78,7 @@ fi
 : "${SEEDS:=3}" "${STEPS:=50}" "${RL_GROUPS:=2}" "${GROUP_SIZE:=4}" "${MAX_TOKENS:=320}"
 : "${TEMPERATURE:=0.5}" "${HELD_SAMPLES:=4}" "${HELD_EVERY:=10}" "${EPOCHS:=8}" "${ROUNDS:=1}"
 : "${SELF_SAMPLES:=2}" "${BUDGET:=1}" "${REWARD_BUDGET:=0.5}" "${CALL_TIMEOUT:=5}"
-[ "$GPUS" -gt $((SEEDS * ${GPUS_PER_SEED:-1})) ] && GPUS=$((SEEDS * ${GPUS_PER_SEED:-1}))
+[ -n "${FILLER:-}" ] || [ "$GPUS" -le $((2 * SEEDS)) ] || GPUS=$((2 * SEEDS))
 [ "$GPUS" -ge 1 ] || { echo "error: no GPU (GPUS=$GPUS)"; exit 2; }
 mkdir -p "$R"
 exec > >(tee -a "$O/ablation.log") 2>&1
@@ -105,9 +106,8 @@ stage() {
 SYNTH=$R/synth
 HELD=(--suite "$SYNTH/heldout" --temperature "$TEMPERATURE" --samples "$HELD_SAMPLES" --max-tokens "$MAX_TOKENS" --sample-seed 1234)
 
-# Shared, once: the tasks and stage 1's judged data (on the first GPU).
+# Shared, once: the tasks (stage 1's judged data is the first job below).
 [ -d "$SYNTH" ] || "$B" tasks synth "$SYNTH" --scale "$SCALE" --train "$TRAIN" --heldout "$HELDOUT" || exit 2
-CUDA_VISIBLE_DEVICES=0 stage "$R" sft-data "$B" train sft-data --suite "$SYNTH/train" --from-solutions "$SYNTH/solutions/train" --out "$R/sft.jsonl" "${DEV[@]}" --budget "$BUDGET" --call-timeout "$CALL_TIMEOUT" --db "$R/data.db" || true
 
 # One arm of stage 3 of seed $1 (rl: speedup reward; control: correctness reward), from the
 # seed's self-supervised checkpoint, with held-out evaluations every HELD_EVERY steps. Each arm
@@ -127,13 +127,11 @@ run_arm() {
   cp "$S/$arm/heldout/$last" "$S/heldout-$arm.json"
 }
 
-# One seed's stages in order, on GPU $2; with a second GPU ($3), the control runs there beside RL.
-seed_run() {
-  local s=$1 S=$R/seed-$1 other=${3:-}
-  mkdir -p "$S"
-  export CUDA_VISIBLE_DEVICES=$2
-  EV=("${DEV[@]}" --budget "$BUDGET" --call-timeout "$CALL_TIMEOUT" --db "$S/store.db" --seed "$s")
-  [ -f "$R/.done-sft-data" ] || { echo "== seed $s: no stage-1 data yet"; return 1; }
+# Seed $1's stages before stage 3, in order: the base model's evaluation (seed 0 only), SFT,
+# self-supervised, each followed by the held-out evaluation.
+run_pre() {
+  local s=$1 S=$R/seed-$1
+  local EV=("${DEV[@]}" --budget "$BUDGET" --call-timeout "$CALL_TIMEOUT" --db "$S/store.db" --seed "$s")
   if [ "$s" = 0 ]; then
     stage "$S" heldout-base "$B" train eval --out "$S/heldout-base.json" "${POL[@]}" "${HELD[@]}" "${EV[@]}" || return 1
   fi
@@ -141,41 +139,102 @@ seed_run() {
   stage "$S" heldout-sft "$B" train eval --out "$S/heldout-sft.json" --init "$S/sft" "${POL[@]}" "${HELD[@]}" "${EV[@]}" || return 1
   stage "$S" self-sup "$B" train self-sup "${POL[@]}" --suite "$SYNTH/train" --data "$R/sft.jsonl" --init "$S/sft" --out "$S/self-sup" --temperature "$TEMPERATURE" --rounds "$ROUNDS" --samples "$SELF_SAMPLES" --max-tokens "$MAX_TOKENS" "${EV[@]}" || return 1
   stage "$S" heldout-self-sup "$B" train eval --out "$S/heldout-self-sup.json" --init "$S/self-sup" "${POL[@]}" "${HELD[@]}" "${EV[@]}" || return 1
-  if [ -n "$other" ]; then
-    (
-      export CUDA_VISIBLE_DEVICES=$other
-      run_arm "$s" control
-    ) &
-    local pid=$!
-    run_arm "$s" rl
-    local a=$?
-    wait "$pid" || return 1
-    [ "$a" = 0 ] || return 1
-  else
-    run_arm "$s" rl || return 1
-    run_arm "$s" control || return 1
-  fi
-  echo "== seed $s: every stage done"
 }
 
-# Seeds in slots of GPUS_PER_SEED GPUs: slot g runs seeds g, g + slots, ... in turn.
-PER=${GPUS_PER_SEED:-1}
-SLOTS=$((GPUS / PER))
-[ "$SLOTS" -ge 1 ] || { echo "error: $GPUS GPUs for GPUS_PER_SEED=$PER"; exit 2; }
-echo "== $SLOTS slots of $PER GPU(s)"
-pids=()
-for ((g = 0; g < SLOTS; g++)); do
-  (
-    for ((s = g; s < SEEDS; s += SLOTS)); do
-      mkdir -p "$R/seed-$s"
-      second=""
-      [ "$PER" = 2 ] && second=$((PER * g + 1))
-      seed_run "$s" "$((PER * g))" "$second" > >(sed -u "s/^/[seed $s] /") 2>&1 || break
+# The work as jobs that any GPU takes once their inputs are done: the stage-1 data, each seed's
+# stages before stage 3 (pre-S), then each seed's two arms (rl-S, control-S), which need pre-S.
+# A GPU takes the first job that is ready and that no GPU has taken (a claim is a directory:
+# mkdir is atomic), so 3 seeds' six arms spread over 4 GPUs as they come. FILLER (a command) runs
+# once, on a GPU that finds nothing ready (the 1.5B benchmark while the seeds' first stages run).
+# Claims live for one call: the next call's GPUs start from the markers of finished stages.
+JOBS=(sft-data)
+for ((s = 0; s < SEEDS; s++)); do JOBS+=("pre-$s"); done
+for ((s = 0; s < SEEDS; s++)); do JOBS+=("rl-$s" "control-$s"); done
+CLAIMS=$R/.claims
+rm -rf "$CLAIMS"
+mkdir -p "$CLAIMS"
+job_done() {
+  case $1 in
+  sft-data) [ -f "$R/.done-sft-data" ] ;;
+  pre-*) [ -f "$R/seed-${1#pre-}/.done-heldout-self-sup" ] ;;
+  *) [ -f "$R/seed-${1#*-}/heldout-${1%-*}.json" ] ;;
+  esac
+}
+job_ready() {
+  case $1 in
+  sft-data) true ;;
+  pre-*) job_done sft-data ;;
+  *) job_done "pre-${1#*-}" ;;
+  esac
+}
+run_job() {
+  case $1 in
+  sft-data) stage "$R" sft-data "$B" train sft-data --suite "$SYNTH/train" --from-solutions "$SYNTH/solutions/train" --out "$R/sft.jsonl" "${DEV[@]}" --budget "$BUDGET" --call-timeout "$CALL_TIMEOUT" --db "$R/data.db" ;;
+  pre-*) mkdir -p "$R/seed-${1#pre-}" && run_pre "${1#pre-}" ;;
+  *) run_arm "${1#*-}" "${1%-*}" ;;
+  esac
+}
+# A job that fails before the deadline keeps its claim, marked failed, for the rest of the call;
+# a GPU stops when nothing is left that it could take and nothing is running that could make a
+# job ready.
+gpu_worker() {
+  local g=$1 j took pending running
+  export CUDA_VISIBLE_DEVICES=$g
+  while [ $((DEADLINE - $(date +%s))) -ge 20 ]; do
+    took="" pending=0
+    for j in "${JOBS[@]}"; do
+      job_done "$j" && continue
+      pending=1
+      job_ready "$j" && mkdir "$CLAIMS/$j" 2>/dev/null && { took=$j; break; }
     done
-  ) &
+    [ "$pending" = 0 ] && { echo "== GPU $g: every job done"; return 0; }
+    if [ -z "$took" ] && [ -n "${FILLER:-}" ] && mkdir "$CLAIMS/filler" 2>/dev/null; then
+      echo "== GPU $g: nothing ready; the filler ($(date -u +%T)): $FILLER"
+      timeout --foreground -s INT -k 60 $((DEADLINE - $(date +%s))) bash -c "$FILLER" > >(sed -u "s/^/[filler gpu $g] /") 2>&1
+      echo "== GPU $g: the filler exit $? ($(date -u +%T))"
+      continue
+    fi
+    if [ -z "$took" ]; then
+      running=$(find "$CLAIMS" -mindepth 1 -maxdepth 1 -type d ! -name filler -exec test ! -e '{}/failed' ';' -print | wc -l)
+      [ "$running" = 0 ] && { echo "== GPU $g: nothing it could take (a job failed?)"; return 1; }
+      sleep 5
+      continue
+    fi
+    echo "== GPU $g takes $took ($(date -u +%T))"
+    if run_job "$took" > >(sed -u "s/^/[$took gpu $g] /") 2>&1; then
+      rmdir "$CLAIMS/$took"
+    else
+      touch "$CLAIMS/$took/failed"
+    fi
+  done
+  echo "== GPU $g: the call's time is up"
+}
+# Which processes use which GPU, every 30 s (gpus.log beside the runs): each GPU should hold its
+# job's policy worker and its judging runners, none another GPU's.
+MON=""
+if [ -z "${ABLATION_CPU:-}" ]; then
+  (
+    while sleep 30; do
+      echo "-- $(date -u +%T)"
+      nvidia-smi --query-gpu=index,pci.bus_id,utilization.gpu,memory.used --format=csv,noheader
+      nvidia-smi --query-compute-apps=gpu_bus_id,pid,used_memory --format=csv,noheader | while IFS=, read -r bus pid mem; do
+        echo "$bus,$pid,$mem, $(tr '\0' ' ' < "/proc/${pid// /}/cmdline" 2>/dev/null | cut -c1-100)"
+      done
+    done
+  ) >> "$R/gpus.log" 2>&1 &
+  MON=$!
+fi
+echo "== jobs: ${JOBS[*]}${FILLER:+ (and the filler)} on $GPUS GPU(s)"
+pids=()
+for ((g = 0; g < GPUS; g++)); do
+  gpu_worker "$g" &
   pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p"; done
+[ -n "$MON" ] && kill "$MON" 2>/dev/null
+for ((s = 0; s < SEEDS; s++)); do
+  job_done "rl-$s" && job_done "control-$s" && echo "== seed $s: every stage done"
+done
 echo "== stages stopped at $(date -u +%T) ($(($(date +%s) - START))s into the call)"
 
 # Seconds per RL step and per held-out evaluation, for planning.

@@ -44,7 +44,14 @@ if [ ! -x "$B" ]; then
 fi
 date -u
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
-GPUS=$(nvidia-smi -L | grep -c '^GPU ')
+# The GPUs this call may use: those CUDA_VISIBLE_DEVICES names (numbers), else every one.
+SMI_IDS=()
+if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
+  SMI_IDS=(-i "$CUDA_VISIBLE_DEVICES")
+  GPUS=$(tr ',' '\n' <<< "$CUDA_VISIBLE_DEVICES" | grep -c .)
+else
+  GPUS=$(nvidia-smi -L | grep -c '^GPU ')
+fi
 python3 -c "import torch, transformers, peft; print('torch', torch.__version__, 'transformers', transformers.__version__, 'peft', peft.__version__)"
 "$B" --version
 
@@ -76,7 +83,7 @@ run() {
   local devices=(--policy-device cuda:0 --device cuda:0 --overlap off)
   case $name in *2|*2-*) devices=(--policy-device cuda:0 --device cuda:1 --overlap on) ;; esac
   echo "== $name ($(date -u +%T)): ${adapter[*]} ${devices[*]} $*"
-  nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits -lms 500 > "$r/nvidia-smi.csv" 2>/dev/null &
+  nvidia-smi "${SMI_IDS[@]}" --query-gpu=index,memory.used --format=csv,noheader,nounits -lms 500 > "$r/nvidia-smi.csv" 2>/dev/null &
   local smi=$!
   local t0=$SECONDS
   RUST_LOG="warn,cudal1_train::policy=info" timeout -s INT -k 90 "$LIMIT" "$B" train rl \
