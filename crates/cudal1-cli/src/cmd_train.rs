@@ -752,23 +752,34 @@ fn table(a: &TableArgs) -> Result<Status> {
         let mut arms = std::collections::BTreeMap::new();
         let entries = std::fs::read_dir(dir)
             .with_context(|| format!("reading the seed directory `{}`", dir.display()))?;
+        // Each arm's report: `heldout-<arm>.json`, or with --at-step, an RL run's (a directory
+        // with held-out evaluations during the run: `heldout/`) evaluation after that step, where
+        // it made one.
+        let mut paths = std::collections::BTreeMap::new();
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            let Some(arm) = name.strip_prefix("heldout-").and_then(|n| n.strip_suffix(".json"))
-            else {
+            if let Some(arm) = name.strip_prefix("heldout-").and_then(|n| n.strip_suffix(".json")) {
+                paths.entry(arm.to_owned()).or_insert_with(|| e.path());
+            } else if let Some(step) = a.at_step.filter(|_| e.path().join("heldout").is_dir()) {
+                let then = e.path().join("heldout").join(format!("step-{step:08}.json"));
+                paths.insert(name, then);
+            }
+        }
+        for (arm, path) in paths {
+            if !path.is_file() {
                 continue;
-            };
-            let text = std::fs::read_to_string(e.path())?;
+            }
+            let text = std::fs::read_to_string(&path)?;
             let v: serde_json::Value = serde_json::from_str(&text)
-                .with_context(|| format!("reading `{}`", e.path().display()))?;
+                .with_context(|| format!("reading `{}`", path.display()))?;
             let samples: Vec<heldout::SampleResult> = serde_json::from_value(v["samples"].clone())
                 .with_context(|| {
                     format!(
                         "`{}` holds no held-out samples (`train eval` writes them)",
-                        e.path().display()
+                        path.display()
                     )
                 })?;
-            arms.insert(arm.to_owned(), samples);
+            arms.insert(arm, samples);
         }
         if arms.is_empty() {
             bail!("`{}` holds no `heldout-<arm>.json`\nhint: give the directories bench/gpu_ablation.sh writes (one per seed), where `train eval --out DIR/heldout-sft.json` and the like put their reports", dir.display());
@@ -798,7 +809,7 @@ fn table(a: &TableArgs) -> Result<Status> {
         learned.push(json!({"seed": r.label, "top": ablation::top_samples(&lines, a.top), "sft_beside_rl": beside}));
     }
     if a.json {
-        out::line(json!({"table": t, "learned": learned}))?;
+        out::line(json!({"table": t, "learned": learned, "at_step": a.at_step}))?;
         return Ok(Status::Done);
     }
     let cell = |i: Option<cudal1_stats::Interval>, pct: bool| match i {
@@ -808,8 +819,9 @@ fn table(a: &TableArgs) -> Result<Status> {
         Some(i) => format!("{:.3} [{:.3}, {:.3}]", i.median, i.ci_low, i.ci_high),
         None => "-".to_owned(),
     };
+    let when = a.at_step.map(|n| format!(", the RL arms after step {n}")).unwrap_or_default();
     out::line(format!(
-        "held-out results of {} seeds; 95% bootstrap intervals over seeds and tasks",
+        "held-out results of {} seeds{when}; 95% bootstrap intervals over seeds and tasks",
         t.seeds.len()
     ))?;
     let mut scope = String::new();

@@ -374,6 +374,11 @@ pub struct TableArgs {
     /// Seed of the bootstrap.
     #[arg(long, default_value_t = 1)]
     pub bootstrap_seed: u64,
+    /// Each stage-3 arm as its held-out evaluation after this RL step (`<arm>/heldout/step-N.json`
+    /// of its run directory, written with `--heldout-every`) instead of its last (`heldout-<arm>.json`);
+    /// a seed whose arm has no evaluation at that step leaves the arm out.
+    #[arg(long, value_name = "N")]
+    pub at_step: Option<u64>,
     /// One JSON object instead of text.
     #[arg(long)]
     pub json: bool,

@@ -628,4 +628,32 @@ fn the_ablation_runs_every_stage_for_two_seeds_on_the_cpu_and_a_second_call_redo
     let second = call();
     assert!(!second.contains("== sft (") && !second.contains("== rl ("), "{second}");
     assert!(second.contains("every stage done") || second.contains("== call done"), "{second}");
+
+    // The table at an earlier RL step: each arm's evaluation after step 2; a seed whose arm made
+    // none then leaves that arm out, and the other stages stay as they were.
+    let at_step = |step: &str| -> Value {
+        let mut cmd = cudal1(&runs.join("seed-0/store.db"));
+        cmd.args(["train", "table", "--json", "--at-step", step])
+            .arg(runs.join("seed-0"))
+            .arg(runs.join("seed-1"));
+        let out = run(cmd);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        json_lines(&out)[0].clone()
+    };
+    let seeds = |t: &Value, arm: &str| {
+        let rows = t["table"]["rows"].as_array().unwrap();
+        rows.iter().find(|r| r["scope"] == "all" && r["arm"] == arm).map(|r| r["seeds"].clone())
+    };
+    std::fs::remove_file(runs.join("seed-1/rl/heldout/step-00000002.json")).unwrap();
+    let two = at_step("2");
+    assert_eq!(two["at_step"], 2);
+    assert_eq!((seeds(&two, "rl"), seeds(&two, "control")), (Some(1.into()), Some(2.into())));
+    assert_eq!((seeds(&two, "sft"), seeds(&two, "self-sup")), (Some(2.into()), Some(2.into())));
+    // After the last step both runs made one; after step 1 neither did.
+    assert_eq!(seeds(&at_step("3"), "rl"), Some(2.into()));
+    let one = at_step("1");
+    assert_eq!(
+        (seeds(&one, "rl"), seeds(&one, "control"), seeds(&one, "sft")),
+        (None, None, Some(2.into()))
+    );
 }
