@@ -16,7 +16,9 @@
 #   3. carry [".m3", ".whl"]: bash bench/gpu_ablation.sh run     (assembles the model, then works)
 #   4. carry []:              bash bench/gpu_ablation.sh run     (resumes), and so on
 # .m1/.m2/.m3 (made here by `bash bench/gpu_model.sh split`) and .whl as bench/gpu_model.sh
-# describes: .m3 holds the model's last part, its checksum and this tree's release build. Name
+# describes: .m3 holds the model's last part, its checksum and this tree's release build, and
+# may hold runs.tgz, runs of an earlier lease to go on from (no checkpoints: a stage that was cut
+# starts over, so remove it first; what finished stays). Name
 # .carry/smollm2-tokenizer in no call: a FILLER running bench/gpu_big_policy.sh finds the
 # tokenizer in the model saved here (/root/smol); what a call carries is gone at the next call.
 # Each `run` works until LIMIT seconds after it started (every stage under `timeout -s INT`, so a
@@ -72,6 +74,11 @@ else
   unpack_missing .m3/cudal1-new.xz /root/cudal1 || exit 2
   B=/root/cudal1
   R=${RUNS:-/root/abl}
+  # An earlier lease's runs to go on from (a runs.tgz.NN brought back, joined; its stages whose
+  # markers and reports it holds are not run again).
+  if [ ! -d "$R" ] && [ -f .m3/runs.tgz ]; then
+    mkdir -p "$R" && tar xzf .m3/runs.tgz -C "$R" --strip-components=1 || exit 2
+  fi
   POL=(--model-dir /root/smol)
   DEV=()
   SCALE=gpu TRAIN=4 HELDOUT=2
