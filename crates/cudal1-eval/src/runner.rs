@@ -579,21 +579,26 @@ mod tests {
         assert_eq!(triton_binaries(&cache), 3);
     }
 
+    /// An environment with no interpreter behind it, for what `environment` makes of it.
+    fn bare_env(dir: &Path) -> RunnerEnv {
+        RunnerEnv {
+            python: "/usr/bin/python3".into(),
+            python_dirs: vec![],
+            package_root: dir.join("package"),
+            cuda_arch: None,
+            gpu_names: vec![],
+            bytecode: None,
+            forks: false,
+            gpu_ids: vec![],
+        }
+    }
+
     #[test]
     fn a_runner_sees_the_gpu_the_parents_visible_devices_name_at_its_index() {
         assert_eq!(visible_gpu_ids(None), Vec::<String>::new());
         assert_eq!(visible_gpu_ids(Some("2, GPU-5d1e,")), ["2", "GPU-5d1e"]);
         let dir = tempfile::tempdir().unwrap();
-        let env = RunnerEnv {
-            python: "/usr/bin/python3".into(),
-            python_dirs: vec![],
-            package_root: dir.path().join("package"),
-            cuda_arch: None,
-            gpu_names: vec![],
-            bytecode: None,
-            forks: false,
-            gpu_ids: visible_gpu_ids(Some("3,1")),
-        };
+        let env = RunnerEnv { gpu_ids: visible_gpu_ids(Some("3,1")), ..bare_env(dir.path()) };
         let visible = |env: &RunnerEnv, device: &Device, sees_gpu: bool| {
             let vars = environment(env, dir.path(), device, sees_gpu, None, false, false);
             vars.into_iter().find(|(k, _)| k == "CUDA_VISIBLE_DEVICES").map(|(_, v)| v)
@@ -610,16 +615,7 @@ mod tests {
     #[test]
     fn every_runner_has_its_own_triton_cache_in_its_scratch() {
         let dir = tempfile::tempdir().unwrap();
-        let env = RunnerEnv {
-            python: "/usr/bin/python3".into(),
-            python_dirs: vec![],
-            package_root: dir.path().join("package"),
-            cuda_arch: None,
-            gpu_names: vec![],
-            bytecode: None,
-            forks: false,
-            gpu_ids: vec![],
-        };
+        let env = bare_env(dir.path());
         let vars = environment(&env, dir.path(), &Device::Cpu, false, None, false, false);
         let cache = vars.iter().find(|(k, _)| k == "TRITON_CACHE_DIR").map(|(_, v)| v.clone());
         assert_eq!(cache, Some(dir.path().join("triton").into_os_string()));
