@@ -28,7 +28,8 @@
 # far), and runs.tgz.NN (the run directories without checkpoints, SQLite stores checkpointed,
 # cut in parts of 15 MiB).
 #
-# Settings (environment): SEEDS (3), GPUS (default: all visible, at most 2 x SEEDS), FILLER (a
+# Settings (environment): SEEDS (3), GPUS (default: all visible, at most 2 x SEEDS), GPU_IDS (the
+# GPUs to use, `2,3`: the others stay free for another command of the same call), FILLER (a
 # command run once on a GPU that finds no job ready, e.g. bench/gpu_big_policy.sh), STEPS (50),
 # RL_GROUPS (2), GROUP_SIZE (4), MAX_TOKENS (320), TEMPERATURE (0.5), HELD_SAMPLES (4),
 # HELD_EVERY (10), EPOCHS (8), ROUNDS (1), SELF_SAMPLES (2), BUDGET (1: held-out timing, s),
@@ -87,11 +88,14 @@ fi
 : "${SEEDS:=3}" "${STEPS:=50}" "${RL_GROUPS:=2}" "${GROUP_SIZE:=4}" "${MAX_TOKENS:=320}"
 : "${TEMPERATURE:=0.5}" "${HELD_SAMPLES:=4}" "${HELD_EVERY:=10}" "${EPOCHS:=8}" "${ROUNDS:=1}"
 : "${SELF_SAMPLES:=2}" "${BUDGET:=1}" "${REWARD_BUDGET:=0.5}" "${CALL_TIMEOUT:=5}"
+[ -z "${GPU_IDS:-}" ] || GPUS=$(tr ',' '\n' <<< "$GPU_IDS" | grep -c .)
 [ -n "${FILLER:-}" ] || [ "$GPUS" -le $((2 * SEEDS)) ] || GPUS=$((2 * SEEDS))
 [ "$GPUS" -ge 1 ] || { echo "error: no GPU (GPUS=$GPUS)"; exit 2; }
+if [ -n "${GPU_IDS:-}" ]; then IDS=(${GPU_IDS//,/ }); else IDS=($(seq 0 $((GPUS - 1)))); fi
+IDS=("${IDS[@]:0:$GPUS}")
 mkdir -p "$R"
 exec > >(tee -a "$O/ablation.log") 2>&1
-echo "== call at $(date -u +%T): $SEEDS seeds on $GPUS GPU(s), $STEPS RL steps of $RL_GROUPS x $GROUP_SIZE, held-out every $HELD_EVERY, until $(date -u -d "@$DEADLINE" +%T)"
+echo "== call at $(date -u +%T): $SEEDS seeds on $GPUS GPU(s) (${IDS[*]}), $STEPS RL steps of $RL_GROUPS x $GROUP_SIZE, held-out every $HELD_EVERY, until $(date -u -d "@$DEADLINE" +%T)"
 [ -n "${ABLATION_CPU:-}" ] || nvidia-smi --query-gpu=index,name,memory.used --format=csv,noheader
 
 # A stage: run under what is left of this call (SIGINT at the deadline: it commits and stops);
@@ -247,7 +251,7 @@ if [ -z "${ABLATION_CPU:-}" ]; then
 fi
 echo "== jobs: ${JOBS[*]}${FILLER:+ (and the filler)} on $GPUS GPU(s)"
 pids=()
-for ((g = 0; g < GPUS; g++)); do
+for g in "${IDS[@]}"; do
   gpu_worker "$g" &
   pids+=($!)
 done
