@@ -17,8 +17,7 @@
 #   4. carry []:              bash bench/gpu_ablation.sh run     (resumes), and so on
 # .m1/.m2/.m3 (made here by `bash bench/gpu_model.sh split`) and .whl as bench/gpu_model.sh
 # describes: .m3 holds the model's last part, its checksum and this tree's release build, and
-# may hold runs.tgz, runs of an earlier lease to go on from (no checkpoints: a stage that was cut
-# starts over, so remove it first; what finished stays). Name
+# may hold runs.tgz, runs of an earlier lease to go on from (RUNS_TGZ below). Name
 # .carry/smollm2-tokenizer in no call: a FILLER running bench/gpu_big_policy.sh finds the
 # tokenizer in the model saved here (/root/smol); what a call carries is gone at the next call.
 # Each `run` works until LIMIT seconds after it started (every stage under `timeout -s INT`, so a
@@ -75,11 +74,6 @@ else
   unpack_missing .m3/cudal1-new.xz /root/cudal1 || exit 2
   B=/root/cudal1
   R=${RUNS:-/root/abl}
-  # An earlier lease's runs to go on from (a runs.tgz.NN brought back, joined; its stages whose
-  # markers and reports it holds are not run again).
-  if [ ! -d "$R" ] && [ -f .m3/runs.tgz ]; then
-    mkdir -p "$R" && tar xzf .m3/runs.tgz -C "$R" --strip-components=1 || exit 2
-  fi
   POL=(--model-dir /root/smol)
   DEV=()
   SCALE=gpu TRAIN=4 HELDOUT=2
@@ -93,6 +87,14 @@ fi
 [ "$GPUS" -ge 1 ] || { echo "error: no GPU (GPUS=$GPUS)"; exit 2; }
 if [ -n "${GPU_IDS:-}" ]; then IDS=(${GPU_IDS//,/ }); else IDS=($(seq 0 $((GPUS - 1)))); fi
 IDS=("${IDS[@]:0:$GPUS}")
+# An earlier lease's runs to go on from, unpacked where no run has begun (RUNS_TGZ, default
+# .m3/runs.tgz: runs.tgz.NN brought back, joined, with the stages that were cut removed); the
+# stages whose markers and reports it holds are not run again.
+SEED_RUNS=${RUNS_TGZ:-.m3/runs.tgz}
+if [ ! -d "$R/synth" ] && [ -f "$SEED_RUNS" ]; then
+  mkdir -p "$R" && tar xzf "$SEED_RUNS" -C "$R" --strip-components=1 || exit 2
+  echo "runs of an earlier lease unpacked from $SEED_RUNS into $R"
+fi
 mkdir -p "$R"
 exec > >(tee -a "$O/ablation.log") 2>&1
 echo "== call at $(date -u +%T): $SEEDS seeds on $GPUS GPU(s) (${IDS[*]}), $STEPS RL steps of $RL_GROUPS x $GROUP_SIZE, held-out every $HELD_EVERY, until $(date -u -d "@$DEADLINE" +%T)"

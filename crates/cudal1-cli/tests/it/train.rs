@@ -543,30 +543,32 @@ fn a_random_qwen2_policy_trains_every_step_with_lora_and_reports_its_split_token
 
 /// The whole ablation (bench/gpu_ablation.sh) in its CPU dry run: stage-1 data judged, base, SFT,
 /// self-supervised, RL and the control for two seeds side by side, held-out evaluations after
-/// each stage and every 2 RL steps, the table, the timings and the runs brought back; a second
-/// call resumes and runs no stage again.
+/// each stage and every 2 RL steps, the table (also at an earlier step), the timings and the runs
+/// brought back; a second call resumes and runs no stage again; a call on another machine goes on
+/// from the runs brought back, less one seed, and runs that seed's stages alone.
 #[test]
-fn the_ablation_runs_every_stage_for_two_seeds_on_the_cpu_and_a_second_call_redoes_nothing() {
+fn the_ablation_runs_every_stage_for_two_seeds_and_goes_on_where_earlier_calls_stopped() {
     let dir = tempfile::tempdir().unwrap();
     let (out, runs) = (dir.path().join("out"), dir.path().join("runs"));
-    let call = || {
-        let out = std::process::Command::new("bash")
-            .args(["bench/gpu_ablation.sh", "run"])
+    let call_in = |runs: &Path, earlier: Option<&Path>| {
+        let mut cmd = std::process::Command::new("bash");
+        cmd.args(["bench/gpu_ablation.sh", "run"])
             .current_dir(repo())
             .env("ABLATION_CPU", "1")
             .env("BIN", env!("CARGO_BIN_EXE_cudal1"))
             .env("CUDAL1_PYTHON", python())
             .env("CUDAL1_CACHE_DIR", Path::new(env!("CARGO_TARGET_TMPDIR")).join("cudal1-cache"))
             .env("OUT", &out)
-            .env("RUNS", &runs)
+            .env("RUNS", runs)
+            .env("RUNS_TGZ", earlier.unwrap_or(Path::new("/nonexistent")))
             .env("STEPS", "3")
-            .env("LIMIT", "900")
-            .output()
-            .unwrap();
+            .env("LIMIT", "900");
+        let out = cmd.output().unwrap();
         let log = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(out.status.success(), "{log}\n{}", String::from_utf8_lossy(&out.stderr));
         log
     };
+    let call = || call_in(&runs, None);
     let first = call();
     for s in 0..2 {
         let seed = runs.join(format!("seed-{s}"));
@@ -656,4 +658,27 @@ fn the_ablation_runs_every_stage_for_two_seeds_on_the_cpu_and_a_second_call_redo
         (seeds(&one, "rl"), seeds(&one, "control"), seeds(&one, "sft")),
         (None, None, Some(2.into()))
     );
+
+    // Another lease goes on from the runs brought back, seed 1 removed: only seed 1's stages run.
+    let brought = dir.path().join("runs.tgz");
+    let tar = std::process::Command::new("tar")
+        .arg("czf")
+        .arg(&brought)
+        .args(["--exclude=checkpoints", "--exclude=tiny", "--exclude=seed-1", "-C"])
+        .arg(dir.path())
+        .arg("runs")
+        .status()
+        .unwrap();
+    assert!(tar.success());
+    let again = dir.path().join("again");
+    let third = call_in(&again, Some(&brought));
+    assert!(third.contains("runs of an earlier lease unpacked"), "{third}");
+    let stages: Vec<&str> = third.lines().filter(|l| l.contains("] == sft (")).collect();
+    assert!(stages.len() == 1 && stages[0].starts_with("[pre-1 "), "{third}");
+    assert!(!third.contains("[pre-0 ") && !third.contains("[rl-0 "), "{third}");
+    for arm in ["rl", "control"] {
+        assert!(again.join(format!("seed-1/heldout-{arm}.json")).is_file(), "{third}");
+    }
+    assert!(third.contains("== seed 0: every stage done"), "{third}");
+    assert!(third.contains("== seed 1: every stage done"), "{third}");
 }
