@@ -298,7 +298,7 @@ fi
 
 # The runs without checkpoints, stores checkpointed, in parts.
 for db in "$R"/*.db "$R"/seed-*/*.db; do
-  [ -f "$db" ] && "$PY" -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$db"
+  [ -f "$db" ] && checkpoint "$db"
 done
 rm -f "$O"/runs.tgz.*
 tar czf - -C "$(dirname "$R")" --exclude=checkpoints --exclude=tiny "$(basename "$R")" | split -b 15M -d -a 2 - "$O/runs.tgz."

@@ -11,6 +11,7 @@
 # killed 90 s later; keep the whole call inside the device's limit with an outer `timeout -s INT`.
 # Everything comes back under $OUT: the JSON lines of each pass, a log and the store (checkpointed).
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 B=$(realpath "${1:-.carry/cudal1}")
 O=${OUT:-/tmp/cudal1-out}
 mkdir -p "$O"
@@ -41,6 +42,6 @@ PY
 pass eager_graphs_compile ${LIMIT1:-230} --names eager,cuda-graphs,compile-default
 pass reduce_overhead ${LIMIT2:-110} --names compile-reduce-overhead
 pass max_autotune ${LIMIT3:-110} --names compile-max-autotune
-python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$DB"
+checkpoint "$DB"
 echo "== the kernel's OOM kills, if any"; dmesg 2>/dev/null | grep -iE "killed process|out of memory" | tail -5
 date -u

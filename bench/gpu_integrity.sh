@@ -4,6 +4,7 @@
 # verdict against its `# cudal1: expect=` line), then the 40-kernel CUDA-L1 batch of
 # bench/gpu_engine.sh (what capturing every timed call's output costs).
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 B=$(realpath .carry/cudal1-new)
 O=${OUT:-/tmp/cudal1-out}
 mkdir -p "$O"
@@ -21,7 +22,7 @@ for part in cuda/ ""; do
   python3 bench/suite_report.py "$O/adversarial_${name%/}.jsonl"
   gzip -f "$O/adversarial_${name%/}.jsonl"
 done
-python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$O/adversarial.db"
+checkpoint "$O/adversarial.db"
 if [ -n "${THROUGHPUT_LIMIT:-}" ]; then
   PARTS=new NEW_LIMIT=$THROUGHPUT_LIMIT bash bench/gpu_engine.sh
 fi

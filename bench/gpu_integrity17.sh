@@ -39,7 +39,7 @@ summary = [r for r in rows if "summary" in r]
 print("verdicts:", sum(1 for r in rows if "verdict" in r), "expectations missed:", [(r["candidate"].split("/")[-1], r["verdict"], r.get("reason_class")) for r in missed])
 if summary: print("counts:", json.dumps(summary[-1]["summary"]["counts"]))
 PY
-  python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$O/$name.db"
+  checkpoint "$O/$name.db"
   gzip -f "$O/$name.jsonl"
   left "after $name"
 }

@@ -11,6 +11,7 @@
 # On the GPU machine, from the repository root:  bash bench/gpu_profile.sh .carry/cudal1
 # Each pass is cut by `timeout -s INT`; rerunning resumes (profiles and runs are stored).
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 B=$(realpath "${1:-.carry/cudal1}")
 O=${OUT:-/tmp/cudal1-out}
 mkdir -p "$O"
@@ -72,5 +73,5 @@ grep -h "Nsight Compute" "$O"/opt/profile/*/replies/* 2>/dev/null | head -3
 
 echo "== 3. report"
 "$B" report --db "$DB" -o "$O/report.html"
-python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$DB"
+checkpoint "$DB"
 date -u

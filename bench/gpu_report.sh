@@ -11,6 +11,7 @@
 # killed 90 s later; keep the whole call inside the device's limit with an outer `timeout -s INT`.
 # Everything comes back under $OUT: the JSON lines of each pass, a log, the store and report.html.
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 B=$(realpath "${1:-.carry/cudal1}")
 O=${OUT:-/tmp/cudal1-out}
 mkdir -p "$O"
@@ -51,5 +52,5 @@ if [ "$unnamed" = 1 ]; then
 fi
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 "$B" report --db "$DB" "${args[@]}" --title "cudal1 on ${gpu:-$DEVICE}" -o "$O/report.html"
-python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$DB"
+checkpoint "$DB"
 date -u

@@ -9,6 +9,7 @@
 # ONLY: the suite's tasks of the comparison (`--only` values, space-separated). LIMIT: seconds per
 # pass. Everything comes back under $OUT: share.log, the runner tests' log and each pass's JSON.
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 B=$(realpath "${1:-.carry/cudal1}")
 O=${OUT:-/tmp/cudal1-out}
 mkdir -p "$O"
@@ -42,5 +43,5 @@ for line in open(sys.argv[1]):
     print(f"{r['task']:<32} {r['candidate'][-28:]:<28} {r['verdict']:<10} {r['duration_ms'] / 1000:6.1f} s {json.dumps({k: round(v / 1000, 1) for k, v in phases.items()})}")
 PY
 done
-python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$DB" 2>/dev/null
+checkpoint "$DB" 2>/dev/null
 date -u

@@ -7,6 +7,7 @@
 # in the next call (carry `.carry/train-runs` back in), PARTS picks what runs.
 #   PARTS="data base sft selfsup rl control" bash bench/gpu_train.sh
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 B=$(realpath "${BIN:-.carry/cudal1-new}")
 O=${OUT:-/tmp/cudal1-out}
 R=${RUNS:-.carry/train-runs}
@@ -60,5 +61,5 @@ for stage in ["base", "sft", "self-sup", "rl", "control"]:
     s = json.load(open(p))["summary"]
     print(f"{stage:10} {cell(s['correct_rate'], 1):>18} {cell(s['fast1_rate'], 1):>18} {cell(s['geomean_speedup_of_correct']):>22} {cell(s['solved_rate'], 1):>18} {cell(s['best_of_g_geomean']):>22}")
 PY
-python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$R/train.db"
+checkpoint "$R/train.db"
 date -u

@@ -30,6 +30,6 @@ run)
   export BIN=/root/cudal1 RUNS=/root/runs MODEL_DIR=/root/smol
   timeout -s INT -k 90 "${LIMIT:-480}" bash bench/gpu_train.sh
   echo "gpu_train.sh: exit $?"
-  python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" /root/runs/train.db
+  checkpoint /root/runs/train.db
   tar czf "${OUT:-/tmp}/runs.tgz" -C /root runs && ls -la "${OUT:-/tmp}" ;;
 esac

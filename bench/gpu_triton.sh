@@ -90,7 +90,7 @@ for l in open(sys.argv[1]):
         print("   counts:", json.dumps(r["summary"].get("counts")))
 PY
       gzip -f "$O/gelu_suite.jsonl"
-      python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$O/triton.db"
+      checkpoint "$O/triton.db"
       ;;
     pytest)
       echo "== python/tests/test_gpu.py -k triton"

@@ -27,6 +27,6 @@ if [ -x /tmp/bins/cudal1-prev ]; then
 fi
 run new_cuda cudal1-new $C/tasks $C/candidates
 run new_sidestream cudal1-new bench/sidestream/tasks bench/sidestream/candidates
-python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')" "$O/window.db"
+checkpoint "$O/window.db"
 for f in "$O"/*.jsonl; do gzip -f "$f"; done
 date -u
