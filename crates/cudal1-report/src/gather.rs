@@ -217,8 +217,7 @@ pub fn gather(store: &Store, request: &Request) -> Result<Report, ReportError> {
         report.runs.push(run(store, id)?);
     }
     report.runs_compared = compare_runs(&report.runs);
-    let training =
-        request.training.iter().map(|d| train::read(d)).collect::<Result<Vec<_>, _>>()?;
+    let training = train::read_all(&request.training)?;
     report.training_compared = train::compare(&training);
     report.training = training.into_iter().map(train::Run::into_view).collect();
     for id in &runs {

@@ -73,8 +73,64 @@ pub fn compare(runs: &[Run]) -> Vec<String> {
         .collect()
 }
 
-/// Reads the run in `dir`.
+/// Reads the runs in `dirs`, each named by the shortest end of its path that names no other
+/// (`seed-0/rl` and `seed-1/rl` where both end in `rl`), so that legends, titles and chart ids
+/// tell them apart.
+pub fn read_all(dirs: &[std::path::PathBuf]) -> Result<Vec<Run>, ReportError> {
+    dirs.iter().zip(distinct_names(dirs)).map(|(d, name)| read_named(d, name)).collect()
+}
+
+/// The shortest distinct ends of `dirs`: one component each, lengthened while another path ends
+/// the same way.
+fn distinct_names(dirs: &[std::path::PathBuf]) -> Vec<String> {
+    let parts: Vec<Vec<String>> = dirs
+        .iter()
+        .map(|d| {
+            std::path::absolute(d)
+                .unwrap_or_else(|_| d.clone())
+                .components()
+                .filter_map(|c| match c {
+                    std::path::Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+                    _ => None,
+                })
+                .collect()
+        })
+        .collect();
+    let mut depth = vec![1; dirs.len()];
+    loop {
+        let names: Vec<String> = parts
+            .iter()
+            .zip(&depth)
+            .map(|(p, &k)| p[p.len().saturating_sub(k)..].join("/"))
+            .collect();
+        let longer: Vec<usize> = (0..names.len())
+            .filter(|&i| {
+                depth[i] < parts[i].len()
+                    && names.iter().enumerate().any(|(j, n)| j != i && *n == names[i])
+            })
+            .collect();
+        if longer.is_empty() {
+            return names
+                .into_iter()
+                .zip(dirs)
+                .map(|(n, d)| if n.is_empty() { d.display().to_string() } else { n })
+                .collect();
+        }
+        for i in longer {
+            depth[i] += 1;
+        }
+    }
+}
+
+/// Reads the run in `dir`, named by its directory's name.
 pub fn read(dir: &Path) -> Result<Run, ReportError> {
+    let name = dir
+        .file_name()
+        .map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
+    read_named(dir, name)
+}
+
+fn read_named(dir: &Path, name: String) -> Result<Run, ReportError> {
     let metrics = dir.join("metrics.jsonl");
     let text = std::fs::read_to_string(&metrics)
         .map_err(|source| ReportError::Training { path: metrics.clone(), source })?;
@@ -104,9 +160,6 @@ pub fn read(dir: &Path) -> Result<Run, ReportError> {
     }
     keys.sort_by_key(|k| (priority(k), k.clone()));
     keys.truncate(MAX_CHARTS);
-    let name = dir
-        .file_name()
-        .map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
     let mut charts_out = Vec::new();
     let mut last = Vec::new();
     let mut all = Vec::new();
@@ -285,6 +338,30 @@ mod tests {
         assert_eq!((t.stage.as_str(), t.steps, t.charts.len()), ("grpo", 4, 2));
         assert_eq!(t.last, vec![("reward.mean".to_owned(), 0.4), ("loss".to_owned(), 0.25)]);
         assert!(t.charts[0].contains("reward.mean"));
+    }
+
+    #[test]
+    fn runs_of_the_same_name_are_told_apart_by_their_paths() {
+        let names = |dirs: &[&str]| {
+            distinct_names(&dirs.iter().map(std::path::PathBuf::from).collect::<Vec<_>>())
+        };
+        assert_eq!(
+            names(&["/a/seed-0/rl", "/a/seed-1/rl", "/a/seed-0/control"]),
+            ["seed-0/rl", "seed-1/rl", "control"]
+        );
+        assert_eq!(names(&["/x/runs/rl", "/y/runs/rl"]), ["x/runs/rl", "y/runs/rl"]);
+        // The same directory twice keeps its whole path; the root its display.
+        assert_eq!(names(&["/a/rl", "/a/rl", "/"]), ["a/rl", "a/rl", "/"]);
+        // In the report: a legend entry per run, each named apart.
+        let dir = tempfile::tempdir().unwrap();
+        for seed in ["seed-0", "seed-1"] {
+            let run = dir.path().join(seed).join("rl");
+            std::fs::create_dir_all(&run).unwrap();
+            std::fs::write(run.join("metrics.jsonl"), r#"{"step": 1, "loss": 0.5}"#).unwrap();
+        }
+        let runs = read_all(&[dir.path().join("seed-0/rl"), dir.path().join("seed-1/rl")]).unwrap();
+        let chart = &compare(&runs)[0];
+        assert!(chart.contains("seed-0/rl (training)") && chart.contains("seed-1/rl (training)"));
     }
 
     #[test]
