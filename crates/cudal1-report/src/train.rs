@@ -122,14 +122,6 @@ fn distinct_names(dirs: &[std::path::PathBuf]) -> Vec<String> {
     }
 }
 
-/// Reads the run in `dir`, named by its directory's name.
-pub fn read(dir: &Path) -> Result<Run, ReportError> {
-    let name = dir
-        .file_name()
-        .map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
-    read_named(dir, name)
-}
-
 fn read_named(dir: &Path, name: String) -> Result<Run, ReportError> {
     let metrics = dir.join("metrics.jsonl");
     let text = std::fs::read_to_string(&metrics)
@@ -321,6 +313,11 @@ fn slug(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The run in `dir` alone.
+    fn read(dir: &Path) -> Result<Run, ReportError> {
+        read_all(&[dir.to_path_buf()]).map(|mut runs| runs.remove(0))
+    }
 
     #[test]
     fn curves_come_from_every_numeric_metric_rewards_first() {
