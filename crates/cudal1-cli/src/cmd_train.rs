@@ -849,6 +849,30 @@ fn table(a: &TableArgs) -> Result<Status> {
             cell(r.geomean_speedup_of_correct, false)
         ))?;
     }
+    // Each seed apart: its geomean of correct samples, with its correct and fast_1 shares.
+    out::line("\neach seed, all held-out tasks: geomean of correct (correct %, fast_1 %)")?;
+    let width = t.seeds.iter().map(String::len).max().unwrap_or(0).max(22);
+    out::line(
+        std::iter::once(format!("{:10}", "arm"))
+            .chain(t.seeds.iter().map(|s| format!(" {s:>width$}")))
+            .collect::<String>(),
+    )?;
+    let mut arms: Vec<&str> = t.per_seed.iter().map(|r| r.arm.as_str()).collect();
+    arms.dedup();
+    for arm in arms {
+        let mut line = format!("{arm:10}");
+        for seed in &t.seeds {
+            let r = t.per_seed.iter().find(|r| r.arm == arm && &r.seed == seed);
+            let text = r.map_or("-".to_owned(), |r| {
+                let pct =
+                    |x: Option<f64>| x.map_or("-".to_owned(), |x| format!("{:.0}%", 100.0 * x));
+                let g = r.geomean_speedup_of_correct.map_or("-".to_owned(), |g| format!("{g:.3}"));
+                format!("{g} ({}, {})", pct(r.correct_rate), pct(r.fast1_rate))
+            });
+            line.push_str(&format!(" {text:>width$}"));
+        }
+        out::line(line)?;
+    }
     out::line("")?;
     for c in &t.comparisons {
         let d = c.fast1_difference.map_or("-".to_owned(), |i| {

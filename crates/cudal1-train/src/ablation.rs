@@ -50,11 +50,25 @@ pub struct Comparison {
     pub geomean_ratio: Option<Interval>,
 }
 
+/// One seed's arm over all its held-out tasks: its own values, without an interval, so that a
+/// reader sees whether every seed moved or one carried the pooled row.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SeedRow {
+    pub seed: String,
+    pub arm: String,
+    pub samples: usize,
+    pub correct_rate: Option<f64>,
+    pub fast1_rate: Option<f64>,
+    pub geomean_speedup_of_correct: Option<f64>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Ablation {
     pub seeds: Vec<String>,
     pub rows: Vec<ArmRow>,
     pub comparisons: Vec<Comparison>,
+    /// Every seed's every arm, in the rows' order of arms.
+    pub per_seed: Vec<SeedRow>,
 }
 
 /// The arms in the table's order: the stages in turn, then any other, by name.
@@ -169,7 +183,28 @@ pub fn table(
             }
         }
     }
-    Ablation { seeds: results.iter().map(|r| r.label.clone()).collect(), rows, comparisons }
+    let per_seed = arms
+        .iter()
+        .flat_map(|arm| {
+            results.iter().filter_map(move |r| {
+                let samples = r.arms.get(arm)?;
+                Some(SeedRow {
+                    seed: r.label.clone(),
+                    arm: arm.clone(),
+                    samples: samples.len(),
+                    correct_rate: share(samples.iter(), correct),
+                    fast1_rate: share(samples.iter(), fast1),
+                    geomean_speedup_of_correct: geomean(samples.iter()),
+                })
+            })
+        })
+        .collect();
+    Ablation {
+        seeds: results.iter().map(|r| r.label.clone()).collect(),
+        rows,
+        comparisons,
+        per_seed,
+    }
 }
 
 /// `a` against `b`, paired: the seeds with both arms, the tasks both judged in each.
@@ -369,6 +404,18 @@ mod tests {
         let c = t.comparisons.iter().find(|c| c.scope == "unseen").unwrap();
         assert_eq!(c.fast1_difference.unwrap().median, 0.0);
         assert_eq!(table(&results, &group, 7), t, "deterministic");
+        // Each seed apart: seed 0's RL at 4x on task a, seed 1's at 2x (1x on u in both).
+        let mine = |label: &str, arm: &str| {
+            t.per_seed.iter().find(|r| r.seed == label && r.arm == arm).unwrap().clone()
+        };
+        let (zero, one) = (mine("0", "rl"), mine("1", "rl"));
+        assert!((zero.geomean_speedup_of_correct.unwrap() - 16f64.cbrt()).abs() < 1e-12);
+        assert!((one.geomean_speedup_of_correct.unwrap() - 4f64.cbrt()).abs() < 1e-12);
+        assert_eq!((zero.samples, zero.correct_rate, zero.fast1_rate), (4, Some(0.75), Some(0.5)));
+        assert_eq!(mine("0", "base").geomean_speedup_of_correct, None);
+        assert!(!t.per_seed.iter().any(|r| r.seed == "1" && r.arm == "base"), "no arm, no row");
+        let order: Vec<&str> = t.per_seed.iter().map(|r| r.arm.as_str()).collect();
+        assert_eq!(order, ["base", "self-sup", "self-sup", "rl", "rl"]);
     }
 
     #[test]

@@ -602,8 +602,15 @@ fn the_ablation_runs_every_stage_for_two_seeds_and_goes_on_where_earlier_calls_s
         .map(|c| (c["b"].as_str().unwrap(), c["a"].as_str().unwrap()))
         .collect();
     assert_eq!(pairs, [("self-sup", "rl"), ("control", "rl")]);
+    // Each seed apart: the base model in seed 0 only, every other arm in both.
+    let per_seed = table["table"]["per_seed"].as_array().unwrap();
+    assert_eq!(per_seed.len(), 9, "{per_seed:?}");
+    assert!(per_seed
+        .iter()
+        .all(|r| r["arm"] != "base" || r["seed"].as_str().unwrap().ends_with("seed-0")));
     let text = std::fs::read_to_string(out.join("table.txt")).unwrap();
     assert!(text.contains("held-out tasks of unseen families") && text.contains("rl vs control"));
+    assert!(text.contains("each seed, all held-out tasks"), "{text}");
     let timings = std::fs::read_to_string(out.join("timings.txt")).unwrap();
     assert!(timings.contains("generate s") && timings.contains("seed-1/control"), "{timings}");
     // The runs come back without their checkpoints.
