@@ -423,9 +423,22 @@ impl ReferenceSession {
             }
         }
         if kept {
-            if let Err(e) = self.client.call(&Release {}, Duration::from_secs(60)) {
+            match self.client.call(&Release {}, Duration::from_secs(60)) {
+                Ok(_) => {}
+                // A reference that has exited holds nothing: it was stopped (an interrupt, a
+                // deadline) and is started again when it is needed.
+                Err(
+                    e @ CallError::Worker(cudal1_supervisor::WorkerError::Exited {
+                        limit: None,
+                        ..
+                    }),
+                ) => {
+                    tracing::debug!(task = %self.task.key(), error = %e, "the reference exited before it released its kept expected outputs");
+                }
                 // The next expected outputs are made with the budget this one still holds.
-                tracing::warn!(task = %self.task.key(), error = %e, "the reference did not release its kept expected outputs");
+                Err(e) => {
+                    tracing::warn!(task = %self.task.key(), error = %e, "the reference did not release its kept expected outputs");
+                }
             }
         }
         if let Ok(entries) = std::fs::read_dir(self.dir.path().join(INTAKE)) {
