@@ -857,18 +857,18 @@ fn table(a: &TableArgs) -> Result<Status> {
             .chain(t.seeds.iter().map(|s| format!(" {s:>width$}")))
             .collect::<String>(),
     )?;
+    let pct = |x: Option<f64>| x.map_or("-".to_owned(), |x| format!("{:.0}%", 100.0 * x));
+    let seed_cell = |r: &cudal1_train::ablation::SeedRow| {
+        let g = r.geomean_speedup_of_correct.map_or("-".to_owned(), |g| format!("{g:.3}"));
+        format!("{g} ({}, {})", pct(r.correct_rate), pct(r.fast1_rate))
+    };
     let mut arms: Vec<&str> = t.per_seed.iter().map(|r| r.arm.as_str()).collect();
     arms.dedup();
     for arm in arms {
         let mut line = format!("{arm:10}");
         for seed in &t.seeds {
             let r = t.per_seed.iter().find(|r| r.arm == arm && &r.seed == seed);
-            let text = r.map_or("-".to_owned(), |r| {
-                let pct =
-                    |x: Option<f64>| x.map_or("-".to_owned(), |x| format!("{:.0}%", 100.0 * x));
-                let g = r.geomean_speedup_of_correct.map_or("-".to_owned(), |g| format!("{g:.3}"));
-                format!("{g} ({}, {})", pct(r.correct_rate), pct(r.fast1_rate))
-            });
+            let text = r.map_or("-".to_owned(), seed_cell);
             line.push_str(&format!(" {text:>width$}"));
         }
         out::line(line)?;

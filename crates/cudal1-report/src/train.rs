@@ -2,7 +2,7 @@
 //! `step`; `run.json` names the stage): every numeric metric against the step, rewards and
 //! losses first.
 
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
 
 use serde_json::Value;
 
@@ -76,13 +76,13 @@ pub fn compare(runs: &[Run]) -> Vec<String> {
 /// Reads the runs in `dirs`, each named by the shortest end of its path that names no other
 /// (`seed-0/rl` and `seed-1/rl` where both end in `rl`), so that legends, titles and chart ids
 /// tell them apart.
-pub fn read_all(dirs: &[std::path::PathBuf]) -> Result<Vec<Run>, ReportError> {
+pub fn read_all(dirs: &[PathBuf]) -> Result<Vec<Run>, ReportError> {
     dirs.iter().zip(distinct_names(dirs)).map(|(d, name)| read_named(d, name)).collect()
 }
 
 /// The shortest distinct ends of `dirs`: one component each, lengthened while another path ends
 /// the same way.
-fn distinct_names(dirs: &[std::path::PathBuf]) -> Vec<String> {
+fn distinct_names(dirs: &[PathBuf]) -> Vec<String> {
     let parts: Vec<Vec<String>> = dirs
         .iter()
         .map(|d| {
@@ -90,7 +90,7 @@ fn distinct_names(dirs: &[std::path::PathBuf]) -> Vec<String> {
                 .unwrap_or_else(|_| d.clone())
                 .components()
                 .filter_map(|c| match c {
-                    std::path::Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+                    Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
                     _ => None,
                 })
                 .collect()
@@ -339,9 +339,8 @@ mod tests {
 
     #[test]
     fn runs_of_the_same_name_are_told_apart_by_their_paths() {
-        let names = |dirs: &[&str]| {
-            distinct_names(&dirs.iter().map(std::path::PathBuf::from).collect::<Vec<_>>())
-        };
+        let names =
+            |dirs: &[&str]| distinct_names(&dirs.iter().map(PathBuf::from).collect::<Vec<_>>());
         assert_eq!(
             names(&["/a/seed-0/rl", "/a/seed-1/rl", "/a/seed-0/control"]),
             ["seed-0/rl", "seed-1/rl", "control"]
