@@ -25,7 +25,8 @@
 # 8 files: ablation.log, timings.txt (seconds per RL step: generate / evaluate / train, and per
 # held-out evaluation), table.txt and table.json (`cudal1 train table`, from what is done so
 # far), and runs.tgz.NN (the run directories without checkpoints, SQLite stores checkpointed,
-# cut in parts of 15 MiB).
+# cut in parts of 15 MiB; a seed whose arms are not all done keeps their starting point, the
+# weights of its self-supervised checkpoint, so that another lease can run them).
 #
 # Settings (environment): SEEDS (3), GPUS (default: all visible, at most 2 x SEEDS), GPU_IDS (the
 # GPUs to use, `2,3`: the others stay free for another command of the same call), FILLER (a
@@ -296,12 +297,26 @@ if [ "${#dirs[@]}" -gt 0 ]; then
   head -40 "$O/table.txt"
 fi
 
-# The runs without checkpoints, stores checkpointed, in parts.
+# The runs without checkpoints, stores checkpointed, in parts; but for a seed with an arm not
+# done, the arms' starting point stays: the self-supervised run's committed checkpoint, its
+# weights and state.json alone (~20 MB for LoRA r16; a start needs no optimizer state), so that
+# the next lease, unpacking these runs, can start that arm without the seed's earlier stages.
 for db in "$R"/*.db "$R"/seed-*/*.db; do
   [ -f "$db" ] && checkpoint "$db"
 done
 rm -f "$O"/runs.tgz.*
-tar czf - -C "$(dirname "$R")" --exclude=checkpoints --exclude=tiny "$(basename "$R")" | split -b 15M -d -a 2 - "$O/runs.tgz."
+RB=$(basename "$R")
+LIST=$(mktemp)
+(cd "$(dirname "$R")" && find "$RB" \( -name checkpoints -o -name tiny -o -name .claims \) -prune -o ! -type d -print) > "$LIST"
+for ((s = 0; s < SEEDS; s++)); do
+  { job_done "rl-$s" && job_done "control-$s"; } && continue
+  c=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1])).get("checkpoint") or "")' "$R/seed-$s/self-sup/state.json" 2>/dev/null)
+  [ -n "$c" ] && [ -f "$R/seed-$s/self-sup/$c/weights.pt" ] || continue
+  printf '%s\n' "$RB/seed-$s/self-sup/$c/weights.pt" "$RB/seed-$s/self-sup/$c/state.json" >> "$LIST"
+  echo "seed $s: its arms' starting point ($c) travels with the runs"
+done
+tar czf - -C "$(dirname "$R")" --no-recursion -T "$LIST" | split -b 15M -d -a 2 - "$O/runs.tgz."
+rm -f "$LIST"
 n=$(ls "$O"/runs.tgz.* | wc -l)
 [ "$n" -le 4 ] || echo "warning: runs.tgz came to $n parts: only 8 files come back"
 ls -la "$O"

@@ -15,6 +15,8 @@ import shutil
 import torch
 
 FILES = ("weights.pt", "optimizer.pt", "rng.pt", "state.json")
+# What a restore of the trained weights alone reads (another stage's starting point).
+WEIGHTS_ONLY = ("weights.pt", "state.json")
 # Written beside them when the model trains weights kept below float32 (``Loaded.masters``).
 MASTERS = "masters.pt"
 
@@ -64,8 +66,11 @@ def save(loaded, directory: str) -> dict:
 
 def restore(loaded, directory: str, weights_only: bool = False) -> dict:
     """Restores a checkpoint; ``weights_only`` takes the trained weights alone (a new stage that
-    starts from another's result: fresh optimizer, step 0)."""
-    missing = [f for f in FILES if not os.path.isfile(os.path.join(directory, f))]
+    starts from another's result: fresh optimizer, step 0), and needs no more of it than the
+    weights and ``state.json``: a run's starting point can travel without its optimizer's state,
+    which is twice the size of a LoRA adapter."""
+    needed = WEIGHTS_ONLY if weights_only else FILES
+    missing = [f for f in needed if not os.path.isfile(os.path.join(directory, f))]
     if missing:
         raise FileNotFoundError(f"{directory} is not a complete checkpoint (missing {', '.join(missing)})")
     with open(os.path.join(directory, "state.json")) as f:

@@ -264,6 +264,31 @@ def test_a_checkpoint_half_written_leaves_the_previous_one_whole(tiny_dir, tmp_p
     assert not reply["ok"] and "not a complete checkpoint" in reply["error"]["message"]
 
 
+def test_a_starting_point_needs_only_the_weights_and_the_state(tiny_dir, tmp_path):
+    # What bench/gpu_ablation.sh brings back of a seed's self-supervised checkpoint, so that an
+    # arm can start on another machine: the weights and state.json, not the optimizer's state.
+    import json
+
+    s = session(tiny_dir, lora={"r": 4, "alpha": 8})
+    prompt, samples = sampled(s)
+    pg_step(s, prompt, samples[0], 1.0)
+    target = tmp_path / "ckpt"
+    call(s, "save", dir=str(target))
+    (target / "optimizer.pt").unlink()
+    (target / "rng.pt").unlink()
+    seqs = [{"prompt_ids": prompt, "completion_ids": samples[0]["ids"], "advantage": 0.0, "old_logprobs": samples[0]["logprobs"]}]
+    trained = flat(call(s, "logprobs", sequences=seqs)["logprobs"])
+
+    other = session(tiny_dir, lora={"r": 4, "alpha": 8})
+    before = flat(call(other, "logprobs", sequences=seqs)["logprobs"])
+    assert before != pytest.approx(trained, abs=1e-6), "the step moved the weights"
+    call(other, "restore", dir=str(target), weights_only=True)
+    assert flat(call(other, "logprobs", sequences=seqs)["logprobs"]) == pytest.approx(trained, abs=1e-6)
+    # Resuming a run needs the whole checkpoint, and says what is missing.
+    reply, _ = other.serve(json.dumps({"id": 3, "op": "restore", "dir": str(target)}))
+    assert not reply["ok"] and "missing optimizer.pt, rng.pt" in reply["error"]["message"]
+
+
 def test_prompts_decoded_together_give_what_each_gives_alone_and_recomputable_logprobs(tiny_dir):
     """Batched decoding pads prompts of different lengths on the left: the mask and positions
     must make each row what it would be alone, and the returned log-probabilities must be the

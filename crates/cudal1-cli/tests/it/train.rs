@@ -545,12 +545,14 @@ fn a_random_qwen2_policy_trains_every_step_with_lora_and_reports_its_split_token
 /// self-supervised, RL and the control for two seeds side by side, held-out evaluations after
 /// each stage and every 2 RL steps, the table (also at an earlier step), the timings and the runs
 /// brought back; a second call resumes and runs no stage again; a call on another machine goes on
-/// from the runs brought back, less one seed, and runs that seed's stages alone.
+/// from the runs brought back, less one seed, and runs that seed's stages alone; a lease that ends
+/// with an arm not done brings back the arm's starting point, and a later lease runs that arm
+/// alone from it.
 #[test]
 fn the_ablation_runs_every_stage_for_two_seeds_and_goes_on_where_earlier_calls_stopped() {
     let dir = tempfile::tempdir().unwrap();
     let (out, runs) = (dir.path().join("out"), dir.path().join("runs"));
-    let call_in = |runs: &Path, earlier: Option<&Path>| {
+    let call_in_for = |runs: &Path, earlier: Option<&Path>, limit: &str| {
         let mut cmd = std::process::Command::new("bash");
         cmd.args(["bench/gpu_ablation.sh", "run"])
             .current_dir(repo())
@@ -562,12 +564,13 @@ fn the_ablation_runs_every_stage_for_two_seeds_and_goes_on_where_earlier_calls_s
             .env("RUNS", runs)
             .env("RUNS_TGZ", earlier.unwrap_or(Path::new("/nonexistent")))
             .env("STEPS", "3")
-            .env("LIMIT", "900");
+            .env("LIMIT", limit);
         let out = cmd.output().unwrap();
         let log = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(out.status.success(), "{log}\n{}", String::from_utf8_lossy(&out.stderr));
         log
     };
+    let call_in = |runs: &Path, earlier: Option<&Path>| call_in_for(runs, earlier, "900");
     let call = || call_in(&runs, None);
     let first = call();
     for s in 0..2 {
@@ -688,4 +691,32 @@ fn the_ablation_runs_every_stage_for_two_seeds_and_goes_on_where_earlier_calls_s
     }
     assert!(third.contains("== seed 0: every stage done"), "{third}");
     assert!(third.contains("== seed 1: every stage done"), "{third}");
+
+    // A lease that ends with an arm not done (seed 1's control, removed; a call with no time
+    // runs nothing) brings back that seed's starting point: the self-supervised checkpoint's
+    // weights and state, without its optimizer's state; a later lease runs that arm from it.
+    std::fs::remove_dir_all(again.join("seed-1/control")).unwrap();
+    std::fs::remove_file(again.join("seed-1/heldout-control.json")).unwrap();
+    std::fs::remove_file(again.join("seed-1/store-control.db")).unwrap();
+    std::fs::remove_file(again.join("seed-1/.done-control")).unwrap();
+    let ended = call_in_for(&again, None, "0");
+    assert!(ended.contains("seed 1: its arms' starting point"), "{ended}");
+    let listing =
+        std::process::Command::new("tar").arg("tzf").arg(out.join("runs.tgz.00")).output().unwrap();
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    let kept: Vec<&str> = listing.lines().filter(|l| l.contains("checkpoints")).collect();
+    assert!(
+        kept.len() == 2
+            && kept.iter().all(|l| l.contains("seed-1/self-sup/checkpoints/step-"))
+            && kept.iter().any(|l| l.ends_with("/weights.pt"))
+            && kept.iter().any(|l| l.ends_with("/state.json")),
+        "{listing}"
+    );
+    let later = dir.path().join("later");
+    let fourth = call_in(&later, Some(&out.join("runs.tgz.00")));
+    let stages: Vec<&str> =
+        fourth.lines().filter(|l| l.contains("] == ") && l.contains(" (")).collect();
+    assert!(stages.iter().all(|l| l.starts_with("[control-1 ")), "{fourth}");
+    assert!(later.join("seed-1/heldout-control.json").is_file(), "{fourth}");
+    assert!(fourth.contains("== seed 1: every stage done"), "{fourth}");
 }
