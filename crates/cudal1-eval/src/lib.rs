@@ -38,7 +38,8 @@ pub use baseline::Baseline;
 pub use compile::{CompileCache, CompileOutcome};
 pub use engine::{
     default_lanes, hold_alone, Canceller, DeviceHold, Done, EngineConfig, EngineStats, Evaluator,
-    Event, EventKind, Job, JobHandle, JobId, JobOutcome, MemoryBudget, MemoryWait, Work,
+    Event, EventKind, Job, JobHandle, JobId, JobOutcome, MemoryBudget, MemoryWait, OutsideMemory,
+    Work,
 };
 pub use judge::{gpu_class_of, judge_version, Judge, JUDGE_LOGIC};
 pub use memory::{MemoryNeed, Remedy, TooLarge};

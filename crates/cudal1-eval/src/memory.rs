@@ -26,7 +26,7 @@ const PROCESS_OVERHEAD: u64 = 512 << 20;
 
 /// What a CUDA context and the allocator's rounding hold on the device per process, beyond the
 /// tensors (what `nvidia-smi` counts for a process and `max_memory_allocated` does not).
-const DEVICE_OVERHEAD: u64 = 768 << 20;
+pub(crate) const DEVICE_OVERHEAD: u64 = 768 << 20;
 
 /// A job's memory need, in bytes: on its device (a GPU; 0 on the CPU) and on the host.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -4,6 +4,11 @@
 //! host memory holds back later jobs of every device. A job that cannot fit even alone is
 //! admitted once nothing else holds memory where it does not fit, and is told to hold its device
 //! alone ([`Admitted::alone`]): it runs, rather than never.
+//!
+//! Memory a process outside the engine holds on a device (a training run's policy worker, on the
+//! GPU where its samples are judged: [`crate::Evaluator::hold_outside`]) is taken off that
+//! device's budget, so that jobs fit beside it; a job that does not fit beside it is said to be
+//! crowded ([`Admitted::crowded`]): it runs alone, and what it runs out of is not its own doing.
 
 use crate::memory::MemoryNeed;
 use std::collections::BTreeMap;
@@ -34,13 +39,14 @@ pub struct MemoryWait {
 
 struct Waiter {
     device: usize,
-    /// What it will reserve (its need, clamped to the budgets).
-    take: MemoryNeed,
+    need: MemoryNeed,
 }
 
 struct State {
     host: u64,
     devices: Vec<u64>,
+    /// Per device: what processes outside the engine hold there.
+    outside: Vec<u64>,
     /// Jobs waiting, by ticket (arrival order).
     waiting: BTreeMap<u64, Waiter>,
     next: u64,
@@ -61,11 +67,20 @@ pub(crate) struct Admitted<'a> {
     pub(crate) alone: bool,
     /// How long it waited for memory (zero when it fitted at once).
     pub(crate) waited: Duration,
+    /// Memory held outside the engine on its device left too little for its need (which fits
+    /// the device itself): running out of memory there is not the job's doing.
+    pub(crate) crowded: bool,
 }
 
 impl Admission {
     pub(crate) fn new(budget: MemoryBudget, devices: usize) -> Admission {
-        let state = State { host: 0, devices: vec![0; devices], waiting: BTreeMap::new(), next: 0 };
+        let state = State {
+            host: 0,
+            devices: vec![0; devices],
+            outside: vec![0; devices],
+            waiting: BTreeMap::new(),
+            next: 0,
+        };
         Admission { budget, state: Mutex::new(state), changed: Condvar::new() }
     }
 
@@ -77,26 +92,60 @@ impl Admission {
         self.budget.devices.get(device).copied().flatten()
     }
 
+    /// What the engine's jobs may reserve on `device` now: its budget less what is held outside.
+    fn device_room(&self, s: &State, device: usize) -> Option<u64> {
+        self.device_budget(device).map(|b| b.saturating_sub(s.outside[device]))
+    }
+
+    /// Sets what processes outside the engine hold on `device` (replacing what was said before);
+    /// jobs that wait may fit now.
+    pub(crate) fn hold_outside(&self, device: usize, bytes: u64) {
+        let mut s = self.lock();
+        if let Some(held) = s.outside.get_mut(device) {
+            *held = bytes;
+        }
+        drop(s);
+        self.changed.notify_all();
+    }
+
     fn host_fits(&self, s: &State, host: u64) -> bool {
         self.budget.host.is_none_or(|b| s.host.saturating_add(host) <= b)
     }
 
-    fn fits(&self, s: &State, device: usize, take: MemoryNeed) -> bool {
+    /// What a job with `need` reserves on `device` now: its need, clamped to the budgets (a need
+    /// over a budget takes the whole budget: it goes when nothing else holds any).
+    fn take(&self, s: &State, device: usize, need: MemoryNeed) -> MemoryNeed {
+        MemoryNeed {
+            device: self.device_room(s, device).map_or(need.device, |r| need.device.min(r)),
+            host: self.budget.host.map_or(need.host, |b| need.host.min(b)),
+        }
+    }
+
+    fn fits(&self, s: &State, device: usize, need: MemoryNeed) -> bool {
+        let take = self.take(s, device, need);
         let on_device = self
-            .device_budget(device)
+            .device_room(s, device)
             .is_none_or(|b| s.devices[device].saturating_add(take.device) <= b);
         on_device && self.host_fits(s, take.host)
+    }
+
+    /// Whether `need` is over a budget on `device` now (it must run alone), and whether it is
+    /// over only because of what is held outside the engine (it is crowded).
+    fn over(&self, s: &State, device: usize, need: MemoryNeed) -> (bool, bool) {
+        let room = self.device_room(s, device);
+        let over_room = room.is_some_and(|r| need.device > r);
+        let crowded = over_room && self.device_budget(device).is_some_and(|b| need.device <= b);
+        (self.budget.host.is_some_and(|b| need.host > b) || over_room, crowded)
     }
 
     /// Whether the job with `ticket` may go now: it fits, and no job that asked before it waits
     /// on the same device, or waits for host memory.
     fn may_go(&self, s: &State, ticket: u64) -> bool {
         let me = &s.waiting[&ticket];
-        let blocked = s
-            .waiting
-            .range(..ticket)
-            .any(|(_, w)| w.device == me.device || !self.host_fits(s, w.take.host));
-        !blocked && self.fits(s, me.device, me.take)
+        let blocked = s.waiting.range(..ticket).any(|(_, w)| {
+            w.device == me.device || !self.host_fits(s, self.take(s, w.device, w.need).host)
+        });
+        !blocked && self.fits(s, me.device, me.need)
     }
 
     /// Waits until `need` fits on `device` beside the running jobs; `on_wait` is called once, when
@@ -108,20 +157,12 @@ impl Admission {
         need: MemoryNeed,
         on_wait: impl FnOnce(MemoryWait),
     ) -> Admitted<'_> {
-        let host_budget = self.budget.host;
-        let device_budget = self.device_budget(device);
-        let alone = host_budget.is_some_and(|b| need.host > b)
-            || device_budget.is_some_and(|b| need.device > b);
-        // A need over a budget takes the whole budget: it goes when nothing else holds any.
-        let take = MemoryNeed {
-            device: device_budget.map_or(need.device, |b| need.device.min(b)),
-            host: host_budget.map_or(need.host, |b| need.host.min(b)),
-        };
         let started = Instant::now();
         let mut s = self.lock();
+        let (alone, _) = self.over(&s, device, need);
         let ticket = s.next;
         s.next += 1;
-        s.waiting.insert(ticket, Waiter { device, take });
+        s.waiting.insert(ticket, Waiter { device, need });
         let mut on_wait = Some(on_wait);
         let mut waits = false;
         if alone {
@@ -145,13 +186,16 @@ impl Admission {
             s = self.changed.wait(s).unwrap_or_else(std::sync::PoisonError::into_inner);
         }
         s.waiting.remove(&ticket);
+        // As things are when it goes: what is held outside may have changed while it waited.
+        let (alone, crowded) = self.over(&s, device, need);
+        let take = self.take(&s, device, need);
         s.devices[device] += take.device;
         s.host += take.host;
         drop(s);
         // Jobs behind this one may fit too.
         self.changed.notify_all();
         let waited = if waits { started.elapsed() } else { Duration::ZERO };
-        Admitted { admission: self, device, took: take, alone, waited }
+        Admitted { admission: self, device, took: take, alone, waited, crowded }
     }
 
     /// Whether `need` would fit on `device` beside the running jobs now, reserving nothing (for
@@ -256,6 +300,41 @@ mod tests {
             said,
             Some(MemoryWait { need: gpu(100 * GIB), reserved: MemoryNeed::default(), alone: true })
         );
+    }
+
+    #[test]
+    fn memory_held_outside_the_engine_leaves_less_room_and_a_job_it_pushes_out_is_crowded() {
+        let a = Arc::new(one_gpu(80 * GIB));
+        // A policy worker holds 50 GiB of the device: 20 fit beside it, 20 more do not.
+        a.hold_outside(0, 50 * GIB);
+        let first = a.admit(0, gpu(20 * GIB), |_| panic!("20 fit beside 50 in 80"));
+        assert!(!first.alone && !first.crowded);
+        let second = {
+            let a = Arc::clone(&a);
+            std::thread::spawn(move || {
+                let held = a.admit(0, gpu(20 * GIB), |w| assert!(!w.alone));
+                (held.alone, held.crowded, held.waited > Duration::ZERO)
+            })
+        };
+        until_waiting(&a, 1);
+        // The worker lets 20 GiB go: the waiting job fits now.
+        a.hold_outside(0, 30 * GIB);
+        assert_eq!(second.join().unwrap(), (false, false, true));
+        drop(first);
+        // 60 GiB would fit the device, but not beside the 30 held outside: it runs alone, with
+        // all that is left, and running out of memory there is not its doing.
+        let pushed = a.admit(0, gpu(60 * GIB), |w| assert!(w.alone));
+        assert!(pushed.alone && pushed.crowded);
+        assert_eq!(a.reserved(0).device, 50 * GIB);
+        drop(pushed);
+        // More than the whole device runs alone too, but nothing outside made it so.
+        let huge = a.admit(0, gpu(100 * GIB), |_| ());
+        assert!(huge.alone && !huge.crowded);
+        drop(huge);
+        // Nothing held outside: the device is whole again.
+        a.hold_outside(0, 0);
+        let whole = a.admit(0, gpu(60 * GIB), |_| panic!("60 fit in an empty 80"));
+        assert!(!whole.alone && !whole.crowded);
     }
 
     #[test]

@@ -217,6 +217,8 @@ impl Lane<'_> {
             })
         });
         let memory_wait = admitted.as_ref().map_or(Duration::ZERO, |a| a.waited);
+        // Its need fits the device, but not beside what a process outside the engine holds there.
+        let crowded = admitted.as_ref().is_some_and(|a| a.crowded);
         // Pipelined, a timed job shares the device until its outputs are checked, then takes it
         // alone (`before_timing`); so does a timed job with Triton kernels, whose JIT compiles
         // and autotuning (its warm-up) are build time and stay off the timing slot. Otherwise a
@@ -290,6 +292,27 @@ impl Lane<'_> {
                     }
                 }
                 match result {
+                    // Out of memory beside what is held outside the engine (a policy worker): it
+                    // might have fitted the device alone, so this is no verdict on the program.
+                    Ok(e) if crowded && e.reason_class == "out_of_memory" => {
+                        JobOutcome::HostFailed {
+                            error: format!(
+                                "{}: {}; {}",
+                                candidate.label,
+                                e.reason,
+                                crowded_note(&self.device)
+                            ),
+                        }
+                    }
+                    Err(Unjudged::Reference(e)) if crowded && e.out_of_device_memory() => {
+                        JobOutcome::HostFailed {
+                            error: format!(
+                                "{}: {e}; {}",
+                                candidate.label,
+                                crowded_note(&self.device)
+                            ),
+                        }
+                    }
                     Ok(mut e) => {
                         account(&mut e, &entry, picked, slot_wait, memory_wait);
                         e.judge = Some(self.shared.config.judge.clone());
@@ -676,6 +699,11 @@ impl Lane<'_> {
 }
 
 /// A failed reference: the task's fault, unless the machine ran out of memory under it.
+/// Why a job that ran out of memory while crowded gets no verdict.
+fn crowded_note(device: &Device) -> String {
+    format!("its memory need fits {device} but not beside what a process outside the engine holds there (a training run's policy), so this is no verdict: alone on the device it might have fitted")
+}
+
 fn reference_failed(e: &ReferenceError) -> JobOutcome {
     if e.host_out_of_memory() {
         JobOutcome::HostFailed { error: e.to_string() }

@@ -41,7 +41,7 @@ pub use job::{Done, Event, EventKind, Job, JobHandle, JobId, JobOutcome, Work};
 
 use crate::compile::{compile_until, needs_compile, CompileCache, CompileOutcome};
 use crate::judge::Judge;
-use crate::memory::{Footprint, MemoryNeed};
+use crate::memory::{Footprint, MemoryNeed, DEVICE_OVERHEAD};
 use crate::runner::RunnerEnv;
 use crate::settings::{Device, EvalSettings, Mode};
 use admission::Admission;
@@ -419,6 +419,12 @@ impl Evaluator {
         &self.shared.config.devices
     }
 
+    /// A handle that says what a process outside the engine holds on a device
+    /// ([`OutsideMemory::hold`]).
+    pub fn outside_memory(&self) -> OutsideMemory {
+        OutsideMemory { shared: Arc::clone(&self.shared) }
+    }
+
     /// Who judges this engine's evaluations: part of every key their results are stored under.
     pub fn judge(&self) -> &Judge {
         &self.shared.config.judge
@@ -479,6 +485,36 @@ impl Drop for Evaluator {
             self.kill();
             self.close_and_join();
         }
+    }
+}
+
+/// Tells an [`Evaluator`] what a process outside it holds on one of its devices (a training run's
+/// policy worker, between its turns on the GPU where its samples are judged); cheap to clone.
+#[derive(Clone)]
+pub struct OutsideMemory {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for OutsideMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutsideMemory").finish_non_exhaustive()
+    }
+}
+
+impl OutsideMemory {
+    /// The process outside holds `reserved` bytes of `device` through its allocator (its CUDA
+    /// context's share is added here), replacing what was said before; 0: it holds none. Jobs
+    /// are admitted into what is left. A job whose need fits the device but not beside that runs
+    /// alone, and when it runs out of memory there it gets no verdict
+    /// ([`JobOutcome::HostFailed`]): alone on the device it might have fitted. A device the
+    /// engine does not judge on is ignored.
+    pub fn hold(&self, device: &Device, reserved: u64) {
+        let Some(index) = self.shared.config.devices.iter().position(|d| d == device) else {
+            return;
+        };
+        let held = if reserved == 0 { 0 } else { reserved.saturating_add(DEVICE_OVERHEAD) };
+        tracing::debug!(%device, held = %cudal1_supervisor::human_bytes(held), "memory held outside the engine");
+        self.shared.admission.hold_outside(index, held);
     }
 }
 
