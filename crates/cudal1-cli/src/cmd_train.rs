@@ -159,6 +159,15 @@ fn start_policy(
     Ok(policy)
 }
 
+/// While `engine` judges on the policy's GPU (one GPU: they take turns), what the policy's
+/// worker keeps there is taken off what the engine's jobs may use, after each of its ops.
+fn count_policy_memory(policy: &mut Policy, engine: &Evaluator, device: &Device) {
+    if device.is_cuda() && engine.devices().contains(device) {
+        let (outside, device) = (engine.outside_memory(), device.clone());
+        policy.report_held(Box::new(move |held| outside.hold(&device, held)));
+    }
+}
+
 fn sft_data(a: &SftDataArgs) -> Result<Status> {
     if a.endpoint.llm_url.is_none() && a.from_solutions.is_none() {
         bail!("nothing to collect\nhint: give `--llm-url URL --model NAME` to sample, and/or `--from-solutions DIR` for a corpus");
@@ -362,6 +371,7 @@ fn self_sup(a: &SelfSupArgs) -> Result<Status> {
     }
     let engine = ws.engine()?;
     interrupt.watch(engine.canceller());
+    count_policy_memory(&mut policy, &engine, &device);
     let stop = || interrupt.interrupted();
     let prompts = stage_prompts(&a.language);
     let lines = selfsup::run(
@@ -478,6 +488,7 @@ fn rl(a: &RlArgs) -> Result<Status> {
     ))
     .context("starting the evaluation engine of the rewards")?;
     interrupt.watch(engine.canceller());
+    count_policy_memory(&mut policy, &engine, &device);
     let prompts = stage_prompts(&a.language);
     let mut env =
         KernelEnv::new(tasks, &engine, &ws.store, &prompts, sampler, a.exemplar.exemplars, run_id);
@@ -513,6 +524,7 @@ fn rl(a: &RlArgs) -> Result<Status> {
                 ))
             })?;
             interrupt.watch(own.canceller());
+            count_policy_memory(policy, &own, &device);
             Some(own)
         };
         let judge = own.as_ref().unwrap_or(&engine);
@@ -527,6 +539,7 @@ fn rl(a: &RlArgs) -> Result<Status> {
             heldout_during_run(policy, judge, &prompts, &run, step, &plan, &ws, &spec, on_event);
         if let Some(own) = own {
             own.finish();
+            count_policy_memory(policy, &engine, &device);
         }
         if interrupt.interrupted() {
             return Ok(());
@@ -706,6 +719,7 @@ fn eval(a: &TrainEvalArgs) -> Result<Status> {
         start_policy(&a.policy, &spec, &ws.machine.interpreter.path, &ws.machine.cache, false, 0)?;
     let engine = ws.engine()?;
     interrupt.watch(engine.canceller());
+    count_policy_memory(&mut policy, &engine, &device);
     let mut reporter = TrainReporter::new("held-out", &[]);
     let prompts = stage_prompts(&a.language);
     let sampling = Sampling { temperature: a.temperature, top_p: 1.0, max_tokens: a.max_tokens };

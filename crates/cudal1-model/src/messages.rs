@@ -219,13 +219,18 @@ pub struct Memory {
     /// The most the CUDA allocator reserved from the device during the op (CUDA only).
     #[serde(default)]
     pub reserved_bytes: Option<u64>,
+    /// What the CUDA allocator still reserves at the op's end: what the worker keeps of the
+    /// device between its ops (CUDA only).
+    #[serde(default)]
+    pub held_bytes: Option<u64>,
     /// The device's memory (CUDA only).
     #[serde(default)]
     pub total_bytes: Option<u64>,
 }
 
 impl Memory {
-    /// The larger of two peaks (of the same device and measure; `other` wins a mismatch).
+    /// The larger of two peaks (of the same device and measure; `other` wins a mismatch), with
+    /// what is held after `other`, the later op.
     #[must_use]
     pub fn max(self, other: Memory) -> Memory {
         if self.device != other.device || self.measure != other.measure {
@@ -234,6 +239,7 @@ impl Memory {
         Memory {
             peak_bytes: self.peak_bytes.max(other.peak_bytes),
             reserved_bytes: self.reserved_bytes.max(other.reserved_bytes),
+            held_bytes: other.held_bytes.or(self.held_bytes),
             total_bytes: other.total_bytes.or(self.total_bytes),
             ..other
         }
@@ -476,13 +482,13 @@ mod tests {
         let reply: GenerateReply = serde_json::from_value(serde_json::json!({
             "samples": [], "decoder": "graphs",
             "memory": {"device": "cuda:0", "measure": "cuda_allocated", "peak_bytes": 5,
-                       "reserved_bytes": 9, "total_bytes": 80},
+                       "reserved_bytes": 9, "held_bytes": 6, "total_bytes": 80},
         }))
         .unwrap();
         let a = reply.memory.unwrap();
         assert_eq!(
-            (a.peak_bytes, a.reserved_bytes, reply.decoder.as_deref()),
-            (5, Some(9), Some("graphs"))
+            (a.peak_bytes, a.reserved_bytes, a.held_bytes, reply.decoder.as_deref()),
+            (5, Some(9), Some(6), Some("graphs"))
         );
         // An older worker's reply has none.
         let old: TrainStepReply = serde_json::from_value(serde_json::json!({
@@ -491,15 +497,20 @@ mod tests {
         }))
         .unwrap();
         assert!(old.memory.is_none());
-        let b = Memory { peak_bytes: 7, reserved_bytes: Some(8), ..a.clone() };
+        let b = Memory { peak_bytes: 7, reserved_bytes: Some(8), held_bytes: Some(4), ..a.clone() };
         let m = a.clone().max(b.clone());
-        assert_eq!((m.peak_bytes, m.reserved_bytes, m.total_bytes), (7, Some(9), Some(80)));
+        // Peaks keep the larger; what is held is the later op's, smaller or not.
+        assert_eq!(
+            (m.peak_bytes, m.reserved_bytes, m.held_bytes, m.total_bytes),
+            (7, Some(9), Some(4), Some(80))
+        );
         // Another device's or measure's peak replaces rather than mixes.
         let cpu = Memory {
             device: "cpu".into(),
             measure: "process_rss".into(),
             peak_bytes: 1,
             reserved_bytes: None,
+            held_bytes: None,
             total_bytes: None,
         };
         assert_eq!(a.max(cpu.clone()), cpu);

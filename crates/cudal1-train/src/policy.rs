@@ -55,6 +55,10 @@ pub struct Policy {
     limits: Limits,
     peaks: Peaks,
     decoder: Option<String>,
+    /// Told what the worker holds of its GPU after each op ([`Policy::report_held`]).
+    held: Option<Box<dyn FnMut(u64) + Send>>,
+    /// What it held after its last op that said.
+    last_held: Option<u64>,
 }
 
 /// The worker's peak memory while sampling and while scoring or training, since the last
@@ -117,7 +121,15 @@ impl Policy {
             }
         };
         tracing::info!(model = %loaded.model, parameters = loaded.parameters, trainable = loaded.trainable, "policy loaded");
-        Ok(Policy { worker, loaded, limits, peaks: Peaks::default(), decoder: None })
+        Ok(Policy {
+            worker,
+            loaded,
+            limits,
+            peaks: Peaks::default(),
+            decoder: None,
+            held: None,
+            last_held: None,
+        })
     }
 
     /// Token ids of a one-turn conversation (the user's prompt), through the chat template.
@@ -163,11 +175,34 @@ impl Policy {
             seed: Some(seed),
         };
         let reply = self.worker.call(&req, self.limits.generate).map_err(failed("sampling"))?;
-        keep_max(&mut self.peaks.generate, reply.memory);
+        self.seen(reply.memory, false);
         if reply.decoder.is_some() {
             self.decoder = reply.decoder;
         }
         Ok(reply.samples)
+    }
+
+    /// Has `sink` told, after each op that reports it, what the worker's allocator still
+    /// reserves of its GPU (bytes): what it keeps there while candidates are judged on it
+    /// ([`cudal1_eval::OutsideMemory::hold`]). It replaces the sink before, and is told at once
+    /// what the last op left held, if one said.
+    pub fn report_held(&mut self, mut sink: Box<dyn FnMut(u64) + Send>) {
+        if let Some(held) = self.last_held {
+            sink(held);
+        }
+        self.held = Some(sink);
+    }
+
+    /// An op's memory: its peaks kept (`train`: scoring or training, else sampling), and what is
+    /// held after it told.
+    fn seen(&mut self, memory: Option<Memory>, train: bool) {
+        if let Some(held) = memory.as_ref().and_then(|m| m.held_bytes) {
+            self.last_held = Some(held);
+            if let Some(sink) = self.held.as_mut() {
+                sink(held);
+            }
+        }
+        keep_max(if train { &mut self.peaks.train } else { &mut self.peaks.generate }, memory);
     }
 
     /// The peaks of memory since the last call (or the start), which then start again.
@@ -190,7 +225,7 @@ impl Policy {
         let req = Logprobs { sequences, temperature, policy: which, micro_batch: 8 };
         let reply =
             self.worker.call(&req, self.limits.step).map_err(failed("scoring sequences"))?;
-        keep_max(&mut self.peaks.train, reply.memory);
+        self.seen(reply.memory, true);
         Ok(reply.logprobs)
     }
 
@@ -198,7 +233,7 @@ impl Policy {
         let reply =
             self.worker.call(req, self.limits.step).map_err(failed("taking a training step"))?;
         self.loaded.step = reply.step;
-        keep_max(&mut self.peaks.train, reply.memory.clone());
+        self.seen(reply.memory.clone(), true);
         Ok(reply)
     }
 

@@ -116,6 +116,16 @@ def test_decoder_requests_that_cannot_be_served_are_bad_requests(tiny_dir):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_cuda_a_reply_says_what_the_worker_still_holds_of_the_device(tiny_dir):
+    # What the engine takes off the device's budget while the policy waits beside its judging.
+    s = loaded(tiny_dir, device="cuda")
+    m = generate(s, prompts(s), "auto")["memory"]
+    assert m["measure"] == "cuda_allocated"
+    assert 0 < m["held_bytes"] <= m["reserved_bytes"] <= m["total_bytes"], m
+    assert m["held_bytes"] == torch.cuda.memory_reserved(torch.device("cuda"))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("lora", [None, {"r": 4, "alpha": 8}])
 def test_on_cuda_the_graph_replays_the_static_step(tiny_dir, lora):
     s = loaded(tiny_dir, lora, device="cuda")

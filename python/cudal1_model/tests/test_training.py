@@ -326,7 +326,7 @@ def test_sampling_scoring_and_training_replies_carry_the_peak_memory_of_their_op
         # On the CPU: the worker's peak resident set, at least what torch and the model take.
         assert (m["device"], m["measure"]) == ("cpu", "process_rss"), (op, m)
         assert 50 << 20 < m["peak_bytes"] < 64 << 30, (op, m)
-        assert m["reserved_bytes"] is None and m["total_bytes"] is None
+        assert m["reserved_bytes"] is None and m["held_bytes"] is None and m["total_bytes"] is None
     # Ops that compute nothing on the model carry none.
     assert "memory" not in call(s, "encode", messages=PROMPT)
 
