@@ -4,7 +4,9 @@ A randomly initialised Llama with SmolLM2-135M's shape (built here, nothing down
 batches with the sampling settings of the 2026-11-24 record (docs/bench/2026-11-24-gpu-session9:
 temperature 0.5, top_p 1, at most 320 new tokens, groups of 4 samples of 2 prompts), and larger
 batches, with (a) the OLD sampling code, loaded from a file (`--old`), and (b) this tree's
-sampler (python/cudal1_model/sampling.py, the worker's own choice of decoder). The end-of-sequence
+sampler (python/cudal1_model/sampling.py, the worker's own choice of decoder, and with `--lora`
+its own choice for the adapter: merged on CUDA), and with `--lora` (c) this tree's sampler with
+the adapter kept separate (`separate`), for the merge's speed-up. The end-of-sequence
 id is one the model cannot draw, so every row decodes all `--max-tokens` tokens (the tokens
 counted are those returned). Each measurement is a whole `generate` of the worker: the prompt
 pass, every decoding step, the graph capture where there is one, and the copy of the tokens back.
@@ -19,8 +21,8 @@ On the CPU, a tiny model, to check that the script runs:
 It prints one JSON object: per batch shape and code, seconds per batch (each repetition; the
 median, the best and the first), tokens per second, milliseconds per decoding step, the bound that memory bandwidth sets (the weights read
 once per step, and the weights plus the mean key/value cache), how far the returned
-log-probabilities are from what training recomputes (losses.token_logprobs, first rows), and the
-new code's speed-up over the old.
+log-probabilities are from what training recomputes (losses.token_logprobs, first rows), the
+new code's speed-up over the old, and with `--lora` the merged adapter's over the separate one.
 """
 
 import argparse
@@ -146,6 +148,9 @@ def main(argv=None):
                    help="old code: no further repetition once its runs took this long in all")
     p.add_argument("--new-decoder", default="auto", choices=("auto", "dynamic", "static", "graphs"),
                    help="the new code's decoder (default: the worker's choice, graphs on CUDA)")
+    p.add_argument("--new-adapter", default="auto", choices=("auto", "merged", "separate"),
+                   help="with --lora, how the new code decodes the adapter (default: the worker's "
+                   "choice, merged on CUDA; `merged` checks the merge on the CPU)")
     p.add_argument("--lora", type=int, default=0, help="a LoRA adapter of this rank on every linear "
                    "layer (the record's policy had rank 16; needs peft)")
     p.add_argument("--bandwidth", type=float, default=None, help="peak bytes/s (default by GPU name)")
@@ -174,12 +179,17 @@ def main(argv=None):
     codes = {
         "old": lambda *args: (old_sample(*args), None),
         # The worker's own choice of decoder, and which one ran.
-        "new": lambda *args: new_module.generate(*args, decoder=a.new_decoder),
+        "new": lambda *args: new_module.generate(*args, decoder=a.new_decoder, adapter=a.new_adapter),
     }
+    if a.lora:
+        # The adapter's two low-rank products kept apart in every layer (the default before the
+        # merge), with the same decoder.
+        codes["separate"] = lambda *args: new_module.generate(*args, decoder=a.new_decoder, adapter="separate")
 
     model = build_model(shape, dtype, device, a.lora, a.seed)
     # An end-of-sequence id outside the vocabulary: no row stops early.
-    loaded = SimpleNamespace(model=model, device=device, pad_id=0, eos_ids={shape["vocab_size"]})
+    loaded = SimpleNamespace(model=model, device=device, pad_id=0, eos_ids={shape["vocab_size"]},
+                             lora=bool(a.lora))
     params = sum(t.numel() for t in model.parameters())
     weight_bytes = sum(t.numel() * t.element_size() for t in model.parameters())
     heads = shape["num_attention_heads"]
@@ -218,15 +228,15 @@ def main(argv=None):
         mean_kv = rows * (sum(len(x) for x in prompts) / n_prompts + max_tokens / 2) * kv_bytes_per_token
         step_bound = weight_bytes / bandwidth
         step_bound_kv = (weight_bytes + mean_kv) / bandwidth
-        for code in ("new", "old"):
-            reps = a.reps if code == "new" else a.old_reps
+        for code in [c for c in ("new", "separate", "old") if c in codes]:
+            reps = a.old_reps if code == "old" else a.reps
             seconds, tokens, gap, spent = [], None, None, 0.0
-            decoder = None
+            info = None
             for rep in range(reps):
                 if code == "old" and spent >= a.old_budget_s:
                     break
                 seeds = [1000 * rep + k for k in range(n_prompts)]
-                s, groups, decoder = run(code, prompts, n, seeds, max_tokens)
+                s, groups, info = run(code, prompts, n, seeds, max_tokens)
                 spent += s
                 seconds.append(s)
                 got = sum(len(x["ids"]) for g in groups for x in g)
@@ -249,24 +259,30 @@ def main(argv=None):
                 "bound_tokens_per_s_weights_kv": round(rows / step_bound_kv, 1),
                 "logprob_max_abs_gap_vs_training": gap,
             }
-            if decoder is not None:
-                line["decoder"] = decoder
+            if info is not None:
+                line["decoder"] = info.get("decoder")
+                if "adapter" in info:
+                    line["adapter"] = info["adapter"]
             log(json.dumps(line))
             results.append(line)
 
     # The new code's speed-up: median over median, best run over best run, first over first (a
     # batch of new prompt widths, as every RL step is: the old code's growing cache then meets
     # sizes its allocator has not cached yet).
-    speedups = {}
+    def speedup(fast, slow):
+        return {
+            "median": round(slow["s_per_batch"] / fast["s_per_batch"], 2),
+            "best": round(slow["s_best"] / fast["s_best"], 2),
+            "first": round(slow["s_first"] / fast["s_first"], 2),
+        }
+
+    speedups, merge_speedups = {}, {}
     for n_prompts, n in shapes:
         by = {r["code"]: r for r in results if (r["prompts"], r["n"]) == (n_prompts, n)}
         if "old" in by and "new" in by:
-            new_, old_ = by["new"], by["old"]
-            speedups[f"{n_prompts}x{n}"] = {
-                "median": round(old_["s_per_batch"] / new_["s_per_batch"], 2),
-                "best": round(old_["s_best"] / new_["s_best"], 2),
-                "first": round(old_["s_first"] / new_["s_first"], 2),
-            }
+            speedups[f"{n_prompts}x{n}"] = speedup(by["new"], by["old"])
+        if "separate" in by and "new" in by:
+            merge_speedups[f"{n_prompts}x{n}"] = speedup(by["new"], by["separate"])
     report = {
         "device": name, "torch": torch.__version__, "transformers": transformers.__version__,
         "python": platform.python_version(),
@@ -280,6 +296,8 @@ def main(argv=None):
         "results": results,
         "speedup_new_over_old": speedups,
     }
+    if a.lora:
+        report["speedup_merged_over_separate"] = merge_speedups
     text = json.dumps(report, indent=1)
     print(text)
     if a.out:

@@ -9,7 +9,8 @@
 #   tests  the CUDA tests of the decoders (python/cudal1_model/tests/test_decoders.py), if pytest
 #   plain  8, 16, 64 and 256 rows without an adapter          -> $OUT/generate.json
 #   lora   8, 16 and 256 rows with a rank-16 adapter on every linear layer, as the record's
-#          policy had (needs peft)                            -> $OUT/generate-lora.json
+#          policy had (needs peft), merged (the worker's choice on CUDA) and kept separate
+#          (`speedup_merged_over_separate`)                   -> $OUT/generate-lora.json
 # Extra arguments go to every gpu_generate.py run.
 set -u
 O=${OUT:-/tmp/cudal1-out}
@@ -32,7 +33,7 @@ for part in ${PARTS:-tests plain lora}; do
     echo "plain: exit $?"; grep '^{"code' "$O/generate.log" | cut -c1-260 ;;
   lora)
     if python3 -c "import peft" 2>/dev/null; then
-      timeout 200 python3 bench/gpu_generate.py --old "$OLD" --lora 16 --shapes 2x4,2x8,32x8 \
+      timeout 260 python3 bench/gpu_generate.py --old "$OLD" --lora 16 --shapes 2x4,2x8,32x8 \
         --old-reps 1 --out "$O/generate-lora.json" "$@" 2>"$O/generate-lora.log" >/dev/null
       echo "lora: exit $?"; grep '^{"code' "$O/generate-lora.log" | cut -c1-260
     else

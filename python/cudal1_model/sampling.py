@@ -20,13 +20,26 @@ last bits of the arithmetic):
 
 ``auto`` picks ``graphs`` on CUDA and ``dynamic`` elsewhere; a model whose layers the static cache
 does not fit (sliding windows, other attention kernels) falls back to ``dynamic``.
+
+A LoRA adapter is decoded either ``separate`` (every adapted layer computes its base product and
+the adapter's two low-rank products, three products and an add where the model has one) or
+``merged``: for the request, each adapted layer's weight becomes base + adapter (peft's merge) and
+the layer runs one product; the base weights are copied first and put back bit for bit after,
+so training, the reference policy (the adapter switched off) and checkpoints never see the merge.
+``auto`` merges on CUDA, where the adapter's small products are most of a decoding step's kernels
+(a 1.5B policy with rank 16 sampled 2.3x slower than the same policy fully fine-tuned,
+docs/bench/2026-12-02-gpu-session25), and keeps it separate on the CPU. Merged, the weights are
+rounded once more in their dtype: in float32 the two give the same tokens and log-probabilities
+within 1e-5 (python/cudal1_model/tests/test_decoders.py).
 """
 
+import contextlib
 import inspect
 
 import torch
 
 DECODERS = ("auto", "dynamic", "static", "graphs")
+ADAPTERS = ("auto", "merged", "separate")
 
 # How many decoding steps go by between looks at whether every row has finished (each look
 # waits for the device).
@@ -58,19 +71,23 @@ def sample_many(loaded, prompts, n: int, temperature: float, top_p: float, max_t
 
 
 def generate(loaded, prompts, n: int, temperature: float, top_p: float, max_tokens: int, seeds,
-             decoder: str = "auto"):
+             decoder: str = "auto", adapter: str = "auto"):
     """(groups, info): ``n`` completions of each prompt, decoded together in one batch
     (left-padded, with the attention mask and positions of each row's own tokens), a list per
     prompt of [{ids, logprobs, finish_reason}]. Each prompt draws from its own generator seeded
     with its seed, so its random draws do not depend on the other prompts of the batch (the
     numbers may differ in the last bits with the padding). Nothing waits for the device per
     token: tokens, log-probabilities and finished rows stay on it. ``info``: ``decoder``, the
-    decoder used, and ``fallback``, why it is not the one asked for (when it is not)."""
+    decoder used, ``fallback``, why it is not the one asked for (when it is not), and, with a LoRA
+    adapter, ``adapter``: how it was decoded (``merged`` or ``separate``)."""
     used = resolve_decoder(loaded, decoder)
     info = {"decoder": used}
+    merge = resolve_adapter(loaded, adapter) == "merged"
+    if loaded.lora:
+        info["adapter"] = "merged" if merge else "separate"
     rows = [list(p) for p in prompts for _ in range(n)]
     batch = _Batch(loaded, rows, n, seeds, temperature, top_p, max_tokens)
-    with torch.no_grad():
+    with torch.no_grad(), (merged_adapter(loaded) if merge else contextlib.nullcontext()):
         if used == "dynamic":
             _decode_dynamic(loaded, batch)
         else:
@@ -101,6 +118,38 @@ def resolve_decoder(loaded, decoder: str) -> str:
     if decoder == "graphs" and not cuda:
         raise ValueError("the `graphs` decoder needs a CUDA device: use `static` or `dynamic`")
     return decoder
+
+
+def resolve_adapter(loaded, adapter: str) -> str:
+    """How ``adapter`` decodes this model's LoRA adapter (``auto``: merged on CUDA); ``separate``
+    for a model without one."""
+    if adapter not in ADAPTERS:
+        raise ValueError(f"unknown adapter mode {adapter!r}: use one of {', '.join(ADAPTERS)}")
+    if not loaded.lora:
+        return "separate"
+    if adapter == "auto":
+        return "merged" if loaded.device.type == "cuda" else "separate"
+    return adapter
+
+
+@contextlib.contextmanager
+def merged_adapter(loaded):
+    """The active LoRA adapter merged into each adapted layer's base weight for the block; every
+    base weight is copied first and put back after, bit for bit, whatever the block raised."""
+    from peft.tuners.lora import LoraLayer
+
+    layers = [m for m in loaded.model.modules() if isinstance(m, LoraLayer) and not m.merged]
+    kept = [(m, m.get_base_layer().weight.detach().clone()) for m in layers]
+    try:
+        with torch.no_grad():
+            for m, _ in kept:
+                m.merge()
+        yield
+    finally:
+        with torch.no_grad():
+            for m, weight in kept:
+                m.get_base_layer().weight.copy_(weight)
+                m.merged_adapters.clear()
 
 
 # Rows decoded together by default: on the CPU, and the most on a GPU (where the KV cache of the

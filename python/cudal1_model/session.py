@@ -222,7 +222,7 @@ class Session:
         return {"text": loaded.tokenizer.decode(_ids(req.get("ids"), "ids"), skip_special_tokens=True)}
 
     def _op_generate(self, req):
-        from .sampling import DECODERS, batch_rows, generate, resolve_decoder
+        from .sampling import ADAPTERS, DECODERS, batch_rows, generate, resolve_decoder
 
         loaded = self._need()
         prompts = req.get("prompts")
@@ -243,6 +243,9 @@ class Session:
             resolve_decoder(loaded, decoder)
         except ValueError as exc:
             raise BadRequest(str(exc)) from exc
+        adapter = req.get("adapter", "auto")
+        if adapter not in ADAPTERS:
+            raise BadRequest(f"`adapter` must be one of {', '.join(ADAPTERS)}")
         # Prompts are decoded together, as many rows at once as `batch_rows` allows (by default,
         # what sampling.batch_rows finds for the device).
         rows = _int(req, "batch_rows", None, 1, 1 << 16)
@@ -253,7 +256,7 @@ class Session:
         for first in range(0, len(prompts), per_batch):
             chunk = prompts[first:first + per_batch]
             seeds = [None if seed is None else seed + first + k for k in range(len(chunk))]
-            groups, used = generate(loaded, chunk, n, temperature, top_p, max_tokens, seeds, decoder)
+            groups, used = generate(loaded, chunk, n, temperature, top_p, max_tokens, seeds, decoder, adapter)
             for k, group in enumerate(groups):
                 for s in group:
                     s["prompt_index"] = first + k

@@ -203,6 +203,9 @@ pub struct GenerateReply {
     /// The decoder that ran (`dynamic`, `static` or `graphs`).
     #[serde(default)]
     pub decoder: Option<String>,
+    /// How a LoRA adapter was decoded (`merged` or `separate`); none without one.
+    #[serde(default)]
+    pub adapter: Option<String>,
     #[serde(default)]
     pub memory: Option<Memory>,
 }
@@ -480,7 +483,7 @@ mod tests {
     #[test]
     fn replies_read_the_peak_memory_when_there_is_one_and_peaks_keep_the_larger() {
         let reply: GenerateReply = serde_json::from_value(serde_json::json!({
-            "samples": [], "decoder": "graphs",
+            "samples": [], "decoder": "graphs", "adapter": "merged",
             "memory": {"device": "cuda:0", "measure": "cuda_allocated", "peak_bytes": 5,
                        "reserved_bytes": 9, "held_bytes": 6, "total_bytes": 80},
         }))
@@ -490,6 +493,7 @@ mod tests {
             (a.peak_bytes, a.reserved_bytes, a.held_bytes, reply.decoder.as_deref()),
             (5, Some(9), Some(6), Some("graphs"))
         );
+        assert_eq!(reply.adapter.as_deref(), Some("merged"));
         // An older worker's reply has none.
         let old: TrainStepReply = serde_json::from_value(serde_json::json!({
             "loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "entropy": 0.0, "grad_norm": 0.0,

@@ -739,6 +739,7 @@ fn one_step(
         },
         "generate_tokens_per_s": (t_generate > 0.0).then(|| generated as f64 / t_generate),
         "decoder": policy.decoder(),
+        "adapter": policy.adapter(),
         "peak_memory": peak_memory(&peaks),
     });
     Ok((line, next))

@@ -55,6 +55,8 @@ pub struct Policy {
     limits: Limits,
     peaks: Peaks,
     decoder: Option<String>,
+    /// How the worker last decoded the LoRA adapter (`merged`, `separate`).
+    adapter: Option<String>,
     /// Told what the worker holds of its GPU after each op ([`Policy::report_held`]).
     held: Option<Box<dyn FnMut(u64) + Send>>,
     /// What it held after its last op that said.
@@ -127,6 +129,7 @@ impl Policy {
             limits,
             peaks: Peaks::default(),
             decoder: None,
+            adapter: None,
             held: None,
             last_held: None,
         })
@@ -179,6 +182,9 @@ impl Policy {
         if reply.decoder.is_some() {
             self.decoder = reply.decoder;
         }
+        if reply.adapter.is_some() {
+            self.adapter = reply.adapter;
+        }
         Ok(reply.samples)
     }
 
@@ -213,6 +219,11 @@ impl Policy {
     /// The decoder the worker last sampled with (`dynamic`, `static` or `graphs`).
     pub fn decoder(&self) -> Option<&str> {
         self.decoder.as_deref()
+    }
+
+    /// How the worker last decoded the LoRA adapter (`merged`, `separate`; none without one).
+    pub fn adapter(&self) -> Option<&str> {
+        self.adapter.as_deref()
     }
 
     /// Per-token log-probabilities of `sequences` under the policy or the reference policy.

@@ -86,6 +86,67 @@ def test_the_static_cache_samples_what_the_dynamic_one_samples_with_recomputable
     assert [x["ids"] for x in other["samples"]] != [x["ids"] for x in static["samples"]]
 
 
+def trained_adapter(s):
+    """A trained adapter, so that the LoRA branch changes the function being decoded."""
+    for name, p in s.loaded.model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.5)
+
+
+def base_weights(s):
+    return {n: p.detach().clone() for n, p in s.loaded.model.named_parameters() if "lora_" not in n}
+
+
+@pytest.mark.parametrize("decoder", ["dynamic", "static"])
+def test_a_merged_adapter_samples_what_the_separate_one_samples_and_leaves_the_base_as_it_was(tiny_dir, decoder):
+    s = loaded(tiny_dir, {"r": 4, "alpha": 8})
+    trained_adapter(s)
+    ps = prompts(s)
+    before = base_weights(s)
+    separate = generate(s, ps, decoder, adapter="separate")
+    merged = generate(s, ps, decoder, adapter="merged")
+    assert (separate["adapter"], merged["adapter"]) == ("separate", "merged")
+    same_samples(separate["samples"], merged["samples"], 1e-5)
+    # Training recomputes them with the adapter apart, as before.
+    for x, again in zip(merged["samples"], recomputed(s, ps, merged["samples"], 0.8)):
+        assert max(abs(a - b) for a, b in zip(x["logprobs"], again)) < 1e-4
+    # The base weights are put back bit for bit, and the adapter is apart again: the reference
+    # policy (the adapter switched off) is the base model.
+    after = base_weights(s)
+    assert all(torch.equal(before[n], after[n]) for n in before)
+    from peft.tuners.lora import LoraLayer
+
+    assert not any(m.merged for m in s.loaded.model.modules() if isinstance(m, LoraLayer))
+    # The check can fail: without the adapter the same seeds draw other tokens.
+    with s.loaded.model.disable_adapter():
+        plain = generate(s, ps, decoder, adapter="separate")
+    assert [x["ids"] for x in plain["samples"]] != [x["ids"] for x in merged["samples"]]
+
+
+def test_on_the_cpu_the_adapter_stays_separate_unless_asked_and_a_model_without_one_says_nothing(tiny_dir):
+    s = loaded(tiny_dir, {"r": 4, "alpha": 8})
+    ps = prompts(s)
+    assert generate(s, ps, "dynamic", max_tokens=4)["adapter"] == "separate"
+    reply = serve(s, "generate", prompts=ps, n=1, max_tokens=4, adapter="fused")
+    assert reply["error"]["kind"] == "bad_request" and "`adapter`" in reply["error"]["message"]
+    full = loaded(tiny_dir)
+    assert "adapter" not in generate(full, prompts(full), "dynamic", max_tokens=4)
+
+
+def test_a_merged_adapter_is_put_back_when_decoding_fails(tiny_dir):
+    from cudal1_model import sampling
+
+    s = loaded(tiny_dir, {"r": 4, "alpha": 8})
+    trained_adapter(s)
+    before = base_weights(s)
+    with pytest.raises(RuntimeError, match="mid-decode"):
+        with sampling.merged_adapter(s.loaded):
+            assert not all(torch.equal(before[n], p) for n, p in base_weights(s).items())
+            raise RuntimeError("mid-decode")
+    after = base_weights(s)
+    assert all(torch.equal(before[n], after[n]) for n in before)
+
+
 def test_rows_that_stop_early_stop_alike_and_greedy_decoding_agrees(tiny_dir):
     s = loaded(tiny_dir)
     ps = prompts(s)
@@ -113,6 +174,23 @@ def test_decoder_requests_that_cannot_be_served_are_bad_requests(tiny_dir):
         assert reply["error"]["kind"] == "bad_request" and "CUDA" in reply["error"]["message"]
         # On the CPU, the worker's own choice is the dynamic cache.
         assert call(s, "generate", prompts=ps, n=1, max_tokens=4)["decoder"] == "dynamic"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_cuda_the_adapter_is_merged_and_samples_what_it_samples_apart(tiny_dir):
+    s = loaded(tiny_dir, {"r": 4, "alpha": 8}, device="cuda")
+    trained_adapter(s)
+    ps = prompts(s)
+    before = base_weights(s)
+    auto = generate(s, ps, "auto")
+    assert (auto["decoder"], auto["adapter"]) == ("graphs", "merged")
+    apart = generate(s, ps, "auto", adapter="separate")
+    assert apart["adapter"] == "separate"
+    same_samples(auto["samples"], apart["samples"], 1e-3)
+    for x, again in zip(auto["samples"], recomputed(s, ps, auto["samples"], 0.8)):
+        assert max(abs(a - b) for a, b in zip(x["logprobs"], again)) < 1e-3
+    after = base_weights(s)
+    assert all(torch.equal(before[n], after[n]) for n in before)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

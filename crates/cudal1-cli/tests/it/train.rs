@@ -538,6 +538,8 @@ fn a_random_qwen2_policy_trains_every_step_with_lora_and_reports_its_split_token
     }
     let last = &json_lines(&out)[0]["last"];
     assert_eq!(last["decoder"], "dynamic", "{last}");
+    // On the CPU the adapter is decoded apart from the weights (merged on a GPU).
+    assert_eq!(last["adapter"], "separate", "{last}");
     assert!(run_dir.join("checkpoints/step-00000002").is_dir());
 }
 
