@@ -83,7 +83,7 @@ fn by_task<'a>(
     keep: &dyn Fn(&str) -> bool,
 ) -> BTreeMap<&'a str, Vec<&'a SampleResult>> {
     let mut out: BTreeMap<&str, Vec<&SampleResult>> = BTreeMap::new();
-    for s in samples.iter().filter(|s| keep(&s.task)) {
+    for s in samples.iter().filter(|s| keep(&s.task) && !s.unjudged) {
         out.entry(s.task.as_str()).or_default().push(s);
     }
     out
@@ -187,14 +187,15 @@ pub fn table(
         .iter()
         .flat_map(|arm| {
             results.iter().filter_map(move |r| {
-                let samples = r.arms.get(arm)?;
+                let samples: Vec<&SampleResult> =
+                    r.arms.get(arm)?.iter().filter(|s| !s.unjudged).collect();
                 Some(SeedRow {
                     seed: r.label.clone(),
                     arm: arm.clone(),
                     samples: samples.len(),
-                    correct_rate: share(samples.iter(), correct),
-                    fast1_rate: share(samples.iter(), fast1),
-                    geomean_speedup_of_correct: geomean(samples.iter()),
+                    correct_rate: share(samples.iter().copied(), correct),
+                    fast1_rate: share(samples.iter().copied(), fast1),
+                    geomean_speedup_of_correct: geomean(samples.iter().copied()),
                 })
             })
         })
@@ -355,6 +356,7 @@ mod tests {
             correct: speedup.is_some(),
             speedup,
             program: Some(format!("# {task} {speedup:?}")),
+            unjudged: false,
         }
     }
 
@@ -416,6 +418,14 @@ mod tests {
         assert!(!t.per_seed.iter().any(|r| r.seed == "1" && r.arm == "base"), "no arm, no row");
         let order: Vec<&str> = t.per_seed.iter().map(|r| r.arm.as_str()).collect();
         assert_eq!(order, ["base", "self-sup", "self-sup", "rl", "rl"]);
+        // A program that got no verdict is in no statistic; counted as incorrect it would be.
+        let with = |extra: SampleResult| {
+            let mut r = results.clone();
+            r[1].arms.get_mut("rl").unwrap().push(extra);
+            table(&r, &group, 7)
+        };
+        assert_eq!(with(SampleResult { unjudged: true, ..s("a", None) }), t);
+        assert_ne!(with(s("a", None)), t);
     }
 
     #[test]

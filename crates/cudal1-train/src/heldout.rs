@@ -30,6 +30,11 @@ pub struct SampleResult {
     /// reports written before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub program: Option<String>,
+    /// It held a program that got no verdict: the machine failed (out of memory under it, or
+    /// beside a policy that holds the GPU), its task's reference failed, or the run stopped. It
+    /// is neither correct nor incorrect, and the statistics leave it out (`unjudged` counts it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unjudged: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -224,6 +229,7 @@ pub fn evaluate(
             correct: false,
             speedup: None,
             program: program.clone(),
+            unjudged: false,
         });
         match program {
             Some(code) => {
@@ -274,21 +280,28 @@ pub fn evaluate(
         }
     }
     for (r, i) in results.iter_mut().zip(item_of) {
-        if let Some((verdict, speedup)) = i.and_then(|i| verdicts[i].clone()) {
-            r.verdict = Some(verdict);
-            r.speedup = speedup;
-            r.correct = speedup.is_some();
+        let Some(i) = i else { continue };
+        match verdicts[i].clone() {
+            Some((verdict, speedup)) => {
+                r.verdict = Some(verdict);
+                r.speedup = speedup;
+                r.correct = speedup.is_some();
+            }
+            None => r.unjudged = true,
         }
     }
     Ok(report(tasks.len(), per_task, results, seed))
 }
 
-/// The statistics of judged samples, over `tasks` tasks of `per_task` samples each.
+/// The statistics of judged samples, over `tasks` tasks of `per_task` samples each; a sample
+/// with a program that got no verdict ([`SampleResult::unjudged`]) is left out, and a task with
+/// no other sample with it.
 pub fn report(tasks: usize, per_task: u32, samples: Vec<SampleResult>, seed: u64) -> HeldoutReport {
     let by_task: Vec<Vec<&SampleResult>> = {
-        let mut keys: Vec<&str> = samples.iter().map(|s| s.task.as_str()).collect();
+        let judged = || samples.iter().filter(|s| !s.unjudged);
+        let mut keys: Vec<&str> = judged().map(|s| s.task.as_str()).collect();
         keys.dedup();
-        keys.iter().map(|k| samples.iter().filter(|s| s.task == *k).collect()).collect()
+        keys.iter().map(|k| judged().filter(|s| s.task == *k).collect()).collect()
     };
     let geomean = |xs: Vec<f64>| {
         #[expect(clippy::cast_precision_loss)]
@@ -403,6 +416,7 @@ impl HeldoutReport {
             "best_of_g_geomean": self.best_of_g_geomean,
             "with_program": self.samples.iter().filter(|s| s.has_program).count(),
             "truncated": self.samples.iter().filter(|s| s.truncated).count(),
+            "unjudged": self.samples.iter().filter(|s| s.unjudged).count(),
         })
     }
 }
@@ -421,7 +435,27 @@ mod tests {
             correct: speedup.is_some(),
             speedup,
             program: None,
+            unjudged: false,
         }
+    }
+
+    #[test]
+    fn a_program_that_got_no_verdict_is_left_out_of_every_statistic() {
+        let unjudged = |task: &str| SampleResult { unjudged: true, ..sample(task, None) };
+        // Task a: one correct at 2x, one unjudged; task c: unjudged alone.
+        let samples = vec![sample("a", Some(2.0)), unjudged("a"), sample("b", None), unjudged("c")];
+        let r = report(3, 2, samples, 1);
+        // a is half of the judged (2 of 2 tasks' judged samples: a's one, b's one).
+        assert_eq!(r.correct_rate.unwrap().median, 0.5);
+        assert_eq!(r.solved_rate.unwrap().median, 0.5, "c has no judged sample: not a task here");
+        assert_eq!(r.summary()["unjudged"], 2);
+        // Counted as incorrect instead, a would be half correct and the rate a third.
+        let as_wrong =
+            report(3, 2, vec![sample("a", Some(2.0)), sample("a", None), sample("b", None)], 1);
+        assert!(as_wrong.correct_rate.unwrap().median < 0.5);
+        // In a report written out, the flag is there only where it is set.
+        let v = serde_json::to_value(&r.samples).unwrap();
+        assert_eq!((v[1]["unjudged"].as_bool(), v[0].get("unjudged")), (Some(true), None));
     }
 
     #[test]

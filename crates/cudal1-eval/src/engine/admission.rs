@@ -6,7 +6,7 @@
 //! alone ([`Admitted::alone`]): it runs, rather than never.
 //!
 //! Memory a process outside the engine holds on a device (a training run's policy worker, on the
-//! GPU where its samples are judged: [`crate::Evaluator::hold_outside`]) is taken off that
+//! GPU where its samples are judged: [`crate::OutsideMemory::hold`]) is taken off that
 //! device's budget, so that jobs fit beside it; a job that does not fit beside it is said to be
 //! crowded ([`Admitted::crowded`]): it runs alone, and what it runs out of is not its own doing.
 
