@@ -3,8 +3,9 @@
 On CUDA: the most the caching allocator held for tensors (``max_memory_allocated``) and reserved
 from the device (``max_memory_reserved``, what ``nvidia-smi`` counts, less the CUDA context) from
 the op's start to its end, what it still reserves at the end (``held_bytes``: what the worker
-keeps of the device while candidates are judged there), and the device's size. On the CPU: the worker process's peak resident
-set size since it started (the kernel keeps no per-op peak, so it never goes down)."""
+keeps of the device while candidates are judged there), and the device's size. On the CPU: the
+worker process's peak resident set size since it started (the kernel keeps no per-op peak, so it
+never goes down)."""
 
 import platform
 import resource
