@@ -295,23 +295,10 @@ impl Lane<'_> {
                     // Out of memory beside what is held outside the engine (a policy worker): it
                     // might have fitted the device alone, so this is no verdict on the program.
                     Ok(e) if crowded && e.reason_class == "out_of_memory" => {
-                        JobOutcome::HostFailed {
-                            error: format!(
-                                "{}: {}; {}",
-                                candidate.label,
-                                e.reason,
-                                crowded_note(&self.device)
-                            ),
-                        }
+                        crowded_out(&candidate.label, &e.reason, &self.device)
                     }
                     Err(Unjudged::Reference(e)) if crowded && e.out_of_device_memory() => {
-                        JobOutcome::HostFailed {
-                            error: format!(
-                                "{}: {e}; {}",
-                                candidate.label,
-                                crowded_note(&self.device)
-                            ),
-                        }
+                        crowded_out(&candidate.label, &e.to_string(), &self.device)
                     }
                     Ok(mut e) => {
                         account(&mut e, &entry, picked, slot_wait, memory_wait);
@@ -698,12 +685,14 @@ impl Lane<'_> {
     }
 }
 
-/// A failed reference: the task's fault, unless the machine ran out of memory under it.
-/// Why a job that ran out of memory while crowded gets no verdict.
-fn crowded_note(device: &Device) -> String {
-    format!("its memory need fits {device} but not beside what a process outside the engine holds there (a training run's policy), so this is no verdict: alone on the device it might have fitted")
+/// A job that ran out of memory (`what`) while crowded: no verdict.
+fn crowded_out(label: &str, what: &str, device: &Device) -> JobOutcome {
+    JobOutcome::HostFailed {
+        error: format!("{label}: {what}; its memory need fits {device} but not beside what a process outside the engine holds there (a training run's policy), so this is no verdict: alone on the device it might have fitted"),
+    }
 }
 
+/// A failed reference: the task's fault, unless the machine ran out of memory under it.
 fn reference_failed(e: &ReferenceError) -> JobOutcome {
     if e.host_out_of_memory() {
         JobOutcome::HostFailed { error: e.to_string() }
